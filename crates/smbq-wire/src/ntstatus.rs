@@ -1,0 +1,135 @@
+//! NTSTATUS values (MS-ERREF 2.3.1) used by SMB2. Open: any u32 is a valid status.
+
+crate::open_enum! {
+    /// An NTSTATUS code as carried in the SMB2 header `Status` field.
+    NtStatus(u32) {
+        SUCCESS = 0x0000_0000,
+        PENDING = 0x0000_0103,
+        NOTIFY_ENUM_DIR = 0x0000_010C,
+        BUFFER_OVERFLOW = 0x8000_0005,
+        NO_MORE_FILES = 0x8000_0006,
+        STOPPED_ON_SYMLINK = 0x8000_002D,
+        UNSUCCESSFUL = 0xC000_0001,
+        NOT_IMPLEMENTED = 0xC000_0002,
+        INVALID_INFO_CLASS = 0xC000_0003,
+        INFO_LENGTH_MISMATCH = 0xC000_0004,
+        INVALID_HANDLE = 0xC000_0008,
+        INVALID_PARAMETER = 0xC000_000D,
+        NO_SUCH_DEVICE = 0xC000_000E,
+        NO_SUCH_FILE = 0xC000_000F,
+        INVALID_DEVICE_REQUEST = 0xC000_0010,
+        END_OF_FILE = 0xC000_0011,
+        MORE_PROCESSING_REQUIRED = 0xC000_0016,
+        NO_MEMORY = 0xC000_0017,
+        ACCESS_DENIED = 0xC000_0022,
+        BUFFER_TOO_SMALL = 0xC000_0023,
+        OBJECT_TYPE_MISMATCH = 0xC000_0024,
+        OBJECT_NAME_INVALID = 0xC000_0033,
+        OBJECT_NAME_NOT_FOUND = 0xC000_0034,
+        OBJECT_NAME_COLLISION = 0xC000_0035,
+        OBJECT_PATH_INVALID = 0xC000_0039,
+        OBJECT_PATH_NOT_FOUND = 0xC000_003A,
+        OBJECT_PATH_SYNTAX_BAD = 0xC000_003B,
+        SHARING_VIOLATION = 0xC000_0043,
+        EAS_NOT_SUPPORTED = 0xC000_004F,
+        EA_TOO_LARGE = 0xC000_0050,
+        NONEXISTENT_EA_ENTRY = 0xC000_0051,
+        NO_EAS_ON_FILE = 0xC000_0052,
+        DELETE_PENDING = 0xC000_0056,
+        PRIVILEGE_NOT_HELD = 0xC000_0061,
+        WRONG_PASSWORD = 0xC000_006A,
+        LOGON_FAILURE = 0xC000_006D,
+        ACCOUNT_RESTRICTION = 0xC000_006E,
+        PASSWORD_EXPIRED = 0xC000_0071,
+        ACCOUNT_DISABLED = 0xC000_0072,
+        NONE_MAPPED = 0xC000_0073,
+        RANGE_NOT_LOCKED = 0xC000_007E,
+        DISK_FULL = 0xC000_007F,
+        INSUFFICIENT_RESOURCES = 0xC000_009A,
+        FILE_IS_A_DIRECTORY = 0xC000_00BA,
+        NOT_SUPPORTED = 0xC000_00BB,
+        NETWORK_NAME_DELETED = 0xC000_00C9,
+        BAD_NETWORK_NAME = 0xC000_00CC,
+        REQUEST_NOT_ACCEPTED = 0xC000_00D0,
+        PIPE_NOT_AVAILABLE = 0xC000_00AC,
+        INVALID_PIPE_STATE = 0xC000_00AD,
+        PIPE_BUSY = 0xC000_00AE,
+        PIPE_DISCONNECTED = 0xC000_00B0,
+        PIPE_CLOSING = 0xC000_00B1,
+        PIPE_EMPTY = 0xC000_00D9,
+        INTERNAL_ERROR = 0xC000_00E5,
+        UNEXPECTED_IO_ERROR = 0xC000_00E9,
+        DIRECTORY_NOT_EMPTY = 0xC000_0101,
+        NOT_A_DIRECTORY = 0xC000_0103,
+        NAME_TOO_LONG = 0xC000_0106,
+        FILES_OPEN = 0xC000_0107,
+        CANNOT_DELETE = 0xC000_0121,
+        FILE_DELETED = 0xC000_0123,
+        FILE_CLOSED = 0xC000_0128,
+        INVALID_LEVEL = 0xC000_0148,
+        PIPE_BROKEN = 0xC000_014B,
+        LOCK_NOT_GRANTED = 0xC000_0055,
+        FILE_LOCK_CONFLICT = 0xC000_0054,
+        CANCELLED = 0xC000_0120,
+        NOT_SAME_DEVICE = 0xC000_00D4,
+        FILE_RENAMED = 0xC000_00D5,
+        USER_SESSION_DELETED = 0xC000_0203,
+        NETWORK_SESSION_EXPIRED = 0xC000_035C,
+        REQUEST_ABORTED = 0xC000_0240,
+        CONNECTION_DISCONNECTED = 0xC000_020C,
+        NOT_FOUND = 0xC000_0225,
+        INVALID_BUFFER_SIZE = 0xC000_0206,
+        IO_TIMEOUT = 0xC000_00B5,
+        FS_DRIVER_REQUIRED = 0xC000_019C,
+        NOT_A_REPARSE_POINT = 0xC000_0275,
+        INVALID_NETWORK_RESPONSE = 0xC000_00C3,
+        MEDIA_WRITE_PROTECTED = 0xC000_00A2,
+        TOO_MANY_OPENED_FILES = 0xC000_011F,
+        INVALID_OPLOCK_PROTOCOL = 0xC000_00E3,
+        INVALID_DEVICE_STATE = 0xC000_0184,
+        OBJECTID_NOT_FOUND = 0xC000_02F0,
+        DUPLICATE_OBJECTID = 0xC000_022A,
+        BAD_IMPERSONATION_LEVEL = 0xC000_00A5,
+        INVALID_SECURITY_DESCR = 0xC000_0079,
+        TOO_MANY_SESSIONS = 0xC000_00CE,
+        USER_MAPPED_FILE = 0xC000_0243,
+        INVALID_VIEW_SIZE = 0xC000_001F,
+        FILE_NOT_AVAILABLE = 0xC000_0467,
+        SMB_BAD_CLUSTER_DIALECT = 0xC05D_0001,
+        SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP = 0xC05D_0000,
+        NO_USER_SESSION_KEY = 0xC000_0202,
+        DATA_ERROR = 0xC000_003E,
+        NO_SUCH_USER = 0xC000_0064,
+        NETWORK_ACCESS_DENIED = 0xC000_00CA,
+        BAD_NETWORK_PATH = 0xC000_00BE,
+        NOT_SAME_OBJECT = 0xC000_01AC,
+        OPLOCK_NOT_GRANTED = 0xC000_00E2,
+        NOTIFY_CLEANUP = 0x0000_010B,
+        INVALID_EA_NAME = 0x8000_0013,
+    }
+}
+
+impl NtStatus {
+    /// Severity error (top two bits 11).
+    pub fn is_error(self) -> bool {
+        self.0 >> 30 == 3
+    }
+    /// Warnings such as BUFFER_OVERFLOW still carry a response body.
+    pub fn is_warning(self) -> bool {
+        self.0 >> 30 == 2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_prints_known_names_and_hex_for_unknown() {
+        assert_eq!(format!("{:?}", NtStatus::LOGON_FAILURE), "LOGON_FAILURE");
+        assert_eq!(format!("{:?}", NtStatus(0xC0FF_EE00)), "NtStatus(0xc0ffee00)");
+        assert!(NtStatus::ACCESS_DENIED.is_error());
+        assert!(NtStatus::BUFFER_OVERFLOW.is_warning());
+        assert!(!NtStatus::PENDING.is_error());
+    }
+}
