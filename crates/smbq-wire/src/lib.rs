@@ -11,12 +11,45 @@
 
 pub mod cursor;
 pub mod error;
+pub mod file_id;
 pub mod header;
 pub mod ntstatus;
 #[doc(hidden)]
 pub mod open_enum;
 
+// Session and connection level messages.
+pub mod cancel;
+pub mod change_notify;
+pub mod echo;
+pub mod error_response;
+pub mod ioctl;
+pub mod logoff;
+pub mod negotiate;
+pub mod oplock_break;
+pub mod session_setup;
+pub mod smb1_negotiate;
+pub mod transform;
+pub mod tree_connect;
+
+// File messages.
+pub mod close;
+pub mod create;
+pub mod create_context;
+pub mod flush;
+pub mod lock;
+pub mod query_directory;
+pub mod query_info;
+pub mod read;
+pub mod set_info;
+pub mod write;
+
+// MS-FSCC and MS-DTYP structures.
+pub mod filetime;
+pub mod fscc;
+pub mod security;
+
 pub use cursor::{Reader, Writer};
 pub use error::DecodeError;
-pub use header::{Command, Dialect, Header, HEADER_LEN};
+pub use file_id::FileId;
+pub use header::{Command, Dialect, HEADER_LEN, Header};
 pub use ntstatus::NtStatus;
