@@ -1,1 +1,70 @@
+//! The filesystem seen by the SMB server: a synchronous [`Vfs`] trait (called from tokio's
+//! blocking pool), a POSIX backend confined to its share root, and an in-memory backend for
+//! server tests. No SMB types cross this API; errors are `io::Error` carrying the raw errno
+//! where one exists, so the server maps them to NTSTATUS in one place.
 #![forbid(unsafe_code)]
+
+mod case;
+mod error;
+mod mem;
+mod path;
+mod posix;
+mod types;
+
+pub use case::simple_lowercase_eq;
+pub use error::{VfsError, is_confinement_error};
+pub use mem::MemVfs;
+pub use path::{PathError, RelPath};
+pub use posix::{PosixOptions, PosixVfs};
+pub use types::{CreateMode, DirEntry, FileKind, FsStat, OpenOptions, Opened, Stat, Timespec};
+
+use bytes::Bytes;
+use std::io;
+
+/// A share's file tree. Every path is relative to the share root and cannot leave it.
+pub trait Vfs: Send + Sync {
+    /// Opens (and, per `opts.create`, creates) the file or directory at `path`.
+    /// A directory is created when `opts.directory == Some(true)` and `opts.create` creates.
+    fn open(&self, path: &RelPath, opts: &OpenOptions) -> io::Result<Opened>;
+    /// Metadata of `path`; symlinks are followed only while they stay inside the share.
+    fn stat(&self, path: &RelPath) -> io::Result<Stat>;
+    /// Renames `from` to `to`; when `replace` is false an existing `to` fails with EEXIST.
+    fn rename(&self, from: &RelPath, to: &RelPath, replace: bool) -> io::Result<()>;
+    /// Removes a non-directory (the link itself when `path` is a symlink).
+    fn unlink(&self, path: &RelPath) -> io::Result<()>;
+    /// Removes an empty directory.
+    fn rmdir(&self, path: &RelPath) -> io::Result<()>;
+    /// Space and naming limits of the filesystem holding the share.
+    fn statfs(&self) -> io::Result<FsStat>;
+    /// Case-insensitive lookup of one component inside directory `dir`: the on-disk name when
+    /// exactly one entry equals `name` under Unicode simple lowercase, else `None` (no match or
+    /// ambiguous). Windows clients expect case-insensitive names; the server calls this after
+    /// an exact lookup failed.
+    fn find_case_insensitive(&self, dir: &RelPath, name: &str) -> io::Result<Option<String>>;
+}
+
+/// An open file or directory.
+pub trait VfsFile: Send + Sync {
+    /// Reads up to `len` bytes at `offset`; shorter only at end of file.
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes>;
+    /// Writes all of `bufs`, in order, starting at `offset`; returns the byte count written.
+    fn write_at(&self, offset: u64, bufs: &[Bytes]) -> io::Result<usize>;
+    fn stat(&self) -> io::Result<Stat>;
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Reserves space for `len` bytes without changing the size; a no-op where unsupported.
+    fn allocate(&self, len: u64) -> io::Result<()>;
+    /// `None` leaves that time unchanged.
+    fn set_times(&self, atime: Option<Timespec>, mtime: Option<Timespec>) -> io::Result<()>;
+    /// Permission bits; setuid and setgid are always dropped (a client must not mint them).
+    fn set_mode(&self, mode: u32) -> io::Result<()>;
+    fn fsync(&self) -> io::Result<()>;
+    /// All entries of a directory except `.` and `..`, each with its [`Stat`]; names that are
+    /// not UTF-8 are skipped. A symlink entry reports its target when that stays inside the
+    /// share, else itself (kind [`FileKind::Symlink`]).
+    fn read_dir(&self) -> io::Result<Vec<DirEntry>>;
+    /// Reads extended attribute `user.<name>`; `None` when absent or unsupported.
+    fn get_xattr(&self, name: &str) -> io::Result<Option<Vec<u8>>>;
+    /// Writes extended attribute `user.<name>`; `ErrorKind::Unsupported` where the
+    /// filesystem has none.
+    fn set_xattr(&self, name: &str, value: &[u8]) -> io::Result<()>;
+}

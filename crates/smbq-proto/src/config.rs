@@ -1,0 +1,70 @@
+//! Engine configuration: policy the binary decides, passed down as typed values.
+
+use smbq_crypto::{Cipher, SigningAlgorithm};
+use smbq_wire::Dialect;
+
+use crate::Limits;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub limits: Limits,
+    pub server_guid: [u8; 16],
+    /// NetBIOS-style name for NTLM target info.
+    pub server_name: String,
+    /// Dialects the server will select, any order.
+    pub dialects: Vec<Dialect>,
+    /// Sign every non-guest session (SecurityMode SIGNING_REQUIRED).
+    pub require_signing: bool,
+    /// Every session must be encrypted; clients without SMB3 encryption are refused.
+    pub encrypt_required: bool,
+    /// Encrypt sessions whose client can.
+    pub encrypt_desired: bool,
+    /// Ciphers we accept; the client's order picks among them.
+    pub ciphers: Vec<Cipher>,
+    /// Signing algorithms we accept (3.1.1 SIGNING_CAPABILITIES); the client's order picks.
+    pub signing: Vec<SigningAlgorithm>,
+    /// Unknown users and anonymous logons become guest sessions.
+    pub guest_ok: bool,
+    /// Over QUIC, honour SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (MS-SMB2 3.3.5.4).
+    pub accept_transport_security: bool,
+}
+
+impl EngineConfig {
+    pub fn new(limits: Limits, server_guid: [u8; 16], server_name: &str) -> Self {
+        Self {
+            limits,
+            server_guid,
+            server_name: server_name.to_string(),
+            dialects: vec![
+                Dialect::SMB2_0_2,
+                Dialect::SMB2_1,
+                Dialect::SMB3_0,
+                Dialect::SMB3_0_2,
+                Dialect::SMB3_1_1,
+            ],
+            require_signing: false,
+            encrypt_required: false,
+            encrypt_desired: false,
+            ciphers: vec![Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Aes128Ccm, Cipher::Aes256Ccm],
+            signing: vec![SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256],
+            guest_ok: false,
+            accept_transport_security: true,
+        }
+    }
+
+    pub fn require_signing(mut self, on: bool) -> Self {
+        self.require_signing = on;
+        self
+    }
+
+    pub fn encrypt(mut self, required: bool, desired: bool) -> Self {
+        self.encrypt_required = required;
+        self.encrypt_desired = desired;
+        self
+    }
+
+    pub fn guest_ok(mut self, on: bool) -> Self {
+        self.guest_ok = on;
+        self
+    }
+}

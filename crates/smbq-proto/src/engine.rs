@@ -1,0 +1,1028 @@
+//! The server side of one SMB2/3 connection (MS-SMB2 3.3.5): turns frames into validated
+//! requests for the server and the server's responses into frames.
+//!
+//! Call order: feed stream bytes to [`ServerConnection::deframer`], take frames with
+//! [`ServerConnection::next_frame`], hand each to [`ServerConnection::on_frame`], run the
+//! [`Chain`]s it returns (in order within a chain), and give the results to
+//! [`ServerConnection::finish`]. Everything the engine answers itself (NEGOTIATE,
+//! SESSION_SETUP, LOGOFF, ECHO, errors) comes back as ready frames.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use smbq_auth::{AcceptStep, Acceptor, AcceptorConfig, Accounts, AuthError};
+use smbq_crypto::{Cipher, PreauthHash, Role, SigningAlgorithm, Signer, derive_keys};
+use smbq_wire::header::flags;
+use smbq_wire::negotiate::{
+    Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateContextType, NegotiateRequest,
+    NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, security_mode, transport_flags,
+};
+use smbq_wire::session_setup::{SessionSetupRequest, SessionSetupResponse, session_flags};
+use smbq_wire::transform::TransformHeader;
+use smbq_wire::{Command, Dialect, HEADER_LEN, Header, NtStatus, Writer};
+
+use crate::config::EngineConfig;
+use crate::credits::CreditWindow;
+use crate::error::Violation;
+use crate::framing::{Deframer, frame_header};
+use crate::request::{ConnView, Request, Response, SessionView};
+use crate::session::{Session, SessionState};
+
+/// Which transport carries the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Tcp,
+    Quic,
+}
+
+/// What the engine needs from its surroundings for one frame: no clock or randomness of its own.
+pub struct Env<'a> {
+    pub accounts: &'a dyn Accounts,
+    /// Current time as a FILETIME.
+    pub now: u64,
+    pub rng: &'a mut dyn rand::RngCore,
+    /// Allocates a server-wide unique, non-zero session id.
+    pub new_session_id: &'a dyn Fn() -> u64,
+}
+
+/// Work produced by one frame, in order.
+#[derive(Debug)]
+pub enum Action {
+    /// A frame ready to send (segments of one frame).
+    Send(Vec<Bytes>),
+    /// Requests for the server; run them in order, then call [`ServerConnection::finish`].
+    Run(Chain),
+    /// CANCEL for an outstanding request (no response is sent for CANCEL itself).
+    Cancel { message_id: u64, async_id: Option<u64>, session_id: u64 },
+    /// A session became valid; `previous_session_id` names a session to tear down (reconnect).
+    SessionStarted { session_id: u64, previous_session_id: u64, user: String },
+    /// A session ended (LOGOFF); the server must close its trees and opens.
+    SessionEnded { session_id: u64 },
+    /// A logon failed (to be logged, rate-limited, without secrets).
+    AuthFailed { user: String },
+}
+
+/// The requests of one frame (a compound chain) that the server must run in order.
+#[derive(Debug)]
+pub struct Chain {
+    pub items: Vec<ChainItem>,
+    /// The frame came inside a TRANSFORM_HEADER: the response is encrypted too.
+    pub encrypted: bool,
+}
+
+#[derive(Debug)]
+pub enum ChainItem {
+    Run(Box<Request>),
+    /// Already answered by the engine (an error found during validation, ECHO, LOGOFF...).
+    Answered(Completed),
+}
+
+/// A finished request, ready for [`ServerConnection::finish`].
+#[derive(Debug, Clone)]
+pub struct Completed {
+    pub header: Header,
+    pub response: Response,
+    /// Set when an interim response went out: the final one is async and grants no credits.
+    pub async_id: Option<u64>,
+}
+
+enum ConnState {
+    ExpectNegotiate { after_smb1: bool },
+    Negotiated(Box<Negotiated>),
+}
+
+struct Negotiated {
+    view: ConnView,
+    signing: SigningAlgorithm,
+    cipher: Option<Cipher>,
+    /// Connection preauth hash after NEGOTIATE (3.1.1); sessions start from it.
+    preauth: PreauthHash,
+}
+
+pub struct ServerConnection {
+    cfg: Arc<EngineConfig>,
+    id: u64,
+    peer: String,
+    transport: Transport,
+    state: ConnState,
+    deframer: Deframer,
+    credits: CreditWindow,
+    sessions: HashMap<u64, Session>,
+    next_async_id: u64,
+    any_session_valid: bool,
+}
+
+/// Size of the SMB2 ERROR response body (MS-SMB2 2.2.2): StructureSize 9 counts one data byte.
+const ERROR_BODY: [u8; 9] = [9, 0, 0, 0, 0, 0, 0, 0, 0];
+
+impl ServerConnection {
+    pub fn new(cfg: Arc<EngineConfig>, id: u64, peer: String, transport: Transport) -> Self {
+        let credits = CreditWindow::new(cfg.limits.max_credits);
+        Self {
+            cfg,
+            id,
+            peer,
+            transport,
+            state: ConnState::ExpectNegotiate { after_smb1: false },
+            deframer: Deframer::new(),
+            credits,
+            sessions: HashMap::new(),
+            next_async_id: 1,
+            any_session_valid: false,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn deframer(&mut self) -> &mut Deframer {
+        &mut self.deframer
+    }
+
+    /// Frames are capped small until a session is authenticated.
+    pub fn frame_limit(&self) -> u32 {
+        if self.any_session_valid {
+            self.cfg.limits.frame.saturating_add(smbq_crypto::TRANSFORM_HEADER_LEN as u32)
+        } else {
+            self.cfg.limits.preauth_frame
+        }
+    }
+
+    pub fn next_frame(&mut self) -> Result<Option<Bytes>, Violation> {
+        let limit = self.frame_limit();
+        self.deframer.next_frame(limit)
+    }
+
+    pub fn conn_view(&self) -> Option<&ConnView> {
+        match &self.state {
+            ConnState::Negotiated(n) => Some(&n.view),
+            ConnState::ExpectNegotiate { .. } => None,
+        }
+    }
+
+    pub fn session_ids(&self) -> Vec<u64> {
+        self.sessions.keys().copied().collect()
+    }
+
+    /// Processes one frame.
+    pub fn on_frame(&mut self, frame: Bytes, env: &mut Env<'_>) -> Result<Vec<Action>, Violation> {
+        match frame.get(..4) {
+            Some([0xFF, b'S', b'M', b'B']) => self.on_smb1(&frame, env),
+            Some([0xFD, b'S', b'M', b'B']) => {
+                let (plain, session_id) = self.decrypt(&frame)?;
+                self.on_messages(plain, true, Some(session_id), env)
+            }
+            Some([0xFE, b'S', b'M', b'B']) => self.on_messages(frame, false, None, env),
+            _ => Err(Violation::BadProtocol),
+        }
+    }
+
+    /// MS-SMB2 3.3.5.3.1: an SMB1 multi-protocol NEGOTIATE as the first message.
+    fn on_smb1(&mut self, frame: &[u8], env: &mut Env<'_>) -> Result<Vec<Action>, Violation> {
+        if !matches!(self.state, ConnState::ExpectNegotiate { after_smb1: false }) {
+            return Err(Violation::Renegotiate);
+        }
+        let req = smbq_wire::smb1_negotiate::Smb1NegotiateRequest::decode(frame)
+            .map_err(|e| Violation::Malformed(e.to_string()))?;
+        let reply = req.best_smb2_reply();
+        if !self.credits.consume(0, 1) {
+            return Err(Violation::BadMessageId(0));
+        }
+        let hdr = Header { command: Command::NEGOTIATE, credits: 1, ..Default::default() };
+        match reply {
+            Some(Dialect::WILDCARD) if self.cfg.dialects.iter().any(|d| d.0 >= 0x0210) => {
+                let body = self.negotiate_body(Dialect::WILDCARD, env.now, 0, Vec::new());
+                self.state = ConnState::ExpectNegotiate { after_smb1: true };
+                let frame = self.plain_response(&hdr, NtStatus::SUCCESS, &body)?;
+                Ok(vec![Action::Send(vec![frame])])
+            }
+            Some(_) if self.cfg.dialects.contains(&Dialect::SMB2_0_2) => {
+                // Only "SMB 2.002" offered: that is the final negotiate (MS-SMB2 3.3.5.3.1).
+                let body = self.negotiate_body(Dialect::SMB2_0_2, env.now, 0, Vec::new());
+                self.enter_negotiated(Dialect::SMB2_0_2, [0; 16], 0, 0, vec![Dialect::SMB2_0_2], None, None, false, PreauthHash::new());
+                let frame = self.plain_response(&hdr, NtStatus::SUCCESS, &body)?;
+                Ok(vec![Action::Send(vec![frame])])
+            }
+            _ => Err(Violation::NoCommonDialect),
+        }
+    }
+
+    fn decrypt(&mut self, frame: &[u8]) -> Result<(Bytes, u64), Violation> {
+        if !matches!(&self.state, ConnState::Negotiated(n) if n.view.dialect.is_smb3()) {
+            return Err(Violation::DecryptFailed);
+        }
+        let th = TransformHeader::decode(frame).map_err(|e| Violation::Malformed(e.to_string()))?;
+        let hdr_len = smbq_crypto::TRANSFORM_HEADER_LEN;
+        let payload = frame.get(hdr_len..).ok_or(Violation::DecryptFailed)?;
+        if th.original_message_size as usize != payload.len() || th.flags != 1 {
+            return Err(Violation::DecryptFailed);
+        }
+        let session = self.sessions.get(&th.session_id).ok_or(Violation::DecryptFailed)?;
+        let dec = session.decryptor.as_ref().ok_or(Violation::DecryptFailed)?;
+        let aad = frame.get(smbq_crypto::TRANSFORM_AAD).ok_or(Violation::DecryptFailed)?;
+        let nonce = th.nonce.get(..dec.cipher().nonce_len()).ok_or(Violation::DecryptFailed)?;
+        let mut buf = BytesMut::from(payload);
+        dec.open_in_place(nonce, aad, &mut buf, &th.signature)
+            .map_err(|_| Violation::DecryptFailed)?;
+        Ok((buf.freeze(), th.session_id))
+    }
+
+    fn on_messages(
+        &mut self,
+        frame: Bytes,
+        encrypted: bool,
+        transform_session: Option<u64>,
+        env: &mut Env<'_>,
+    ) -> Result<Vec<Action>, Violation> {
+        let mut actions = Vec::new();
+        let mut items = Vec::new();
+        let mut offset = 0usize;
+        let mut prev: Option<Header> = None;
+        let mut count = 0usize;
+        loop {
+            count += 1;
+            if count > self.cfg.limits.max_compound {
+                return Err(Violation::CompoundTooLong);
+            }
+            let rest = frame.get(offset..).ok_or_else(|| Violation::Malformed("compound offset".into()))?;
+            let mut hdr = Header::decode(rest).map_err(|e| Violation::Malformed(e.to_string()))?;
+            if hdr.is_response() {
+                return Err(Violation::UnexpectedResponse);
+            }
+            let next = hdr.next_command as usize;
+            let end = if next == 0 { frame.len() } else { offset.checked_add(next).ok_or_else(|| Violation::Malformed("NextCommand".into()))? };
+            if end > frame.len() || (next != 0 && next < HEADER_LEN) {
+                return Err(Violation::Malformed("NextCommand outside the frame".into()));
+            }
+            let msg = frame.slice(offset..end);
+
+            // MS-SMB2 3.3.5.2.7.2: a related request inherits the session and tree of the
+            // previous one in the chain.
+            if hdr.is_related() {
+                if let Some(p) = &prev {
+                    hdr.session_id = p.session_id;
+                    if hdr.tree_id == 0xFFFF_FFFF || hdr.tree_id == 0 {
+                        hdr.tree_id = p.tree_id;
+                    }
+                }
+            }
+            if let Some(item) = self.on_message(hdr.clone(), msg, encrypted, transform_session, prev.is_none(), env, &mut actions)? {
+                items.push(item);
+            }
+            prev = Some(hdr);
+            if next == 0 {
+                break;
+            }
+            // MS-SMB2 3.3.5.2.7: each message in a compound starts 8-byte aligned.
+            if next % 8 != 0 {
+                return Err(Violation::Malformed("unaligned compound".into()));
+            }
+            offset = end;
+        }
+        if !items.is_empty() {
+            actions.push(Action::Run(Chain { items, encrypted }));
+        }
+        Ok(actions)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_message(
+        &mut self,
+        hdr: Header,
+        msg: Bytes,
+        encrypted: bool,
+        transform_session: Option<u64>,
+        first: bool,
+        env: &mut Env<'_>,
+        actions: &mut Vec<Action>,
+    ) -> Result<Option<ChainItem>, Violation> {
+        let answered = |hdr: &Header, status: NtStatus| {
+            Some(ChainItem::Answered(Completed { header: hdr.clone(), response: Response::error(status), async_id: None }))
+        };
+
+        if hdr.command == Command::CANCEL {
+            // MS-SMB2 3.3.5.16: no credits, no response.
+            actions.push(Action::Cancel { message_id: hdr.message_id, async_id: hdr.async_id, session_id: hdr.session_id });
+            return Ok(None);
+        }
+
+        let (dialect, multi_credit) = match &self.state {
+            ConnState::Negotiated(n) => (Some(n.view.dialect), n.view.dialect.0 >= 0x0210),
+            ConnState::ExpectNegotiate { .. } => (None, false),
+        };
+        let charge = if multi_credit { hdr.credit_charge.max(1) } else { 1 };
+        if !self.credits.consume(hdr.message_id, charge) {
+            return Err(Violation::BadMessageId(hdr.message_id));
+        }
+
+        if hdr.command == Command::NEGOTIATE {
+            let frame = self.negotiate(&hdr, &msg, env)?;
+            actions.push(Action::Send(vec![frame]));
+            return Ok(None);
+        }
+        let Some(dialect) = dialect else {
+            return Err(Violation::NotNegotiated);
+        };
+
+        // MS-SMB2 3.3.5.2.7.2: the first request of a chain cannot be related.
+        if first && hdr.is_related() {
+            return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
+        }
+        if multi_credit {
+            if let Some(need) = payload_credits(hdr.command, &msg) {
+                if u32::from(charge) < need {
+                    return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
+                }
+            }
+        }
+        if encrypted && transform_session.is_some_and(|s| s != hdr.session_id) {
+            // MS-SMB2 3.3.5.2.1.1: every message in an encrypted frame belongs to its session.
+            return Err(Violation::DecryptFailed);
+        }
+
+        match hdr.command {
+            Command::SESSION_SETUP => {
+                let frame = self.session_setup(&hdr, &msg, encrypted, env, actions)?;
+                actions.push(Action::Send(vec![frame]));
+                return Ok(None);
+            }
+            Command::ECHO => {
+                let status = self.check_session_security(&hdr, &msg, encrypted, false);
+                if status != NtStatus::SUCCESS {
+                    return Ok(answered(&hdr, status));
+                }
+                // MS-SMB2 2.2.28: StructureSize 4, Reserved.
+                return Ok(Some(ChainItem::Answered(Completed { header: hdr, response: Response::ok(vec![4, 0, 0, 0]), async_id: None })));
+            }
+            _ => {}
+        }
+
+        let status = self.check_session_security(&hdr, &msg, encrypted, true);
+        if status != NtStatus::SUCCESS {
+            return Ok(answered(&hdr, status));
+        }
+
+        if hdr.command == Command::LOGOFF {
+            // The response is signed with the session's key, so the session is removed only
+            // after the response is built (in finish).
+            actions.push(Action::SessionEnded { session_id: hdr.session_id });
+            return Ok(Some(ChainItem::Answered(Completed { header: hdr, response: Response::ok(vec![4, 0, 0, 0]), async_id: None })));
+        }
+
+        let session = self.sessions.get(&hdr.session_id);
+        let view = session.and_then(|s| {
+            Some(SessionView {
+                id: s.id,
+                identity: s.identity.clone()?,
+                encrypt_data: s.encrypt_data,
+                can_encrypt: s.encryptor.is_some(),
+            })
+        });
+        let _ = dialect;
+        Ok(Some(ChainItem::Run(Box::new(Request {
+            header: hdr,
+            msg,
+            session: view,
+            encrypted,
+            related_file_id: None,
+            async_id: None,
+        }))))
+    }
+
+    /// Session lookup, signature and encryption checks (MS-SMB2 3.3.5.2.4, 3.3.5.2.9).
+    fn check_session_security(&self, hdr: &Header, msg: &[u8], encrypted: bool, session_needed: bool) -> NtStatus {
+        if hdr.session_id == 0 {
+            return if session_needed { NtStatus::USER_SESSION_DELETED } else { NtStatus::SUCCESS };
+        }
+        let Some(s) = self.sessions.get(&hdr.session_id) else {
+            return NtStatus::USER_SESSION_DELETED;
+        };
+        if !s.is_valid() {
+            return NtStatus::USER_SESSION_DELETED;
+        }
+        if encrypted {
+            return NtStatus::SUCCESS;
+        }
+        if s.encrypt_data {
+            return NtStatus::ACCESS_DENIED;
+        }
+        if hdr.is_signed() {
+            match &s.signer {
+                Some(signer) if signer.verify(msg) => {}
+                // A guest session has no key: a signed request cannot be checked.
+                _ => return NtStatus::ACCESS_DENIED,
+            }
+        } else if s.signing_required {
+            return NtStatus::ACCESS_DENIED;
+        }
+        NtStatus::SUCCESS
+    }
+
+    fn negotiate_body(&self, dialect: Dialect, now: u64, caps: u32, contexts: Vec<NegotiateContext<'_>>) -> Vec<u8> {
+        let token = smbq_auth::spnego_init_token();
+        let small = dialect == Dialect::SMB2_0_2 || dialect == Dialect::WILDCARD;
+        let cap_size = |v: u32| if small { v.min(65536) } else { v };
+        let mut sec_mode = security_mode::SIGNING_ENABLED;
+        if self.cfg.require_signing {
+            sec_mode |= security_mode::SIGNING_REQUIRED;
+        }
+        let resp = NegotiateResponse {
+            security_mode: sec_mode,
+            dialect,
+            server_guid: self.cfg.server_guid,
+            capabilities: caps,
+            max_transact_size: cap_size(self.cfg.limits.max_transact),
+            max_read_size: cap_size(self.cfg.limits.max_read),
+            max_write_size: cap_size(self.cfg.limits.max_write),
+            system_time: now,
+            server_start_time: 0,
+            security_buffer: &token,
+            contexts,
+        };
+        let mut w = Writer::new();
+        resp.encode(&mut w);
+        w.into_vec()
+    }
+
+    /// MS-SMB2 3.3.5.4.
+    fn negotiate(&mut self, hdr: &Header, msg: &[u8], env: &mut Env<'_>) -> Result<Bytes, Violation> {
+        if matches!(self.state, ConnState::Negotiated(_)) {
+            return Err(Violation::Renegotiate);
+        }
+        let req = NegotiateRequest::decode(msg).map_err(|e| Violation::Malformed(e.to_string()))?;
+        let mut rhdr = hdr.clone();
+        rhdr.credits = self.credits.grant(hdr.credits);
+        if req.dialects.is_empty() {
+            return self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY);
+        }
+        let Some(dialect) = req
+            .dialects
+            .iter()
+            .copied()
+            .filter(|d| self.cfg.dialects.contains(d))
+            .max()
+        else {
+            return self.plain_response(&rhdr, NtStatus::NOT_SUPPORTED, &ERROR_BODY);
+        };
+
+        let mut caps = 0;
+        if dialect.0 >= 0x0210 {
+            caps |= capabilities::LARGE_MTU;
+        }
+        let mut cipher = None;
+        let mut signing = if dialect.is_smb3() { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 };
+        let mut transport_security = false;
+        let mut out_ctx: Vec<NegotiateContext<'_>> = Vec::new();
+        let salt: [u8; 32] = {
+            let mut s = [0u8; 32];
+            env.rng.fill_bytes(&mut s);
+            s
+        };
+        if dialect == Dialect::SMB3_1_1 {
+            let mut seen = Vec::new();
+            for c in &req.contexts {
+                let t = c.context_type();
+                if t != NegotiateContextType::CONTEXTTYPE_RESERVED && !matches!(c, NegotiateContext::Other { .. }) {
+                    if seen.contains(&t) {
+                        return self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY);
+                    }
+                    seen.push(t);
+                }
+            }
+            let preauth = req.contexts.iter().find_map(|c| match c {
+                NegotiateContext::PreauthIntegrity { hash_algorithms, .. } => Some(hash_algorithms),
+                _ => None,
+            });
+            match preauth {
+                None => return self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY),
+                Some(algs) if !algs.contains(&HashAlgorithm::SHA512) => {
+                    return self.plain_response(&rhdr, NtStatus::SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP, &ERROR_BODY);
+                }
+                Some(_) => {}
+            }
+            out_ctx.push(NegotiateContext::PreauthIntegrity { hash_algorithms: vec![HashAlgorithm::SHA512], salt: &[] });
+            for c in &req.contexts {
+                match c {
+                    NegotiateContext::Encryption { ciphers } => {
+                        cipher = ciphers
+                            .iter()
+                            .filter_map(|w| Cipher::from_wire_id(w.0))
+                            .find(|c| self.cfg.ciphers.contains(c));
+                        let chosen = cipher.map_or(WireCipher(0), |c| WireCipher(c.wire_id()));
+                        out_ctx.push(NegotiateContext::Encryption { ciphers: vec![chosen] });
+                    }
+                    NegotiateContext::Signing { algorithms } => {
+                        if let Some(a) = algorithms
+                            .iter()
+                            .filter_map(|w| SigningAlgorithm::from_wire_id(w.0))
+                            .find(|a| self.cfg.signing.contains(a))
+                        {
+                            signing = a;
+                        }
+                        out_ctx.push(NegotiateContext::Signing { algorithms: vec![WireSigning(signing.wire_id())] });
+                    }
+                    NegotiateContext::Transport { flags }
+                        if self.transport == Transport::Quic
+                            && self.cfg.accept_transport_security
+                            && flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0 =>
+                    {
+                        transport_security = true;
+                        out_ctx.push(NegotiateContext::Transport { flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY });
+                    }
+                    _ => {}
+                }
+            }
+        } else if dialect.is_smb3() && req.capabilities & capabilities::ENCRYPTION != 0 {
+            // 3.0 / 3.0.2 have one cipher, AES-128-CCM, signalled by the capability.
+            if self.cfg.ciphers.contains(&Cipher::Aes128Ccm) {
+                caps |= capabilities::ENCRYPTION;
+                cipher = Some(Cipher::Aes128Ccm);
+            }
+        }
+        // The salt must be filled in the encoded context; rebuild the preauth context with it.
+        if let Some(NegotiateContext::PreauthIntegrity { salt: s, .. }) = out_ctx.first_mut() {
+            *s = &salt;
+        }
+
+        let body = self.negotiate_body(dialect, env.now, caps, out_ctx);
+        let mut preauth = PreauthHash::new();
+        let frame = self.plain_response(&rhdr, NtStatus::SUCCESS, &body)?;
+        if dialect == Dialect::SMB3_1_1 {
+            preauth.update(msg);
+            preauth.update(frame.get(4..).unwrap_or_default());
+        }
+        self.enter_negotiated(
+            dialect,
+            req.client_guid,
+            req.capabilities,
+            req.security_mode,
+            req.dialects.clone(),
+            cipher,
+            Some(signing),
+            transport_security,
+            preauth,
+        );
+        let _ = caps;
+        Ok(frame)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn enter_negotiated(
+        &mut self,
+        dialect: Dialect,
+        client_guid: [u8; 16],
+        client_caps: u32,
+        client_sec_mode: u16,
+        client_dialects: Vec<Dialect>,
+        cipher: Option<Cipher>,
+        signing: Option<SigningAlgorithm>,
+        transport_security: bool,
+        preauth: PreauthHash,
+    ) {
+        let small = dialect == Dialect::SMB2_0_2;
+        let lim = &self.cfg.limits;
+        let size = |v: u32| if small { v.min(65536) } else { v };
+        let mut server_caps = 0;
+        if dialect.0 >= 0x0210 {
+            server_caps |= capabilities::LARGE_MTU;
+        }
+        if dialect.is_smb3() && dialect != Dialect::SMB3_1_1 && cipher.is_some() {
+            server_caps |= capabilities::ENCRYPTION;
+        }
+        let mut sec_mode = security_mode::SIGNING_ENABLED;
+        if self.cfg.require_signing {
+            sec_mode |= security_mode::SIGNING_REQUIRED;
+        }
+        let view = ConnView {
+            id: self.id,
+            dialect,
+            client_guid,
+            client_capabilities: client_caps,
+            client_security_mode: client_sec_mode,
+            server_capabilities: server_caps,
+            server_security_mode: sec_mode,
+            client_dialects,
+            max_read_size: size(lim.max_read),
+            max_write_size: size(lim.max_write),
+            max_transact_size: size(lim.max_transact),
+            transport_security,
+            peer: self.peer.clone(),
+        };
+        let signing = signing.unwrap_or(if dialect.is_smb3() { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 });
+        self.state = ConnState::Negotiated(Box::new(Negotiated { view, signing, cipher, preauth }));
+    }
+
+    /// MS-SMB2 3.3.5.5. Builds and returns the response frame at once: its exact bytes feed
+    /// the preauth hash.
+    fn session_setup(
+        &mut self,
+        hdr: &Header,
+        msg: &[u8],
+        encrypted: bool,
+        env: &mut Env<'_>,
+        actions: &mut Vec<Action>,
+    ) -> Result<Bytes, Violation> {
+        let ConnState::Negotiated(neg) = &self.state else {
+            return Err(Violation::NotNegotiated);
+        };
+        let dialect = neg.view.dialect;
+        let signing_algo = neg.signing;
+        let cipher = neg.cipher;
+        let transport_security = neg.view.transport_security;
+        let client_caps = neg.view.client_capabilities;
+        let conn_preauth = neg.preauth.clone();
+        let mut rhdr = hdr.clone();
+        rhdr.credits = self.credits.grant(hdr.credits.max(1));
+
+        let req = match SessionSetupRequest::decode(msg) {
+            Ok(r) => r,
+            Err(_) => return self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY),
+        };
+        if req.flags & 0x01 != 0 {
+            // Binding a session to a second channel needs multichannel, which we do not offer.
+            return self.plain_response(&rhdr, NtStatus::REQUEST_NOT_ACCEPTED, &ERROR_BODY);
+        }
+
+        let acceptor_cfg = AcceptorConfig {
+            netbios_domain: self.cfg.server_name.to_uppercase(),
+            netbios_computer: self.cfg.server_name.to_uppercase(),
+            dns_domain: self.cfg.server_name.to_lowercase(),
+            dns_computer: self.cfg.server_name.to_lowercase(),
+            allow_guest: self.cfg.guest_ok,
+        };
+        let new_acceptor = |env: &mut Env<'_>| {
+            let mut challenge = [0u8; 8];
+            env.rng.fill_bytes(&mut challenge);
+            Acceptor::new(acceptor_cfg.clone(), challenge, env.now)
+        };
+
+        let session_id = if hdr.session_id == 0 {
+            if self.sessions.len() >= self.cfg.limits.max_sessions_per_connection {
+                return self.plain_response(&rhdr, NtStatus::INSUFFICIENT_RESOURCES, &ERROR_BODY);
+            }
+            let id = (env.new_session_id)();
+            let acceptor = new_acceptor(env);
+            self.sessions.insert(id, Session::new(id, acceptor, conn_preauth));
+            id
+        } else {
+            let Some(s) = self.sessions.get_mut(&hdr.session_id) else {
+                return self.plain_response(&rhdr, NtStatus::USER_SESSION_DELETED, &ERROR_BODY);
+            };
+            if s.is_valid() {
+                // Re-authentication (MS-SMB2 3.3.5.5.2): a signed request is checked with the
+                // current key; keys stay as they are.
+                if hdr.is_signed() && !encrypted && !s.signer.as_ref().is_some_and(|k| k.verify(msg)) {
+                    return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
+                }
+                if s.reauth.is_none() {
+                    s.reauth = Some((Box::new(new_acceptor(env)), conn_preauth));
+                }
+            }
+            hdr.session_id
+        };
+        rhdr.session_id = session_id;
+
+        let Some(session) = self.sessions.get_mut(&session_id) else {
+            return self.plain_response(&rhdr, NtStatus::USER_SESSION_DELETED, &ERROR_BODY);
+        };
+        let reauth = session.is_valid();
+        let (acceptor, preauth) = match (&mut session.state, &mut session.reauth) {
+            (_, Some((a, p))) => (a, p),
+            (SessionState::InProgress { acceptor, preauth }, None) => (acceptor, preauth),
+            (SessionState::Valid, None) => return Err(Violation::Malformed("session state".into())),
+        };
+        if dialect == Dialect::SMB3_1_1 {
+            preauth.update(msg);
+        }
+        let step = acceptor.step(req.security_buffer, env.accounts);
+        match step {
+            Ok(AcceptStep::Continue(token)) => {
+                let body = encode_session_setup(0, &token);
+                let frame = self.plain_response(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body)?;
+                if dialect == Dialect::SMB3_1_1 {
+                    if let Some(s) = self.sessions.get_mut(&session_id) {
+                        let p = match (&mut s.state, &mut s.reauth) {
+                            (_, Some((_, p))) => Some(p),
+                            (SessionState::InProgress { preauth, .. }, None) => Some(preauth),
+                            _ => None,
+                        };
+                        if let Some(p) = p {
+                            p.update(frame.get(4..).unwrap_or_default());
+                        }
+                    }
+                }
+                Ok(frame)
+            }
+            Ok(AcceptStep::Done { token, identity, session_key }) => {
+                let hash = *preauth.value();
+                let is_guest = identity.is_guest || identity.is_anonymous;
+                let client_can_encrypt = dialect.is_smb3() && cipher.is_some()
+                    && (dialect == Dialect::SMB3_1_1 || client_caps & capabilities::ENCRYPTION != 0);
+                if self.cfg.encrypt_required && !transport_security && (!client_can_encrypt || is_guest) && !reauth {
+                    // MS-SMB2 3.3.5.5.3: RejectUnencryptedAccess.
+                    self.sessions.remove(&session_id);
+                    return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
+                }
+                let user = identity.user.clone();
+                let Some(session) = self.sessions.get_mut(&session_id) else {
+                    return Err(Violation::Malformed("session vanished".into()));
+                };
+                let mut flags = 0u16;
+                if identity.is_anonymous {
+                    flags |= session_flags::IS_NULL;
+                } else if identity.is_guest {
+                    flags |= session_flags::IS_GUEST;
+                }
+                if !reauth {
+                    if !is_guest {
+                        let keys = derive_keys(
+                            dialect.0,
+                            Role::Server,
+                            &session_key[..],
+                            (dialect == Dialect::SMB3_1_1).then_some(&hash),
+                            if transport_security { None } else { cipher },
+                        )
+                        .map_err(|e| Violation::Malformed(format!("key derivation: {e}")))?;
+                        session.signer = Signer::new(signing_algo, keys.signing_key()).ok();
+                        session.encryptor = keys.encryptor();
+                        session.decryptor = keys.decryptor();
+                        session.signing_required = self.cfg.require_signing
+                            || u16::from(req.security_mode) & security_mode::SIGNING_REQUIRED != 0;
+                        session.encrypt_data = !transport_security
+                            && client_can_encrypt
+                            && (self.cfg.encrypt_required || self.cfg.encrypt_desired);
+                    }
+                    session.state = SessionState::Valid;
+                }
+                session.reauth = None;
+                session.identity = Some(Arc::new(identity));
+                if session.encrypt_data {
+                    flags |= session_flags::ENCRYPT_DATA;
+                }
+                self.any_session_valid = true;
+                // MS-SMB2 3.3.5.5.3: the final response of a 3.x non-guest session is signed
+                // (the client checks it to prove the key); for 2.x when the client signed.
+                let sign = !is_guest && (dialect.is_smb3() || hdr.is_signed() || session.signing_required);
+                let body = encode_session_setup(flags, &token);
+                let frame = self.build_single(&rhdr, NtStatus::SUCCESS, &body, sign)?;
+                actions.push(Action::SessionStarted { session_id, previous_session_id: req.previous_session_id, user });
+                Ok(frame)
+            }
+            Err(e) => {
+                let (status, user) = match e {
+                    AuthError::LogonFailure { user } => (NtStatus::LOGON_FAILURE, user),
+                    _ => (NtStatus::INVALID_PARAMETER, String::new()),
+                };
+                if !reauth {
+                    self.sessions.remove(&session_id);
+                } else if let Some(s) = self.sessions.get_mut(&session_id) {
+                    s.reauth = None;
+                }
+                if status == NtStatus::LOGON_FAILURE {
+                    actions.push(Action::AuthFailed { user });
+                }
+                self.plain_response(&rhdr, status, &ERROR_BODY)
+            }
+        }
+    }
+
+    /// A single unsigned, unencrypted response whose header fields (credits included) are set.
+    fn plain_response(&self, rhdr: &Header, status: NtStatus, body: &[u8]) -> Result<Bytes, Violation> {
+        self.build_single(rhdr, status, body, false)
+    }
+
+    fn build_single(&self, rhdr: &Header, status: NtStatus, body: &[u8], sign: bool) -> Result<Bytes, Violation> {
+        let mut h = rhdr.clone();
+        h.status = status;
+        h.flags = flags::SERVER_TO_REDIR | if sign { flags::SIGNED } else { 0 };
+        h.next_command = 0;
+        h.async_id = None;
+        h.signature = [0; 16];
+        let mut out = Vec::with_capacity(4 + HEADER_LEN + body.len());
+        out.extend_from_slice(&[0; 4]);
+        let mut w = Writer::with_capacity(HEADER_LEN);
+        h.encode(&mut w);
+        out.extend_from_slice(w.as_slice());
+        out.extend_from_slice(body);
+        let len = out.len() - 4;
+        out.get_mut(..4).map(|p| p.copy_from_slice(&frame_header(len)));
+        if sign {
+            if let Some(signer) = self.sessions.get(&h.session_id).and_then(|s| s.signer.as_ref()) {
+                if let Some(m) = out.get_mut(4..) {
+                    signer.sign(m).map_err(|_| Violation::Malformed("sign".into()))?;
+                }
+            }
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// Sends STATUS_PENDING for a request that will complete later (MS-SMB2 3.3.4.2) and
+    /// returns the async id its final response must carry.
+    pub fn interim(&mut self, req_hdr: &Header, encrypted: bool) -> (u64, Vec<Bytes>) {
+        let async_id = self.next_async_id;
+        self.next_async_id += 1;
+        let mut h = req_hdr.clone();
+        h.credits = self.credits.grant(req_hdr.credits);
+        h.async_id = Some(async_id);
+        let c = Completed { header: h, response: Response::error(NtStatus::PENDING), async_id: Some(async_id) };
+        let frames = self.build_frame(std::slice::from_ref(&c), encrypted, true);
+        (async_id, frames)
+    }
+
+    /// Builds the response frame for a finished chain: credits granted, compound joined and
+    /// padded, each message signed as needed, the whole frame encrypted when required.
+    pub fn finish(&mut self, items: &[Completed], encrypted: bool) -> Vec<Bytes> {
+        let frames = self.build_frame(items, encrypted, false);
+        for c in items {
+            if c.header.command == Command::LOGOFF && c.response.status == NtStatus::SUCCESS {
+                self.sessions.remove(&c.header.session_id);
+            }
+        }
+        frames
+    }
+
+    fn build_frame(&mut self, items: &[Completed], encrypted: bool, interim: bool) -> Vec<Bytes> {
+        let n = items.len();
+        let mut msgs: Vec<(Vec<u8>, Option<Bytes>)> = Vec::with_capacity(n);
+        let mut encrypt_session = None;
+        for (i, c) in items.iter().enumerate() {
+            let req = &c.header;
+            let r = &c.response;
+            let session = self.sessions.get(&req.session_id);
+            let enc = session.is_some_and(|s| s.encryptor.is_some() && (encrypted || s.encrypt_data));
+            if enc {
+                encrypt_session = Some(req.session_id);
+            }
+            let sign = !enc
+                && session.is_some_and(|s| s.signer.is_some() && (req.is_signed() || s.signing_required))
+                && r.status != NtStatus::USER_SESSION_DELETED;
+            let credits = if interim {
+                req.credits
+            } else if c.async_id.is_some() {
+                0
+            } else {
+                self.credits.grant(req.credits)
+            };
+            let mut h = Header {
+                credit_charge: req.credit_charge,
+                status: r.status,
+                command: req.command,
+                credits,
+                flags: flags::SERVER_TO_REDIR
+                    | (req.flags & flags::RELATED_OPERATIONS)
+                    | (req.flags & flags::PRIORITY_MASK)
+                    | if sign { flags::SIGNED } else { 0 },
+                next_command: 0,
+                message_id: req.message_id,
+                async_id: c.async_id,
+                tree_id: r.tree_id.unwrap_or(req.tree_id),
+                session_id: req.session_id,
+                signature: [0; 16],
+            };
+            if c.async_id.is_some() {
+                h.flags |= flags::ASYNC_COMMAND;
+            }
+            let mut w = Writer::with_capacity(HEADER_LEN + r.body.len() + 8);
+            h.encode(&mut w);
+            let error_body = r.body.is_empty() && r.status != NtStatus::SUCCESS;
+            if error_body {
+                w.bytes(&ERROR_BODY);
+            } else {
+                w.bytes(&r.body);
+            }
+            let mut m = w.into_vec();
+            let data = if error_body { None } else { r.data.clone() };
+            let last = i + 1 == n;
+            if !last {
+                // Pad to 8 and link (MS-SMB2 3.3.4.1.3).
+                let total = m.len() + data.as_ref().map_or(0, |d| d.len());
+                let padded = total.div_ceil(8) * 8;
+                if let Some(d) = &data {
+                    m.extend_from_slice(d);
+                }
+                m.resize(padded, 0);
+                m.get_mut(smbq_wire::header::NEXT_COMMAND_OFFSET..smbq_wire::header::NEXT_COMMAND_OFFSET + 4)
+                    .map(|f| f.copy_from_slice(&(padded as u32).to_le_bytes()));
+                if sign {
+                    self.sign_into(req.session_id, &mut m);
+                }
+                msgs.push((m, None));
+            } else if sign {
+                if let Some(d) = &data {
+                    m.extend_from_slice(d);
+                }
+                self.sign_into(req.session_id, &mut m);
+                msgs.push((m, None));
+            } else {
+                msgs.push((m, data));
+            }
+        }
+
+        let total: usize = msgs.iter().map(|(m, d)| m.len() + d.as_ref().map_or(0, |d| d.len())).sum();
+        if let Some(sid) = encrypt_session {
+            if let Some(frame) = self.seal(sid, &msgs, total) {
+                return vec![frame];
+            }
+        }
+        let mut head = Vec::with_capacity(4 + total);
+        head.extend_from_slice(&frame_header(total));
+        let mut out = Vec::new();
+        for (m, d) in msgs {
+            head.extend_from_slice(&m);
+            if let Some(d) = d {
+                out.push(Bytes::from(std::mem::take(&mut head)));
+                out.push(d);
+            }
+        }
+        if !head.is_empty() {
+            out.push(Bytes::from(head));
+        }
+        out
+    }
+
+    fn sign_into(&self, session_id: u64, m: &mut [u8]) {
+        if let Some(s) = self.sessions.get(&session_id).and_then(|s| s.signer.as_ref()) {
+            // Signing cannot fail for a key accepted at construction.
+            let _ = s.sign(m);
+        }
+    }
+
+    /// Wraps the messages in a TRANSFORM_HEADER (MS-SMB2 3.3.4.1.4), encrypting in place.
+    fn seal(&mut self, session_id: u64, msgs: &[(Vec<u8>, Option<Bytes>)], total: usize) -> Option<Bytes> {
+        let th_len = smbq_crypto::TRANSFORM_HEADER_LEN;
+        let session = self.sessions.get_mut(&session_id)?;
+        let enc = session.encryptor.as_ref()?;
+        session.nonce_counter += 1;
+        let mut nonce = [0u8; 16];
+        nonce.get_mut(..8)?.copy_from_slice(&session.nonce_counter.to_le_bytes());
+        nonce.get_mut(8..11)?.copy_from_slice(&[0x73, 0x6d, 0x62]);
+        let th = TransformHeader {
+            signature: [0; 16],
+            nonce,
+            original_message_size: total as u32,
+            flags: 1,
+            session_id,
+        };
+        let mut buf = Vec::with_capacity(4 + th_len + total);
+        buf.extend_from_slice(&frame_header(th_len + total));
+        let mut w = Writer::with_capacity(th_len);
+        th.encode(&mut w);
+        buf.extend_from_slice(w.as_slice());
+        for (m, d) in msgs {
+            buf.extend_from_slice(m);
+            if let Some(d) = d {
+                buf.extend_from_slice(d);
+            }
+        }
+        let (head, payload) = buf.split_at_mut(4 + th_len);
+        let th_bytes = head.get(4..)?;
+        let aad = th_bytes.get(smbq_crypto::TRANSFORM_AAD)?.to_vec();
+        let nlen = enc.cipher().nonce_len();
+        let tag = enc.seal_in_place(nonce.get(..nlen)?, &aad, payload).ok()?;
+        buf.get_mut(4 + smbq_crypto::TRANSFORM_SIGNATURE.start..4 + smbq_crypto::TRANSFORM_SIGNATURE.end)?
+            .copy_from_slice(&tag);
+        Some(Bytes::from(buf))
+    }
+}
+
+fn encode_session_setup(flags: u16, token: &[u8]) -> Vec<u8> {
+    let mut w = Writer::new();
+    SessionSetupResponse { session_flags: flags, security_buffer: token }.encode(&mut w);
+    w.into_vec()
+}
+
+/// Credits a request must be charged for its payload (MS-SMB2 3.3.5.2.5), from fixed offsets
+/// of the request body. `None` for commands without a large payload.
+fn payload_credits(cmd: Command, msg: &[u8]) -> Option<u32> {
+    let u32_at = |off: usize| -> Option<u32> {
+        let b = msg.get(HEADER_LEN + off..HEADER_LEN + off + 4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let size = match cmd {
+        Command::READ | Command::WRITE => u32_at(4)?,
+        Command::QUERY_DIRECTORY => u32_at(28)?,
+        Command::CHANGE_NOTIFY => u32_at(4)?,
+        Command::QUERY_INFO => u32_at(4)?.max(u32_at(12)?),
+        Command::SET_INFO => u32_at(4)?,
+        Command::IOCTL => u32_at(28)?.max(u32_at(44)?),
+        _ => return None,
+    };
+    Some(if size == 0 { 1 } else { (size - 1) / 65536 + 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_credit_rule() {
+        let mut msg = vec![0u8; HEADER_LEN + 49];
+        msg[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&(65536u32 * 2 + 1).to_le_bytes());
+        assert_eq!(payload_credits(Command::READ, &msg), Some(3));
+        msg[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&65536u32.to_le_bytes());
+        assert_eq!(payload_credits(Command::READ, &msg), Some(1));
+        assert_eq!(payload_credits(Command::CLOSE, &msg), None);
+    }
+}

@@ -1,0 +1,46 @@
+//! Every limit the engine and the server enforce, in one value from config. Exceeding one gives
+//! a specific NTSTATUS or a disconnect, never an allocation sized from the wire.
+
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest frame accepted before a session is authenticated (NEGOTIATE, SESSION_SETUP).
+    pub preauth_frame: u32,
+    /// Largest frame accepted afterwards: max write + headers, plus a transform header.
+    pub frame: u32,
+    pub max_read: u32,
+    pub max_write: u32,
+    pub max_transact: u32,
+    /// Credits a client may hold outstanding on one connection.
+    pub max_credits: u16,
+    /// Messages in one compound chain.
+    pub max_compound: usize,
+    /// Requests running at once on one connection.
+    pub max_in_flight: usize,
+    pub max_sessions_per_connection: usize,
+    pub max_opens_per_session: usize,
+    pub max_trees_per_session: usize,
+    pub max_connections: usize,
+    /// Idle connections without a session are dropped after this many seconds.
+    pub unauthenticated_idle_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        const MIB: u32 = 1024 * 1024;
+        Self {
+            preauth_frame: 64 * 1024,
+            frame: 8 * MIB + 64 * 1024,
+            max_read: 8 * MIB,
+            max_write: 8 * MIB,
+            max_transact: MIB,
+            max_credits: 8192,
+            max_compound: 64,
+            max_in_flight: 512,
+            max_sessions_per_connection: 64,
+            max_opens_per_session: 16384,
+            max_trees_per_session: 256,
+            max_connections: 4096,
+            unauthenticated_idle_secs: 60,
+        }
+    }
+}

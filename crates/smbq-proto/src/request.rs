@@ -1,0 +1,107 @@
+//! What the engine hands up to the server (a validated request) and takes back (a response).
+//!
+//! The server never parses headers, checks signatures, counts credits or encrypts: by the time a
+//! [`Request`] exists all of that has been done, and the [`Response`] it returns is framed,
+//! credited, signed and sealed by the engine.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use smbq_auth::Identity;
+use smbq_wire::{Command, Dialect, FileId, Header, NtStatus};
+
+/// The authenticated session a request belongs to (MS-SMB2 3.3.1.8, the parts handlers need).
+#[derive(Clone, Debug)]
+pub struct SessionView {
+    pub id: u64,
+    pub identity: Arc<Identity>,
+    /// Session.EncryptData: every request on this session must arrive encrypted.
+    pub encrypt_data: bool,
+    /// Whether the connection can encrypt at all (3.x with a cipher negotiated).
+    pub can_encrypt: bool,
+}
+
+/// Connection facts a handler may need (negotiated once, immutable afterwards).
+#[derive(Clone, Debug)]
+pub struct ConnView {
+    pub id: u64,
+    pub dialect: Dialect,
+    pub client_guid: [u8; 16],
+    pub client_capabilities: u32,
+    pub client_security_mode: u16,
+    pub server_capabilities: u32,
+    pub server_security_mode: u16,
+    /// The client's dialect list from NEGOTIATE, for FSCTL_VALIDATE_NEGOTIATE_INFO.
+    pub client_dialects: Vec<Dialect>,
+    pub max_read_size: u32,
+    pub max_write_size: u32,
+    pub max_transact_size: u32,
+    /// QUIC with transport-level security accepted: encryption is neither required nor applied.
+    pub transport_security: bool,
+    pub peer: String,
+}
+
+/// One validated request. `msg` is the whole SMB2 message (header included, decrypted), so the
+/// wire decoders can be applied to it directly and WRITE payloads can be sliced without copying.
+#[derive(Clone, Debug)]
+pub struct Request {
+    pub header: Header,
+    pub msg: Bytes,
+    pub session: Option<SessionView>,
+    /// The request arrived inside a TRANSFORM_HEADER.
+    pub encrypted: bool,
+    /// In a related compound: the FileId produced by the previous request of the chain, used when
+    /// this request carries [`FileId::RELATED`] (MS-SMB2 3.3.5.2.7.2).
+    pub related_file_id: Option<FileId>,
+    /// Async id assigned if the handler goes async (interim response already sent).
+    pub async_id: Option<u64>,
+}
+
+impl Request {
+    pub fn command(&self) -> Command {
+        self.header.command
+    }
+
+    /// Resolves a FileId from the request body against the compound chain.
+    pub fn resolve_file_id(&self, id: FileId) -> FileId {
+        if id == FileId::RELATED {
+            self.related_file_id.unwrap_or(id)
+        } else {
+            id
+        }
+    }
+}
+
+/// A response body as produced by a handler. The engine writes the header.
+#[derive(Clone, Debug, Default)]
+pub struct Response {
+    pub status: NtStatus,
+    /// The encoded body (without header). Empty with an error status means "send an
+    /// SMB2 ERROR response" (MS-SMB2 2.2.2).
+    pub body: Vec<u8>,
+    /// Payload appended after `body` without copying (READ data, large query buffers).
+    pub data: Option<Bytes>,
+    /// For CREATE: the FileId this response produced, carried to the next related request.
+    pub file_id: Option<FileId>,
+    /// Tree id assigned by TREE_CONNECT (the response header carries it).
+    pub tree_id: Option<u32>,
+}
+
+impl Response {
+    pub fn ok(body: Vec<u8>) -> Self {
+        Self { status: NtStatus::SUCCESS, body, ..Default::default() }
+    }
+    pub fn error(status: NtStatus) -> Self {
+        Self { status, ..Default::default() }
+    }
+    /// A warning or success status that still carries a body (e.g. BUFFER_OVERFLOW).
+    pub fn with_status(status: NtStatus, body: Vec<u8>) -> Self {
+        Self { status, body, ..Default::default() }
+    }
+}
+
+impl From<NtStatus> for Response {
+    fn from(s: NtStatus) -> Self {
+        Self::error(s)
+    }
+}

@@ -1,0 +1,271 @@
+//! An open file or directory of the POSIX backend.
+
+use super::Share;
+use super::stat::{fstatx, lstatx_in};
+use crate::error::{VfsError, errno};
+use crate::types::MODE_MASK;
+use crate::{DirEntry, FileKind, RelPath, Stat, Timespec, VfsFile};
+use bytes::{Buf, Bytes, BytesMut};
+use parking_lot::Mutex;
+use rustix::fs::{
+    FallocateFlags, FileType, Mode, OFlags, RawDir, SeekFrom, Timestamps, XattrFlags,
+};
+use rustix::io::Errno;
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+/// Linux `IOV_MAX`: a single pwritev takes at most this many slices.
+const IOV_MAX: usize = 1024;
+/// Linux `XATTR_SIZE_MAX`: no attribute value is larger.
+const XATTR_SIZE_MAX: usize = 64 * 1024;
+/// getdents buffer; one entry needs at most ~280 bytes.
+const DIR_BUF: usize = 32 * 1024;
+/// Highest byte offset a file can have (`loff_t` is signed).
+const MAX_OFFSET: u64 = i64::MAX as u64;
+
+pub(crate) struct PosixFile {
+    fd: OwnedFd,
+    kind: FileKind,
+    /// Where the file was opened; used to follow symlinks found by `read_dir` (from the
+    /// root, so confinement is the share's, not this directory's).
+    path: RelPath,
+    share: Arc<Share>,
+    /// getdents moves the shared fd offset, so listings are serialised.
+    dir_lock: Mutex<()>,
+}
+
+impl PosixFile {
+    pub(super) fn new(fd: OwnedFd, kind: FileKind, path: RelPath, share: Arc<Share>) -> Self {
+        Self {
+            fd,
+            kind,
+            path,
+            share,
+            dir_lock: Mutex::new(()),
+        }
+    }
+
+    fn follow_entry(&self, name: &str, own: Stat) -> Stat {
+        let Ok(target) = self.path.join(name) else {
+            return own;
+        };
+        match self
+            .share
+            .resolve(&target, OFlags::PATH, Mode::empty())
+            .and_then(fstatx)
+        {
+            Ok(st) => st,
+            // Dangling, looping or escaping: show the link itself.
+            Err(_) => own,
+        }
+    }
+}
+
+fn retry_intr<T>(mut f: impl FnMut() -> rustix::io::Result<T>) -> io::Result<T> {
+    loop {
+        match f() {
+            Err(Errno::INTR) => continue,
+            r => return r.map_err(errno),
+        }
+    }
+}
+
+fn check_range(offset: u64, len: u64) -> io::Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= MAX_OFFSET => Ok(()),
+        _ => Err(errno(Errno::FBIG)),
+    }
+}
+
+fn timespec(t: Option<Timespec>) -> io::Result<rustix::fs::Timespec> {
+    match t {
+        None => Ok(rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        }),
+        Some(t) if t.nsec < 1_000_000_000 => Ok(rustix::fs::Timespec {
+            tv_sec: t.sec,
+            tv_nsec: t.nsec.into(),
+        }),
+        Some(_) => Err(errno(Errno::INVAL)),
+    }
+}
+
+fn xattr_name(name: &str) -> io::Result<String> {
+    // "user." + name must fit XATTR_NAME_MAX (255).
+    if name.is_empty() || name.len() > 250 || name.contains('\0') {
+        return Err(VfsError::XattrName.into());
+    }
+    Ok(format!("user.{name}"))
+}
+
+/// Names (and d_type) of every entry in the directory `fd`, from its start, except `.`/`..`
+/// and names that are not UTF-8.
+pub(crate) fn list_names(fd: &OwnedFd) -> io::Result<Vec<(String, FileType)>> {
+    rustix::fs::seek(fd, SeekFrom::Start(0)).map_err(errno)?;
+    let mut buf: Vec<MaybeUninit<u8>> = vec![MaybeUninit::uninit(); DIR_BUF];
+    let mut dir = RawDir::new(fd, &mut buf);
+    let mut out = Vec::new();
+    while let Some(entry) = dir.next() {
+        let entry = entry.map_err(errno)?;
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        if name == "." || name == ".." {
+            continue;
+        }
+        out.push((name.to_owned(), entry.file_type()));
+    }
+    Ok(out)
+}
+
+impl VfsFile for PosixFile {
+    fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
+        let size = fstatx(&self.fd)?.size;
+        // Sized by the file, not by the request: a huge `len` on a small file allocates little.
+        let want = usize::try_from(size.saturating_sub(offset))
+            .unwrap_or(usize::MAX)
+            .min(len);
+        let mut buf = BytesMut::zeroed(want);
+        let mut filled = 0;
+        while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
+            let pos = offset.saturating_add(filled as u64);
+            let n = retry_intr(|| rustix::io::pread(&self.fd, &mut *rest, pos))?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+        Ok(buf.freeze())
+    }
+
+    fn write_at(&self, offset: u64, bufs: &[Bytes]) -> io::Result<usize> {
+        let total = bufs
+            .iter()
+            .try_fold(0u64, |acc, b| acc.checked_add(b.len() as u64));
+        check_range(offset, total.unwrap_or(u64::MAX))?;
+        let mut pending: VecDeque<Bytes> = bufs.iter().filter(|b| !b.is_empty()).cloned().collect();
+        let mut done = 0usize;
+        while !pending.is_empty() {
+            let iov: Vec<IoSlice<'_>> = pending
+                .iter()
+                .take(IOV_MAX)
+                .map(|b| IoSlice::new(b))
+                .collect();
+            let pos = offset.saturating_add(done as u64);
+            let mut n = retry_intr(|| rustix::io::pwritev(&self.fd, &iov, pos))?;
+            drop(iov);
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            done += n;
+            // Drop what was written; a short write leaves the rest for the next round.
+            while let Some(front) = pending.front_mut() {
+                if n < front.len() {
+                    front.advance(n);
+                    break;
+                }
+                n -= front.len();
+                pending.pop_front();
+            }
+        }
+        Ok(done)
+    }
+
+    fn stat(&self) -> io::Result<Stat> {
+        fstatx(&self.fd)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        check_range(len, 0)?;
+        rustix::fs::ftruncate(&self.fd, len).map_err(errno)
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<()> {
+        check_range(len, 0)?;
+        if len == 0 {
+            return Ok(());
+        }
+        match rustix::fs::fallocate(&self.fd, FallocateFlags::KEEP_SIZE, 0, len) {
+            Ok(()) | Err(Errno::OPNOTSUPP) => Ok(()),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    fn set_times(&self, atime: Option<Timespec>, mtime: Option<Timespec>) -> io::Result<()> {
+        let times = Timestamps {
+            last_access: timespec(atime)?,
+            last_modification: timespec(mtime)?,
+        };
+        rustix::fs::futimens(&self.fd, &times).map_err(errno)
+    }
+
+    fn set_mode(&self, mode: u32) -> io::Result<()> {
+        rustix::fs::fchmod(&self.fd, Mode::from_raw_mode(mode & MODE_MASK)).map_err(errno)
+    }
+
+    fn fsync(&self) -> io::Result<()> {
+        rustix::fs::fsync(&self.fd).map_err(errno)
+    }
+
+    fn read_dir(&self) -> io::Result<Vec<DirEntry>> {
+        if self.kind != FileKind::Dir {
+            return Err(errno(Errno::NOTDIR));
+        }
+        let names = {
+            let _guard = self.dir_lock.lock();
+            list_names(&self.fd)?
+        };
+        let mut out = Vec::with_capacity(names.len());
+        for (name, _) in names {
+            let stat = match lstatx_in(&self.fd, &name) {
+                Ok(st) if st.kind == FileKind::Symlink => self.follow_entry(&name, st),
+                Ok(st) => st,
+                // Removed since it was listed.
+                Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => continue,
+                Err(e) => return Err(e),
+            };
+            out.push(DirEntry { name, stat });
+        }
+        Ok(out)
+    }
+
+    fn get_xattr(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
+        let name = xattr_name(name)?;
+        let mut buf = Vec::with_capacity(XATTR_SIZE_MAX);
+        match rustix::fs::fgetxattr(
+            &self.fd,
+            name.as_str(),
+            rustix::buffer::spare_capacity(&mut buf),
+        ) {
+            Ok(_) => {
+                buf.shrink_to_fit();
+                Ok(Some(buf))
+            }
+            Err(Errno::NODATA | Errno::OPNOTSUPP) => Ok(None),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    fn set_xattr(&self, name: &str, value: &[u8]) -> io::Result<()> {
+        let name = xattr_name(name)?;
+        match rustix::fs::fsetxattr(&self.fd, name.as_str(), value, XattrFlags::empty()) {
+            Ok(()) => Ok(()),
+            Err(Errno::OPNOTSUPP) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no user xattrs on this filesystem",
+            )),
+            Err(e) => Err(errno(e)),
+        }
+    }
+}
+
+impl AsFd for PosixFile {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}

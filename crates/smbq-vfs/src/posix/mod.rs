@@ -1,0 +1,201 @@
+//! The POSIX backend. Confinement is the point: the share root is opened once, and every
+//! lookup goes through `openat2(root, path, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, so
+//! symlinks are followed only while they stay below the root. Operations on a final
+//! component (mkdir, rename, unlink) first resolve the parent that way and then act on one
+//! name relative to that directory fd, never on a multi-component path.
+
+mod file;
+mod open;
+mod stat;
+
+use crate::error::{VfsError, errno};
+use crate::{FsStat, OpenOptions, Opened, RelPath, Stat, Vfs, case};
+use file::list_names;
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, ResolveFlags};
+use rustix::io::Errno;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PosixOptions {
+    /// Refuse to open non-directories with more than one hard link: anyone who can write
+    /// the share could link in a file from elsewhere on the same filesystem.
+    pub refuse_hardlinks: bool,
+}
+
+impl Default for PosixOptions {
+    fn default() -> Self {
+        Self {
+            refuse_hardlinks: true,
+        }
+    }
+}
+
+/// State shared by the VFS and its open files.
+pub(crate) struct Share {
+    root: OwnedFd,
+    opts: PosixOptions,
+}
+
+/// A share rooted at a directory of the host filesystem.
+pub struct PosixVfs {
+    share: Arc<Share>,
+}
+
+const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+/// openat2 reports EAGAIN when a concurrent rename makes a BENEATH walk unverifiable.
+const EAGAIN_RETRIES: usize = 16;
+
+impl PosixVfs {
+    /// Opens `root` as the share root. Fails when the kernel lacks `openat2` (Linux < 5.6):
+    /// there is no safe way to confine lookups without it.
+    pub fn new(root: &Path, opts: PosixOptions) -> io::Result<Self> {
+        let root = rustix::fs::open(
+            root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        match rustix::fs::openat2(
+            &root,
+            ".",
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            RESOLVE,
+        ) {
+            Ok(_) => {}
+            Err(Errno::NOSYS) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "openat2 is unavailable (Linux >= 5.6 needed to confine a share)",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(Self {
+            share: Arc::new(Share { root, opts }),
+        })
+    }
+}
+
+impl Share {
+    pub(crate) fn root(&self) -> BorrowedFd<'_> {
+        self.root.as_fd()
+    }
+
+    /// Opens `path` (relative to the root) with `openat2`, confined below the root.
+    pub(crate) fn resolve(&self, path: &RelPath, flags: OFlags, mode: Mode) -> io::Result<OwnedFd> {
+        openat2_confined(self.root(), path.as_os_arg(), flags, mode, RESOLVE)
+    }
+
+    /// The directory holding `path`'s last component, and that component.
+    fn parent_of<'p>(&self, path: &'p RelPath) -> io::Result<(OwnedFd, &'p str)> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(VfsError::ShareRoot.into());
+        };
+        let fd = self.resolve(
+            &parent,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok((fd, name))
+    }
+}
+
+/// `openat2` with EAGAIN retried and EXDEV (an escape) turned into [`VfsError::Escape`].
+pub(crate) fn openat2_confined(
+    dir: BorrowedFd<'_>,
+    path: &str,
+    flags: OFlags,
+    mode: Mode,
+    resolve: ResolveFlags,
+) -> io::Result<OwnedFd> {
+    let mut tries = 0;
+    loop {
+        match rustix::fs::openat2(dir, path, flags | OFlags::CLOEXEC, mode, resolve) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::AGAIN | Errno::INTR) if tries < EAGAIN_RETRIES => tries += 1,
+            Err(Errno::XDEV) => return Err(VfsError::Escape.into()),
+            Err(e) => return Err(errno(e)),
+        }
+    }
+}
+
+impl Vfs for PosixVfs {
+    fn open(&self, path: &RelPath, opts: &OpenOptions) -> io::Result<Opened> {
+        open::open(&self.share, path, opts)
+    }
+
+    fn stat(&self, path: &RelPath) -> io::Result<Stat> {
+        let fd = self.share.resolve(path, OFlags::PATH, Mode::empty())?;
+        stat::fstatx(&fd)
+    }
+
+    fn rename(&self, from: &RelPath, to: &RelPath, replace: bool) -> io::Result<()> {
+        let (from_dir, from_name) = self.share.parent_of(from)?;
+        let (to_dir, to_name) = self.share.parent_of(to)?;
+        let flags = if replace {
+            RenameFlags::empty()
+        } else {
+            RenameFlags::NOREPLACE
+        };
+        match rustix::fs::renameat_with(&from_dir, from_name, &to_dir, to_name, flags) {
+            Ok(()) => Ok(()),
+            // Filesystems without RENAME_NOREPLACE (some network and FUSE ones) say EINVAL.
+            // Check-then-rename is racy, but only against other writers inside the share.
+            Err(Errno::INVAL) if !replace => {
+                match rustix::fs::statx(
+                    &to_dir,
+                    to_name,
+                    AtFlags::SYMLINK_NOFOLLOW,
+                    rustix::fs::StatxFlags::TYPE,
+                ) {
+                    Ok(_) => Err(errno(Errno::EXIST)),
+                    Err(Errno::NOENT) => {
+                        rustix::fs::renameat(&from_dir, from_name, &to_dir, to_name).map_err(errno)
+                    }
+                    Err(e) => Err(errno(e)),
+                }
+            }
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    fn unlink(&self, path: &RelPath) -> io::Result<()> {
+        let (dir, name) = self.share.parent_of(path)?;
+        rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(errno)
+    }
+
+    fn rmdir(&self, path: &RelPath) -> io::Result<()> {
+        let (dir, name) = self.share.parent_of(path)?;
+        rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR).map_err(errno)
+    }
+
+    fn statfs(&self) -> io::Result<FsStat> {
+        let s = rustix::fs::fstatvfs(self.share.root()).map_err(errno)?;
+        Ok(FsStat {
+            block_size: if s.f_frsize != 0 {
+                s.f_frsize
+            } else {
+                s.f_bsize
+            },
+            total_blocks: s.f_blocks,
+            free_blocks: s.f_bfree,
+            avail_blocks: s.f_bavail,
+            fs_id: s.f_fsid,
+            name_max: s.f_namemax,
+        })
+    }
+
+    fn find_case_insensitive(&self, dir: &RelPath, name: &str) -> io::Result<Option<String>> {
+        let fd = self
+            .share
+            .resolve(dir, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())?;
+        let names = list_names(&fd)?;
+        Ok(case::unique_match(
+            names.iter().map(|(n, _)| n.as_str()),
+            name,
+        ))
+    }
+}
