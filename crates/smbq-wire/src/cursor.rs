@@ -21,7 +21,10 @@ impl<'a> Reader<'a> {
     /// A reader positioned at `pos` of `buf` (for bodies that start after the 64-byte header).
     pub fn at(buf: &'a [u8], pos: usize) -> Result<Self, DecodeError> {
         if pos > buf.len() {
-            return Err(DecodeError::Truncated { need: pos, have: buf.len() });
+            return Err(DecodeError::Truncated {
+                need: pos,
+                have: buf.len(),
+            });
         }
         Ok(Self { buf, pos })
     }
@@ -44,14 +47,14 @@ impl<'a> Reader<'a> {
     }
 
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .ok_or(DecodeError::Truncated { need: usize::MAX, have: self.buf.len() })?;
-        let s = self
-            .buf
-            .get(self.pos..end)
-            .ok_or(DecodeError::Truncated { need: end, have: self.buf.len() })?;
+        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated {
+            need: usize::MAX,
+            have: self.buf.len(),
+        })?;
+        let s = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated {
+            need: end,
+            have: self.buf.len(),
+        })?;
         self.pos = end;
         Ok(s)
     }
@@ -101,7 +104,10 @@ impl<'a> Reader<'a> {
     /// Moves to an absolute position (used after reading a fixed part when a buffer follows).
     pub fn seek(&mut self, pos: usize) -> Result<(), DecodeError> {
         if pos > self.buf.len() {
-            return Err(DecodeError::Truncated { need: pos, have: self.buf.len() });
+            return Err(DecodeError::Truncated {
+                need: pos,
+                have: self.buf.len(),
+            });
         }
         self.pos = pos;
         Ok(())
@@ -119,11 +125,16 @@ pub fn slice_at(buf: &[u8], offset: usize, len: usize) -> Result<&[u8], DecodeEr
     if len == 0 {
         return Ok(&[]);
     }
-    let end = offset
-        .checked_add(len)
-        .ok_or(DecodeError::BadOffset { offset, len, total: buf.len() })?;
-    buf.get(offset..end)
-        .ok_or(DecodeError::BadOffset { offset, len, total: buf.len() })
+    let end = offset.checked_add(len).ok_or(DecodeError::BadOffset {
+        offset,
+        len,
+        total: buf.len(),
+    })?;
+    buf.get(offset..end).ok_or(DecodeError::BadOffset {
+        offset,
+        len,
+        total: buf.len(),
+    })
 }
 
 /// Little-endian writer over a `Vec<u8>`. Encoding never fails.
@@ -137,7 +148,9 @@ impl Writer {
         Self { buf: Vec::new() }
     }
     pub fn with_capacity(n: usize) -> Self {
-        Self { buf: Vec::with_capacity(n) }
+        Self {
+            buf: Vec::with_capacity(n),
+        }
     }
     pub fn len(&self) -> usize {
         self.buf.len()
@@ -212,10 +225,14 @@ pub fn utf16le_encode(s: &str) -> Vec<u8> {
 /// Decodes UTF-16LE; an odd length or an unpaired surrogate is an error (never lossy: a lossy
 /// name could address a different file than the client meant).
 pub fn utf16le_decode(b: &[u8]) -> Result<String, DecodeError> {
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return Err(DecodeError::BadString);
     }
-    let units = b.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]));
+    let units = b.chunks_exact(2).map(|c| {
+        let mut u = [0u8; 2];
+        u.copy_from_slice(c);
+        u16::from_le_bytes(u)
+    });
     char::decode_utf16(units)
         .collect::<Result<String, _>>()
         .map_err(|_| DecodeError::BadString)

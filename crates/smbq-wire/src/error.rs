@@ -10,7 +10,11 @@ pub enum DecodeError {
     #[error("bad StructureSize: expected {expected}, got {got}")]
     StructureSize { expected: u16, got: u16 },
     #[error("offset {offset} + length {len} outside message of {total} bytes")]
-    BadOffset { offset: usize, len: usize, total: usize },
+    BadOffset {
+        offset: usize,
+        len: usize,
+        total: usize,
+    },
     #[error("bad protocol id")]
     BadProtocolId,
     #[error("invalid UTF-16 string")]
@@ -18,5 +22,9 @@ pub enum DecodeError {
     #[error("invalid value in field {field}")]
     InvalidField { field: &'static str },
     #[error("length {len} exceeds limit {limit} in {field}")]
-    TooLong { field: &'static str, len: usize, limit: usize },
+    TooLong {
+        field: &'static str,
+        len: usize,
+        limit: usize,
+    },
 }

@@ -12,10 +12,16 @@ pub struct FileId {
 impl FileId {
     /// All-ones id: in a related compound it means "the file opened by the previous request"
     /// (MS-SMB2 3.3.5.2.7.2).
-    pub const RELATED: Self = Self { persistent: u64::MAX, volatile: u64::MAX };
+    pub const RELATED: Self = Self {
+        persistent: u64::MAX,
+        volatile: u64::MAX,
+    };
 
     pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Self { persistent: r.u64()?, volatile: r.u64()? })
+        Ok(Self {
+            persistent: r.u64()?,
+            volatile: r.u64()?,
+        })
     }
     pub fn encode(&self, w: &mut Writer) {
         w.u64(self.persistent).u64(self.volatile);

@@ -127,7 +127,10 @@ mod tests {
     #[test]
     fn debug_prints_known_names_and_hex_for_unknown() {
         assert_eq!(format!("{:?}", NtStatus::LOGON_FAILURE), "LOGON_FAILURE");
-        assert_eq!(format!("{:?}", NtStatus(0xC0FF_EE00)), "NtStatus(0xc0ffee00)");
+        assert_eq!(
+            format!("{:?}", NtStatus(0xC0FF_EE00)),
+            "NtStatus(0xc0ffee00)"
+        );
         assert!(NtStatus::ACCESS_DENIED.is_error());
         assert!(NtStatus::BUFFER_OVERFLOW.is_warning());
         assert!(!NtStatus::PENDING.is_error());
