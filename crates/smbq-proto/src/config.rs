@@ -45,8 +45,17 @@ impl EngineConfig {
             require_signing: false,
             encrypt_required: false,
             encrypt_desired: false,
-            ciphers: vec![Cipher::Aes128Gcm, Cipher::Aes256Gcm, Cipher::Aes128Ccm, Cipher::Aes256Ccm],
-            signing: vec![SigningAlgorithm::AesGmac, SigningAlgorithm::AesCmac, SigningAlgorithm::HmacSha256],
+            ciphers: vec![
+                Cipher::Aes128Gcm,
+                Cipher::Aes256Gcm,
+                Cipher::Aes128Ccm,
+                Cipher::Aes256Ccm,
+            ],
+            signing: vec![
+                SigningAlgorithm::AesGmac,
+                SigningAlgorithm::AesCmac,
+                SigningAlgorithm::HmacSha256,
+            ],
             guest_ok: false,
             accept_transport_security: true,
         }

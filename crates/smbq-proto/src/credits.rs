@@ -21,7 +21,12 @@ impl CreditWindow {
     pub fn new(max_credits: u16) -> Self {
         let mut granted = VecDeque::new();
         granted.push_back(true);
-        Self { base: 0, granted, outstanding: 1, max_credits: u32::from(max_credits.max(1)) }
+        Self {
+            base: 0,
+            granted,
+            outstanding: 1,
+            max_credits: u32::from(max_credits.max(1)),
+        }
     }
 
     pub fn outstanding(&self) -> u32 {

@@ -12,11 +12,12 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use smbq_auth::{AcceptStep, Acceptor, AcceptorConfig, Accounts, AuthError};
-use smbq_crypto::{Cipher, PreauthHash, Role, SigningAlgorithm, Signer, derive_keys};
+use smbq_crypto::{Cipher, PreauthHash, Role, Signer, SigningAlgorithm, derive_keys};
 use smbq_wire::header::flags;
 use smbq_wire::negotiate::{
     Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateContextType, NegotiateRequest,
-    NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, security_mode, transport_flags,
+    NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, security_mode,
+    transport_flags,
 };
 use smbq_wire::session_setup::{SessionSetupRequest, SessionSetupResponse, session_flags};
 use smbq_wire::transform::TransformHeader;
@@ -54,9 +55,17 @@ pub enum Action {
     /// Requests for the server; run them in order, then call [`ServerConnection::finish`].
     Run(Chain),
     /// CANCEL for an outstanding request (no response is sent for CANCEL itself).
-    Cancel { message_id: u64, async_id: Option<u64>, session_id: u64 },
+    Cancel {
+        message_id: u64,
+        async_id: Option<u64>,
+        session_id: u64,
+    },
     /// A session became valid; `previous_session_id` names a session to tear down (reconnect).
-    SessionStarted { session_id: u64, previous_session_id: u64, user: String },
+    SessionStarted {
+        session_id: u64,
+        previous_session_id: u64,
+        user: String,
+    },
     /// A session ended (LOGOFF); the server must close its trees and opens.
     SessionEnded { session_id: u64 },
     /// A logon failed (to be logged, rate-limited, without secrets).
@@ -144,7 +153,10 @@ impl ServerConnection {
     /// Frames are capped small until a session is authenticated.
     pub fn frame_limit(&self) -> u32 {
         if self.any_session_valid {
-            self.cfg.limits.frame.saturating_add(smbq_crypto::TRANSFORM_HEADER_LEN as u32)
+            self.cfg
+                .limits
+                .frame
+                .saturating_add(smbq_crypto::TRANSFORM_HEADER_LEN as u32)
         } else {
             self.cfg.limits.preauth_frame
         }
@@ -190,7 +202,11 @@ impl ServerConnection {
         if !self.credits.consume(0, 1) {
             return Err(Violation::BadMessageId(0));
         }
-        let hdr = Header { command: Command::NEGOTIATE, credits: 1, ..Default::default() };
+        let hdr = Header {
+            command: Command::NEGOTIATE,
+            credits: 1,
+            ..Default::default()
+        };
         match reply {
             Some(Dialect::WILDCARD) if self.cfg.dialects.iter().any(|d| d.0 >= 0x0210) => {
                 let body = self.negotiate_body(Dialect::WILDCARD, env.now, 0, Vec::new());
@@ -201,7 +217,17 @@ impl ServerConnection {
             Some(_) if self.cfg.dialects.contains(&Dialect::SMB2_0_2) => {
                 // Only "SMB 2.002" offered: that is the final negotiate (MS-SMB2 3.3.5.3.1).
                 let body = self.negotiate_body(Dialect::SMB2_0_2, env.now, 0, Vec::new());
-                self.enter_negotiated(Dialect::SMB2_0_2, [0; 16], 0, 0, vec![Dialect::SMB2_0_2], None, None, false, PreauthHash::new());
+                self.enter_negotiated(
+                    Dialect::SMB2_0_2,
+                    [0; 16],
+                    0,
+                    0,
+                    vec![Dialect::SMB2_0_2],
+                    None,
+                    None,
+                    false,
+                    PreauthHash::new(),
+                );
                 let frame = self.plain_response(&hdr, NtStatus::SUCCESS, &body)?;
                 Ok(vec![Action::Send(vec![frame])])
             }
@@ -219,10 +245,18 @@ impl ServerConnection {
         if th.original_message_size as usize != payload.len() || th.flags != 1 {
             return Err(Violation::DecryptFailed);
         }
-        let session = self.sessions.get(&th.session_id).ok_or(Violation::DecryptFailed)?;
+        let session = self
+            .sessions
+            .get(&th.session_id)
+            .ok_or(Violation::DecryptFailed)?;
         let dec = session.decryptor.as_ref().ok_or(Violation::DecryptFailed)?;
-        let aad = frame.get(smbq_crypto::TRANSFORM_AAD).ok_or(Violation::DecryptFailed)?;
-        let nonce = th.nonce.get(..dec.cipher().nonce_len()).ok_or(Violation::DecryptFailed)?;
+        let aad = frame
+            .get(smbq_crypto::TRANSFORM_AAD)
+            .ok_or(Violation::DecryptFailed)?;
+        let nonce = th
+            .nonce
+            .get(..dec.cipher().nonce_len())
+            .ok_or(Violation::DecryptFailed)?;
         let mut buf = BytesMut::from(payload);
         dec.open_in_place(nonce, aad, &mut buf, &th.signature)
             .map_err(|_| Violation::DecryptFailed)?;
@@ -246,13 +280,21 @@ impl ServerConnection {
             if count > self.cfg.limits.max_compound {
                 return Err(Violation::CompoundTooLong);
             }
-            let rest = frame.get(offset..).ok_or_else(|| Violation::Malformed("compound offset".into()))?;
+            let rest = frame
+                .get(offset..)
+                .ok_or_else(|| Violation::Malformed("compound offset".into()))?;
             let mut hdr = Header::decode(rest).map_err(|e| Violation::Malformed(e.to_string()))?;
             if hdr.is_response() {
                 return Err(Violation::UnexpectedResponse);
             }
             let next = hdr.next_command as usize;
-            let end = if next == 0 { frame.len() } else { offset.checked_add(next).ok_or_else(|| Violation::Malformed("NextCommand".into()))? };
+            let end = if next == 0 {
+                frame.len()
+            } else {
+                offset
+                    .checked_add(next)
+                    .ok_or_else(|| Violation::Malformed("NextCommand".into()))?
+            };
             if end > frame.len() || (next != 0 && next < HEADER_LEN) {
                 return Err(Violation::Malformed("NextCommand outside the frame".into()));
             }
@@ -268,7 +310,15 @@ impl ServerConnection {
                     }
                 }
             }
-            if let Some(item) = self.on_message(hdr.clone(), msg, encrypted, transform_session, prev.is_none(), env, &mut actions)? {
+            if let Some(item) = self.on_message(
+                hdr.clone(),
+                msg,
+                encrypted,
+                transform_session,
+                prev.is_none(),
+                env,
+                &mut actions,
+            )? {
                 items.push(item);
             }
             prev = Some(hdr);
@@ -299,12 +349,20 @@ impl ServerConnection {
         actions: &mut Vec<Action>,
     ) -> Result<Option<ChainItem>, Violation> {
         let answered = |hdr: &Header, status: NtStatus| {
-            Some(ChainItem::Answered(Completed { header: hdr.clone(), response: Response::error(status), async_id: None }))
+            Some(ChainItem::Answered(Completed {
+                header: hdr.clone(),
+                response: Response::error(status),
+                async_id: None,
+            }))
         };
 
         if hdr.command == Command::CANCEL {
             // MS-SMB2 3.3.5.16: no credits, no response.
-            actions.push(Action::Cancel { message_id: hdr.message_id, async_id: hdr.async_id, session_id: hdr.session_id });
+            actions.push(Action::Cancel {
+                message_id: hdr.message_id,
+                async_id: hdr.async_id,
+                session_id: hdr.session_id,
+            });
             return Ok(None);
         }
 
@@ -312,7 +370,11 @@ impl ServerConnection {
             ConnState::Negotiated(n) => (Some(n.view.dialect), n.view.dialect.0 >= 0x0210),
             ConnState::ExpectNegotiate { .. } => (None, false),
         };
-        let charge = if multi_credit { hdr.credit_charge.max(1) } else { 1 };
+        let charge = if multi_credit {
+            hdr.credit_charge.max(1)
+        } else {
+            1
+        };
         if !self.credits.consume(hdr.message_id, charge) {
             return Err(Violation::BadMessageId(hdr.message_id));
         }
@@ -354,7 +416,11 @@ impl ServerConnection {
                     return Ok(answered(&hdr, status));
                 }
                 // MS-SMB2 2.2.28: StructureSize 4, Reserved.
-                return Ok(Some(ChainItem::Answered(Completed { header: hdr, response: Response::ok(vec![4, 0, 0, 0]), async_id: None })));
+                return Ok(Some(ChainItem::Answered(Completed {
+                    header: hdr,
+                    response: Response::ok(vec![4, 0, 0, 0]),
+                    async_id: None,
+                })));
             }
             _ => {}
         }
@@ -367,8 +433,14 @@ impl ServerConnection {
         if hdr.command == Command::LOGOFF {
             // The response is signed with the session's key, so the session is removed only
             // after the response is built (in finish).
-            actions.push(Action::SessionEnded { session_id: hdr.session_id });
-            return Ok(Some(ChainItem::Answered(Completed { header: hdr, response: Response::ok(vec![4, 0, 0, 0]), async_id: None })));
+            actions.push(Action::SessionEnded {
+                session_id: hdr.session_id,
+            });
+            return Ok(Some(ChainItem::Answered(Completed {
+                header: hdr,
+                response: Response::ok(vec![4, 0, 0, 0]),
+                async_id: None,
+            })));
         }
 
         let session = self.sessions.get(&hdr.session_id);
@@ -392,9 +464,19 @@ impl ServerConnection {
     }
 
     /// Session lookup, signature and encryption checks (MS-SMB2 3.3.5.2.4, 3.3.5.2.9).
-    fn check_session_security(&self, hdr: &Header, msg: &[u8], encrypted: bool, session_needed: bool) -> NtStatus {
+    fn check_session_security(
+        &self,
+        hdr: &Header,
+        msg: &[u8],
+        encrypted: bool,
+        session_needed: bool,
+    ) -> NtStatus {
         if hdr.session_id == 0 {
-            return if session_needed { NtStatus::USER_SESSION_DELETED } else { NtStatus::SUCCESS };
+            return if session_needed {
+                NtStatus::USER_SESSION_DELETED
+            } else {
+                NtStatus::SUCCESS
+            };
         }
         let Some(s) = self.sessions.get(&hdr.session_id) else {
             return NtStatus::USER_SESSION_DELETED;
@@ -420,7 +502,13 @@ impl ServerConnection {
         NtStatus::SUCCESS
     }
 
-    fn negotiate_body(&self, dialect: Dialect, now: u64, caps: u32, contexts: Vec<NegotiateContext<'_>>) -> Vec<u8> {
+    fn negotiate_body(
+        &self,
+        dialect: Dialect,
+        now: u64,
+        caps: u32,
+        contexts: Vec<NegotiateContext<'_>>,
+    ) -> Vec<u8> {
         let token = smbq_auth::spnego_init_token();
         let small = dialect == Dialect::SMB2_0_2 || dialect == Dialect::WILDCARD;
         let cap_size = |v: u32| if small { v.min(65536) } else { v };
@@ -447,7 +535,12 @@ impl ServerConnection {
     }
 
     /// MS-SMB2 3.3.5.4.
-    fn negotiate(&mut self, hdr: &Header, msg: &[u8], env: &mut Env<'_>) -> Result<Bytes, Violation> {
+    fn negotiate(
+        &mut self,
+        hdr: &Header,
+        msg: &[u8],
+        env: &mut Env<'_>,
+    ) -> Result<Bytes, Violation> {
         if matches!(self.state, ConnState::Negotiated(_)) {
             return Err(Violation::Renegotiate);
         }
@@ -472,7 +565,11 @@ impl ServerConnection {
             caps |= capabilities::LARGE_MTU;
         }
         let mut cipher = None;
-        let mut signing = if dialect.is_smb3() { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 };
+        let mut signing = if dialect.is_smb3() {
+            SigningAlgorithm::AesCmac
+        } else {
+            SigningAlgorithm::HmacSha256
+        };
         let mut transport_security = false;
         let mut out_ctx: Vec<NegotiateContext<'_>> = Vec::new();
         let salt: [u8; 32] = {
@@ -484,25 +581,42 @@ impl ServerConnection {
             let mut seen = Vec::new();
             for c in &req.contexts {
                 let t = c.context_type();
-                if t != NegotiateContextType::CONTEXTTYPE_RESERVED && !matches!(c, NegotiateContext::Other { .. }) {
+                if t != NegotiateContextType::CONTEXTTYPE_RESERVED
+                    && !matches!(c, NegotiateContext::Other { .. })
+                {
                     if seen.contains(&t) {
-                        return self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY);
+                        return self.plain_response(
+                            &rhdr,
+                            NtStatus::INVALID_PARAMETER,
+                            &ERROR_BODY,
+                        );
                     }
                     seen.push(t);
                 }
             }
             let preauth = req.contexts.iter().find_map(|c| match c {
-                NegotiateContext::PreauthIntegrity { hash_algorithms, .. } => Some(hash_algorithms),
+                NegotiateContext::PreauthIntegrity {
+                    hash_algorithms, ..
+                } => Some(hash_algorithms),
                 _ => None,
             });
             match preauth {
-                None => return self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY),
+                None => {
+                    return self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY);
+                }
                 Some(algs) if !algs.contains(&HashAlgorithm::SHA512) => {
-                    return self.plain_response(&rhdr, NtStatus::SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP, &ERROR_BODY);
+                    return self.plain_response(
+                        &rhdr,
+                        NtStatus::SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP,
+                        &ERROR_BODY,
+                    );
                 }
                 Some(_) => {}
             }
-            out_ctx.push(NegotiateContext::PreauthIntegrity { hash_algorithms: vec![HashAlgorithm::SHA512], salt: &[] });
+            out_ctx.push(NegotiateContext::PreauthIntegrity {
+                hash_algorithms: vec![HashAlgorithm::SHA512],
+                salt: &[],
+            });
             for c in &req.contexts {
                 match c {
                     NegotiateContext::Encryption { ciphers } => {
@@ -511,7 +625,9 @@ impl ServerConnection {
                             .filter_map(|w| Cipher::from_wire_id(w.0))
                             .find(|c| self.cfg.ciphers.contains(c));
                         let chosen = cipher.map_or(WireCipher(0), |c| WireCipher(c.wire_id()));
-                        out_ctx.push(NegotiateContext::Encryption { ciphers: vec![chosen] });
+                        out_ctx.push(NegotiateContext::Encryption {
+                            ciphers: vec![chosen],
+                        });
                     }
                     NegotiateContext::Signing { algorithms } => {
                         if let Some(a) = algorithms
@@ -521,7 +637,9 @@ impl ServerConnection {
                         {
                             signing = a;
                         }
-                        out_ctx.push(NegotiateContext::Signing { algorithms: vec![WireSigning(signing.wire_id())] });
+                        out_ctx.push(NegotiateContext::Signing {
+                            algorithms: vec![WireSigning(signing.wire_id())],
+                        });
                     }
                     NegotiateContext::Transport { flags }
                         if self.transport == Transport::Quic
@@ -529,7 +647,9 @@ impl ServerConnection {
                             && flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0 =>
                     {
                         transport_security = true;
-                        out_ctx.push(NegotiateContext::Transport { flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY });
+                        out_ctx.push(NegotiateContext::Transport {
+                            flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY,
+                        });
                     }
                     _ => {}
                 }
@@ -610,8 +730,17 @@ impl ServerConnection {
             transport_security,
             peer: self.peer.clone(),
         };
-        let signing = signing.unwrap_or(if dialect.is_smb3() { SigningAlgorithm::AesCmac } else { SigningAlgorithm::HmacSha256 });
-        self.state = ConnState::Negotiated(Box::new(Negotiated { view, signing, cipher, preauth }));
+        let signing = signing.unwrap_or(if dialect.is_smb3() {
+            SigningAlgorithm::AesCmac
+        } else {
+            SigningAlgorithm::HmacSha256
+        });
+        self.state = ConnState::Negotiated(Box::new(Negotiated {
+            view,
+            signing,
+            cipher,
+            preauth,
+        }));
     }
 
     /// MS-SMB2 3.3.5.5. Builds and returns the response frame at once: its exact bytes feed
@@ -664,7 +793,8 @@ impl ServerConnection {
             }
             let id = (env.new_session_id)();
             let acceptor = new_acceptor(env);
-            self.sessions.insert(id, Session::new(id, acceptor, conn_preauth));
+            self.sessions
+                .insert(id, Session::new(id, acceptor, conn_preauth));
             id
         } else {
             let Some(s) = self.sessions.get_mut(&hdr.session_id) else {
@@ -673,7 +803,10 @@ impl ServerConnection {
             if s.is_valid() {
                 // Re-authentication (MS-SMB2 3.3.5.5.2): a signed request is checked with the
                 // current key; keys stay as they are.
-                if hdr.is_signed() && !encrypted && !s.signer.as_ref().is_some_and(|k| k.verify(msg)) {
+                if hdr.is_signed()
+                    && !encrypted
+                    && !s.signer.as_ref().is_some_and(|k| k.verify(msg))
+                {
                     return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
                 }
                 if s.reauth.is_none() {
@@ -691,7 +824,9 @@ impl ServerConnection {
         let (acceptor, preauth) = match (&mut session.state, &mut session.reauth) {
             (_, Some((a, p))) => (a, p),
             (SessionState::InProgress { acceptor, preauth }, None) => (acceptor, preauth),
-            (SessionState::Valid, None) => return Err(Violation::Malformed("session state".into())),
+            (SessionState::Valid, None) => {
+                return Err(Violation::Malformed("session state".into()));
+            }
         };
         if dialect == Dialect::SMB3_1_1 {
             preauth.update(msg);
@@ -700,7 +835,8 @@ impl ServerConnection {
         match step {
             Ok(AcceptStep::Continue(token)) => {
                 let body = encode_session_setup(0, &token);
-                let frame = self.plain_response(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body)?;
+                let frame =
+                    self.plain_response(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body)?;
                 if dialect == Dialect::SMB3_1_1 {
                     if let Some(s) = self.sessions.get_mut(&session_id) {
                         let p = match (&mut s.state, &mut s.reauth) {
@@ -715,12 +851,22 @@ impl ServerConnection {
                 }
                 Ok(frame)
             }
-            Ok(AcceptStep::Done { token, identity, session_key }) => {
+            Ok(AcceptStep::Done {
+                token,
+                identity,
+                session_key,
+            }) => {
                 let hash = *preauth.value();
                 let is_guest = identity.is_guest || identity.is_anonymous;
-                let client_can_encrypt = dialect.is_smb3() && cipher.is_some()
-                    && (dialect == Dialect::SMB3_1_1 || client_caps & capabilities::ENCRYPTION != 0);
-                if self.cfg.encrypt_required && !transport_security && (!client_can_encrypt || is_guest) && !reauth {
+                let client_can_encrypt = dialect.is_smb3()
+                    && cipher.is_some()
+                    && (dialect == Dialect::SMB3_1_1
+                        || client_caps & capabilities::ENCRYPTION != 0);
+                if self.cfg.encrypt_required
+                    && !transport_security
+                    && (!client_can_encrypt || is_guest)
+                    && !reauth
+                {
                     // MS-SMB2 3.3.5.5.3: RejectUnencryptedAccess.
                     self.sessions.remove(&session_id);
                     return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
@@ -764,10 +910,15 @@ impl ServerConnection {
                 self.any_session_valid = true;
                 // MS-SMB2 3.3.5.5.3: the final response of a 3.x non-guest session is signed
                 // (the client checks it to prove the key); for 2.x when the client signed.
-                let sign = !is_guest && (dialect.is_smb3() || hdr.is_signed() || session.signing_required);
+                let sign =
+                    !is_guest && (dialect.is_smb3() || hdr.is_signed() || session.signing_required);
                 let body = encode_session_setup(flags, &token);
                 let frame = self.build_single(&rhdr, NtStatus::SUCCESS, &body, sign)?;
-                actions.push(Action::SessionStarted { session_id, previous_session_id: req.previous_session_id, user });
+                actions.push(Action::SessionStarted {
+                    session_id,
+                    previous_session_id: req.previous_session_id,
+                    user,
+                });
                 Ok(frame)
             }
             Err(e) => {
@@ -789,11 +940,22 @@ impl ServerConnection {
     }
 
     /// A single unsigned, unencrypted response whose header fields (credits included) are set.
-    fn plain_response(&self, rhdr: &Header, status: NtStatus, body: &[u8]) -> Result<Bytes, Violation> {
+    fn plain_response(
+        &self,
+        rhdr: &Header,
+        status: NtStatus,
+        body: &[u8],
+    ) -> Result<Bytes, Violation> {
         self.build_single(rhdr, status, body, false)
     }
 
-    fn build_single(&self, rhdr: &Header, status: NtStatus, body: &[u8], sign: bool) -> Result<Bytes, Violation> {
+    fn build_single(
+        &self,
+        rhdr: &Header,
+        status: NtStatus,
+        body: &[u8],
+        sign: bool,
+    ) -> Result<Bytes, Violation> {
         let mut h = rhdr.clone();
         h.status = status;
         h.flags = flags::SERVER_TO_REDIR | if sign { flags::SIGNED } else { 0 };
@@ -807,11 +969,18 @@ impl ServerConnection {
         out.extend_from_slice(w.as_slice());
         out.extend_from_slice(body);
         let len = out.len() - 4;
-        out.get_mut(..4).map(|p| p.copy_from_slice(&frame_header(len)));
+        out.get_mut(..4)
+            .map(|p| p.copy_from_slice(&frame_header(len)));
         if sign {
-            if let Some(signer) = self.sessions.get(&h.session_id).and_then(|s| s.signer.as_ref()) {
+            if let Some(signer) = self
+                .sessions
+                .get(&h.session_id)
+                .and_then(|s| s.signer.as_ref())
+            {
                 if let Some(m) = out.get_mut(4..) {
-                    signer.sign(m).map_err(|_| Violation::Malformed("sign".into()))?;
+                    signer
+                        .sign(m)
+                        .map_err(|_| Violation::Malformed("sign".into()))?;
                 }
             }
         }
@@ -826,7 +995,11 @@ impl ServerConnection {
         let mut h = req_hdr.clone();
         h.credits = self.credits.grant(req_hdr.credits);
         h.async_id = Some(async_id);
-        let c = Completed { header: h, response: Response::error(NtStatus::PENDING), async_id: Some(async_id) };
+        let c = Completed {
+            header: h,
+            response: Response::error(NtStatus::PENDING),
+            async_id: Some(async_id),
+        };
         let frames = self.build_frame(std::slice::from_ref(&c), encrypted, true);
         (async_id, frames)
     }
@@ -851,12 +1024,14 @@ impl ServerConnection {
             let req = &c.header;
             let r = &c.response;
             let session = self.sessions.get(&req.session_id);
-            let enc = session.is_some_and(|s| s.encryptor.is_some() && (encrypted || s.encrypt_data));
+            let enc =
+                session.is_some_and(|s| s.encryptor.is_some() && (encrypted || s.encrypt_data));
             if enc {
                 encrypt_session = Some(req.session_id);
             }
             let sign = !enc
-                && session.is_some_and(|s| s.signer.is_some() && (req.is_signed() || s.signing_required))
+                && session
+                    .is_some_and(|s| s.signer.is_some() && (req.is_signed() || s.signing_required))
                 && r.status != NtStatus::USER_SESSION_DELETED;
             let credits = if interim {
                 req.credits
@@ -903,8 +1078,11 @@ impl ServerConnection {
                     m.extend_from_slice(d);
                 }
                 m.resize(padded, 0);
-                m.get_mut(smbq_wire::header::NEXT_COMMAND_OFFSET..smbq_wire::header::NEXT_COMMAND_OFFSET + 4)
-                    .map(|f| f.copy_from_slice(&(padded as u32).to_le_bytes()));
+                m.get_mut(
+                    smbq_wire::header::NEXT_COMMAND_OFFSET
+                        ..smbq_wire::header::NEXT_COMMAND_OFFSET + 4,
+                )
+                .map(|f| f.copy_from_slice(&(padded as u32).to_le_bytes()));
                 if sign {
                     self.sign_into(req.session_id, &mut m);
                 }
@@ -920,7 +1098,10 @@ impl ServerConnection {
             }
         }
 
-        let total: usize = msgs.iter().map(|(m, d)| m.len() + d.as_ref().map_or(0, |d| d.len())).sum();
+        let total: usize = msgs
+            .iter()
+            .map(|(m, d)| m.len() + d.as_ref().map_or(0, |d| d.len()))
+            .sum();
         if let Some(sid) = encrypt_session {
             if let Some(frame) = self.seal(sid, &msgs, total) {
                 return vec![frame];
@@ -943,20 +1124,31 @@ impl ServerConnection {
     }
 
     fn sign_into(&self, session_id: u64, m: &mut [u8]) {
-        if let Some(s) = self.sessions.get(&session_id).and_then(|s| s.signer.as_ref()) {
+        if let Some(s) = self
+            .sessions
+            .get(&session_id)
+            .and_then(|s| s.signer.as_ref())
+        {
             // Signing cannot fail for a key accepted at construction.
             let _ = s.sign(m);
         }
     }
 
     /// Wraps the messages in a TRANSFORM_HEADER (MS-SMB2 3.3.4.1.4), encrypting in place.
-    fn seal(&mut self, session_id: u64, msgs: &[(Vec<u8>, Option<Bytes>)], total: usize) -> Option<Bytes> {
+    fn seal(
+        &mut self,
+        session_id: u64,
+        msgs: &[(Vec<u8>, Option<Bytes>)],
+        total: usize,
+    ) -> Option<Bytes> {
         let th_len = smbq_crypto::TRANSFORM_HEADER_LEN;
         let session = self.sessions.get_mut(&session_id)?;
         let enc = session.encryptor.as_ref()?;
         session.nonce_counter += 1;
         let mut nonce = [0u8; 16];
-        nonce.get_mut(..8)?.copy_from_slice(&session.nonce_counter.to_le_bytes());
+        nonce
+            .get_mut(..8)?
+            .copy_from_slice(&session.nonce_counter.to_le_bytes());
         nonce.get_mut(8..11)?.copy_from_slice(&[0x73, 0x6d, 0x62]);
         let th = TransformHeader {
             signature: [0; 16],
@@ -981,15 +1173,21 @@ impl ServerConnection {
         let aad = th_bytes.get(smbq_crypto::TRANSFORM_AAD)?.to_vec();
         let nlen = enc.cipher().nonce_len();
         let tag = enc.seal_in_place(nonce.get(..nlen)?, &aad, payload).ok()?;
-        buf.get_mut(4 + smbq_crypto::TRANSFORM_SIGNATURE.start..4 + smbq_crypto::TRANSFORM_SIGNATURE.end)?
-            .copy_from_slice(&tag);
+        buf.get_mut(
+            4 + smbq_crypto::TRANSFORM_SIGNATURE.start..4 + smbq_crypto::TRANSFORM_SIGNATURE.end,
+        )?
+        .copy_from_slice(&tag);
         Some(Bytes::from(buf))
     }
 }
 
 fn encode_session_setup(flags: u16, token: &[u8]) -> Vec<u8> {
     let mut w = Writer::new();
-    SessionSetupResponse { session_flags: flags, security_buffer: token }.encode(&mut w);
+    SessionSetupResponse {
+        session_flags: flags,
+        security_buffer: token,
+    }
+    .encode(&mut w);
     w.into_vec()
 }
 

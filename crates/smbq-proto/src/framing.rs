@@ -17,7 +17,9 @@ pub struct Deframer {
 
 impl Deframer {
     pub fn new() -> Self {
-        Self { buf: BytesMut::new() }
+        Self {
+            buf: BytesMut::new(),
+        }
     }
 
     /// Appends received bytes.
@@ -88,7 +90,10 @@ mod tests {
     fn refuses_oversized_zero_and_bad_header_before_buffering() {
         let mut d = Deframer::new();
         d.push(&[0, 0x10, 0, 0]);
-        assert!(matches!(d.next_frame(1024), Err(Violation::FrameTooLarge { .. })));
+        assert!(matches!(
+            d.next_frame(1024),
+            Err(Violation::FrameTooLarge { .. })
+        ));
         let mut d = Deframer::new();
         d.push(&[0, 0, 0, 0]);
         assert_eq!(d.next_frame(1024), Err(Violation::EmptyFrame));

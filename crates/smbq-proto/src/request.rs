@@ -89,14 +89,25 @@ pub struct Response {
 
 impl Response {
     pub fn ok(body: Vec<u8>) -> Self {
-        Self { status: NtStatus::SUCCESS, body, ..Default::default() }
+        Self {
+            status: NtStatus::SUCCESS,
+            body,
+            ..Default::default()
+        }
     }
     pub fn error(status: NtStatus) -> Self {
-        Self { status, ..Default::default() }
+        Self {
+            status,
+            ..Default::default()
+        }
     }
     /// A warning or success status that still carries a body (e.g. BUFFER_OVERFLOW).
     pub fn with_status(status: NtStatus, body: Vec<u8>) -> Self {
-        Self { status, body, ..Default::default() }
+        Self {
+            status,
+            body,
+            ..Default::default()
+        }
     }
 }
 

@@ -7,7 +7,10 @@ use smbq_crypto::{PreauthHash, Sealer, Signer};
 
 pub(crate) enum SessionState {
     /// SESSION_SETUP legs still to come.
-    InProgress { acceptor: Box<Acceptor>, preauth: PreauthHash },
+    InProgress {
+        acceptor: Box<Acceptor>,
+        preauth: PreauthHash,
+    },
     Valid,
 }
 
@@ -32,7 +35,10 @@ impl Session {
     pub fn new(id: u64, acceptor: Acceptor, preauth: PreauthHash) -> Self {
         Self {
             id,
-            state: SessionState::InProgress { acceptor: Box::new(acceptor), preauth },
+            state: SessionState::InProgress {
+                acceptor: Box::new(acceptor),
+                preauth,
+            },
             reauth: None,
             identity: None,
             signer: None,

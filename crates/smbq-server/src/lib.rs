@@ -1,1 +1,262 @@
+//! SMB2/3 server core: share registry, session/tree/open tables, one handler per command,
+//! share modes and byte-range locks. Handlers get resolved objects and return
+//! `Result<Response, NtStatus>`; they never parse headers, sign or count credits (the engine in
+//! smbq-proto does).
 #![forbid(unsafe_code)]
+
+pub mod access;
+pub mod byte_lock;
+pub mod config;
+pub mod conn;
+mod dispatch;
+pub mod errors;
+mod handlers;
+mod meta;
+pub mod path;
+pub mod pipe;
+pub mod share;
+pub mod share_mode;
+pub mod short_name;
+pub mod tables;
+
+pub use config::{EncryptPolicy, ServerConfig, ShareConfig};
+pub use dispatch::STATUS_DISCONNECT;
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use parking_lot::RwLock;
+use smbq_auth::Identity;
+use smbq_proto::{ConnView, Request, Response};
+use smbq_vfs::{PosixOptions, PosixVfs, Vfs};
+use tokio_util::sync::CancellationToken;
+
+use crate::byte_lock::ByteLocks;
+use crate::pipe::PipeIo;
+use crate::share::ShareRegistry;
+use crate::share_mode::FileTable;
+use crate::tables::{GenSlab, Open, OpenKind, SessionState};
+
+/// Makes the endpoint behind a named pipe open, or `None` for an unknown pipe.
+pub type PipeFactory =
+    dyn Fn(&str, &ServerConfig, &Identity) -> Option<Box<dyn PipeIo>> + Send + Sync;
+
+/// Server-wide cap on open handles, whatever the per-session limits add up to.
+const MAX_OPENS_TOTAL: u32 = 1 << 22;
+
+pub struct Server {
+    cfg: ServerConfig,
+    shares: ShareRegistry,
+    sessions: RwLock<HashMap<u64, Arc<SessionState>>>,
+    /// `None` marks an id reserved by a CREATE still in progress.
+    opens: RwLock<GenSlab<Option<Arc<Open>>>>,
+    files: FileTable,
+    locks: ByteLocks,
+    pipes: RwLock<Arc<PipeFactory>>,
+    /// Handlers move work to the blocking pool, which needs an owned handle on the server.
+    me: Weak<Server>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("shares", &self.shares)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Opens a [`PosixVfs`] for every disk share; IPC$ is always present.
+    pub fn new(cfg: ServerConfig) -> io::Result<Arc<Server>> {
+        let refuse_hardlinks = cfg.refuse_hardlinks;
+        Self::with_backends(cfg, |sc| {
+            let opts = PosixOptions { refuse_hardlinks };
+            Ok(Arc::new(PosixVfs::new(&sc.path, opts)?) as Arc<dyn Vfs>)
+        })
+    }
+
+    /// Like [`new`](Self::new) with the backend of each disk share chosen by `open`
+    /// (tests use `MemVfs`).
+    pub fn with_backends(
+        cfg: ServerConfig,
+        open: impl FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>>,
+    ) -> io::Result<Arc<Server>> {
+        let shares = ShareRegistry::new(&cfg, open)?;
+        let shares_for_rpc = Arc::new(pipe::share_list(&shares));
+        Ok(Arc::new_cyclic(|me| Server {
+            cfg,
+            shares,
+            sessions: RwLock::new(HashMap::new()),
+            opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL)),
+            files: FileTable::new(),
+            locks: ByteLocks::new(),
+            pipes: RwLock::new(srvsvc_pipes(&shares_for_rpc)),
+            me: me.clone(),
+        }))
+    }
+
+    /// Replaces the named-pipe factory (opens made later use the new one).
+    pub fn set_pipe_factory(&self, f: Arc<PipeFactory>) {
+        *self.pipes.write() = f;
+    }
+
+    pub(crate) fn pipe_factory(&self) -> Arc<PipeFactory> {
+        self.pipes.read().clone()
+    }
+
+    /// An owned handle on this server, for work moved to the blocking pool. Callers always
+    /// reach `&Server` through an `Arc`, so the upgrade succeeds while they run.
+    pub(crate) fn self_arc(&self) -> Arc<Server> {
+        match self.me.upgrade() {
+            Some(s) => s,
+            None => unreachable!("Server is only constructed inside an Arc"),
+        }
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.cfg
+    }
+
+    pub fn shares(&self) -> &ShareRegistry {
+        &self.shares
+    }
+
+    /// Runs one request (TREE_CONNECT and every file command). NEGOTIATE, SESSION_SETUP,
+    /// LOGOFF, ECHO and CANCEL belong to the engine. A response with status
+    /// [`STATUS_DISCONNECT`] means the connection must be dropped without a reply.
+    pub async fn handle(
+        &self,
+        conn: &ConnView,
+        req: &Request,
+        cancel: CancellationToken,
+    ) -> Response {
+        dispatch::dispatch(self, conn, req, cancel).await
+    }
+
+    /// The session is gone (LOGOFF, expiry, or its last channel closed): close its trees and
+    /// opens, applying delete-on-close and releasing locks.
+    pub fn session_ended(&self, session_id: u64) {
+        let st = self.sessions.write().remove(&session_id);
+        if let Some(st) = st {
+            for id in st.open_ids() {
+                self.close_open_by_id(id);
+            }
+            st.take_trees();
+        }
+    }
+
+    /// The connection is gone. Sessions outlive connections in SMB3 (multichannel, durable
+    /// reconnect), so the engine calls [`session_ended`](Self::session_ended) for sessions
+    /// that had no other channel; nothing here is per connection yet.
+    pub fn connection_ended(&self, _conn_id: u64) {}
+
+    /// The session's table, created on first use (the engine owns session setup).
+    pub(crate) fn session_state(&self, id: u64) -> Arc<SessionState> {
+        if let Some(s) = self.sessions.read().get(&id) {
+            return s.clone();
+        }
+        let limits = &self.cfg.limits;
+        self.sessions
+            .write()
+            .entry(id)
+            .or_insert_with(|| {
+                Arc::new(SessionState::new(
+                    id,
+                    limits.max_trees_per_session,
+                    limits.max_opens_per_session,
+                ))
+            })
+            .clone()
+    }
+
+    pub(crate) fn existing_session(&self, id: u64) -> Option<Arc<SessionState>> {
+        self.sessions.read().get(&id).cloned()
+    }
+
+    pub(crate) fn lookup_open(&self, volatile: u64) -> Option<Arc<Open>> {
+        self.opens.read().get(volatile).cloned().flatten()
+    }
+
+    /// Reserves an open id (share modes and locks are keyed by it before the open exists).
+    pub(crate) fn reserve_open_id(&self) -> Option<u64> {
+        self.opens.write().insert(None)
+    }
+
+    pub(crate) fn install_open(&self, open: Arc<Open>) {
+        let mut opens = self.opens.write();
+        let id = open.volatile();
+        if let Some(slot) = opens.get_mut(id) {
+            *slot = Some(open);
+        }
+    }
+
+    pub(crate) fn cancel_reservation(&self, id: u64) {
+        let mut opens = self.opens.write();
+        if matches!(opens.get(id), Some(None)) {
+            opens.remove(id);
+        }
+    }
+
+    pub(crate) fn files(&self) -> &FileTable {
+        &self.files
+    }
+
+    pub(crate) fn locks(&self) -> &ByteLocks {
+        &self.locks
+    }
+
+    /// Removes an open from every table and releases what it holds. Blocking when the file
+    /// is deleted at last close (callers on the async side use `spawn_blocking`).
+    pub(crate) fn close_open_by_id(&self, volatile: u64) -> Option<Arc<Open>> {
+        let open = self.opens.write().remove(volatile).flatten()?;
+        self.release_open(&open);
+        Some(open)
+    }
+
+    fn release_open(&self, open: &Open) {
+        open.closed.store(true, Ordering::Release);
+        if let Some(s) = self.existing_session(open.session_id) {
+            s.remove_open(open.volatile());
+        }
+        let OpenKind::File(f) = &open.kind else {
+            return;
+        };
+        self.locks.release_owner(f.key, open.volatile());
+        let doc = open.delete_on_close.load(Ordering::Acquire);
+        if let Some(last) = self.files.remove(f.key, open.volatile(), doc)
+            && last.delete
+            && let Some(vfs) = &open.tree.share.vfs
+        {
+            let r = if last.is_dir {
+                vfs.rmdir(&last.path)
+            } else {
+                vfs.unlink(&last.path)
+            };
+            if let Err(e) = r {
+                tracing::warn!(path = %last.path, error = %e, "delete on close failed");
+            }
+        }
+    }
+}
+
+/// The pipes served by default: srvsvc (MS-SRVS share enumeration) over smbq-rpc.
+fn srvsvc_pipes(list: &Arc<pipe::ShareList>) -> Arc<PipeFactory> {
+    let list = list.clone();
+    Arc::new(move |name: &str, cfg: &ServerConfig, _who: &Identity| {
+        if !smbq_rpc::pipe::PipeEndpoint::is_supported_pipe(name) {
+            return None;
+        }
+        let ep = smbq_rpc::pipe::PipeEndpoint::srvsvc(cfg.server_name.clone(), list.clone());
+        Some(Box::new(ep) as Box<dyn PipeIo>)
+    })
+}
+
+/// Case-insensitive comparison of share and user names (Unicode simple case folding).
+pub(crate) fn names_eq(a: &str, b: &str) -> bool {
+    smbq_vfs::simple_lowercase_eq(a, b)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,143 @@
-fn main() {}
+//! The smbq binary: `serve`, account management, and (later) client and benchmark commands.
+#![forbid(unsafe_code)]
+
+mod accounts;
+mod config;
+mod serve;
+
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "smbq",
+    version,
+    about = "SMB 3.1.1 file server for Linux, over TCP and QUIC"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve PATH as the share "share" (created if missing), plus any --share.
+    Serve(serve::ServeArgs),
+    /// Manage the account database (NT hashes, mode 0600).
+    User {
+        #[command(subcommand)]
+        cmd: UserCmd,
+    },
+}
+
+#[derive(clap::Args, Clone)]
+struct DbArgs {
+    /// Account database file (default: STATE_DIR/users).
+    #[arg(long)]
+    users: Option<PathBuf>,
+    /// State directory (default: ./.smbq).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+}
+
+impl DbArgs {
+    fn path(&self) -> PathBuf {
+        self.users.clone().unwrap_or_else(|| {
+            self.state_dir
+                .clone()
+                .unwrap_or_else(serve::default_state_dir)
+                .join("users")
+        })
+    }
+}
+
+#[derive(Subcommand)]
+enum UserCmd {
+    /// Add a user or change its password. The password is read from the first line of stdin
+    /// when stdin is not a terminal, else prompted for.
+    Add {
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Remove a user.
+    Del {
+        name: String,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// List user names.
+    List {
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
+fn read_password(prompt: &str) -> Result<String, String> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        eprint!("{prompt}");
+    }
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| format!("reading password: {e}"))?;
+    let pw = line.trim_end_matches(['\n', '\r']).to_string();
+    if pw.is_empty() {
+        return Err("empty password".into());
+    }
+    Ok(pw)
+}
+
+fn user_cmd(cmd: UserCmd) -> Result<(), String> {
+    match cmd {
+        UserCmd::Add { name, db } => {
+            let path = db.path();
+            let mut file = accounts::AccountFile::load(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let pw = read_password(&format!("Password for {name}: "))?;
+            file.set_password(&name, &pw).map_err(|e| e.to_string())?;
+            file.save()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            eprintln!("smbq: user {name} saved in {}", path.display());
+        }
+        UserCmd::Del { name, db } => {
+            let path = db.path();
+            let mut file = accounts::AccountFile::load(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if !file.remove(&name) {
+                return Err(format!("no user {name} in {}", path.display()));
+            }
+            file.save()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        UserCmd::List { db } => {
+            let path = db.path();
+            let file = accounts::AccountFile::load(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            for n in file.names() {
+                println!("{n}");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Serve(args) => serve::run(args),
+        Cmd::User { cmd } => user_cmd(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("smbq: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

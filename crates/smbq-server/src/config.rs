@@ -1,0 +1,44 @@
+//! Typed server configuration, built by the binary from TOML and flags.
+
+use std::path::PathBuf;
+
+use smbq_proto::Limits;
+
+/// SMB3 encryption policy (MS-SMB2 3.3.1.5 Server.EncryptData / RejectUnencryptedAccess).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum EncryptPolicy {
+    /// Every session must encrypt; clients that cannot are refused.
+    Required,
+    /// Encrypt when the client can; others still work.
+    Desired,
+    /// Encrypt only shares marked `encrypt = true`.
+    #[default]
+    Off,
+}
+
+#[derive(Clone, Debug)]
+pub struct ShareConfig {
+    pub name: String,
+    pub path: PathBuf,
+    pub comment: String,
+    pub read_only: bool,
+    /// `None`: every authenticated user. Names compare case-insensitively.
+    pub allowed_users: Option<Vec<String>>,
+    /// Share.EncryptData: requests on this share must be encrypted.
+    pub encrypt: bool,
+    pub guest_ok: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// NetBIOS-style server name used in NTLM target info and srvsvc.
+    pub server_name: String,
+    pub server_guid: [u8; 16],
+    pub shares: Vec<ShareConfig>,
+    pub encrypt: EncryptPolicy,
+    /// Whether guest (unknown user / anonymous) sessions are allowed at all.
+    pub guest_ok: bool,
+    pub limits: Limits,
+    /// Refuse regular files with more than one hard link (a link to a file outside the share).
+    pub refuse_hardlinks: bool,
+}

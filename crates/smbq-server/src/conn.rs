@@ -1,0 +1,424 @@
+//! The per-connection tasks: a loop that owns the engine (reads frames, dispatches requests,
+//! finishes responses), request tasks that run handlers (many in flight, as credits allow),
+//! and a writer task that sends frames in order.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use smbq_auth::Accounts;
+use smbq_proto::engine::{Action, Chain, ChainItem, Completed, Env, ServerConnection, Transport};
+use smbq_proto::{ConnView, EngineConfig, Response};
+use smbq_transport::{Connection, TransportKind};
+use smbq_wire::{Command, NtStatus};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::Server;
+
+/// Requests still running after this long get an interim STATUS_PENDING response
+/// (MS-SMB2 3.3.4.2), so the client's timers do not fire and CANCEL can address them.
+const INTERIM_AFTER: Duration = Duration::from_millis(300);
+
+/// Stops the listeners and connections on shutdown.
+#[derive(Clone, Default)]
+pub struct Shutdown(CancellationToken);
+
+impl Shutdown {
+    pub fn new() -> Self {
+        Self(CancellationToken::new())
+    }
+    pub fn cancel(&self) {
+        self.0.cancel();
+    }
+    pub async fn cancelled(&self) {
+        self.0.cancelled().await;
+    }
+}
+
+/// Logs failed logons without letting a password-guessing client flood the log.
+struct AuthFailureLog {
+    window_start: Instant,
+    logged: u32,
+    suppressed: u64,
+}
+
+impl AuthFailureLog {
+    const PER_MINUTE: u32 = 20;
+
+    fn record(&mut self, user: &str, peer: &str) {
+        if self.window_start.elapsed() > Duration::from_secs(60) {
+            if self.suppressed > 0 {
+                warn!(
+                    suppressed = self.suppressed,
+                    "further logon failures were not logged"
+                );
+            }
+            self.window_start = Instant::now();
+            self.logged = 0;
+            self.suppressed = 0;
+        }
+        if self.logged < Self::PER_MINUTE {
+            self.logged += 1;
+            warn!(user, peer, "logon failure");
+        } else {
+            self.suppressed += 1;
+        }
+    }
+}
+
+/// Everything shared by all connections.
+pub struct Runtime {
+    server: Arc<Server>,
+    engine: Arc<EngineConfig>,
+    accounts: Arc<dyn Accounts>,
+    next_conn_id: AtomicU64,
+    next_session_id: AtomicU64,
+    connections: AtomicUsize,
+    auth_log: Mutex<AuthFailureLog>,
+}
+
+impl Runtime {
+    pub fn new(
+        server: Arc<Server>,
+        engine: Arc<EngineConfig>,
+        accounts: Arc<dyn Accounts>,
+    ) -> Arc<Self> {
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(1);
+        Arc::new(Self {
+            server,
+            engine,
+            accounts,
+            next_conn_id: AtomicU64::new(1),
+            // Session ids differ across restarts so a client never reuses a stale one by accident.
+            next_session_id: AtomicU64::new((seed & 0xFFFF) << 32 | 1),
+            connections: AtomicUsize::new(0),
+            auth_log: Mutex::new(AuthFailureLog {
+                window_start: Instant::now(),
+                logged: 0,
+                suppressed: 0,
+            }),
+        })
+    }
+}
+
+/// Accepts TCP connections until shutdown.
+pub async fn serve_tcp(
+    listener: smbq_transport::tcp::TcpListener,
+    rt: Arc<Runtime>,
+    shutdown: Shutdown,
+) {
+    loop {
+        let conn = tokio::select! {
+            c = listener.accept() => c,
+            _ = shutdown.cancelled() => break,
+        };
+        match conn {
+            Ok(conn) => spawn_connection(conn, rt.clone(), shutdown.clone()),
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Runs one accepted connection in its own task.
+pub fn spawn_connection(conn: Connection, rt: Arc<Runtime>, shutdown: Shutdown) {
+    let limit = rt.engine.limits.max_connections;
+    if rt.connections.fetch_add(1, Ordering::SeqCst) >= limit {
+        rt.connections.fetch_sub(1, Ordering::SeqCst);
+        warn!(peer = %conn.peer, limit, "connection limit reached; refusing");
+        return;
+    }
+    let id = rt.next_conn_id.fetch_add(1, Ordering::Relaxed);
+    let transport = match conn.kind {
+        TransportKind::Tcp => "tcp",
+        TransportKind::Quic => "quic",
+    };
+    let span = info_span!("conn", id, peer = %conn.peer, transport);
+    tokio::spawn(
+        async move {
+            debug!("connected");
+            let result = run_connection(id, conn, rt.clone(), shutdown).await;
+            rt.connections.fetch_sub(1, Ordering::SeqCst);
+            match result {
+                Ok(()) => debug!("closed"),
+                Err(reason) => info!(%reason, "disconnected"),
+            }
+        }
+        .instrument(span),
+    );
+}
+
+enum FromTask {
+    Interim {
+        header: smbq_wire::Header,
+        encrypted: bool,
+        reply: oneshot::Sender<u64>,
+    },
+    Done {
+        items: Vec<Completed>,
+        encrypted: bool,
+        message_ids: Vec<u64>,
+    },
+}
+
+fn filetime_now() -> u64 {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    smbq_wire::filetime::FILETIME_UNIX_EPOCH
+        + d.as_secs() * 10_000_000
+        + u64::from(d.subsec_nanos() / 100)
+}
+
+async fn run_connection(
+    id: u64,
+    conn: Connection,
+    rt: Arc<Runtime>,
+    shutdown: Shutdown,
+) -> Result<(), String> {
+    let Connection {
+        mut reader,
+        mut writer,
+        peer,
+        kind,
+        ..
+    } = conn;
+    let transport = match kind {
+        TransportKind::Tcp => Transport::Tcp,
+        TransportKind::Quic => Transport::Quic,
+    };
+    let mut engine = ServerConnection::new(rt.engine.clone(), id, peer.to_string(), transport);
+
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<Bytes>>();
+    let writer_task = tokio::spawn(async move {
+        while let Some(frame) = out_rx.recv().await {
+            for seg in frame {
+                if writer.write_all(&seg).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let _ = writer.shutdown().await;
+    });
+
+    let (task_tx, mut task_rx) = mpsc::unbounded_channel::<FromTask>();
+    let mut running: HashMap<u64, CancellationToken> = HashMap::new();
+    let mut async_ids: HashMap<u64, u64> = HashMap::new();
+    let mut view: Option<Arc<ConnView>> = None;
+    let mut rng = rand::rngs::OsRng;
+    let idle = Duration::from_secs(rt.engine.limits.unauthenticated_idle_secs);
+    let mut authenticated = false;
+    let started = Instant::now();
+
+    let result: Result<(), String> = loop {
+        let mut buf = std::mem::take(engine.deframer().buffer_mut());
+        if buf.capacity() - buf.len() < 64 * 1024 {
+            buf.reserve(256 * 1024);
+        }
+        tokio::select! {
+            n = reader.read_buf(&mut buf) => {
+                *engine.deframer().buffer_mut() = buf;
+                match n {
+                    Ok(0) => break Ok(()),
+                    Err(e) => break Err(e.to_string()),
+                    Ok(_) => {}
+                }
+                loop {
+                    let frame = match engine.next_frame() {
+                        Ok(Some(f)) => f,
+                        Ok(None) => break,
+                        Err(v) => return finish_conn(&rt, &engine, writer_task, out_tx, Err(v.to_string())).await,
+                    };
+                    let actions = {
+                        let next_session = || rt.next_session_id.fetch_add(1, Ordering::Relaxed);
+                        let mut env = Env { accounts: rt.accounts.as_ref(), now: filetime_now(), rng: &mut rng, new_session_id: &next_session };
+                        engine.on_frame(frame, &mut env)
+                    };
+                    let actions = match actions {
+                        Ok(a) => a,
+                        Err(v) => return finish_conn(&rt, &engine, writer_task, out_tx, Err(v.to_string())).await,
+                    };
+                    if view.is_none() {
+                        view = engine.conn_view().cloned().map(Arc::new);
+                    }
+                    for action in actions {
+                        match action {
+                            Action::Send(frame) => { let _ = out_tx.send(frame); }
+                            Action::Run(chain) => {
+                                let Some(view) = view.clone() else { continue };
+                                dispatch(chain, view, &rt.server, &task_tx, &mut running);
+                            }
+                            Action::Cancel { message_id, async_id, .. } => {
+                                let mid = async_id.and_then(|a| async_ids.get(&a).copied()).unwrap_or(message_id);
+                                if let Some(t) = running.get(&mid) { t.cancel(); }
+                            }
+                            Action::SessionStarted { session_id, previous_session_id, user } => {
+                                authenticated = true;
+                                info!(session = session_id, user = %user, "session established");
+                                if previous_session_id != 0 && previous_session_id != session_id {
+                                    rt.server.session_ended(previous_session_id);
+                                }
+                            }
+                            Action::SessionEnded { session_id } => {
+                                rt.server.session_ended(session_id);
+                            }
+                            Action::AuthFailed { user } => {
+                                rt.auth_log.lock().record(&user, &peer.to_string());
+                            }
+                        }
+                    }
+                }
+            }
+            msg = task_rx.recv() => {
+                *engine.deframer().buffer_mut() = buf;
+                match msg {
+                    Some(FromTask::Interim { header, encrypted, reply }) => {
+                        let (async_id, frame) = engine.interim(&header, encrypted);
+                        async_ids.insert(async_id, header.message_id);
+                        let _ = out_tx.send(frame);
+                        let _ = reply.send(async_id);
+                    }
+                    Some(FromTask::Done { items, encrypted, message_ids }) => {
+                        if items.iter().any(|c| c.response.status == crate::STATUS_DISCONNECT) {
+                            // MS-SMB2 3.3.5.15.12: a failed VALIDATE_NEGOTIATE_INFO drops the connection.
+                            break Err("validate negotiate failed".into());
+                        }
+                        for mid in message_ids {
+                            running.remove(&mid);
+                        }
+                        for c in &items {
+                            if let Some(a) = c.async_id { async_ids.remove(&a); }
+                        }
+                        let frame = engine.finish(&items, encrypted);
+                        let _ = out_tx.send(frame);
+                    }
+                    None => {}
+                }
+            }
+            _ = tokio::time::sleep(idle), if !authenticated => {
+                *engine.deframer().buffer_mut() = buf;
+                if started.elapsed() >= idle {
+                    break Err("no session within the idle limit".into());
+                }
+            }
+            _ = shutdown.cancelled() => {
+                *engine.deframer().buffer_mut() = buf;
+                break Ok(());
+            }
+        }
+    };
+    for t in running.values() {
+        t.cancel();
+    }
+    finish_conn(&rt, &engine, writer_task, out_tx, result).await
+}
+
+async fn finish_conn(
+    rt: &Runtime,
+    engine: &ServerConnection,
+    writer_task: tokio::task::JoinHandle<()>,
+    out_tx: mpsc::UnboundedSender<Vec<Bytes>>,
+    result: Result<(), String>,
+) -> Result<(), String> {
+    for s in engine.session_ids() {
+        rt.server.session_ended(s);
+    }
+    rt.server.connection_ended(engine.id());
+    drop(out_tx);
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
+    result
+}
+
+/// Runs a chain in its own task: related requests in order, carrying the FileId
+/// (MS-SMB2 3.3.5.2.7.2); a failed CREATE fails the related requests after it.
+fn dispatch(
+    chain: Chain,
+    view: Arc<ConnView>,
+    server: &Arc<Server>,
+    task_tx: &mpsc::UnboundedSender<FromTask>,
+    running: &mut HashMap<u64, CancellationToken>,
+) {
+    let token = CancellationToken::new();
+    let mut message_ids = Vec::new();
+    for item in &chain.items {
+        if let ChainItem::Run(r) = item {
+            running.insert(r.header.message_id, token.clone());
+            message_ids.push(r.header.message_id);
+        }
+    }
+    let server = server.clone();
+    let tx = task_tx.clone();
+    let single = chain.items.len() == 1;
+    tokio::spawn(async move {
+        let encrypted = chain.encrypted;
+        let mut done = Vec::with_capacity(chain.items.len());
+        let mut related_fid = None;
+        let mut failed: Option<NtStatus> = None;
+        for item in chain.items {
+            match item {
+                ChainItem::Answered(c) => done.push(c),
+                ChainItem::Run(mut req) => {
+                    let header = req.header.clone();
+                    if header.is_related() {
+                        if let Some(status) = failed {
+                            done.push(Completed {
+                                header,
+                                response: Response::error(status),
+                                async_id: None,
+                            });
+                            continue;
+                        }
+                        req.related_file_id = related_fid;
+                    } else {
+                        failed = None;
+                    }
+                    let mut async_id = None;
+                    let response = {
+                        let fut = server.handle(&view, &req, token.clone());
+                        tokio::pin!(fut);
+                        if single && header.command != Command::CREATE {
+                            tokio::select! {
+                                r = &mut fut => r,
+                                _ = tokio::time::sleep(INTERIM_AFTER) => {
+                                    let (reply, rx) = oneshot::channel();
+                                    let _ = tx.send(FromTask::Interim { header: header.clone(), encrypted, reply });
+                                    async_id = rx.await.ok();
+                                    fut.await
+                                }
+                            }
+                        } else {
+                            fut.await
+                        }
+                    };
+                    if let Some(fid) = response.file_id {
+                        related_fid = Some(fid);
+                    }
+                    if header.command == Command::CREATE && response.status.is_error() {
+                        failed = Some(response.status);
+                    }
+                    done.push(Completed {
+                        header,
+                        response,
+                        async_id,
+                    });
+                }
+            }
+        }
+        let _ = tx.send(FromTask::Done {
+            items: done,
+            encrypted,
+            message_ids,
+        });
+    });
+}

@@ -1,0 +1,191 @@
+//! What each command needs resolved before its handler runs, and the resolution itself
+//! (MS-SMB2 3.3.5.2.9 session, 3.3.5.2.11 tree connect and encryption, 3.3.5.2.x file ids).
+
+use std::sync::Arc;
+
+use smbq_proto::{ConnView, Request, Response, SessionView};
+use smbq_wire::{Command, FileId, HEADER_LEN, NtStatus, Reader};
+use tokio_util::sync::CancellationToken;
+
+use crate::Server;
+use crate::config::EncryptPolicy;
+use crate::handlers::{self, Ctx};
+use crate::tables::{Open, SessionState, Tree};
+
+/// Returned as a response status when the connection must be dropped without any reply
+/// (MS-SMB2 3.3.5.15.12: a failed FSCTL_VALIDATE_NEGOTIATE_INFO). Never sent on the wire.
+pub const STATUS_DISCONNECT: NtStatus = NtStatus::CONNECTION_DISCONNECTED;
+
+/// Where a command's FileId sits, and whether it must name an open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FileNeed {
+    None,
+    /// The FileId at this offset of the body must resolve.
+    Required(usize),
+    /// Resolve when it is not all-ones (IOCTLs such as VALIDATE_NEGOTIATE carry no file).
+    Optional(usize),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Needs {
+    tree: bool,
+    file: FileNeed,
+}
+
+/// The declarative table (every command here also needs a session). FileId offsets are from
+/// the start of the body, per the request layouts of MS-SMB2 2.2.
+fn needs(cmd: Command) -> Option<Needs> {
+    use FileNeed::*;
+    let n = |tree, file| Some(Needs { tree, file });
+    match cmd {
+        Command::TREE_CONNECT => n(false, None),
+        Command::TREE_DISCONNECT => n(true, None),
+        Command::CREATE => n(true, None),
+        Command::CLOSE => n(true, Required(8)),
+        Command::FLUSH => n(true, Required(8)),
+        Command::READ => n(true, Required(16)),
+        Command::WRITE => n(true, Required(16)),
+        Command::LOCK => n(true, Required(8)),
+        Command::IOCTL => n(true, Optional(8)),
+        Command::QUERY_DIRECTORY => n(true, Required(8)),
+        Command::CHANGE_NOTIFY => n(true, Required(8)),
+        Command::QUERY_INFO => n(true, Required(24)),
+        Command::SET_INFO => n(true, Required(16)),
+        // Oplock and lease acknowledgments differ in layout; the handler tells them apart.
+        Command::OPLOCK_BREAK => n(true, None),
+        _ => Option::None,
+    }
+}
+
+pub(crate) async fn dispatch(
+    srv: &Server,
+    conn: &ConnView,
+    req: &Request,
+    cancel: CancellationToken,
+) -> Response {
+    match resolve(srv, conn, req) {
+        Ok(ctx) => {
+            let ctx = Ctx { cancel, ..ctx };
+            match handlers::run(&ctx).await {
+                Ok(r) => r,
+                Err(status) => Response::error(status),
+            }
+        }
+        Err(status) => Response::error(status),
+    }
+}
+
+fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<Ctx<'a>, NtStatus> {
+    let needs = needs(req.command()).ok_or(NtStatus::NOT_SUPPORTED)?;
+    // 3.3.5.2.9: the engine found no valid session for this SessionId.
+    let view: &SessionView = req.session.as_ref().ok_or(NtStatus::USER_SESSION_DELETED)?;
+    let session: Arc<SessionState> = srv.session_state(view.id);
+    let tree: Option<Arc<Tree>> = if needs.tree {
+        let t = session
+            .tree(req.header.tree_id)
+            .ok_or(NtStatus::NETWORK_NAME_DELETED)?;
+        check_encryption(srv, conn, req, view, &t)?;
+        Some(t)
+    } else {
+        None
+    };
+    let open = match needs.file {
+        FileNeed::None => None,
+        FileNeed::Required(at) => Some(resolve_open(srv, req, at, view.id, tree.as_ref())?),
+        FileNeed::Optional(at) => {
+            let id = req.resolve_file_id(read_file_id(req, at)?);
+            if id == FileId::RELATED {
+                None
+            } else {
+                Some(lookup(srv, id, view.id, tree.as_ref())?)
+            }
+        }
+    };
+    Ok(Ctx {
+        srv,
+        conn,
+        req,
+        view,
+        session,
+        tree,
+        open,
+        cancel: CancellationToken::new(),
+    })
+}
+
+/// MS-SMB2 3.3.5.2.11: on a share that requires encryption, an unencrypted request from a
+/// connection that could have encrypted is refused. QUIC with transport security never
+/// encrypts at the SMB layer, so it is exempt.
+fn check_encryption(
+    srv: &Server,
+    conn: &ConnView,
+    req: &Request,
+    view: &SessionView,
+    tree: &Tree,
+) -> Result<(), NtStatus> {
+    let required = tree.encrypt || srv.config().encrypt == EncryptPolicy::Required;
+    if required && !req.encrypted && view.can_encrypt && !conn.transport_security {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(())
+}
+
+fn read_file_id(req: &Request, at: usize) -> Result<FileId, NtStatus> {
+    let mut r = Reader::at(&req.msg, HEADER_LEN + at).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    FileId::decode(&mut r).map_err(|_| NtStatus::INVALID_PARAMETER)
+}
+
+fn resolve_open(
+    srv: &Server,
+    req: &Request,
+    at: usize,
+    session_id: u64,
+    tree: Option<&Arc<Tree>>,
+) -> Result<Arc<Open>, NtStatus> {
+    let id = req.resolve_file_id(read_file_id(req, at)?);
+    lookup(srv, id, session_id, tree)
+}
+
+/// MS-SMB2 3.3.5.2.x: an id that names no open, names a closing one, or belongs to another
+/// session or tree is FILE_CLOSED.
+fn lookup(
+    srv: &Server,
+    id: FileId,
+    session_id: u64,
+    tree: Option<&Arc<Tree>>,
+) -> Result<Arc<Open>, NtStatus> {
+    let open = srv.lookup_open(id.volatile).ok_or(NtStatus::FILE_CLOSED)?;
+    if open.file_id.persistent != id.persistent || open.session_id != session_id || open.is_closed()
+    {
+        return Err(NtStatus::FILE_CLOSED);
+    }
+    if let Some(t) = tree
+        && t.id != open.tree.id
+    {
+        return Err(NtStatus::FILE_CLOSED);
+    }
+    Ok(open)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_command_declares_its_file_id() {
+        for c in [
+            Command::CLOSE,
+            Command::READ,
+            Command::WRITE,
+            Command::QUERY_INFO,
+            Command::SET_INFO,
+        ] {
+            assert!(
+                matches!(needs(c).unwrap().file, FileNeed::Required(_)),
+                "{c:?}"
+            );
+        }
+        assert!(needs(Command::NEGOTIATE).is_none());
+        assert!(!needs(Command::TREE_CONNECT).unwrap().tree);
+    }
+}

@@ -1,0 +1,47 @@
+//! CLOSE (MS-SMB2 3.3.5.10): releases the open (locks, share mode, delete-on-close) and
+//! optionally reports the file's final attributes.
+
+use smbq_proto::Response;
+use smbq_wire::NtStatus;
+use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
+
+use super::{Ctx, bad, blocking, body};
+use crate::meta;
+
+pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let req = CloseRequest::decode(&ctx.req.msg).map_err(bad)?;
+    let open = ctx.open()?.clone();
+    let srv = ctx.srv.self_arc();
+    let post = req.flags & POSTQUERY_ATTRIB != 0;
+    let (st, name) = blocking(move || {
+        // Stat before closing: a delete-on-close file is gone afterwards.
+        let st = if post {
+            open.file().and_then(|f| f.file.stat().ok())
+        } else {
+            None
+        };
+        let name = open
+            .path()
+            .file_name()
+            .map(str::to_owned)
+            .unwrap_or_default();
+        srv.close_open_by_id(open.volatile())
+            .ok_or(NtStatus::FILE_CLOSED)?;
+        Ok((st, name))
+    })
+    .await?;
+    let resp = match st {
+        Some(st) => CloseResponse {
+            flags: POSTQUERY_ATTRIB,
+            creation_time: meta::creation_time(&st),
+            last_access_time: meta::ft(st.atime),
+            last_write_time: meta::ft(st.mtime),
+            change_time: meta::ft(st.ctime),
+            allocation_size: meta::allocation_size(&st),
+            end_of_file: meta::end_of_file(&st),
+            file_attributes: meta::attributes(&st, &name),
+        },
+        None => CloseResponse::default(),
+    };
+    Ok(Response::ok(body(|w| resp.encode(w))))
+}

@@ -1,0 +1,64 @@
+//! Create contexts the server acts on (MS-SMB2 2.2.13.2): MxAc and QFid get answers, AlSi
+//! preallocates; durable-handle and lease requests are ignored (no durable handles or leases
+//! are granted, which the absent response context tells the client), as are unknown ones.
+
+use smbq_wire::NtStatus;
+use smbq_wire::create::CreateRequest;
+use smbq_wire::create_context::{
+    CreateContext, CreateContextTag, MxAcRequest, MxAcResponse, QFidResponse, contexts_to_bytes,
+};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requested {
+    pub maximal_access: bool,
+    pub query_on_disk_id: bool,
+    pub allocation_size: Option<u64>,
+}
+
+pub fn parse(req: &CreateRequest<'_>) -> Result<Requested, NtStatus> {
+    let list = req
+        .parse_contexts()
+        .map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    let mut out = Requested::default();
+    for c in &list {
+        let tag = c.tag();
+        if tag == CreateContextTag::MXAC {
+            // A malformed timestamp is the client's error (3.3.5.9.5).
+            MxAcRequest::decode(c.data).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            out.maximal_access = true;
+        } else if tag == CreateContextTag::QFID {
+            out.query_on_disk_id = true;
+        } else if tag == CreateContextTag::ALSI {
+            // MS-SMB2 2.2.13.2.6: an 8-byte allocation size.
+            let b: [u8; 8] = c.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            out.allocation_size = Some(u64::from_le_bytes(b));
+        }
+    }
+    Ok(out)
+}
+
+/// The response context list for what was asked.
+pub fn respond(req: &Requested, maximal_access: u32, disk_file_id: u64, volume_id: u64) -> Vec<u8> {
+    let mxac = MxAcResponse {
+        query_status: NtStatus::SUCCESS,
+        maximal_access,
+    }
+    .to_bytes();
+    let qfid = QFidResponse {
+        disk_file_id,
+        volume_id,
+    }
+    .to_bytes();
+    let mut list: Vec<CreateContext<'_>> = Vec::new();
+    if req.maximal_access {
+        list.push(CreateContext::new(CreateContextTag::MXAC, &mxac));
+    }
+    if req.query_on_disk_id {
+        list.push(CreateContext::new(CreateContextTag::QFID, &qfid));
+    }
+    if list.is_empty() {
+        Vec::new()
+    } else {
+        contexts_to_bytes(&list)
+    }
+}

@@ -1,0 +1,82 @@
+//! The access an open is granted (MS-SMB2 3.3.5.9, MS-FSA 2.1.5.1.2.1): generic rights mapped,
+//! MAXIMUM_ALLOWED expanded, everything bounded by the tree's MaximalAccess and the file's
+//! read-only attribute.
+
+use smbq_wire::NtStatus;
+
+use crate::access::{map_generic, mask};
+
+/// Rights a READONLY file never grants (it may still be opened for DELETE or attributes).
+const READONLY_DENIED: u32 = mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA;
+
+/// Validates the raw DesiredAccess before anything else (MS-SMB2 3.3.5.9).
+pub fn check_desired(desired: u32) -> Result<(), NtStatus> {
+    if desired & mask::INVALID_BITS != 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if desired & mask::ACCESS_SYSTEM_SECURITY != 0 {
+        // Reading or writing the SACL needs SeSecurityPrivilege, which no SMB user holds here.
+        return Err(NtStatus::PRIVILEGE_NOT_HELD);
+    }
+    Ok(())
+}
+
+/// The most this file may be opened with.
+pub fn maximal(tree_max: u32, file_read_only: bool) -> u32 {
+    if file_read_only {
+        tree_max & !READONLY_DENIED
+    } else {
+        tree_max
+    }
+}
+
+/// GrantedAccess for `desired`, or ACCESS_DENIED when it asks for more than `maximal`.
+pub fn grant(desired: u32, maximal: u32) -> Result<u32, NtStatus> {
+    let wanted = map_generic(desired & !mask::MAXIMUM_ALLOWED);
+    if wanted & !maximal != 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if desired & mask::MAXIMUM_ALLOWED != 0 {
+        Ok(wanted | maximal)
+    } else {
+        Ok(wanted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RO_SHARE: u32 = mask::FILE_GENERIC_READ | mask::FILE_GENERIC_EXECUTE;
+
+    #[test]
+    fn grants_follow_the_bounds() {
+        let all = mask::FILE_ALL_ACCESS;
+        assert_eq!(grant(mask::GENERIC_READ, all), Ok(mask::FILE_GENERIC_READ));
+        assert_eq!(grant(mask::MAXIMUM_ALLOWED, all), Ok(all));
+        assert_eq!(grant(mask::MAXIMUM_ALLOWED, RO_SHARE), Ok(RO_SHARE));
+        assert_eq!(
+            grant(mask::GENERIC_WRITE, RO_SHARE),
+            Err(NtStatus::ACCESS_DENIED)
+        );
+        assert_eq!(grant(mask::DELETE, RO_SHARE), Err(NtStatus::ACCESS_DENIED));
+        let ro_file = maximal(all, true);
+        assert_eq!(
+            grant(mask::FILE_WRITE_DATA, ro_file),
+            Err(NtStatus::ACCESS_DENIED)
+        );
+        assert_eq!(
+            grant(mask::DELETE | mask::FILE_WRITE_ATTRIBUTES, ro_file).map(|g| g & mask::DELETE),
+            Ok(mask::DELETE)
+        );
+        assert_eq!(check_desired(0x0000_0200), Err(NtStatus::ACCESS_DENIED));
+        assert_eq!(
+            check_desired(mask::ACCESS_SYSTEM_SECURITY),
+            Err(NtStatus::PRIVILEGE_NOT_HELD)
+        );
+        assert_eq!(
+            check_desired(mask::GENERIC_ALL | mask::MAXIMUM_ALLOWED),
+            Ok(())
+        );
+    }
+}

@@ -1,0 +1,523 @@
+//! CREATE (MS-SMB2 3.3.5.9): validation, then a named pipe open on IPC$ or a file/directory
+//! open on a disk share, with share modes (crate::share_mode) and the create dispositions.
+
+mod contexts;
+mod disposition;
+pub(crate) mod grant;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+
+use parking_lot::Mutex;
+use smbq_proto::Response;
+use smbq_vfs::{CreateMode, FileKind, OpenOptions, RelPath, Stat, Vfs, VfsFile};
+use smbq_wire::create::{
+    CreateAction, CreateDisposition, CreateRequest, CreateResponse, ImpersonationLevel, OplockLevel,
+};
+use smbq_wire::{FileId, NtStatus};
+
+use super::{Ctx, bad, blocking, body};
+use crate::Server;
+use crate::access::{attr, mask, opts, share as share_bits};
+use crate::byte_lock::FileKey;
+use crate::errors::{IoContext, map_io_error, map_io_error_in};
+use crate::meta;
+use crate::path::{Stream, parse_smb_name, resolve};
+use crate::pipe::PipeOpen;
+use crate::share::ShareKind;
+use crate::tables::open::{DirCursor, FileOpen};
+use crate::tables::{Open, OpenKind, SessionState, Tree};
+use disposition::{Plan, may_create, plan};
+
+/// The validated request fields a disk or pipe open works from.
+#[derive(Clone, Debug)]
+struct Params {
+    name: String,
+    desired: u32,
+    share_access: u32,
+    disposition: CreateDisposition,
+    options: u32,
+    attributes: u32,
+}
+
+fn validate(req: &CreateRequest<'_>) -> Result<Params, NtStatus> {
+    if req.impersonation_level.0 > ImpersonationLevel::DELEGATE.0 {
+        return Err(NtStatus::BAD_IMPERSONATION_LEVEL);
+    }
+    let o = req.create_options;
+    if o & opts::RESERVE_OPFILTER != 0 || o & opts::OPEN_BY_FILE_ID != 0 {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if o & 0xFF00_0000 != 0 || (o & opts::DIRECTORY_FILE != 0 && o & opts::NON_DIRECTORY_FILE != 0)
+    {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if req.create_disposition.0 > CreateDisposition::OVERWRITE_IF.0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    // MS-FSA 2.1.5.1: a directory can only be opened or created, never overwritten.
+    if o & opts::DIRECTORY_FILE != 0
+        && !matches!(
+            req.create_disposition,
+            CreateDisposition::OPEN | CreateDisposition::CREATE | CreateDisposition::OPEN_IF
+        )
+    {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if req.share_access & !share_bits::ALL != 0 || req.file_attributes & !attr::VALID_SET != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    grant::check_desired(req.desired_access)?;
+    let name = req
+        .name_string()
+        .map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    Ok(Params {
+        name,
+        desired: req.desired_access,
+        share_access: req.share_access,
+        disposition: req.create_disposition,
+        options: o,
+        attributes: req.file_attributes,
+    })
+}
+
+pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let req = CreateRequest::decode(&ctx.req.msg).map_err(bad)?;
+    let p = validate(&req)?;
+    let wanted = contexts::parse(&req)?;
+    let tree = ctx.tree()?.clone();
+    if ctx.session.open_count() >= ctx.srv.config().limits.max_opens_per_session {
+        return Err(NtStatus::INSUFFICIENT_RESOURCES);
+    }
+    let srv = ctx.srv.self_arc();
+    let id = srv
+        .reserve_open_id()
+        .ok_or(NtStatus::INSUFFICIENT_RESOURCES)?;
+    let result = match tree.share.kind {
+        ShareKind::Pipe => open_pipe(ctx, &tree, &p, id),
+        ShareKind::Disk => {
+            let (srv2, tree2, session, p2) =
+                (srv.clone(), tree.clone(), ctx.session.clone(), p.clone());
+            let alloc = wanted.allocation_size;
+            blocking(move || open_disk(&srv2, &tree2, &session, &p2, id, alloc)).await
+        }
+    };
+    let done = match result {
+        Ok(d) => d,
+        Err(e) => {
+            srv.cancel_reservation(id);
+            return Err(e);
+        }
+    };
+    let open = done.open.clone();
+    if !ctx.session.add_open(id) {
+        srv.install_open(open);
+        let srv2 = srv.clone();
+        blocking(move || {
+            srv2.close_open_by_id(id);
+            Ok(())
+        })
+        .await?;
+        return Err(NtStatus::INSUFFICIENT_RESOURCES);
+    }
+    srv.install_open(open.clone());
+
+    let (disk_id, volume) = match &done.stat {
+        Some(st) => (meta::file_index(st), u64::from(tree.share.serial)),
+        None => (0, 0),
+    };
+    let ctx_bytes = contexts::respond(&wanted, done.maximal, disk_id, volume);
+    let resp = match &done.stat {
+        Some(st) => {
+            let name = open
+                .path()
+                .file_name()
+                .map(str::to_owned)
+                .unwrap_or_default();
+            CreateResponse {
+                oplock_level: OplockLevel::NONE,
+                flags: 0,
+                create_action: done.action,
+                creation_time: meta::creation_time(st),
+                last_access_time: meta::ft(st.atime),
+                last_write_time: meta::ft(st.mtime),
+                change_time: meta::ft(st.ctime),
+                allocation_size: meta::allocation_size(st),
+                end_of_file: meta::end_of_file(st),
+                file_attributes: meta::attributes(st, &name),
+                file_id: open.file_id,
+                contexts: &ctx_bytes,
+            }
+        }
+        None => CreateResponse {
+            oplock_level: OplockLevel::NONE,
+            create_action: done.action,
+            file_attributes: attr::NORMAL,
+            file_id: open.file_id,
+            contexts: &ctx_bytes,
+            ..Default::default()
+        },
+    };
+    let mut r = Response::ok(body(|w| resp.encode(w)));
+    r.file_id = Some(open.file_id);
+    Ok(r)
+}
+
+struct Done {
+    open: Arc<Open>,
+    action: CreateAction,
+    /// `None` for pipes.
+    stat: Option<Stat>,
+    maximal: u32,
+}
+
+fn file_id_for(id: u64) -> FileId {
+    FileId {
+        persistent: id,
+        volatile: id,
+    }
+}
+
+fn new_open(
+    id: u64,
+    session_id: u64,
+    tree: &Arc<Tree>,
+    kind: OpenKind,
+    path: RelPath,
+    granted: u32,
+    p: &Params,
+) -> Arc<Open> {
+    Arc::new(Open {
+        file_id: file_id_for(id),
+        session_id,
+        tree: tree.clone(),
+        kind,
+        path: Mutex::new(path),
+        granted,
+        share_access: p.share_access,
+        create_options: p.options,
+        delete_on_close: AtomicBool::new(p.options & opts::DELETE_ON_CLOSE != 0),
+        position: AtomicU64::new(0),
+        mode: AtomicU32::new(p.options & smbq_wire::fscc::file_info::mode::SETTABLE),
+        closed: AtomicBool::new(false),
+    })
+}
+
+/// MS-SMB2 3.3.5.9: on IPC$ the name is a pipe name.
+fn open_pipe(ctx: &Ctx<'_>, tree: &Arc<Tree>, p: &Params, id: u64) -> Result<Done, NtStatus> {
+    let name = p.name.rsplit('\\').next().unwrap_or_default();
+    let io = (ctx.srv.pipe_factory())(name, ctx.srv.config(), &ctx.view.identity)
+        .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+    let granted = grant::grant(p.desired, tree.maximal_access)?;
+    let kind = OpenKind::Pipe(PipeOpen {
+        name: name.to_owned(),
+        io: Mutex::new(io),
+    });
+    let path = RelPath::root();
+    let open = new_open(id, ctx.view.id, tree, kind, path, granted, p);
+    Ok(Done {
+        open,
+        action: CreateAction::OPENED,
+        stat: None,
+        maximal: tree.maximal_access,
+    })
+}
+
+fn key_of(st: &Stat) -> FileKey {
+    FileKey {
+        dev: st.dev,
+        ino: st.ino,
+    }
+}
+
+/// The blocking part of a disk CREATE.
+fn open_disk(
+    srv: &Arc<Server>,
+    tree: &Arc<Tree>,
+    session: &Arc<SessionState>,
+    p: &Params,
+    id: u64,
+    alloc: Option<u64>,
+) -> Result<Done, NtStatus> {
+    let vfs = tree.share.vfs.clone().ok_or(NtStatus::INTERNAL_ERROR)?;
+    let name = parse_smb_name(&p.name)?;
+    // Two tries: a name that appears or vanishes between our look and our open is looked at
+    // again once.
+    for _ in 0..2 {
+        let found = resolve(vfs.as_ref(), &name)?;
+        if let Stream::Named(_) = name.stream {
+            // No alternate data streams are kept.
+            return Err(match found.stat {
+                Some(_) if may_create(p.disposition) => NtStatus::NOT_SUPPORTED,
+                _ => NtStatus::OBJECT_NAME_NOT_FOUND,
+            });
+        }
+        let step = match plan(p.disposition, found.stat.is_some())? {
+            Plan::OpenExisting { truncate, action } => {
+                let st = found.stat.as_ref().ok_or(NtStatus::INTERNAL_ERROR)?;
+                open_existing(
+                    srv,
+                    tree,
+                    session,
+                    vfs.as_ref(),
+                    p,
+                    id,
+                    &found.path,
+                    st,
+                    truncate,
+                    action,
+                )
+            }
+            Plan::Create => create_new(srv, tree, session, vfs.as_ref(), p, id, &found.path, alloc),
+        };
+        match step {
+            Err(Retry) => continue,
+            Ok(r) => return r,
+        }
+    }
+    Err(NtStatus::SHARING_VIOLATION)
+}
+
+/// Marker: the name changed under us, look again.
+struct Retry;
+
+#[allow(clippy::too_many_arguments)]
+fn open_existing(
+    srv: &Arc<Server>,
+    tree: &Arc<Tree>,
+    session: &Arc<SessionState>,
+    vfs: &dyn Vfs,
+    p: &Params,
+    id: u64,
+    path: &RelPath,
+    st: &Stat,
+    truncate: bool,
+    action: CreateAction,
+) -> Result<Result<Done, NtStatus>, Retry> {
+    let is_dir = st.kind == FileKind::Dir;
+    let r = (|| {
+        if st.kind == FileKind::Other {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        if is_dir && p.options & opts::NON_DIRECTORY_FILE != 0 {
+            return Err(NtStatus::FILE_IS_A_DIRECTORY);
+        }
+        if !is_dir && p.options & opts::DIRECTORY_FILE != 0 {
+            return Err(NtStatus::NOT_A_DIRECTORY);
+        }
+        if is_dir && truncate {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        let read_only = meta::is_read_only(st);
+        if read_only && truncate {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        let maximal = grant::maximal(tree.maximal_access, read_only);
+        let mut granted = grant::grant(p.desired, maximal)?;
+        check_delete_on_close(p, granted, read_only, path)?;
+        let wants_write = !is_dir
+            && (truncate || granted & (mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA) != 0);
+        let opts = OpenOptions {
+            read: true,
+            write: wants_write,
+            create: CreateMode::OpenExisting,
+            directory: Some(is_dir),
+            mode: 0,
+        };
+        let file = match vfs.open(path, &opts) {
+            Ok(o) => o.file,
+            // MAXIMUM_ALLOWED settles for what POSIX permissions give.
+            Err(e)
+                if wants_write
+                    && !truncate
+                    && p.desired & mask::MAXIMUM_ALLOWED != 0
+                    && map_io_error(&e) == NtStatus::ACCESS_DENIED =>
+            {
+                granted &= !(mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA);
+                vfs.open(
+                    path,
+                    &OpenOptions {
+                        write: false,
+                        ..opts
+                    },
+                )
+                .map_err(|e| final_err(&e))?
+                .file
+            }
+            Err(e) => return Err(final_err(&e)),
+        };
+        let st = file.stat().map_err(|e| map_io_error(&e))?;
+        finish(
+            srv,
+            tree,
+            session,
+            p,
+            id,
+            path.clone(),
+            file,
+            st,
+            granted,
+            maximal,
+            action,
+            truncate,
+            None,
+        )
+    })();
+    match r {
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND) => Err(Retry),
+        other => Ok(other),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn create_new(
+    srv: &Arc<Server>,
+    tree: &Arc<Tree>,
+    session: &Arc<SessionState>,
+    vfs: &dyn Vfs,
+    p: &Params,
+    id: u64,
+    path: &RelPath,
+    alloc: Option<u64>,
+) -> Result<Result<Done, NtStatus>, Retry> {
+    let r = (|| {
+        if tree.read_only() {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        if path.is_root() {
+            return Err(NtStatus::OBJECT_NAME_COLLISION);
+        }
+        let is_dir = p.options & opts::DIRECTORY_FILE != 0;
+        let maximal = tree.maximal_access;
+        let granted = grant::grant(p.desired, maximal)?;
+        check_delete_on_close(p, granted, false, path)?;
+        let opts = OpenOptions {
+            read: true,
+            write: !is_dir,
+            create: CreateMode::CreateNew,
+            directory: Some(is_dir),
+            mode: if is_dir { 0o755 } else { 0o644 },
+        };
+        let file = vfs.open(path, &opts).map_err(|e| create_err(&e))?.file;
+        if p.attributes & attr::READONLY != 0 && !is_dir {
+            // The creating handle keeps its write access, as on Windows.
+            let _ = file.set_mode(0o444);
+        }
+        if let Some(a) = alloc {
+            let _ = file.allocate(a);
+        }
+        let st = file.stat().map_err(|e| map_io_error(&e))?;
+        finish(
+            srv,
+            tree,
+            session,
+            p,
+            id,
+            path.clone(),
+            file,
+            st,
+            granted,
+            maximal,
+            CreateAction::CREATED,
+            false,
+            Some(vfs),
+        )
+    })();
+    match r {
+        // Someone created it first: OPEN_IF and friends now open the existing one.
+        Err(NtStatus::OBJECT_NAME_COLLISION) if p.disposition != CreateDisposition::CREATE => {
+            Err(Retry)
+        }
+        other => Ok(other),
+    }
+}
+
+/// MS-SMB2 3.3.5.9: DELETE_ON_CLOSE needs DELETE access; MS-FSA 2.1.5.1.2.1: not on a
+/// read-only file (CANNOT_DELETE), nor on the share root.
+fn check_delete_on_close(
+    p: &Params,
+    granted: u32,
+    read_only: bool,
+    path: &RelPath,
+) -> Result<(), NtStatus> {
+    if p.options & opts::DELETE_ON_CLOSE == 0 {
+        return Ok(());
+    }
+    if granted & mask::DELETE == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if read_only || path.is_root() {
+        return Err(NtStatus::CANNOT_DELETE);
+    }
+    Ok(())
+}
+
+/// Registers the open with the share-mode table and builds it. `created_in` is set for a new
+/// object, which is removed again if admission fails.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    srv: &Arc<Server>,
+    tree: &Arc<Tree>,
+    session: &Arc<SessionState>,
+    p: &Params,
+    id: u64,
+    path: RelPath,
+    file: Box<dyn VfsFile>,
+    mut st: Stat,
+    granted: u32,
+    maximal: u32,
+    action: CreateAction,
+    truncate: bool,
+    created_in: Option<&dyn Vfs>,
+) -> Result<Done, NtStatus> {
+    let key = key_of(&st);
+    let is_dir = st.kind == FileKind::Dir;
+    if let Err(e) = srv
+        .files()
+        .admit(key, id, granted, p.share_access, &path, is_dir)
+    {
+        if let Some(vfs) = created_in {
+            let _ = if is_dir {
+                vfs.rmdir(&path)
+            } else {
+                vfs.unlink(&path)
+            };
+        }
+        return Err(e);
+    }
+    if truncate {
+        let r = file.set_len(0).and_then(|()| file.stat());
+        match r {
+            Ok(s) => st = s,
+            Err(e) => {
+                srv.files().remove(key, id, false);
+                return Err(map_io_error(&e));
+            }
+        }
+    }
+    let kind = OpenKind::File(FileOpen {
+        file,
+        key,
+        is_dir,
+        dir: Mutex::new(DirCursor::default()),
+    });
+    let open = new_open(id, session.id, tree, kind, path, granted, p);
+    Ok(Done {
+        open,
+        action,
+        stat: Some(st),
+        maximal,
+    })
+}
+
+fn final_err(e: &std::io::Error) -> NtStatus {
+    map_io_error_in(e, IoContext::Final)
+}
+
+fn create_err(e: &std::io::Error) -> NtStatus {
+    match e.raw_os_error() {
+        // The parent vanished or is not a directory.
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) => NtStatus::OBJECT_PATH_NOT_FOUND,
+        _ => map_io_error(e),
+    }
+}

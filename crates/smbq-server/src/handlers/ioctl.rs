@@ -1,0 +1,132 @@
+//! IOCTL (MS-SMB2 3.3.5.15): pipe transceive, validate negotiate, and the few FSCTLs a file
+//! server is expected to answer.
+
+use smbq_proto::Response;
+use smbq_wire::ioctl::{
+    CtlCode, IoctlRequest, IoctlResponse, ValidateNegotiateInfoRequest,
+    ValidateNegotiateInfoResponse, flags,
+};
+use smbq_wire::{Dialect, NtStatus};
+
+use super::{Ctx, bad, body};
+use crate::dispatch::STATUS_DISCONNECT;
+use crate::meta;
+
+/// Dialects this server implements, for the greatest-common-dialect check.
+const IMPLEMENTED: [Dialect; 5] = [
+    Dialect::SMB2_0_2,
+    Dialect::SMB2_1,
+    Dialect::SMB3_0,
+    Dialect::SMB3_0_2,
+    Dialect::SMB3_1_1,
+];
+
+pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let req = IoctlRequest::decode(&ctx.req.msg).map_err(bad)?;
+    // 3.3.5.15: only FSCTLs are served.
+    if req.flags != flags::IS_FSCTL {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if req.input.len() > ctx.conn.max_transact_size as usize
+        || req.max_output_response > ctx.conn.max_transact_size
+    {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let max_out = req.max_output_response as usize;
+    let reply = |status: NtStatus, output: &[u8]| {
+        let file_id = req.file_id;
+        let r = IoctlResponse {
+            ctl_code: req.ctl_code,
+            file_id,
+            input: &[],
+            output,
+            flags: 0,
+        };
+        Response::with_status(status, body(|w| r.encode(w)))
+    };
+    match req.ctl_code {
+        CtlCode::VALIDATE_NEGOTIATE_INFO => validate_negotiate(ctx, &req),
+        CtlCode::PIPE_TRANSCEIVE => {
+            let open = ctx.open()?;
+            let pipe = open.pipe().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+            let r = pipe.io.lock().transceive(req.input, max_out)?;
+            // 3.3.5.15.3: more output than fits is returned in part with BUFFER_OVERFLOW.
+            let status = if r.more {
+                NtStatus::BUFFER_OVERFLOW
+            } else {
+                NtStatus::SUCCESS
+            };
+            Ok(reply(status, &r.data))
+        }
+        CtlCode::CREATE_OR_GET_OBJECT_ID | CtlCode::GET_OBJECT_ID => {
+            let open = ctx.open()?;
+            let f = open.file().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+            let st = f.file.stat().map_err(|e| crate::errors::map_io_error(&e))?;
+            // FILE_OBJECTID_BUFFER (MS-FSCC 2.1.3.1): a stable ObjectId from volume and inode,
+            // then 48 bytes of extended info.
+            let mut out = Vec::with_capacity(64);
+            out.extend_from_slice(&meta::file_index(&st).to_le_bytes());
+            out.extend_from_slice(&u64::from(open.tree.share.serial).to_le_bytes());
+            out.resize(64, 0);
+            if max_out < out.len() {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            Ok(reply(NtStatus::SUCCESS, &out))
+        }
+        CtlCode::SET_SPARSE => {
+            ctx.open()?;
+            Ok(reply(NtStatus::SUCCESS, &[]))
+        }
+        CtlCode::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),
+        CtlCode::DFS_GET_REFERRALS | CtlCode::DFS_GET_REFERRALS_EX => {
+            Err(NtStatus::FS_DRIVER_REQUIRED)
+        }
+        CtlCode::SRV_COPYCHUNK | CtlCode::SRV_COPYCHUNK_WRITE | CtlCode::SRV_REQUEST_RESUME_KEY => {
+            Err(NtStatus::NOT_SUPPORTED)
+        }
+        _ => Err(NtStatus::INVALID_DEVICE_REQUEST),
+    }
+}
+
+/// MS-SMB2 3.3.5.15.12. Every mismatch drops the connection (signalled to the engine with
+/// [`STATUS_DISCONNECT`]); on a 3.1.1 connection the request itself is a reason to drop.
+fn validate_negotiate(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Response, NtStatus> {
+    let c = ctx.conn;
+    if c.dialect == Dialect::SMB3_1_1
+        || (req.max_output_response as usize) < ValidateNegotiateInfoResponse::LEN
+    {
+        return Err(STATUS_DISCONNECT);
+    }
+    let v = ValidateNegotiateInfoRequest::decode(req.input).map_err(|_| STATUS_DISCONNECT)?;
+    let best = v
+        .dialects
+        .iter()
+        .copied()
+        .filter(|d| IMPLEMENTED.contains(d))
+        .max();
+    let ok = v.dialects == c.client_dialects
+        && best == Some(c.dialect)
+        && v.guid == c.client_guid
+        && v.security_mode == c.client_security_mode
+        && v.capabilities == c.client_capabilities;
+    if !ok {
+        return Err(STATUS_DISCONNECT);
+    }
+    let out = ValidateNegotiateInfoResponse {
+        capabilities: c.server_capabilities,
+        guid: ctx.srv.config().server_guid,
+        security_mode: c.server_security_mode,
+        dialect: c.dialect,
+    };
+    let mut w = smbq_wire::Writer::new();
+    out.encode(&mut w);
+    let output = w.into_vec();
+    let r = IoctlResponse {
+        ctl_code: req.ctl_code,
+        file_id: req.file_id,
+        input: &[],
+        output: &output,
+        flags: 0,
+    };
+    Ok(Response::ok(body(|w| r.encode(w))))
+}

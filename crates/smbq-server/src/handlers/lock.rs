@@ -1,0 +1,65 @@
+//! LOCK (MS-SMB2 3.3.5.14) over the byte-range lock manager (crate::byte_lock).
+
+use smbq_proto::Response;
+use smbq_wire::NtStatus;
+use smbq_wire::lock::{LockElement, LockRequest, LockResponse, lock_flags as lf};
+
+use super::{Ctx, bad, body};
+
+/// 2.2.26.1: the flag combinations a lock element may carry.
+fn lock_kind(e: &LockElement) -> Result<(bool, bool), NtStatus> {
+    match e.flags {
+        f if f == lf::SHARED => Ok((false, false)),
+        f if f == lf::EXCLUSIVE => Ok((true, false)),
+        f if f == lf::SHARED | lf::FAIL_IMMEDIATELY => Ok((false, true)),
+        f if f == lf::EXCLUSIVE | lf::FAIL_IMMEDIATELY => Ok((true, true)),
+        _ => Err(NtStatus::INVALID_PARAMETER),
+    }
+}
+
+pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let req = LockRequest::decode(&ctx.req.msg).map_err(bad)?;
+    let open = ctx.open()?;
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    if f.is_dir {
+        // MS-FSA 2.1.5.8: no byte-range locks on directories.
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let first = req.locks.first().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let locks = ctx.srv.locks();
+    let owner = open.volatile();
+    if first.flags & lf::UNLOCK != 0 {
+        // 3.3.5.14.1: an unlock list; each entry must be a plain UNLOCK. Entries already
+        // processed stay unlocked when a later one fails.
+        for e in &req.locks {
+            if e.flags != lf::UNLOCK {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            locks.unlock(f.key, owner, e.offset, e.length)?;
+        }
+        return Ok(Response::ok(body(|w| LockResponse.encode(w))));
+    }
+    // 3.3.5.14.2: only a single-element request may wait.
+    let kinds: Vec<(bool, bool)> = req.locks.iter().map(lock_kind).collect::<Result<_, _>>()?;
+    if req.locks.len() > 1 && kinds.iter().any(|(_, fail)| !fail) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let mut taken: Vec<&LockElement> = Vec::new();
+    for (e, (exclusive, fail)) in req.locks.iter().zip(kinds) {
+        let r = if fail {
+            locks.try_lock(f.key, owner, e.offset, e.length, exclusive)
+        } else {
+            locks
+                .lock_wait(f.key, owner, e.offset, e.length, exclusive, &ctx.cancel)
+                .await
+        };
+        if let Err(status) = r {
+            for t in taken {
+                let _ = locks.unlock(f.key, owner, t.offset, t.length);
+            }
+            return Err(status);
+        }
+        taken.push(e);
+    }
+    Ok(Response::ok(body(|w| LockResponse.encode(w))))
+}

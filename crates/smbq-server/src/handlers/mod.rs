@@ -1,0 +1,90 @@
+//! One file per command. Each handler receives a [`Ctx`] whose session, tree and open were
+//! resolved by the dispatch table, and returns a response or an NTSTATUS.
+
+mod close;
+pub(crate) mod create;
+mod flush;
+mod ioctl;
+mod lock;
+mod notify;
+mod query_directory;
+mod query_info;
+mod read;
+mod set_info;
+mod tree_connect;
+mod write;
+
+use std::sync::Arc;
+
+use smbq_proto::{ConnView, Request, Response, SessionView};
+use smbq_wire::{Command, DecodeError, NtStatus};
+use tokio_util::sync::CancellationToken;
+
+use crate::Server;
+use crate::tables::{Open, SessionState, Tree};
+
+pub(crate) struct Ctx<'a> {
+    pub srv: &'a Server,
+    pub conn: &'a ConnView,
+    pub req: &'a Request,
+    pub view: &'a SessionView,
+    pub session: Arc<SessionState>,
+    pub tree: Option<Arc<Tree>>,
+    pub open: Option<Arc<Open>>,
+    pub cancel: CancellationToken,
+}
+
+impl Ctx<'_> {
+    /// The resolved tree; the dispatch table guarantees it for commands that need one.
+    pub fn tree(&self) -> Result<&Arc<Tree>, NtStatus> {
+        self.tree.as_ref().ok_or(NtStatus::NETWORK_NAME_DELETED)
+    }
+
+    pub fn open(&self) -> Result<&Arc<Open>, NtStatus> {
+        self.open.as_ref().ok_or(NtStatus::FILE_CLOSED)
+    }
+}
+
+pub(crate) async fn run(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    match ctx.req.command() {
+        Command::TREE_CONNECT => tree_connect::connect(ctx),
+        Command::TREE_DISCONNECT => tree_connect::disconnect(ctx).await,
+        Command::CREATE => create::handle(ctx).await,
+        Command::CLOSE => close::handle(ctx).await,
+        Command::FLUSH => flush::handle(ctx).await,
+        Command::READ => read::handle(ctx).await,
+        Command::WRITE => write::handle(ctx).await,
+        Command::LOCK => lock::handle(ctx).await,
+        Command::IOCTL => ioctl::handle(ctx).await,
+        Command::QUERY_DIRECTORY => query_directory::handle(ctx).await,
+        Command::CHANGE_NOTIFY => notify::handle(ctx).await,
+        Command::QUERY_INFO => query_info::handle(ctx).await,
+        Command::SET_INFO => set_info::handle(ctx).await,
+        Command::OPLOCK_BREAK => Err(NtStatus::INVALID_OPLOCK_PROTOCOL),
+        _ => Err(NtStatus::NOT_SUPPORTED),
+    }
+}
+
+/// A malformed body is STATUS_INVALID_PARAMETER (MS-SMB2 3.3.5.2.x "the server MUST fail").
+pub(crate) fn bad(_e: DecodeError) -> NtStatus {
+    NtStatus::INVALID_PARAMETER
+}
+
+/// Runs blocking filesystem work on tokio's blocking pool.
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, NtStatus>
+where
+    F: FnOnce() -> Result<T, NtStatus> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(_) => Err(NtStatus::INTERNAL_ERROR),
+    }
+}
+
+/// Encodes a body with `f` into a fresh buffer.
+pub(crate) fn body(f: impl FnOnce(&mut smbq_wire::Writer)) -> Vec<u8> {
+    let mut w = smbq_wire::Writer::new();
+    f(&mut w);
+    w.into_vec()
+}

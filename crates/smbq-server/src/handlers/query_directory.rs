@@ -1,0 +1,181 @@
+//! QUERY_DIRECTORY (MS-SMB2 3.3.5.18): enumerates a directory open with a per-open cursor.
+//! The first query (or RESTART_SCANS / REOPEN) takes a snapshot of the matching entries, with
+//! "." and ".." first as Windows returns them; later queries continue from the cursor.
+
+use smbq_proto::Response;
+use smbq_vfs::{FileKind, RelPath, Vfs};
+use smbq_wire::NtStatus;
+use smbq_wire::fscc::FileInfoClass;
+use smbq_wire::fscc::dir_info::{DirClass, DirEntryInfo, DirListEncoder};
+use smbq_wire::fscc::wildcard::Pattern;
+use smbq_wire::query_directory::{
+    QueryDirectoryRequest, QueryDirectoryResponse, query_directory_flags as qf,
+};
+
+use super::{Ctx, bad, blocking, body};
+use crate::access::mask;
+use crate::errors::map_io_error;
+use crate::meta;
+use crate::tables::open::{DirCursor, ListEntry};
+
+pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let req = QueryDirectoryRequest::decode(&ctx.req.msg).map_err(bad)?;
+    let open = ctx.open()?.clone();
+    if !open.is_dir() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if !open.has(mask::FILE_LIST_DIRECTORY) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let class = DirClass::from_info_class(FileInfoClass(req.file_information_class))
+        .ok_or(NtStatus::INVALID_INFO_CLASS)?;
+    let max = req.output_buffer_length;
+    if max > ctx.conn.max_transact_size {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let pattern = req
+        .file_name_string()
+        .map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    if pattern.contains(['\\', '/', '\0']) {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    let pattern = if pattern.is_empty() {
+        "*".to_owned()
+    } else {
+        pattern
+    };
+    let flags = req.flags;
+    let vfs = open
+        .tree
+        .share
+        .vfs
+        .clone()
+        .ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+    let buf = blocking(move || {
+        let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
+        let mut cur = f.dir.lock();
+        if flags & (qf::RESTART_SCANS | qf::REOPEN) != 0 {
+            *cur = DirCursor::default();
+        }
+        let first = cur.entries.is_none();
+        if first {
+            let pat = Pattern::new(&pattern);
+            let dir = open.path();
+            cur.entries = Some(snapshot(vfs.as_ref(), &dir, f.file.as_ref(), &pat)?);
+            cur.pattern = Some(pat);
+            cur.next = 0;
+        }
+        fill(
+            &mut cur,
+            class,
+            max as usize,
+            flags & qf::RETURN_SINGLE_ENTRY != 0,
+            first,
+        )
+    })
+    .await?;
+    Ok(Response::ok(body(|w| {
+        QueryDirectoryResponse { buffer: &buf }.encode(w)
+    })))
+}
+
+/// Every matching entry, "." and ".." first.
+fn snapshot(
+    vfs: &dyn Vfs,
+    dir: &RelPath,
+    handle: &dyn smbq_vfs::VfsFile,
+    pat: &Pattern,
+) -> Result<Vec<ListEntry>, NtStatus> {
+    let mut out = Vec::new();
+    let me = handle.stat().map_err(|e| map_io_error(&e))?;
+    if pat.matches(".") {
+        out.push(ListEntry {
+            name: ".".into(),
+            stat: me.clone(),
+        });
+    }
+    if pat.matches("..") {
+        let parent = match dir.parent() {
+            Some(p) => vfs.stat(&p).unwrap_or_else(|_| me.clone()),
+            None => me.clone(),
+        };
+        out.push(ListEntry {
+            name: "..".into(),
+            stat: parent,
+        });
+    }
+    let mut entries = handle.read_dir().map_err(|e| map_io_error(&e))?;
+    // Stable order across queries of one snapshot; clients do not rely on any particular one.
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    for e in entries {
+        // Links leading outside the share and device nodes cannot be opened; do not list them.
+        if matches!(e.stat.kind, FileKind::Symlink | FileKind::Other) {
+            continue;
+        }
+        if pat.matches(&e.name) {
+            out.push(ListEntry {
+                name: e.name,
+                stat: e.stat,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Packs entries from the cursor. MS-SMB2 3.3.5.18: no match on the first query is
+/// NO_SUCH_FILE, an exhausted cursor NO_MORE_FILES, and a first entry that does not fit the
+/// output buffer INFO_LENGTH_MISMATCH.
+fn fill(
+    cur: &mut DirCursor,
+    class: DirClass,
+    max: usize,
+    single: bool,
+    first: bool,
+) -> Result<Vec<u8>, NtStatus> {
+    let entries = cur.entries.as_deref().unwrap_or_default();
+    if entries.is_empty() && first {
+        return Err(NtStatus::NO_SUCH_FILE);
+    }
+    if cur.next >= entries.len() {
+        return Err(NtStatus::NO_MORE_FILES);
+    }
+    let mut enc = DirListEncoder::new(class, max);
+    while let Some(e) = entries.get(cur.next) {
+        let info = entry_info(e);
+        if !enc.push(&info) {
+            break;
+        }
+        cur.next += 1;
+        if single {
+            break;
+        }
+    }
+    if enc.is_empty() {
+        return Err(NtStatus::INFO_LENGTH_MISMATCH);
+    }
+    Ok(enc.finish())
+}
+
+fn entry_info(e: &ListEntry) -> DirEntryInfo<'_> {
+    let st = &e.stat;
+    DirEntryInfo {
+        file_index: 0,
+        creation_time: meta::creation_time(st),
+        last_access_time: meta::ft(st.atime),
+        last_write_time: meta::ft(st.mtime),
+        change_time: meta::ft(st.ctime),
+        end_of_file: meta::end_of_file(st),
+        allocation_size: meta::allocation_size(st),
+        file_attributes: meta::attributes(st, &e.name),
+        ea_size: 0,
+        reparse_tag: 0,
+        file_id: meta::file_index(st),
+        name: e.name.as_str().into(),
+        // Like NTFS, only names that are not already 8.3 carry a separate short name.
+        short_name: if crate::short_name::is_8_3(&e.name) {
+            "".into()
+        } else {
+            crate::short_name::short_name(&e.name).into()
+        },
+    }
+}

@@ -1,0 +1,385 @@
+//! QUERY_INFO (MS-SMB2 3.3.5.20): file, filesystem and security information.
+//!
+//! Buffer rules, as smbtorture smb2.getinfo.{qfile,qfs,qsec}_buffercheck expect from Windows:
+//! an OutputBufferLength below the class's fixed size is INFO_LENGTH_MISMATCH; one that holds
+//! the fixed part but not the whole answer gets the truncated data with BUFFER_OVERFLOW;
+//! security descriptors that do not fit give BUFFER_TOO_SMALL with the needed size.
+
+use std::sync::atomic::Ordering;
+
+use smbq_proto::Response;
+use smbq_vfs::{FileKind, Stat};
+use smbq_wire::error_response::ErrorResponse;
+use smbq_wire::fscc::file_info::{
+    AccessInfo, AlignmentInfo, AllInfo, AttributeTagInfo, BasicInfo, CompressionInfo, EaInfo,
+    InternalInfo, ModeInfo, NameInfo, NetworkOpenInfo, PositionInfo, StandardInfo, StreamEntry,
+    StreamInfo,
+};
+use smbq_wire::fscc::fs_info::{
+    self, AttributeInfo, DeviceInfo, FullSizeInfo, ObjectIdInfo, SectorSizeInfo, SizeInfo,
+    VolumeInfo,
+};
+use smbq_wire::fscc::{FileInfoClass, FsInfoClass};
+use smbq_wire::query_info::{InfoType, QueryInfoRequest, QueryInfoResponse};
+use smbq_wire::security::SecurityDescriptor;
+use smbq_wire::{Dialect, NtStatus, Writer};
+
+use super::{Ctx, bad, blocking, body};
+use crate::access::mask;
+use crate::errors::map_io_error;
+use crate::meta;
+use crate::tables::Open;
+
+/// An encoded answer and the size below which a buffer is INFO_LENGTH_MISMATCH.
+struct Answer {
+    data: Vec<u8>,
+    fixed: usize,
+}
+
+fn enc(fixed: usize, f: impl FnOnce(&mut Writer)) -> Answer {
+    let mut w = Writer::new();
+    f(&mut w);
+    Answer {
+        data: w.into_vec(),
+        fixed,
+    }
+}
+
+pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let req = QueryInfoRequest::decode(&ctx.req.msg).map_err(bad)?;
+    let open = ctx.open()?.clone();
+    let max = req.output_buffer_length as usize;
+    if req.output_buffer_length > ctx.conn.max_transact_size {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let class = req.file_info_class;
+    let addl = req.additional_information;
+    let dialect = ctx.conn.dialect;
+    let srv = ctx.srv.self_arc();
+    let answer = match req.info_type {
+        InfoType::FILE => {
+            blocking(move || file_info(&srv, &open, FileInfoClass(class), dialect)).await?
+        }
+        InfoType::FILESYSTEM => blocking(move || fs_info(&open, FsInfoClass(class))).await?,
+        InfoType::SECURITY => {
+            if !open.has(mask::READ_CONTROL) {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            let sd = blocking(move || security(&open, addl)).await?;
+            if sd.len() > max {
+                // 3.3.5.20.3: the ErrorData carries the size the client should ask for.
+                let need = u32::try_from(sd.len()).unwrap_or(u32::MAX).to_le_bytes();
+                let err = ErrorResponse {
+                    error_context_count: 0,
+                    error_data: &need,
+                };
+                return Ok(Response {
+                    status: NtStatus::BUFFER_TOO_SMALL,
+                    body: body(|w| err.encode(w)),
+                    ..Default::default()
+                });
+            }
+            Answer { data: sd, fixed: 0 }
+        }
+        InfoType::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
+        _ => return Err(NtStatus::INVALID_PARAMETER),
+    };
+    if max < answer.fixed && max < answer.data.len() {
+        return Err(NtStatus::INFO_LENGTH_MISMATCH);
+    }
+    let (status, data) = if answer.data.len() > max {
+        (
+            NtStatus::BUFFER_OVERFLOW,
+            answer.data.get(..max).unwrap_or_default(),
+        )
+    } else {
+        (NtStatus::SUCCESS, answer.data.as_slice())
+    };
+    Ok(Response::with_status(
+        status,
+        body(|w| QueryInfoResponse { buffer: data }.encode(w)),
+    ))
+}
+
+fn stat_of(open: &Open) -> Result<Stat, NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    f.file.stat().map_err(|e| map_io_error(&e))
+}
+
+fn basic(st: &Stat, name: &str) -> BasicInfo {
+    BasicInfo {
+        creation_time: meta::creation_time(st),
+        last_access_time: meta::ft(st.atime),
+        last_write_time: meta::ft(st.mtime),
+        change_time: meta::ft(st.ctime),
+        file_attributes: meta::attributes(st, name),
+    }
+}
+
+/// The path as Windows reports it in FileNameInformation: from the share root, `\`-separated,
+/// with a leading `\`.
+fn windows_path(open: &Open) -> String {
+    let p = open.path();
+    format!("\\{}", p.as_str().replace('/', "\\"))
+}
+
+fn file_info(
+    srv: &crate::Server,
+    open: &Open,
+    class: FileInfoClass,
+    dialect: Dialect,
+) -> Result<Answer, NtStatus> {
+    if open.pipe().is_some() {
+        return pipe_info(class);
+    }
+    let st = stat_of(open)?;
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let path = open.path();
+    let name = path.file_name().unwrap_or_default();
+    let is_dir = st.kind == FileKind::Dir;
+    let standard = || StandardInfo {
+        allocation_size: meta::allocation_size(&st),
+        end_of_file: meta::end_of_file(&st),
+        number_of_links: u32::try_from(st.nlink).unwrap_or(u32::MAX),
+        delete_pending: srv.files().delete_pending(f.key),
+        directory: is_dir,
+    };
+    let position = PositionInfo {
+        current_byte_offset: open.position.load(Ordering::Relaxed),
+    };
+    let mode = ModeInfo {
+        mode: open.mode.load(Ordering::Relaxed),
+    };
+    Ok(match class {
+        FileInfoClass::BASIC => enc(BasicInfo::LEN, |w| basic(&st, name).encode(w)),
+        FileInfoClass::STANDARD => enc(StandardInfo::LEN, |w| standard().encode(w)),
+        FileInfoClass::INTERNAL => enc(InternalInfo::LEN, |w| {
+            InternalInfo {
+                index_number: meta::file_index(&st),
+            }
+            .encode(w)
+        }),
+        FileInfoClass::EA => enc(EaInfo::LEN, |w| EaInfo { ea_size: 0 }.encode(w)),
+        FileInfoClass::ACCESS => enc(AccessInfo::LEN, |w| {
+            AccessInfo {
+                access_flags: open.granted,
+            }
+            .encode(w)
+        }),
+        FileInfoClass::POSITION => enc(PositionInfo::LEN, |w| position.encode(w)),
+        FileInfoClass::MODE => enc(ModeInfo::LEN, |w| mode.encode(w)),
+        FileInfoClass::ALIGNMENT => enc(AlignmentInfo::LEN, |w| AlignmentInfo::default().encode(w)),
+        // Windows counts 104 bytes as the fixed part (smb2.getinfo.qfile_buffercheck).
+        FileInfoClass::ALL => enc(AllInfo::FIXED_LEN + 4, |w| {
+            AllInfo {
+                basic: basic(&st, name),
+                standard: standard(),
+                internal: InternalInfo {
+                    index_number: meta::file_index(&st),
+                },
+                ea: EaInfo { ea_size: 0 },
+                access: AccessInfo {
+                    access_flags: open.granted,
+                },
+                position,
+                mode,
+                alignment: AlignmentInfo::default(),
+                name: NameInfo {
+                    file_name: windows_path(open),
+                },
+            }
+            .encode(w)
+        }),
+        FileInfoClass::NETWORK_OPEN => enc(NetworkOpenInfo::LEN, |w| {
+            NetworkOpenInfo {
+                creation_time: meta::creation_time(&st),
+                last_access_time: meta::ft(st.atime),
+                last_write_time: meta::ft(st.mtime),
+                change_time: meta::ft(st.ctime),
+                allocation_size: meta::allocation_size(&st),
+                end_of_file: meta::end_of_file(&st),
+                file_attributes: meta::attributes(&st, name),
+            }
+            .encode(w)
+        }),
+        FileInfoClass::ATTRIBUTE_TAG => enc(AttributeTagInfo::LEN, |w| {
+            AttributeTagInfo {
+                file_attributes: meta::attributes(&st, name),
+                reparse_tag: 0,
+            }
+            .encode(w)
+        }),
+        FileInfoClass::STREAM => enc(32, |w| {
+            // Directories have no unnamed data stream.
+            if !is_dir {
+                let e = StreamEntry {
+                    name: StreamInfo::DEFAULT_DATA_STREAM.to_owned(),
+                    size: st.size,
+                    allocation_size: meta::allocation_size(&st),
+                };
+                StreamInfo::encode(&[e], w);
+            }
+        }),
+        FileInfoClass::COMPRESSION => enc(CompressionInfo::LEN, |w| {
+            CompressionInfo {
+                compressed_file_size: meta::end_of_file(&st),
+                ..Default::default()
+            }
+            .encode(w)
+        }),
+        // MS-SMB2 3.3.5.20.1: FileNormalizedNameInformation is a 3.1.1 class.
+        FileInfoClass::NORMALIZED_NAME => {
+            if dialect != Dialect::SMB3_1_1 {
+                return Err(NtStatus::NOT_SUPPORTED);
+            }
+            enc(NameInfo::MIN_LEN, |w| {
+                NameInfo {
+                    file_name: path.as_str().replace('/', "\\"),
+                }
+                .encode(w)
+            })
+        }
+        // FILE_ID_INFORMATION (MS-FSCC 2.4.23): VolumeSerialNumber(8) and a 128-bit FileId.
+        FileInfoClass::ID => enc(24, |w| {
+            w.u64(u64::from(open.tree.share.serial))
+                .u64(meta::file_index(&st))
+                .u64(0);
+        }),
+        FileInfoClass::ALTERNATE_NAME => {
+            // The share root has no name of its own to shorten.
+            if path.is_root() {
+                return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+            }
+            let leaf = path.file_name().unwrap_or_default();
+            enc(NameInfo::MIN_LEN, |w| {
+                NameInfo {
+                    file_name: crate::short_name::short_name(leaf),
+                }
+                .encode(w)
+            })
+        }
+        FileInfoClass::FULL_EA => return Err(NtStatus::NO_EAS_ON_FILE),
+        _ => return Err(NtStatus::INVALID_INFO_CLASS),
+    })
+}
+
+/// The few classes a named pipe answers.
+fn pipe_info(class: FileInfoClass) -> Result<Answer, NtStatus> {
+    Ok(match class {
+        FileInfoClass::BASIC => enc(BasicInfo::LEN, |w| {
+            BasicInfo {
+                file_attributes: crate::access::attr::NORMAL,
+                ..Default::default()
+            }
+            .encode(w)
+        }),
+        FileInfoClass::STANDARD => enc(StandardInfo::LEN, |w| {
+            StandardInfo {
+                allocation_size: 4096,
+                number_of_links: 1,
+                delete_pending: true,
+                ..Default::default()
+            }
+            .encode(w)
+        }),
+        _ => return Err(NtStatus::INVALID_PARAMETER),
+    })
+}
+
+fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
+    let share = &open.tree.share;
+    let vfs = share.vfs.as_ref().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let fs = vfs.statfs().map_err(|e| map_io_error(&e))?;
+    let sector: u32 = 512;
+    let spu = u32::try_from((fs.block_size / u64::from(sector)).max(1)).unwrap_or(8);
+    Ok(match class {
+        FsInfoClass::VOLUME => enc(24, |w| {
+            VolumeInfo {
+                volume_creation_time: 0,
+                volume_serial_number: share.serial,
+                supports_objects: false,
+                volume_label: share.name().to_owned(),
+            }
+            .encode(w)
+        }),
+        FsInfoClass::SIZE => enc(SizeInfo::LEN, |w| {
+            SizeInfo {
+                total_allocation_units: fs.total_blocks,
+                available_allocation_units: fs.avail_blocks,
+                sectors_per_allocation_unit: spu,
+                bytes_per_sector: sector,
+            }
+            .encode(w)
+        }),
+        FsInfoClass::FULL_SIZE => enc(FullSizeInfo::LEN, |w| {
+            FullSizeInfo {
+                total_allocation_units: fs.total_blocks,
+                caller_available_allocation_units: fs.avail_blocks,
+                actual_available_allocation_units: fs.free_blocks,
+                sectors_per_allocation_unit: spu,
+                bytes_per_sector: sector,
+            }
+            .encode(w)
+        }),
+        FsInfoClass::DEVICE => enc(DeviceInfo::LEN, |w| {
+            DeviceInfo {
+                device_type: fs_info::FILE_DEVICE_DISK,
+                characteristics: fs_info::FILE_DEVICE_IS_MOUNTED,
+            }
+            .encode(w)
+        }),
+        FsInfoClass::ATTRIBUTE => enc(16, |w| {
+            AttributeInfo {
+                file_system_attributes: fs_info::FILE_CASE_PRESERVED_NAMES
+                    | fs_info::FILE_UNICODE_ON_DISK
+                    | fs_info::FILE_PERSISTENT_ACLS,
+                maximum_component_name_length: u32::try_from(fs.name_max.min(255)).unwrap_or(255),
+                file_system_name: "NTFS".to_owned(),
+            }
+            .encode(w)
+        }),
+        // FILE_FS_CONTROL_INFORMATION (MS-FSCC 2.5.2): no quotas, default limits "none".
+        FsInfoClass::CONTROL => enc(48, |w| {
+            w.u64(0)
+                .u64(0)
+                .u64(0)
+                .u64(u64::MAX)
+                .u64(u64::MAX)
+                .u32(0)
+                .u32(0);
+        }),
+        FsInfoClass::OBJECT_ID => enc(ObjectIdInfo::LEN, |w| {
+            let mut object_id = [0u8; 16];
+            if let Some(s) = object_id.get_mut(..4) {
+                s.copy_from_slice(&share.serial.to_le_bytes());
+            }
+            ObjectIdInfo {
+                object_id,
+                extended_info: [0; 48],
+            }
+            .encode(w)
+        }),
+        FsInfoClass::SECTOR_SIZE => enc(SectorSizeInfo::LEN, |w| {
+            SectorSizeInfo {
+                logical_bytes_per_sector: sector,
+                physical_bytes_per_sector_for_atomicity: sector,
+                physical_bytes_per_sector_for_performance: sector,
+                file_system_effective_physical_bytes_per_sector_for_atomicity: sector,
+                flags: fs_info::SSINFO_FLAGS_ALIGNED_DEVICE
+                    | fs_info::SSINFO_FLAGS_PARTITION_ALIGNED_ON_DEVICE,
+                byte_offset_for_sector_alignment: 0,
+                byte_offset_for_partition_alignment: 0,
+            }
+            .encode(w)
+        }),
+        _ => return Err(NtStatus::INVALID_INFO_CLASS),
+    })
+}
+
+fn security(open: &Open, addl: u32) -> Result<Vec<u8>, NtStatus> {
+    let st = stat_of(open)?;
+    let sd = SecurityDescriptor::from_posix(st.uid, st.gid, st.mode, st.kind == FileKind::Dir);
+    let mut w = Writer::new();
+    sd.encode_selected(addl, &mut w);
+    Ok(w.into_vec())
+}

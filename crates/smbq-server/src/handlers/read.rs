@@ -1,0 +1,67 @@
+//! READ (MS-SMB2 3.3.5.12). File data travels in `Response::data` as the `Bytes` the VFS
+//! returned, without another copy.
+
+use smbq_proto::Response;
+use smbq_wire::NtStatus;
+use smbq_wire::read::{ReadRequest, ReadResponse};
+
+use super::{Ctx, bad, blocking, body};
+use crate::access::mask;
+use crate::errors::map_io_error;
+
+pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let req = ReadRequest::decode(&ctx.req.msg).map_err(bad)?;
+    let open = ctx.open()?.clone();
+    if req.length > ctx.conn.max_read_size {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if let Some(pipe) = open.pipe() {
+        let r = pipe.io.lock().read(req.length as usize)?;
+        if r.data.is_empty() && !r.more {
+            return Err(NtStatus::PIPE_EMPTY);
+        }
+        let status = if r.more {
+            NtStatus::BUFFER_OVERFLOW
+        } else {
+            NtStatus::SUCCESS
+        };
+        let len = r.data.len() as u32;
+        let mut resp = Response::with_status(
+            status,
+            body(|w| ReadResponse::default().encode_header(len, w)),
+        );
+        resp.data = Some(r.data.into());
+        return Ok(resp);
+    }
+    if open.is_dir() {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    if !open.has(mask::FILE_READ_DATA | mask::FILE_EXECUTE) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
+    if req.offset > i64::MAX as u64 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    ctx.srv.locks().check_io(
+        f.key,
+        open.volatile(),
+        req.offset,
+        u64::from(req.length),
+        false,
+    )?;
+    let (offset, len, min) = (req.offset, req.length as usize, req.minimum_count as usize);
+    let data = blocking(move || {
+        let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
+        f.file.read_at(offset, len).map_err(|e| map_io_error(&e))
+    })
+    .await?;
+    // 3.3.5.12: nothing read (at or past end of file), or less than MinimumCount.
+    if (data.is_empty() && len > 0) || data.len() < min {
+        return Err(NtStatus::END_OF_FILE);
+    }
+    let dlen = data.len() as u32;
+    let mut resp = Response::ok(body(|w| ReadResponse::default().encode_header(dlen, w)));
+    resp.data = Some(data);
+    Ok(resp)
+}

@@ -1,0 +1,300 @@
+//! SET_INFO (MS-SMB2 3.3.5.21, MS-FSA 2.1.5.15): basic times and attributes, rename,
+//! disposition (delete pending), end of file, allocation, position, mode. Security
+//! descriptors are accepted and ignored (permissions stay POSIX mode bits).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use smbq_proto::Response;
+use smbq_vfs::{FileKind, Timespec};
+use smbq_wire::filetime::{self, SetTime};
+use smbq_wire::fscc::FileInfoClass;
+use smbq_wire::fscc::file_info::{
+    AllocationInfo, BasicInfo, DispositionInfo, DispositionInfoEx, EndOfFileInfo, ModeInfo,
+    PositionInfo, RenameInfo, RenameInfoEx, disposition_ex as dx, mode,
+};
+use smbq_wire::query_info::InfoType;
+use smbq_wire::set_info::{SetInfoRequest, SetInfoResponse};
+use smbq_wire::{DecodeError, NtStatus};
+
+use super::{Ctx, bad, blocking, body};
+use crate::access::{attr, mask};
+use crate::errors::map_io_error;
+use crate::path::{Stream, parse_smb_name, resolve};
+use crate::tables::Open;
+use crate::{Server, meta};
+
+/// A buffer shorter than the class is INFO_LENGTH_MISMATCH (3.3.5.21.1); other decode errors
+/// are INVALID_PARAMETER.
+fn short(e: DecodeError) -> NtStatus {
+    match e {
+        DecodeError::Truncated { .. } => NtStatus::INFO_LENGTH_MISMATCH,
+        _ => NtStatus::INVALID_PARAMETER,
+    }
+}
+
+fn io(e: std::io::Error) -> NtStatus {
+    map_io_error(&e)
+}
+
+pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let req = SetInfoRequest::decode(&ctx.req.msg).map_err(bad)?;
+    let open = ctx.open()?.clone();
+    let ok = || Ok(Response::ok(body(|w| SetInfoResponse.encode(w))));
+    match req.info_type {
+        InfoType::FILE => {}
+        // Accepted so Windows Explorer's "apply permissions" does not fail; mode bits rule.
+        InfoType::SECURITY => return ok(),
+        InfoType::FILESYSTEM | InfoType::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
+        _ => return Err(NtStatus::INVALID_PARAMETER),
+    }
+    if open.pipe().is_some() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let class = FileInfoClass(req.file_info_class);
+    let buf = req.buffer.to_vec();
+    let srv = ctx.srv.self_arc();
+    blocking(move || set_file(&srv, &open, class, &buf)).await?;
+    ok()
+}
+
+fn need(open: &Open, access: u32) -> Result<(), NtStatus> {
+    if open.has(access) {
+        Ok(())
+    } else {
+        Err(NtStatus::ACCESS_DENIED)
+    }
+}
+
+fn set_file(
+    srv: &Arc<Server>,
+    open: &Arc<Open>,
+    class: FileInfoClass,
+    buf: &[u8],
+) -> Result<(), NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    match class {
+        FileInfoClass::BASIC => {
+            let b = BasicInfo::decode(buf).map_err(short)?;
+            need(open, mask::FILE_WRITE_ATTRIBUTES)?;
+            set_basic(open, &b)
+        }
+        FileInfoClass::RENAME => {
+            let r = RenameInfo::decode(buf).map_err(short)?;
+            rename(
+                srv,
+                open,
+                &r.file_name,
+                r.replace_if_exists,
+                r.root_directory,
+            )
+        }
+        FileInfoClass::RENAME_EX => {
+            let r = RenameInfoEx::decode(buf).map_err(short)?;
+            rename(
+                srv,
+                open,
+                &r.file_name,
+                r.replace_if_exists(),
+                r.root_directory,
+            )
+        }
+        FileInfoClass::DISPOSITION => {
+            let d = DispositionInfo::decode(buf).map_err(short)?;
+            set_disposition(srv, open, d.delete_pending, false, false)
+        }
+        FileInfoClass::DISPOSITION_EX => {
+            let d = DispositionInfoEx::decode(buf).map_err(short)?;
+            let delete = d.flags & dx::FILE_DISPOSITION_DELETE != 0;
+            let on_close = d.flags & dx::FILE_DISPOSITION_ON_CLOSE != 0;
+            let ignore_ro = d.flags & dx::FILE_DISPOSITION_IGNORE_READONLY_ATTRIBUTE != 0;
+            set_disposition(srv, open, delete, on_close, ignore_ro)
+        }
+        FileInfoClass::END_OF_FILE => {
+            let e = EndOfFileInfo::decode(buf).map_err(short)?;
+            need(open, mask::FILE_WRITE_DATA)?;
+            if f.is_dir || e.end_of_file > i64::MAX as u64 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            f.file.set_len(e.end_of_file).map_err(io)
+        }
+        FileInfoClass::ALLOCATION => {
+            let a = AllocationInfo::decode(buf).map_err(short)?;
+            need(open, mask::FILE_WRITE_DATA)?;
+            if f.is_dir || a.allocation_size > i64::MAX as u64 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            // MS-FSA 2.1.5.15.1: an allocation below end of file truncates the file.
+            let size = f.file.stat().map_err(io)?.size;
+            if a.allocation_size < size {
+                f.file.set_len(a.allocation_size).map_err(io)
+            } else {
+                f.file.allocate(a.allocation_size).map_err(io)
+            }
+        }
+        FileInfoClass::POSITION => {
+            let p = PositionInfo::decode(buf).map_err(short)?;
+            open.position
+                .store(p.current_byte_offset, Ordering::Relaxed);
+            Ok(())
+        }
+        FileInfoClass::MODE => {
+            let m = ModeInfo::decode(buf).map_err(short)?;
+            if m.mode & !mode::SETTABLE != 0 {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            open.mode.store(m.mode, Ordering::Relaxed);
+            Ok(())
+        }
+        FileInfoClass::FULL_EA => Err(NtStatus::EAS_NOT_SUPPORTED),
+        FileInfoClass::LINK => Err(NtStatus::NOT_SUPPORTED),
+        _ => Err(NtStatus::INVALID_INFO_CLASS),
+    }
+}
+
+fn to_ts(ft: u64) -> Timespec {
+    let (sec, nsec) = filetime::to_unix(ft);
+    Timespec::new(sec, nsec)
+}
+
+/// MS-FSA 2.1.5.15.2: 0 keeps a time, -1/-2 (freeze/unfreeze) are accepted and keep it too.
+/// Only access and write times can be stored on POSIX; creation and change times are ignored.
+fn set_basic(open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let classify = |v| SetTime::from_wire(v).ok_or(NtStatus::INVALID_PARAMETER);
+    let pick = |t: SetTime| match t {
+        SetTime::Set(v) => Some(to_ts(v)),
+        _ => None,
+    };
+    let (_c, a, m, _ch) = (
+        classify(b.creation_time)?,
+        classify(b.last_access_time)?,
+        classify(b.last_write_time)?,
+        classify(b.change_time)?,
+    );
+    let (atime, mtime) = (pick(a), pick(m));
+    if atime.is_some() || mtime.is_some() {
+        f.file.set_times(atime, mtime).map_err(io)?;
+    }
+    let attrs = b.file_attributes;
+    if attrs != 0 {
+        if !f.is_dir && attrs & attr::DIRECTORY != 0 {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        if !f.is_dir {
+            let st = f.file.stat().map_err(io)?;
+            let perm = st.mode & 0o7777;
+            let want = if attrs & attr::READONLY != 0 {
+                perm & !0o222
+            } else if meta::is_read_only(&st) {
+                perm | 0o200
+            } else {
+                perm
+            };
+            if want != perm {
+                f.file.set_mode(want).map_err(io)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// MS-FSA 2.1.5.15.3 FileDispositionInformation (and the Ex form).
+fn set_disposition(
+    srv: &Server,
+    open: &Open,
+    delete: bool,
+    on_close: bool,
+    ignore_ro: bool,
+) -> Result<(), NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    need(open, mask::DELETE)?;
+    if delete {
+        let path = open.path();
+        if path.is_root() {
+            return Err(NtStatus::CANNOT_DELETE);
+        }
+        let st = f.file.stat().map_err(io)?;
+        if !ignore_ro && meta::is_read_only(&st) {
+            return Err(NtStatus::CANNOT_DELETE);
+        }
+        if st.kind == FileKind::Dir && !f.file.read_dir().map_err(io)?.is_empty() {
+            return Err(NtStatus::DIRECTORY_NOT_EMPTY);
+        }
+    }
+    if on_close {
+        open.delete_on_close.store(delete, Ordering::Release);
+    } else {
+        srv.files().set_delete_pending(f.key, delete);
+    }
+    Ok(())
+}
+
+/// MS-FSA 2.1.5.15.12 FileRenameInformation. The target is relative to the share root.
+fn rename(
+    srv: &Server,
+    open: &Open,
+    target: &str,
+    replace: bool,
+    root_dir: u64,
+) -> Result<(), NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    need(open, mask::DELETE)?;
+    // SMB2 renames name the target from the share root; RootDirectory must be 0 (MS-SMB2
+    // 2.2.39 / MS-FSCC FILE_RENAME_INFORMATION_TYPE_2).
+    if root_dir != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let vfs = open
+        .tree
+        .share
+        .vfs
+        .as_ref()
+        .ok_or(NtStatus::INVALID_PARAMETER)?;
+    let target = target.strip_prefix('\\').unwrap_or(target);
+    let name = parse_smb_name(target)?;
+    if name.stream != Stream::Default {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if name.is_root() {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    let from = open.path();
+    if from.is_root() {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    // Every other open of the source must share delete.
+    if !srv.files().others_share_delete(f.key, open.volatile()) {
+        return Err(NtStatus::SHARING_VIOLATION);
+    }
+    if f.is_dir && srv.files().any_open_below(&from, f.key) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let found = resolve(vfs.as_ref(), &name)?;
+    let mut to = found.path;
+    if let Some(st) = &found.stat {
+        let same = st.dev == f.key.dev && st.ino == f.key.ino;
+        if same {
+            // A case-only rename: keep the case the client asked for.
+            to = name.rel_path()?;
+        } else {
+            if !replace {
+                return Err(NtStatus::OBJECT_NAME_COLLISION);
+            }
+            let key = crate::byte_lock::FileKey {
+                dev: st.dev,
+                ino: st.ino,
+            };
+            if st.kind == FileKind::Dir || srv.files().open_count(key) > 0 {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+        }
+    }
+    if to == from {
+        return Ok(());
+    }
+    vfs.rename(&from, &to, replace).map_err(io)?;
+    *open.path.lock() = to.clone();
+    srv.files().set_path(f.key, to);
+    Ok(())
+}

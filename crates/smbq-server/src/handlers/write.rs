@@ -1,0 +1,82 @@
+//! WRITE (MS-SMB2 3.3.5.13). The payload is a `Bytes` slice of the request message, handed to
+//! the VFS without copying.
+
+use smbq_proto::Response;
+use smbq_wire::NtStatus;
+use smbq_wire::write::{WriteRequest, WriteResponse, write_flags};
+
+use super::{Ctx, bad, blocking, body};
+use crate::access::mask;
+use crate::errors::map_io_error;
+
+/// 3.3.5.13: an Offset of all ones writes at the end of the file (append).
+const APPEND_OFFSET: u64 = u64::MAX;
+
+pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let req = WriteRequest::decode(&ctx.req.msg).map_err(bad)?;
+    let range = WriteRequest::data_range(&ctx.req.msg).map_err(bad)?;
+    let data = ctx.req.msg.slice(range);
+    let open = ctx.open()?.clone();
+    if data.len() > ctx.conn.max_write_size as usize {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if let Some(pipe) = open.pipe() {
+        pipe.io.lock().write(&data)?;
+        let count = data.len() as u32;
+        return Ok(Response::ok(body(|w| {
+            WriteResponse {
+                count,
+                remaining: 0,
+            }
+            .encode(w)
+        })));
+    }
+    if open.is_dir() {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    let can_write = open.has(mask::FILE_WRITE_DATA);
+    let can_append = open.has(mask::FILE_APPEND_DATA);
+    if !can_write && !can_append {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let offset = req.offset;
+    if offset != APPEND_OFFSET
+        && (offset > i64::MAX as u64
+            || offset
+                .checked_add(data.len() as u64)
+                .is_none_or(|e| e > i64::MAX as u64))
+    {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let write_through = req.flags & write_flags::WRITE_THROUGH != 0;
+    let srv = ctx.srv.self_arc();
+    let count = blocking(move || {
+        let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
+        let eof = || f.file.stat().map(|s| s.size).map_err(|e| map_io_error(&e));
+        let at = if offset == APPEND_OFFSET {
+            eof()?
+        } else {
+            // An append-only handle may not write before the end of the file (MS-FSA 2.1.5.3).
+            if !can_write && offset < eof()? {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            offset
+        };
+        srv.locks()
+            .check_io(f.key, open.volatile(), at, data.len() as u64, true)?;
+        let n = f.file.write_at(at, &[data]).map_err(|e| map_io_error(&e))?;
+        if write_through {
+            f.file.fsync().map_err(|e| map_io_error(&e))?;
+        }
+        Ok(n)
+    })
+    .await?;
+    let count = u32::try_from(count).unwrap_or(u32::MAX);
+    Ok(Response::ok(body(|w| {
+        WriteResponse {
+            count,
+            remaining: 0,
+        }
+        .encode(w)
+    })))
+}

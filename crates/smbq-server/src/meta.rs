@@ -1,0 +1,60 @@
+//! Windows views of POSIX metadata: file attributes and FILETIMEs from a [`Stat`]
+//! (MS-FSCC 2.6 attributes, 2.1.1 FILETIME).
+
+use smbq_vfs::{FileKind, Stat, Timespec};
+use smbq_wire::filetime;
+
+use crate::access::attr;
+
+pub fn ft(t: Timespec) -> u64 {
+    filetime::from_unix(t.sec, t.nsec)
+}
+
+/// CreationTime: the birth time where the filesystem keeps one, else the older of mtime and
+/// ctime (never later than LastWriteTime, which Windows clients assume).
+pub fn creation_time(st: &Stat) -> u64 {
+    match st.btime {
+        Some(b) => ft(b),
+        None => ft(st.mtime.min(st.ctime)),
+    }
+}
+
+/// Attributes derived from the mode and name: DIRECTORY for directories, ARCHIVE for files,
+/// READONLY for files without any write permission bit, HIDDEN for dot-names (Samba's
+/// "hide dot files").
+pub fn attributes(st: &Stat, name: &str) -> u32 {
+    let mut a = match st.kind {
+        FileKind::Dir => attr::DIRECTORY,
+        _ => attr::ARCHIVE,
+    };
+    if st.kind != FileKind::Dir && st.mode & 0o222 == 0 {
+        a |= attr::READONLY;
+    }
+    if name.starts_with('.') && name != "." && name != ".." {
+        a |= attr::HIDDEN;
+    }
+    a
+}
+
+pub fn is_read_only(st: &Stat) -> bool {
+    st.kind != FileKind::Dir && st.mode & 0o222 == 0
+}
+
+/// AllocationSize as Windows reports it: what is allocated, but never less than the size
+/// rounded up to 4 KiB clusters for a non-empty file (sparse files would otherwise look odd).
+pub fn allocation_size(st: &Stat) -> u64 {
+    if st.kind == FileKind::Dir {
+        return 0;
+    }
+    let rounded = st.size.div_ceil(4096).saturating_mul(4096);
+    st.alloc_size.max(rounded)
+}
+
+pub fn end_of_file(st: &Stat) -> u64 {
+    if st.kind == FileKind::Dir { 0 } else { st.size }
+}
+
+/// The number reported as FileId/IndexNumber (MS-FSCC 2.4.20): the inode.
+pub fn file_index(st: &Stat) -> u64 {
+    st.ino
+}

@@ -1,0 +1,252 @@
+//! SMB names (as sent in CREATE and SET_INFO rename) to share-relative [`RelPath`]s, and their
+//! case-insensitive resolution against a [`Vfs`].
+
+use smbq_vfs::{RelPath, Stat, Vfs};
+use smbq_wire::NtStatus;
+
+use crate::errors::{IoContext, map_io_error_in};
+
+/// Longest single component, in UTF-16 units (NTFS: 255).
+const MAX_COMPONENT_UNITS: usize = 255;
+
+/// Which data stream of the named file a CREATE addresses (MS-FSCC 2.1.5 stream names).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// The unnamed `::$DATA` stream, i.e. the file itself.
+    Default,
+    /// A named alternate data stream; this server keeps none.
+    Named(String),
+}
+
+/// A syntactically valid SMB path, split into components.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SmbName {
+    pub components: Vec<String>,
+    pub stream: Stream,
+}
+
+impl SmbName {
+    pub fn is_root(&self) -> bool {
+        self.components.is_empty()
+    }
+
+    /// The path as given (no case folding), for creating a missing final component.
+    pub fn rel_path(&self) -> Result<RelPath, NtStatus> {
+        let mut p = RelPath::root();
+        for c in &self.components {
+            p = p.join(c).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+        }
+        Ok(p)
+    }
+}
+
+/// Parses an SMB2 CREATE name (MS-SMB2 2.2.13: relative to the share, `\`-separated).
+///
+/// - A leading `\` is refused with STATUS_INVALID_PARAMETER, as Windows does
+///   (smbtorture smb2.create.leading-slash).
+/// - Empty, `.` and `..` components are refused (STATUS_OBJECT_NAME_INVALID): `..` would name
+///   something outside the share and Windows never resolves them server-side.
+/// - Wildcards and other characters invalid in NTFS names (MS-FSCC 2.1.5.2) are refused.
+/// - A `:` in the last component starts a stream name; `name::$DATA` is the file itself.
+pub fn parse_smb_name(name: &str) -> Result<SmbName, NtStatus> {
+    if name.is_empty() {
+        return Ok(SmbName {
+            components: Vec::new(),
+            stream: Stream::Default,
+        });
+    }
+    if name.starts_with('\\') {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    // One trailing separator is tolerated ("dir\"), as Windows does for directories.
+    let trimmed = name.strip_suffix('\\').unwrap_or(name);
+    let parts: Vec<&str> = trimmed.split('\\').collect();
+    let last_idx = parts.len().saturating_sub(1);
+    let mut components = Vec::with_capacity(parts.len());
+    let mut stream = Stream::Default;
+    for (i, part) in parts.into_iter().enumerate() {
+        let base = if i == last_idx {
+            let (base, s) = split_stream(part)?;
+            stream = s;
+            base
+        } else {
+            part
+        };
+        check_component(base)?;
+        components.push(base.to_owned());
+    }
+    Ok(SmbName { components, stream })
+}
+
+/// Splits `file:stream:type` (MS-FSCC 2.1.5.3).
+fn split_stream(part: &str) -> Result<(&str, Stream), NtStatus> {
+    let mut it = part.splitn(3, ':');
+    let base = it.next().unwrap_or_default();
+    let Some(stream) = it.next() else {
+        return Ok((base, Stream::Default));
+    };
+    let kind = it.next();
+    if let Some(k) = kind
+        && (!k.eq_ignore_ascii_case("$DATA") || k.contains(':'))
+    {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    if stream.is_empty() {
+        // "file:" is malformed; "file::$DATA" is the default stream.
+        return match kind {
+            Some(_) => Ok((base, Stream::Default)),
+            None => Err(NtStatus::OBJECT_NAME_INVALID),
+        };
+    }
+    if stream.chars().any(|c| matches!(c, '\\' | '/' | ':' | '\0')) {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    Ok((base, Stream::Named(stream.to_owned())))
+}
+
+/// MS-FSCC 2.1.5.2: characters that may not appear in a file name component.
+fn check_component(c: &str) -> Result<(), NtStatus> {
+    if c.is_empty() || c == "." || c == ".." {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    if c.encode_utf16().count() > MAX_COMPONENT_UNITS {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    let bad = |ch: char| {
+        matches!(ch, '"' | '*' | '/' | ':' | '<' | '>' | '?' | '|' | '\\') || (ch as u32) < 0x20
+    };
+    if c.chars().any(bad) {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    Ok(())
+}
+
+/// A name resolved against the share: the on-disk path and, when it exists, its metadata.
+/// When `stat` is `None` the parent exists and `path` ends with the name as the client gave it.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    pub path: RelPath,
+    pub stat: Option<Stat>,
+}
+
+/// Resolves `name` exactly first, then component by component case-insensitively
+/// (Windows clients expect case-insensitive names). Blocking: call on the blocking pool.
+pub fn resolve(vfs: &dyn Vfs, name: &SmbName) -> Result<Resolved, NtStatus> {
+    let exact = name.rel_path()?;
+    match vfs.stat(&exact) {
+        Ok(st) => {
+            return Ok(Resolved {
+                path: exact,
+                stat: Some(st),
+            });
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(map_io_error_in(&e, IoContext::Parent));
+        }
+        Err(_) => {}
+    }
+    let last = name.components.len().saturating_sub(1);
+    let mut cur = RelPath::root();
+    for (i, comp) in name.components.iter().enumerate() {
+        let cand = cur.join(comp).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+        let found = match vfs.stat(&cand) {
+            Ok(st) => Some((cand.clone(), st)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                match vfs
+                    .find_case_insensitive(&cur, comp)
+                    .map_err(|e| parent_err(&e))?
+                {
+                    Some(real) => {
+                        let p = cur.join(&real).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+                        let st = vfs.stat(&p).map_err(|e| parent_err(&e))?;
+                        Some((p, st))
+                    }
+                    None => None,
+                }
+            }
+            Err(e) => return Err(parent_err(&e)),
+        };
+        match found {
+            Some((p, st)) if i == last => {
+                return Ok(Resolved {
+                    path: p,
+                    stat: Some(st),
+                });
+            }
+            Some((p, st)) => {
+                if st.kind != smbq_vfs::FileKind::Dir {
+                    return Err(NtStatus::OBJECT_PATH_NOT_FOUND);
+                }
+                cur = p;
+            }
+            None if i == last => {
+                return Ok(Resolved {
+                    path: cand,
+                    stat: None,
+                });
+            }
+            None => return Err(NtStatus::OBJECT_PATH_NOT_FOUND),
+        }
+    }
+    // Only the root has no components, and the root always stats.
+    Err(NtStatus::OBJECT_PATH_NOT_FOUND)
+}
+
+fn parent_err(e: &std::io::Error) -> NtStatus {
+    map_io_error_in(e, IoContext::Parent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn comps(n: &str) -> Vec<String> {
+        parse_smb_name(n).unwrap().components
+    }
+
+    #[test]
+    fn splits_on_backslash() {
+        assert_eq!(comps("a\\b\\c.txt"), ["a", "b", "c.txt"]);
+        assert!(parse_smb_name("").unwrap().is_root());
+        assert_eq!(comps("dir\\"), ["dir"]);
+        assert_eq!(
+            parse_smb_name("a\\b").unwrap().rel_path().unwrap().as_str(),
+            "a/b"
+        );
+    }
+
+    #[test]
+    fn refuses_leading_slash_dots_and_wildcards() {
+        assert_eq!(parse_smb_name("\\a"), Err(NtStatus::INVALID_PARAMETER));
+        for bad in [
+            "..", "a\\..\\b", ".", "a\\\\b", "a*", "a?b", "a<", "a>", "a\"b", "a|b", "a/b",
+            "a\u{1}",
+        ] {
+            assert_eq!(
+                parse_smb_name(bad),
+                Err(NtStatus::OBJECT_NAME_INVALID),
+                "{bad:?}"
+            );
+        }
+        let long = "x".repeat(256);
+        assert_eq!(parse_smb_name(&long), Err(NtStatus::OBJECT_NAME_INVALID));
+        assert!(parse_smb_name(&"x".repeat(255)).is_ok());
+    }
+
+    #[test]
+    fn stream_syntax() {
+        let n = parse_smb_name("f.txt::$DATA").unwrap();
+        assert_eq!(n.components, ["f.txt"]);
+        assert_eq!(n.stream, Stream::Default);
+        let n = parse_smb_name("d\\f.txt:s1").unwrap();
+        assert_eq!(n.stream, Stream::Named("s1".into()));
+        let n = parse_smb_name("f:s1:$data").unwrap();
+        assert_eq!(n.stream, Stream::Named("s1".into()));
+        assert_eq!(parse_smb_name("f:"), Err(NtStatus::OBJECT_NAME_INVALID));
+        assert_eq!(
+            parse_smb_name("f:s:$INDEX_ALLOCATION"),
+            Err(NtStatus::OBJECT_NAME_INVALID)
+        );
+        assert_eq!(parse_smb_name("d:x\\f"), Err(NtStatus::OBJECT_NAME_INVALID));
+    }
+}

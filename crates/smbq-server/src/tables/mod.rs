@@ -1,0 +1,12 @@
+//! Session, tree-connect and open tables. Ids carry a generation, so a stale id (closed,
+//! disconnected, or from another session) never reaches a newer object in the same slot.
+
+pub mod open;
+pub mod session;
+pub mod slab;
+pub mod tree;
+
+pub use open::{Open, OpenKind};
+pub use session::SessionState;
+pub use slab::GenSlab;
+pub use tree::Tree;

@@ -1,0 +1,108 @@
+//! An open (MS-SMB2 3.3.1.10 Open): a file, a directory, or a named pipe, with the state
+//! handlers keep per handle (position, mode, delete-on-close, directory enumeration cursor).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use smbq_vfs::{RelPath, Stat, VfsFile};
+use smbq_wire::FileId;
+
+use super::tree::Tree;
+use crate::byte_lock::FileKey;
+use crate::pipe::PipeOpen;
+use smbq_wire::fscc::wildcard::Pattern;
+
+/// One directory entry as enumerated (name as on disk, metadata at enumeration time).
+#[derive(Clone, Debug)]
+pub struct ListEntry {
+    pub name: String,
+    pub stat: Stat,
+}
+
+/// Per-open enumeration state (MS-SMB2 3.3.1.10 Open.EnumerationLocation/SearchPattern).
+#[derive(Debug, Default)]
+pub struct DirCursor {
+    /// The snapshot being returned, filtered by `pattern`; `None` before the first query.
+    pub entries: Option<Vec<ListEntry>>,
+    pub next: usize,
+    pub pattern: Option<Pattern>,
+}
+
+pub struct FileOpen {
+    pub file: Box<dyn VfsFile>,
+    pub key: FileKey,
+    pub is_dir: bool,
+    pub dir: Mutex<DirCursor>,
+}
+
+pub enum OpenKind {
+    File(FileOpen),
+    Pipe(PipeOpen),
+}
+
+pub struct Open {
+    pub file_id: FileId,
+    pub session_id: u64,
+    pub tree: Arc<Tree>,
+    pub kind: OpenKind,
+    /// Where this open's file is (share-relative); renames through this open update it.
+    pub path: Mutex<RelPath>,
+    /// Open.GrantedAccess after generic mapping and MAXIMUM_ALLOWED.
+    pub granted: u32,
+    pub share_access: u32,
+    pub create_options: u32,
+    pub delete_on_close: AtomicBool,
+    /// FilePositionInformation (kept, not used for IO: SMB2 IO carries offsets).
+    pub position: AtomicU64,
+    /// FileModeInformation.
+    pub mode: AtomicU32,
+    /// Set once CLOSE (or logoff/disconnect) has begun; later requests get FILE_CLOSED.
+    pub closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Open {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Open")
+            .field("file_id", &self.file_id)
+            .field("path", &*self.path.lock())
+            .field("granted", &format_args!("{:#x}", self.granted))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Open {
+    pub fn volatile(&self) -> u64 {
+        self.file_id.volatile
+    }
+
+    pub fn file(&self) -> Option<&FileOpen> {
+        match &self.kind {
+            OpenKind::File(f) => Some(f),
+            OpenKind::Pipe(_) => None,
+        }
+    }
+
+    pub fn pipe(&self) -> Option<&PipeOpen> {
+        match &self.kind {
+            OpenKind::Pipe(p) => Some(p),
+            OpenKind::File(_) => None,
+        }
+    }
+
+    pub fn is_dir(&self) -> bool {
+        self.file().is_some_and(|f| f.is_dir)
+    }
+
+    pub fn has(&self, access: u32) -> bool {
+        self.granted & access != 0
+    }
+
+    pub fn path(&self) -> RelPath {
+        self.path.lock().clone()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,84 @@
+//! What the server keeps per authenticated session (the engine owns the session itself):
+//! its tree connects and the ids of its opens (MS-SMB2 3.3.1.8 TreeConnectTable, OpenTable).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::slab::GenSlab;
+use super::tree::Tree;
+
+/// TreeIds are 32 bits: 16 of generation, 16 of index (index 0xFFFF is never used, so the
+/// reserved TreeId 0xFFFFFFFF cannot be produced).
+const TREE_INDEX_BITS: u32 = 16;
+
+#[derive(Debug)]
+pub struct SessionState {
+    pub id: u64,
+    trees: Mutex<GenSlab<Arc<Tree>>>,
+    opens: Mutex<HashSet<u64>>,
+    max_opens: usize,
+}
+
+fn slab_to_tree_id(id: u64) -> u32 {
+    (((id >> 32) as u32) << TREE_INDEX_BITS) | (id as u32 & 0xFFFF)
+}
+
+fn tree_id_to_slab(id: u32) -> u64 {
+    (u64::from(id >> TREE_INDEX_BITS) << 32) | u64::from(id & 0xFFFF)
+}
+
+impl SessionState {
+    pub fn new(id: u64, max_trees: usize, max_opens: usize) -> Self {
+        let max_trees = u32::try_from(max_trees).unwrap_or(u32::MAX).min(0xFFFE);
+        Self {
+            id,
+            trees: Mutex::new(GenSlab::with_generations(max_trees, 0xFFFF)),
+            opens: Mutex::new(HashSet::new()),
+            max_opens,
+        }
+    }
+
+    /// Adds a tree built by `make` from its new id; `None` when the session has too many.
+    pub fn add_tree(&self, make: impl FnOnce(u32) -> Tree) -> Option<Arc<Tree>> {
+        let mut trees = self.trees.lock();
+        let id = trees.insert_with(|id| Arc::new(make(slab_to_tree_id(id))))?;
+        trees.get(id).cloned()
+    }
+
+    pub fn tree(&self, id: u32) -> Option<Arc<Tree>> {
+        self.trees.lock().get(tree_id_to_slab(id)).cloned()
+    }
+
+    pub fn remove_tree(&self, id: u32) -> Option<Arc<Tree>> {
+        self.trees.lock().remove(tree_id_to_slab(id))
+    }
+
+    pub fn take_trees(&self) -> Vec<Arc<Tree>> {
+        let mut trees = self.trees.lock();
+        let ids: Vec<u64> = trees.iter().map(|(id, _)| id).collect();
+        ids.into_iter().filter_map(|id| trees.remove(id)).collect()
+    }
+
+    /// Records a new open; false when the per-session limit is reached.
+    pub fn add_open(&self, open_id: u64) -> bool {
+        let mut opens = self.opens.lock();
+        if opens.len() >= self.max_opens {
+            return false;
+        }
+        opens.insert(open_id)
+    }
+
+    pub fn remove_open(&self, open_id: u64) {
+        self.opens.lock().remove(&open_id);
+    }
+
+    pub fn open_ids(&self) -> Vec<u64> {
+        self.opens.lock().iter().copied().collect()
+    }
+
+    pub fn open_count(&self) -> usize {
+        self.opens.lock().len()
+    }
+}

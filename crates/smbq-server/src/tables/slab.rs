@@ -1,0 +1,158 @@
+//! A slab whose ids are `(generation << 32) | index`: a freed slot's next occupant gets a new
+//! generation, so old ids miss. Generations start at 1, so no id is ever 0.
+
+#[derive(Debug)]
+struct Slot<T> {
+    generation: u32,
+    value: Option<T>,
+}
+
+#[derive(Debug)]
+pub struct GenSlab<T> {
+    slots: Vec<Slot<T>>,
+    free: Vec<u32>,
+    len: usize,
+    /// Largest index handed out plus one; ids must fit the caller's id width.
+    max_slots: u32,
+    /// Generations cycle through 1..=gen_max (narrow ids such as TreeId need a small range).
+    gen_max: u32,
+}
+
+impl<T> GenSlab<T> {
+    /// `max_slots` bounds the number of live entries (and so the memory a client can pin).
+    pub fn new(max_slots: u32) -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+            max_slots,
+            gen_max: u32::MAX,
+        }
+    }
+
+    /// A slab whose generations stay within `1..=gen_max`.
+    pub fn with_generations(max_slots: u32, gen_max: u32) -> Self {
+        Self {
+            gen_max: gen_max.max(1),
+            ..Self::new(max_slots)
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Inserts and returns the id, or `None` when full.
+    pub fn insert(&mut self, value: T) -> Option<u64> {
+        self.insert_with(|_| value)
+    }
+
+    /// Inserts the value `make` builds from its id (for values that carry their own id).
+    pub fn insert_with(&mut self, make: impl FnOnce(u64) -> T) -> Option<u64> {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                let i = u32::try_from(self.slots.len()).ok()?;
+                if i >= self.max_slots {
+                    return None;
+                }
+                self.slots.push(Slot {
+                    generation: 0,
+                    value: None,
+                });
+                i
+            }
+        };
+        let slot = self.slots.get_mut(index as usize)?;
+        slot.generation = if slot.generation >= self.gen_max {
+            1
+        } else {
+            slot.generation + 1
+        };
+        let id = (u64::from(slot.generation) << 32) | u64::from(index);
+        slot.value = Some(make(id));
+        self.len += 1;
+        Some(id)
+    }
+
+    fn split(id: u64) -> (u32, usize) {
+        ((id >> 32) as u32, (id & 0xFFFF_FFFF) as usize)
+    }
+
+    pub fn get(&self, id: u64) -> Option<&T> {
+        let (generation, index) = Self::split(id);
+        let slot = self.slots.get(index)?;
+        if slot.generation != generation {
+            return None;
+        }
+        slot.value.as_ref()
+    }
+
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut T> {
+        let (generation, index) = Self::split(id);
+        let slot = self.slots.get_mut(index)?;
+        if slot.generation != generation {
+            return None;
+        }
+        slot.value.as_mut()
+    }
+
+    pub fn remove(&mut self, id: u64) -> Option<T> {
+        let (generation, index) = Self::split(id);
+        let slot = self.slots.get_mut(index)?;
+        if slot.generation != generation {
+            return None;
+        }
+        let v = slot.value.take()?;
+        self.len -= 1;
+        self.free.push(index as u32);
+        Some(v)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            s.value
+                .as_ref()
+                .map(|v| ((u64::from(s.generation) << 32) | i as u64, v))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_ids_miss_after_reuse() {
+        let mut s = GenSlab::new(4);
+        let a = s.insert("a").unwrap();
+        assert_ne!(a, 0);
+        assert_eq!(s.get(a), Some(&"a"));
+        assert_eq!(s.remove(a), Some("a"));
+        let b = s.insert("b").unwrap();
+        // Same slot, new generation.
+        assert_eq!(a & 0xFFFF_FFFF, b & 0xFFFF_FFFF);
+        assert_ne!(a, b);
+        assert_eq!(s.get(a), None);
+        assert_eq!(s.remove(a), None);
+        assert_eq!(s.get(b), Some(&"b"));
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn capacity_is_enforced_and_garbage_ids_miss() {
+        let mut s = GenSlab::new(2);
+        let a = s.insert(1).unwrap();
+        s.insert(2).unwrap();
+        assert_eq!(s.insert(3), None);
+        s.remove(a);
+        assert!(s.insert(3).is_some());
+        assert_eq!(s.get(u64::MAX), None);
+        assert_eq!(s.get(0), None);
+        assert_eq!(s.iter().count(), 2);
+    }
+}

@@ -1,0 +1,154 @@
+use smbq_wire::create::CreateDisposition as D;
+use smbq_wire::cursor::utf16le_encode;
+use smbq_wire::fscc::dir_info::{DirClass, decode_dir_list};
+use smbq_wire::query_directory::{
+    QueryDirectoryRequest, QueryDirectoryResponse, query_directory_flags as qf,
+};
+use smbq_wire::{Command, FileId, NtStatus};
+
+use super::harness::{H, msg};
+use crate::access::{mask, opts};
+
+async fn query(
+    h: &H,
+    id: FileId,
+    class: DirClass,
+    pattern: &str,
+    flags: u8,
+    max: u32,
+) -> (NtStatus, Vec<String>) {
+    let p = utf16le_encode(pattern);
+    let m = msg(Command::QUERY_DIRECTORY, h.tree, h.session.id, |w| {
+        QueryDirectoryRequest {
+            file_information_class: class.info_class().0,
+            flags,
+            file_index: 0,
+            file_id: id,
+            file_name: &p,
+            output_buffer_length: max,
+        }
+        .encode(w)
+    });
+    let r = h.send(m).await;
+    if r.status != NtStatus::SUCCESS {
+        return (r.status, vec![]);
+    }
+    let mut full = vec![0u8; 64];
+    full.extend_from_slice(&r.body);
+    let resp = QueryDirectoryResponse::decode(&full).unwrap();
+    let names = decode_dir_list(class, resp.buffer)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name.into_owned())
+        .collect();
+    (r.status, names)
+}
+
+#[tokio::test]
+async fn lists_with_dots_first_and_patterns() {
+    let h = H::new().await;
+    for n in ["b.txt", "a.txt", "c.dat"] {
+        h.put(n, b"x").await;
+    }
+    std::fs::create_dir(h.path("sub")).unwrap();
+    let d = h
+        .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    for class in [
+        DirClass::Directory,
+        DirClass::FullDirectory,
+        DirClass::BothDirectory,
+        DirClass::IdBothDirectory,
+        DirClass::IdFullDirectory,
+        DirClass::Names,
+    ] {
+        let (s, names) = query(&h, d.id, class, "*", qf::RESTART_SCANS, 65536).await;
+        assert_eq!(s, NtStatus::SUCCESS, "{class:?}");
+        assert_eq!(
+            names,
+            [".", "..", "a.txt", "b.txt", "c.dat", "sub"],
+            "{class:?}"
+        );
+        assert_eq!(
+            query(&h, d.id, class, "*", 0, 65536).await.0,
+            NtStatus::NO_MORE_FILES
+        );
+    }
+    let (_, names) = query(&h, d.id, DirClass::Names, "*.TXT", qf::REOPEN, 65536).await;
+    assert_eq!(names, ["a.txt", "b.txt"]);
+    let (s, _) = query(
+        &h,
+        d.id,
+        DirClass::Names,
+        "nomatch*",
+        qf::RESTART_SCANS,
+        65536,
+    )
+    .await;
+    assert_eq!(s, NtStatus::NO_SUCH_FILE);
+    // Single entries walk the cursor.
+    let (_, n1) = query(
+        &h,
+        d.id,
+        DirClass::Names,
+        "?.txt",
+        qf::RESTART_SCANS | qf::RETURN_SINGLE_ENTRY,
+        65536,
+    )
+    .await;
+    let (_, n2) = query(
+        &h,
+        d.id,
+        DirClass::Names,
+        "?.txt",
+        qf::RETURN_SINGLE_ENTRY,
+        65536,
+    )
+    .await;
+    assert_eq!(
+        (n1, n2),
+        (vec!["a.txt".to_owned()], vec!["b.txt".to_owned()])
+    );
+}
+
+#[tokio::test]
+async fn buffer_limits() {
+    let h = H::new().await;
+    for i in 0..20 {
+        h.put(&format!("file{i:02}"), b"").await;
+    }
+    let d = h
+        .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    // Too small for even one entry.
+    let (s, _) = query(
+        &h,
+        d.id,
+        DirClass::FullDirectory,
+        "*",
+        qf::RESTART_SCANS,
+        10,
+    )
+    .await;
+    assert_eq!(s, NtStatus::INFO_LENGTH_MISMATCH);
+    // Small buffers page through everything exactly once.
+    let mut all = vec![];
+    let mut flags = qf::RESTART_SCANS;
+    loop {
+        let (s, names) = query(&h, d.id, DirClass::FullDirectory, "*", flags, 200).await;
+        flags = 0;
+        if s == NtStatus::NO_MORE_FILES {
+            break;
+        }
+        assert_eq!(s, NtStatus::SUCCESS);
+        assert!(!names.is_empty() && names.len() <= 2);
+        all.extend(names);
+    }
+    assert_eq!(all.len(), 22);
+    // Not a directory.
+    let f = h.create("file00", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(
+        query(&h, f.id, DirClass::Names, "*", 0, 1000).await.0,
+        NtStatus::INVALID_PARAMETER
+    );
+}

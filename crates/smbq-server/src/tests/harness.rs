@@ -1,0 +1,274 @@
+use std::sync::Arc;
+
+use bytes::Bytes;
+use smbq_auth::Identity;
+use smbq_proto::{ConnView, Limits, Request, Response, SessionView};
+use smbq_wire::close::CloseRequest;
+use smbq_wire::create::{CreateDisposition, CreateRequest, CreateResponse};
+use smbq_wire::cursor::utf16le_encode;
+use smbq_wire::read::ReadRequest;
+use smbq_wire::tree_connect::{TreeConnectRequest, TreeConnectResponse};
+use smbq_wire::write::WriteRequest;
+use smbq_wire::{Command, Dialect, FileId, Header, NtStatus, Writer};
+use tokio_util::sync::CancellationToken;
+
+use crate::access::{mask, share};
+use crate::{EncryptPolicy, Server, ServerConfig, ShareConfig};
+
+pub struct H {
+    pub srv: Arc<Server>,
+    pub conn: ConnView,
+    pub session: SessionView,
+    pub tree: u32,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn share(name: &str, path: &std::path::Path) -> ShareConfig {
+    ShareConfig {
+        name: name.into(),
+        path: path.into(),
+        comment: String::new(),
+        read_only: false,
+        allowed_users: None,
+        encrypt: false,
+        guest_ok: false,
+    }
+}
+
+pub fn config(shares: Vec<ShareConfig>) -> ServerConfig {
+    ServerConfig {
+        server_name: "SMBQ".into(),
+        server_guid: [7; 16],
+        shares,
+        encrypt: EncryptPolicy::Off,
+        guest_ok: false,
+        limits: Limits::default(),
+        refuse_hardlinks: false,
+    }
+}
+
+pub fn conn() -> ConnView {
+    ConnView {
+        id: 1,
+        dialect: Dialect::SMB3_1_1,
+        client_guid: [1; 16],
+        client_capabilities: 0,
+        client_security_mode: 1,
+        server_capabilities: 0,
+        server_security_mode: 1,
+        client_dialects: vec![Dialect::SMB3_0_2, Dialect::SMB3_1_1],
+        max_read_size: 1 << 20,
+        max_write_size: 1 << 20,
+        max_transact_size: 1 << 16,
+        transport_security: false,
+        peer: "test".into(),
+    }
+}
+
+pub fn session(id: u64) -> SessionView {
+    SessionView {
+        id,
+        identity: Arc::new(Identity {
+            user: "alice".into(),
+            domain: "D".into(),
+            is_guest: false,
+            is_anonymous: false,
+        }),
+        encrypt_data: false,
+        can_encrypt: true,
+    }
+}
+
+pub fn msg(cmd: Command, tree: u32, session: u64, f: impl FnOnce(&mut Writer)) -> Bytes {
+    let h = Header {
+        command: cmd,
+        tree_id: tree,
+        session_id: session,
+        message_id: 1,
+        ..Default::default()
+    };
+    let mut w = Writer::new();
+    h.encode(&mut w);
+    f(&mut w);
+    Bytes::from(w.into_vec())
+}
+
+pub struct Open {
+    pub status: NtStatus,
+    pub id: FileId,
+    pub resp: Option<Response>,
+}
+
+impl Open {
+    pub fn create(&self) -> CreateResponse<'_> {
+        let r = self.resp.as_ref().unwrap();
+        let mut m = vec![0u8; 64];
+        m.extend_from_slice(&r.body);
+        // Re-decode from an owned copy leaked for the test's lifetime.
+        let m: &'static [u8] = Box::leak(m.into_boxed_slice());
+        CreateResponse::decode(m).unwrap()
+    }
+}
+
+impl H {
+    pub async fn new() -> H {
+        Self::with(|_| {}).await
+    }
+
+    pub async fn with(tweak: impl FnOnce(&mut ServerConfig)) -> H {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(vec![share("data", dir.path())]);
+        tweak(&mut cfg);
+        let srv = Server::new(cfg).unwrap();
+        let mut h = H {
+            srv,
+            conn: conn(),
+            session: session(0x11),
+            tree: 0,
+            dir,
+        };
+        let r = h.tree_connect("\\\\srv\\data").await;
+        assert_eq!(r.status, NtStatus::SUCCESS);
+        h.tree = r.tree_id.unwrap();
+        h
+    }
+
+    pub async fn send(&self, m: Bytes) -> Response {
+        self.send_with(m, None, CancellationToken::new()).await
+    }
+
+    pub async fn send_with(
+        &self,
+        m: Bytes,
+        session: Option<SessionView>,
+        cancel: CancellationToken,
+    ) -> Response {
+        let header = Header::decode(&m).unwrap();
+        let req = Request {
+            header,
+            msg: m,
+            session: Some(session.unwrap_or_else(|| self.session.clone())),
+            encrypted: false,
+            related_file_id: None,
+            async_id: None,
+        };
+        self.srv.handle(&self.conn, &req, cancel).await
+    }
+
+    pub async fn tree_connect(&self, path: &str) -> Response {
+        let p = utf16le_encode(path);
+        let m = msg(Command::TREE_CONNECT, 0, self.session.id, |w| {
+            TreeConnectRequest {
+                flags: 0,
+                path_utf16: &p,
+                contexts: vec![],
+            }
+            .encode(w)
+        });
+        self.send(m).await
+    }
+
+    pub fn tree_resp(r: &Response) -> TreeConnectResponse {
+        let mut m = vec![0u8; 64];
+        m.extend_from_slice(&r.body);
+        TreeConnectResponse::decode(&m).unwrap()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create_full(
+        &self,
+        name: &str,
+        access: u32,
+        share_access: u32,
+        disp: CreateDisposition,
+        options: u32,
+        attrs: u32,
+        contexts: &[u8],
+    ) -> Open {
+        let n = utf16le_encode(name);
+        let m = msg(Command::CREATE, self.tree, self.session.id, |w| {
+            CreateRequest {
+                desired_access: access,
+                share_access,
+                create_disposition: disp,
+                create_options: options,
+                file_attributes: attrs,
+                name: &n,
+                contexts,
+                ..Default::default()
+            }
+            .encode(w)
+        });
+        let r = self.send(m).await;
+        Open {
+            status: r.status,
+            id: r.file_id.unwrap_or_default(),
+            resp: Some(r),
+        }
+    }
+
+    pub async fn create(
+        &self,
+        name: &str,
+        access: u32,
+        disp: CreateDisposition,
+        options: u32,
+    ) -> Open {
+        self.create_full(name, access, share::ALL, disp, options, 0, &[])
+            .await
+    }
+
+    /// Creates (or truncates) a file and writes `data` into it, then closes it.
+    pub async fn put(&self, name: &str, data: &[u8]) {
+        let o = self
+            .create(name, mask::GENERIC_ALL, CreateDisposition::OVERWRITE_IF, 0)
+            .await;
+        assert_eq!(o.status, NtStatus::SUCCESS, "create {name}");
+        if !data.is_empty() {
+            assert_eq!(self.write(o.id, 0, data).await.status, NtStatus::SUCCESS);
+        }
+        assert_eq!(self.close(o.id).await.status, NtStatus::SUCCESS);
+    }
+
+    pub async fn close(&self, id: FileId) -> Response {
+        self.send(msg(Command::CLOSE, self.tree, self.session.id, |w| {
+            CloseRequest {
+                flags: 0,
+                file_id: id,
+            }
+            .encode(w)
+        }))
+        .await
+    }
+
+    pub async fn write(&self, id: FileId, offset: u64, data: &[u8]) -> Response {
+        self.send(msg(Command::WRITE, self.tree, self.session.id, |w| {
+            WriteRequest {
+                offset,
+                file_id: id,
+                data,
+                ..Default::default()
+            }
+            .encode(w)
+        }))
+        .await
+    }
+
+    pub async fn read(&self, id: FileId, offset: u64, len: u32) -> Response {
+        self.send(msg(Command::READ, self.tree, self.session.id, |w| {
+            ReadRequest {
+                padding: 0x50,
+                length: len,
+                offset,
+                file_id: id,
+                ..Default::default()
+            }
+            .encode(w)
+        }))
+        .await
+    }
+
+    pub fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.dir.path().join(rel)
+    }
+}

@@ -1,0 +1,53 @@
+use smbq_wire::NtStatus;
+use smbq_wire::create::CreateDisposition as D;
+use smbq_wire::write::WriteResponse;
+
+use super::harness::H;
+use crate::access::{mask, opts};
+
+#[tokio::test]
+async fn write_then_read_back() {
+    let h = H::new().await;
+    let o = h
+        .create("f", mask::GENERIC_READ | mask::GENERIC_WRITE, D::CREATE, 0)
+        .await;
+    let w = h.write(o.id, 0, b"hello world").await;
+    assert_eq!(w.status, NtStatus::SUCCESS);
+    let mut m = vec![0u8; 64];
+    m.extend_from_slice(&w.body);
+    assert_eq!(WriteResponse::decode(&m).unwrap().count, 11);
+    let r = h.read(o.id, 6, 100).await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    assert_eq!(r.data.as_deref(), Some(&b"world"[..]));
+    // At end of file.
+    assert_eq!(h.read(o.id, 11, 10).await.status, NtStatus::END_OF_FILE);
+    assert_eq!(h.read(o.id, 1000, 10).await.status, NtStatus::END_OF_FILE);
+    // Longer than the negotiated maximum.
+    assert_eq!(
+        h.read(o.id, 0, (1 << 20) + 1).await.status,
+        NtStatus::INVALID_PARAMETER
+    );
+    // Append with the all-ones offset.
+    assert_eq!(
+        h.write(o.id, u64::MAX, b"!").await.status,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::read(h.path("f")).unwrap(), b"hello world!");
+}
+
+#[tokio::test]
+async fn access_is_checked_on_io() {
+    let h = H::new().await;
+    h.put("f", b"abc").await;
+    let r = h.create("f", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(h.write(r.id, 0, b"x").await.status, NtStatus::ACCESS_DENIED);
+    let w = h.create("f", mask::FILE_WRITE_DATA, D::OPEN, 0).await;
+    assert_eq!(h.read(w.id, 0, 1).await.status, NtStatus::ACCESS_DENIED);
+    let d = h
+        .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    assert_eq!(
+        h.read(d.id, 0, 1).await.status,
+        NtStatus::INVALID_DEVICE_REQUEST
+    );
+}

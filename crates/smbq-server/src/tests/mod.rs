@@ -1,0 +1,12 @@
+//! Handler tests through `Server::handle`, on a temporary directory served by `PosixVfs`,
+//! with requests built by the smbq-wire encoders.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used)]
+
+mod create_tests;
+mod dir_tests;
+mod harness;
+mod info_tests;
+mod io_tests;
+mod lock_tests;
+mod set_info_tests;
+mod tree_tests;

@@ -1,0 +1,189 @@
+use smbq_wire::create::CreateDisposition as D;
+use smbq_wire::fscc::file_info::{BasicInfo, DispositionInfo, EndOfFileInfo, RenameInfo};
+use smbq_wire::query_info::InfoType;
+use smbq_wire::set_info::SetInfoRequest;
+use smbq_wire::{Command, FileId, NtStatus};
+
+use super::harness::{H, msg};
+use crate::access::{attr, mask, share};
+
+async fn set(h: &H, id: FileId, class: u8, buf: &[u8]) -> NtStatus {
+    let m = msg(Command::SET_INFO, h.tree, h.session.id, |w| {
+        SetInfoRequest {
+            info_type: InfoType::FILE,
+            file_info_class: class,
+            additional_information: 0,
+            file_id: id,
+            buffer: buf,
+        }
+        .encode(w)
+    });
+    h.send(m).await.status
+}
+
+fn rename_buf(name: &str, replace: bool) -> Vec<u8> {
+    RenameInfo {
+        replace_if_exists: replace,
+        root_directory: 0,
+        file_name: name.into(),
+    }
+    .encode_to_vec()
+}
+
+trait EncodeVec {
+    fn encode_to_vec(&self) -> Vec<u8>;
+}
+impl EncodeVec for RenameInfo {
+    fn encode_to_vec(&self) -> Vec<u8> {
+        let mut w = smbq_wire::Writer::new();
+        self.encode(&mut w);
+        w.into_vec()
+    }
+}
+
+#[tokio::test]
+async fn rename_rules() {
+    let h = H::new().await;
+    h.put("a", b"A").await;
+    h.put("b", b"B").await;
+    std::fs::create_dir(h.path("d")).unwrap();
+    let o = h
+        .create("a", mask::DELETE | mask::GENERIC_READ, D::OPEN, 0)
+        .await;
+    assert_eq!(
+        set(&h, o.id, 10, &rename_buf("b", false)).await,
+        NtStatus::OBJECT_NAME_COLLISION
+    );
+    assert_eq!(
+        set(&h, o.id, 10, &rename_buf("d\\a2", false)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::read(h.path("d/a2")).unwrap(), b"A");
+    assert_eq!(
+        set(&h, o.id, 10, &rename_buf("b", true)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::read(h.path("b")).unwrap(), b"A");
+    // Needs DELETE access.
+    let r = h.create("b", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(
+        set(&h, r.id, 10, &rename_buf("c", false)).await,
+        NtStatus::ACCESS_DENIED
+    );
+    // A directory with an open file below cannot move.
+    let f = h.create("d\\inner", mask::GENERIC_ALL, D::CREATE, 0).await;
+    let dh = h
+        .create_full(
+            "d",
+            mask::DELETE | mask::GENERIC_READ,
+            share::ALL,
+            D::OPEN,
+            0,
+            0,
+            &[],
+        )
+        .await;
+    assert_eq!(
+        set(&h, dh.id, 10, &rename_buf("e", false)).await,
+        NtStatus::ACCESS_DENIED
+    );
+    h.close(f.id).await;
+    assert_eq!(
+        set(&h, dh.id, 10, &rename_buf("e", false)).await,
+        NtStatus::SUCCESS
+    );
+    assert!(h.path("e/inner").exists());
+    // Escapes are refused.
+    assert_ne!(
+        set(&h, o.id, 10, &rename_buf("..\\x", false)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(
+        set(&h, o.id, 10, &[0u8; 4]).await,
+        NtStatus::INFO_LENGTH_MISMATCH
+    );
+}
+
+#[tokio::test]
+async fn disposition_eof_and_basic() {
+    let h = H::new().await;
+    h.put("f", b"0123456789").await;
+    std::fs::create_dir(h.path("full")).unwrap();
+    std::fs::write(h.path("full/x"), b"").unwrap();
+    let o = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
+    assert_eq!(
+        set(&h, o.id, 20, &EndOfFileInfo { end_of_file: 3 }.to_bytes()).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::metadata(h.path("f")).unwrap().len(), 3);
+    let mut basic = BasicInfo {
+        last_write_time: smbq_wire::filetime::from_unix(1_000_000_000, 0),
+        ..Default::default()
+    };
+    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
+    let mtime = std::fs::metadata(h.path("f")).unwrap().modified().unwrap();
+    assert_eq!(
+        mtime
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+        1_000_000_000
+    );
+    basic.file_attributes = attr::READONLY;
+    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
+    assert!(
+        std::fs::metadata(h.path("f"))
+            .unwrap()
+            .permissions()
+            .readonly()
+    );
+    // Read-only: cannot be deleted.
+    assert_eq!(
+        set(
+            &h,
+            o.id,
+            13,
+            &DispositionInfo {
+                delete_pending: true
+            }
+            .to_bytes()
+        )
+        .await,
+        NtStatus::CANNOT_DELETE
+    );
+    basic.file_attributes = attr::NORMAL;
+    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
+    assert_eq!(
+        set(
+            &h,
+            o.id,
+            13,
+            &DispositionInfo {
+                delete_pending: true
+            }
+            .to_bytes()
+        )
+        .await,
+        NtStatus::SUCCESS
+    );
+    h.close(o.id).await;
+    assert!(!h.path("f").exists());
+    let d = h.create("full", mask::GENERIC_ALL, D::OPEN, 0).await;
+    assert_eq!(
+        set(
+            &h,
+            d.id,
+            13,
+            &DispositionInfo {
+                delete_pending: true
+            }
+            .to_bytes()
+        )
+        .await,
+        NtStatus::DIRECTORY_NOT_EMPTY
+    );
+    assert_eq!(
+        set(&h, d.id, 200, &[0u8; 8]).await,
+        NtStatus::INVALID_INFO_CLASS
+    );
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit tests, fuzz smoke runs, and the interop tests
+# that drive the real smbq binary with Samba's smbclient and smbtorture on loopback ports.
+# Installs what it needs (Debian 12; run as root or with sudo available).
+#
+#   ./scripts/test.sh            everything
+#   ./scripts/test.sh --quick    skip the 1 GiB transfers (uses 16 MiB) and fuzzing
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+
+step() { printf '\n==> %s\n' "$*"; }
+as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+
+step "installing test tools (smbclient, smbtorture, pytest)"
+need=()
+command -v smbclient >/dev/null || need+=(smbclient)
+command -v smbtorture >/dev/null || need+=(samba-testsuite)
+command -v python3 >/dev/null || need+=(python3)
+if ((${#need[@]})); then
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "unit tests"
+cargo test --workspace --quiet
+
+step "release build"
+cargo build --release -p smbq
+
+if ((quick == 0)); then
+  step "fuzz smoke runs"
+  ./scripts/fuzz-smoke.sh 5
+fi
+
+step "interop: smbclient and smbtorture against the real binary"
+if ((quick)); then export SMBQ_BIG_FILE_MB=16; fi
+python3 -m pytest -q -p no:cacheprovider tests/interop
+
+step "all tests passed"

@@ -1,0 +1,87 @@
+"""Shared fixtures: start the real smbq binary on a free loopback port with a fresh state
+directory and share, and tear it down afterwards."""
+
+import os
+import pathlib
+import secrets
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BINARY = pathlib.Path(os.environ.get("SMBQ_BIN", ROOT / "target" / "release" / "smbq"))
+USER = "tester"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SmbqServer:
+    """One running `smbq serve`, ready when its ready line has been printed."""
+
+    def __init__(self, workdir: pathlib.Path, extra_args=(), config: str | None = None):
+        self.workdir = workdir
+        self.share = workdir / "share"
+        self.share.mkdir(parents=True, exist_ok=True)
+        self.state = workdir / "state"
+        self.password = "Pw-" + secrets.token_hex(8)
+        self.port = free_port()
+        args = [str(BINARY), "serve", str(self.share), "--listen", "127.0.0.1",
+                "--tcp-port", str(self.port), "--quic-port", "0", "--state-dir", str(self.state)]
+        if config is not None:
+            cfg = workdir / "smbq.toml"
+            cfg.write_text(config)
+            args += ["--config", str(cfg)]
+        args += list(extra_args)
+        env = dict(os.environ, SMBQ_USER=USER, SMBQ_PASSWORD=self.password,
+                   SMBQ_LOG=os.environ.get("SMBQ_LOG", "info"))
+        self.log_path = workdir / "server.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=env)
+        deadline = time.time() + 20
+        line = b""
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            if line.startswith(b"smbq: listening"):
+                break
+            if self.proc.poll() is not None:
+                break
+        if not line.startswith(b"smbq: listening"):
+            self.stop()
+            raise RuntimeError(f"smbq did not start: {line!r}\n{self.log_path.read_text()}")
+        self.ready_line = line.decode().strip()
+
+    def stop(self) -> int | None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def server_log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def workdir():
+    with tempfile.TemporaryDirectory(prefix="smbq-test-") as d:
+        yield pathlib.Path(d)
+
+
+@pytest.fixture
+def server(workdir):
+    s = SmbqServer(workdir)
+    yield s
+    rc = s.stop()
+    assert "panicked" not in s.server_log(), s.server_log()
+    assert rc == 0, f"server exit code {rc}\n{s.server_log()}"

