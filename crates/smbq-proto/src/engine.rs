@@ -1004,6 +1004,36 @@ impl ServerConnection {
         (async_id, frames)
     }
 
+    /// An unsolicited notification (oplock or lease break, MS-SMB2 3.3.4.6/3.3.4.7):
+    /// MessageId all ones, SessionId 0, no credits, never signed; encrypted when the session
+    /// the break concerns requires encryption.
+    pub fn notification(&mut self, session_id: u64, command: Command, body: &[u8]) -> Vec<Bytes> {
+        let h = Header {
+            command,
+            flags: flags::SERVER_TO_REDIR,
+            message_id: u64::MAX,
+            ..Default::default()
+        };
+        let mut w = Writer::with_capacity(HEADER_LEN + body.len());
+        h.encode(&mut w);
+        w.bytes(body);
+        let m = w.into_vec();
+        let total = m.len();
+        let encrypt = self
+            .sessions
+            .get(&session_id)
+            .is_some_and(|s| s.encrypt_data && s.encryptor.is_some());
+        if encrypt {
+            if let Some(frame) = self.seal(session_id, &[(m.clone(), None)], total) {
+                return vec![frame];
+            }
+        }
+        let mut out = Vec::with_capacity(4 + total);
+        out.extend_from_slice(&frame_header(total));
+        out.extend_from_slice(&m);
+        vec![Bytes::from(out)]
+    }
+
     /// Builds the response frame for a finished chain: credits granted, compound joined and
     /// padded, each message signed as needed, the whole frame encrypted when required.
     pub fn finish(&mut self, items: &[Completed], encrypted: bool) -> Vec<Bytes> {

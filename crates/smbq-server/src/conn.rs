@@ -213,6 +213,8 @@ async fn run_connection(
     });
 
     let (task_tx, mut task_rx) = mpsc::unbounded_channel::<FromTask>();
+    let (push_tx, mut push_rx) = mpsc::unbounded_channel::<crate::push::Push>();
+    rt.server.register_connection(id, push_tx);
     let mut running: HashMap<u64, CancellationToken> = HashMap::new();
     let mut async_ids: HashMap<u64, u64> = HashMap::new();
     let mut view: Option<Arc<ConnView>> = None;
@@ -304,6 +306,13 @@ async fn run_connection(
                         let _ = out_tx.send(frame);
                     }
                     None => {}
+                }
+            }
+            push = push_rx.recv() => {
+                *engine.deframer().buffer_mut() = buf;
+                if let Some(p) = push {
+                    let frame = engine.notification(p.session_id, p.command, &p.body);
+                    let _ = out_tx.send(frame);
                 }
             }
             _ = tokio::time::sleep(idle), if !authenticated => {

@@ -14,6 +14,7 @@ mod handlers;
 mod meta;
 pub mod path;
 pub mod pipe;
+pub mod push;
 pub mod share;
 pub mod share_mode;
 pub mod short_name;
@@ -55,6 +56,8 @@ pub struct Server {
     files: FileTable,
     locks: ByteLocks,
     pipes: RwLock<Arc<PipeFactory>>,
+    /// Where to send unsolicited messages for each live connection.
+    connections: RwLock<HashMap<u64, push::PushSender>>,
     /// Handlers move work to the blocking pool, which needs an owned handle on the server.
     me: Weak<Server>,
 }
@@ -93,6 +96,7 @@ impl Server {
             files: FileTable::new(),
             locks: ByteLocks::new(),
             pipes: RwLock::new(srvsvc_pipes(&shares_for_rpc)),
+            connections: RwLock::new(HashMap::new()),
             me: me.clone(),
         }))
     }
@@ -150,7 +154,22 @@ impl Server {
     /// The connection is gone. Sessions outlive connections in SMB3 (multichannel, durable
     /// reconnect), so the engine calls [`session_ended`](Self::session_ended) for sessions
     /// that had no other channel; nothing here is per connection yet.
-    pub fn connection_ended(&self, _conn_id: u64) {}
+    pub fn connection_ended(&self, conn_id: u64) {
+        self.connections.write().remove(&conn_id);
+    }
+
+    /// A new connection's task registers where its unsolicited messages go.
+    pub fn register_connection(&self, conn_id: u64, tx: push::PushSender) {
+        self.connections.write().insert(conn_id, tx);
+    }
+
+    /// Queues an unsolicited message for a connection; false if it is gone.
+    pub fn push(&self, conn_id: u64, msg: push::Push) -> bool {
+        self.connections
+            .read()
+            .get(&conn_id)
+            .is_some_and(|tx| tx.send(msg).is_ok())
+    }
 
     /// The session's table, created on first use (the engine owns session setup).
     pub(crate) fn session_state(&self, id: u64) -> Arc<SessionState> {
