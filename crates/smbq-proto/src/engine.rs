@@ -310,12 +310,22 @@ impl ServerConnection {
                     }
                 }
             }
+            // MS-SMB2 3.3.5.2.7.2 (as Windows and Samba behave): a related request after one
+            // whose session could not be found cannot inherit a session at all.
+            let orphaned = hdr.is_related()
+                && prev.as_ref().is_some_and(|p| {
+                    !self
+                        .sessions
+                        .get(&p.session_id)
+                        .is_some_and(Session::is_valid)
+                });
             if let Some(item) = self.on_message(
                 hdr.clone(),
                 msg,
                 encrypted,
                 transform_session,
                 prev.is_none(),
+                orphaned,
                 env,
                 &mut actions,
             )? {
@@ -345,6 +355,7 @@ impl ServerConnection {
         encrypted: bool,
         transform_session: Option<u64>,
         first: bool,
+        orphaned: bool,
         env: &mut Env<'_>,
         actions: &mut Vec<Action>,
     ) -> Result<Option<ChainItem>, Violation> {
@@ -389,7 +400,11 @@ impl ServerConnection {
         };
 
         // MS-SMB2 3.3.5.2.7.2: the first request of a chain cannot be related.
-        if first && hdr.is_related() {
+        if (first && hdr.is_related()) || orphaned {
+            return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
+        }
+        // MS-SMB2 3.3.5.2: a command code we do not know.
+        if hdr.command.0 > Command::OPLOCK_BREAK.0 {
             return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
         }
         if multi_credit {

@@ -98,8 +98,9 @@ impl Runtime {
             engine,
             accounts,
             next_conn_id: AtomicU64::new(1),
-            // Session ids differ across restarts so a client never reuses a stale one by accident.
-            next_session_id: AtomicU64::new((seed & 0xFFFF) << 32 | 1),
+            // Session ids differ across restarts so a client never reuses a stale one by accident;
+            // they stay below 2^32 because some clients (smbtorture session-id) keep 32 bits.
+            next_session_id: AtomicU64::new(((seed & 0x7FFF) << 16) | 1),
             connections: AtomicUsize::new(0),
             auth_log: Mutex::new(AuthFailureLog {
                 window_start: Instant::now(),
@@ -376,7 +377,16 @@ fn dispatch(
         let mut failed: Option<NtStatus> = None;
         for item in chain.items {
             match item {
-                ChainItem::Answered(c) => done.push(c),
+                ChainItem::Answered(c) => {
+                    // An invalid CREATE answered by the engine still fails what follows it.
+                    if !c.header.is_related() {
+                        failed = None;
+                    }
+                    if c.header.command == Command::CREATE && c.response.status.is_error() {
+                        failed = Some(c.response.status);
+                    }
+                    done.push(c);
+                }
                 ChainItem::Run(mut req) => {
                     let header = req.header.clone();
                     if header.is_related() {
@@ -390,13 +400,16 @@ fn dispatch(
                         }
                         req.related_file_id = related_fid;
                     } else {
+                        // A new related segment starts: only a FileId it produces carries on.
                         failed = None;
+                        related_fid = None;
                     }
                     let mut async_id = None;
                     let response = {
                         let fut = server.handle(&view, &req, token.clone());
                         tokio::pin!(fut);
-                        if single && header.command != Command::CREATE {
+                        // A CREATE waiting for an oplock break gets one too, as on Windows.
+                        if single {
                             tokio::select! {
                                 r = &mut fut => r,
                                 _ = tokio::time::sleep(INTERIM_AFTER) => {
