@@ -69,17 +69,24 @@ def test_file_operations(server, workdir, profile):
     assert not (server.share / "dir1").exists()
 
 
-@pytest.mark.parametrize("profile", [p[1] for p in PROFILES], ids=[p[0] for p in PROFILES])
-def test_big_file_round_trip(server, workdir, profile):
-    local = workdir / "local"
-    local.mkdir()
-    big = local / "big.bin"
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory):
+    """One BIG_MB file shared by every profile (writing it is slower than sending it)."""
+    path = tmp_path_factory.mktemp("big") / "big.bin"
     block = os.urandom(1 << 20)
-    with open(big, "wb") as f:
+    with open(path, "wb") as f:
         for i in range(BIG_MB):
             # Vary each MiB so misplaced blocks change the hash.
             f.write(i.to_bytes(8, "little") + block[8:])
-    want = sha256(big)
+    return path, sha256(path)
+
+
+@pytest.mark.parametrize("profile", [p[1] for p in PROFILES], ids=[p[0] for p in PROFILES])
+def test_big_file_round_trip(server, workdir, big_file, profile):
+    src, want = big_file
+    local = workdir / "local"
+    local.mkdir()
+    (local / "big.bin").symlink_to(src)
     rc, out = run(server, "put big.bin; get big.bin big.back", extra=profile, cwd=local, timeout=1800)
     assert rc == 0, out
     no_status(out)
