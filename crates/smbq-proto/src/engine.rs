@@ -302,12 +302,12 @@ impl ServerConnection {
 
             // MS-SMB2 3.3.5.2.7.2: a related request inherits the session and tree of the
             // previous one in the chain.
-            if hdr.is_related() {
-                if let Some(p) = &prev {
-                    hdr.session_id = p.session_id;
-                    if hdr.tree_id == 0xFFFF_FFFF || hdr.tree_id == 0 {
-                        hdr.tree_id = p.tree_id;
-                    }
+            if hdr.is_related()
+                && let Some(p) = &prev
+            {
+                hdr.session_id = p.session_id;
+                if hdr.tree_id == 0xFFFF_FFFF || hdr.tree_id == 0 {
+                    hdr.tree_id = p.tree_id;
                 }
             }
             // MS-SMB2 3.3.5.2.7.2 (as Windows and Samba behave): a related request after one
@@ -336,7 +336,7 @@ impl ServerConnection {
                 break;
             }
             // MS-SMB2 3.3.5.2.7: each message in a compound starts 8-byte aligned.
-            if next % 8 != 0 {
+            if !next.is_multiple_of(8) {
                 return Err(Violation::Malformed("unaligned compound".into()));
             }
             offset = end;
@@ -407,12 +407,11 @@ impl ServerConnection {
         if hdr.command.0 > Command::OPLOCK_BREAK.0 {
             return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
         }
-        if multi_credit {
-            if let Some(need) = payload_credits(hdr.command, &msg) {
-                if u32::from(charge) < need {
-                    return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
-                }
-            }
+        if multi_credit
+            && let Some(need) = payload_credits(hdr.command, &msg)
+            && u32::from(charge) < need
+        {
+            return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
         }
         if encrypted && transform_session.is_some_and(|s| s != hdr.session_id) {
             // MS-SMB2 3.3.5.2.1.1: every message in an encrypted frame belongs to its session.
@@ -852,16 +851,16 @@ impl ServerConnection {
                 let body = encode_session_setup(0, &token);
                 let frame =
                     self.plain_response(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body)?;
-                if dialect == Dialect::SMB3_1_1 {
-                    if let Some(s) = self.sessions.get_mut(&session_id) {
-                        let p = match (&mut s.state, &mut s.reauth) {
-                            (_, Some((_, p))) => Some(p),
-                            (SessionState::InProgress { preauth, .. }, None) => Some(preauth),
-                            _ => None,
-                        };
-                        if let Some(p) = p {
-                            p.update(frame.get(4..).unwrap_or_default());
-                        }
+                if dialect == Dialect::SMB3_1_1
+                    && let Some(s) = self.sessions.get_mut(&session_id)
+                {
+                    let p = match (&mut s.state, &mut s.reauth) {
+                        (_, Some((_, p))) => Some(p),
+                        (SessionState::InProgress { preauth, .. }, None) => Some(preauth),
+                        _ => None,
+                    };
+                    if let Some(p) = p {
+                        p.update(frame.get(4..).unwrap_or_default());
                     }
                 }
                 Ok(frame)
@@ -984,20 +983,19 @@ impl ServerConnection {
         out.extend_from_slice(w.as_slice());
         out.extend_from_slice(body);
         let len = out.len() - 4;
-        out.get_mut(..4)
-            .map(|p| p.copy_from_slice(&frame_header(len)));
-        if sign {
-            if let Some(signer) = self
+        if let Some(p) = out.get_mut(..4) {
+            p.copy_from_slice(&frame_header(len))
+        }
+        if sign
+            && let Some(signer) = self
                 .sessions
                 .get(&h.session_id)
                 .and_then(|s| s.signer.as_ref())
-            {
-                if let Some(m) = out.get_mut(4..) {
-                    signer
-                        .sign(m)
-                        .map_err(|_| Violation::Malformed("sign".into()))?;
-                }
-            }
+            && let Some(m) = out.get_mut(4..)
+        {
+            signer
+                .sign(m)
+                .map_err(|_| Violation::Malformed("sign".into()))?;
         }
         Ok(Bytes::from(out))
     }
@@ -1038,10 +1036,8 @@ impl ServerConnection {
             .sessions
             .get(&session_id)
             .is_some_and(|s| s.encrypt_data && s.encryptor.is_some());
-        if encrypt {
-            if let Some(frame) = self.seal(session_id, &[(m.clone(), None)], total) {
-                return vec![frame];
-            }
+        if encrypt && let Some(frame) = self.seal(session_id, &[(m.clone(), None)], total) {
+            return vec![frame];
         }
         let mut out = Vec::with_capacity(4 + total);
         out.extend_from_slice(&frame_header(total));
@@ -1123,11 +1119,12 @@ impl ServerConnection {
                     m.extend_from_slice(d);
                 }
                 m.resize(padded, 0);
-                m.get_mut(
+                if let Some(f) = m.get_mut(
                     smbq_wire::header::NEXT_COMMAND_OFFSET
                         ..smbq_wire::header::NEXT_COMMAND_OFFSET + 4,
-                )
-                .map(|f| f.copy_from_slice(&(padded as u32).to_le_bytes()));
+                ) {
+                    f.copy_from_slice(&(padded as u32).to_le_bytes())
+                }
                 if sign {
                     self.sign_into(req.session_id, &mut m);
                 }
@@ -1147,10 +1144,10 @@ impl ServerConnection {
             .iter()
             .map(|(m, d)| m.len() + d.as_ref().map_or(0, |d| d.len()))
             .sum();
-        if let Some(sid) = encrypt_session {
-            if let Some(frame) = self.seal(sid, &msgs, total) {
-                return vec![frame];
-            }
+        if let Some(sid) = encrypt_session
+            && let Some(frame) = self.seal(sid, &msgs, total)
+        {
+            return vec![frame];
         }
         let mut head = Vec::with_capacity(4 + total);
         head.extend_from_slice(&frame_header(total));
@@ -1240,8 +1237,11 @@ fn encode_session_setup(flags: u16, token: &[u8]) -> Vec<u8> {
 /// of the request body. `None` for commands without a large payload.
 fn payload_credits(cmd: Command, msg: &[u8]) -> Option<u32> {
     let u32_at = |off: usize| -> Option<u32> {
-        let b = msg.get(HEADER_LEN + off..HEADER_LEN + off + 4)?;
-        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        let b: [u8; 4] = msg
+            .get(HEADER_LEN + off..HEADER_LEN + off + 4)?
+            .try_into()
+            .ok()?;
+        Some(u32::from_le_bytes(b))
     };
     let size = match cmd {
         Command::READ | Command::WRITE => u32_at(4)?,

@@ -40,10 +40,9 @@ impl Deframer {
     /// connection's current state; a larger announced length is a protocol violation, detected
     /// from the 4-byte header alone, before anything is buffered for it.
     pub fn next_frame(&mut self, limit: u32) -> Result<Option<Bytes>, Violation> {
-        let Some(hdr) = self.buf.get(..4) else {
+        let Some(&[zero, a, b, c]) = self.buf.get(..4) else {
             return Ok(None);
         };
-        let [zero, a, b, c] = [hdr[0], hdr[1], hdr[2], hdr[3]];
         if zero != 0 {
             return Err(Violation::BadFrameHeader);
         }

@@ -24,6 +24,9 @@ pub struct ShareConfig {
     pub read_only: bool,
     /// `None`: every authenticated user. Names compare case-insensitively.
     pub allowed_users: Option<Vec<String>>,
+    /// Users who may connect but are granted no access to anything in the share
+    /// (MS-SMB2 3.3.1.6 Share.FileSecurity; TREE_CONNECT MaximalAccess 0).
+    pub no_access_users: Vec<String>,
     /// Share.EncryptData: requests on this share must be encrypted.
     pub encrypt: bool,
     pub guest_ok: bool,

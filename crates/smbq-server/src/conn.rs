@@ -270,7 +270,7 @@ async fn run_connection(
                                 authenticated = true;
                                 info!(session = session_id, user = %user, "session established");
                                 if previous_session_id != 0 && previous_session_id != session_id {
-                                    rt.server.session_ended(previous_session_id);
+                                    rt.server.session_replaced(previous_session_id);
                                 }
                             }
                             Action::SessionEnded { session_id } => {

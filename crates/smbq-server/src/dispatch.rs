@@ -79,6 +79,9 @@ fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<
     let needs = needs(req.command()).ok_or(NtStatus::NOT_SUPPORTED)?;
     // 3.3.5.2.9: the engine found no valid session for this SessionId.
     let view: &SessionView = req.session.as_ref().ok_or(NtStatus::USER_SESSION_DELETED)?;
+    if srv.session_was_replaced(view.id) {
+        return Err(NtStatus::USER_SESSION_DELETED);
+    }
     let session: Arc<SessionState> = srv.session_state(view.id);
     let tree: Option<Arc<Tree>> = if needs.tree {
         let t = session

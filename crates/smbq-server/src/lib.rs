@@ -9,9 +9,11 @@ pub mod byte_lock;
 pub mod config;
 pub mod conn;
 mod dispatch;
+mod dos;
 pub mod errors;
 mod handlers;
 mod meta;
+pub mod oplock;
 pub mod path;
 pub mod pipe;
 pub mod push;
@@ -23,7 +25,7 @@ pub mod tables;
 pub use config::{EncryptPolicy, ServerConfig, ShareConfig};
 pub use dispatch::STATUS_DISCONNECT;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -51,10 +53,15 @@ pub struct Server {
     cfg: ServerConfig,
     shares: ShareRegistry,
     sessions: RwLock<HashMap<u64, Arc<SessionState>>>,
+    /// Sessions replaced by a reconnect (PreviousSessionId, MS-SMB2 3.3.5.5.3) that another
+    /// connection's engine may still route requests to; those get USER_SESSION_DELETED.
+    replaced: parking_lot::Mutex<HashSet<u64>>,
     /// `None` marks an id reserved by a CREATE still in progress.
     opens: RwLock<GenSlab<Option<Arc<Open>>>>,
     files: FileTable,
     locks: ByteLocks,
+    oplocks: oplock::Oplocks,
+    change_times: dos::ChangeTimes,
     pipes: RwLock<Arc<PipeFactory>>,
     /// Where to send unsolicited messages for each live connection.
     connections: RwLock<HashMap<u64, push::PushSender>>,
@@ -92,9 +99,12 @@ impl Server {
             cfg,
             shares,
             sessions: RwLock::new(HashMap::new()),
+            replaced: parking_lot::Mutex::new(HashSet::new()),
             opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL)),
             files: FileTable::new(),
             locks: ByteLocks::new(),
+            oplocks: oplock::Oplocks::new(),
+            change_times: dos::ChangeTimes::default(),
             pipes: RwLock::new(srvsvc_pipes(&shares_for_rpc)),
             connections: RwLock::new(HashMap::new()),
             me: me.clone(),
@@ -142,6 +152,7 @@ impl Server {
     /// The session is gone (LOGOFF, expiry, or its last channel closed): close its trees and
     /// opens, applying delete-on-close and releasing locks.
     pub fn session_ended(&self, session_id: u64) {
+        self.replaced.lock().remove(&session_id);
         let st = self.sessions.write().remove(&session_id);
         if let Some(st) = st {
             for id in st.open_ids() {
@@ -149,6 +160,22 @@ impl Server {
             }
             st.take_trees();
         }
+    }
+
+    /// A new session named this one as its PreviousSessionId: it ends now, and requests still
+    /// reaching it through its old connection fail until that connection ends it too.
+    pub fn session_replaced(&self, session_id: u64) {
+        // Only a session some connection used is remembered, so the set stays bounded by live
+        // sessions: that connection's end clears the id again.
+        let existed = self.sessions.read().contains_key(&session_id);
+        self.session_ended(session_id);
+        if existed {
+            self.replaced.lock().insert(session_id);
+        }
+    }
+
+    pub(crate) fn session_was_replaced(&self, session_id: u64) -> bool {
+        self.replaced.lock().contains(&session_id)
     }
 
     /// The connection is gone. Sessions outlive connections in SMB3 (multichannel, durable
@@ -226,6 +253,10 @@ impl Server {
         &self.locks
     }
 
+    pub(crate) fn change_times(&self) -> &dos::ChangeTimes {
+        &self.change_times
+    }
+
     /// Removes an open from every table and releases what it holds. Blocking when the file
     /// is deleted at last close (callers on the async side use `spawn_blocking`).
     pub(crate) fn close_open_by_id(&self, volatile: u64) -> Option<Arc<Open>> {
@@ -244,7 +275,10 @@ impl Server {
         };
         self.locks.release_owner(f.key, open.volatile());
         let doc = open.delete_on_close.load(Ordering::Acquire);
-        if let Some(last) = self.files.remove(f.key, open.volatile(), doc)
+        let last = self.files.remove(f.key, open.volatile(), doc);
+        // After the share mode is gone, so a CREATE this wakes finds the file free.
+        self.oplock_release(open.volatile());
+        if let Some(last) = last
             && last.delete
             && let Some(vfs) = &open.tree.share.vfs
         {

@@ -59,6 +59,16 @@ impl Share {
         {
             return Err(NtStatus::ACCESS_DENIED);
         }
+        // Share.FileSecurity grants these users nothing: they may connect (and use
+        // tree-level IOCTLs such as VALIDATE_NEGOTIATE_INFO) but open nothing.
+        if self
+            .cfg
+            .no_access_users
+            .iter()
+            .any(|u| crate::names_eq(u, &who.user))
+        {
+            return Ok(0);
+        }
         Ok(self.maximal_access())
     }
 
@@ -115,6 +125,7 @@ impl ShareRegistry {
                 comment: "IPC Service".to_owned(),
                 read_only: false,
                 allowed_users: None,
+                no_access_users: Vec::new(),
                 encrypt: false,
                 guest_ok: true,
             },

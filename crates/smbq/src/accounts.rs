@@ -28,10 +28,10 @@ impl AccountFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(db),
             Err(e) => return Err(e),
         };
-        if let Ok(meta) = fs::metadata(path) {
-            if meta.permissions().mode() & 0o077 != 0 {
-                tracing::warn!(path = %path.display(), "account file is readable by others; run chmod 600");
-            }
+        if let Ok(meta) = fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(path = %path.display(), "account file is readable by others; run chmod 600");
         }
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();

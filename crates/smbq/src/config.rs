@@ -58,6 +58,9 @@ pub struct ShareFile {
     #[serde(default)]
     pub read_only: bool,
     pub allowed_users: Option<Vec<String>>,
+    /// Users who may connect but open nothing (MaximalAccess 0).
+    #[serde(default)]
+    pub no_access_users: Vec<String>,
     #[serde(default)]
     pub encrypt: bool,
     #[serde(default)]
@@ -117,6 +120,7 @@ impl FileConfig {
                 comment: s.comment.clone(),
                 read_only: s.read_only,
                 allowed_users: s.allowed_users.clone(),
+                no_access_users: s.no_access_users.clone(),
                 encrypt: s.encrypt,
                 guest_ok: s.guest_ok,
             })

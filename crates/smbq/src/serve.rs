@@ -64,12 +64,11 @@ fn host_name() -> String {
 /// The server GUID is stable across restarts (clients remember it for reconnects).
 fn server_guid(state_dir: &Path) -> Result<[u8; 16], String> {
     let p = state_dir.join("server-guid");
-    if let Ok(text) = std::fs::read_to_string(&p) {
-        if let Ok(b) = hex::decode(text.trim()) {
-            if let Ok(g) = <[u8; 16]>::try_from(b) {
-                return Ok(g);
-            }
-        }
+    if let Ok(text) = std::fs::read_to_string(&p)
+        && let Ok(b) = hex::decode(text.trim())
+        && let Ok(g) = <[u8; 16]>::try_from(b)
+    {
+        return Ok(g);
     }
     let g: [u8; 16] = rand::thread_rng().r#gen();
     std::fs::write(&p, hex::encode(g)).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -78,9 +77,10 @@ fn server_guid(state_dir: &Path) -> Result<[u8; 16], String> {
 
 fn random_password() -> String {
     const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    use rand::seq::SliceRandom;
     let mut rng = rand::thread_rng();
     (0..16)
-        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+        .filter_map(|_| ALPHABET.choose(&mut rng).map(|b| char::from(*b)))
         .collect()
 }
 
@@ -114,6 +114,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
             comment: String::new(),
             read_only: false,
             allowed_users: None,
+            no_access_users: Vec::new(),
             encrypt: false,
             guest_ok: false,
         });

@@ -7,6 +7,7 @@ mod flush;
 mod ioctl;
 mod lock;
 mod notify;
+mod oplock_break;
 mod query_directory;
 mod query_info;
 mod read;
@@ -60,7 +61,7 @@ pub(crate) async fn run(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         Command::CHANGE_NOTIFY => notify::handle(ctx).await,
         Command::QUERY_INFO => query_info::handle(ctx).await,
         Command::SET_INFO => set_info::handle(ctx).await,
-        Command::OPLOCK_BREAK => Err(NtStatus::INVALID_OPLOCK_PROTOCOL),
+        Command::OPLOCK_BREAK => oplock_break::handle(ctx).await,
         _ => Err(NtStatus::NOT_SUPPORTED),
     }
 }

@@ -65,12 +65,27 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             cur.pattern = Some(pat);
             cur.next = 0;
         }
+        let dir = open.path();
+        // Entries snapshotted by an earlier query may have been deleted or changed since;
+        // Windows enumerates the live directory, so look at each one again (dir.fixed).
+        let refresh = |e: &ListEntry| -> Option<ListEntry> {
+            if first || e.name == "." || e.name == ".." {
+                return Some(e.clone());
+            }
+            let p = dir.join(&e.name).ok()?;
+            let stat = vfs.stat(&p).ok()?;
+            Some(ListEntry {
+                name: e.name.clone(),
+                stat,
+            })
+        };
         fill(
             &mut cur,
             class,
             max as usize,
             flags & qf::RETURN_SINGLE_ENTRY != 0,
             first,
+            refresh,
         )
     })
     .await?;
@@ -124,24 +139,27 @@ fn snapshot(
 
 /// Packs entries from the cursor. MS-SMB2 3.3.5.18: no match on the first query is
 /// NO_SUCH_FILE, an exhausted cursor NO_MORE_FILES, and a first entry that does not fit the
-/// output buffer INFO_LENGTH_MISMATCH.
+/// output buffer INFO_LENGTH_MISMATCH. `refresh` gives an entry's current state, or `None`
+/// when it is gone and must be skipped.
 fn fill(
     cur: &mut DirCursor,
     class: DirClass,
     max: usize,
     single: bool,
     first: bool,
+    refresh: impl Fn(&ListEntry) -> Option<ListEntry>,
 ) -> Result<Vec<u8>, NtStatus> {
     let entries = cur.entries.as_deref().unwrap_or_default();
     if entries.is_empty() && first {
         return Err(NtStatus::NO_SUCH_FILE);
     }
-    if cur.next >= entries.len() {
-        return Err(NtStatus::NO_MORE_FILES);
-    }
     let mut enc = DirListEncoder::new(class, max);
     while let Some(e) = entries.get(cur.next) {
-        let info = entry_info(e);
+        let Some(e) = refresh(e) else {
+            cur.next += 1;
+            continue;
+        };
+        let info = entry_info(&e);
         if !enc.push(&info) {
             break;
         }
@@ -151,6 +169,9 @@ fn fill(
         }
     }
     if enc.is_empty() {
+        if cur.next >= entries.len() {
+            return Err(NtStatus::NO_MORE_FILES);
+        }
         return Err(NtStatus::INFO_LENGTH_MISMATCH);
     }
     Ok(enc.finish())

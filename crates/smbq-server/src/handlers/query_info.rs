@@ -26,9 +26,14 @@ use smbq_wire::{Dialect, NtStatus, Writer};
 
 use super::{Ctx, bad, blocking, body};
 use crate::access::mask;
+use crate::dos::{self, View};
 use crate::errors::map_io_error;
 use crate::meta;
 use crate::tables::Open;
+
+/// Windows checks the buffer against `sizeof(FILE_NAME_INFORMATION)`, which C pads from 6
+/// to 8 bytes (smb2.getinfo.qfile_buffercheck: 7 bytes is INFO_LENGTH_MISMATCH).
+const NAME_INFO_FIXED: usize = 8;
 
 /// An encoded answer and the size below which a buffer is INFO_LENGTH_MISMATCH.
 struct Answer {
@@ -106,14 +111,25 @@ fn stat_of(open: &Open) -> Result<Stat, NtStatus> {
     f.file.stat().map_err(|e| map_io_error(&e))
 }
 
-fn basic(st: &Stat, name: &str) -> BasicInfo {
+fn basic(v: &View) -> BasicInfo {
     BasicInfo {
-        creation_time: meta::creation_time(st),
-        last_access_time: meta::ft(st.atime),
-        last_write_time: meta::ft(st.mtime),
-        change_time: meta::ft(st.ctime),
-        file_attributes: meta::attributes(st, name),
+        creation_time: v.creation,
+        last_access_time: v.last_access,
+        last_write_time: v.last_write,
+        change_time: v.change,
+        file_attributes: v.attributes,
     }
+}
+
+/// NumberOfLinks as Windows reports it: a name pending deletion no longer counts
+/// (smb2.setinfo: delete pending gives 0 links for a file with one name).
+fn links(nlink: u64, delete_pending: bool) -> u32 {
+    let n = if delete_pending {
+        nlink.saturating_sub(1)
+    } else {
+        nlink
+    };
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// The path as Windows reports it in FileNameInformation: from the share root, `\`-separated,
@@ -137,11 +153,13 @@ fn file_info(
     let path = open.path();
     let name = path.file_name().unwrap_or_default();
     let is_dir = st.kind == FileKind::Dir;
+    let v = dos::view(srv, f.file.as_ref(), f.key, &st, name);
+    let delete_pending = srv.files().delete_pending(f.key);
     let standard = || StandardInfo {
         allocation_size: meta::allocation_size(&st),
         end_of_file: meta::end_of_file(&st),
-        number_of_links: u32::try_from(st.nlink).unwrap_or(u32::MAX),
-        delete_pending: srv.files().delete_pending(f.key),
+        number_of_links: links(st.nlink, delete_pending),
+        delete_pending,
         directory: is_dir,
     };
     let position = PositionInfo {
@@ -151,7 +169,7 @@ fn file_info(
         mode: open.mode.load(Ordering::Relaxed),
     };
     Ok(match class {
-        FileInfoClass::BASIC => enc(BasicInfo::LEN, |w| basic(&st, name).encode(w)),
+        FileInfoClass::BASIC => enc(BasicInfo::LEN, |w| basic(&v).encode(w)),
         FileInfoClass::STANDARD => enc(StandardInfo::LEN, |w| standard().encode(w)),
         FileInfoClass::INTERNAL => enc(InternalInfo::LEN, |w| {
             InternalInfo {
@@ -172,7 +190,7 @@ fn file_info(
         // Windows counts 104 bytes as the fixed part (smb2.getinfo.qfile_buffercheck).
         FileInfoClass::ALL => enc(AllInfo::FIXED_LEN + 4, |w| {
             AllInfo {
-                basic: basic(&st, name),
+                basic: basic(&v),
                 standard: standard(),
                 internal: InternalInfo {
                     index_number: meta::file_index(&st),
@@ -192,19 +210,19 @@ fn file_info(
         }),
         FileInfoClass::NETWORK_OPEN => enc(NetworkOpenInfo::LEN, |w| {
             NetworkOpenInfo {
-                creation_time: meta::creation_time(&st),
-                last_access_time: meta::ft(st.atime),
-                last_write_time: meta::ft(st.mtime),
-                change_time: meta::ft(st.ctime),
+                creation_time: v.creation,
+                last_access_time: v.last_access,
+                last_write_time: v.last_write,
+                change_time: v.change,
                 allocation_size: meta::allocation_size(&st),
                 end_of_file: meta::end_of_file(&st),
-                file_attributes: meta::attributes(&st, name),
+                file_attributes: v.attributes,
             }
             .encode(w)
         }),
         FileInfoClass::ATTRIBUTE_TAG => enc(AttributeTagInfo::LEN, |w| {
             AttributeTagInfo {
-                file_attributes: meta::attributes(&st, name),
+                file_attributes: v.attributes,
                 reparse_tag: 0,
             }
             .encode(w)
@@ -232,7 +250,7 @@ fn file_info(
             if dialect != Dialect::SMB3_1_1 {
                 return Err(NtStatus::NOT_SUPPORTED);
             }
-            enc(NameInfo::MIN_LEN, |w| {
+            enc(NAME_INFO_FIXED, |w| {
                 NameInfo {
                     file_name: path.as_str().replace('/', "\\"),
                 }
@@ -251,7 +269,7 @@ fn file_info(
                 return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
             }
             let leaf = path.file_name().unwrap_or_default();
-            enc(NameInfo::MIN_LEN, |w| {
+            enc(NAME_INFO_FIXED, |w| {
                 NameInfo {
                     file_name: crate::short_name::short_name(leaf),
                 }

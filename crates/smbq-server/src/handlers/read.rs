@@ -1,13 +1,17 @@
 //! READ (MS-SMB2 3.3.5.12). File data travels in `Response::data` as the `Bytes` the VFS
 //! returned, without another copy.
 
+use std::sync::atomic::Ordering;
+
 use smbq_proto::Response;
 use smbq_wire::NtStatus;
+use smbq_wire::fscc::file_info::mode;
 use smbq_wire::read::{ReadRequest, ReadResponse};
 
 use super::{Ctx, bad, blocking, body};
 use crate::access::mask;
 use crate::errors::map_io_error;
+use crate::tables::Open;
 
 pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let req = ReadRequest::decode(&ctx.req.msg).map_err(bad)?;
@@ -53,7 +57,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let (offset, len, min) = (req.offset, req.length as usize, req.minimum_count as usize);
     let data = blocking(move || {
         let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
-        f.file.read_at(offset, len).map_err(|e| map_io_error(&e))
+        let data = f.file.read_at(offset, len).map_err(|e| map_io_error(&e))?;
+        advance_position(&open, offset.saturating_add(data.len() as u64));
+        Ok(data)
     })
     .await?;
     // 3.3.5.12: nothing read (at or past end of file), or less than MinimumCount.
@@ -65,3 +71,14 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     resp.data = Some(data);
     Ok(resp)
 }
+
+/// MS-FSA 2.1.5.2 / 2.1.5.3: only an open in synchronous mode (FILE_SYNCHRONOUS_IO_ALERT or
+/// _NONALERT) tracks CurrentByteOffset; other opens leave FilePositionInformation alone, as
+/// Windows does.
+pub(super) fn advance_position(open: &Open, end: u64) {
+    if open.mode.load(Ordering::Relaxed) & SYNCHRONOUS != 0 {
+        open.position.store(end, Ordering::Relaxed);
+    }
+}
+
+const SYNCHRONOUS: u32 = mode::FILE_SYNCHRONOUS_IO_ALERT | mode::FILE_SYNCHRONOUS_IO_NONALERT;

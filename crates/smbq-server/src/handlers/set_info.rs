@@ -19,6 +19,7 @@ use smbq_wire::{DecodeError, NtStatus};
 
 use super::{Ctx, bad, blocking, body};
 use crate::access::{attr, mask};
+use crate::dos::DosInfo;
 use crate::errors::map_io_error;
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::tables::Open;
@@ -77,7 +78,7 @@ fn set_file(
         FileInfoClass::BASIC => {
             let b = BasicInfo::decode(buf).map_err(short)?;
             need(open, mask::FILE_WRITE_ATTRIBUTES)?;
-            set_basic(open, &b)
+            set_basic(srv, open, &b)
         }
         FileInfoClass::RENAME => {
             let r = RenameInfo::decode(buf).map_err(short)?;
@@ -116,6 +117,8 @@ fn set_file(
             if f.is_dir || e.end_of_file > i64::MAX as u64 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
+            // A size change breaks level II oplocks (MS-FSA 2.1.5.14.4; smbtorture batch11).
+            srv.oplock_break_level2(f.key);
             f.file.set_len(e.end_of_file).map_err(io)
         }
         FileInfoClass::ALLOCATION => {
@@ -124,6 +127,8 @@ fn set_file(
             if f.is_dir || a.allocation_size > i64::MAX as u64 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
+            // As for END_OF_FILE (MS-FSA 2.1.5.14.1; smbtorture batch12).
+            srv.oplock_break_level2(f.key);
             // MS-FSA 2.1.5.15.1: an allocation below end of file truncates the file.
             let size = f.file.stat().map_err(io)?.size;
             if a.allocation_size < size {
@@ -158,29 +163,41 @@ fn to_ts(ft: u64) -> Timespec {
 }
 
 /// MS-FSA 2.1.5.15.2: 0 keeps a time, -1/-2 (freeze/unfreeze) are accepted and keep it too.
-/// Only access and write times can be stored on POSIX; creation and change times are ignored.
-fn set_basic(open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
+/// Access and write times go to the inode; CreationTime and the DOS attributes to the
+/// `crate::dos` xattr; ChangeTime is remembered in memory until the inode changes again.
+fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
     let classify = |v| SetTime::from_wire(v).ok_or(NtStatus::INVALID_PARAMETER);
     let pick = |t: SetTime| match t {
         SetTime::Set(v) => Some(to_ts(v)),
         _ => None,
     };
-    let (_c, a, m, _ch) = (
+    let (c, a, m, ch) = (
         classify(b.creation_time)?,
         classify(b.last_access_time)?,
         classify(b.last_write_time)?,
         classify(b.change_time)?,
     );
+    // MS-FSA 2.1.5.15.2 (Open.UserSetChangeTime): once a client has set ChangeTime, the
+    // changes made here do not move it again.
+    let kept = srv
+        .change_times()
+        .get(f.key, f.file.stat().map_err(io)?.ctime);
     let (atime, mtime) = (pick(a), pick(m));
     if atime.is_some() || mtime.is_some() {
         f.file.set_times(atime, mtime).map_err(io)?;
     }
     let attrs = b.file_attributes;
+    let mut dos = DosInfo::read(f.file.as_ref());
+    let before = dos;
+    if let SetTime::Set(v) = c {
+        dos.creation = Some(v);
+    }
     if attrs != 0 {
         if !f.is_dir && attrs & attr::DIRECTORY != 0 {
             return Err(NtStatus::INVALID_PARAMETER);
         }
+        dos.attributes = Some(attrs & attr::STORED);
         if !f.is_dir {
             let st = f.file.stat().map_err(io)?;
             let perm = st.mode & 0o7777;
@@ -195,6 +212,22 @@ fn set_basic(open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
                 f.file.set_mode(want).map_err(io)?;
             }
         }
+    }
+    if dos != before {
+        match dos.write(f.file.as_ref()) {
+            // A filesystem without user xattrs keeps POSIX-derived values, as before.
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {}
+            r => r.map_err(io)?,
+        }
+    }
+    // Last, so the ctime recorded is the one every change above left behind.
+    let change = match ch {
+        SetTime::Set(v) => Some(v),
+        _ => kept,
+    };
+    if let Some(v) = change {
+        let st = f.file.stat().map_err(io)?;
+        srv.change_times().set(f.key, st.ctime, v);
     }
     Ok(())
 }

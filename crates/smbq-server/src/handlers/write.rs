@@ -48,6 +48,10 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     {
         return Err(NtStatus::INVALID_PARAMETER);
     }
+    if let Some(f) = open.file() {
+        // MS-FSA 2.1.4.12.2: a write breaks every level II oplock on the file.
+        ctx.srv.oplock_break_level2(f.key);
+    }
     let write_through = req.flags & write_flags::WRITE_THROUGH != 0;
     let srv = ctx.srv.self_arc();
     let count = blocking(move || {
@@ -68,6 +72,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         if write_through {
             f.file.fsync().map_err(|e| map_io_error(&e))?;
         }
+        super::read::advance_position(&open, at.saturating_add(n as u64));
         Ok(n)
     })
     .await?;

@@ -30,6 +30,7 @@ pub fn share(name: &str, path: &std::path::Path) -> ShareConfig {
         comment: String::new(),
         read_only: false,
         allowed_users: None,
+        no_access_users: Vec::new(),
         encrypt: false,
         guest_ok: false,
     }

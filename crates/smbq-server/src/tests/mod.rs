@@ -8,5 +8,7 @@ mod harness;
 mod info_tests;
 mod io_tests;
 mod lock_tests;
+mod meta_tests;
+mod oplock_tests;
 mod set_info_tests;
 mod tree_tests;

@@ -21,12 +21,12 @@ use crate::Server;
 use crate::access::{attr, mask, opts, share as share_bits};
 use crate::byte_lock::FileKey;
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
-use crate::meta;
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::pipe::PipeOpen;
 use crate::share::ShareKind;
 use crate::tables::open::{DirCursor, FileOpen};
 use crate::tables::{Open, OpenKind, SessionState, Tree};
+use crate::{dos, meta, oplock};
 use disposition::{Plan, may_create, plan};
 
 /// The validated request fields a disk or pipe open works from.
@@ -86,6 +86,10 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let p = validate(&req)?;
     let wanted = contexts::parse(&req)?;
     let tree = ctx.tree()?.clone();
+    // MS-SMB2 3.3.5.9: Share.FileSecurity grants this user nothing on the share.
+    if tree.maximal_access == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     if ctx.session.open_count() >= ctx.srv.config().limits.max_opens_per_session {
         return Err(NtStatus::INSUFFICIENT_RESOURCES);
     }
@@ -96,10 +100,28 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let result = match tree.share.kind {
         ShareKind::Pipe => open_pipe(ctx, &tree, &p, id),
         ShareKind::Disk => {
-            let (srv2, tree2, session, p2) =
-                (srv.clone(), tree.clone(), ctx.session.clone(), p.clone());
-            let alloc = wanted.allocation_size;
-            blocking(move || open_disk(&srv2, &tree2, &session, &p2, id, alloc)).await
+            let mut rounds = 0;
+            loop {
+                let (srv2, tree2, session, p2) =
+                    (srv.clone(), tree.clone(), ctx.session.clone(), p.clone());
+                let alloc = wanted.allocation_size;
+                let r = blocking(move || open_disk(&srv2, &tree2, &session, &p2, id, alloc)).await;
+                // Conflicting oplocks are being broken (crate::oplock): wait for the
+                // acknowledgments or closes, then look at the file again.
+                match r {
+                    Err(oplock::BREAK_PENDING) if rounds < oplock::MAX_BREAK_ROUNDS => {
+                        rounds += 1;
+                        if let Err(e) = srv.oplock_wait(id, &ctx.cancel).await {
+                            break Err(e);
+                        }
+                    }
+                    Err(oplock::BREAK_PENDING) => {
+                        srv.oplock_forget_wait(id);
+                        break Err(NtStatus::SHARING_VIOLATION);
+                    }
+                    r => break r,
+                }
+            }
         }
     };
     let done = match result {
@@ -121,35 +143,34 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         return Err(NtStatus::INSUFFICIENT_RESOURCES);
     }
     srv.install_open(open.clone());
+    // MS-SMB2 3.3.5.9.8: granted once admitted, so concurrent opens see each other.
+    let overwrote = matches!(
+        done.action,
+        CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED
+    );
+    let oplock_level = srv.oplock_grant(&open, req.requested_oplock_level, overwrote, ctx.conn.id);
 
     let (disk_id, volume) = match &done.stat {
         Some(st) => (meta::file_index(st), u64::from(tree.share.serial)),
         None => (0, 0),
     };
     let ctx_bytes = contexts::respond(&wanted, done.maximal, disk_id, volume);
-    let resp = match &done.stat {
-        Some(st) => {
-            let name = open
-                .path()
-                .file_name()
-                .map(str::to_owned)
-                .unwrap_or_default();
-            CreateResponse {
-                oplock_level: OplockLevel::NONE,
-                flags: 0,
-                create_action: done.action,
-                creation_time: meta::creation_time(st),
-                last_access_time: meta::ft(st.atime),
-                last_write_time: meta::ft(st.mtime),
-                change_time: meta::ft(st.ctime),
-                allocation_size: meta::allocation_size(st),
-                end_of_file: meta::end_of_file(st),
-                file_attributes: meta::attributes(st, &name),
-                file_id: open.file_id,
-                contexts: &ctx_bytes,
-            }
-        }
-        None => CreateResponse {
+    let resp = match (&done.stat, &done.view) {
+        (Some(st), Some(v)) => CreateResponse {
+            oplock_level,
+            flags: 0,
+            create_action: done.action,
+            creation_time: v.creation,
+            last_access_time: v.last_access,
+            last_write_time: v.last_write,
+            change_time: v.change,
+            allocation_size: meta::allocation_size(st),
+            end_of_file: meta::end_of_file(st),
+            file_attributes: v.attributes,
+            file_id: open.file_id,
+            contexts: &ctx_bytes,
+        },
+        _ => CreateResponse {
             oplock_level: OplockLevel::NONE,
             create_action: done.action,
             file_attributes: attr::NORMAL,
@@ -168,6 +189,7 @@ struct Done {
     action: CreateAction,
     /// `None` for pipes.
     stat: Option<Stat>,
+    view: Option<dos::View>,
     maximal: u32,
 }
 
@@ -219,6 +241,7 @@ fn open_pipe(ctx: &Ctx<'_>, tree: &Arc<Tree>, p: &Params, id: u64) -> Result<Don
         open,
         action: CreateAction::OPENED,
         stat: None,
+        view: None,
         maximal: tree.maximal_access,
     })
 }
@@ -403,6 +426,15 @@ fn create_new(
             // The creating handle keeps its write access, as on Windows.
             let _ = file.set_mode(0o444);
         }
+        // MS-FSA 2.1.5.1.1: a new file gets the requested attributes plus ARCHIVE.
+        if p.attributes & attr::STORED & !attr::ARCHIVE != 0 {
+            let dos = dos::DosInfo {
+                attributes: Some((p.attributes | attr::ARCHIVE) & attr::STORED),
+                creation: None,
+            };
+            // Best effort: without xattrs the file simply keeps the default attributes.
+            let _ = dos.write(file.as_ref());
+        }
         if let Some(a) = alloc {
             let _ = file.allocate(a);
         }
@@ -472,6 +504,11 @@ fn finish(
 ) -> Result<Done, NtStatus> {
     let key = key_of(&st);
     let is_dir = st.kind == FileKind::Dir;
+    if created_in.is_none() {
+        // MS-FSA 2.1.5.1.2: oplocks this open conflicts with are broken before it is admitted
+        // or truncates; BREAK_PENDING sends `handle` to wait and run again.
+        srv.oplock_before_open(key, id, granted, p.share_access, truncate)?;
+    }
     if let Err(e) = srv
         .files()
         .admit(key, id, granted, p.share_access, &path, is_dir)
@@ -495,6 +532,8 @@ fn finish(
             }
         }
     }
+    let name = path.file_name().unwrap_or_default().to_owned();
+    let view = dos::view(srv, file.as_ref(), key, &st, &name);
     let kind = OpenKind::File(FileOpen {
         file,
         key,
@@ -506,6 +545,7 @@ fn finish(
         open,
         action,
         stat: Some(st),
+        view: Some(view),
         maximal,
     })
 }

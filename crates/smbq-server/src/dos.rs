@@ -1,0 +1,236 @@
+//! Windows metadata POSIX has no place for: DOS attributes and CreationTime, kept in the
+//! `user.smbq.dos` extended attribute, and a ChangeTime a client set explicitly, kept in
+//! memory (MS-FSCC 2.4.7 FILE_BASIC_INFORMATION, MS-FSA 2.1.5.15.2).
+//!
+//! A ChangeTime cannot be stored on disk: writing anything moves the inode's ctime again. So
+//! the server remembers, per file, the ctime the inode had right after the client's SET_INFO
+//! and the FILETIME it asked for; as long as the inode's ctime is still that value nothing
+//! has changed the file since, and the client's value is reported.
+
+use std::collections::HashMap;
+
+use parking_lot::Mutex;
+use smbq_vfs::{FileKind, Stat, Timespec, VfsFile};
+
+use crate::access::attr;
+use crate::byte_lock::FileKey;
+use crate::{Server, meta};
+
+/// The xattr (`user.` is added by the VFS) holding a [`DosInfo`].
+pub const XATTR: &str = "smbq.dos";
+
+const VERSION: u8 = 1;
+const ENCODED_LEN: usize = 13;
+
+/// What the xattr holds. `None` fields were never set and fall back to what POSIX gives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DosInfo {
+    /// The stored attribute bits ([`attr::STORED`]); READONLY and DIRECTORY always come from
+    /// the mode and file type instead.
+    pub attributes: Option<u32>,
+    /// CreationTime as a FILETIME.
+    pub creation: Option<u64>,
+}
+
+impl DosInfo {
+    /// `[version u8][attributes u32 LE][creation FILETIME u64 LE]`, where an all-ones
+    /// attributes word and a zero creation time mean "not set".
+    pub fn encode(&self) -> [u8; ENCODED_LEN] {
+        let mut out = [0u8; ENCODED_LEN];
+        out[0] = VERSION;
+        out[1..5].copy_from_slice(&self.attributes.unwrap_or(u32::MAX).to_le_bytes());
+        out[5..13].copy_from_slice(&self.creation.unwrap_or(0).to_le_bytes());
+        out
+    }
+
+    /// Anything unrecognised (another version, a wrong length) reads as "nothing stored":
+    /// the xattr is advisory and a damaged one must not make the file unusable.
+    pub fn decode(b: &[u8]) -> DosInfo {
+        let Ok(b) = <[u8; ENCODED_LEN]>::try_from(b) else {
+            return DosInfo::default();
+        };
+        let [v, a0, a1, a2, a3, c0, c1, c2, c3, c4, c5, c6, c7] = b;
+        if v != VERSION {
+            return DosInfo::default();
+        }
+        let a = u32::from_le_bytes([a0, a1, a2, a3]);
+        let c = u64::from_le_bytes([c0, c1, c2, c3, c4, c5, c6, c7]);
+        DosInfo {
+            attributes: (a != u32::MAX).then_some(a & attr::STORED),
+            creation: (c != 0).then_some(c),
+        }
+    }
+
+    pub fn read(file: &dyn VfsFile) -> DosInfo {
+        match file.get_xattr(XATTR) {
+            Ok(Some(b)) => DosInfo::decode(&b),
+            _ => DosInfo::default(),
+        }
+    }
+
+    pub fn write(&self, file: &dyn VfsFile) -> std::io::Result<()> {
+        file.set_xattr(XATTR, &self.encode())
+    }
+}
+
+/// The four FILETIMEs and the attributes a client sees for one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    pub creation: u64,
+    pub last_access: u64,
+    pub last_write: u64,
+    pub change: u64,
+    pub attributes: u32,
+}
+
+impl View {
+    pub fn new(st: &Stat, name: &str, dos: &DosInfo, change: Option<u64>) -> View {
+        View {
+            creation: dos.creation.unwrap_or_else(|| meta::creation_time(st)),
+            last_access: meta::ft(st.atime),
+            last_write: meta::ft(st.mtime),
+            change: change.unwrap_or_else(|| meta::ft(st.ctime)),
+            attributes: attributes(st, name, dos),
+        }
+    }
+}
+
+/// What `file` (an open of `key`, whose metadata is `st`) looks like to a client.
+pub fn view(srv: &Server, file: &dyn VfsFile, key: FileKey, st: &Stat, name: &str) -> View {
+    let dos = DosInfo::read(file);
+    View::new(st, name, &dos, srv.change_times().get(key, st.ctime))
+}
+
+/// MS-FSCC 2.6: stored bits plus READONLY (mode) and DIRECTORY (type); a file with none left
+/// is NORMAL. Without stored bits, the POSIX-derived defaults of [`meta::attributes`].
+pub fn attributes(st: &Stat, name: &str, dos: &DosInfo) -> u32 {
+    let Some(stored) = dos.attributes else {
+        return meta::attributes(st, name);
+    };
+    let mut a = stored & attr::STORED;
+    if st.kind == FileKind::Dir {
+        a |= attr::DIRECTORY;
+    } else if meta::is_read_only(st) {
+        a |= attr::READONLY;
+    }
+    if a == 0 { attr::NORMAL } else { a }
+}
+
+/// Client-set ChangeTimes, valid while the inode's ctime is unchanged (see the module docs).
+#[derive(Debug, Default)]
+pub struct ChangeTimes {
+    map: Mutex<HashMap<FileKey, (Timespec, u64)>>,
+}
+
+/// Entries are tiny, but a client could set times on millions of files; past this many the
+/// table starts over (forgetting only makes ChangeTime fall back to the real ctime).
+const MAX_CHANGE_TIMES: usize = 1 << 16;
+
+impl ChangeTimes {
+    /// Records that `key`, whose ctime is now `ctime`, should report `change`.
+    pub fn set(&self, key: FileKey, ctime: Timespec, change: u64) {
+        let mut m = self.map.lock();
+        if m.len() >= MAX_CHANGE_TIMES && !m.contains_key(&key) {
+            m.clear();
+        }
+        m.insert(key, (ctime, change));
+    }
+
+    /// The client's ChangeTime for `key` if nothing has changed the inode since it was set.
+    pub fn get(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
+        let m = self.map.lock();
+        match m.get(&key) {
+            Some((c, v)) if *c == ctime => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(kind: FileKind, mode: u32) -> Stat {
+        Stat {
+            kind,
+            size: 0,
+            alloc_size: 0,
+            nlink: 1,
+            ino: 7,
+            dev: 1,
+            mode,
+            uid: 0,
+            gid: 0,
+            atime: Timespec::new(1, 0),
+            mtime: Timespec::new(2, 0),
+            ctime: Timespec::new(3, 0),
+            btime: None,
+        }
+    }
+
+    #[test]
+    fn encoding_round_trips_and_tolerates_garbage() {
+        for d in [
+            DosInfo::default(),
+            DosInfo {
+                attributes: Some(attr::HIDDEN | attr::SYSTEM),
+                creation: Some(0x01d0_0000_1234_5678),
+            },
+            DosInfo {
+                attributes: Some(0),
+                creation: None,
+            },
+        ] {
+            assert_eq!(DosInfo::decode(&d.encode()), d);
+        }
+        assert_eq!(DosInfo::decode(b"short"), DosInfo::default());
+        let mut other_version = DosInfo::default().encode();
+        other_version[0] = 9;
+        assert_eq!(DosInfo::decode(&other_version), DosInfo::default());
+        // Bits this server does not store are dropped on the way in.
+        let d = DosInfo {
+            attributes: Some(attr::HIDDEN | attr::DIRECTORY | attr::READONLY),
+            creation: None,
+        };
+        assert_eq!(DosInfo::decode(&d.encode()).attributes, Some(attr::HIDDEN));
+    }
+
+    #[test]
+    fn attributes_follow_the_stored_bits() {
+        let f = stat(FileKind::File, 0o100644);
+        let none = DosInfo::default();
+        assert_eq!(attributes(&f, "a", &none), attr::ARCHIVE);
+        let normal = DosInfo {
+            attributes: Some(0),
+            creation: None,
+        };
+        assert_eq!(attributes(&f, "a", &normal), attr::NORMAL);
+        let hidden = DosInfo {
+            attributes: Some(attr::HIDDEN),
+            creation: None,
+        };
+        assert_eq!(attributes(&f, "a", &hidden), attr::HIDDEN);
+        let ro = stat(FileKind::File, 0o100444);
+        assert_eq!(attributes(&ro, "a", &normal), attr::READONLY);
+        let d = stat(FileKind::Dir, 0o040755);
+        assert_eq!(attributes(&d, "d", &normal), attr::DIRECTORY);
+    }
+
+    #[test]
+    fn change_time_holds_until_the_inode_changes() {
+        let t = ChangeTimes::default();
+        let key = FileKey { dev: 1, ino: 2 };
+        let c1 = Timespec::new(100, 5);
+        t.set(key, c1, 42);
+        assert_eq!(t.get(key, c1), Some(42));
+        assert_eq!(t.get(key, Timespec::new(100, 6)), None);
+        assert_eq!(t.get(FileKey { dev: 1, ino: 3 }, c1), None);
+        let view = View::new(
+            &stat(FileKind::File, 0o100644),
+            "a",
+            &DosInfo::default(),
+            None,
+        );
+        assert_eq!(view.change, meta::ft(Timespec::new(3, 0)));
+    }
+}

@@ -1,0 +1,764 @@
+//! Oplocks (MS-SMB2 3.3.1.10 Open.OplockLevel/OplockState, 3.3.4.6 break notification,
+//! 3.3.5.9.8 grant, 3.3.5.22.1 acknowledgment; MS-FSA 2.1.5.17/2.1.5.18 break rules).
+//!
+//! [`OplockTable`] is the synchronous state machine (time is passed in, so it is tested
+//! without a clock); the `impl Server` block at the bottom sends the notifications through the
+//! owning connection and lets a CREATE wait for the acknowledgments.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use smbq_wire::create::OplockLevel;
+use smbq_wire::oplock_break::{OplockBreak, oplock_level};
+use smbq_wire::{Command, FileId, NtStatus, Writer};
+use tokio_util::sync::CancellationToken;
+
+use crate::Server;
+use crate::access::mask;
+use crate::byte_lock::FileKey;
+use crate::push::Push;
+use crate::tables::Open;
+
+/// How long a CREATE waits for a break acknowledgment before treating the holder as broken to
+/// none (MS-SMB2 3.3.2.1 Oplock Break Acknowledgment Timer; Windows and smbtorture's
+/// `torture:oplocktimeout` use 35 s).
+pub const BREAK_TIMEOUT: Duration = Duration::from_secs(35);
+
+/// Internal marker a blocking CREATE step returns when it started (or found) a break it must
+/// wait for; never sent on the wire. STATUS_OPLOCK_BREAK_IN_PROGRESS (MS-ERREF 2.3.1).
+pub(crate) const BREAK_PENDING: NtStatus = NtStatus(0x0000_0108);
+
+/// A CREATE waits for at most this many rounds of breaks before giving up.
+pub(crate) const MAX_BREAK_ROUNDS: usize = 8;
+
+/// Rights that make an open more than a "stat open" (which neither breaks oplocks nor, when the
+/// file has other opens, gets one): everything but attributes and SYNCHRONIZE (smbtorture
+/// smb2.oplock.statopen1 lists the same split).
+const STAT_RIGHTS: u32 =
+    mask::FILE_READ_ATTRIBUTES | mask::FILE_WRITE_ATTRIBUTES | mask::SYNCHRONIZE;
+
+/// An oplock level (MS-SMB2 2.2.13 RequestedOplockLevel without LEASE), ordered by strength.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    None,
+    II,
+    Exclusive,
+    Batch,
+}
+
+impl Level {
+    /// The wire value; `None` for LEASE and unknown values.
+    pub fn from_wire(v: u8) -> Option<Level> {
+        match v {
+            oplock_level::NONE => Some(Level::None),
+            oplock_level::II => Some(Level::II),
+            oplock_level::EXCLUSIVE => Some(Level::Exclusive),
+            oplock_level::BATCH => Some(Level::Batch),
+            _ => None,
+        }
+    }
+
+    pub fn to_wire(self) -> u8 {
+        match self {
+            Level::None => oplock_level::NONE,
+            Level::II => oplock_level::II,
+            Level::Exclusive => oplock_level::EXCLUSIVE,
+            Level::Batch => oplock_level::BATCH,
+        }
+    }
+}
+
+/// Whether an open with `granted` access is a stat open.
+pub fn is_stat_open(granted: u32) -> bool {
+    granted & !STAT_RIGHTS == 0
+}
+
+/// What a new open on an existing file does, for the break decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenIntent {
+    pub stat_only: bool,
+    /// SUPERSEDE, OVERWRITE or OVERWRITE_IF of the existing file.
+    pub overwrite: bool,
+    /// The share-mode check (MS-FSA 2.1.5.1.2.1) fails against an existing open.
+    pub share_conflict: bool,
+}
+
+/// The break a new open forces on an open holding `held` (MS-FSA 2.1.5.1.2 and 2.1.4.12,
+/// as observed by smbtorture smb2.oplock):
+/// - a sharing conflict breaks only BATCH (its holder may close the handle and so end the
+///   conflict); EXCLUSIVE and II stay and the open fails;
+/// - a stat open breaks nothing unless it overwrites;
+/// - EXCLUSIVE/BATCH break to II, or to none when the file is overwritten;
+/// - II breaks to none only when the file is overwritten.
+pub fn break_on_open(held: Level, intent: OpenIntent) -> Option<Level> {
+    let target = if intent.overwrite {
+        Level::None
+    } else {
+        Level::II
+    };
+    let touches = !intent.stat_only || intent.overwrite;
+    match held {
+        Level::None => None,
+        Level::II => (intent.overwrite && !intent.share_conflict).then_some(Level::None),
+        Level::Exclusive => (touches && !intent.share_conflict).then_some(target),
+        Level::Batch => (touches || intent.share_conflict).then_some(target),
+    }
+}
+
+/// The level a new, admitted open gets (MS-SMB2 3.3.5.9.8 via MS-FSA 2.1.5.18): what it asked
+/// for when it is the file's only open; otherwise II for a data open, none for a stat open or
+/// while another open still holds EXCLUSIVE/BATCH.
+pub fn grant(requested: Level, stat_only: bool, others: usize, other_exclusive: bool) -> Level {
+    if requested == Level::None {
+        Level::None
+    } else if others == 0 {
+        requested
+    } else if stat_only || other_exclusive {
+        Level::None
+    } else {
+        Level::II
+    }
+}
+
+/// An oplock break notification to deliver (MS-SMB2 2.2.23.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BreakNotice {
+    pub open_id: u64,
+    pub conn_id: u64,
+    pub session_id: u64,
+    pub file_id: FileId,
+    pub level: Level,
+}
+
+/// Where a granted oplock's notifications go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub conn_id: u64,
+    pub session_id: u64,
+    pub file_id: FileId,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Holder {
+    open_id: u64,
+    owner: Owner,
+    level: Level,
+    /// Open.OplockState Breaking: the level broken to and when the wait ends.
+    breaking: Option<(Level, Instant)>,
+}
+
+impl Holder {
+    fn notice(&self, level: Level) -> BreakNotice {
+        BreakNotice {
+            open_id: self.open_id,
+            conn_id: self.owner.conn_id,
+            session_id: self.owner.session_id,
+            file_id: self.owner.file_id,
+            level,
+        }
+    }
+}
+
+/// What a new open must do before it may be admitted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OpenCheck {
+    pub notices: Vec<BreakNotice>,
+    /// A break needing an acknowledgment is under way: wait, then check again.
+    pub wait: bool,
+}
+
+/// Oplocks held on every file, by open. Opens without an oplock are not kept.
+#[derive(Debug, Default)]
+pub struct OplockTable {
+    files: HashMap<FileKey, Vec<Holder>>,
+    by_open: HashMap<u64, FileKey>,
+}
+
+impl OplockTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the oplock granted to a new open.
+    pub fn insert(&mut self, key: FileKey, open_id: u64, level: Level, owner: Owner) {
+        if level == Level::None {
+            return;
+        }
+        self.by_open.insert(open_id, key);
+        self.files.entry(key).or_default().push(Holder {
+            open_id,
+            owner,
+            level,
+            breaking: None,
+        });
+    }
+
+    pub fn level(&self, open_id: u64) -> Level {
+        self.holder(open_id).map_or(Level::None, |h| h.level)
+    }
+
+    pub fn is_breaking(&self, open_id: u64) -> bool {
+        self.holder(open_id).is_some_and(|h| h.breaking.is_some())
+    }
+
+    fn holder(&self, open_id: u64) -> Option<&Holder> {
+        let key = self.by_open.get(&open_id)?;
+        self.files.get(key)?.iter().find(|h| h.open_id == open_id)
+    }
+
+    fn holder_mut(&mut self, open_id: u64) -> Option<&mut Holder> {
+        let key = self.by_open.get(&open_id)?;
+        self.files
+            .get_mut(key)?
+            .iter_mut()
+            .find(|h| h.open_id == open_id)
+    }
+
+    /// A new open on `key` (MS-FSA 2.1.5.1.2): starts the breaks it forces and says whether it
+    /// must wait for acknowledgments, including breaks other opens started that it would
+    /// have started too. II-to-none breaks need no acknowledgment (MS-SMB2 2.2.24.1).
+    pub fn on_open(&mut self, key: FileKey, intent: OpenIntent, now: Instant) -> OpenCheck {
+        self.expire(key, now);
+        let mut out = OpenCheck::default();
+        if let Some(holders) = self.files.get_mut(&key) {
+            for h in holders.iter_mut() {
+                if h.breaking.is_some() {
+                    out.wait |= break_on_open(h.level, intent).is_some();
+                    continue;
+                }
+                let Some(to) = break_on_open(h.level, intent) else {
+                    continue;
+                };
+                out.notices.push(h.notice(to));
+                if h.level == Level::II {
+                    h.level = Level::None;
+                } else {
+                    h.breaking = Some((to, now + BREAK_TIMEOUT));
+                    out.wait = true;
+                }
+            }
+        }
+        self.prune(key);
+        out
+    }
+
+    /// A write, lock or size change on `key`: every level II oplock, the writer's included,
+    /// breaks to none without acknowledgment (MS-FSA 2.1.4.12.2; smbtorture batch1/brl1).
+    pub fn break_level2(&mut self, key: FileKey) -> Vec<BreakNotice> {
+        let mut out = Vec::new();
+        if let Some(holders) = self.files.get_mut(&key) {
+            for h in holders
+                .iter_mut()
+                .filter(|h| h.level == Level::II && h.breaking.is_none())
+            {
+                out.push(h.notice(Level::None));
+                h.level = Level::None;
+            }
+        }
+        self.prune(key);
+        out
+    }
+
+    /// Whether any open on `key` holds an oplock or is being broken.
+    pub fn has_holders(&self, key: FileKey) -> bool {
+        self.files.contains_key(&key)
+    }
+
+    /// The earliest deadline among breaks still awaiting acknowledgment on `key`.
+    pub fn pending_until(&self, key: FileKey) -> Option<Instant> {
+        self.files
+            .get(&key)?
+            .iter()
+            .filter_map(|h| h.breaking.map(|(_, t)| t))
+            .min()
+    }
+
+    /// Whether an open other than `except` holds EXCLUSIVE or BATCH without a break under way.
+    pub fn other_exclusive(&self, key: FileKey, except: u64) -> bool {
+        self.files.get(&key).is_some_and(|hs| {
+            hs.iter()
+                .any(|h| h.open_id != except && h.level >= Level::Exclusive && h.breaking.is_none())
+        })
+    }
+
+    /// Breaks whose wait is over complete to none (MS-SMB2 3.3.2.1: the client did not answer).
+    pub fn expire(&mut self, key: FileKey, now: Instant) {
+        if let Some(holders) = self.files.get_mut(&key) {
+            for h in holders.iter_mut() {
+                if h.breaking.is_some_and(|(_, t)| t <= now) {
+                    h.breaking = None;
+                    h.level = Level::None;
+                }
+            }
+        }
+        self.prune(key);
+    }
+
+    /// The notification could not be delivered (connection gone): nobody will acknowledge,
+    /// so the break completes at once.
+    pub fn undeliverable(&mut self, open_id: u64) {
+        if let Some(h) = self.holder_mut(open_id)
+            && let Some((to, _)) = h.breaking.take()
+        {
+            h.level = to;
+        }
+    }
+
+    /// An OPLOCK_BREAK acknowledgment (MS-SMB2 3.3.5.22.1): the level now held, or the error
+    /// to answer with. A level above the one broken to, or not NONE/II, ends the oplock.
+    /// Acknowledging when no break awaits one is STATUS_INVALID_OPLOCK_PROTOCOL, as Windows
+    /// and Samba answer (smbtorture smb2.oplock.levelii500) and as MS-FSA 2.1.5.17 says for an
+    /// oplock not in a breaking state.
+    pub fn acknowledge(&mut self, open_id: u64, acked: u8) -> Result<Level, NtStatus> {
+        let key = *self
+            .by_open
+            .get(&open_id)
+            .ok_or(NtStatus::INVALID_OPLOCK_PROTOCOL)?;
+        let h = self
+            .holder_mut(open_id)
+            .ok_or(NtStatus::INVALID_OPLOCK_PROTOCOL)?;
+        let (to, _) = h.breaking.ok_or(NtStatus::INVALID_OPLOCK_PROTOCOL)?;
+        h.breaking = None;
+        let r = match Level::from_wire(acked) {
+            Some(l) if l <= to => Ok(l),
+            _ if acked == oplock_level::LEASE => Err(NtStatus::INVALID_PARAMETER),
+            _ => Err(NtStatus::INVALID_OPLOCK_PROTOCOL),
+        };
+        h.level = *r.as_ref().unwrap_or(&Level::None);
+        self.prune(key);
+        r
+    }
+
+    /// The open is closed: its oplock goes with it.
+    pub fn release(&mut self, open_id: u64) {
+        let Some(key) = self.by_open.remove(&open_id) else {
+            return;
+        };
+        if let Some(holders) = self.files.get_mut(&key) {
+            holders.retain(|h| h.open_id != open_id);
+        }
+        self.prune(key);
+    }
+
+    /// Drops holders left with no oplock and no break, and files left with no holders.
+    fn prune(&mut self, key: FileKey) {
+        let Some(holders) = self.files.get_mut(&key) else {
+            return;
+        };
+        let by_open = &mut self.by_open;
+        holders.retain(|h| {
+            let keep = h.level != Level::None || h.breaking.is_some();
+            if !keep {
+                by_open.remove(&h.open_id);
+            }
+            keep
+        });
+        if holders.is_empty() {
+            self.files.remove(&key);
+        }
+    }
+}
+
+/// The server's oplock state: the table, a signal for waiting CREATEs, and which file each
+/// waiting CREATE (by its reserved open id) waits on.
+#[derive(Debug, Default)]
+pub struct Oplocks {
+    table: Mutex<OplockTable>,
+    changed: tokio::sync::Notify,
+    waiting: Mutex<HashMap<u64, FileKey>>,
+}
+
+impl Oplocks {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Server {
+    /// Sends break notifications (MS-SMB2 3.3.4.6) to the connections holding the opens.
+    fn send_breaks(&self, notices: &[BreakNotice]) {
+        for n in notices {
+            let mut w = Writer::new();
+            OplockBreak {
+                oplock_level: n.level.to_wire(),
+                file_id: n.file_id,
+            }
+            .encode(&mut w);
+            let push = Push {
+                session_id: n.session_id,
+                command: Command::OPLOCK_BREAK,
+                body: w.into_vec(),
+            };
+            tracing::debug!(open = n.open_id, level = ?n.level, "oplock break");
+            if !self.push(n.conn_id, push) {
+                self.oplocks.table.lock().undeliverable(n.open_id);
+                self.oplocks.changed.notify_waiters();
+            }
+        }
+    }
+
+    /// Before a CREATE admits open `waiter` to the existing file `key`: breaks the oplocks it
+    /// conflicts with (MS-FSA 2.1.5.1.2). Returns [`BREAK_PENDING`] when the CREATE must wait
+    /// ([`oplock_wait`](Self::oplock_wait)) and run again; DELETE_PENDING is reported before
+    /// any break (smbtorture smb2.oplock.doc). Blocking-safe (no awaits).
+    pub(crate) fn oplock_before_open(
+        &self,
+        key: FileKey,
+        waiter: u64,
+        granted: u32,
+        share_access: u32,
+        overwrite: bool,
+    ) -> Result<(), NtStatus> {
+        // The common case: nobody holds an oplock on the file, nothing to break.
+        if !self.oplocks.table.lock().has_holders(key) {
+            return Ok(());
+        }
+        let share_conflict = match self.files().check(key, granted, share_access) {
+            Ok(()) => false,
+            Err(NtStatus::SHARING_VIOLATION) => true,
+            Err(e) => return Err(e),
+        };
+        let intent = OpenIntent {
+            stat_only: is_stat_open(granted),
+            overwrite,
+            share_conflict,
+        };
+        let check = self
+            .oplocks
+            .table
+            .lock()
+            .on_open(key, intent, Instant::now());
+        if check.wait {
+            self.oplocks.waiting.lock().insert(waiter, key);
+        }
+        self.send_breaks(&check.notices);
+        if check.wait {
+            Err(BREAK_PENDING)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Waits until the breaks on the file `waiter` waits for are acknowledged, the holders
+    /// closed, or [`BREAK_TIMEOUT`] passed.
+    pub(crate) async fn oplock_wait(
+        &self,
+        waiter: u64,
+        cancel: &CancellationToken,
+    ) -> Result<(), NtStatus> {
+        let Some(key) = self.oplocks.waiting.lock().remove(&waiter) else {
+            return Ok(());
+        };
+        loop {
+            let notified = self.oplocks.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let until = {
+                let mut t = self.oplocks.table.lock();
+                t.expire(key, Instant::now());
+                t.pending_until(key)
+            };
+            let Some(until) = until else {
+                return Ok(());
+            };
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(until.into()) => {}
+                _ = cancel.cancelled() => return Err(NtStatus::CANCELLED),
+            }
+        }
+    }
+
+    /// A CREATE gave up waiting (too many rounds of breaks).
+    pub(crate) fn oplock_forget_wait(&self, waiter: u64) {
+        self.oplocks.waiting.lock().remove(&waiter);
+    }
+
+    /// The oplock an admitted disk open gets (MS-SMB2 3.3.5.9.8); recorded for later breaks.
+    /// Directories get none (oplocks are for files; directory caching needs leases). An open
+    /// that overwrote the file is a data open whatever its access (smbtorture exclusive5).
+    pub(crate) fn oplock_grant(
+        &self,
+        open: &Open,
+        requested: OplockLevel,
+        overwrote: bool,
+        conn_id: u64,
+    ) -> OplockLevel {
+        let Some(f) = open.file() else {
+            return OplockLevel::NONE;
+        };
+        let Some(req) = Level::from_wire(requested.0).filter(|_| !f.is_dir) else {
+            return OplockLevel::NONE;
+        };
+        let others = self.files().open_count(f.key).saturating_sub(1);
+        let mut t = self.oplocks.table.lock();
+        let level = grant(
+            req,
+            is_stat_open(open.granted) && !overwrote,
+            others,
+            t.other_exclusive(f.key, open.volatile()),
+        );
+        let owner = Owner {
+            conn_id,
+            session_id: open.session_id,
+            file_id: open.file_id,
+        };
+        t.insert(f.key, open.volatile(), level, owner);
+        OplockLevel(level.to_wire())
+    }
+
+    /// A WRITE, LOCK or SET_INFO size change on `key` breaks every level II oplock on it.
+    pub(crate) fn oplock_break_level2(&self, key: FileKey) {
+        let notices = self.oplocks.table.lock().break_level2(key);
+        if !notices.is_empty() {
+            self.send_breaks(&notices);
+        }
+    }
+
+    /// An OPLOCK_BREAK acknowledgment for `open_id`; wakes the CREATEs waiting on it.
+    pub(crate) fn oplock_acknowledge(&self, open_id: u64, acked: u8) -> Result<Level, NtStatus> {
+        let r = self.oplocks.table.lock().acknowledge(open_id, acked);
+        self.oplocks.changed.notify_waiters();
+        r
+    }
+
+    /// The open is gone (CLOSE, logoff, disconnect); wakes the CREATEs waiting on it.
+    pub(crate) fn oplock_release(&self, open_id: u64) {
+        self.oplocks.table.lock().release(open_id);
+        self.oplocks.changed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: FileKey = FileKey { dev: 1, ino: 2 };
+    use Level::{Batch, Exclusive, II, None as No};
+
+    fn owner(id: u64) -> Owner {
+        Owner {
+            conn_id: 10 + id,
+            session_id: 20,
+            file_id: FileId {
+                persistent: id,
+                volatile: id,
+            },
+        }
+    }
+
+    fn intent(stat_only: bool, overwrite: bool, share_conflict: bool) -> OpenIntent {
+        OpenIntent {
+            stat_only,
+            overwrite,
+            share_conflict,
+        }
+    }
+
+    /// Rows: (held, stat open, overwrite, share conflict, expected break), each traced to the
+    /// smbtorture smb2.oplock case that shows it.
+    #[test]
+    fn break_table() {
+        let rows = [
+            (Batch, false, false, false, Some(II)),     // batch5/6
+            (Batch, false, false, true, Some(II)),      // batch1/5: break, then SHARING_VIOLATION
+            (Batch, true, false, false, None),          // batch8: attribute-only open
+            (Batch, true, true, false, Some(No)),       // batch13/16: attribute-only overwrite
+            (Exclusive, false, false, true, None),      // exclusive1: conflict, no break
+            (Exclusive, false, false, false, Some(II)), // exclusive2
+            (Exclusive, true, false, false, None),      // exclusive4
+            (Exclusive, true, true, false, Some(No)),   // exclusive5
+            (Exclusive, false, true, false, Some(No)),  // exclusive9 SUPERSEDE/OVERWRITE_IF
+            (II, false, false, false, None),            // batch9: third open, no break
+            (II, false, true, false, Some(No)),
+            (II, false, true, true, None),
+            (No, false, true, false, None),
+        ];
+        for (i, (held, s, o, c, want)) in rows.into_iter().enumerate() {
+            assert_eq!(break_on_open(held, intent(s, o, c)), want, "row {i}");
+        }
+    }
+
+    /// Rows: (requested, stat open, other opens, another holds EXCLUSIVE/BATCH, granted).
+    #[test]
+    fn grant_table() {
+        let rows = [
+            (Batch, false, 0, false, Batch), // session.reconnect1, batch1
+            (Exclusive, false, 0, false, Exclusive),
+            (II, false, 0, false, II),      // levelii500
+            (Batch, true, 0, false, Batch), // batch9: attribute-only creator
+            (Batch, false, 1, false, II),   // batch10
+            (Batch, true, 1, false, No),    // batch8/9a
+            (Batch, false, 1, true, No),
+            (II, false, 2, false, II),
+            (No, false, 0, false, No),
+        ];
+        for (i, (req, s, others, ex, want)) in rows.into_iter().enumerate() {
+            assert_eq!(grant(req, s, others, ex), want, "row {i}");
+        }
+    }
+
+    #[test]
+    fn stat_open_rights() {
+        assert!(is_stat_open(mask::FILE_READ_ATTRIBUTES | mask::SYNCHRONIZE));
+        assert!(is_stat_open(mask::FILE_WRITE_ATTRIBUTES));
+        for a in [
+            mask::FILE_READ_DATA,
+            mask::FILE_READ_EA,
+            mask::DELETE,
+            mask::READ_CONTROL,
+            mask::WRITE_DAC,
+        ] {
+            assert!(!is_stat_open(a | mask::FILE_READ_ATTRIBUTES), "{a:#x}");
+        }
+    }
+
+    #[test]
+    fn wire_levels_round_trip() {
+        for l in [No, II, Exclusive, Batch] {
+            assert_eq!(Level::from_wire(l.to_wire()), Some(l));
+        }
+        assert_eq!(Level::from_wire(oplock_level::LEASE), None);
+        assert_eq!(Level::from_wire(2), None);
+    }
+
+    #[test]
+    fn batch_break_acked_to_level2() {
+        let mut t = OplockTable::new();
+        let now = Instant::now();
+        t.insert(K, 1, Batch, owner(1));
+        let c = t.on_open(K, intent(false, false, false), now);
+        assert!(c.wait);
+        assert_eq!(c.notices.len(), 1);
+        assert_eq!(c.notices[0].level, II);
+        assert_eq!(c.notices[0].conn_id, 11);
+        assert_eq!(c.notices[0].file_id.volatile, 1);
+        assert_eq!(t.pending_until(K), Some(now + BREAK_TIMEOUT));
+        // A second open meanwhile waits for the same break without a new notification.
+        let c2 = t.on_open(K, intent(false, false, false), now);
+        assert!(c2.wait && c2.notices.is_empty());
+        assert_eq!(t.acknowledge(1, oplock_level::II), Ok(II));
+        assert_eq!(t.pending_until(K), None);
+        assert_eq!(t.level(1), II);
+        // A second acknowledgment has nothing to acknowledge.
+        assert_eq!(
+            t.acknowledge(1, oplock_level::II),
+            Err(NtStatus::INVALID_OPLOCK_PROTOCOL)
+        );
+    }
+
+    #[test]
+    fn acknowledgment_levels() {
+        let now = Instant::now();
+        // (broken to by overwrite?, acked, result, level after)
+        let rows = [
+            (false, oplock_level::NONE, Ok(No), No),
+            (true, oplock_level::NONE, Ok(No), No),
+            (
+                true,
+                oplock_level::II,
+                Err(NtStatus::INVALID_OPLOCK_PROTOCOL),
+                No,
+            ),
+            (
+                false,
+                oplock_level::BATCH,
+                Err(NtStatus::INVALID_OPLOCK_PROTOCOL),
+                No,
+            ),
+            (
+                false,
+                oplock_level::LEASE,
+                Err(NtStatus::INVALID_PARAMETER),
+                No,
+            ),
+        ];
+        for (i, (ow, acked, want, after)) in rows.into_iter().enumerate() {
+            let mut t = OplockTable::new();
+            t.insert(K, 1, Exclusive, owner(1));
+            let c = t.on_open(K, intent(false, ow, false), now);
+            assert_eq!(c.notices[0].level, if ow { No } else { II }, "row {i}");
+            assert_eq!(t.acknowledge(1, acked), want, "row {i}");
+            assert_eq!(t.level(1), after, "row {i}");
+            assert!(!t.is_breaking(1), "row {i}");
+        }
+    }
+
+    #[test]
+    fn unknown_open_ack_is_protocol_error() {
+        let mut t = OplockTable::new();
+        assert_eq!(
+            t.acknowledge(5, oplock_level::NONE),
+            Err(NtStatus::INVALID_OPLOCK_PROTOCOL)
+        );
+    }
+
+    #[test]
+    fn level2_breaks_on_write_without_ack() {
+        let mut t = OplockTable::new();
+        t.insert(K, 1, II, owner(1));
+        t.insert(K, 2, II, owner(2));
+        let n = t.break_level2(K);
+        assert_eq!(n.len(), 2);
+        assert!(n.iter().all(|b| b.level == No));
+        assert_eq!(t.level(1), No);
+        // levelii500: acknowledging a II->none break is a protocol error.
+        assert_eq!(
+            t.acknowledge(1, oplock_level::NONE),
+            Err(NtStatus::INVALID_OPLOCK_PROTOCOL)
+        );
+        assert!(t.break_level2(K).is_empty());
+        // BATCH is untouched by writes (batch21).
+        t.insert(K, 3, Batch, owner(3));
+        assert!(t.break_level2(K).is_empty());
+        assert_eq!(t.level(3), Batch);
+    }
+
+    #[test]
+    fn overwrite_breaks_level2_at_once() {
+        let mut t = OplockTable::new();
+        t.insert(K, 1, II, owner(1));
+        let c = t.on_open(K, intent(true, true, false), Instant::now());
+        assert!(!c.wait);
+        assert_eq!(c.notices.len(), 1);
+        assert_eq!(t.level(1), No);
+    }
+
+    #[test]
+    fn timeout_completes_to_none() {
+        let mut t = OplockTable::new();
+        let now = Instant::now();
+        t.insert(K, 1, Batch, owner(1));
+        assert!(t.on_open(K, intent(false, false, false), now).wait);
+        t.expire(K, now + BREAK_TIMEOUT - Duration::from_millis(1));
+        assert!(t.is_breaking(1));
+        t.expire(K, now + BREAK_TIMEOUT);
+        assert!(!t.is_breaking(1));
+        assert_eq!(t.level(1), No);
+        assert_eq!(t.pending_until(K), None);
+    }
+
+    #[test]
+    fn close_and_undeliverable_end_the_wait() {
+        let mut t = OplockTable::new();
+        let now = Instant::now();
+        t.insert(K, 1, Batch, owner(1));
+        t.insert(K, 2, Exclusive, owner(2));
+        assert!(t.other_exclusive(K, 1));
+        assert!(t.on_open(K, intent(false, false, false), now).wait);
+        assert!(
+            !t.other_exclusive(K, 99),
+            "breaking holders no longer count"
+        );
+        t.release(1);
+        assert!(t.pending_until(K).is_some());
+        t.undeliverable(2);
+        assert_eq!(t.level(2), II);
+        assert_eq!(t.pending_until(K), None);
+        assert!(t.has_holders(K));
+        t.release(2);
+        assert!(!t.has_holders(K));
+        assert!(t.files.is_empty() && t.by_open.is_empty());
+    }
+}

@@ -1,0 +1,162 @@
+//! Oplock grant, break-before-open and acknowledgment through the handlers, with the break
+//! notifications caught on the connection's push channel.
+
+use smbq_proto::Response;
+use smbq_wire::create::{CreateDisposition as D, CreateRequest, CreateResponse, OplockLevel};
+use smbq_wire::cursor::utf16le_encode;
+use smbq_wire::oplock_break::{OplockBreak, oplock_level};
+use smbq_wire::{Command, FileId, NtStatus};
+use tokio::sync::mpsc;
+
+use super::harness::{H, msg};
+use crate::access::{mask, share};
+use crate::push::Push;
+
+async fn open(h: &H, name: &str, access: u32, share: u32, disp: D, level: OplockLevel) -> Response {
+    let n = utf16le_encode(name);
+    h.send(msg(Command::CREATE, h.tree, h.session.id, |w| {
+        CreateRequest {
+            requested_oplock_level: level,
+            desired_access: access,
+            share_access: share,
+            create_disposition: disp,
+            name: &n,
+            ..Default::default()
+        }
+        .encode(w)
+    }))
+    .await
+}
+
+fn granted(r: &Response) -> OplockLevel {
+    let mut m = vec![0u8; 64];
+    m.extend_from_slice(&r.body);
+    CreateResponse::decode(&m).unwrap().oplock_level
+}
+
+async fn ack(h: &H, file_id: FileId, level: u8) -> Response {
+    h.send(msg(Command::OPLOCK_BREAK, h.tree, h.session.id, |w| {
+        OplockBreak {
+            oplock_level: level,
+            file_id,
+        }
+        .encode(w)
+    }))
+    .await
+}
+
+fn notice(p: Push) -> OplockBreak {
+    assert_eq!(p.command, Command::OPLOCK_BREAK);
+    let mut m = vec![0u8; 64];
+    m.extend_from_slice(&p.body);
+    OplockBreak::decode(&m).unwrap()
+}
+
+fn listen(h: &H) -> mpsc::UnboundedReceiver<Push> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    h.srv.register_connection(h.conn.id, tx);
+    rx
+}
+
+#[tokio::test]
+async fn second_open_waits_for_the_break_ack() {
+    let h = H::new().await;
+    let mut rx = listen(&h);
+    let rw = mask::GENERIC_READ | mask::GENERIC_WRITE;
+    let a = open(&h, "f", rw, share::ALL, D::OPEN_IF, OplockLevel::BATCH).await;
+    assert_eq!(a.status, NtStatus::SUCCESS);
+    assert_eq!(granted(&a), OplockLevel::BATCH);
+    let a_id = a.file_id.unwrap();
+
+    let second = open(&h, "f", rw, share::ALL, D::OPEN, OplockLevel::BATCH);
+    let holder = async {
+        let n = notice(rx.recv().await.unwrap());
+        assert_eq!(n.file_id, a_id);
+        assert_eq!(n.oplock_level, oplock_level::II);
+        let r = ack(&h, a_id, oplock_level::II).await;
+        assert_eq!(r.status, NtStatus::SUCCESS);
+        let mut m = vec![0u8; 64];
+        m.extend_from_slice(&r.body);
+        assert_eq!(
+            OplockBreak::decode(&m).unwrap().oplock_level,
+            oplock_level::II
+        );
+    };
+    let (b, ()) = tokio::join!(second, holder);
+    assert_eq!(b.status, NtStatus::SUCCESS);
+    assert_eq!(granted(&b), OplockLevel::II);
+    let b_id = b.file_id.unwrap();
+
+    // Nothing is being broken any more.
+    let again = ack(&h, a_id, oplock_level::NONE).await;
+    assert_eq!(again.status, NtStatus::INVALID_OPLOCK_PROTOCOL);
+
+    // A write breaks both level II holders to none, without acknowledgment.
+    assert_eq!(h.write(b_id, 0, b"x").await.status, NtStatus::SUCCESS);
+    let mut ids = [
+        notice(rx.recv().await.unwrap()),
+        notice(rx.recv().await.unwrap()),
+    ]
+    .map(|n| {
+        assert_eq!(n.oplock_level, oplock_level::NONE);
+        n.file_id.volatile
+    });
+    ids.sort_unstable();
+    let mut want = [a_id.volatile, b_id.volatile];
+    want.sort_unstable();
+    assert_eq!(ids, want);
+    assert!(rx.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn closing_instead_of_acking_frees_the_share_mode() {
+    let h = H::new().await;
+    let mut rx = listen(&h);
+    let all = mask::GENERIC_ALL;
+    let a = open(&h, "f", all, 0, D::OPEN_IF, OplockLevel::BATCH).await;
+    assert_eq!(granted(&a), OplockLevel::BATCH);
+    let a_id = a.file_id.unwrap();
+    let second = open(&h, "f", all, 0, D::OPEN_IF, OplockLevel::BATCH);
+    let holder = async {
+        assert_eq!(notice(rx.recv().await.unwrap()).file_id, a_id);
+        assert_eq!(h.close(a_id).await.status, NtStatus::SUCCESS);
+    };
+    let (b, ()) = tokio::join!(second, holder);
+    assert_eq!(b.status, NtStatus::SUCCESS);
+    // The holder is gone: the new open is alone and gets what it asked for (batch7).
+    assert_eq!(granted(&b), OplockLevel::BATCH);
+}
+
+#[tokio::test]
+async fn exclusive_holder_with_conflicting_share_is_not_broken() {
+    let h = H::new().await;
+    let mut rx = listen(&h);
+    let all = mask::GENERIC_ALL;
+    let a = open(&h, "f", all, 0, D::OPEN_IF, OplockLevel::EXCLUSIVE).await;
+    assert_eq!(granted(&a), OplockLevel::EXCLUSIVE);
+    let b = open(&h, "f", all, 0, D::OPEN_IF, OplockLevel::EXCLUSIVE).await;
+    assert_eq!(b.status, NtStatus::SHARING_VIOLATION);
+    // An attribute-only open neither breaks nor gets an oplock (exclusive4).
+    let attrs = mask::FILE_READ_ATTRIBUTES | mask::SYNCHRONIZE;
+    let c = open(&h, "f", attrs, 0, D::OPEN, OplockLevel::EXCLUSIVE).await;
+    assert_eq!(c.status, NtStatus::SUCCESS);
+    assert_eq!(granted(&c), OplockLevel::NONE);
+    assert!(rx.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn undeliverable_break_does_not_stall_the_open() {
+    // No connection registered: the notification cannot be sent, so nobody waits for it.
+    let h = H::new().await;
+    let rw = mask::GENERIC_READ | mask::GENERIC_WRITE;
+    let a = open(&h, "f", rw, share::ALL, D::OPEN_IF, OplockLevel::BATCH).await;
+    assert_eq!(granted(&a), OplockLevel::BATCH);
+    let b = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        open(&h, "f", rw, share::ALL, D::OPEN, OplockLevel::BATCH),
+    )
+    .await
+    .unwrap();
+    assert_eq!(b.status, NtStatus::SUCCESS);
+    assert_eq!(granted(&b), OplockLevel::II);
+}
