@@ -202,9 +202,11 @@ impl ServerConnection {
         if !self.credits.consume(0, 1) {
             return Err(Violation::BadMessageId(0));
         }
+        // MS-SMB2 3.3.5.3.1: exactly one credit, so the SMB2 NEGOTIATE that follows uses
+        // MessageId 1.
         let hdr = Header {
             command: Command::NEGOTIATE,
-            credits: 1,
+            credits: self.credits.grant(1),
             ..Default::default()
         };
         match reply {
@@ -391,6 +393,14 @@ impl ServerConnection {
         }
 
         if hdr.command == Command::NEGOTIATE {
+            // MS-SMB2 3.3.5.2.4: a NEGOTIATE cannot be signed (no key exists yet).
+            if hdr.is_signed() && !matches!(self.state, ConnState::Negotiated(_)) {
+                let mut rhdr = hdr.clone();
+                rhdr.credits = self.credits.grant(hdr.credits);
+                let frame = self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY)?;
+                actions.push(Action::Send(vec![frame]));
+                return Ok(None);
+            }
             let frame = self.negotiate(&hdr, &msg, env)?;
             actions.push(Action::Send(vec![frame]));
             return Ok(None);
@@ -787,6 +797,14 @@ impl ServerConnection {
             // Binding a session to a second channel needs multichannel, which we do not offer.
             return self.plain_response(&rhdr, NtStatus::REQUEST_NOT_ACCEPTED, &ERROR_BODY);
         }
+        // MS-SMB2 3.3.5.5 (RejectUnencryptedAccess): a client that cannot encrypt is refused
+        // before authenticating, so it cannot use the server to test passwords.
+        let client_can_encrypt = dialect.is_smb3()
+            && cipher.is_some()
+            && (dialect == Dialect::SMB3_1_1 || client_caps & capabilities::ENCRYPTION != 0);
+        if self.cfg.encrypt_required && !transport_security && !client_can_encrypt {
+            return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
+        }
 
         let acceptor_cfg = AcceptorConfig {
             netbios_domain: self.cfg.server_name.to_uppercase(),
@@ -872,10 +890,6 @@ impl ServerConnection {
             }) => {
                 let hash = *preauth.value();
                 let is_guest = identity.is_guest || identity.is_anonymous;
-                let client_can_encrypt = dialect.is_smb3()
-                    && cipher.is_some()
-                    && (dialect == Dialect::SMB3_1_1
-                        || client_caps & capabilities::ENCRYPTION != 0);
                 if self.cfg.encrypt_required
                     && !transport_security
                     && (!client_can_encrypt || is_guest)
@@ -940,10 +954,11 @@ impl ServerConnection {
                     AuthError::LogonFailure { user } => (NtStatus::LOGON_FAILURE, user),
                     _ => (NtStatus::INVALID_PARAMETER, String::new()),
                 };
-                if !reauth {
-                    self.sessions.remove(&session_id);
-                } else if let Some(s) = self.sessions.get_mut(&session_id) {
-                    s.reauth = None;
+                // MS-SMB2 3.3.5.5.3: a failed authentication removes the session, a valid
+                // one being re-authenticated included.
+                self.sessions.remove(&session_id);
+                if reauth {
+                    actions.push(Action::SessionEnded { session_id });
                 }
                 if status == NtStatus::LOGON_FAILURE {
                     actions.push(Action::AuthFailed { user });

@@ -382,7 +382,6 @@ fn reauthentication_keeps_the_session_keys() {
 /// fail the session setup request ... The server MUST remove the session object from
 /// GlobalSessionTable and Connection.SessionTable" - with no exception for re-authentication.
 #[test]
-#[ignore = "engine bug: a failed re-authentication leaves the session valid (MS-SMB2 3.3.5.5.3 removes it); SessionEnded would also be needed"]
 fn failed_reauthentication_removes_the_session() {
     let mut server = Server::new(config());
     let mut client = Client::new(Offer::smb311(&[], &[SigningAlgorithm::AesCmac]));
@@ -468,7 +467,6 @@ fn require_signing_refuses_unsigned_requests() {
 /// connection whose dialect is not 3.x fails at once with ACCESS_DENIED (before any
 /// authentication work, so a 2.x client cannot even probe passwords).
 #[test]
-#[ignore = "engine bug: encryption-required refusal of 2.x clients happens only after the final auth leg (MS-SMB2 3.3.5.5 steps 1-2 refuse the first SESSION_SETUP)"]
 fn encryption_required_refuses_2x_at_the_first_leg() {
     let mut server = Server::new(config().encrypt(true, false));
     let mut client = Client::new(Offer::legacy(Dialect::SMB2_1));

@@ -189,7 +189,6 @@ fn negotiate_errors_are_answered() {
 /// MS-SMB2 3.3.5.2.4: "If the SMB2 header of the SMB2 NEGOTIATE request has the
 /// SMB2_FLAGS_SIGNED bit set, the server MUST fail the request with STATUS_INVALID_PARAMETER."
 #[test]
-#[ignore = "engine bug: a NEGOTIATE with SMB2_FLAGS_SIGNED is accepted (MS-SMB2 3.3.5.2.4 says INVALID_PARAMETER)"]
 fn signed_negotiate_is_invalid_parameter() {
     let mut server = Server::new(config());
     let mut client = Client::new(Offer::smb311(&[], &[]));
