@@ -369,6 +369,9 @@ impl ServerConnection {
             }))
         };
 
+        if hdr.command == Command::CANCEL && !matches!(self.state, ConnState::Negotiated(_)) {
+            return Err(Violation::NotNegotiated);
+        }
         if hdr.command == Command::CANCEL {
             // MS-SMB2 3.3.5.16: no credits, no response.
             actions.push(Action::Cancel {
