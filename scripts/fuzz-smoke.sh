@@ -55,7 +55,7 @@ for t in "${TARGETS[@]}"; do
     else
         echo "fuzz-smoke: $t FAILED; last lines of $log:" >&2
         grep -E -m1 -A12 "panicked at|ERROR: (AddressSanitizer|libFuzzer)" "$log" >&2 || tail -n 40 "$log" >&2
-        grep -E -A1 "^(Failing input|Reproduce with):" "$log" | grep -v '^--' >&2 || true
+        grep -E -A2 "^(Failing input|Reproduce with):" "$log" | grep -E '^[[:space:]]+[^[:space:]]' >&2 || true
         failed+=("$t")
     fi
 done

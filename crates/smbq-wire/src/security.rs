@@ -417,7 +417,8 @@ impl Ace {
         let ace_type = AceType(r.u8()?);
         let flags = r.u8()?;
         let size = usize::from(r.u16()?);
-        if size < 8 {
+        // MS-DTYP 2.4.4.1: AceSize MUST be a multiple of 4.
+        if size < 8 || !size.is_multiple_of(4) {
             return Err(DecodeError::InvalidField { field: "AceSize" });
         }
         let body = buf.get(..size).ok_or(DecodeError::Truncated {
@@ -1070,5 +1071,15 @@ mod tests {
         let m = ro.dacl.as_ref().unwrap().aces[0].mask;
         assert_eq!(m & FILE_WRITE_DATA, 0);
         assert_eq!(SecurityDescriptor::decode(&ro.to_bytes()).unwrap(), ro);
+    }
+
+    /// Found by the `fscc` fuzz target: an AceSize of 0x11 decoded, then re-encoded differently.
+    #[test]
+    fn ace_size_not_multiple_of_four_is_rejected() {
+        let sd = hex::decode(
+            "0100048000000000000000000000000014000000020019000100000000001100ff011f00010000000000000100",
+        )
+        .unwrap();
+        assert!(SecurityDescriptor::decode(&sd).is_err());
     }
 }
