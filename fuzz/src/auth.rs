@@ -21,6 +21,7 @@ pub fn acceptor(allow_guest: bool) -> Acceptor {
         dns_domain: "smbq.test".into(),
         dns_computer: "fuzzsrv.smbq.test".into(),
         allow_guest,
+        allow_anonymous: allow_guest,
     };
     Acceptor::new(cfg, SERVER_CHALLENGE, NOW)
 }

@@ -21,8 +21,11 @@ pub struct AcceptorConfig {
     pub netbios_computer: String,
     pub dns_domain: String,
     pub dns_computer: String,
-    /// Map unknown users (and anonymous logons) to guest instead of failing.
+    /// Map unknown users to guest instead of failing.
     pub allow_guest: bool,
+    /// Accept anonymous (null session) logons, as Windows and Samba do by default; the server
+    /// limits what such a session may reach (IPC$ and guest shares).
+    pub allow_anonymous: bool,
 }
 
 /// What to send back in the SESSION_SETUP response.
@@ -289,7 +292,7 @@ impl Acceptor {
 
         // MS-NLMP 3.2.5.1.2: anonymous is an empty user with empty NT and empty or Z(1) LM response.
         if user.is_empty() && a.nt_response.is_empty() && matches!(a.lm_response, [] | [0]) {
-            if !self.cfg.allow_guest {
+            if !self.cfg.allow_anonymous {
                 return Err(fail(""));
             }
             return Ok(no_key(Identity {

@@ -10,6 +10,7 @@ fn cfg(allow_guest: bool) -> AcceptorConfig {
         dns_domain: "example.test".into(),
         dns_computer: "smbq.example.test".into(),
         allow_guest,
+        allow_anonymous: allow_guest,
     }
 }
 
@@ -133,7 +134,7 @@ fn ntlmv1_and_lm_only_responses_are_logon_failures() {
 }
 
 #[test]
-fn anonymous_needs_allow_guest() {
+fn anonymous_needs_allow_anonymous() {
     for lm in [&[][..], &[0][..]] {
         let (mut acc, _) = raw_acceptor(true);
         let AcceptStep::Done {
@@ -282,4 +283,30 @@ fn challenge_carries_target_info_and_mirrors_flags() {
         Some(&0x01d0_0000_0000_0000u64.to_le_bytes()[..])
     );
     assert!(c.target_info.ends_with(&[0, 0, 0, 0]));
+}
+
+#[test]
+fn anonymous_is_independent_of_guest() {
+    let mut c = cfg(false);
+    c.allow_anonymous = true;
+    let mut acc = Acceptor::new(c.clone(), [3; 8], 5);
+    let _ = acc
+        .step(&ntlm_msg::encode_negotiate(0xe288_8235), &user_db)
+        .unwrap();
+    let AcceptStep::Done { identity, .. } = acc.step(&auth_with("", &[], &[]), &user_db).unwrap()
+    else {
+        panic!()
+    };
+    assert!(identity.is_anonymous);
+    // Unknown users still fail: guest mapping is off.
+    let mut acc = Acceptor::new(c, [3; 8], 5);
+    let _ = acc
+        .step(&ntlm_msg::encode_negotiate(0xe288_8235), &user_db)
+        .unwrap();
+    let mut nt = vec![0u8; 16];
+    nt.extend_from_slice(&crate::ntlm_crypto::client_blob(0, &[0; 8], &[0, 0, 0, 0]));
+    let err = acc
+        .step(&auth_with("nobody", &[0; 24], &nt), &user_db)
+        .unwrap_err();
+    assert_eq!(err.nt_status(), smbq_wire::NtStatus::LOGON_FAILURE);
 }

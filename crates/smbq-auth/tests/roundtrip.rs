@@ -16,6 +16,7 @@ fn cfg(allow_guest: bool) -> AcceptorConfig {
         dns_domain: "example.test".into(),
         dns_computer: "smbq.example.test".into(),
         allow_guest,
+        allow_anonymous: allow_guest,
     }
 }
 

@@ -23,8 +23,10 @@ pub struct EngineConfig {
     pub ciphers: Vec<Cipher>,
     /// Signing algorithms we accept (3.1.1 SIGNING_CAPABILITIES); the client's order picks.
     pub signing: Vec<SigningAlgorithm>,
-    /// Unknown users and anonymous logons become guest sessions.
+    /// Unknown users become guest sessions.
     pub guest_ok: bool,
+    /// Anonymous (null session) logons are accepted; they reach IPC$ and guest shares only.
+    pub anonymous_ok: bool,
     /// Over QUIC, honour SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (MS-SMB2 3.3.5.4).
     pub accept_transport_security: bool,
 }
@@ -57,6 +59,7 @@ impl EngineConfig {
                 SigningAlgorithm::HmacSha256,
             ],
             guest_ok: false,
+            anonymous_ok: true,
             accept_transport_security: true,
         }
     }
@@ -69,6 +72,11 @@ impl EngineConfig {
     pub fn encrypt(mut self, required: bool, desired: bool) -> Self {
         self.encrypt_required = required;
         self.encrypt_desired = desired;
+        self
+    }
+
+    pub fn anonymous_ok(mut self, on: bool) -> Self {
+        self.anonymous_ok = on;
         self
     }
 

@@ -815,6 +815,7 @@ impl ServerConnection {
             dns_domain: self.cfg.server_name.to_lowercase(),
             dns_computer: self.cfg.server_name.to_lowercase(),
             allow_guest: self.cfg.guest_ok,
+            allow_anonymous: self.cfg.anonymous_ok,
         };
         let new_acceptor = |env: &mut Env<'_>| {
             let mut challenge = [0u8; 8];

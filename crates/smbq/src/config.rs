@@ -21,9 +21,11 @@ pub struct FileConfig {
     pub users: Option<PathBuf>,
     /// "required" | "desired" | "off"
     pub encrypt: Option<String>,
-    /// Allow guest sessions (unknown users and anonymous logons) at all.
+    /// Map unknown users to guest sessions (off by default).
     #[serde(default)]
     pub guest_ok: bool,
+    /// Accept anonymous (null session) logons; they reach IPC$ and guest shares only.
+    pub anonymous_ok: Option<bool>,
     /// Require SMB signing on every non-guest session.
     #[serde(default)]
     pub require_signing: bool,

@@ -187,7 +187,8 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
             matches!(encrypt, EncryptPolicy::Required),
             matches!(encrypt, EncryptPolicy::Desired),
         )
-        .guest_ok(file.guest_ok);
+        .guest_ok(file.guest_ok)
+        .anonymous_ok(file.anonymous_ok.unwrap_or(true));
 
     let listen = args
         .listen
