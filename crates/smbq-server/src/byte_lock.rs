@@ -141,8 +141,14 @@ impl ByteLocks {
         length: u64,
         exclusive: bool,
         cancel: &CancellationToken,
+        closed: &std::sync::atomic::AtomicBool,
     ) -> Result<(), NtStatus> {
         loop {
+            // MS-SMB2 3.3.5.14.2 / Windows: a pending lock whose open is closed completes with
+            // RANGE_NOT_LOCKED (smbtorture lock.cancel, "cancel by close").
+            if closed.load(std::sync::atomic::Ordering::Acquire) {
+                return Err(NtStatus::RANGE_NOT_LOCKED);
+            }
             // Registered before the attempt, so a release between the attempt and the wait
             // still wakes us.
             let released = self.released.notified();
@@ -191,19 +197,16 @@ impl ByteLocks {
     /// Drops every lock of `owner` on `key` (the open is closing).
     pub fn release_owner(&self, key: FileKey, owner: u64) {
         let mut files = self.files.lock();
-        let mut changed = false;
         if let Some(list) = files.get_mut(&key) {
-            let before = list.len();
             list.retain(|l| l.owner != owner);
-            changed = list.len() != before;
             if list.is_empty() {
                 files.remove(&key);
             }
         }
         drop(files);
-        if changed {
-            self.released.notify_waiters();
-        }
+        // Always wake: even without locks of its own, the closing owner may have a request
+        // waiting in `lock_wait`, which must now complete.
+        self.released.notify_waiters();
     }
 
     /// MS-FSA 2.1.4.10 for READ/WRITE: FILE_LOCK_CONFLICT when another open's lock forbids it.
@@ -241,6 +244,7 @@ impl ByteLocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicBool;
 
     const K: FileKey = FileKey { dev: 1, ino: 2 };
     const A: u64 = 1;
@@ -371,7 +375,10 @@ mod tests {
         let cancel = CancellationToken::new();
         let m2 = m.clone();
         let c2 = cancel.clone();
-        let waiter = tokio::spawn(async move { m2.lock_wait(K, B, 0, 10, true, &c2).await });
+        let waiter = tokio::spawn(async move {
+            m2.lock_wait(K, B, 0, 10, true, &c2, &AtomicBool::new(false))
+                .await
+        });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
         m.unlock(K, A, 0, 10).unwrap();
@@ -379,9 +386,31 @@ mod tests {
 
         let m3 = m.clone();
         let c3 = cancel.clone();
-        let waiter = tokio::spawn(async move { m3.lock_wait(K, A, 5, 1, false, &c3).await });
+        let waiter = tokio::spawn(async move {
+            m3.lock_wait(K, A, 5, 1, false, &c3, &AtomicBool::new(false))
+                .await
+        });
         tokio::task::yield_now().await;
         cancel.cancel();
         assert_eq!(waiter.await.unwrap(), Err(NtStatus::CANCELLED));
+    }
+
+    #[tokio::test]
+    async fn closing_the_waiting_open_ends_its_lock_request() {
+        let m = std::sync::Arc::new(ByteLocks::new());
+        m.try_lock(K, A, 0, 10, true).unwrap();
+        let closed = std::sync::Arc::new(AtomicBool::new(false));
+        let (m2, c2) = (m.clone(), closed.clone());
+        let waiter = tokio::spawn(async move {
+            m2.lock_wait(K, B, 0, 10, true, &CancellationToken::new(), &c2)
+                .await
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        // B closes (it holds no locks): its pending request completes, A's lock stays.
+        closed.store(true, std::sync::atomic::Ordering::Release);
+        m.release_owner(K, B);
+        assert_eq!(waiter.await.unwrap(), Err(NtStatus::RANGE_NOT_LOCKED));
+        assert_eq!(m.count(K), 1);
     }
 }

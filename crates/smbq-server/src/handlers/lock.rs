@@ -52,7 +52,15 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             locks.try_lock(f.key, owner, e.offset, e.length, exclusive)
         } else {
             locks
-                .lock_wait(f.key, owner, e.offset, e.length, exclusive, &ctx.cancel)
+                .lock_wait(
+                    f.key,
+                    owner,
+                    e.offset,
+                    e.length,
+                    exclusive,
+                    &ctx.cancel,
+                    &open.closed,
+                )
                 .await
         };
         if let Err(status) = r {
