@@ -148,8 +148,8 @@ impl<'a> CreateRequest<'a> {
                 field: "NameLength",
             });
         }
-        let name = buffer(&r, name_offset, name_len)?;
-        let contexts = buffer(&r, ctx_offset, ctx_len)?;
+        let name = r.variable_buffer(name_offset, name_len)?;
+        let contexts = r.variable_buffer(ctx_offset, ctx_len)?;
         Ok(Self {
             security_flags,
             requested_oplock_level,
@@ -211,19 +211,6 @@ impl<'a> CreateRequest<'a> {
     }
 }
 
-/// A variable buffer of a CREATE message: empty when `len` is 0 whatever the offset,
-/// otherwise inside the message and not overlapping the fixed part.
-fn buffer<'a>(r: &Reader<'a>, offset: usize, len: usize) -> Result<&'a [u8], DecodeError> {
-    if len != 0 && offset < r.pos() {
-        return Err(DecodeError::BadOffset {
-            offset,
-            len,
-            total: r.whole().len(),
-        });
-    }
-    r.slice_at(offset, len)
-}
-
 /// A CREATE response (MS-SMB2 2.2.14). Times are FILETIMEs.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct CreateResponse<'a> {
@@ -262,7 +249,7 @@ impl<'a> CreateResponse<'a> {
         let file_id = FileId::decode(&mut r)?;
         let ctx_offset = r.u32()? as usize;
         let ctx_len = r.u32()? as usize;
-        let contexts = buffer(&r, ctx_offset, ctx_len)?;
+        let contexts = r.variable_buffer(ctx_offset, ctx_len)?;
         Ok(Self {
             oplock_level,
             flags,

@@ -113,11 +113,37 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// A message's variable buffer: empty when `len` is 0 whatever the offset, otherwise inside
+    /// the message and not overlapping the fixed part, which ends at the reader's position.
+    pub fn variable_buffer(&self, offset: usize, len: usize) -> Result<&'a [u8], DecodeError> {
+        if len != 0 && offset < self.pos {
+            return Err(DecodeError::BadOffset {
+                offset,
+                len,
+                total: self.buf.len(),
+            });
+        }
+        self.slice_at(offset, len)
+    }
+
     /// `len` bytes at absolute `offset` of the whole buffer, checked once. A zero length gives an
     /// empty slice whatever the offset (clients send offset 0 with length 0).
     pub fn slice_at(&self, offset: usize, len: usize) -> Result<&'a [u8], DecodeError> {
         slice_at(self.buf, offset, len)
     }
+}
+
+/// The 4-byte body shared by ECHO, LOGOFF and CANCEL (MS-SMB2 2.2.7, 2.2.28, 2.2.30):
+/// StructureSize 4 and a reserved u16.
+pub(crate) fn decode_reserved4(msg: &[u8]) -> Result<(), DecodeError> {
+    let mut r = Reader::at(msg, crate::header::HEADER_LEN)?;
+    r.structure_size(4)?;
+    let _reserved = r.u16()?;
+    Ok(())
+}
+
+pub(crate) fn encode_reserved4(w: &mut Writer) {
+    w.u16(4).u16(0);
 }
 
 /// `len` bytes at `offset` of `buf`; never wraps, never panics.

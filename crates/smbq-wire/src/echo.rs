@@ -1,9 +1,8 @@
 //! SMB2 ECHO request and response (MS-SMB2 2.2.28, 2.2.29): a 4-byte body,
 //! StructureSize 4 and Reserved.
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::Writer;
 use crate::error::DecodeError;
-use crate::header::HEADER_LEN;
 
 /// SMB2 ECHO Request (MS-SMB2 2.2.28).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -13,11 +12,11 @@ impl EchoRequest {
     pub const STRUCTURE_SIZE: u16 = 4;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        decode_empty(msg).map(|()| Self)
+        crate::cursor::decode_reserved4(msg).map(|()| Self)
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        encode_empty(w);
+        crate::cursor::encode_reserved4(w);
     }
 }
 
@@ -29,23 +28,12 @@ impl EchoResponse {
     pub const STRUCTURE_SIZE: u16 = 4;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        decode_empty(msg).map(|()| Self)
+        crate::cursor::decode_reserved4(msg).map(|()| Self)
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        encode_empty(w);
+        crate::cursor::encode_reserved4(w);
     }
-}
-
-fn decode_empty(msg: &[u8]) -> Result<(), DecodeError> {
-    let mut r = Reader::at(msg, HEADER_LEN)?;
-    r.structure_size(4)?;
-    let _reserved = r.u16()?;
-    Ok(())
-}
-
-fn encode_empty(w: &mut Writer) {
-    w.u16(4).u16(0);
 }
 
 #[cfg(test)]

@@ -1,9 +1,8 @@
 //! SMB2 LOGOFF request and response (MS-SMB2 2.2.7, 2.2.8): a 4-byte body,
 //! StructureSize 4 and Reserved.
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::Writer;
 use crate::error::DecodeError;
-use crate::header::HEADER_LEN;
 
 /// SMB2 LOGOFF Request (MS-SMB2 2.2.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -13,11 +12,11 @@ impl LogoffRequest {
     pub const STRUCTURE_SIZE: u16 = 4;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        decode_empty(msg).map(|()| Self)
+        crate::cursor::decode_reserved4(msg).map(|()| Self)
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        encode_empty(w);
+        crate::cursor::encode_reserved4(w);
     }
 }
 
@@ -29,23 +28,12 @@ impl LogoffResponse {
     pub const STRUCTURE_SIZE: u16 = 4;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        decode_empty(msg).map(|()| Self)
+        crate::cursor::decode_reserved4(msg).map(|()| Self)
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        encode_empty(w);
+        crate::cursor::encode_reserved4(w);
     }
-}
-
-fn decode_empty(msg: &[u8]) -> Result<(), DecodeError> {
-    let mut r = Reader::at(msg, HEADER_LEN)?;
-    r.structure_size(4)?;
-    let _reserved = r.u16()?;
-    Ok(())
-}
-
-fn encode_empty(w: &mut Writer) {
-    w.u16(4).u16(0);
 }
 
 #[cfg(test)]

@@ -19,19 +19,6 @@ pub const REQUEST_BUFFER_OFFSET: usize = HEADER_LEN + REQUEST_FIXED;
 /// Where the response's buffer starts, counted from the header (0x48).
 pub const RESPONSE_BUFFER_OFFSET: usize = HEADER_LEN + 8;
 
-/// A variable buffer: empty when `len` is 0 whatever the offset, otherwise inside the message
-/// and not overlapping the fixed part (which ends at the reader's position).
-fn buffer<'a>(r: &Reader<'a>, offset: usize, len: usize) -> Result<&'a [u8], DecodeError> {
-    if len != 0 && offset < r.pos() {
-        return Err(DecodeError::BadOffset {
-            offset,
-            len,
-            total: r.whole().len(),
-        });
-    }
-    r.slice_at(offset, len)
-}
-
 /// A QUERY_DIRECTORY request (MS-SMB2 2.2.33). `file_name` is the UTF-16LE search pattern.
 /// An empty pattern decodes; 3.3.5.18 leaves its rejection to the handler.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -57,7 +44,7 @@ impl<'a> QueryDirectoryRequest<'a> {
         let name_offset = usize::from(r.u16()?);
         let name_len = usize::from(r.u16()?);
         let output_buffer_length = r.u32()?;
-        let file_name = buffer(&r, name_offset, name_len)?;
+        let file_name = r.variable_buffer(name_offset, name_len)?;
         Ok(Self {
             file_information_class,
             flags,
@@ -107,7 +94,7 @@ impl<'a> QueryDirectoryResponse<'a> {
         let offset = usize::from(r.u16()?);
         let len = r.u32()? as usize;
         Ok(Self {
-            buffer: buffer(&r, offset, len)?,
+            buffer: r.variable_buffer(offset, len)?,
         })
     }
 

@@ -28,19 +28,6 @@ pub const REQUEST_BUFFER_OFFSET: usize = HEADER_LEN + REQUEST_FIXED;
 /// Where the response's output buffer starts, counted from the header (0x48).
 pub const RESPONSE_BUFFER_OFFSET: usize = HEADER_LEN + 8;
 
-/// A variable buffer: empty when `len` is 0 whatever the offset, otherwise inside the message
-/// and not overlapping the fixed part (which ends at the reader's position).
-fn buffer<'a>(r: &Reader<'a>, offset: usize, len: usize) -> Result<&'a [u8], DecodeError> {
-    if len != 0 && offset < r.pos() {
-        return Err(DecodeError::BadOffset {
-            offset,
-            len,
-            total: r.whole().len(),
-        });
-    }
-    r.slice_at(offset, len)
-}
-
 /// A QUERY_INFO request (MS-SMB2 2.2.37). `input` holds, for example, an EA name list or a
 /// quota SID list; `additional_information` carries security-information bits for SECURITY.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -69,7 +56,7 @@ impl<'a> QueryInfoRequest<'a> {
         let additional_information = r.u32()?;
         let flags = r.u32()?;
         let file_id = FileId::decode(&mut r)?;
-        let input = buffer(&r, input_offset, input_len)?;
+        let input = r.variable_buffer(input_offset, input_len)?;
         Ok(Self {
             info_type,
             file_info_class,
@@ -116,7 +103,7 @@ impl<'a> QueryInfoResponse<'a> {
         let offset = usize::from(r.u16()?);
         let len = r.u32()? as usize;
         Ok(Self {
-            buffer: buffer(&r, offset, len)?,
+            buffer: r.variable_buffer(offset, len)?,
         })
     }
 

@@ -69,7 +69,7 @@ impl<'a> ReadRequest<'a> {
         let remaining_bytes = r.u32()?;
         let info_offset = usize::from(r.u16()?);
         let info_len = usize::from(r.u16()?);
-        let read_channel_info = buffer(&r, info_offset, info_len)?;
+        let read_channel_info = r.variable_buffer(info_offset, info_len)?;
         Ok(Self {
             padding,
             flags,
@@ -110,19 +110,6 @@ impl<'a> ReadRequest<'a> {
     }
 }
 
-/// A variable buffer: empty when `len` is 0 whatever the offset, otherwise inside the message
-/// and not overlapping the fixed part (which ends at the reader's position).
-fn buffer<'a>(r: &Reader<'a>, offset: usize, len: usize) -> Result<&'a [u8], DecodeError> {
-    if len != 0 && offset < r.pos() {
-        return Err(DecodeError::BadOffset {
-            offset,
-            len,
-            total: r.whole().len(),
-        });
-    }
-    r.slice_at(offset, len)
-}
-
 /// A READ response (MS-SMB2 2.2.20). `data` borrows from the decoded message.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ReadResponse<'a> {
@@ -146,7 +133,7 @@ impl<'a> ReadResponse<'a> {
         let data_len = r.u32()? as usize;
         let data_remaining = r.u32()?;
         let flags = r.u32()?;
-        let data = buffer(&r, data_offset, data_len)?;
+        let data = r.variable_buffer(data_offset, data_len)?;
         Ok(Self {
             data_remaining,
             flags,
