@@ -1130,19 +1130,21 @@ impl ServerConnection {
             let mut m = w.into_vec();
             let data = if error_body { None } else { r.data.clone() };
             let last = i + 1 == n;
-            if !last {
-                // Pad to 8 and link (MS-SMB2 3.3.4.1.3).
+            if n > 1 {
+                // Pad to 8 and link (MS-SMB2 3.3.4.1.3). Windows pads the last response of a
+                // compound too (smbtorture compound-padding); a lone response is not padded.
                 let total = m.len() + data.as_ref().map_or(0, |d| d.len());
                 let padded = total.div_ceil(8) * 8;
                 if let Some(d) = &data {
                     m.extend_from_slice(d);
                 }
                 m.resize(padded, 0);
+                let next = if last { 0 } else { padded as u32 };
                 if let Some(f) = m.get_mut(
                     smbq_wire::header::NEXT_COMMAND_OFFSET
                         ..smbq_wire::header::NEXT_COMMAND_OFFSET + 4,
                 ) {
-                    f.copy_from_slice(&(padded as u32).to_le_bytes())
+                    f.copy_from_slice(&next.to_le_bytes())
                 }
                 if sign {
                     self.sign_into(req.session_id, &mut m);
