@@ -12,11 +12,22 @@ use tokio_util::sync::CancellationToken;
 /// MS-ERREF: STATUS_INVALID_LOCK_RANGE (not among smbq-wire's named constants).
 pub const STATUS_INVALID_LOCK_RANGE: NtStatus = NtStatus(0xC000_01A1);
 
-/// Identity of a file across opens (device and inode).
+/// Identity of a stream across opens: device, inode and which data stream of it. Share
+/// modes, oplocks and byte-range locks are per stream (MS-FSA 2.1.1: an Open is of a Stream), so a named
+/// stream (`crate::streams::stream_id`) is a key of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileKey {
     pub dev: u64,
     pub ino: u64,
+    /// 0 for the unnamed data stream (and directories).
+    pub stream: u64,
+}
+
+impl FileKey {
+    /// The file itself (its unnamed stream), whatever stream `self` names.
+    pub fn base(self) -> FileKey {
+        FileKey { stream: 0, ..self }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +144,7 @@ impl ByteLocks {
     }
 
     /// Waits until the lock is granted or `cancel` fires (STATUS_CANCELLED).
+    #[allow(clippy::too_many_arguments)]
     pub async fn lock_wait(
         &self,
         key: FileKey,
@@ -246,7 +258,11 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
 
-    const K: FileKey = FileKey { dev: 1, ino: 2 };
+    const K: FileKey = FileKey {
+        dev: 1,
+        ino: 2,
+        stream: 0,
+    };
     const A: u64 = 1;
     const B: u64 = 2;
 

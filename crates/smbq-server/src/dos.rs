@@ -25,7 +25,8 @@ const ENCODED_LEN: usize = 13;
 /// What the xattr holds. `None` fields were never set and fall back to what POSIX gives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DosInfo {
-    /// The stored attribute bits ([`attr::STORED`]); READONLY and DIRECTORY always come from
+    /// The stored attribute bits ([`attr::STORED`], plus READONLY for directories, where the
+    /// mode cannot carry it); a file's READONLY and DIRECTORY always come from
     /// the mode and file type instead.
     pub attributes: Option<u32>,
     /// CreationTime as a FILETIME.
@@ -56,7 +57,7 @@ impl DosInfo {
         let a = u32::from_le_bytes([a0, a1, a2, a3]);
         let c = u64::from_le_bytes([c0, c1, c2, c3, c4, c5, c6, c7]);
         DosInfo {
-            attributes: (a != u32::MAX).then_some(a & attr::STORED),
+            attributes: (a != u32::MAX).then_some(a & (attr::STORED | attr::READONLY)),
             creation: (c != 0).then_some(c),
         }
     }
@@ -109,7 +110,8 @@ pub fn attributes(st: &Stat, name: &str, dos: &DosInfo) -> u32 {
     };
     let mut a = stored & attr::STORED;
     if st.kind == FileKind::Dir {
-        a |= attr::DIRECTORY;
+        // A directory's READONLY restricts nothing on Windows; it is only remembered.
+        a |= attr::DIRECTORY | (stored & attr::READONLY);
     } else if meta::is_read_only(st) {
         a |= attr::READONLY;
     }
@@ -129,6 +131,8 @@ const MAX_CHANGE_TIMES: usize = 1 << 16;
 impl ChangeTimes {
     /// Records that `key`, whose ctime is now `ctime`, should report `change`.
     pub fn set(&self, key: FileKey, ctime: Timespec, change: u64) {
+        // Times belong to the file, whichever of its streams the client went through.
+        let key = key.base();
         let mut m = self.map.lock();
         if m.len() >= MAX_CHANGE_TIMES && !m.contains_key(&key) {
             m.clear();
@@ -139,7 +143,7 @@ impl ChangeTimes {
     /// The client's ChangeTime for `key` if nothing has changed the inode since it was set.
     pub fn get(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
         let m = self.map.lock();
-        match m.get(&key) {
+        match m.get(&key.base()) {
             Some((c, v)) if *c == ctime => Some(*v),
             _ => None,
         }
@@ -192,7 +196,11 @@ mod tests {
             attributes: Some(attr::HIDDEN | attr::DIRECTORY | attr::READONLY),
             creation: None,
         };
-        assert_eq!(DosInfo::decode(&d.encode()).attributes, Some(attr::HIDDEN));
+        assert_eq!(
+            DosInfo::decode(&d.encode()).attributes,
+            Some(attr::HIDDEN | attr::READONLY),
+            "DIRECTORY is never stored"
+        );
     }
 
     #[test]
@@ -214,17 +222,41 @@ mod tests {
         assert_eq!(attributes(&ro, "a", &normal), attr::READONLY);
         let d = stat(FileKind::Dir, 0o040755);
         assert_eq!(attributes(&d, "d", &normal), attr::DIRECTORY);
+        // READONLY is stored for directories only; a file's comes from its mode.
+        let stored_ro = DosInfo {
+            attributes: Some(attr::READONLY),
+            creation: None,
+        };
+        assert_eq!(
+            attributes(&d, "d", &stored_ro),
+            attr::DIRECTORY | attr::READONLY
+        );
+        assert_eq!(attributes(&f, "a", &stored_ro), attr::NORMAL);
     }
 
     #[test]
     fn change_time_holds_until_the_inode_changes() {
         let t = ChangeTimes::default();
-        let key = FileKey { dev: 1, ino: 2 };
+        let key = FileKey {
+            dev: 1,
+            ino: 2,
+            stream: 0,
+        };
         let c1 = Timespec::new(100, 5);
         t.set(key, c1, 42);
         assert_eq!(t.get(key, c1), Some(42));
         assert_eq!(t.get(key, Timespec::new(100, 6)), None);
-        assert_eq!(t.get(FileKey { dev: 1, ino: 3 }, c1), None);
+        assert_eq!(
+            t.get(
+                FileKey {
+                    dev: 1,
+                    ino: 3,
+                    stream: 0
+                },
+                c1
+            ),
+            None
+        );
         let view = View::new(
             &stat(FileKind::File, 0o100644),
             "a",

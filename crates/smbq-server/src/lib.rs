@@ -10,6 +10,7 @@ pub mod config;
 pub mod conn;
 mod dispatch;
 mod dos;
+pub mod ea;
 pub mod errors;
 mod handlers;
 mod meta;
@@ -17,9 +18,11 @@ pub mod oplock;
 pub mod path;
 pub mod pipe;
 pub mod push;
+pub mod security;
 pub mod share;
 pub mod share_mode;
 pub mod short_name;
+pub mod streams;
 pub mod tables;
 
 pub use config::{EncryptPolicy, ServerConfig, ShareConfig};
@@ -278,6 +281,16 @@ impl Server {
         let last = self.files.remove(f.key, open.volatile(), doc);
         // After the share mode is gone, so a CREATE this wakes finds the file free.
         self.oplock_release(open.volatile());
+        if let Some(last) = &last
+            && last.delete_stream
+            && !last.delete
+            && let Some(name) = f.stream.as_ref().and_then(|s| s.name())
+        {
+            // MS-FSA 2.1.5.4: a delete-pending stream goes with its last open.
+            if let Err(e) = f.file.remove_xattr(&format!("{}{name}", streams::PREFIX)) {
+                tracing::warn!(stream = %name, error = %e, "stream delete on close failed");
+            }
+        }
         if let Some(last) = last
             && last.delete
             && let Some(vfs) = &open.tree.share.vfs

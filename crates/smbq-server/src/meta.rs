@@ -40,14 +40,27 @@ pub fn is_read_only(st: &Stat) -> bool {
     st.kind != FileKind::Dir && st.mode & 0o222 == 0
 }
 
-/// AllocationSize as Windows reports it: what is allocated, but never less than the size
-/// rounded up to 4 KiB clusters for a non-empty file (sparse files would otherwise look odd).
-pub fn allocation_size(st: &Stat) -> u64 {
+/// AllocationSize as Windows reports it: the size rounded up to 4 KiB clusters, or more
+/// while a client's preallocation (`requested`, MS-FSA Stream.AllocationSize, kept by
+/// `crate::share_mode::FileTable` until the last close as NTFS trims it then) is larger.
+///
+/// `st_blocks` is not used: ext4 counts a file's external xattr block (DOS attributes, EAs,
+/// named streams, security descriptors) there, which would make an empty file with EAs
+/// report a cluster (smbtorture smb2.setinfo); sparse files report their full size.
+pub fn allocation_with(st: &Stat, requested: Option<u64>) -> u64 {
     if st.kind == FileKind::Dir {
         return 0;
     }
-    let rounded = st.size.div_ceil(4096).saturating_mul(4096);
-    st.alloc_size.max(rounded)
+    let rounded = round_cluster(st.size);
+    rounded.max(requested.map_or(0, round_cluster))
+}
+
+pub fn allocation_size(st: &Stat) -> u64 {
+    allocation_with(st, None)
+}
+
+pub fn round_cluster(v: u64) -> u64 {
+    v.div_ceil(4096).saturating_mul(4096)
 }
 
 pub fn end_of_file(st: &Stat) -> u64 {

@@ -534,7 +534,11 @@ impl Server {
 mod tests {
     use super::*;
 
-    const K: FileKey = FileKey { dev: 1, ino: 2 };
+    const K: FileKey = FileKey {
+        dev: 1,
+        ino: 2,
+        stream: 0,
+    };
     use Level::{Batch, Exclusive, II, None as No};
 
     fn owner(id: u64) -> Owner {

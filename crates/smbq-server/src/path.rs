@@ -23,6 +23,9 @@ pub enum Stream {
 pub struct SmbName {
     pub components: Vec<String>,
     pub stream: Stream,
+    /// The name spelled out the unnamed stream (`name::$DATA`), which a directory does not
+    /// have (smbtorture smb2.streams.dir).
+    pub default_data: bool,
 }
 
 impl SmbName {
@@ -53,6 +56,7 @@ pub fn parse_smb_name(name: &str) -> Result<SmbName, NtStatus> {
         return Ok(SmbName {
             components: Vec::new(),
             stream: Stream::Default,
+            default_data: false,
         });
     }
     if name.starts_with('\\') {
@@ -64,9 +68,11 @@ pub fn parse_smb_name(name: &str) -> Result<SmbName, NtStatus> {
     let last_idx = parts.len().saturating_sub(1);
     let mut components = Vec::with_capacity(parts.len());
     let mut stream = Stream::Default;
+    let mut default_data = false;
     for (i, part) in parts.into_iter().enumerate() {
         let base = if i == last_idx {
             let (base, s) = split_stream(part)?;
+            default_data = s == Stream::Default && part.len() > base.len();
             stream = s;
             base
         } else {
@@ -75,7 +81,11 @@ pub fn parse_smb_name(name: &str) -> Result<SmbName, NtStatus> {
         check_component(base)?;
         components.push(base.to_owned());
     }
-    Ok(SmbName { components, stream })
+    Ok(SmbName {
+        components,
+        stream,
+        default_data,
+    })
 }
 
 /// Splits `file:stream:type` (MS-FSCC 2.1.5.3).
@@ -238,6 +248,20 @@ mod tests {
         let n = parse_smb_name("f.txt::$DATA").unwrap();
         assert_eq!(n.components, ["f.txt"]);
         assert_eq!(n.stream, Stream::Default);
+        assert!(n.default_data);
+        assert!(!parse_smb_name("f.txt").unwrap().default_data);
+        assert!(!parse_smb_name("f.txt:s:$DATA").unwrap().default_data);
+        // MS-FSCC 2.1.5.3: stream names may hold characters file names may not.
+        let n = parse_smb_name("f:\u{5}Stream\n One:$DATA").unwrap();
+        assert_eq!(n.stream, Stream::Named("\u{5}Stream\n One".into()));
+        assert_eq!(
+            parse_smb_name("f:?Stream*").unwrap().stream,
+            Stream::Named("?Stream*".into())
+        );
+        assert_eq!(
+            parse_smb_name("d\\stream*:s:$DATA"),
+            Err(NtStatus::OBJECT_NAME_INVALID)
+        );
         let n = parse_smb_name("d\\f.txt:s1").unwrap();
         assert_eq!(n.stream, Stream::Named("s1".into()));
         let n = parse_smb_name("f:s1:$data").unwrap();

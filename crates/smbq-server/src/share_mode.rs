@@ -1,6 +1,11 @@
 //! Which opens exist on each file (by device and inode), with their access and share modes
 //! (MS-FSA 2.1.5.1.2 share access check) and the file's delete-pending state
 //! (MS-FSA 2.1.5.4 / 2.1.5.14.3).
+//!
+//! Opens of named streams (`crate::streams`) live in their file's entry, tagged with the
+//! stream: share modes are checked between opens of the same stream only, except that an
+//! open of the file itself asking for DELETE needs every open stream to share delete, and a
+//! delete-pending file refuses opens of any of its streams (smbtorture smb2.streams.delete).
 
 use std::collections::HashMap;
 
@@ -24,12 +29,18 @@ struct Entry {
     open_id: u64,
     access: u32,
     share: u32,
+    /// [`FileKey::stream`] of the stream this open addresses.
+    stream: u64,
 }
 
 #[derive(Debug)]
 struct FileState {
     opens: Vec<Entry>,
     delete_pending: bool,
+    /// Named streams marked for deletion when their last open closes.
+    stream_delete: Vec<u64>,
+    /// A client's preallocation of the unnamed stream, forgotten at the last close.
+    allocation: Option<u64>,
     /// Where the file is now, relative to its share (renames update it), for the final unlink.
     path: RelPath,
     is_dir: bool,
@@ -40,7 +51,11 @@ struct FileState {
 pub struct LastClose {
     pub path: RelPath,
     pub is_dir: bool,
+    /// The last open of the file is gone and the file is delete-pending: unlink it.
     pub delete: bool,
+    /// The last open of a delete-pending named stream is gone: remove that stream (other
+    /// opens of the file may remain; then `delete` is false).
+    pub delete_stream: bool,
 }
 
 /// MS-FSA 2.1.5.1.2.1: does a new open (`access`, `share_access`) conflict with `e`?
@@ -81,25 +96,20 @@ impl FileTable {
         is_dir: bool,
     ) -> Result<(), NtStatus> {
         let mut files = self.files.lock();
-        let st = files.entry(key).or_insert_with(|| FileState {
+        let st = files.entry(key.base()).or_insert_with(|| FileState {
             opens: Vec::new(),
             delete_pending: false,
+            stream_delete: Vec::new(),
+            allocation: None,
             path: path.clone(),
             is_dir,
         });
-        if st.delete_pending {
-            return Err(NtStatus::DELETE_PENDING);
-        }
-        if st.opens.iter().any(|e| conflicts(e, access, share_access)) {
-            if st.opens.is_empty() {
-                files.remove(&key);
-            }
-            return Err(NtStatus::SHARING_VIOLATION);
-        }
+        st.check(key, access, share_access)?;
         st.opens.push(Entry {
             open_id,
             access,
             share: share_access,
+            stream: key.stream,
         });
         Ok(())
     }
@@ -108,16 +118,10 @@ impl FileTable {
     /// destructive step such as truncation).
     pub fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
         let files = self.files.lock();
-        let Some(st) = files.get(&key) else {
-            return Ok(());
-        };
-        if st.delete_pending {
-            return Err(NtStatus::DELETE_PENDING);
+        match files.get(&key.base()) {
+            Some(st) => st.check(key, access, share_access),
+            None => Ok(()),
         }
-        if st.opens.iter().any(|e| conflicts(e, access, share_access)) {
-            return Err(NtStatus::SHARING_VIOLATION);
-        }
-        Ok(())
     }
 
     /// Unregisters an open. When it was the last one, says where the file is and whether it
@@ -125,46 +129,117 @@ impl FileTable {
     /// (MS-FSA 2.1.5.4: an open's DeleteOnClose becomes the file's at cleanup).
     pub fn remove(&self, key: FileKey, open_id: u64, delete_on_close: bool) -> Option<LastClose> {
         let mut files = self.files.lock();
-        let st = files.get_mut(&key)?;
+        let st = files.get_mut(&key.base())?;
+        // The stream the open has now (a stream rename may have moved it).
+        let stream = st
+            .opens
+            .iter()
+            .find(|e| e.open_id == open_id)
+            .map_or(key.stream, |e| e.stream);
         st.opens.retain(|e| e.open_id != open_id);
         if delete_on_close {
-            st.delete_pending = true;
+            st.mark_delete(stream, true);
+        }
+        let mut delete_stream = false;
+        if stream != 0
+            && st.stream_delete.contains(&stream)
+            && !st.opens.iter().any(|e| e.stream == stream)
+        {
+            st.stream_delete.retain(|s| *s != stream);
+            delete_stream = true;
         }
         if !st.opens.is_empty() {
-            return None;
+            return delete_stream.then(|| LastClose {
+                path: st.path.clone(),
+                is_dir: st.is_dir,
+                delete: false,
+                delete_stream,
+            });
         }
-        let st = files.remove(&key)?;
+        let st = files.remove(&key.base())?;
         Some(LastClose {
             path: st.path,
             is_dir: st.is_dir,
             delete: st.delete_pending,
+            delete_stream,
         })
     }
 
+    /// Marks the file (or, for a named stream's key, that stream) delete-pending.
     pub fn set_delete_pending(&self, key: FileKey, pending: bool) {
-        if let Some(st) = self.files.lock().get_mut(&key) {
-            st.delete_pending = pending;
+        if let Some(st) = self.files.lock().get_mut(&key.base()) {
+            st.mark_delete(key.stream, pending);
         }
     }
 
+    /// Whether the file, or the named stream `key` addresses, is delete-pending.
     pub fn delete_pending(&self, key: FileKey) -> bool {
-        self.files
-            .lock()
-            .get(&key)
-            .is_some_and(|s| s.delete_pending)
+        self.files.lock().get(&key.base()).is_some_and(|s| {
+            s.delete_pending || (key.stream != 0 && s.stream_delete.contains(&key.stream))
+        })
     }
 
+    /// Opens of the stream `key` addresses.
     pub fn open_count(&self, key: FileKey) -> usize {
-        self.files.lock().get(&key).map_or(0, |s| s.opens.len())
+        self.files.lock().get(&key.base()).map_or(0, |s| {
+            s.opens.iter().filter(|e| e.stream == key.stream).count()
+        })
+    }
+
+    /// Opens of the file, any stream.
+    pub fn open_count_any(&self, key: FileKey) -> usize {
+        self.files
+            .lock()
+            .get(&key.base())
+            .map_or(0, |s| s.opens.len())
+    }
+
+    /// Whether a named stream of the file is open (MS-FSA 2.1.5.15.11: the file cannot be
+    /// renamed then).
+    pub fn has_stream_opens(&self, key: FileKey) -> bool {
+        self.files
+            .lock()
+            .get(&key.base())
+            .is_some_and(|s| s.opens.iter().any(|e| e.stream != 0))
+    }
+
+    /// Records an AllocationInformation / AllocationSize request for the file's data.
+    pub fn set_allocation(&self, key: FileKey, size: u64) {
+        if key.stream != 0 {
+            return;
+        }
+        if let Some(st) = self.files.lock().get_mut(&key.base()) {
+            st.allocation = Some(size);
+        }
+    }
+
+    /// The preallocation recorded for `key` while it is open.
+    pub fn allocation(&self, key: FileKey) -> Option<u64> {
+        if key.stream != 0 {
+            return None;
+        }
+        self.files
+            .lock()
+            .get(&key.base())
+            .and_then(|s| s.allocation)
+    }
+
+    /// After a stream rename, open `open_id` addresses stream `to` of the file.
+    pub fn move_open(&self, key: FileKey, open_id: u64, to: u64) {
+        if let Some(st) = self.files.lock().get_mut(&key.base()) {
+            for e in st.opens.iter_mut().filter(|e| e.open_id == open_id) {
+                e.stream = to;
+            }
+        }
     }
 
     /// The file's current path (after renames).
     pub fn path(&self, key: FileKey) -> Option<RelPath> {
-        self.files.lock().get(&key).map(|s| s.path.clone())
+        self.files.lock().get(&key.base()).map(|s| s.path.clone())
     }
 
     pub fn set_path(&self, key: FileKey, path: RelPath) {
-        if let Some(st) = self.files.lock().get_mut(&key) {
+        if let Some(st) = self.files.lock().get_mut(&key.base()) {
             st.path = path;
         }
     }
@@ -175,18 +250,60 @@ impl FileTable {
         self.files
             .lock()
             .iter()
-            .any(|(k, s)| *k != except && s.path != *dir && s.path.starts_with(dir))
+            .any(|(k, s)| *k != except.base() && s.path != *dir && s.path.starts_with(dir))
     }
 
     /// Whether another open on `key` lacks FILE_SHARE_DELETE (rename and delete need every
     /// other open to share delete).
     pub fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {
-        self.files.lock().get(&key).is_none_or(|s| {
+        self.files.lock().get(&key.base()).is_none_or(|s| {
             s.opens
                 .iter()
-                .filter(|e| e.open_id != open_id)
+                .filter(|e| e.open_id != open_id && e.stream == key.stream)
                 .all(|e| e.share & share::DELETE != 0)
         })
+    }
+}
+
+impl FileState {
+    /// The admission checks for an open of stream `key.stream` of this file.
+    fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
+        if self.delete_pending || (key.stream != 0 && self.stream_delete.contains(&key.stream)) {
+            return Err(NtStatus::DELETE_PENDING);
+        }
+        let same = |e: &&Entry| e.stream == key.stream;
+        if self
+            .opens
+            .iter()
+            .filter(same)
+            .any(|e| conflicts(e, access, share_access))
+        {
+            return Err(NtStatus::SHARING_VIOLATION);
+        }
+        // Deleting the file deletes its streams, so each open stream must share delete
+        // (smbtorture smb2.streams.delete); the reverse is not checked, as on Windows.
+        if key.stream == 0
+            && access & mask::DELETE != 0
+            && self
+                .opens
+                .iter()
+                .any(|e| e.stream != 0 && e.share & share::DELETE == 0)
+        {
+            return Err(NtStatus::SHARING_VIOLATION);
+        }
+        Ok(())
+    }
+
+    fn mark_delete(&mut self, stream: u64, pending: bool) {
+        if stream == 0 {
+            self.delete_pending = pending;
+        } else if pending {
+            if !self.stream_delete.contains(&stream) {
+                self.stream_delete.push(stream);
+            }
+        } else {
+            self.stream_delete.retain(|s| *s != stream);
+        }
     }
 }
 
@@ -194,7 +311,11 @@ impl FileTable {
 mod tests {
     use super::*;
 
-    const K: FileKey = FileKey { dev: 7, ino: 9 };
+    const K: FileKey = FileKey {
+        dev: 7,
+        ino: 9,
+        stream: 0,
+    };
     const R: u32 = mask::FILE_READ_DATA;
     const W: u32 = mask::FILE_WRITE_DATA;
     const D: u32 = mask::DELETE;
@@ -251,6 +372,62 @@ mod tests {
         assert!(last.delete);
         assert_eq!(last.path, p());
         assert_eq!(t.open_count(K), 0);
+    }
+
+    /// Streams of one file: share modes per stream, DELETE on the file needs every open
+    /// stream to share delete, delete-pending reaches the streams (smb2.streams.delete).
+    #[test]
+    fn streams_share_modes_and_delete() {
+        let s1 = FileKey { stream: 11, ..K };
+        let s2 = FileKey { stream: 22, ..K };
+        let t = FileTable::new();
+        t.admit(s1, 1, W, 0, &p(), false).unwrap();
+        t.admit(s2, 2, W, 0, &p(), false).unwrap();
+        assert_eq!(
+            t.admit(s1, 3, W, 0, &p(), false),
+            Err(NtStatus::SHARING_VIOLATION)
+        );
+        // The file's own data is another unit; DELETE on it is not, while s1/s2 refuse it.
+        t.admit(K, 4, W, share::ALL, &p(), false).unwrap();
+        assert_eq!(
+            t.admit(K, 5, D, share::ALL, &p(), false),
+            Err(NtStatus::SHARING_VIOLATION)
+        );
+        assert_eq!(t.open_count(s1), 1);
+        assert_eq!(t.open_count_any(K), 3);
+        assert!(t.has_stream_opens(K));
+        assert!(t.remove(s2, 2, false).is_none());
+        assert!(t.remove(K, 4, false).is_none());
+        // A delete-pending stream goes with its last open, the file stays.
+        let last = t.remove(s1, 1, true).unwrap();
+        assert!(last.delete_stream && !last.delete);
+        assert_eq!(t.open_count_any(K), 0);
+        // A delete-pending file refuses its streams too, and is deleted at the very end.
+        t.admit(s1, 6, R, share::ALL, &p(), false).unwrap();
+        t.admit(K, 7, D, share::ALL, &p(), false).unwrap();
+        assert_eq!(t.remove(K, 7, true), None);
+        assert_eq!(
+            t.admit(s2, 8, R, share::ALL, &p(), false),
+            Err(NtStatus::DELETE_PENDING)
+        );
+        let last = t.remove(s1, 6, false).unwrap();
+        assert!(last.delete && !last.delete_stream);
+    }
+
+    #[test]
+    fn moved_opens_and_allocation() {
+        let s1 = FileKey { stream: 11, ..K };
+        let t = FileTable::new();
+        t.admit(s1, 1, R, 0, &p(), false).unwrap();
+        t.move_open(s1, 1, 33);
+        assert_eq!(t.open_count(s1), 0);
+        assert_eq!(t.open_count(FileKey { stream: 33, ..K }), 1);
+        t.set_allocation(K, 8192);
+        assert_eq!(t.allocation(K), Some(8192));
+        assert_eq!(t.allocation(s1), None);
+        t.remove(s1, 1, false).unwrap();
+        // Forgotten with the last open, as NTFS trims preallocation at cleanup.
+        assert_eq!(t.allocation(K), None);
     }
 
     #[test]

@@ -67,4 +67,9 @@ pub trait VfsFile: Send + Sync {
     /// Writes extended attribute `user.<name>`; `ErrorKind::Unsupported` where the
     /// filesystem has none.
     fn set_xattr(&self, name: &str, value: &[u8]) -> io::Result<()>;
+    /// Names of the `user.` extended attributes, without that prefix, in no particular order;
+    /// names that are not UTF-8 are skipped, and a filesystem without xattrs lists none.
+    fn list_xattrs(&self) -> io::Result<Vec<String>>;
+    /// Removes extended attribute `user.<name>`; `Ok(false)` when it was not there.
+    fn remove_xattr(&self, name: &str) -> io::Result<bool>;
 }

@@ -550,6 +550,15 @@ impl VfsFile for MemFile {
             Ok(())
         })
     }
+
+    fn list_xattrs(&self) -> io::Result<Vec<String>> {
+        self.with(|node| Ok(node.xattrs.keys().cloned().collect()))
+    }
+
+    fn remove_xattr(&self, name: &str) -> io::Result<bool> {
+        check_xattr_name(name)?;
+        self.with(|node| Ok(node.xattrs.remove(name).is_some()))
+    }
 }
 
 /// Same rule as the POSIX backend, whose names become `user.<name>` (255 bytes at most).

@@ -450,10 +450,39 @@ fn xattrs(vfs: &dyn Vfs) {
                 Some(&b"\x01\x02"[..])
             );
             assert_eq!(f.get_xattr("other").unwrap(), None);
+            f.set_xattr("smbq.stream.a\nb", b"").unwrap();
+            let mut names = f.list_xattrs().unwrap();
+            names.sort();
+            // Only our `user.` names, without the prefix (the kernel may add others, e.g.
+            // security.selinux, which must not show).
+            assert_eq!(names, ["DOSATTRIB", "smbq.stream.a\nb"]);
+            assert!(f.remove_xattr("DOSATTRIB").unwrap());
+            assert!(!f.remove_xattr("DOSATTRIB").unwrap());
+            assert_eq!(f.get_xattr("DOSATTRIB").unwrap(), None);
+            assert_eq!(f.list_xattrs().unwrap(), ["smbq.stream.a\nb"]);
+            assert!(f.remove_xattr("").is_err());
+            // Directories carry user xattrs too (named streams of directories live there).
+            vfs.open(
+                &p("d"),
+                &opts(true, false, CreateMode::CreateNew, Some(true)),
+            )
+            .unwrap();
+            let d = vfs
+                .open(
+                    &p("d"),
+                    &opts(true, false, CreateMode::OpenExisting, Some(true)),
+                )
+                .unwrap()
+                .file;
+            assert_eq!(d.list_xattrs().unwrap(), Vec::<String>::new());
+            d.set_xattr("x", b"1").unwrap();
+            assert_eq!(d.list_xattrs().unwrap(), ["x"]);
         }
         // Some filesystems under the test tmpdir have no user xattrs; then reads say absent.
         Err(e) if e.kind() == io::ErrorKind::Unsupported => {
             assert_eq!(f.get_xattr("DOSATTRIB").unwrap(), None);
+            assert!(f.list_xattrs().unwrap().is_empty());
+            assert!(!f.remove_xattr("DOSATTRIB").unwrap());
         }
         Err(e) => panic!("set_xattr: {e:?}"),
     }

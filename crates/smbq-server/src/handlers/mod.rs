@@ -44,6 +44,12 @@ impl Ctx<'_> {
     pub fn open(&self) -> Result<&Arc<Open>, NtStatus> {
         self.open.as_ref().ok_or(NtStatus::FILE_CLOSED)
     }
+
+    /// The session's security token (crate::security).
+    pub fn token(&self) -> Arc<crate::security::Token> {
+        self.session
+            .token(&self.view.identity, &self.srv.config().server_guid)
+    }
 }
 
 pub(crate) async fn run(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {

@@ -21,7 +21,6 @@ use smbq_wire::fscc::fs_info::{
 };
 use smbq_wire::fscc::{FileInfoClass, FsInfoClass};
 use smbq_wire::query_info::{InfoType, QueryInfoRequest, QueryInfoResponse};
-use smbq_wire::security::SecurityDescriptor;
 use smbq_wire::{Dialect, NtStatus, Writer};
 
 use super::{Ctx, bad, blocking, body};
@@ -61,13 +60,23 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let addl = req.additional_information;
     let dialect = ctx.conn.dialect;
     let srv = ctx.srv.self_arc();
+    if req.info_type == InfoType::FILE && FileInfoClass(class) == FileInfoClass::FULL_EA {
+        let (open, input, flags) = (open.clone(), req.input.to_vec(), req.flags);
+        let q = blocking(move || full_ea(&open, &input, flags, max)).await?;
+        return Ok(Response::with_status(
+            q.status,
+            body(|w| QueryInfoResponse { buffer: &q.data }.encode(w)),
+        ));
+    }
     let answer = match req.info_type {
         InfoType::FILE => {
             blocking(move || file_info(&srv, &open, FileInfoClass(class), dialect)).await?
         }
         InfoType::FILESYSTEM => blocking(move || fs_info(&open, FsInfoClass(class))).await?,
         InfoType::SECURITY => {
-            if !open.has(mask::READ_CONTROL) {
+            // MS-SMB2 3.3.5.20.3 / MS-FSA 2.1.5.12: only the parts asked for need access.
+            let need = crate::security::query_needs(addl);
+            if open.granted & need != need {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             let sd = blocking(move || security(&open, addl)).await?;
@@ -136,7 +145,17 @@ fn links(nlink: u64, delete_pending: bool) -> u32 {
 /// with a leading `\`.
 fn windows_path(open: &Open) -> String {
     let p = open.path();
-    format!("\\{}", p.as_str().replace('/', "\\"))
+    format!("\\{}{}", p.as_str().replace('/', "\\"), stream_suffix(open))
+}
+
+/// `:name` for an open of a named stream: Windows names the stream in FileNameInformation
+/// and FileNormalizedNameInformation (smbtorture smb2.getinfo.normalized).
+fn stream_suffix(open: &Open) -> String {
+    open.file()
+        .and_then(|f| f.stream.as_ref())
+        .and_then(|s| s.name())
+        .map(|n| format!(":{n}"))
+        .unwrap_or_default()
 }
 
 fn file_info(
@@ -145,6 +164,10 @@ fn file_info(
     class: FileInfoClass,
     dialect: Dialect,
 ) -> Result<Answer, NtStatus> {
+    let need = file_class_needs(class);
+    if open.granted & need != need {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     if open.pipe().is_some() {
         return pipe_info(class);
     }
@@ -156,7 +179,7 @@ fn file_info(
     let v = dos::view(srv, f.file.as_ref(), f.key, &st, name);
     let delete_pending = srv.files().delete_pending(f.key);
     let standard = || StandardInfo {
-        allocation_size: meta::allocation_size(&st),
+        allocation_size: meta::allocation_with(&st, srv.files().allocation(f.key)),
         end_of_file: meta::end_of_file(&st),
         number_of_links: links(st.nlink, delete_pending),
         delete_pending,
@@ -177,7 +200,12 @@ fn file_info(
             }
             .encode(w)
         }),
-        FileInfoClass::EA => enc(EaInfo::LEN, |w| EaInfo { ea_size: 0 }.encode(w)),
+        FileInfoClass::EA => enc(EaInfo::LEN, |w| {
+            EaInfo {
+                ea_size: crate::ea::ea_size(f.file.as_ref()),
+            }
+            .encode(w)
+        }),
         FileInfoClass::ACCESS => enc(AccessInfo::LEN, |w| {
             AccessInfo {
                 access_flags: open.granted,
@@ -195,7 +223,9 @@ fn file_info(
                 internal: InternalInfo {
                     index_number: meta::file_index(&st),
                 },
-                ea: EaInfo { ea_size: 0 },
+                ea: EaInfo {
+                    ea_size: crate::ea::ea_size(f.file.as_ref()),
+                },
                 access: AccessInfo {
                     access_flags: open.granted,
                 },
@@ -214,7 +244,7 @@ fn file_info(
                 last_access_time: v.last_access,
                 last_write_time: v.last_write,
                 change_time: v.change,
-                allocation_size: meta::allocation_size(&st),
+                allocation_size: meta::allocation_with(&st, srv.files().allocation(f.key)),
                 end_of_file: meta::end_of_file(&st),
                 file_attributes: v.attributes,
             }
@@ -227,17 +257,10 @@ fn file_info(
             }
             .encode(w)
         }),
-        FileInfoClass::STREAM => enc(32, |w| {
-            // Directories have no unnamed data stream.
-            if !is_dir {
-                let e = StreamEntry {
-                    name: StreamInfo::DEFAULT_DATA_STREAM.to_owned(),
-                    size: st.size,
-                    allocation_size: meta::allocation_size(&st),
-                };
-                StreamInfo::encode(&[e], w);
-            }
-        }),
+        FileInfoClass::STREAM => {
+            let list = stream_list(open, f, &st)?;
+            enc(32, |w| StreamInfo::encode(&list, w))
+        }
         FileInfoClass::COMPRESSION => enc(CompressionInfo::LEN, |w| {
             CompressionInfo {
                 compressed_file_size: meta::end_of_file(&st),
@@ -252,7 +275,11 @@ fn file_info(
             }
             enc(NAME_INFO_FIXED, |w| {
                 NameInfo {
-                    file_name: path.as_str().replace('/', "\\"),
+                    file_name: format!(
+                        "{}{}",
+                        path.as_str().replace('/', "\\"),
+                        stream_suffix(open)
+                    ),
                 }
                 .encode(w)
             })
@@ -279,6 +306,82 @@ fn file_info(
         FileInfoClass::FULL_EA => return Err(NtStatus::NO_EAS_ON_FILE),
         _ => return Err(NtStatus::INVALID_INFO_CLASS),
     })
+}
+
+/// Access a file information class needs from the open (MS-SMB2 3.3.5.20.1; MS-FSA 2.1.5.12.12
+/// for FileFullEaInformation).
+fn file_class_needs(class: FileInfoClass) -> u32 {
+    match class {
+        FileInfoClass::BASIC
+        | FileInfoClass::ALL
+        | FileInfoClass::NETWORK_OPEN
+        | FileInfoClass::ATTRIBUTE_TAG => mask::FILE_READ_ATTRIBUTES,
+        FileInfoClass::FULL_EA => mask::FILE_READ_EA,
+        _ => 0,
+    }
+}
+
+/// MS-FSCC 2.4.49 FileStreamInformation: `::$DATA` (files only, MS-FSCC 2.1.4: a directory
+/// has no unnamed data stream) and every named stream as `:name:$DATA`, whichever stream
+/// the open addresses.
+fn stream_list(
+    open: &Open,
+    f: &crate::tables::open::FileOpen,
+    st: &Stat,
+) -> Result<Vec<StreamEntry>, NtStatus> {
+    let base = match &f.stream {
+        None => st.clone(),
+        Some(_) => {
+            let vfs = open
+                .tree
+                .share
+                .vfs
+                .as_ref()
+                .ok_or(NtStatus::INTERNAL_ERROR)?;
+            vfs.stat(&open.path()).map_err(|e| map_io_error(&e))?
+        }
+    };
+    let mut out = Vec::new();
+    if base.kind != FileKind::Dir {
+        out.push(StreamEntry {
+            name: StreamInfo::DEFAULT_DATA_STREAM.to_owned(),
+            size: base.size,
+            allocation_size: meta::allocation_size(&base),
+        });
+    }
+    let named = crate::streams::list(f.file.as_ref()).map_err(|e| map_io_error(&e))?;
+    for (name, size) in named {
+        out.push(StreamEntry {
+            name: format!(":{name}:$DATA"),
+            size,
+            allocation_size: size.div_ceil(4096).saturating_mul(4096),
+        });
+    }
+    Ok(out)
+}
+
+/// QUERY_INFO FileFullEaInformation (MS-SMB2 3.3.5.20.1, `crate::ea::query`): whole entries
+/// only, so it answers here rather than through the truncating path of the other classes.
+fn full_ea(
+    open: &Open,
+    input: &[u8],
+    flags: u32,
+    max: usize,
+) -> Result<crate::ea::Query, NtStatus> {
+    if open.pipe().is_some() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if !open.has(mask::FILE_READ_EA) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let eas = crate::ea::list(f.file.as_ref()).map_err(|e| map_io_error(&e))?;
+    let index = open.ea_index.load(Ordering::Relaxed);
+    let q = crate::ea::query(&eas, input, flags, index, max)?;
+    if input.is_empty() {
+        open.ea_index.store(q.next_index, Ordering::Relaxed);
+    }
+    Ok(q)
 }
 
 /// The few classes a named pipe answers.
@@ -396,7 +499,8 @@ fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
 
 fn security(open: &Open, addl: u32) -> Result<Vec<u8>, NtStatus> {
     let st = stat_of(open)?;
-    let sd = SecurityDescriptor::from_posix(st.uid, st.gid, st.mode, st.kind == FileKind::Dir);
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let sd = crate::security::store::effective(f.file.as_ref(), &st);
     let mut w = Writer::new();
     sd.encode_selected(addl, &mut w);
     Ok(w.into_vec())

@@ -1,6 +1,6 @@
 //! SET_INFO (MS-SMB2 3.3.5.21, MS-FSA 2.1.5.15): basic times and attributes, rename,
-//! disposition (delete pending), end of file, allocation, position, mode. Security
-//! descriptors are accepted and ignored (permissions stay POSIX mode bits).
+//! disposition (delete pending), end of file, allocation, position, mode, and security
+//! descriptors (stored per file, crate::security).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -14,6 +14,7 @@ use smbq_wire::fscc::file_info::{
     PositionInfo, RenameInfo, RenameInfoEx, disposition_ex as dx, mode,
 };
 use smbq_wire::query_info::InfoType;
+use smbq_wire::security::{SecurityDescriptor, Sid, info as sinfo};
 use smbq_wire::set_info::{SetInfoRequest, SetInfoResponse};
 use smbq_wire::{DecodeError, NtStatus};
 
@@ -44,8 +45,12 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let ok = || Ok(Response::ok(body(|w| SetInfoResponse.encode(w))));
     match req.info_type {
         InfoType::FILE => {}
-        // Accepted so Windows Explorer's "apply permissions" does not fail; mode bits rule.
-        InfoType::SECURITY => return ok(),
+        InfoType::SECURITY => {
+            let token = ctx.token();
+            let (addl, buf) = (req.additional_information, req.buffer.to_vec());
+            blocking(move || set_security(&open, &token, addl, &buf)).await?;
+            return ok();
+        }
         InfoType::FILESYSTEM | InfoType::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
         _ => return Err(NtStatus::INVALID_PARAMETER),
     }
@@ -57,6 +62,41 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let srv = ctx.srv.self_arc();
     blocking(move || set_file(&srv, &open, class, &buf)).await?;
     ok()
+}
+
+/// MS-SMB2 3.3.5.21.3, MS-FSA 2.1.5.16: the selected parts of the buffer replace those of the
+/// file's descriptor (stored, or the one its POSIX metadata gives), which is then stored.
+fn set_security(
+    open: &Open,
+    token: &crate::security::Token,
+    addl: u32,
+    buf: &[u8],
+) -> Result<(), NtStatus> {
+    use crate::security::{self, store};
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let need = security::set_needs(addl);
+    if open.granted & need != need {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let new = SecurityDescriptor::decode(buf).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    if !new.is_encodable() {
+        return Err(NtStatus::INVALID_SECURITY_DESCR);
+    }
+    let st = f.file.stat().map_err(io)?;
+    let current = store::effective(f.file.as_ref(), &st);
+    if addl & sinfo::OWNER_SECURITY_INFORMATION != 0 {
+        let owner = new.owner.as_ref().ok_or(security::INVALID_OWNER)?;
+        let unix = Sid::unix_user(st.uid);
+        if Some(owner) != current.owner.as_ref() && !security::may_assign_owner(token, owner, &unix)
+        {
+            return Err(security::INVALID_OWNER);
+        }
+    }
+    let merged = security::merge(&current, &new, addl)?;
+    if merged == current && store::read(f.file.as_ref()).is_some() {
+        return Ok(());
+    }
+    store::write(f.file.as_ref(), &merged).map_err(io)
 }
 
 fn need(open: &Open, access: u32) -> Result<(), NtStatus> {
@@ -132,10 +172,12 @@ fn set_file(
             // MS-FSA 2.1.5.15.1: an allocation below end of file truncates the file.
             let size = f.file.stat().map_err(io)?.size;
             if a.allocation_size < size {
-                f.file.set_len(a.allocation_size).map_err(io)
+                f.file.set_len(a.allocation_size).map_err(io)?;
             } else {
-                f.file.allocate(a.allocation_size).map_err(io)
+                f.file.allocate(a.allocation_size).map_err(io)?;
             }
+            srv.files().set_allocation(f.key, a.allocation_size);
+            Ok(())
         }
         FileInfoClass::POSITION => {
             let p = PositionInfo::decode(buf).map_err(short)?;
@@ -151,7 +193,12 @@ fn set_file(
             open.mode.store(m.mode, Ordering::Relaxed);
             Ok(())
         }
-        FileInfoClass::FULL_EA => Err(NtStatus::EAS_NOT_SUPPORTED),
+        FileInfoClass::FULL_EA => {
+            // MS-SMB2 3.3.5.21.1: FileFullEaInformation needs FILE_WRITE_EA.
+            need(open, mask::FILE_WRITE_EA)?;
+            let eas = crate::ea::parse_set(buf)?;
+            crate::ea::apply(f.file.as_ref(), &eas)
+        }
         FileInfoClass::LINK => Err(NtStatus::NOT_SUPPORTED),
         _ => Err(NtStatus::INVALID_INFO_CLASS),
     }
@@ -197,7 +244,13 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
         if !f.is_dir && attrs & attr::DIRECTORY != 0 {
             return Err(NtStatus::INVALID_PARAMETER);
         }
-        dos.attributes = Some(attrs & attr::STORED);
+        // A directory keeps READONLY as a stored attribute (smb2.winattr); a file's is the mode.
+        let keep = if f.is_dir {
+            attr::STORED | attr::READONLY
+        } else {
+            attr::STORED
+        };
+        dos.attributes = Some(attrs & keep);
         if !f.is_dir {
             let st = f.file.stat().map_err(io)?;
             let perm = st.mode & 0o7777;
@@ -285,7 +338,16 @@ fn rename(
         .as_ref()
         .ok_or(NtStatus::INVALID_PARAMETER)?;
     let target = target.strip_prefix('\\').unwrap_or(target);
+    // MS-FSA 2.1.5.15.11: a name that starts with ':' renames a stream within the file.
+    if target.starts_with(':') {
+        return rename_stream(srv, open, target, replace);
+    }
     let name = parse_smb_name(target)?;
+    if f.stream.is_some() {
+        // A named stream cannot be moved to another name of the file system; Windows answers
+        // a `file:stream` target this way (smbtorture smb2.streams.rename2).
+        return Err(NtStatus::SHARING_VIOLATION);
+    }
     if name.stream != Stream::Default {
         return Err(NtStatus::NOT_SUPPORTED);
     }
@@ -296,6 +358,11 @@ fn rename(
     if from.is_root() {
         return Err(NtStatus::ACCESS_DENIED);
     }
+    // MS-FSA 2.1.5.15.11: not while one of the file's named streams is open
+    // (smbtorture smb2.streams.basefile-rename-with-open-stream).
+    if srv.files().has_stream_opens(f.key) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     // Every other open of the source must share delete.
     if !srv.files().others_share_delete(f.key, open.volatile()) {
         return Err(NtStatus::SHARING_VIOLATION);
@@ -304,6 +371,7 @@ fn rename(
         return Err(NtStatus::ACCESS_DENIED);
     }
     let found = resolve(vfs.as_ref(), &name)?;
+    check_target_directory(srv, vfs.as_ref(), &found.path, f.is_dir)?;
     let mut to = found.path;
     if let Some(st) = &found.stat {
         let same = st.dev == f.key.dev && st.ino == f.key.ino;
@@ -317,8 +385,9 @@ fn rename(
             let key = crate::byte_lock::FileKey {
                 dev: st.dev,
                 ino: st.ino,
+                stream: 0,
             };
-            if st.kind == FileKind::Dir || srv.files().open_count(key) > 0 {
+            if st.kind == FileKind::Dir || srv.files().open_count_any(key) > 0 {
                 return Err(NtStatus::ACCESS_DENIED);
             }
         }
@@ -330,4 +399,105 @@ fn rename(
     *open.path.lock() = to.clone();
     srv.files().set_path(f.key, to);
     Ok(())
+}
+
+/// MS-FSA 2.1.5.15.11 (as NTFS does it): a rename opens the target's parent directory for
+/// FILE_ADD_FILE (FILE_ADD_SUBDIRECTORY for a directory) sharing read and write, so an open
+/// of that directory holding DELETE, or not sharing write, makes the rename a sharing
+/// violation (smbtorture smb2.rename.share_delete_and_delete_access,
+/// no_share_delete_but_delete_access, smb2.oplock.batch19/batch20/exclusive6).
+fn check_target_directory(
+    srv: &Server,
+    vfs: &dyn smbq_vfs::Vfs,
+    to: &smbq_vfs::RelPath,
+    is_dir: bool,
+) -> Result<(), NtStatus> {
+    let parent = to.parent().unwrap_or_else(smbq_vfs::RelPath::root);
+    let Ok(st) = vfs.stat(&parent) else {
+        // A missing parent fails the rename itself, with the right status.
+        return Ok(());
+    };
+    let key = crate::byte_lock::FileKey {
+        dev: st.dev,
+        ino: st.ino,
+        stream: 0,
+    };
+    let add = if is_dir {
+        mask::FILE_ADD_SUBDIRECTORY
+    } else {
+        mask::FILE_ADD_FILE
+    };
+    srv.files().check(
+        key,
+        add | mask::SYNCHRONIZE,
+        crate::access::share::READ | crate::access::share::WRITE,
+    )
+}
+
+/// MS-FSA 2.1.5.15.11.1: renames the named stream `open` addresses to `target`
+/// (`:name[:$DATA]`), or moves its data into the file's unnamed stream (`::$DATA`) when
+/// that is empty.
+fn rename_stream(srv: &Server, open: &Open, target: &str, replace: bool) -> Result<(), NtStatus> {
+    use crate::streams;
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    // The syntax rules of stream names in CREATE apply; a bad one is INVALID_PARAMETER here.
+    let parsed = parse_smb_name(&format!("x{target}")).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    // Renaming the unnamed stream (or a directory) to a named one is not supported by NTFS.
+    let from = f
+        .stream
+        .as_ref()
+        .and_then(|s| s.name())
+        .ok_or(NtStatus::INVALID_PARAMETER)?;
+    let sref = f.stream.as_ref().ok_or(NtStatus::INVALID_PARAMETER)?;
+    match parsed.stream {
+        Stream::Named(to) => {
+            streams::xattr_name(&to).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            let to_key = crate::byte_lock::FileKey {
+                stream: streams::stream_id(&to),
+                ..f.key
+            };
+            let case_only = smbq_vfs::simple_lowercase_eq(&from, &to);
+            if !case_only && srv.files().open_count(to_key) > 0 {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            streams::rename(f.file.as_ref(), &from, &to, replace)?;
+            sref.set(Some(to.clone()));
+            srv.files()
+                .move_open(f.key, open.volatile(), streams::stream_id(&to));
+            Ok(())
+        }
+        Stream::Default => {
+            let base_size = open
+                .tree
+                .share
+                .vfs
+                .as_ref()
+                .ok_or(NtStatus::INVALID_PARAMETER)?
+                .stat(&open.path())
+                .map_err(io)?
+                .size;
+            if base_size != 0 {
+                return Err(if replace {
+                    NtStatus::INVALID_PARAMETER
+                } else {
+                    NtStatus::OBJECT_NAME_COLLISION
+                });
+            }
+            let data = f
+                .file
+                .read_at(0, streams::MAX_STREAM_SIZE as usize)
+                .map_err(io)?;
+            // From here on the open addresses the file's data.
+            sref.set(None);
+            if let Err(e) = f.file.write_at(0, &[data]) {
+                sref.set(Some(from));
+                return Err(io(e));
+            }
+            f.file
+                .remove_xattr(&format!("{}{from}", streams::PREFIX))
+                .map_err(io)?;
+            srv.files().move_open(f.key, open.volatile(), 0);
+            Ok(())
+        }
+    }
 }

@@ -11,6 +11,7 @@ use smbq_wire::FileId;
 use super::tree::Tree;
 use crate::byte_lock::FileKey;
 use crate::pipe::PipeOpen;
+use crate::streams::StreamRef;
 use smbq_wire::fscc::wildcard::Pattern;
 
 /// One directory entry as enumerated (name as on disk, metadata at enumeration time).
@@ -30,10 +31,15 @@ pub struct DirCursor {
 }
 
 pub struct FileOpen {
+    /// For a named stream, a `crate::streams::StreamFile` over the base file.
     pub file: Box<dyn VfsFile>,
+    /// The stream this open was admitted as (a later stream rename moves the share-mode
+    /// entry, see `FileTable::move_open`, but not this key).
     pub key: FileKey,
     pub is_dir: bool,
     pub dir: Mutex<DirCursor>,
+    /// `Some` for an open of a named stream (MS-FSCC 2.1.4).
+    pub stream: Option<Arc<StreamRef>>,
 }
 
 pub enum OpenKind {
@@ -59,6 +65,8 @@ pub struct Open {
     pub mode: AtomicU32,
     /// Set once CLOSE (or logoff/disconnect) has begun; later requests get FILE_CLOSED.
     pub closed: AtomicBool,
+    /// Where a FileFullEaInformation enumeration continues (MS-FSA Open.NextEaEntry).
+    pub ea_index: AtomicU32,
 }
 
 impl std::fmt::Debug for Open {

@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 
 use super::slab::GenSlab;
 use super::tree::Tree;
+use crate::security::Token;
 
 /// TreeIds are 32 bits: 16 of generation, 16 of index (index 0xFFFF is never used, so the
 /// reserved TreeId 0xFFFFFFFF cannot be produced).
@@ -19,6 +20,9 @@ pub struct SessionState {
     trees: Mutex<GenSlab<Arc<Tree>>>,
     opens: Mutex<HashSet<u64>>,
     max_opens: usize,
+    /// The session's security token, with the identity it was computed for (a
+    /// re-authentication may only keep the same user, but the cache never assumes it).
+    token: Mutex<Option<(smbq_auth::Identity, Arc<Token>)>>,
 }
 
 fn slab_to_tree_id(id: u64) -> u32 {
@@ -37,6 +41,7 @@ impl SessionState {
             trees: Mutex::new(GenSlab::with_generations(max_trees, 0xFFFF)),
             opens: Mutex::new(HashSet::new()),
             max_opens,
+            token: Mutex::new(None),
         }
     }
 
@@ -76,6 +81,19 @@ impl SessionState {
 
     pub fn open_ids(&self) -> Vec<u64> {
         self.opens.lock().iter().copied().collect()
+    }
+
+    /// The token for `id` (see [`Token::for_identity`]).
+    pub fn token(&self, id: &smbq_auth::Identity, server_guid: &[u8; 16]) -> Arc<Token> {
+        let mut cache = self.token.lock();
+        if let Some((who, t)) = cache.as_ref()
+            && who == id
+        {
+            return t.clone();
+        }
+        let t = Arc::new(Token::for_identity(id, server_guid));
+        *cache = Some((id.clone(), t.clone()));
+        t
     }
 
     pub fn open_count(&self) -> usize {

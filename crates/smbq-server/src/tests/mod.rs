@@ -10,5 +10,7 @@ mod io_tests;
 mod lock_tests;
 mod meta_tests;
 mod oplock_tests;
+mod security_tests;
 mod set_info_tests;
+mod stream_tests;
 mod tree_tests;

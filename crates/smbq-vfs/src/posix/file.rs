@@ -21,6 +21,8 @@ use std::sync::Arc;
 const IOV_MAX: usize = 1024;
 /// Linux `XATTR_SIZE_MAX`: no attribute value is larger.
 const XATTR_SIZE_MAX: usize = 64 * 1024;
+/// Linux `XATTR_LIST_MAX`: no name list is longer.
+const XATTR_LIST_MAX: usize = 64 * 1024;
 /// getdents buffer; one entry needs at most ~280 bytes.
 const DIR_BUF: usize = 32 * 1024;
 /// Highest byte offset a file can have (`loff_t` is signed).
@@ -262,6 +264,34 @@ impl VfsFile for PosixFile {
             Err(e) => Err(errno(e)),
         }
     }
+
+    fn list_xattrs(&self) -> io::Result<Vec<String>> {
+        let mut buf = Vec::with_capacity(XATTR_LIST_MAX);
+        match rustix::fs::flistxattr(&self.fd, rustix::buffer::spare_capacity(&mut buf)) {
+            Ok(_) => Ok(user_names(&buf)),
+            Err(Errno::OPNOTSUPP) => Ok(Vec::new()),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    fn remove_xattr(&self, name: &str) -> io::Result<bool> {
+        let name = xattr_name(name)?;
+        match rustix::fs::fremovexattr(&self.fd, name.as_str()) {
+            Ok(()) => Ok(true),
+            Err(Errno::NODATA | Errno::OPNOTSUPP) => Ok(false),
+            Err(e) => Err(errno(e)),
+        }
+    }
+}
+
+/// The `user.` names of a NUL-separated `listxattr` result, prefix removed.
+fn user_names(list: &[u8]) -> Vec<String> {
+    list.split(|&b| b == 0)
+        .filter_map(|n| std::str::from_utf8(n).ok())
+        .filter_map(|n| n.strip_prefix("user."))
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 impl AsFd for PosixFile {

@@ -1,5 +1,5 @@
 //! Create contexts the server acts on (MS-SMB2 2.2.13.2): MxAc and QFid get answers, AlSi
-//! preallocates; durable-handle and lease requests are ignored (no durable handles or leases
+//! preallocates, SecD gives a new object its security descriptor; durable-handle and lease requests are ignored (no durable handles or leases
 //! are granted, which the absent response context tells the client), as are unknown ones.
 
 use smbq_wire::NtStatus;
@@ -7,12 +7,17 @@ use smbq_wire::create::CreateRequest;
 use smbq_wire::create_context::{
     CreateContext, CreateContextTag, MxAcRequest, MxAcResponse, QFidResponse, contexts_to_bytes,
 };
+use smbq_wire::security::SecurityDescriptor;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Requested {
     pub maximal_access: bool,
     pub query_on_disk_id: bool,
     pub allocation_size: Option<u64>,
+    /// SMB2_CREATE_EA_BUFFER (2.2.13.2.1): EAs for a created or overwritten file.
+    pub eas: Option<Vec<crate::ea::Ea>>,
+    /// SMB2_CREATE_SD_BUFFER (2.2.13.2.2): the descriptor a created object starts with.
+    pub sec_desc: Option<SecurityDescriptor>,
 }
 
 pub fn parse(req: &CreateRequest<'_>) -> Result<Requested, NtStatus> {
@@ -28,10 +33,18 @@ pub fn parse(req: &CreateRequest<'_>) -> Result<Requested, NtStatus> {
             out.maximal_access = true;
         } else if tag == CreateContextTag::QFID {
             out.query_on_disk_id = true;
+        } else if tag == CreateContextTag::EXTA {
+            // A FILE_FULL_EA_INFORMATION list, checked before anything is created.
+            out.eas = Some(crate::ea::parse_set(c.data)?);
         } else if tag == CreateContextTag::ALSI {
             // MS-SMB2 2.2.13.2.6: an 8-byte allocation size.
             let b: [u8; 8] = c.data.try_into().map_err(|_| NtStatus::INVALID_PARAMETER)?;
             out.allocation_size = Some(u64::from_le_bytes(b));
+        } else if tag == CreateContextTag::SECD {
+            // MS-SMB2 2.2.13.2.2: a self-relative SECURITY_DESCRIPTOR.
+            let sd =
+                SecurityDescriptor::decode(c.data).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+            out.sec_desc = Some(sd);
         }
     }
     Ok(out)

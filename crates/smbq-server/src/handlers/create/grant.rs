@@ -30,6 +30,21 @@ pub fn maximal(tree_max: u32, file_read_only: bool) -> u32 {
     }
 }
 
+/// With MAXIMUM_ALLOWED, GENERIC_EXECUTE is satisfied without FILE_EXECUTE (which it maps
+/// to): smbtorture's smb2.maximum_allowed, written against Windows, expects a file whose DACL
+/// grants only FILE_GENERIC_READ to open for MAXIMUM_ALLOWED | GENERIC_EXECUTE, while an
+/// explicit FILE_EXECUTE is refused. Only what is requested changes; nothing more is granted.
+pub fn lenient_execute(desired: u32) -> u32 {
+    if desired & mask::MAXIMUM_ALLOWED != 0
+        && desired & mask::GENERIC_EXECUTE != 0
+        && desired & mask::FILE_EXECUTE == 0
+    {
+        (desired & !mask::GENERIC_EXECUTE) | (mask::FILE_GENERIC_EXECUTE & !mask::FILE_EXECUTE)
+    } else {
+        desired
+    }
+}
+
 /// GrantedAccess for `desired`, or ACCESS_DENIED when it asks for more than `maximal`.
 pub fn grant(desired: u32, maximal: u32) -> Result<u32, NtStatus> {
     let wanted = map_generic(desired & !mask::MAXIMUM_ALLOWED);
@@ -77,6 +92,24 @@ mod tests {
         assert_eq!(
             check_desired(mask::GENERIC_ALL | mask::MAXIMUM_ALLOWED),
             Ok(())
+        );
+        let read_only_dacl = mask::FILE_GENERIC_READ;
+        let ma_ge = mask::MAXIMUM_ALLOWED | mask::GENERIC_EXECUTE;
+        assert_eq!(
+            grant(lenient_execute(ma_ge), read_only_dacl),
+            Ok(read_only_dacl)
+        );
+        assert_eq!(
+            grant(lenient_execute(mask::GENERIC_EXECUTE), read_only_dacl),
+            Err(NtStatus::ACCESS_DENIED),
+            "without MAXIMUM_ALLOWED GENERIC_EXECUTE needs FILE_EXECUTE"
+        );
+        assert_eq!(
+            grant(
+                lenient_execute(mask::MAXIMUM_ALLOWED | mask::FILE_EXECUTE),
+                read_only_dacl
+            ),
+            Err(NtStatus::ACCESS_DENIED)
         );
     }
 }

@@ -3,7 +3,10 @@
 
 mod contexts;
 mod disposition;
+mod eas;
 pub(crate) mod grant;
+mod secure;
+mod stream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
@@ -27,7 +30,7 @@ use crate::share::ShareKind;
 use crate::tables::open::{DirCursor, FileOpen};
 use crate::tables::{Open, OpenKind, SessionState, Tree};
 use crate::{dos, meta, oplock};
-use disposition::{Plan, may_create, plan};
+use disposition::{Plan, plan};
 
 /// The validated request fields a disk or pipe open works from.
 #[derive(Clone, Debug)]
@@ -38,6 +41,10 @@ struct Params {
     disposition: CreateDisposition,
     options: u32,
     attributes: u32,
+    /// Set by `handle` before a disk open (crate::security).
+    token: Option<Arc<crate::security::Token>>,
+    /// The SecD create context's descriptor, applied if the object is created.
+    creator_sd: Option<smbq_wire::security::SecurityDescriptor>,
 }
 
 fn validate(req: &CreateRequest<'_>) -> Result<Params, NtStatus> {
@@ -78,13 +85,20 @@ fn validate(req: &CreateRequest<'_>) -> Result<Params, NtStatus> {
         disposition: req.create_disposition,
         options: o,
         attributes: req.file_attributes,
+        token: None,
+        creator_sd: None,
     })
 }
 
 pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let req = CreateRequest::decode(&ctx.req.msg).map_err(bad)?;
-    let p = validate(&req)?;
+    let mut p = validate(&req)?;
     let wanted = contexts::parse(&req)?;
+    if let Some(sd) = &wanted.sec_desc {
+        secure::check_creator_sd(sd)?;
+    }
+    p.creator_sd = wanted.sec_desc.clone();
+    p.token = Some(ctx.token());
     let tree = ctx.tree()?.clone();
     // MS-SMB2 3.3.5.9: Share.FileSecurity grants this user nothing on the share.
     if tree.maximal_access == 0 {
@@ -131,6 +145,32 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             return Err(e);
         }
     };
+    let done = match (
+        wanted.eas.is_some() || p.options & eas::NO_EA_KNOWLEDGE != 0,
+        tree.share.kind,
+    ) {
+        (true, ShareKind::Disk) => {
+            // Installed first, so a failure below releases it the normal way.
+            srv.install_open(done.open.clone());
+            let (eas, options) = (wanted.eas.clone(), p.options);
+            let r =
+                blocking(move || eas::after_open(&done, eas.as_deref(), options).map(|()| done))
+                    .await;
+            match r {
+                Ok(d) => d,
+                Err(e) => {
+                    let srv2 = srv.clone();
+                    blocking(move || {
+                        srv2.close_open_by_id(id);
+                        Ok(())
+                    })
+                    .await?;
+                    return Err(e);
+                }
+            }
+        }
+        _ => done,
+    };
     let open = done.open.clone();
     if !ctx.session.add_open(id) {
         srv.install_open(open);
@@ -143,6 +183,12 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         return Err(NtStatus::INSUFFICIENT_RESOURCES);
     }
     srv.install_open(open.clone());
+    if let (Some(a), Some(f), CreateAction::CREATED) =
+        (wanted.allocation_size, open.file(), done.action)
+    {
+        // MS-SMB2 2.2.13.2.6: the preallocation shows as AllocationSize (crate::meta).
+        srv.files().set_allocation(f.key, a);
+    }
     // MS-SMB2 3.3.5.9.8: granted once admitted, so concurrent opens see each other.
     let overwrote = matches!(
         done.action,
@@ -164,7 +210,10 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             last_access_time: v.last_access,
             last_write_time: v.last_write,
             change_time: v.change,
-            allocation_size: meta::allocation_size(st),
+            allocation_size: meta::allocation_with(
+                st,
+                open.file().and_then(|f| srv.files().allocation(f.key)),
+            ),
             end_of_file: meta::end_of_file(st),
             file_attributes: v.attributes,
             file_id: open.file_id,
@@ -222,6 +271,7 @@ fn new_open(
         position: AtomicU64::new(0),
         mode: AtomicU32::new(p.options & smbq_wire::fscc::file_info::mode::SETTABLE),
         closed: AtomicBool::new(false),
+        ea_index: AtomicU32::new(0),
     })
 }
 
@@ -250,6 +300,7 @@ fn key_of(st: &Stat) -> FileKey {
     FileKey {
         dev: st.dev,
         ino: st.ino,
+        stream: 0,
     }
 }
 
@@ -268,11 +319,18 @@ fn open_disk(
     // again once.
     for _ in 0..2 {
         let found = resolve(vfs.as_ref(), &name)?;
-        if let Stream::Named(_) = name.stream {
-            // No alternate data streams are kept.
-            return Err(match found.stat {
-                Some(_) if may_create(p.disposition) => NtStatus::NOT_SUPPORTED,
-                _ => NtStatus::OBJECT_NAME_NOT_FOUND,
+        if let Stream::Named(sname) = &name.stream {
+            match stream::open(srv, tree, session, vfs.as_ref(), p, id, &found, sname) {
+                Err(Retry) => continue,
+                Ok(r) => return r,
+            }
+        }
+        // MS-FSCC 2.1.4: a directory has no unnamed data stream (smb2.streams.dir).
+        if name.default_data && found.stat.as_ref().is_some_and(|s| s.kind == FileKind::Dir) {
+            return Err(if p.options & opts::DIRECTORY_FILE != 0 {
+                NtStatus::NOT_A_DIRECTORY
+            } else {
+                NtStatus::FILE_IS_A_DIRECTORY
             });
         }
         let step = match plan(p.disposition, found.stat.is_some())? {
@@ -370,6 +428,19 @@ fn open_existing(
             Err(e) => return Err(final_err(&e)),
         };
         let st = file.stat().map_err(|e| map_io_error(&e))?;
+        let (granted, maximal) = apply_stored_sd(
+            vfs,
+            path,
+            file.as_ref(),
+            p,
+            tree,
+            granted,
+            maximal,
+            read_only,
+        )?;
+        if truncate {
+            check_overwrite_attributes(file.as_ref(), p.attributes)?;
+        }
         finish(
             srv,
             tree,
@@ -414,6 +485,9 @@ fn create_new(
         let maximal = tree.maximal_access;
         let granted = grant::grant(p.desired, maximal)?;
         check_delete_on_close(p, granted, false, path)?;
+        let token = p.token.as_ref().ok_or(NtStatus::INTERNAL_ERROR)?;
+        let parent_sd = secure::parent_sd(vfs, path);
+        secure::check_parent_allows_create(parent_sd.as_ref(), token, is_dir)?;
         let opts = OpenOptions {
             read: true,
             write: !is_dir,
@@ -422,6 +496,27 @@ fn create_new(
             mode: if is_dir { 0o755 } else { 0o644 },
         };
         let file = vfs.open(path, &opts).map_err(|e| create_err(&e))?.file;
+        // The descriptor goes on before the file is usable; a file that cannot get the one it
+        // must have is removed again rather than left with the POSIX view.
+        let secured = file.stat().map_err(|e| map_io_error(&e)).and_then(|st| {
+            secure::apply_new(
+                file.as_ref(),
+                &st,
+                p.creator_sd.as_ref(),
+                parent_sd.as_ref(),
+                is_dir,
+                token,
+            )
+        });
+        if let Err(e) = secured {
+            drop(file);
+            let _ = if is_dir {
+                vfs.rmdir(path)
+            } else {
+                vfs.unlink(path)
+            };
+            return Err(e);
+        }
         if p.attributes & attr::READONLY != 0 && !is_dir {
             // The creating handle keeps its write access, as on Windows.
             let _ = file.set_mode(0o444);
@@ -462,6 +557,44 @@ fn create_new(
         }
         other => Ok(other),
     }
+}
+
+/// MS-FSA 2.1.5.1.2.1: an existing file's stored security descriptor narrows what the open
+/// may get (the tree and READONLY bounds in `maximal` still hold). Returns the new granted
+/// access and maximal access; bits the POSIX open already refused stay refused.
+#[allow(clippy::too_many_arguments)]
+fn apply_stored_sd(
+    vfs: &dyn Vfs,
+    path: &RelPath,
+    file: &dyn VfsFile,
+    p: &Params,
+    tree: &Tree,
+    granted: u32,
+    maximal: u32,
+    read_only: bool,
+) -> Result<(u32, u32), NtStatus> {
+    let token = p.token.as_ref().ok_or(NtStatus::INTERNAL_ERROR)?;
+    let narrowed = secure::existing_maximal(vfs, path, file, token, maximal, tree.maximal_access);
+    if narrowed == maximal {
+        return Ok((granted, maximal));
+    }
+    let refused = grant::grant(p.desired, maximal)? & !granted;
+    let granted = grant::grant(grant::lenient_execute(p.desired), narrowed)? & !refused;
+    check_delete_on_close(p, granted, read_only, path)?;
+    Ok((granted, narrowed))
+}
+
+/// MS-FSA 2.1.5.1.2: overwriting or superseding a file whose stored attributes include HIDDEN
+/// or SYSTEM must ask for them again, else STATUS_ACCESS_DENIED (smb2.dosmode). Only stored
+/// attributes count: the HIDDEN a dot-name shows is not the file's own.
+fn check_overwrite_attributes(file: &dyn VfsFile, requested: u32) -> Result<(), NtStatus> {
+    let stored = dos::DosInfo::read(file).attributes.unwrap_or(0);
+    for bit in [attr::HIDDEN, attr::SYSTEM] {
+        if stored & bit != 0 && requested & bit == 0 {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+    }
+    Ok(())
 }
 
 /// MS-SMB2 3.3.5.9: DELETE_ON_CLOSE needs DELETE access; MS-FSA 2.1.5.1.2.1: not on a
@@ -523,7 +656,11 @@ fn finish(
         return Err(e);
     }
     if truncate {
-        let r = file.set_len(0).and_then(|()| file.stat());
+        // MS-FSA 2.1.5.1.2.1: overwrite and supersede drop the named streams too.
+        let r = file
+            .set_len(0)
+            .and_then(|()| crate::streams::remove_all(file.as_ref()))
+            .and_then(|()| file.stat());
         match r {
             Ok(s) => st = s,
             Err(e) => {
@@ -539,6 +676,7 @@ fn finish(
         key,
         is_dir,
         dir: Mutex::new(DirCursor::default()),
+        stream: None,
     });
     let open = new_open(id, session.id, tree, kind, path, granted, p);
     Ok(Done {
