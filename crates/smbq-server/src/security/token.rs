@@ -97,11 +97,7 @@ impl Token {
     }
 
     /// [`Token::for_identity`] with the server's Unix (uid, gid) given explicitly.
-    pub fn with_unix_ids(
-        id: &Identity,
-        server_guid: &[u8; 16],
-        unix: Option<(u32, u32)>,
-    ) -> Token {
+    pub fn with_unix_ids(id: &Identity, server_guid: &[u8; 16], unix: Option<(u32, u32)>) -> Token {
         if id.is_anonymous {
             let primary = builtin_guests();
             return Token {
