@@ -3,6 +3,8 @@ does, a large round trip, under each cipher, signing algorithm and dialect; and 
 cases. Output is checked for NT_STATUS_ strings, not only exit codes."""
 
 import hashlib
+import re
+import time
 import os
 import pathlib
 
@@ -12,8 +14,9 @@ from smbclient import run
 
 BIG_MB = int(os.environ.get("SMBQ_BIG_FILE_MB", "1024"))
 
-# (id, extra smbclient arguments). Each must negotiate what it names; the server log and
-# smbclient's debug output are checked below for the negotiated dialect where it matters.
+# (id, extra smbclient arguments). Each must negotiate what it names: the server logs every
+# session's dialect, signing algorithm and cipher, and per connection how many frames arrived
+# encrypted; EXPECT lists what that log must show for the profile.
 PROFILES = [
     ("default", []),
     ("enc-aes128ccm", ["--client-protection=encrypt", "--option=client smb3 encryption algorithms=AES-128-CCM"]),
@@ -29,12 +32,47 @@ PROFILES = [
 ]
 
 
+EXPECT = {
+    "default": ["dialect=SMB3_1_1"],
+    "enc-aes128ccm": ["dialect=SMB3_1_1", "cipher=Some(Aes128Ccm)", "encrypted>0"],
+    "enc-aes128gcm": ["dialect=SMB3_1_1", "cipher=Some(Aes128Gcm)", "encrypted>0"],
+    "enc-aes256ccm": ["dialect=SMB3_1_1", "cipher=Some(Aes256Ccm)", "encrypted>0"],
+    "enc-aes256gcm": ["dialect=SMB3_1_1", "cipher=Some(Aes256Gcm)", "encrypted>0"],
+    "sign-hmacsha256": ["dialect=SMB3_1_1", "signing=Some(HmacSha256)"],
+    "sign-aes128cmac": ["dialect=SMB3_1_1", "signing=Some(AesCmac)"],
+    "sign-aes128gmac": ["dialect=SMB3_1_1", "signing=Some(AesGmac)"],
+    "smb2_02": ["dialect=SMB2_0_2", "signing=Some(HmacSha256)"],
+    "smb2_10": ["dialect=SMB2_1", "signing=Some(HmacSha256)"],
+    "smb3_00": ["dialect=SMB3_0", "signing=Some(AesCmac)"],
+}
+
+
+def check_negotiated(server, profile_id: str):
+    """The server log shows the profile's dialect/signing/cipher on a session, and for the
+    encryption profiles that frames really arrived encrypted."""
+    log = server.server_log()
+    sessions = [l for l in log.splitlines() if "session established" in l]
+    closes = [l for l in log.splitlines() if "connection closed" in l]
+    for want in EXPECT[profile_id]:
+        if want == "encrypted>0":
+            assert any(re.search(r"encrypted=[1-9]", l) for l in closes), closes
+        else:
+            assert any(want in l for l in sessions), (want, sessions)
+
+
 def sha256(path: pathlib.Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
+
+
+def wait_for_close_log(server, timeout=5.0):
+    """smbclient has exited; give the server a moment to log the connection's close."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and "connection closed" not in server.server_log():
+        time.sleep(0.05)
 
 
 def no_status(out: str):
@@ -49,8 +87,8 @@ def test_list_shares(server):
     assert any(l.startswith("IPC|IPC$|") for l in lines), out
 
 
-@pytest.mark.parametrize("profile", [p[1] for p in PROFILES], ids=[p[0] for p in PROFILES])
-def test_file_operations(server, workdir, profile):
+@pytest.mark.parametrize("profile_id,profile", PROFILES, ids=[p[0] for p in PROFILES])
+def test_file_operations(server, workdir, profile_id, profile):
     local = workdir / "local"
     local.mkdir()
     src = local / "small.txt"
@@ -67,6 +105,8 @@ def test_file_operations(server, workdir, profile):
     assert rc == 0, out
     no_status(out)
     assert not (server.share / "dir1").exists()
+    wait_for_close_log(server)
+    check_negotiated(server, profile_id)
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +121,8 @@ def big_file(tmp_path_factory):
     return path, sha256(path)
 
 
-@pytest.mark.parametrize("profile", [p[1] for p in PROFILES], ids=[p[0] for p in PROFILES])
-def test_big_file_round_trip(server, workdir, big_file, profile):
+@pytest.mark.parametrize("profile_id,profile", PROFILES, ids=[p[0] for p in PROFILES])
+def test_big_file_round_trip(server, workdir, big_file, profile_id, profile):
     src, want = big_file
     local = workdir / "local"
     local.mkdir()
@@ -92,6 +132,8 @@ def test_big_file_round_trip(server, workdir, big_file, profile):
     no_status(out)
     assert sha256(server.share / "big.bin") == want
     assert sha256(local / "big.back") == want
+    wait_for_close_log(server)
+    check_negotiated(server, profile_id)
 
 
 def test_wrong_password(server):

@@ -65,6 +65,13 @@ pub enum Action {
         session_id: u64,
         previous_session_id: u64,
         user: String,
+        /// What protects the session, for the log: dialect, signing algorithm and cipher
+        /// (none for guest and anonymous sessions, or without a common cipher), and whether the
+        /// server requires encryption on it (a client may encrypt on its own regardless).
+        dialect: Dialect,
+        signing: Option<SigningAlgorithm>,
+        cipher: Option<Cipher>,
+        encrypt_required: bool,
     },
     /// A session ended (LOGOFF); the server must close its trees and opens.
     SessionEnded { session_id: u64 },
@@ -120,6 +127,8 @@ pub struct ServerConnection {
     sessions: HashMap<u64, Session>,
     next_async_id: u64,
     any_session_valid: bool,
+    frames: u64,
+    encrypted_frames: u64,
 }
 
 /// Size of the SMB2 ERROR response body (MS-SMB2 2.2.2): StructureSize 9 counts one data byte.
@@ -139,6 +148,8 @@ impl ServerConnection {
             sessions: HashMap::new(),
             next_async_id: 1,
             any_session_valid: false,
+            frames: 0,
+            encrypted_frames: 0,
         }
     }
 
@@ -174,16 +185,23 @@ impl ServerConnection {
         }
     }
 
+    /// Frames received, and how many of them arrived encrypted.
+    pub fn frame_counts(&self) -> (u64, u64) {
+        (self.frames, self.encrypted_frames)
+    }
+
     pub fn session_ids(&self) -> Vec<u64> {
         self.sessions.keys().copied().collect()
     }
 
     /// Processes one frame.
     pub fn on_frame(&mut self, frame: Bytes, env: &mut Env<'_>) -> Result<Vec<Action>, Violation> {
+        self.frames += 1;
         match frame.get(..4) {
             Some([0xFF, b'S', b'M', b'B']) => self.on_smb1(&frame, env),
             Some([0xFD, b'S', b'M', b'B']) => {
                 let (plain, session_id) = self.decrypt(&frame)?;
+                self.encrypted_frames += 1;
                 self.on_messages(plain, true, Some(session_id), env)
             }
             Some([0xFE, b'S', b'M', b'B']) => self.on_messages(frame, false, None, env),
@@ -944,12 +962,19 @@ impl ServerConnection {
                 // (the client checks it to prove the key); for 2.x when the client signed.
                 let sign =
                     !is_guest && (dialect.is_smb3() || hdr.is_signed() || session.signing_required);
+                let encrypt_required = session.encrypt_data;
+                let signs = session.signer.is_some();
+                let can_seal = session.encryptor.as_ref().map(|e| e.cipher());
                 let body = encode_session_setup(flags, &token);
                 let frame = self.build_single(&rhdr, NtStatus::SUCCESS, &body, sign)?;
                 actions.push(Action::SessionStarted {
                     session_id,
                     previous_session_id: req.previous_session_id,
                     user,
+                    dialect,
+                    signing: signs.then_some(signing_algo),
+                    cipher: can_seal,
+                    encrypt_required,
                 });
                 Ok(frame)
             }

@@ -152,7 +152,7 @@ pub fn spawn_connection(conn: Connection, rt: Arc<Runtime>, shutdown: Shutdown) 
             let result = run_connection(id, conn, rt.clone(), shutdown).await;
             rt.connections.fetch_sub(1, Ordering::SeqCst);
             match result {
-                Ok(()) => debug!("closed"),
+                Ok(()) => {}
                 Err(reason) => info!(%reason, "disconnected"),
             }
         }
@@ -266,9 +266,17 @@ async fn run_connection(
                                 let mid = async_id.and_then(|a| async_ids.get(&a).copied()).unwrap_or(message_id);
                                 if let Some(t) = running.get(&mid) { t.cancel(); }
                             }
-                            Action::SessionStarted { session_id, previous_session_id, user } => {
+                            Action::SessionStarted { session_id, previous_session_id, user, dialect, signing, cipher, encrypt_required } => {
                                 authenticated = true;
-                                info!(session = session_id, user = %user, "session established");
+                                info!(
+                                    session = session_id,
+                                    user = %user,
+                                    dialect = ?dialect,
+                                    signing = ?signing,
+                                    cipher = ?cipher,
+                                    encrypt_required,
+                                    "session established"
+                                );
                                 if previous_session_id != 0 && previous_session_id != session_id {
                                     rt.server.session_replaced(previous_session_id);
                                 }
@@ -345,6 +353,8 @@ async fn finish_conn(
         rt.server.session_ended(s);
     }
     rt.server.connection_ended(engine.id());
+    let (frames, encrypted) = engine.frame_counts();
+    info!(frames, encrypted, "connection closed");
     drop(out_tx);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
     result

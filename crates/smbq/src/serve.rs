@@ -265,8 +265,11 @@ async fn wait_for_signal() {
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("SMBQ_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour codes only for a terminal: logs written to files stay greppable.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .try_init();
 }
