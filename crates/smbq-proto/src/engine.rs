@@ -126,7 +126,6 @@ pub struct ServerConnection {
     credits: CreditWindow,
     sessions: HashMap<u64, Session>,
     next_async_id: u64,
-    any_session_valid: bool,
     frames: u64,
     encrypted_frames: u64,
 }
@@ -147,7 +146,6 @@ impl ServerConnection {
             credits,
             sessions: HashMap::new(),
             next_async_id: 1,
-            any_session_valid: false,
             frames: 0,
             encrypted_frames: 0,
         }
@@ -163,7 +161,8 @@ impl ServerConnection {
 
     /// Frames are capped small until a session is authenticated.
     pub fn frame_limit(&self) -> u32 {
-        if self.any_session_valid {
+        // Sessions are few (capped per connection); the limit drops back after the last logoff.
+        if self.sessions.values().any(Session::is_valid) {
             self.cfg
                 .limits
                 .frame
@@ -957,7 +956,6 @@ impl ServerConnection {
                 if session.encrypt_data {
                     flags |= session_flags::ENCRYPT_DATA;
                 }
-                self.any_session_valid = true;
                 // MS-SMB2 3.3.5.5.3: the final response of a 3.x non-guest session is signed
                 // (the client checks it to prove the key); for 2.x when the client signed.
                 let sign =

@@ -442,6 +442,11 @@ fn logoff_ends_the_session() {
         server.exchange_engine_only(&frame(&echo)).unwrap().0,
     ));
     assert_eq!(resp.one().status(), NtStatus::USER_SESSION_DELETED);
+    assert_eq!(
+        server.engine.frame_limit(),
+        Limits::default().preauth_frame,
+        "without a session the small pre-auth limit applies again"
+    );
 }
 
 /// A stream delivered one byte at a time yields the same frames.
