@@ -18,7 +18,7 @@ use smbq_proto::{EngineConfig, Limits, Request, Response, Violation};
 use smbq_wire::header::{NEXT_COMMAND_OFFSET, flags};
 use smbq_wire::negotiate::{
     Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateRequest, NegotiateResponse,
-    SigningAlgorithm as WireSigning, capabilities,
+    SigningAlgorithm as WireSigning, capabilities, transport_flags,
 };
 use smbq_wire::session_setup::{SessionSetupRequest, SessionSetupResponse, security_mode};
 use smbq_wire::transform::{TRANSFORM_HEADER_LEN, TransformHeader};
@@ -214,6 +214,8 @@ pub struct Offer {
     pub capabilities: u32,
     /// Session setup SecurityMode (MS-SMB2 2.2.5).
     pub setup_security_mode: u8,
+    /// Offer SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (as a QUIC client does).
+    pub transport_security: bool,
 }
 
 impl Offer {
@@ -224,6 +226,7 @@ impl Offer {
             signing: signing.to_vec(),
             capabilities: capabilities::LARGE_MTU,
             setup_security_mode: security_mode::SIGNING_ENABLED,
+            transport_security: false,
         }
     }
 
@@ -247,6 +250,7 @@ impl Offer {
             } else {
                 security_mode::SIGNING_ENABLED | security_mode::SIGNING_REQUIRED
             },
+            transport_security: false,
         }
     }
 }
@@ -261,6 +265,8 @@ pub struct Negotiated {
     pub security_mode: u16,
     pub contexts_seen: usize,
     pub salt_len: usize,
+    /// The server answered SMB2_TRANSPORT_CAPABILITIES with ACCEPT_TRANSPORT_LEVEL_SECURITY.
+    pub transport_security: bool,
 }
 
 /// The result of a whole SESSION_SETUP exchange.
@@ -450,6 +456,11 @@ impl Client {
                         .collect(),
                 });
             }
+            if self.offer.transport_security {
+                contexts.push(NegotiateContext::Transport {
+                    flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY,
+                });
+            }
             if !self.offer.signing.is_empty() {
                 contexts.push(NegotiateContext::Signing {
                     algorithms: self
@@ -482,6 +493,7 @@ impl Client {
         let mut cipher = None;
         let mut signing = SigningAlgorithm::default_for_dialect(r.dialect.0);
         let mut salt_len = 0;
+        let mut transport_security = false;
         if r.dialect == Dialect::SMB3_1_1 {
             self.conn_preauth.update(req);
             self.conn_preauth.update(&resp.bytes);
@@ -502,6 +514,10 @@ impl Client {
                         assert_eq!(algorithms.len(), 1, "server must choose one algorithm");
                         signing = SigningAlgorithm::from_wire_id(algorithms[0].0).unwrap();
                     }
+                    NegotiateContext::Transport { flags } => {
+                        transport_security =
+                            flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0;
+                    }
                     _ => {}
                 }
             }
@@ -516,6 +532,7 @@ impl Client {
             security_mode: r.security_mode,
             contexts_seen: r.contexts.len(),
             salt_len,
+            transport_security,
         };
         self.negotiated = Some(n.clone());
         n
