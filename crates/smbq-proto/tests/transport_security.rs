@@ -3,6 +3,8 @@
 //! even when the server requires encryption; over TCP the context is never answered and the
 //! same configuration requires encryption. Checked on the messages themselves.
 
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
 mod common;
 
 use common::*;
