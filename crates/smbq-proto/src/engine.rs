@@ -193,6 +193,17 @@ impl ServerConnection {
         self.sessions.keys().copied().collect()
     }
 
+    /// Whether a dialect this connection may select matches `f`. MS-SMB2 2.1: SMB over QUIC
+    /// is defined for 3.1.1 only, so a QUIC connection never selects an older dialect.
+    fn dialect_allowed_any(&self, f: impl Fn(Dialect) -> bool) -> bool {
+        self.cfg
+            .dialects
+            .iter()
+            .copied()
+            .filter(|d| self.transport == Transport::Tcp || *d == Dialect::SMB3_1_1)
+            .any(f)
+    }
+
     /// Processes one frame.
     pub fn on_frame(&mut self, frame: Bytes, env: &mut Env<'_>) -> Result<Vec<Action>, Violation> {
         self.frames += 1;
@@ -227,13 +238,13 @@ impl ServerConnection {
             ..Default::default()
         };
         match reply {
-            Some(Dialect::WILDCARD) if self.cfg.dialects.iter().any(|d| d.0 >= 0x0210) => {
+            Some(Dialect::WILDCARD) if self.dialect_allowed_any(|d| d.0 >= 0x0210) => {
                 let body = self.negotiate_body(Dialect::WILDCARD, env.now, 0, Vec::new());
                 self.state = ConnState::ExpectNegotiate { after_smb1: true };
                 let frame = self.plain_response(&hdr, NtStatus::SUCCESS, &body)?;
                 Ok(vec![Action::Send(vec![frame])])
             }
-            Some(_) if self.cfg.dialects.contains(&Dialect::SMB2_0_2) => {
+            Some(_) if self.dialect_allowed_any(|d| d == Dialect::SMB2_0_2) => {
                 // Only "SMB 2.002" offered: that is the final negotiate (MS-SMB2 3.3.5.3.1).
                 let body = self.negotiate_body(Dialect::SMB2_0_2, env.now, 0, Vec::new());
                 self.enter_negotiated(
@@ -598,7 +609,7 @@ impl ServerConnection {
             .dialects
             .iter()
             .copied()
-            .filter(|d| self.cfg.dialects.contains(d))
+            .filter(|d| self.dialect_allowed_any(|a| a == *d))
             .max()
         else {
             return self.plain_response(&rhdr, NtStatus::NOT_SUPPORTED, &ERROR_BODY);

@@ -101,3 +101,38 @@ fn transport_security_can_be_turned_off() {
     let setup = client.session_setup(&mut server, USER, PASSWORD);
     assert_ne!(setup.session_flags & session_flags::ENCRYPT_DATA, 0);
 }
+
+#[test]
+fn quic_negotiates_3_1_1_only() {
+    // MS-SMB2 2.1: SMB over QUIC is 3.1.1 only; an older-only offer has no common dialect.
+    let mut server = Server::with_transport(config(), Transport::Quic);
+    let mut client = Client::new(Offer::legacy(smbq_wire::Dialect::SMB3_0_2));
+    let req = client.negotiate_request();
+    let (frames, _) = server.exchange_engine_only(&frame(&req)).unwrap();
+    let resp = client.receive(&single(frames));
+    assert_eq!(resp.one().status(), NtStatus::NOT_SUPPORTED);
+
+    // Offering everything, as Windows does, selects 3.1.1.
+    let mut server = Server::with_transport(config(), Transport::Quic);
+    let mut o = offer(true);
+    o.dialects = vec![
+        smbq_wire::Dialect::SMB2_0_2,
+        smbq_wire::Dialect::SMB2_1,
+        smbq_wire::Dialect::SMB3_0,
+        smbq_wire::Dialect::SMB3_0_2,
+        smbq_wire::Dialect::SMB3_1_1,
+    ];
+    let mut client = Client::new(o);
+    assert_eq!(
+        client.negotiate(&mut server).dialect,
+        smbq_wire::Dialect::SMB3_1_1
+    );
+
+    // The same 3.0.2-only offer is fine over TCP.
+    let mut server = Server::with_transport(config(), Transport::Tcp);
+    let mut client = Client::new(Offer::legacy(smbq_wire::Dialect::SMB3_0_2));
+    assert_eq!(
+        client.negotiate(&mut server).dialect,
+        smbq_wire::Dialect::SMB3_0_2
+    );
+}
