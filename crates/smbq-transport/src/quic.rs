@@ -1,0 +1,92 @@
+//! SMB over QUIC, stack-independent part: ALPN, close codes and tuning (MS-SMB2 1.9, 2.1).
+//! The QUIC stack itself lives behind `crate::quinn` so another stack can be added beside it.
+
+use std::time::Duration;
+
+/// MS-SMB2 1.9: the ALPN identification sequence for SMB2 over QUIC (0x73 0x6D 0x62).
+pub const ALPN: &[u8] = b"smb";
+
+/// Application close code of an orderly end (the SMB connection ended, or the server shuts
+/// down). MS-SMB2 defines no QUIC error codes; 0 is what smb-rs and Windows peers use.
+pub const CLOSE_NORMAL: u32 = 0;
+/// Application close code when a peer opens a stream beyond the single one SMB uses
+/// (MS-SMB2 2.1, product note <2>: one bidirectional stream per connection).
+pub const CLOSE_EXTRA_STREAM: u32 = 1;
+/// Application close code when the peer completed the handshake but never opened its stream.
+pub const CLOSE_NO_STREAM: u32 = 2;
+
+/// The largest MTU-discovery bound that is safe: quinn batches up to 10 segments per GSO send
+/// and the kernel rejects batches over 64 KiB (quinn #2201), so 10 x 6500 must stay below it.
+pub const MAX_MTU_UPPER_BOUND: u16 = 6500;
+/// QUIC's minimum datagram size (RFC 9000 14): no MTU bound below it makes sense.
+pub const MIN_MTU: u16 = 1200;
+
+/// QUIC tuning. Defaults follow quic-stacks.md 7.2 (1500-byte-MTU link, up to 10 Gbit/s).
+#[derive(Clone, Debug)]
+pub struct QuicSettings {
+    /// Per-stream receive window. SMB uses one stream, so this caps throughput (16 MiB).
+    pub stream_receive_window: u64,
+    /// Connection receive window (32 MiB).
+    pub receive_window: u64,
+    /// Bytes the server may have in flight unacknowledged (32 MiB).
+    pub send_window: u64,
+    /// Idle timeout the server advertises; the effective one is the peers' minimum (60 s).
+    pub idle_timeout: Duration,
+    /// Interval of server PINGs. The Rust smb crate sends none and times out at 30 s, and
+    /// Windows relies on TCP keep-alives, so without these an idle mount dies (10 s).
+    pub keep_alive: Duration,
+    /// MTU discovery upper bound (1452), clamped to [`MIN_MTU`, `MAX_MTU_UPPER_BOUND`].
+    pub mtu_upper_bound: u16,
+    /// SO_RCVBUF / SO_SNDBUF wanted on the UDP socket; the kernel may cap it (16 MiB).
+    pub socket_buffer: usize,
+    /// Connections (handshaking or established) allowed from one IP address (64).
+    pub max_connections_per_ip: usize,
+    /// When a new handshake would make more than this many in progress, an unvalidated client
+    /// gets a Retry first (256; 0 = always validate addresses).
+    pub retry_above: usize,
+    /// Informational for the engine: allow SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (MS-SMB2
+    /// 2.2.3.1.5) on QUIC connections, skipping SMB3 encryption under TLS 1.3 (true).
+    pub accept_transport_security: bool,
+}
+
+impl Default for QuicSettings {
+    fn default() -> Self {
+        Self {
+            stream_receive_window: 16 << 20,
+            receive_window: 32 << 20,
+            send_window: 32 << 20,
+            idle_timeout: Duration::from_secs(60),
+            keep_alive: Duration::from_secs(10),
+            mtu_upper_bound: 1452,
+            socket_buffer: 16 << 20,
+            max_connections_per_ip: 64,
+            retry_above: 256,
+            accept_transport_security: true,
+        }
+    }
+}
+
+impl QuicSettings {
+    /// The MTU-discovery bound actually used.
+    pub fn effective_mtu_upper_bound(&self) -> u16 {
+        self.mtu_upper_bound.clamp(MIN_MTU, MAX_MTU_UPPER_BOUND)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mtu_bound_is_clamped_both_ways() {
+        let mut s = QuicSettings {
+            mtu_upper_bound: 9000,
+            ..QuicSettings::default()
+        };
+        assert_eq!(s.effective_mtu_upper_bound(), 6500);
+        s.mtu_upper_bound = 500;
+        assert_eq!(s.effective_mtu_upper_bound(), 1200);
+        s.mtu_upper_bound = 1452;
+        assert_eq!(s.effective_mtu_upper_bound(), 1452);
+    }
+}
