@@ -9,6 +9,8 @@ use serde::Deserialize;
 use smbq_proto::Limits;
 use smbq_server::{EncryptPolicy, ShareConfig};
 
+pub use crate::quic_config::QuicConfig;
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
@@ -34,6 +36,8 @@ pub struct FileConfig {
     pub limits: LimitsConfig,
     #[serde(default, rename = "share")]
     pub shares: BTreeMap<String, ShareFile>,
+    #[serde(default)]
+    pub quic: QuicConfig,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -70,9 +74,20 @@ pub struct ShareFile {
 }
 
 impl FileConfig {
+    /// Reads the file; relative paths in `[quic]` are taken relative to the file's directory.
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let mut cfg: Self =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some(dir) = path.parent() {
+            cfg.quic.resolve_paths(dir);
+        }
+        Ok(cfg)
+    }
+
+    /// The QUIC port: `[quic] port`, else the top-level `quic_port`.
+    pub fn quic_port(&self) -> Option<u16> {
+        self.quic.port.or(self.quic_port)
     }
 
     pub fn limits(&self) -> Limits {

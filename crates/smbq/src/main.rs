@@ -2,7 +2,12 @@
 #![forbid(unsafe_code)]
 
 mod accounts;
+mod cert;
+mod cert_cmd;
 mod config;
+mod keylog;
+mod quic_config;
+mod quic_setup;
 mod serve;
 
 use std::io::{BufRead, IsTerminal};
@@ -26,6 +31,11 @@ struct Cli {
 enum Cmd {
     /// Serve PATH as the share "share" (created if missing), plus any --share.
     Serve(serve::ServeArgs),
+    /// Show, export or create the server certificate used for SMB over QUIC.
+    Cert {
+        #[command(subcommand)]
+        cmd: cert_cmd::CertCmd,
+    },
     /// Manage the account database (NT hashes, mode 0600).
     User {
         #[command(subcommand)]
@@ -131,6 +141,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Serve(args) => serve::run(args),
+        Cmd::Cert { cmd } => cert_cmd::run(cmd),
         Cmd::User { cmd } => user_cmd(cmd),
     };
     match result {

@@ -1,6 +1,6 @@
 //! `smbq serve`: builds the typed configuration from the TOML file and flags, prepares the
-//! state directory (server GUID, accounts), binds listeners, prints the ready line, and runs
-//! until SIGINT/SIGTERM.
+//! state directory (server GUID, accounts, certificate), binds the TCP and QUIC listeners,
+//! prints the ready line, and runs until SIGINT/SIGTERM (SIGHUP reloads certificates).
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -12,6 +12,7 @@ use smbq_server::{EncryptPolicy, ServerConfig, ShareConfig};
 
 use crate::accounts::AccountFile;
 use crate::config::{FileConfig, parse_encrypt};
+use crate::quic_setup;
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -35,10 +36,10 @@ pub struct ServeArgs {
     /// Account database (default: STATE_DIR/users).
     #[arg(long)]
     users: Option<PathBuf>,
-    /// State directory for generated files (default ./.smbq).
+    /// State directory for generated files: server GUID, accounts, cert.pem/key.pem (default ./.smbq).
     #[arg(long)]
     state_dir: Option<PathBuf>,
-    /// PEM certificate chain for QUIC.
+    /// PEM certificate chain for QUIC (default: a self-signed one generated in the state dir).
     #[arg(long, requires = "key")]
     cert: Option<PathBuf>,
     /// PEM private key for QUIC.
@@ -51,14 +52,6 @@ pub struct ServeArgs {
 
 pub fn default_state_dir() -> PathBuf {
     PathBuf::from(".smbq")
-}
-
-fn host_name() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "smbq".into())
 }
 
 /// The server GUID is stable across restarts (clients remember it for reconnects).
@@ -169,7 +162,10 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         );
     }
 
-    let server_name: String = file.server_name.clone().unwrap_or_else(host_name);
+    let server_name: String = file
+        .server_name
+        .clone()
+        .unwrap_or_else(crate::cert_cmd::host_name);
     let limits = file.limits();
     let guid = server_guid(&state_dir)?;
     let server_cfg = ServerConfig {
@@ -195,13 +191,46 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .or(file.listen)
         .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
     let tcp_port = args.tcp_port.or(file.tcp_port).unwrap_or(445);
-    let quic_port = args.quic_port.or(file.quic_port).unwrap_or(443);
-    if quic_port != 0 || args.cert.is_some() {
-        eprintln!("smbq: SMB over QUIC is not available in this build yet; serving TCP only");
+    let quic_port_set = args.quic_port.or(file.quic_port());
+    let quic_port = quic_port_set.unwrap_or(443);
+    if tcp_port == 0 && quic_port == 0 {
+        return Err(
+            "TCP and QUIC are both off (--tcp-port 0 --quic-port 0): nothing to listen on".into(),
+        );
     }
-    if tcp_port == 0 {
-        return Err("TCP is off and QUIC is not available yet: nothing to listen on".into());
-    }
+    let mut engine_cfg = engine_cfg;
+    engine_cfg.accept_transport_security = file.quic.transport_security.unwrap_or(true);
+
+    // Everything QUIC needs from files is read before the runtime starts, so a bad
+    // certificate or setting fails the start with one clear line.
+    let quic = if quic_port == 0 {
+        if args.cert.is_some() {
+            eprintln!("smbq: --cert/--key ignored: QUIC is off");
+        }
+        None
+    } else {
+        file.quic.validate()?;
+        let flag = args.cert.clone().zip(args.key.clone());
+        let sources = file.quic.cert_sources(flag, &state_dir);
+        let spec = crate::cert_cmd::self_signed_spec(&file, Some(listen), Vec::new());
+        let entries = quic_setup::load_entries(&sources, &state_dir, &spec, true)?;
+        let store = smbq_transport::CertStore::new(entries)
+            .map_err(|e| format!("QUIC certificate: {e}"))?;
+        let tls = smbq_transport::TlsSettings {
+            certs: store.clone(),
+            client_auth: quic_setup::client_auth(&file.quic)?,
+            keylog: quic_setup::keylog(&file.quic)?,
+        };
+        Some(QuicPlan {
+            addr: SocketAddr::new(listen, quic_port),
+            explicit: quic_port_set.is_some(),
+            tls,
+            settings: quic_setup::settings(&file.quic),
+            store,
+            sources,
+            spec,
+        })
+    };
 
     init_tracing();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -210,36 +239,102 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     rt.block_on(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        // Registered before the ready line: from then on SIGHUP reloads instead of killing.
+        let hup = signal(SignalKind::hangup()).ok();
         let server =
             smbq_server::Server::new(server_cfg).map_err(|e| format!("starting server: {e}"))?;
-        let addr = SocketAddr::new(listen, tcp_port);
-        let listener = smbq_transport::tcp::TcpListener::bind(addr)
-            .map_err(|e| format!("listening on tcp {addr}: {e}"))?;
-        let local = listener.local_addr().map_err(|e| e.to_string())?;
         let shutdown = tokio_util_cancel();
         let runtime =
             smbq_server::conn::Runtime::new(server, Arc::new(engine_cfg), Arc::new(accounts));
-        let task = tokio::spawn(smbq_server::conn::serve_tcp(
-            listener,
-            runtime,
-            shutdown.clone(),
-        ));
-        println!("smbq: listening tcp={local}");
-        let shown = if listen.is_unspecified() {
-            "127.0.0.1".to_string()
-        } else {
-            listen.to_string()
-        };
-        eprintln!(
-            "smbq: try: smbclient //{shown}/share -p {} -U <user> -c ls",
-            local.port()
-        );
+        let mut tasks = Vec::new();
+        let mut ready = String::from("smbq: listening");
+
+        let mut tcp_local = None;
+        if tcp_port != 0 {
+            let addr = SocketAddr::new(listen, tcp_port);
+            let listener = smbq_transport::tcp::TcpListener::bind(addr)
+                .map_err(|e| format!("listening on tcp {addr}: {e}"))?;
+            let local = listener.local_addr().map_err(|e| e.to_string())?;
+            tasks.push(tokio::spawn(smbq_server::conn::serve_tcp(
+                listener,
+                runtime.clone(),
+                shutdown.clone(),
+            )));
+            ready.push_str(&format!(" tcp={local}"));
+            tcp_local = Some(local);
+        }
+
+        let mut quic_listener = None;
+        if let Some(plan) = quic {
+            match smbq_transport::QuicListener::bind(plan.addr, plan.tls, plan.settings) {
+                Ok(l) => {
+                    let l = Arc::new(l);
+                    let local = l.local_addr().map_err(|e| e.to_string())?;
+                    quic_setup::print_fingerprints(&plan.store, false);
+                    tasks.push(tokio::spawn(quic_setup::serve_quic(
+                        l.clone(),
+                        runtime.clone(),
+                        shutdown.clone(),
+                    )));
+                    tasks.push(tokio::spawn(quic_setup::watch_certs(
+                        plan.store,
+                        plan.sources,
+                        state_dir.clone(),
+                        plan.spec,
+                        hup,
+                        shutdown.clone(),
+                    )));
+                    ready.push_str(&format!(" quic={local}"));
+                    quic_listener = Some(l);
+                }
+                // The default port (443) may be taken or privileged; a server that was not
+                // asked for QUIC explicitly still serves TCP.
+                Err(e) if !plan.explicit && tcp_local.is_some() => {
+                    eprintln!(
+                        "smbq: QUIC off: cannot listen on udp {}: {e} (set --quic-port)",
+                        plan.addr
+                    );
+                }
+                Err(e) => return Err(format!("listening on quic (udp) {}: {e}", plan.addr)),
+            }
+        }
+
+        println!("{ready}");
+        if let Some(local) = tcp_local {
+            let shown = if listen.is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                listen.to_string()
+            };
+            eprintln!(
+                "smbq: try: smbclient //{shown}/share -p {} -U <user> -c ls",
+                local.port()
+            );
+        }
         wait_for_signal().await;
         tracing::info!("shutting down");
         shutdown.cancel();
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+        if let Some(l) = &quic_listener {
+            l.shutdown().await;
+        }
+        for task in tasks {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+        }
         Ok::<(), String>(())
     })
+}
+
+/// A QUIC listener to start, built from files before the runtime runs.
+struct QuicPlan {
+    addr: SocketAddr,
+    /// The port was given (flag or config), so failing to bind it is an error.
+    explicit: bool,
+    tls: smbq_transport::TlsSettings,
+    settings: smbq_transport::QuicSettings,
+    store: Arc<smbq_transport::CertStore>,
+    sources: Vec<crate::quic_config::CertSource>,
+    spec: crate::cert::SelfSignedSpec,
 }
 
 fn tokio_util_cancel() -> smbq_server::conn::Shutdown {
