@@ -14,13 +14,17 @@ quick=0
 step() { printf '\n==> %s\n' "$*"; }
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
-step "installing test tools (smbclient, smbtorture, pytest)"
+step "installing test tools (smbclient, smbtorture, tshark, openssl, pytest)"
 need=()
 command -v smbclient >/dev/null || need+=(smbclient)
 command -v smbtorture >/dev/null || need+=(samba-testsuite)
+command -v tshark >/dev/null || need+=(tshark)
+command -v openssl >/dev/null || need+=(openssl)
 command -v python3 >/dev/null || need+=(python3)
 if ((${#need[@]})); then
   as_root apt-get update -qq
+  # tshark's package asks whether non-root users may capture; the default (no) is fine as root.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
@@ -43,8 +47,11 @@ if ((quick == 0)); then
   ./scripts/fuzz-smoke.sh 5
 fi
 
-step "interop: smbclient and smbtorture against the real binary"
-if ((quick)); then export SMBQ_BIG_FILE_MB=16; fi
+step "building the SMB-over-QUIC interop peer (interop/smb-rs-quic, the crates.io smb client)"
+cargo build --release --locked --manifest-path interop/smb-rs-quic/Cargo.toml
+
+step "interop: smbclient, smbtorture and SMB over QUIC against the real binary"
+if ((quick)); then export SMBQ_BIG_FILE_MB=16 SMBQ_QUIC_BIG_MB=16; fi
 python3 -m pytest -q -p no:cacheprovider tests/interop
 
 step "all tests passed"

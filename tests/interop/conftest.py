@@ -22,25 +22,38 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class SmbqServer:
-    """One running `smbq serve`, ready when its ready line has been printed."""
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
-    def __init__(self, workdir: pathlib.Path, extra_args=(), config: str | None = None):
+
+class SmbqServer:
+    """One running `smbq serve`, ready when its ready line has been printed.
+
+    TCP listens on a free port unless `tcp=False`; QUIC is off unless `quic_port` names a UDP
+    port (then `quic_addr` is what the ready line reported). `env` adds environment variables
+    (for example SSLKEYLOGFILE or SMBQ_LOG)."""
+
+    def __init__(self, workdir: pathlib.Path, extra_args=(), config: str | None = None,
+                 quic_port: int = 0, tcp: bool = True, env: dict | None = None):
         self.workdir = workdir
         self.share = workdir / "share"
         self.share.mkdir(parents=True, exist_ok=True)
         self.state = workdir / "state"
         self.password = "Pw-" + secrets.token_hex(8)
-        self.port = free_port()
+        self.port = free_port() if tcp else 0
+        self.quic_port = quic_port
         args = [str(BINARY), "serve", str(self.share), "--listen", "127.0.0.1",
-                "--tcp-port", str(self.port), "--quic-port", "0", "--state-dir", str(self.state)]
+                "--tcp-port", str(self.port), "--quic-port", str(quic_port),
+                "--state-dir", str(self.state)]
         if config is not None:
             cfg = workdir / "smbq.toml"
             cfg.write_text(config)
             args += ["--config", str(cfg)]
         args += list(extra_args)
-        env = dict(os.environ, SMBQ_USER=USER, SMBQ_PASSWORD=self.password,
-                   SMBQ_LOG=os.environ.get("SMBQ_LOG", "info"))
+        env = {**os.environ, "SMBQ_USER": USER, "SMBQ_PASSWORD": self.password,
+               "SMBQ_LOG": os.environ.get("SMBQ_LOG", "info"), **(env or {})}
         self.log_path = workdir / "server.log"
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=env)
@@ -56,6 +69,8 @@ class SmbqServer:
             self.stop()
             raise RuntimeError(f"smbq did not start: {line!r}\n{self.log_path.read_text()}")
         self.ready_line = line.decode().strip()
+        self.quic_addr = next((w.split("=", 1)[1] for w in self.ready_line.split()
+                               if w.startswith("quic=")), None)
 
     def stop(self) -> int | None:
         if self.proc.poll() is None:

@@ -948,7 +948,9 @@ impl ServerConnection {
                             Role::Server,
                             &session_key[..],
                             (dialect == Dialect::SMB3_1_1).then_some(&hash),
-                            if transport_security { None } else { cipher },
+                            // Keys exist even under transport-level security: the client may
+                            // still encrypt (the Rust smb crate does); only the requirement goes.
+                            cipher,
                         )
                         .map_err(|e| Violation::Malformed(format!("key derivation: {e}")))?;
                         session.signer = Signer::new(signing_algo, keys.signing_key()).ok();

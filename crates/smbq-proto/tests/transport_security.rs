@@ -62,6 +62,14 @@ fn quic_with_transport_security_skips_encryption() {
     assert!(!resp.encrypted, "the response is not sealed either");
     assert_eq!(resp.one().status(), NtStatus::FILE_CLOSED);
     assert!(client.verifies(resp.one()), "signing rules are unchanged");
+
+    // A client may still encrypt (the Rust smb crate ignores the answer and does): the keys
+    // exist, the sealed request is accepted and answered sealed.
+    let echo = client.echo(false);
+    let sealed = client.seal(&echo);
+    let resp = client.receive(&single(server.exchange_engine_only(&sealed).unwrap().0));
+    assert!(resp.encrypted);
+    assert_eq!(resp.one().status(), NtStatus::SUCCESS);
 }
 
 #[test]
