@@ -380,12 +380,14 @@ fn dispatch(
     let server = server.clone();
     let tx = task_tx.clone();
     let single = chain.items.len() == 1;
+    let count = chain.items.len();
     tokio::spawn(async move {
         let encrypted = chain.encrypted;
+        let mut message_ids = message_ids;
         let mut done = Vec::with_capacity(chain.items.len());
         let mut related_fid = None;
         let mut failed: Option<NtStatus> = None;
-        for item in chain.items {
+        for (index, item) in chain.items.into_iter().enumerate() {
             match item {
                 ChainItem::Answered(c) => {
                     // An invalid CREATE answered by the engine still fails what follows it.
@@ -415,14 +417,34 @@ fn dispatch(
                         related_fid = None;
                     }
                     let mut async_id = None;
+                    // MS-SMB2 3.3.4.1.3 note (Windows): a CHANGE_NOTIFY ending a compound goes
+                    // async alone; the responses before it are sent first (smbtorture
+                    // smb2.compound.interim1).
+                    let async_last = index + 1 == count && header.command == Command::CHANGE_NOTIFY;
                     let response = {
                         let fut = server.handle(&view, &req, token.clone());
                         tokio::pin!(fut);
                         // A CREATE waiting for an oplock break gets one too, as on Windows.
-                        if single {
+                        // One in the middle cannot go async: Windows fails it instead
+                        // (smbtorture smb2.compound.interim2). Dropping the wait withdraws it.
+                        let mid_notify = !single
+                            && index + 1 < count
+                            && header.command == Command::CHANGE_NOTIFY;
+                        if mid_notify {
+                            tokio::select! {
+                                r = &mut fut => r,
+                                _ = tokio::time::sleep(INTERIM_AFTER) => Response::error(NtStatus::INTERNAL_ERROR),
+                            }
+                        } else if single || async_last {
                             tokio::select! {
                                 r = &mut fut => r,
                                 _ = tokio::time::sleep(INTERIM_AFTER) => {
+                                    if !single && !done.is_empty() {
+                                        let mid = header.message_id;
+                                        let before: Vec<u64> = message_ids.iter().copied().filter(|m| *m != mid).collect();
+                                        message_ids.retain(|m| *m == mid);
+                                        let _ = tx.send(FromTask::Done { items: std::mem::take(&mut done), encrypted, message_ids: before });
+                                    }
                                     let (reply, rx) = oneshot::channel();
                                     let _ = tx.send(FromTask::Interim { header: header.clone(), encrypted, reply });
                                     async_id = rx.await.ok();

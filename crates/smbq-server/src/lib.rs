@@ -14,6 +14,7 @@ pub mod ea;
 pub mod errors;
 mod handlers;
 mod meta;
+pub mod notify;
 pub mod oplock;
 pub mod path;
 pub mod pipe;
@@ -65,6 +66,8 @@ pub struct Server {
     locks: ByteLocks,
     oplocks: oplock::Oplocks,
     change_times: dos::ChangeTimes,
+    /// CHANGE_NOTIFY watches (crate::notify).
+    notify: notify::NotifyHub,
     pipes: RwLock<Arc<PipeFactory>>,
     /// Where to send unsolicited messages for each live connection.
     connections: RwLock<HashMap<u64, push::PushSender>>,
@@ -108,6 +111,7 @@ impl Server {
             locks: ByteLocks::new(),
             oplocks: oplock::Oplocks::new(),
             change_times: dos::ChangeTimes::default(),
+            notify: notify::NotifyHub::new(),
             pipes: RwLock::new(srvsvc_pipes(&shares_for_rpc)),
             connections: RwLock::new(HashMap::new()),
             me: me.clone(),
@@ -278,6 +282,8 @@ impl Server {
         };
         self.locks.release_owner(f.key, open.volatile());
         let doc = open.delete_on_close.load(Ordering::Acquire);
+        // CHANGE_NOTIFY waits on this open end; watchers hear of a delete-pending directory.
+        self.notify_closing(open, doc);
         let last = self.files.remove(f.key, open.volatile(), doc);
         // After the share mode is gone, so a CREATE this wakes finds the file free.
         self.oplock_release(open.volatile());
@@ -289,6 +295,8 @@ impl Server {
             // MS-FSA 2.1.5.4: a delete-pending stream goes with its last open.
             if let Err(e) = f.file.remove_xattr(&format!("{}{name}", streams::PREFIX)) {
                 tracing::warn!(stream = %name, error = %e, "stream delete on close failed");
+            } else {
+                self.notify_removed(open, last, Some(&name)); // CHANGE_NOTIFY (crate::notify)
             }
         }
         if let Some(last) = last
@@ -302,6 +310,8 @@ impl Server {
             };
             if let Err(e) = r {
                 tracing::warn!(path = %last.path, error = %e, "delete on close failed");
+            } else {
+                self.notify_removed(open, &last, None); // CHANGE_NOTIFY (crate::notify)
             }
         }
     }

@@ -48,7 +48,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         InfoType::SECURITY => {
             let token = ctx.token();
             let (addl, buf) = (req.additional_information, req.buffer.to_vec());
+            let watched = open.clone();
             blocking(move || set_security(&open, &token, addl, &buf)).await?;
+            ctx.srv.notify_security(&watched); // CHANGE_NOTIFY (crate::notify)
             return ok();
         }
         InfoType::FILESYSTEM | InfoType::QUOTA => return Err(NtStatus::NOT_SUPPORTED),
@@ -60,7 +62,11 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let class = FileInfoClass(req.file_info_class);
     let buf = req.buffer.to_vec();
     let srv = ctx.srv.self_arc();
+    let (watched, before) = (open.clone(), open.path());
     blocking(move || set_file(&srv, &open, class, &buf)).await?;
+    // CHANGE_NOTIFY (crate::notify): what this class changed, named as watchers see it.
+    ctx.srv
+        .notify_set_info(&watched, class, req.buffer, &before);
     ok()
 }
 

@@ -54,6 +54,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     }
     let write_through = req.flags & write_flags::WRITE_THROUGH != 0;
     let srv = ctx.srv.self_arc();
+    let watched = open.clone();
     let count = blocking(move || {
         let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
         let eof = || f.file.stat().map(|s| s.size).map_err(|e| map_io_error(&e));
@@ -76,6 +77,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         Ok(n)
     })
     .await?;
+    ctx.srv.notify_write(&watched); // CHANGE_NOTIFY (crate::notify)
     let count = u32::try_from(count).unwrap_or(u32::MAX);
     Ok(Response::ok(body(|w| {
         WriteResponse {

@@ -9,6 +9,7 @@ mod info_tests;
 mod io_tests;
 mod lock_tests;
 mod meta_tests;
+mod notify_tests;
 mod oplock_tests;
 mod security_tests;
 mod set_info_tests;

@@ -183,6 +183,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         return Err(NtStatus::INSUFFICIENT_RESOURCES);
     }
     srv.install_open(open.clone());
+    srv.notify_created(&open, done.action); // CHANGE_NOTIFY (crate::notify)
     if let (Some(a), Some(f), CreateAction::CREATED) =
         (wanted.allocation_size, open.file(), done.action)
     {

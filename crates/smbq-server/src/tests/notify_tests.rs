@@ -1,0 +1,109 @@
+//! CHANGE_NOTIFY through the handlers: validation, a change made by another request, and
+//! the completion of a waiting request by CLOSE and by CANCEL.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use smbq_wire::change_notify::{
+    ChangeNotifyRequest, ChangeNotifyResponse, NotifyAction, completion_filter as cf,
+    decode_notify_entries, flags,
+};
+use smbq_wire::create::CreateDisposition as D;
+use smbq_wire::{Command, FileId, NtStatus};
+use tokio_util::sync::CancellationToken;
+
+use super::harness::{H, msg};
+use crate::access::{mask, opts};
+
+fn notify_msg(h: &H, id: FileId, filter: u32, buffer: u32) -> Bytes {
+    msg(Command::CHANGE_NOTIFY, h.tree, h.session.id, |w| {
+        ChangeNotifyRequest {
+            flags: flags::WATCH_TREE,
+            output_buffer_length: buffer,
+            file_id: id,
+            completion_filter: filter,
+        }
+        .encode(w)
+    })
+}
+
+async fn dir(h: &H, name: &str, access: u32) -> FileId {
+    let o = h
+        .create(name, access, D::OPEN_IF, opts::DIRECTORY_FILE)
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    o.id
+}
+
+#[tokio::test]
+async fn validation() {
+    let h = H::new().await;
+    let d = dir(&h, "d", mask::GENERIC_ALL).await;
+    let f = h.create("f", mask::GENERIC_ALL, D::CREATE, 0).await;
+    let r = h.send(notify_msg(&h, f.id, cf::FILE_NAME, 100)).await;
+    assert_eq!(r.status, NtStatus::INVALID_PARAMETER, "file handle");
+    let too_big = h.conn.max_transact_size + 1;
+    let r = h.send(notify_msg(&h, d, cf::FILE_NAME, too_big)).await;
+    assert_eq!(r.status, NtStatus::INVALID_PARAMETER, "buffer");
+    let attr_only = dir(&h, "d", mask::FILE_READ_ATTRIBUTES).await;
+    let r = h.send(notify_msg(&h, attr_only, cf::FILE_NAME, 100)).await;
+    assert_eq!(r.status, NtStatus::ACCESS_DENIED);
+}
+
+#[tokio::test]
+async fn a_create_completes_a_waiting_request_and_close_cleans_up() {
+    let h = H::new().await;
+    let d = dir(&h, "d", mask::GENERIC_ALL).await;
+    let (r, ()) = tokio::join!(h.send(notify_msg(&h, d, cf::FILE_NAME, 1000)), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        h.put("d\\new.txt", b"").await;
+    });
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    let mut m = vec![0u8; 64];
+    m.extend_from_slice(&r.body);
+    let resp = ChangeNotifyResponse::decode(&m).unwrap();
+    assert_eq!(
+        decode_notify_entries(resp.output).unwrap(),
+        vec![(NotifyAction::ADDED, "new.txt".to_string())]
+    );
+    // Changes while no request waits are buffered and returned at once, in order.
+    h.put("d\\gone", b"").await;
+    let g = h
+        .create("d\\gone", mask::GENERIC_ALL, D::OPEN, opts::DELETE_ON_CLOSE)
+        .await;
+    assert_eq!(h.close(g.id).await.status, NtStatus::SUCCESS);
+    let r = h.send(notify_msg(&h, d, cf::FILE_NAME, 1000)).await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    let mut m = vec![0u8; 64];
+    m.extend_from_slice(&r.body);
+    let resp = ChangeNotifyResponse::decode(&m).unwrap();
+    assert_eq!(
+        decode_notify_entries(resp.output).unwrap(),
+        vec![
+            (NotifyAction::ADDED, "gone".to_string()),
+            (NotifyAction::REMOVED, "gone".to_string())
+        ]
+    );
+    // A waiting request ends with NOTIFY_CLEANUP when the directory handle closes.
+    let (r, _) = tokio::join!(h.send(notify_msg(&h, d, cf::FILE_NAME, 1000)), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        h.close(d).await
+    });
+    assert_eq!(r.status, NtStatus::NOTIFY_CLEANUP);
+}
+
+#[tokio::test]
+async fn cancel_ends_a_wait() {
+    let h = H::new().await;
+    let d = dir(&h, "d", mask::GENERIC_ALL).await;
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    let (r, ()) = tokio::join!(
+        h.send_with(notify_msg(&h, d, cf::DIR_NAME, 1000), None, cancel),
+        async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            c2.cancel();
+        }
+    );
+    assert_eq!(r.status, NtStatus::CANCELLED);
+}
