@@ -184,6 +184,12 @@ impl ServerConnection {
         }
     }
 
+    /// Forgets a session that was replaced by a reconnect on another connection (MS-SMB2
+    /// 3.3.5.5.3): its later requests, LOGOFF included, get USER_SESSION_DELETED.
+    pub fn revoke_session(&mut self, session_id: u64) {
+        self.sessions.remove(&session_id);
+    }
+
     /// Frames received, and how many of them arrived encrypted.
     pub fn frame_counts(&self) -> (u64, u64) {
         (self.frames, self.encrypted_frames)

@@ -505,3 +505,19 @@ fn session_limit_per_connection() {
         ]
     );
 }
+
+#[test]
+fn a_revoked_session_is_gone_for_logoff_too() {
+    // A reconnect elsewhere (PreviousSessionId) revokes the session on this connection.
+    let mut server = Server::new(config());
+    let mut client = Client::new(Offer::smb311(&[], &[SigningAlgorithm::AesCmac]));
+    client.connect(&mut server);
+    server.engine.revoke_session(client.session_id);
+    let h = client.header(Command::LOGOFF, 1);
+    let mut lo = Client::message(&h, &[4, 0, 0, 0]);
+    client.sign(&mut lo);
+    let (frames, actions) = server.exchange_engine_only(&frame(&lo)).unwrap();
+    assert!(actions.is_empty(), "{actions:?}");
+    let resp = client.receive(&single(frames));
+    assert_eq!(resp.one().status(), NtStatus::USER_SESSION_DELETED);
+}

@@ -319,9 +319,13 @@ async fn run_connection(
             }
             push = push_rx.recv() => {
                 *engine.deframer().buffer_mut() = buf;
-                if let Some(p) = push {
-                    let frame = engine.notification(p.session_id, p.command, &p.body);
-                    let _ = out_tx.send(frame);
+                match push {
+                    Some(crate::push::Push::Notification { session_id, command, body }) => {
+                        let frame = engine.notification(session_id, command, &body);
+                        let _ = out_tx.send(frame);
+                    }
+                    Some(crate::push::Push::RevokeSession(id)) => engine.revoke_session(id),
+                    None => {}
                 }
             }
             _ = tokio::time::sleep(idle), if !authenticated => {

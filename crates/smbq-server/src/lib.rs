@@ -179,6 +179,10 @@ impl Server {
         if existed {
             self.replaced.lock().insert(session_id);
         }
+        // The connection that still holds the session (reconnects are rare; tell them all).
+        for tx in self.connections.read().values() {
+            let _ = tx.send(push::Push::RevokeSession(session_id));
+        }
     }
 
     pub(crate) fn session_was_replaced(&self, session_id: u64) -> bool {

@@ -385,7 +385,7 @@ impl Server {
                 file_id: n.file_id,
             }
             .encode(&mut w);
-            let push = Push {
+            let push = Push::Notification {
                 session_id: n.session_id,
                 command: Command::OPLOCK_BREAK,
                 body: w.into_vec(),

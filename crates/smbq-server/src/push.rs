@@ -1,16 +1,22 @@
-//! Unsolicited server-to-client messages (oplock and lease breaks, MS-SMB2 3.3.4.6/3.3.4.7):
-//! the server hands a body to the owning connection's task, which frames it through the engine.
+//! Messages the server sends to a connection's task outside any request: unsolicited
+//! notifications (oplock and lease breaks, MS-SMB2 3.3.4.6/3.3.4.7), which the task frames
+//! through its engine, and session revocations.
 
 use smbq_wire::Command;
 
-/// One notification for the connection that holds the open.
 #[derive(Debug, Clone)]
-pub struct Push {
-    /// The session the notification concerns: it decides whether the message is encrypted.
-    pub session_id: u64,
-    pub command: Command,
-    /// The encoded body (e.g. a 24-byte OPLOCK_BREAK notification).
-    pub body: Vec<u8>,
+pub enum Push {
+    /// A notification for the connection that holds the open.
+    Notification {
+        /// The session the notification concerns: it decides whether it is encrypted.
+        session_id: u64,
+        command: Command,
+        /// The encoded body (e.g. a 24-byte OPLOCK_BREAK notification).
+        body: Vec<u8>,
+    },
+    /// The session was replaced by a reconnect elsewhere (MS-SMB2 3.3.5.5.3,
+    /// PreviousSessionId): the connection that still has it must stop honouring it.
+    RevokeSession(u64),
 }
 
 pub type PushSender = tokio::sync::mpsc::UnboundedSender<Push>;

@@ -46,9 +46,12 @@ async fn ack(h: &H, file_id: FileId, level: u8) -> Response {
 }
 
 fn notice(p: Push) -> OplockBreak {
-    assert_eq!(p.command, Command::OPLOCK_BREAK);
+    let Push::Notification { command, body, .. } = p else {
+        panic!("expected a notification, got {p:?}");
+    };
+    assert_eq!(command, Command::OPLOCK_BREAK);
     let mut m = vec![0u8; 64];
-    m.extend_from_slice(&p.body);
+    m.extend_from_slice(&body);
     OplockBreak::decode(&m).unwrap()
 }
 
