@@ -4,6 +4,7 @@
 //! into a [`PipeEndpoint`].
 #![forbid(unsafe_code)]
 
+pub mod client;
 pub mod ndr;
 pub mod pdu;
 pub mod pipe;
