@@ -100,3 +100,16 @@ def server(workdir):
     rc = s.stop()
     assert "panicked" not in s.server_log(), s.server_log()
     assert rc == 0, f"server exit code {rc}\n{s.server_log()}"
+
+
+@pytest.fixture
+def samba(request, workdir):
+    """A private Samba smbd (Debian samba 4.17) on a free loopback port with `server smb encrypt
+    = required`: see samba_server.SambaServer. Other settings via indirect parametrisation, e.g.
+    `@pytest.mark.parametrize("samba", [{"encrypt": "off"}], indirect=True)`. On failure the
+    Samba logs are printed (pytest shows captured output of failing tests)."""
+    from samba_server import SambaServer
+    s = SambaServer(workdir, **(getattr(request, "param", None) or {}))
+    yield s
+    s.stop()
+    print(f"--- samba logs ({s.base}) ---\n{s.log_tail(200)}")
