@@ -1,6 +1,11 @@
 //! Direct-TCP framing (MS-SMB2 2.1): each message is preceded by 0x00 and a 24-bit big-endian
 //! length. The same framing is used on the QUIC stream. The deframer never allocates more than
 //! the current limit, and the limit is small until a session is authenticated.
+//!
+//! Copies: bytes read straight into [`Deframer::buffer_mut`] (TCP) are never copied; frames
+//! are split off that buffer. Chunks given to [`Deframer::push_bytes`] (QUIC) are kept as they
+//! are, and every frame lying whole inside one is handed out as a slice of it; only a frame
+//! that spans chunks is copied, once, into the buffer.
 
 use bytes::{Buf, Bytes, BytesMut};
 
@@ -10,57 +15,122 @@ use crate::error::Violation;
 pub const MAX_FRAME: u32 = 0x00FF_FFFF;
 
 /// Accumulates stream bytes and yields whole frames (the SMB message without its 4-byte header).
+///
+/// The bytes not yet handed out are, in stream order, those in `buf` and then those in
+/// `chunk`. After `next_frame` returns `Ok(None)`, `chunk` is empty.
 #[derive(Debug, Default)]
 pub struct Deframer {
     buf: BytesMut,
+    /// The unread rest of the last `push_bytes` chunk, still in the sender's allocation.
+    chunk: Bytes,
+}
+
+/// Checks a frame header against the limit and returns the frame's total size (header
+/// included). A bad length is refused from the 4-byte header alone, before anything is
+/// buffered for it.
+fn frame_total(header: &[u8], limit: u32) -> Result<usize, Violation> {
+    let &[zero, a, b, c] = header else {
+        return Err(Violation::BadFrameHeader);
+    };
+    if zero != 0 {
+        return Err(Violation::BadFrameHeader);
+    }
+    let len = u32::from_be_bytes([0, a, b, c]);
+    if len == 0 {
+        return Err(Violation::EmptyFrame);
+    }
+    if len > limit {
+        return Err(Violation::FrameTooLarge { len, limit });
+    }
+    Ok(4 + len as usize)
 }
 
 impl Deframer {
     pub fn new() -> Self {
-        Self {
-            buf: BytesMut::new(),
-        }
+        Self::default()
     }
 
-    /// Appends received bytes.
+    /// Appends received bytes (copied).
     pub fn push(&mut self, data: &[u8]) {
+        self.spill();
         self.buf.extend_from_slice(data);
+    }
+
+    /// Appends a received chunk without copying it. Frames lying whole inside the chunk come
+    /// out of `next_frame` as slices of it (they keep its allocation alive while held); a
+    /// frame spanning chunks is copied into the buffer. Take the frames with `next_frame`
+    /// before the next push: a chunk still holding unread bytes is copied then.
+    pub fn push_bytes(&mut self, chunk: Bytes) {
+        self.spill();
+        self.chunk = chunk;
     }
 
     /// Room to read into directly (avoids a copy on TCP): the caller reads into this buffer.
     pub fn buffer_mut(&mut self) -> &mut BytesMut {
+        self.spill();
         &mut self.buf
     }
 
     pub fn buffered(&self) -> usize {
-        self.buf.len()
+        self.buf.len() + self.chunk.len()
+    }
+
+    /// Moves the unread chunk bytes behind the buffered ones, keeping stream order.
+    fn spill(&mut self) {
+        if !self.chunk.is_empty() {
+            self.buf.extend_from_slice(&self.chunk);
+            self.chunk = Bytes::new();
+        }
+    }
+
+    /// Moves up to `n` bytes from the front of the chunk to the end of the buffer.
+    fn top_up(&mut self, n: usize) {
+        let part = self.chunk.split_to(n.min(self.chunk.len()));
+        self.buf.extend_from_slice(&part);
     }
 
     /// The next whole frame, if one is buffered. `limit` is the largest frame acceptable in the
     /// connection's current state; a larger announced length is a protocol violation, detected
     /// from the 4-byte header alone, before anything is buffered for it.
     pub fn next_frame(&mut self, limit: u32) -> Result<Option<Bytes>, Violation> {
-        let Some(&[zero, a, b, c]) = self.buf.get(..4) else {
+        if self.buf.is_empty() {
+            return self.next_in_chunk(limit);
+        }
+        // A frame began in the buffer: complete it from the chunk.
+        if self.buf.len() < 4 {
+            self.top_up(4 - self.buf.len());
+        }
+        let Some(header) = self.buf.get(..4) else {
             return Ok(None);
         };
-        if zero != 0 {
-            return Err(Violation::BadFrameHeader);
+        let total = frame_total(header, limit)?;
+        if self.buf.len() < total {
+            self.top_up(total - self.buf.len());
         }
-        let len = u32::from_be_bytes([0, a, b, c]);
-        if len == 0 {
-            return Err(Violation::EmptyFrame);
-        }
-        if len > limit {
-            return Err(Violation::FrameTooLarge { len, limit });
-        }
-        let total = 4 + len as usize;
         if self.buf.len() < total {
             // Reserve once for the whole frame so large WRITEs arrive without reallocation.
             self.buf.reserve(total - self.buf.len());
             return Ok(None);
         }
         self.buf.advance(4);
-        Ok(Some(self.buf.split_to(len as usize).freeze()))
+        Ok(Some(self.buf.split_to(total - 4).freeze()))
+    }
+
+    /// `next_frame` when nothing is buffered: the stream continues in the chunk.
+    fn next_in_chunk(&mut self, limit: u32) -> Result<Option<Bytes>, Violation> {
+        let Some(header) = self.chunk.get(..4) else {
+            self.spill();
+            return Ok(None);
+        };
+        let total = frame_total(header, limit)?;
+        if self.chunk.len() >= total {
+            self.chunk.advance(4);
+            return Ok(Some(self.chunk.split_to(total - 4)));
+        }
+        // The frame goes on in later chunks: its head moves to the buffer, sized for all of it.
+        self.buf.reserve(total);
+        self.spill();
+        Ok(None)
     }
 }
 
@@ -99,6 +169,147 @@ mod tests {
         let mut d = Deframer::new();
         d.push(&[0x81, 0, 0, 1, 0]);
         assert_eq!(d.next_frame(1024), Err(Violation::BadFrameHeader));
+    }
+
+    fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut v = frame_header(payload.len()).to_vec();
+        v.extend_from_slice(payload);
+        v
+    }
+
+    /// Pushes `chunks` one by one, taking every frame after each push.
+    fn drain_chunks(d: &mut Deframer, chunks: &[&[u8]], limit: u32) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        for c in chunks {
+            d.push_bytes(Bytes::copy_from_slice(c));
+            while let Some(f) = d.next_frame(limit).unwrap() {
+                out.push(f.to_vec());
+            }
+        }
+        out
+    }
+
+    fn lies_within(inner: &Bytes, outer: &Bytes) -> bool {
+        let (o, i) = (outer.as_ptr() as usize, inner.as_ptr() as usize);
+        i >= o && i + inner.len() <= o + outer.len()
+    }
+
+    #[test]
+    fn whole_frames_in_a_chunk_are_slices_of_it() {
+        let mut stream = frame(b"first");
+        stream.extend(frame(b"second!"));
+        let chunk = Bytes::from(stream);
+        let mut d = Deframer::new();
+        d.push_bytes(chunk.clone());
+        let a = d.next_frame(100).unwrap().unwrap();
+        let b = d.next_frame(100).unwrap().unwrap();
+        assert_eq!((&a[..], &b[..]), (&b"first"[..], &b"second!"[..]));
+        assert!(lies_within(&a, &chunk) && lies_within(&b, &chunk));
+        assert_eq!(d.next_frame(100).unwrap(), None);
+        assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn only_the_frame_spanning_chunks_is_copied() {
+        let (f1, f2, f3) = (frame(b"one"), frame(b"two-spans"), frame(b"three"));
+        let cut = f2.len() / 2;
+        let c1 = Bytes::from([&f1[..], &f2[..cut]].concat());
+        let c2 = Bytes::from([&f2[cut..], &f3[..]].concat());
+        let mut d = Deframer::new();
+        d.push_bytes(c1.clone());
+        let one = d.next_frame(100).unwrap().unwrap();
+        assert!(lies_within(&one, &c1));
+        assert_eq!(d.next_frame(100).unwrap(), None);
+        assert_eq!(d.buffered(), cut);
+        d.push_bytes(c2.clone());
+        let two = d.next_frame(100).unwrap().unwrap();
+        assert_eq!(&two[..], b"two-spans");
+        assert!(!lies_within(&two, &c1) && !lies_within(&two, &c2));
+        let three = d.next_frame(100).unwrap().unwrap();
+        assert_eq!(&three[..], b"three");
+        assert!(lies_within(&three, &c2));
+        assert_eq!(d.next_frame(100).unwrap(), None);
+    }
+
+    #[test]
+    fn frames_split_at_every_byte_boundary() {
+        let payloads: [&[u8]; 4] = [b"a", b"hello world", &[7u8; 40], b"xy"];
+        let stream: Vec<u8> = payloads.iter().flat_map(|p| frame(p)).collect();
+        let want: Vec<Vec<u8>> = payloads.iter().map(|p| p.to_vec()).collect();
+        for i in 0..=stream.len() {
+            for j in i..=stream.len() {
+                let (a, rest) = stream.split_at(i);
+                let (b, c) = rest.split_at(j - i);
+                let mut d = Deframer::new();
+                assert_eq!(drain_chunks(&mut d, &[a, b, c], 64), want, "cuts {i} {j}");
+                assert_eq!(d.buffered(), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_and_copied_pushes_mix_in_order() {
+        let stream: Vec<u8> = [frame(b"abc"), frame(b"defgh"), frame(b"ij")].concat();
+        for i in 0..=stream.len() {
+            let (a, b) = stream.split_at(i);
+            // Two chunks pushed without draining in between, then bytes by copy.
+            let mut d = Deframer::new();
+            d.push_bytes(Bytes::copy_from_slice(a));
+            d.push_bytes(Bytes::copy_from_slice(b));
+            d.push(&frame(b"k"));
+            let mut got = Vec::new();
+            while let Some(f) = d.next_frame(64).unwrap() {
+                got.push(f.to_vec());
+            }
+            assert_eq!(got, [&b"abc"[..], b"defgh", b"ij", b"k"], "cut {i}");
+            // buffer_mut keeps the order too.
+            let mut d = Deframer::new();
+            d.push_bytes(Bytes::copy_from_slice(a));
+            d.buffer_mut().extend_from_slice(b);
+            let mut got = Vec::new();
+            while let Some(f) = d.next_frame(64).unwrap() {
+                got.push(f.to_vec());
+            }
+            assert_eq!(got, [&b"abc"[..], b"defgh", b"ij"], "cut {i}");
+        }
+    }
+
+    #[test]
+    fn chunk_violations_match_copied_ones_and_come_from_the_header() {
+        let cases: [(&[u8], Violation); 3] = [
+            (
+                &[0, 0x10, 0, 0],
+                Violation::FrameTooLarge {
+                    len: 0x100000,
+                    limit: 1024,
+                },
+            ),
+            (&[0, 0, 0, 0], Violation::EmptyFrame),
+            (&[0x81, 0, 0, 1, 0], Violation::BadFrameHeader),
+        ];
+        for (bytes, want) in cases {
+            let mut d = Deframer::new();
+            d.push_bytes(Bytes::copy_from_slice(bytes));
+            assert_eq!(d.next_frame(1024), Err(want.clone()));
+            // The same header arriving after a partial one in the buffer.
+            let mut d = Deframer::new();
+            d.push_bytes(Bytes::copy_from_slice(&bytes[..1]));
+            assert_eq!(d.next_frame(1024), Ok(None));
+            d.push_bytes(Bytes::copy_from_slice(&bytes[1..]));
+            assert_eq!(d.next_frame(1024), Err(want));
+        }
+        // A frame within the limit but spanning chunks reserves for itself, not beyond.
+        let mut d = Deframer::new();
+        d.push_bytes(Bytes::from_static(&[0, 0, 4, 0, 1, 2]));
+        assert_eq!(d.next_frame(1024), Ok(None));
+        assert!(d.buffer_mut().capacity() >= 1028);
+        assert_eq!(
+            d.next_frame(1023),
+            Err(Violation::FrameTooLarge {
+                len: 1024,
+                limit: 1023
+            })
+        );
     }
 
     #[test]

@@ -7,14 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use smbq_auth::Accounts;
 use smbq_proto::engine::{Action, Chain, ChainItem, Completed, Env, ServerConnection, Transport};
 use smbq_proto::{ConnView, EngineConfig, Response};
-use smbq_transport::{Connection, TransportKind};
+use smbq_transport::{ChunkRead, Connection, TransportKind};
 use smbq_wire::{Command, NtStatus};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -24,6 +23,8 @@ use crate::Server;
 /// Requests still running after this long get an interim STATUS_PENDING response
 /// (MS-SMB2 3.3.4.2), so the client's timers do not fire and CANCEL can address them.
 const INTERIM_AFTER: Duration = Duration::from_millis(300);
+/// Segments gathered into one write when responses queue up (writev takes up to 1024).
+const WRITE_BATCH: usize = 256;
 
 /// Stops the listeners and connections on shutdown.
 #[derive(Clone, Default)]
@@ -173,6 +174,38 @@ enum FromTask {
     },
 }
 
+/// What woke the connection loop.
+enum Event {
+    Read(std::io::Result<Read>),
+    Task(Option<FromTask>),
+    Push(Option<crate::push::Push>),
+    Idle,
+    Shutdown,
+}
+
+enum Read {
+    /// A QUIC chunk, for the deframer to slice.
+    Chunk(Bytes),
+    /// Bytes were read straight into the deframer's buffer.
+    Filled,
+    Eof,
+}
+
+/// One read from the transport; cancel safe, as both `ChunkRead` methods are.
+async fn read_step(
+    reader: &mut dyn ChunkRead,
+    buf: &mut BytesMut,
+    chunked: bool,
+) -> std::io::Result<Read> {
+    if chunked {
+        return Ok(reader.read_chunk().await?.map_or(Read::Eof, Read::Chunk));
+    }
+    Ok(match reader.read_into(buf).await? {
+        0 => Read::Eof,
+        _ => Read::Filled,
+    })
+}
+
 fn filetime_now() -> u64 {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -203,11 +236,19 @@ async fn run_connection(
 
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<Bytes>>();
     let writer_task = tokio::spawn(async move {
+        let mut batch: Vec<Bytes> = Vec::new();
         while let Some(frame) = out_rx.recv().await {
-            for seg in frame {
-                if writer.write_all(&seg).await.is_err() {
-                    return;
+            batch.clear();
+            batch.extend(frame);
+            // Responses finished meanwhile go out in the same writev / QUIC send.
+            while batch.len() < WRITE_BATCH {
+                match out_rx.try_recv() {
+                    Ok(more) => batch.extend(more),
+                    Err(_) => break,
                 }
+            }
+            if writer.write_chunks(&mut batch).await.is_err() {
+                return;
             }
         }
         let _ = writer.shutdown().await;
@@ -224,49 +265,107 @@ async fn run_connection(
     let mut authenticated = false;
     let started = Instant::now();
 
+    // TCP reads straight into the deframer's buffer; QUIC hands over the chunks quinn
+    // decrypted in place, and the deframer slices whole frames out of them. Either way a frame
+    // is copied only when it spans QUIC chunks.
+    let chunked = kind == TransportKind::Quic;
     let result: Result<(), String> = loop {
-        let mut buf = std::mem::take(engine.deframer().buffer_mut());
-        if buf.capacity() - buf.len() < 64 * 1024 {
-            buf.reserve(256 * 1024);
+        let mut buf = BytesMut::new();
+        if !chunked {
+            buf = std::mem::take(engine.deframer().buffer_mut());
+            if buf.capacity() - buf.len() < 64 * 1024 {
+                buf.reserve(256 * 1024);
+            }
         }
-        tokio::select! {
-            n = reader.read_buf(&mut buf) => {
-                *engine.deframer().buffer_mut() = buf;
-                match n {
-                    Ok(0) => break Ok(()),
+        let event = tokio::select! {
+            r = read_step(reader.as_mut(), &mut buf, chunked) => Event::Read(r),
+            msg = task_rx.recv() => Event::Task(msg),
+            push = push_rx.recv() => Event::Push(push),
+            _ = tokio::time::sleep(idle), if !authenticated => Event::Idle,
+            _ = shutdown.cancelled() => Event::Shutdown,
+        };
+        if !chunked {
+            *engine.deframer().buffer_mut() = buf;
+        }
+        match event {
+            Event::Read(r) => {
+                match r {
+                    Ok(Read::Eof) => break Ok(()),
                     Err(e) => break Err(e.to_string()),
-                    Ok(_) => {}
+                    Ok(Read::Chunk(chunk)) => engine.deframer().push_bytes(chunk),
+                    Ok(Read::Filled) => {}
                 }
                 loop {
                     let frame = match engine.next_frame() {
                         Ok(Some(f)) => f,
                         Ok(None) => break,
-                        Err(v) => return finish_conn(&rt, &engine, writer_task, out_tx, Err(v.to_string())).await,
+                        Err(v) => {
+                            return finish_conn(
+                                &rt,
+                                &engine,
+                                writer_task,
+                                out_tx,
+                                Err(v.to_string()),
+                            )
+                            .await;
+                        }
                     };
                     let actions = {
                         let next_session = || rt.next_session_id.fetch_add(1, Ordering::Relaxed);
-                        let mut env = Env { accounts: rt.accounts.as_ref(), now: filetime_now(), rng: &mut rng, new_session_id: &next_session };
+                        let mut env = Env {
+                            accounts: rt.accounts.as_ref(),
+                            now: filetime_now(),
+                            rng: &mut rng,
+                            new_session_id: &next_session,
+                        };
                         engine.on_frame(frame, &mut env)
                     };
                     let actions = match actions {
                         Ok(a) => a,
-                        Err(v) => return finish_conn(&rt, &engine, writer_task, out_tx, Err(v.to_string())).await,
+                        Err(v) => {
+                            return finish_conn(
+                                &rt,
+                                &engine,
+                                writer_task,
+                                out_tx,
+                                Err(v.to_string()),
+                            )
+                            .await;
+                        }
                     };
                     if view.is_none() {
                         view = engine.conn_view().cloned().map(Arc::new);
                     }
                     for action in actions {
                         match action {
-                            Action::Send(frame) => { let _ = out_tx.send(frame); }
+                            Action::Send(frame) => {
+                                let _ = out_tx.send(frame);
+                            }
                             Action::Run(chain) => {
                                 let Some(view) = view.clone() else { continue };
                                 dispatch(chain, view, &rt.server, &task_tx, &mut running);
                             }
-                            Action::Cancel { message_id, async_id, .. } => {
-                                let mid = async_id.and_then(|a| async_ids.get(&a).copied()).unwrap_or(message_id);
-                                if let Some(t) = running.get(&mid) { t.cancel(); }
+                            Action::Cancel {
+                                message_id,
+                                async_id,
+                                ..
+                            } => {
+                                let mid = async_id
+                                    .and_then(|a| async_ids.get(&a).copied())
+                                    .unwrap_or(message_id);
+                                if let Some(t) = running.get(&mid) {
+                                    t.cancel();
+                                }
                             }
-                            Action::SessionStarted { session_id, previous_session_id, user, dialect, signing, cipher, encrypt_required } => {
+                            Action::SessionStarted {
+                                session_id,
+                                previous_session_id,
+                                user,
+                                dialect,
+                                signing,
+                                cipher,
+                                encrypt_required,
+                            } => {
                                 authenticated = true;
                                 info!(
                                     session = session_id,
@@ -291,17 +390,27 @@ async fn run_connection(
                     }
                 }
             }
-            msg = task_rx.recv() => {
-                *engine.deframer().buffer_mut() = buf;
+            Event::Task(msg) => {
                 match msg {
-                    Some(FromTask::Interim { header, encrypted, reply }) => {
+                    Some(FromTask::Interim {
+                        header,
+                        encrypted,
+                        reply,
+                    }) => {
                         let (async_id, frame) = engine.interim(&header, encrypted);
                         async_ids.insert(async_id, header.message_id);
                         let _ = out_tx.send(frame);
                         let _ = reply.send(async_id);
                     }
-                    Some(FromTask::Done { items, encrypted, message_ids }) => {
-                        if items.iter().any(|c| c.response.status == crate::STATUS_DISCONNECT) {
+                    Some(FromTask::Done {
+                        items,
+                        encrypted,
+                        message_ids,
+                    }) => {
+                        if items
+                            .iter()
+                            .any(|c| c.response.status == crate::STATUS_DISCONNECT)
+                        {
                             // MS-SMB2 3.3.5.15.12: a failed VALIDATE_NEGOTIATE_INFO drops the connection.
                             break Err("validate negotiate failed".into());
                         }
@@ -309,7 +418,9 @@ async fn run_connection(
                             running.remove(&mid);
                         }
                         for c in &items {
-                            if let Some(a) = c.async_id { async_ids.remove(&a); }
+                            if let Some(a) = c.async_id {
+                                async_ids.remove(&a);
+                            }
                         }
                         let frame = engine.finish(&items, encrypted);
                         let _ = out_tx.send(frame);
@@ -317,27 +428,24 @@ async fn run_connection(
                     None => {}
                 }
             }
-            push = push_rx.recv() => {
-                *engine.deframer().buffer_mut() = buf;
-                match push {
-                    Some(crate::push::Push::Notification { session_id, command, body }) => {
-                        let frame = engine.notification(session_id, command, &body);
-                        let _ = out_tx.send(frame);
-                    }
-                    Some(crate::push::Push::RevokeSession(id)) => engine.revoke_session(id),
-                    None => {}
+            Event::Push(push) => match push {
+                Some(crate::push::Push::Notification {
+                    session_id,
+                    command,
+                    body,
+                }) => {
+                    let frame = engine.notification(session_id, command, &body);
+                    let _ = out_tx.send(frame);
                 }
-            }
-            _ = tokio::time::sleep(idle), if !authenticated => {
-                *engine.deframer().buffer_mut() = buf;
+                Some(crate::push::Push::RevokeSession(id)) => engine.revoke_session(id),
+                None => {}
+            },
+            Event::Idle => {
                 if started.elapsed() >= idle {
                     break Err("no session within the idle limit".into());
                 }
             }
-            _ = shutdown.cancelled() => {
-                *engine.deframer().buffer_mut() = buf;
-                break Ok(());
-            }
+            Event::Shutdown => break Ok(()),
         }
     };
     for t in running.values() {
@@ -358,7 +466,8 @@ async fn finish_conn(
     }
     rt.server.connection_ended(engine.id());
     let (frames, encrypted) = engine.frame_counts();
-    info!(frames, encrypted, "connection closed");
+    let smb1_upgrade = engine.upgraded_from_smb1();
+    info!(frames, encrypted, smb1_upgrade, "connection closed");
     drop(out_tx);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
     result

@@ -66,6 +66,20 @@ impl Default for QuicSettings {
     }
 }
 
+/// Counters for logs and metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QuicListenerStats {
+    pub handshakes_in_progress: usize,
+    /// Retry packets sent for address validation.
+    pub retries: u64,
+    /// Connection attempts refused by the per-IP limit.
+    pub refused: u64,
+    /// Handshakes that failed (TLS refusals included) or timed out.
+    pub handshake_failures: u64,
+    /// Connections closed because the peer opened a second stream.
+    pub extra_streams: u64,
+}
+
 impl QuicSettings {
     /// The MTU-discovery bound actually used.
     pub fn effective_mtu_upper_bound(&self) -> u16 {

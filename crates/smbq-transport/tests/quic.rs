@@ -1,277 +1,117 @@
-//! SMB over QUIC listener against a quinn client on loopback, with rcgen certificates.
+//! SMB over QUIC listener on loopback, with rcgen certificates. Clients are smbq's own
+//! `QuicClient` wherever its API can express the test; a raw quinn client remains where a test
+//! must see what `Connection` hides (ALPN offered, close codes, frame counters, extra streams).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use std::future::Future;
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use quinn::crypto::rustls::QuicClientConfig;
+use bytes::Bytes;
+use common::*;
+use quinn::crypto::rustls::QuicClientConfig as QuinnRustls;
 use quinn::{ConnectionError, TransportErrorCode};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose,
-};
-use smbq_transport::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rcgen::ExtendedKeyUsagePurpose;
 use smbq_transport::rustls::{self, RootCertStore};
 use smbq_transport::{
-    ALPN, CLOSE_EXTRA_STREAM, CertEntry, CertStore, ClientAuth, ClientPolicy, Connection,
-    QuicListener, QuicSettings, TlsSettings, TransportKind, fingerprint,
+    ALPN, CLOSE_EXTRA_STREAM, CertStore, ClientAuth, ClientPolicy, Connection, QuicConnectError,
+    QuicListener, QuicSettings, ServerTrust, TransportKind, fingerprint,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 // TLS alert numbers (RFC 8446 6): QUIC carries them as CRYPTO_ERROR 0x100 + alert.
-const ALERT_ACCESS_DENIED: u8 = 49;
-const ALERT_UNKNOWN_CA: u8 = 48;
 const ALERT_NO_APPLICATION_PROTOCOL: u8 = 120;
-const ALERT_CERTIFICATE_REQUIRED: u8 = 116;
 
-async fn within<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(10), f)
-        .await
-        .expect("timed out")
-}
-
-struct Cert {
-    der: CertificateDer<'static>,
-    key: KeyPair,
-}
-
-impl Cert {
-    fn key_der(&self) -> PrivateKeyDer<'static> {
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key.serialize_der()))
+/// A bare quinn client, for what `QuicClient` deliberately cannot do (offer another ALPN,
+/// watch frame counters and close codes, open a second stream).
+fn raw_client(
+    server: SocketAddr,
+    roots: &[&Cert],
+    alpn: Option<&[u8]>,
+) -> (quinn::Endpoint, quinn::ClientConfig) {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut store = RootCertStore::empty();
+    for r in roots {
+        store.add(r.der.clone()).unwrap();
     }
-
-    fn entry(&self, names: &[&str]) -> CertEntry {
-        CertEntry {
-            names: names.iter().map(|s| s.to_string()).collect(),
-            chain: vec![self.der.clone()],
-            key: self.key_der(),
-        }
-    }
-}
-
-fn self_signed(name: &str, eku: ExtendedKeyUsagePurpose) -> (Cert, rcgen::Certificate) {
-    let key = KeyPair::generate().unwrap();
-    let mut p = CertificateParams::new(vec![name.to_string()]).unwrap();
-    p.distinguished_name.push(DnType::CommonName, name);
-    p.extended_key_usages = vec![eku];
-    let cert = p.self_signed(&key).unwrap();
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(store)
+        .with_no_client_auth();
+    cfg.alpn_protocols = alpn.map(|a| vec![a.to_vec()]).unwrap_or_default();
+    let config = quinn::ClientConfig::new(Arc::new(QuinnRustls::try_from(cfg).unwrap()));
     (
-        Cert {
-            der: cert.der().clone(),
-            key,
-        },
-        cert,
+        quinn::Endpoint::client(loopback_for(server)).unwrap(),
+        config,
     )
 }
 
-fn server_cert(name: &str) -> Cert {
-    self_signed(name, ExtendedKeyUsagePurpose::ServerAuth).0
-}
-
-struct Ca {
-    cert: rcgen::Certificate,
-    key: KeyPair,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let key = KeyPair::generate().unwrap();
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        p.distinguished_name.push(DnType::CommonName, name);
-        p.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let cert = p.self_signed(&key).unwrap();
-        Self { cert, key }
-    }
-
-    fn der(&self) -> CertificateDer<'static> {
-        self.cert.der().clone()
-    }
-
-    fn issue_client(&self, name: &str) -> Cert {
-        let key = KeyPair::generate().unwrap();
-        let mut p = CertificateParams::new(vec![name.to_string()]).unwrap();
-        p.distinguished_name.push(DnType::CommonName, name);
-        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
-        Cert {
-            der: cert.der().clone(),
-            key,
-        }
-    }
-}
-
-fn test_settings() -> QuicSettings {
-    QuicSettings {
-        socket_buffer: 1 << 20,
-        ..QuicSettings::default()
-    }
-}
-
-fn listen(certs: Arc<CertStore>, client_auth: ClientAuth, settings: QuicSettings) -> QuicListener {
-    listen_at("127.0.0.1:0", certs, client_auth, None, settings)
-}
-
-fn listen_at(
-    addr: &str,
-    certs: Arc<CertStore>,
-    client_auth: ClientAuth,
-    keylog: Option<Arc<dyn rustls::KeyLog>>,
-    settings: QuicSettings,
-) -> QuicListener {
-    let tls = TlsSettings {
-        certs,
-        client_auth,
-        keylog,
-    };
-    QuicListener::bind(addr.parse().unwrap(), tls, settings).unwrap()
-}
-
-struct ClientOpts<'a> {
-    roots: Vec<CertificateDer<'static>>,
-    client: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-    alpn: Option<&'a [u8]>,
-}
-
-impl ClientOpts<'_> {
-    fn trusting(roots: &[&Cert]) -> Self {
-        Self {
-            roots: roots.iter().map(|c| c.der.clone()).collect(),
-            client: None,
-            alpn: Some(ALPN),
-        }
-    }
-
-    fn config(self) -> quinn::ClientConfig {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let mut roots = RootCertStore::empty();
-        for r in self.roots {
-            roots.add(r).unwrap();
-        }
-        let b = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .unwrap()
-            .with_root_certificates(roots);
-        let mut cfg = match self.client {
-            Some((chain, key)) => b.with_client_auth_cert(chain, key).unwrap(),
-            None => b.with_no_client_auth(),
-        };
-        cfg.alpn_protocols = self.alpn.map(|a| vec![a.to_vec()]).unwrap_or_default();
-        quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(cfg).unwrap()))
-    }
-}
-
-fn client_endpoint(server: SocketAddr) -> quinn::Endpoint {
-    let bind: SocketAddr = if server.is_ipv4() {
-        "127.0.0.1:0".parse().unwrap()
-    } else {
-        "[::1]:0".parse().unwrap()
-    };
-    quinn::Endpoint::client(bind).unwrap()
-}
-
-async fn connect(
+async fn raw_connect(
     server: SocketAddr,
     name: &str,
-    opts: ClientOpts<'_>,
+    roots: &[&Cert],
+    alpn: Option<&[u8]>,
 ) -> Result<(quinn::Endpoint, quinn::Connection), ConnectionError> {
-    let ep = client_endpoint(server);
-    let connecting = ep.connect_with(opts.config(), server, name).unwrap();
-    let conn = within(connecting).await?;
+    let (ep, config) = raw_client(server, roots, alpn);
+    let conn = within(ep.connect_with(config, server, name).unwrap()).await?;
     Ok((ep, conn))
 }
 
-/// The CRYPTO_ERROR or transport code a refused client ends up with, whether the refusal
-/// came before or after the client's side of the handshake completed.
-async fn refusal(server: SocketAddr, name: &str, opts: ClientOpts<'_>) -> TransportErrorCode {
-    let err = match connect(server, name, opts).await {
-        Err(e) => e,
-        Ok((_ep, conn)) => within(conn.closed()).await,
-    };
-    match err {
-        ConnectionError::ConnectionClosed(c) => c.error_code,
-        other => panic!("unexpected {other:?}"),
+/// What a refused `QuicClient` reports; panics on any other outcome.
+async fn refused(
+    server: SocketAddr,
+    name: &str,
+    trust: ServerTrust,
+    cert: Option<&Cert>,
+) -> String {
+    let mut cfg = client_cfg(trust);
+    cfg.client_cert = cert.map(|c| c.chain_and_key(&[]));
+    let client = client_for(server, cfg);
+    match within(client.connect(server, name)).await {
+        Err(QuicConnectError::Refused(why)) => why,
+        Err(other) => panic!("unexpected {other:?}"),
+        Ok(_) => panic!("connected although the server should refuse"),
     }
 }
 
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let len = u32::try_from(payload.len()).unwrap();
-    assert!(len < 1 << 24);
-    let mut v = len.to_be_bytes().to_vec();
-    v.extend_from_slice(payload);
-    v
-}
-
-/// Server side: echoes 4-byte-framed messages until EOF, then drops the connection.
-async fn echo(conn: Connection) {
-    let Connection {
-        mut reader,
-        mut writer,
-        ..
-    } = conn;
-    loop {
-        let mut hdr = [0u8; 4];
-        if reader.read_exact(&mut hdr).await.is_err() {
-            break;
-        }
-        let len = u32::from_be_bytes(hdr) as usize;
-        let mut body = vec![0u8; len];
-        reader.read_exact(&mut body).await.unwrap();
-        writer.write_all(&frame(&body)).await.unwrap();
-    }
-    writer.shutdown().await.unwrap();
-}
-
+/// Server half: accepts the next connection and echoes it in the background.
 async fn serve_echo(listener: &QuicListener) -> Connection {
     within(listener.accept()).await.unwrap().unwrap()
 }
 
-/// Client side: one framed message out, one back, on the given stream.
-async fn roundtrip(send: &mut quinn::SendStream, recv: &mut quinn::RecvStream, payload: &[u8]) {
-    send.write_all(&frame(payload)).await.unwrap();
-    let mut hdr = [0u8; 4];
-    within(recv.read_exact(&mut hdr)).await.unwrap();
-    assert_eq!(u32::from_be_bytes(hdr) as usize, payload.len());
-    let mut body = vec![0u8; payload.len()];
-    within(recv.read_exact(&mut body)).await.unwrap();
-    assert_eq!(body, payload);
+/// Connects with `QuicClient` and checks bytes come back through the listener's echo.
+async fn assert_client_echo(listener: &QuicListener, name: &str, trust: ServerTrust) {
+    assert_client_echo_as(listener, name, trust, None).await;
 }
 
-async fn assert_echo_works(listener: &QuicListener, conn: &quinn::Connection) {
-    let (mut send, mut recv) = conn.open_bi().await.unwrap();
-    // The server sees the stream only once it carries data.
-    let payload: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
-    let client = async { roundtrip(&mut send, &mut recv, &payload).await };
-    let server = async {
-        let c = serve_echo(listener).await;
-        tokio::spawn(echo(c));
-    };
-    tokio::join!(client, server);
-    send.finish().unwrap();
-}
-
-fn leaf_of(conn: &quinn::Connection) -> CertificateDer<'static> {
-    let chain = conn
-        .peer_identity()
-        .unwrap()
-        .downcast::<Vec<CertificateDer<'static>>>()
-        .unwrap();
-    chain[0].clone()
+async fn assert_client_echo_as(
+    listener: &QuicListener,
+    name: &str,
+    trust: ServerTrust,
+    cert: Option<&Cert>,
+) {
+    let addr = listener.local_addr().unwrap();
+    let mut cfg = client_cfg(trust);
+    cfg.client_cert = cert.map(|c| c.chain_and_key(&[]));
+    let client = client_for(addr, cfg);
+    let mut conn = within(client.connect(addr, name)).await.unwrap();
+    assert_eq!(conn.kind, TransportKind::Quic);
+    let payload = pattern(70_000, 1);
+    // The server sees the stream only once it carries data, so accept and write together.
+    let server = accept_and_echo(listener.accept());
+    let client = echo_round_trip(&mut conn, &payload);
+    let (echoed, ()) = tokio::join!(server, client);
+    drop(conn);
+    assert_eq!(within(echoed).await.unwrap(), payload.len());
 }
 
 #[tokio::test]
 async fn handshake_and_echo_then_code_zero_when_smb_side_ends() {
-    let cert = server_cert("files.test");
-    let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
-    let listener = listen(store, ClientAuth::Off, test_settings());
+    let (listener, cert) = listen_as("files.test");
     let addr = listener.local_addr().unwrap();
-    let (ep, conn) = connect(addr, "files.test", ClientOpts::trusting(&[&cert]))
+    let (ep, conn) = raw_connect(addr, "files.test", &[&cert], Some(ALPN))
         .await
         .unwrap();
     assert_eq!(
@@ -285,23 +125,24 @@ async fn handshake_and_echo_then_code_zero_when_smb_side_ends() {
     );
 
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
-    send.write_all(&frame(b"hello smb")).await.unwrap();
+    send.write_all(b"hello smb").await.unwrap();
     let server_conn = serve_echo(&listener).await;
     assert_eq!(server_conn.kind, TransportKind::Quic);
     assert_eq!(server_conn.peer, ep.local_addr().unwrap());
     assert_eq!(server_conn.local, addr);
     let server_task = tokio::spawn(echo(server_conn));
-    let mut hdr = [0u8; 4];
-    within(recv.read_exact(&mut hdr)).await.unwrap();
-    assert_eq!(hdr, [0, 0, 0, 9]);
     let mut body = [0u8; 9];
     within(recv.read_exact(&mut body)).await.unwrap();
     assert_eq!(&body, b"hello smb");
-    roundtrip(&mut send, &mut recv, &[7u8; 200_000]).await;
+    let big = pattern(200_000, 2);
+    send.write_all(&big).await.unwrap();
+    let mut back = vec![0u8; big.len()];
+    within(recv.read_exact(&mut back)).await.unwrap();
+    assert!(back == big);
 
     // Client FIN -> the echo loop ends and drops both halves -> code 0 after the last bytes.
     send.finish().unwrap();
-    within(server_task).await.unwrap();
+    assert_eq!(within(server_task).await.unwrap(), 9 + big.len());
     assert_eq!(
         within(recv.read_to_end(16)).await.unwrap(),
         Vec::<u8>::new()
@@ -317,45 +158,40 @@ async fn ipv6_loopback_echo() {
     let cert = server_cert("files.test");
     let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
     let listener = listen_at("[::1]:0", store, ClientAuth::Off, None, test_settings());
-    let addr = listener.local_addr().unwrap();
-    assert!(addr.is_ipv6());
-    let (_ep, conn) = connect(addr, "files.test", ClientOpts::trusting(&[&cert]))
-        .await
-        .unwrap();
-    assert_echo_works(&listener, &conn).await;
+    assert!(listener.local_addr().unwrap().is_ipv6());
+    assert_client_echo(&listener, "files.test", trusting(&[&cert])).await;
 }
 
 #[tokio::test]
 async fn alpn_other_or_missing_is_refused() {
-    let cert = server_cert("files.test");
-    let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
-    let listener = listen(store, ClientAuth::Off, test_settings());
+    let (listener, cert) = listen_as("files.test");
     let addr = listener.local_addr().unwrap();
     for alpn in [Some(&b"h3"[..]), None] {
-        let opts = ClientOpts {
-            alpn,
-            ..ClientOpts::trusting(&[&cert])
+        let err = match raw_connect(addr, "files.test", &[&cert], alpn).await {
+            Err(e) => e,
+            Ok((_ep, conn)) => within(conn.closed()).await,
         };
-        assert_eq!(
-            refusal(addr, "files.test", opts).await,
-            TransportErrorCode::crypto(ALERT_NO_APPLICATION_PROTOCOL),
-            "alpn {alpn:?}"
-        );
+        match err {
+            ConnectionError::ConnectionClosed(c) => assert_eq!(
+                c.error_code,
+                TransportErrorCode::crypto(ALERT_NO_APPLICATION_PROTOCOL),
+                "alpn {alpn:?}"
+            ),
+            other => panic!("unexpected {other:?}"),
+        }
     }
     assert_eq!(listener.stats().handshake_failures, 2);
 }
 
 #[tokio::test]
 async fn second_stream_is_blocked_then_closes_the_connection() {
-    let cert = server_cert("files.test");
-    let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
-    let listener = listen(store, ClientAuth::Off, test_settings());
+    let (listener, cert) = listen_as("files.test");
     let addr = listener.local_addr().unwrap();
-    let (_ep, conn) = connect(addr, "files.test", ClientOpts::trusting(&[&cert]))
+    let (_ep, conn) = raw_connect(addr, "files.test", &[&cert], Some(ALPN))
         .await
         .unwrap();
     let (mut send, mut recv) = conn.open_bi().await.unwrap();
-    send.write_all(&frame(b"first")).await.unwrap();
+    send.write_all(b"first").await.unwrap();
     let Connection {
         mut reader,
         mut writer,
@@ -372,15 +208,19 @@ async fn second_stream_is_blocked_then_closes_the_connection() {
     // End stream 0 in both directions while the server keeps its halves: quinn then grants
     // credit for another stream, which the server must refuse on its own.
     send.finish().unwrap();
-    let mut got = Vec::new();
-    within(reader.read_to_end(&mut got)).await.unwrap();
-    assert_eq!(got, frame(b"first"));
-    writer.write_all(b"bye").await.unwrap();
+    assert_eq!(
+        within(read_to_end(reader.as_mut())).await.unwrap(),
+        b"first"
+    );
+    writer
+        .write_chunks(&mut [Bytes::from_static(b"bye")])
+        .await
+        .unwrap();
     writer.shutdown().await.unwrap();
     assert_eq!(within(recv.read_to_end(16)).await.unwrap(), b"bye");
 
     let (mut send2, _recv2) = within(conn.open_bi()).await.unwrap();
-    send2.write_all(&frame(b"second")).await.unwrap();
+    send2.write_all(b"second").await.unwrap();
     match within(conn.closed()).await {
         ConnectionError::ApplicationClosed(c) => {
             assert_eq!(c.error_code.into_inner(), u64::from(CLOSE_EXTRA_STREAM))
@@ -391,25 +231,12 @@ async fn second_stream_is_blocked_then_closes_the_connection() {
     drop((reader, writer));
 }
 
-fn client_with(
-    cert: &Cert,
-    chain_extra: &[CertificateDer<'static>],
-    server: &Cert,
-) -> ClientOpts<'static> {
-    let mut chain = vec![cert.der.clone()];
-    chain.extend_from_slice(chain_extra);
-    ClientOpts {
-        client: Some((chain, cert.key_der())),
-        ..ClientOpts::trusting(&[server])
-    }
-}
-
 #[tokio::test]
 async fn client_auth_fingerprints() {
     let server = server_cert("files.test");
-    let (alice, _) = self_signed("alice", ExtendedKeyUsagePurpose::ClientAuth);
-    let (mallory, _) = self_signed("mallory", ExtendedKeyUsagePurpose::ClientAuth);
-    let (eve, _) = self_signed("eve", ExtendedKeyUsagePurpose::ClientAuth);
+    let alice = self_signed("alice", ExtendedKeyUsagePurpose::ClientAuth);
+    let mallory = self_signed("mallory", ExtendedKeyUsagePurpose::ClientAuth);
+    let eve = self_signed("eve", ExtendedKeyUsagePurpose::ClientAuth);
     let policy = ClientPolicy {
         allow_fingerprints: vec![fingerprint(&alice.der), fingerprint(&mallory.der)],
         deny_fingerprints: vec![fingerprint(&mallory.der)],
@@ -418,27 +245,19 @@ async fn client_auth_fingerprints() {
     let store = CertStore::new(vec![server.entry(&["files.test"])]).unwrap();
     let listener = listen(store, ClientAuth::Required(policy), test_settings());
     let addr = listener.local_addr().unwrap();
+    let trust = || trusting(&[&server]);
 
-    // No certificate at all.
-    assert_eq!(
-        refusal(addr, "files.test", ClientOpts::trusting(&[&server])).await,
-        TransportErrorCode::crypto(ALERT_CERTIFICATE_REQUIRED)
-    );
-    // Allowed and denied: deny wins.
-    assert_eq!(
-        refusal(addr, "files.test", client_with(&mallory, &[], &server)).await,
-        TransportErrorCode::crypto(ALERT_ACCESS_DENIED)
-    );
+    // No certificate at all: refused with certificate_required, and reported by connect.
+    let why = refused(addr, "files.test", trust(), None).await;
+    assert!(why.contains("CertificateRequired"), "{why}");
+    // Allowed and denied: deny wins (access_denied, MS-SMB2 3.3.5.1).
+    let why = refused(addr, "files.test", trust(), Some(&mallory)).await;
+    assert!(why.contains("AccessDenied"), "{why}");
     // Neither allowed nor chained to a trusted CA.
-    assert_eq!(
-        refusal(addr, "files.test", client_with(&eve, &[], &server)).await,
-        TransportErrorCode::crypto(ALERT_ACCESS_DENIED)
-    );
+    let why = refused(addr, "files.test", trust(), Some(&eve)).await;
+    assert!(why.contains("AccessDenied"), "{why}");
     // Allowed fingerprint.
-    let (_ep, conn) = connect(addr, "files.test", client_with(&alice, &[], &server))
-        .await
-        .unwrap();
-    assert_echo_works(&listener, &conn).await;
+    assert_client_echo_as(&listener, "files.test", trust(), Some(&alice)).await;
     assert_eq!(listener.stats().handshake_failures, 3);
 }
 
@@ -458,14 +277,9 @@ async fn client_auth_trusted_ca() {
     let listener = listen(store.clone(), ClientAuth::Required(policy), test_settings());
     let addr = listener.local_addr().unwrap();
 
-    let (_ep, conn) = connect(addr, "files.test", client_with(&bob, &[], &server))
-        .await
-        .unwrap();
-    assert_echo_works(&listener, &conn).await;
-    assert_eq!(
-        refusal(addr, "files.test", client_with(&stranger, &[], &server)).await,
-        TransportErrorCode::crypto(ALERT_UNKNOWN_CA)
-    );
+    assert_client_echo_as(&listener, "files.test", trusting(&[&server]), Some(&bob)).await;
+    let why = refused(addr, "files.test", trusting(&[&server]), Some(&stranger)).await;
+    assert!(why.contains("UnknownCA"), "{why}");
 
     // A deny entry for the CA itself covers every leaf the client sends it with.
     let deny_ca = ClientPolicy {
@@ -475,10 +289,12 @@ async fn client_auth_trusted_ca() {
     };
     let listener2 = listen(store, ClientAuth::Required(deny_ca), test_settings());
     let addr2 = listener2.local_addr().unwrap();
-    assert_eq!(
-        refusal(addr2, "files.test", client_with(&bob, &[ca.der()], &server)).await,
-        TransportErrorCode::crypto(ALERT_ACCESS_DENIED)
-    );
+    let mut cfg = client_cfg(trusting(&[&server]));
+    cfg.client_cert = Some(bob.chain_and_key(&[ca.der()]));
+    match within(client_for(addr2, cfg).connect(addr2, "files.test")).await {
+        Err(QuicConnectError::Refused(why)) => assert!(why.contains("AccessDenied"), "{why}"),
+        other => panic!("unexpected {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -488,24 +304,28 @@ async fn sni_selects_certificate_and_replace_applies_to_new_handshakes() {
     let store = CertStore::new(vec![a.entry(&["a.test"]), b.entry(&["b.test"])]).unwrap();
     let listener = listen(store.clone(), ClientAuth::Off, test_settings());
     let addr = listener.local_addr().unwrap();
-    let trust = || ClientOpts::trusting(&[&a, &b]);
+    // A pin proves which certificate the server presented for the name asked.
+    let pinned = |c: &Cert| client_for(addr, client_cfg(ServerTrust::Pin(fingerprint(&c.der))));
 
-    let (_e1, c1) = connect(addr, "b.test", trust()).await.unwrap();
-    assert_eq!(leaf_of(&c1), b.der);
-    let (_e2, c2) = connect(addr, "a.test", trust()).await.unwrap();
-    assert_eq!(leaf_of(&c2), a.der);
+    let c1 = within(pinned(&b).connect(addr, "b.test")).await.unwrap();
+    within(pinned(&a).connect(addr, "a.test")).await.unwrap();
+    match within(pinned(&a).connect(addr, "b.test")).await {
+        Err(QuicConnectError::PinMismatch { got, .. }) => {
+            assert_eq!(got, smbq_transport::fingerprint_hex(&fingerprint(&b.der)))
+        }
+        other => panic!("unexpected {other:?}"),
+    }
 
     let b2 = server_cert("b.test");
     store
         .replace(vec![a.entry(&["a.test"]), b2.entry(&["b.test"])])
         .unwrap();
     assert_eq!(store.fingerprints()[1], fingerprint(&b2.der));
-    let (_e3, c3) = connect(addr, "b.test", ClientOpts::trusting(&[&b2]))
-        .await
-        .unwrap();
-    assert_eq!(leaf_of(&c3), b2.der);
+    within(pinned(&b2).connect(addr, "b.test")).await.unwrap();
     // The connection made before the swap keeps working.
-    assert_echo_works(&listener, &c1).await;
+    let mut c1 = c1;
+    let server = accept_and_echo(listener.accept());
+    let (_, ()) = tokio::join!(server, echo_round_trip(&mut c1, b"still here"));
 }
 
 #[derive(Debug, Default)]
@@ -521,36 +341,42 @@ impl rustls::KeyLog for Labels {
 }
 
 #[tokio::test]
-async fn keylog_receives_tls13_secrets() {
+async fn keylog_receives_tls13_secrets_on_both_sides() {
     let cert = server_cert("files.test");
     let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
-    let labels = Arc::new(Labels::default());
+    let server_labels = Arc::new(Labels::default());
     let listener = listen_at(
         "127.0.0.1:0",
         store,
         ClientAuth::Off,
-        Some(labels.clone()),
+        Some(server_labels.clone()),
         test_settings(),
     );
     let addr = listener.local_addr().unwrap();
-    let (_ep, conn) = connect(addr, "files.test", ClientOpts::trusting(&[&cert]))
+    let client_labels = Arc::new(Labels::default());
+    let mut cfg = client_cfg(trusting(&[&cert]));
+    cfg.keylog = Some(client_labels.clone());
+    let mut conn = within(client_for(addr, cfg).connect(addr, "files.test"))
         .await
         .unwrap();
-    assert_echo_works(&listener, &conn).await;
-    let got = labels.0.lock().unwrap().clone();
-    for want in [
-        "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
-        "SERVER_HANDSHAKE_TRAFFIC_SECRET",
-        "CLIENT_TRAFFIC_SECRET_0",
-        "SERVER_TRAFFIC_SECRET_0",
-    ] {
-        let (_, random, secret) = got
-            .iter()
-            .find(|(l, ..)| l == want)
-            .unwrap_or_else(|| panic!("{want} missing from {got:?}"));
-        assert_eq!(*random, 32);
-        // AES-128-GCM-SHA256, the server's first choice, has 32-byte secrets.
-        assert_eq!(*secret, 32, "{want}");
+    let server = accept_and_echo(listener.accept());
+    let (_, ()) = tokio::join!(server, echo_round_trip(&mut conn, b"secrets"));
+    for labels in [&server_labels, &client_labels] {
+        let got = labels.0.lock().unwrap().clone();
+        for want in [
+            "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+            "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+            "CLIENT_TRAFFIC_SECRET_0",
+            "SERVER_TRAFFIC_SECRET_0",
+        ] {
+            let (_, random, secret) = got
+                .iter()
+                .find(|(l, ..)| l == want)
+                .unwrap_or_else(|| panic!("{want} missing from {got:?}"));
+            assert_eq!(*random, 32);
+            // AES-128-GCM-SHA256, the first choice of both, has 32-byte secrets.
+            assert_eq!(*secret, 32, "{want}");
+        }
     }
 }
 
@@ -564,21 +390,21 @@ async fn per_ip_limit_refuses_the_extra_connection_until_one_closes() {
     };
     let listener = listen(store, ClientAuth::Off, settings);
     let addr = listener.local_addr().unwrap();
-    let trust = || ClientOpts::trusting(&[&cert]);
-    let (_e1, c1) = connect(addr, "files.test", trust()).await.unwrap();
-    let (_e2, _c2) = connect(addr, "files.test", trust()).await.unwrap();
-    assert_eq!(
-        refusal(addr, "files.test", trust()).await,
-        TransportErrorCode::CONNECTION_REFUSED
-    );
+    let client = client_for(addr, client_cfg(trusting(&[&cert])));
+    let c1 = within(client.connect(addr, "files.test")).await.unwrap();
+    let _c2 = within(client.connect(addr, "files.test")).await.unwrap();
+    let why = refused(addr, "files.test", trusting(&[&cert]), None).await;
+    assert!(why.contains("refused"), "{why}");
     assert_eq!(listener.stats().refused, 1);
 
-    c1.close(0u32.into(), b"done");
+    // Dropping both halves closes the connection, which gives the slot back.
+    drop(c1);
     let mut admitted = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        if let Ok((_e, c)) = connect(addr, "files.test", trust()).await {
-            assert_echo_works(&listener, &c).await;
+        if let Ok(mut c) = client.connect(addr, "files.test").await {
+            let server = accept_and_echo(listener.accept());
+            let (_, ()) = tokio::join!(server, echo_round_trip(&mut c, b"admitted"));
             admitted = true;
             break;
         }
@@ -596,25 +422,19 @@ async fn retry_under_load_still_connects() {
         ..test_settings()
     };
     let listener = listen(store, ClientAuth::Off, settings);
-    let addr = listener.local_addr().unwrap();
-    let (_ep, conn) = connect(addr, "files.test", ClientOpts::trusting(&[&cert]))
-        .await
-        .unwrap();
-    assert_echo_works(&listener, &conn).await;
+    assert_client_echo(&listener, "files.test", trusting(&[&cert])).await;
     assert_eq!(listener.stats().retries, 1);
 }
 
 #[tokio::test]
 async fn shutdown_closes_clients_with_code_zero() {
-    let cert = server_cert("files.test");
-    let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
-    let listener = listen(store, ClientAuth::Off, test_settings());
+    let (listener, cert) = listen_as("files.test");
     let addr = listener.local_addr().unwrap();
-    let (_ep, conn) = connect(addr, "files.test", ClientOpts::trusting(&[&cert]))
+    let (_ep, conn) = raw_connect(addr, "files.test", &[&cert], Some(ALPN))
         .await
         .unwrap();
     let (mut send, _recv) = conn.open_bi().await.unwrap();
-    send.write_all(&frame(b"hi")).await.unwrap();
+    send.write_all(b"hi").await.unwrap();
     let held = serve_echo(&listener).await;
 
     within(listener.shutdown()).await;
@@ -640,7 +460,7 @@ async fn server_sends_keep_alive_pings() {
     };
     let listener = listen(store, ClientAuth::Off, settings);
     let addr = listener.local_addr().unwrap();
-    let (_ep, conn) = connect(addr, "files.test", ClientOpts::trusting(&[&cert]))
+    let (_ep, conn) = raw_connect(addr, "files.test", &[&cert], Some(ALPN))
         .await
         .unwrap();
     // The quinn client sends no keep-alives of its own, and MTU probes (which also carry
@@ -663,14 +483,15 @@ async fn idle_timeout_from_settings_applies() {
     };
     let listener = listen(store, ClientAuth::Off, settings);
     let addr = listener.local_addr().unwrap();
-    let (_ep, conn) = connect(addr, "files.test", ClientOpts::trusting(&[&cert]))
+    // The client would keep the connection alive with PINGs: not this one.
+    let mut cfg = client_cfg(trusting(&[&cert]));
+    cfg.settings.keep_alive = Duration::ZERO;
+    let mut conn = within(client_for(addr, cfg).connect(addr, "files.test"))
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    // The effective idle timeout is the smaller of the two peers' (RFC 9000 10.1).
-    assert!(matches!(
-        within(conn.closed()).await,
-        ConnectionError::TimedOut
-    ));
+    // The effective idle timeout is the smaller of the two peers' (RFC 9000 10.1): the
+    // stream fails rather than ending cleanly.
+    assert_eq!(within(read_to_end(conn.reader.as_mut())).await, None);
     assert!(started.elapsed() < Duration::from_secs(5));
 }

@@ -1,0 +1,96 @@
+//! SMB over QUIC on quinn: the listener, the client, and the stream halves both hand up as a
+//! [`crate::Connection`]. What they share lives here: the transport tuning (quic-stacks.md
+//! 7.2), the UDP socket setup and the endpoint configuration.
+
+mod client;
+mod listener;
+mod stream;
+
+pub use client::QuicClient;
+pub use listener::QuicListener;
+
+use std::io;
+use std::net::SocketAddr;
+
+use ::quinn::{EndpointConfig, IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+
+use crate::quic::QuicSettings;
+
+fn invalid(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
+}
+
+fn varint(v: u64) -> VarInt {
+    VarInt::from_u64(v).unwrap_or(VarInt::MAX)
+}
+
+/// Which end of the connection a transport configuration is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Server,
+    Client,
+}
+
+/// quic-stacks.md 7.2: large windows (SMB READ/WRITE up to 8 MiB on one stream), PINGs, no
+/// datagrams. The server lets the client open exactly one bidirectional stream and no
+/// unidirectional ones (MS-SMB2 2.1, product note <2>); the client lets the server open none.
+fn transport_config(s: &QuicSettings, role: Role) -> io::Result<TransportConfig> {
+    let mut tc = TransportConfig::default();
+    let mut mtu = MtuDiscoveryConfig::default();
+    mtu.upper_bound(s.effective_mtu_upper_bound());
+    let peer_bidi = match role {
+        Role::Server => 1,
+        Role::Client => 0,
+    };
+    tc.stream_receive_window(varint(s.stream_receive_window))
+        .receive_window(varint(s.receive_window))
+        .send_window(s.send_window)
+        .max_concurrent_bidi_streams(VarInt::from_u32(peer_bidi))
+        .max_concurrent_uni_streams(VarInt::from_u32(0))
+        .max_idle_timeout(Some(
+            IdleTimeout::try_from(s.idle_timeout).map_err(invalid)?,
+        ))
+        .keep_alive_interval((!s.keep_alive.is_zero()).then_some(s.keep_alive))
+        .datagram_receive_buffer_size(None)
+        .mtu_discovery_config(Some(mtu));
+    Ok(tc)
+}
+
+/// Lets the peer send datagrams as large as our own MTU discovery may reach.
+fn endpoint_config(s: &QuicSettings) -> io::Result<EndpointConfig> {
+    let mut config = EndpointConfig::default();
+    config
+        .max_udp_payload_size(s.effective_mtu_upper_bound().max(1472))
+        .map_err(invalid)?;
+    Ok(config)
+}
+
+/// Large UDP buffers: quinn stalls and drops on bursts when SO_RCVBUF is the Linux default of
+/// 208 KiB (quic-stacks.md 7.2, quinn #2262). The kernel may cap them; that is logged.
+fn tune_socket(sock: SockRef<'_>, want: usize) -> io::Result<()> {
+    if let Err(e) = sock.set_recv_buffer_size(want) {
+        tracing::warn!(error = %e, want, "could not set SO_RCVBUF");
+    }
+    if let Err(e) = sock.set_send_buffer_size(want) {
+        tracing::warn!(error = %e, want, "could not set SO_SNDBUF");
+    }
+    let rcv = sock.recv_buffer_size().unwrap_or(0);
+    let snd = sock.send_buffer_size().unwrap_or(0);
+    if rcv < want || snd < want {
+        tracing::warn!(
+            want,
+            rcvbuf = rcv,
+            sndbuf = snd,
+            "kernel capped the UDP socket buffers; raise net.core.rmem_max and net.core.wmem_max"
+        );
+    }
+    sock.set_nonblocking(true)
+}
+
+fn udp_socket(addr: SocketAddr, want: usize) -> io::Result<std::net::UdpSocket> {
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    tune_socket(SockRef::from(&sock), want)?;
+    sock.bind(&addr.into())?;
+    Ok(sock.into())
+}
