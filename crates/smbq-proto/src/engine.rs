@@ -128,6 +128,8 @@ pub struct ServerConnection {
     next_async_id: u64,
     frames: u64,
     encrypted_frames: u64,
+    /// The connection began with an SMB1 multi-protocol NEGOTIATE (MS-SMB2 3.3.5.3.1).
+    smb1_upgrade: bool,
 }
 
 /// Size of the SMB2 ERROR response body (MS-SMB2 2.2.2): StructureSize 9 counts one data byte.
@@ -146,6 +148,7 @@ impl ServerConnection {
             credits,
             sessions: HashMap::new(),
             next_async_id: 1,
+            smb1_upgrade: false,
             frames: 0,
             encrypted_frames: 0,
         }
@@ -195,6 +198,11 @@ impl ServerConnection {
         (self.frames, self.encrypted_frames)
     }
 
+    /// Whether the client started with an SMB1 NEGOTIATE, as Windows does.
+    pub fn upgraded_from_smb1(&self) -> bool {
+        self.smb1_upgrade
+    }
+
     pub fn session_ids(&self) -> Vec<u64> {
         self.sessions.keys().copied().collect()
     }
@@ -233,6 +241,7 @@ impl ServerConnection {
         let req = smbq_wire::smb1_negotiate::Smb1NegotiateRequest::decode(frame)
             .map_err(|e| Violation::Malformed(e.to_string()))?;
         let reply = req.best_smb2_reply();
+        self.smb1_upgrade = true;
         if !self.credits.consume(0, 1) {
             return Err(Violation::BadMessageId(0));
         }

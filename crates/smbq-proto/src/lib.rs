@@ -3,6 +3,7 @@
 //! the preauth integrity hash. The server and the client are built on it.
 #![forbid(unsafe_code)]
 
+pub mod client;
 pub mod config;
 pub mod credits;
 pub mod engine;

@@ -1,0 +1,560 @@
+//! One SMB connection: a reader task that deframes, opens and routes responses to waiting
+//! requests; a writer task that batches frames; credits as a semaphore so requests wait for
+//! the window instead of overrunning it (MS-SMB2 3.2.4.1.5, 3.2.5.1.4).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use smbq_proto::client::{ClientConfig, Incoming, Negotiated, SessionCrypto, split_compound};
+use smbq_proto::framing::{Deframer, frame_header};
+use smbq_transport::{ChunkRead, ChunkWrite, Connection, TransportKind};
+use smbq_wire::cancel::CancelRequest;
+use smbq_wire::transform::{TRANSFORM_HEADER_LEN, TransformHeader};
+use smbq_wire::{Command, Header, NtStatus, Writer};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::Error;
+
+/// Message id the server uses for oplock/lease break notifications (MS-SMB2 3.3.4.6).
+const UNSOLICITED: u64 = u64::MAX;
+
+struct Pending {
+    /// None once the caller gave up (the response still returns its credits).
+    tx: Option<oneshot::Sender<Result<Incoming, Error>>>,
+    /// Set by an interim STATUS_PENDING response (MS-SMB2 3.2.5.1.5).
+    async_id: Option<u64>,
+    /// The command: SESSION_SETUP responses are verified by the setup itself.
+    command: Command,
+}
+
+struct State {
+    next_mid: u64,
+    pending: HashMap<u64, Pending>,
+    sessions: HashMap<u64, Arc<SessionCrypto>>,
+    dead: Option<String>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: ClientConfig,
+    pub(crate) kind: TransportKind,
+    state: Mutex<State>,
+    credits: Semaphore,
+    tx: mpsc::UnboundedSender<Vec<Bytes>>,
+    negotiated: Mutex<Option<Negotiated>>,
+    pub(crate) server_name: Mutex<String>,
+    /// Woken when the reader task has ended (the connection is gone).
+    ended: tokio::sync::Notify,
+}
+
+/// How a request is protected.
+#[derive(Clone, Default)]
+pub(crate) struct Protect {
+    pub(crate) session: Option<Arc<SessionCrypto>>,
+    pub(crate) sign: bool,
+    pub(crate) encrypt: bool,
+}
+
+/// A request ready to go: the header fields the caller chose, the body, and optional bulk
+/// payload (WRITE data) appended after the body.
+pub(crate) struct Outgoing {
+    pub(crate) command: Command,
+    pub(crate) session_id: u64,
+    pub(crate) tree_id: u32,
+    pub(crate) body: Vec<u8>,
+    pub(crate) payload: Option<Bytes>,
+    /// Bytes the request moves, which sets the credit charge (MS-SMB2 3.2.4.1.5).
+    pub(crate) io_size: usize,
+}
+
+/// Removes the pending entry and cancels the request when the caller's future is dropped
+/// before the answer came (MS-SMB2 3.2.4.24).
+struct Waiter<'a> {
+    shared: &'a Shared,
+    mid: u64,
+    protect: Protect,
+    done: bool,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let async_id = {
+            let mut st = self.shared.state.lock();
+            match st.pending.get_mut(&self.mid) {
+                Some(p) => {
+                    p.tx = None;
+                    p.async_id
+                }
+                None => return,
+            }
+        };
+        self.shared.send_cancel(self.mid, async_id, &self.protect);
+    }
+}
+
+impl Shared {
+    pub(crate) fn start(conn: Connection, config: ClientConfig) -> Arc<Self> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Self {
+            config,
+            kind: conn.kind,
+            state: Mutex::new(State {
+                next_mid: 0,
+                pending: HashMap::new(),
+                sessions: HashMap::new(),
+                dead: None,
+            }),
+            credits: Semaphore::new(1),
+            tx,
+            negotiated: Mutex::new(None),
+            server_name: Mutex::new(conn.peer.ip().to_string()),
+            ended: tokio::sync::Notify::new(),
+        });
+        tokio::spawn(writer_task(conn.writer, rx, Arc::downgrade(&shared)));
+        tokio::spawn(reader_task(conn.reader, Arc::downgrade(&shared)));
+        shared
+    }
+
+    pub(crate) fn set_negotiated(&self, n: Negotiated) {
+        *self.negotiated.lock() = Some(n);
+    }
+
+    pub(crate) fn add_session(&self, crypto: Arc<SessionCrypto>) {
+        self.state.lock().sessions.insert(crypto.session_id, crypto);
+    }
+
+    pub(crate) fn remove_session(&self, id: u64) {
+        self.state.lock().sessions.remove(&id);
+    }
+
+    pub(crate) fn is_dead(&self) -> Option<String> {
+        self.state.lock().dead.clone()
+    }
+
+    fn charge(&self, io_size: usize) -> u16 {
+        let large = self
+            .negotiated
+            .lock()
+            .as_ref()
+            .is_some_and(Negotiated::large_mtu);
+        if !large {
+            return 1;
+        }
+        u16::try_from(io_size.div_ceil(65536).max(1)).unwrap_or(u16::MAX)
+    }
+
+    /// Sends an SMB1 NEGOTIATE as message 0 and waits for the SMB2 answer (MS-SMB2 3.2.4.2.1).
+    pub(crate) async fn call_smb1(&self, msg: Vec<u8>) -> Result<Incoming, Error> {
+        let permit = self
+            .credits
+            .acquire_many(1)
+            .await
+            .map_err(|_| Error::Disconnected("connection closed".into()))?;
+        permit.forget();
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.state.lock();
+            if let Some(d) = &st.dead {
+                return Err(Error::Disconnected(d.clone()));
+            }
+            let mid = st.next_mid;
+            st.next_mid += 1;
+            st.pending.insert(
+                mid,
+                Pending {
+                    tx: Some(tx),
+                    async_id: None,
+                    command: Command::NEGOTIATE,
+                },
+            );
+        }
+        self.send_frame(vec![
+            Bytes::copy_from_slice(&frame_header(msg.len())),
+            Bytes::from(msg),
+        ])?;
+        rx.await
+            .map_err(|_| Error::Disconnected(self.is_dead().unwrap_or_default()))?
+    }
+
+    /// Sends one request and waits for its final response (interim responses are absorbed).
+    pub(crate) async fn call(&self, out: Outgoing, protect: Protect) -> Result<Incoming, Error> {
+        let charge = self.charge(out.io_size);
+        let Outgoing {
+            command,
+            session_id,
+            tree_id,
+            body,
+            payload,
+            ..
+        } = out;
+        let p = protect.clone();
+        self.call_with(
+            command,
+            session_id,
+            tree_id,
+            charge,
+            protect,
+            move |s, h| s.seal_or_sign(h, body, payload, &p),
+        )
+        .await
+    }
+
+    /// Sends a message built from its header, unsigned and unsealed, and returns the final
+    /// response: NEGOTIATE and SESSION_SETUP, whose exact bytes feed the preauth hash.
+    pub(crate) async fn call_recorded(
+        &self,
+        command: Command,
+        session_id: u64,
+        build: impl FnOnce(&Header) -> Vec<u8>,
+    ) -> Result<Incoming, Error> {
+        self.call_with(
+            command,
+            session_id,
+            0,
+            1,
+            Protect::default(),
+            move |_, h| {
+                let m = build(h);
+                Ok(vec![
+                    Bytes::copy_from_slice(&frame_header(m.len())),
+                    Bytes::from(m),
+                ])
+            },
+        )
+        .await
+    }
+
+    async fn call_with(
+        &self,
+        command: Command,
+        session_id: u64,
+        tree_id: u32,
+        charge: u16,
+        protect: Protect,
+        build: impl FnOnce(&Self, &Header) -> Result<Vec<Bytes>, Error>,
+    ) -> Result<Incoming, Error> {
+        let permit = self
+            .credits
+            .acquire_many(u32::from(charge))
+            .await
+            .map_err(|_| Error::Disconnected(self.is_dead().unwrap_or_default()))?;
+        permit.forget();
+        let (tx, rx) = oneshot::channel();
+        let mid = {
+            let mut st = self.state.lock();
+            if let Some(d) = &st.dead {
+                return Err(Error::Disconnected(d.clone()));
+            }
+            let mid = st.next_mid;
+            st.next_mid += u64::from(charge);
+            st.pending.insert(
+                mid,
+                Pending {
+                    tx: Some(tx),
+                    async_id: None,
+                    command,
+                },
+            );
+            mid
+        };
+        let mut waiter = Waiter {
+            shared: self,
+            mid,
+            protect,
+            done: false,
+        };
+        let dialect_202 = self
+            .negotiated
+            .lock()
+            .as_ref()
+            .is_some_and(|n| !n.large_mtu());
+        let header = Header {
+            // 2.0.2 has no CreditCharge field (MS-SMB2 2.2.1.2).
+            credit_charge: if dialect_202 { 0 } else { charge },
+            command,
+            credits: self.config.credit_request,
+            message_id: mid,
+            session_id,
+            tree_id,
+            ..Default::default()
+        };
+        match build(self, &header) {
+            Ok(segs) => self.send_frame(segs)?,
+            Err(e) => {
+                waiter.done = true;
+                self.state.lock().pending.remove(&mid);
+                return Err(e);
+            }
+        }
+        let r = rx.await;
+        waiter.done = true;
+        r.map_err(|_| Error::Disconnected(self.is_dead().unwrap_or_default()))?
+    }
+
+    /// Builds the frame: header + body (+ payload), signed or sealed as the session requires.
+    fn seal_or_sign(
+        &self,
+        header: &Header,
+        body: Vec<u8>,
+        payload: Option<Bytes>,
+        protect: &Protect,
+    ) -> Result<Vec<Bytes>, Error> {
+        let payload_len = payload.as_ref().map_or(0, Bytes::len);
+        let mut w = Writer::with_capacity(
+            64 + body.len()
+                + if protect.encrypt || protect.sign {
+                    payload_len
+                } else {
+                    0
+                },
+        );
+        header.encode(&mut w);
+        w.bytes(&body);
+        let session = protect.session.as_ref();
+        if protect.encrypt {
+            let s = session.ok_or(Error::Integrity("encryption without a session"))?;
+            if let Some(p) = &payload {
+                w.bytes(p);
+            }
+            let sealed = s.seal(w.into_vec())?;
+            return Ok(vec![
+                Bytes::copy_from_slice(&frame_header(sealed.len())),
+                Bytes::from(sealed),
+            ]);
+        }
+        if protect.sign {
+            let s = session.ok_or(Error::Integrity("signing without a session"))?;
+            if let Some(p) = &payload {
+                w.bytes(p);
+            }
+            let mut m = w.into_vec();
+            s.sign(&mut m)?;
+            return Ok(vec![
+                Bytes::copy_from_slice(&frame_header(m.len())),
+                Bytes::from(m),
+            ]);
+        }
+        let m = w.into_vec();
+        let total = m.len() + payload_len;
+        let mut segs = vec![Bytes::copy_from_slice(&frame_header(total)), Bytes::from(m)];
+        // Unsigned, unsealed bulk data goes out as the caller's buffer, uncopied.
+        if let Some(p) = payload {
+            segs.push(p);
+        }
+        Ok(segs)
+    }
+
+    /// Ends the stream (TCP FIN / QUIC stream FIN) after what is queued, and waits until the
+    /// server has closed its side too, or `timeout` passes.
+    pub(crate) async fn close(&self, timeout: std::time::Duration) {
+        let ended = self.ended.notified();
+        tokio::pin!(ended);
+        ended.as_mut().enable();
+        if self.is_dead().is_some() {
+            return;
+        }
+        // An empty batch tells the writer to shut the stream down.
+        let _ = self.tx.send(Vec::new());
+        let _ = tokio::time::timeout(timeout, ended).await;
+    }
+
+    fn send_frame(&self, segs: Vec<Bytes>) -> Result<(), Error> {
+        self.tx.send(segs).map_err(|_| {
+            Error::Disconnected(self.is_dead().unwrap_or_else(|| "writer stopped".into()))
+        })
+    }
+
+    fn send_cancel(&self, mid: u64, async_id: Option<u64>, protect: &Protect) {
+        let header = Header {
+            command: Command::CANCEL,
+            message_id: if async_id.is_some() { 0 } else { mid },
+            async_id,
+            session_id: protect.session.as_ref().map_or(0, |s| s.session_id),
+            ..Default::default()
+        };
+        let mut body = Writer::new();
+        CancelRequest.encode(&mut body);
+        if let Ok(segs) = self.seal_or_sign(&header, body.into_vec(), None, protect) {
+            let _ = self.send_frame(segs);
+        }
+    }
+
+    /// Fails every waiting request and refuses new ones.
+    fn die(&self, reason: String) {
+        let pending = {
+            let mut st = self.state.lock();
+            if st.dead.is_none() {
+                st.dead = Some(reason.clone());
+            }
+            std::mem::take(&mut st.pending)
+        };
+        for (_, p) in pending {
+            if let Some(tx) = p.tx {
+                let _ = tx.send(Err(Error::Disconnected(reason.clone())));
+            }
+        }
+        self.credits.close();
+    }
+
+    /// Takes one frame off the wire: opens a transform, splits the compound, returns credits
+    /// and routes each message to its waiter.
+    fn on_frame(&self, frame: Bytes) -> Result<(), Error> {
+        let (plain, encrypted) = if frame.get(..4) == Some(&[0xFD, b'S', b'M', b'B'][..]) {
+            let th = TransformHeader::decode(&frame)?;
+            if th.original_message_size as usize != frame.len().saturating_sub(TRANSFORM_HEADER_LEN)
+                || th.flags != 1
+            {
+                return Err(Error::Protocol("transform header size or flags".into()));
+            }
+            let session = self
+                .state
+                .lock()
+                .sessions
+                .get(&th.session_id)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::Protocol("encrypted response for an unknown session".into())
+                })?;
+            let mut buf = frame.to_vec();
+            session.open(&mut buf)?;
+            let mut b = Bytes::from(buf);
+            let plain = b.split_off(TRANSFORM_HEADER_LEN);
+            (plain, true)
+        } else {
+            (frame, false)
+        };
+        for m in split_compound(plain, encrypted)? {
+            self.route(m);
+        }
+        Ok(())
+    }
+
+    fn route(&self, m: Incoming) {
+        let h = &m.header;
+        self.credits.add_permits(usize::from(h.credits));
+        if h.message_id == UNSOLICITED {
+            // Oplock/lease breaks: we never ask for either, so there is nothing to do.
+            return;
+        }
+        let mut st = self.state.lock();
+        if h.status == NtStatus::PENDING && h.is_async() {
+            if let Some(p) = st.pending.get_mut(&h.message_id) {
+                p.async_id = h.async_id;
+            }
+            return;
+        }
+        let Some(p) = st.pending.remove(&h.message_id) else {
+            tracing::debug!(mid = h.message_id, "response to no request");
+            return;
+        };
+        let session = st.sessions.get(&h.session_id).cloned();
+        drop(st);
+        let Some(tx) = p.tx else { return };
+        let result = verify(
+            &m,
+            p.command,
+            session.as_deref(),
+            self.config.signing_required,
+        );
+        let _ = tx.send(result.map(|()| m));
+    }
+}
+
+/// MS-SMB2 3.2.5.1.3: a signed response must verify; a session that signs must get signed
+/// responses unless they were encrypted. SESSION_SETUP checks its own final response.
+fn verify(
+    m: &Incoming,
+    command: Command,
+    session: Option<&SessionCrypto>,
+    required: bool,
+) -> Result<(), Error> {
+    if m.encrypted || command == Command::SESSION_SETUP || command == Command::NEGOTIATE {
+        return Ok(());
+    }
+    let Some(s) = session.filter(|s| s.can_sign()) else {
+        return Ok(());
+    };
+    if m.header.is_signed() {
+        if s.verify(&m.msg) {
+            Ok(())
+        } else {
+            Err(Error::Integrity("response signature does not verify"))
+        }
+    } else if required && m.header.status != NtStatus::PENDING {
+        Err(Error::Integrity("unsigned response on a signed session"))
+    } else {
+        Ok(())
+    }
+}
+
+async fn writer_task(
+    mut writer: Box<dyn ChunkWrite>,
+    mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
+    shared: std::sync::Weak<Shared>,
+) {
+    while let Some(first) = rx.recv().await {
+        if first.is_empty() {
+            break;
+        }
+        let mut chunks = first;
+        // Batch what is already queued into one vectored write.
+        while chunks.len() < 256 {
+            match rx.try_recv() {
+                Ok(more) if more.is_empty() => {
+                    let _ = writer.write_chunks(&mut chunks).await;
+                    let _ = writer.shutdown().await;
+                    return;
+                }
+                Ok(more) => chunks.extend(more),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = writer.write_chunks(&mut chunks).await {
+            if let Some(s) = shared.upgrade() {
+                s.die(format!("send failed: {e}"));
+            }
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+async fn reader_task(mut reader: Box<dyn ChunkRead>, shared: std::sync::Weak<Shared>) {
+    let mut deframer = Deframer::new();
+    let reason = loop {
+        let chunk = match reader.read_chunk().await {
+            Ok(Some(c)) => c,
+            Ok(None) => break "the server closed the connection".to_string(),
+            Err(e) => break format!("receive failed: {e}"),
+        };
+        let Some(s) = shared.upgrade() else { return };
+        deframer.push_bytes(chunk);
+        let mut failed = None;
+        loop {
+            match deframer.next_frame(s.config.max_frame) {
+                Ok(Some(frame)) => {
+                    if let Err(e) = s.on_frame(frame) {
+                        failed = Some(e.to_string());
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(v) => {
+                    failed = Some(format!("bad frame from server: {v}"));
+                    break;
+                }
+            }
+        }
+        if let Some(f) = failed {
+            break f;
+        }
+    };
+    if let Some(s) = shared.upgrade() {
+        s.die(reason);
+        s.ended.notify_waiters();
+    }
+}

@@ -1,0 +1,297 @@
+//! An open file or directory: READ, WRITE, FLUSH, QUERY/SET_INFO, QUERY_DIRECTORY, CLOSE.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use smbq_wire::close::CloseRequest;
+use smbq_wire::flush::FlushRequest;
+use smbq_wire::fscc::FileInfoClass;
+use smbq_wire::fscc::dir_info::{DirClass, decode_dir_list};
+use smbq_wire::query_directory::{
+    QueryDirectoryRequest, QueryDirectoryResponse, query_directory_flags as qd_flags,
+};
+use smbq_wire::query_info::{InfoType, QueryInfoRequest, QueryInfoResponse};
+use smbq_wire::read::{ReadRequest, ReadResponse};
+use smbq_wire::set_info::SetInfoRequest;
+use smbq_wire::write::{WriteRequest, WriteResponse};
+use smbq_wire::{Command, FileId, NtStatus, Writer};
+
+use crate::session::check;
+use crate::tree::Tree;
+use crate::{DirEntry, Error, Metadata};
+
+/// Output buffer asked for in one QUERY_DIRECTORY (what Windows uses).
+const DIR_BUFFER: u32 = 64 * 1024;
+/// Entries accepted in one listing before the server is considered hostile.
+const MAX_LISTING: usize = 10_000_000;
+
+struct Inner {
+    tree: Tree,
+    id: FileId,
+    meta: Metadata,
+    created: bool,
+    closed: AtomicBool,
+}
+
+/// An open handle. Cheap to clone; several requests may use it at once. Closed by
+/// [`File::close`], or in the background when the last clone is dropped.
+#[derive(Clone)]
+pub struct File {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.closed.load(Ordering::Relaxed) {
+            return;
+        }
+        let tree = self.tree.clone();
+        let id = self.id;
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = close(&tree, id).await;
+            });
+        }
+    }
+}
+
+async fn close(tree: &Tree, id: FileId) -> Result<(), Error> {
+    let mut w = Writer::new();
+    CloseRequest {
+        flags: 0,
+        file_id: id,
+    }
+    .encode(&mut w);
+    let r = tree.send(Command::CLOSE, w.into_vec(), None, 0).await?;
+    check(&r, "CLOSE")
+}
+
+impl File {
+    pub(crate) fn new(tree: Tree, id: FileId, meta: Metadata, created: bool) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                tree,
+                id,
+                meta,
+                created,
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    pub(crate) fn id(&self) -> FileId {
+        self.inner.id
+    }
+
+    /// What CREATE reported.
+    pub fn metadata(&self) -> &Metadata {
+        &self.inner.meta
+    }
+
+    /// The open created the file.
+    pub fn was_created(&self) -> bool {
+        self.inner.created
+    }
+
+    pub fn tree(&self) -> &Tree {
+        &self.inner.tree
+    }
+
+    /// Largest single READ, from the server's limit and the client's cap.
+    pub fn max_read(&self) -> u32 {
+        let c = self.inner.tree.session.client();
+        c.negotiated().max_read.min(c.shared.config.max_io).max(1)
+    }
+
+    pub fn max_write(&self) -> u32 {
+        let c = self.inner.tree.session.client();
+        c.negotiated().max_write.min(c.shared.config.max_io).max(1)
+    }
+
+    /// One READ of at most `len` bytes (capped at [`File::max_read`]); empty at end of file.
+    pub async fn read_at(&self, offset: u64, len: u32) -> Result<Bytes, Error> {
+        let len = len.min(self.max_read());
+        let mut w = Writer::new();
+        ReadRequest {
+            length: len,
+            offset,
+            file_id: self.inner.id,
+            ..Default::default()
+        }
+        .encode(&mut w);
+        let r = self
+            .inner
+            .tree
+            .send(Command::READ, w.into_vec(), None, len as usize)
+            .await?;
+        if r.header.status == NtStatus::END_OF_FILE {
+            return Ok(Bytes::new());
+        }
+        check(&r, "READ")?;
+        let data = ReadResponse::decode(&r.msg)?.data;
+        if data.len() > len as usize {
+            return Err(Error::Protocol("READ returned more than asked".into()));
+        }
+        // The data stays in the received frame's buffer.
+        Ok(r.msg.slice_ref(data))
+    }
+
+    /// One WRITE of `data` (at most [`File::max_write`] bytes); returns the count written.
+    pub async fn write_at(&self, offset: u64, data: Bytes) -> Result<u32, Error> {
+        let len = u32::try_from(data.len())
+            .ok()
+            .filter(|&l| l <= self.max_write())
+            .ok_or_else(|| Error::Protocol("write larger than the negotiated maximum".into()))?;
+        let mut w = Writer::new();
+        WriteRequest {
+            offset,
+            file_id: self.inner.id,
+            ..Default::default()
+        }
+        .encode_header(len, &mut w);
+        let body = w.into_vec();
+        let r = self
+            .inner
+            .tree
+            .send(Command::WRITE, body, Some(data), len as usize)
+            .await?;
+        check(&r, "WRITE")?;
+        Ok(WriteResponse::decode(&r.msg)?.count)
+    }
+
+    /// FLUSH (MS-SMB2 3.2.4.17): the server has the data on stable storage when it returns.
+    pub async fn flush(&self) -> Result<(), Error> {
+        let mut w = Writer::new();
+        FlushRequest {
+            file_id: self.inner.id,
+        }
+        .encode(&mut w);
+        let r = self
+            .inner
+            .tree
+            .send(Command::FLUSH, w.into_vec(), None, 0)
+            .await?;
+        check(&r, "FLUSH")
+    }
+
+    /// QUERY_INFO of a file information class; the raw output buffer.
+    pub async fn query_info(&self, class: FileInfoClass, max: u32) -> Result<Bytes, Error> {
+        let mut w = Writer::new();
+        QueryInfoRequest {
+            info_type: InfoType::FILE,
+            file_info_class: class.0,
+            output_buffer_length: max,
+            file_id: self.inner.id,
+            ..Default::default()
+        }
+        .encode(&mut w);
+        let r = self
+            .inner
+            .tree
+            .send(Command::QUERY_INFO, w.into_vec(), None, max as usize)
+            .await?;
+        check(&r, "QUERY_INFO")?;
+        let b = QueryInfoResponse::decode(&r.msg)?.buffer;
+        Ok(r.msg.slice_ref(b))
+    }
+
+    /// SET_INFO of a file information class with an encoded buffer.
+    pub async fn set_info(&self, class: FileInfoClass, buffer: Vec<u8>) -> Result<(), Error> {
+        let mut w = Writer::new();
+        SetInfoRequest {
+            info_type: InfoType::FILE,
+            file_info_class: class.0,
+            additional_information: 0,
+            file_id: self.inner.id,
+            buffer: &buffer,
+        }
+        .encode(&mut w);
+        let r = self
+            .inner
+            .tree
+            .send(Command::SET_INFO, w.into_vec(), None, buffer.len())
+            .await?;
+        check(&r, "SET_INFO")
+    }
+
+    /// Sets the end of file (truncates or extends).
+    pub async fn set_len(&self, len: u64) -> Result<(), Error> {
+        self.set_info(FileInfoClass::END_OF_FILE, len.to_le_bytes().to_vec())
+            .await
+    }
+
+    /// Sets the last-write time (FILETIME) through FileBasicInformation; 0 leaves a field as is.
+    pub async fn set_modified(&self, filetime: u64) -> Result<(), Error> {
+        let mut w = Writer::new();
+        w.u64(0).u64(0).u64(filetime).u64(0).u32(0).u32(0);
+        self.set_info(FileInfoClass::BASIC, w.into_vec()).await
+    }
+
+    /// Every entry matching `pattern` (MS-SMB2 3.2.4.17), FileIdBothDirectoryInformation.
+    pub async fn read_dir(&self, pattern: &str) -> Result<Vec<DirEntry>, Error> {
+        let pattern = smbq_wire::cursor::utf16le_encode(pattern);
+        let mut out = Vec::new();
+        let mut first = true;
+        loop {
+            let mut w = Writer::new();
+            QueryDirectoryRequest {
+                file_information_class: DirClass::IdBothDirectory.info_class().0,
+                flags: if first { qd_flags::RESTART_SCANS } else { 0 },
+                file_index: 0,
+                file_id: self.inner.id,
+                file_name: &pattern,
+                output_buffer_length: DIR_BUFFER,
+            }
+            .encode(&mut w);
+            first = false;
+            let r = self
+                .inner
+                .tree
+                .send(
+                    Command::QUERY_DIRECTORY,
+                    w.into_vec(),
+                    None,
+                    DIR_BUFFER as usize,
+                )
+                .await?;
+            if r.header.status == NtStatus::NO_MORE_FILES {
+                return Ok(out);
+            }
+            check(&r, "QUERY_DIRECTORY")?;
+            let buf = QueryDirectoryResponse::decode(&r.msg)?.buffer;
+            let entries = decode_dir_list(DirClass::IdBothDirectory, buf)?;
+            if entries.is_empty() {
+                return Ok(out);
+            }
+            for e in entries {
+                if e.name == "." || e.name == ".." {
+                    continue;
+                }
+                if out.len() == MAX_LISTING {
+                    return Err(Error::Protocol("directory listing too long".into()));
+                }
+                out.push(DirEntry {
+                    name: e.name.into_owned(),
+                    meta: Metadata {
+                        size: e.end_of_file,
+                        allocation: e.allocation_size,
+                        attributes: e.file_attributes,
+                        created: e.creation_time,
+                        accessed: e.last_access_time,
+                        modified: e.last_write_time,
+                        changed: e.change_time,
+                    },
+                });
+            }
+        }
+    }
+
+    /// CLOSE (MS-SMB2 3.2.4.5).
+    pub async fn close(self) -> Result<(), Error> {
+        if self.inner.closed.swap(true, Ordering::Relaxed) {
+            return Ok(());
+        }
+        close(&self.inner.tree, self.inner.id).await
+    }
+}

@@ -1,0 +1,184 @@
+//! The real smbq server in-process (PosixVfs on a temp dir) on loopback TCP and QUIC, and
+//! small helpers the client tests share.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing
+)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use smbq_client::transfer::{TransferOptions, download, upload};
+use smbq_client::{Client, ClientConfig, OpenOptions, Session, Tree};
+use smbq_proto::{EngineConfig, Limits};
+use smbq_server::config::{EncryptPolicy, ServerConfig, ShareConfig};
+use smbq_server::conn::{Runtime, Shutdown, serve_tcp, spawn_connection};
+use smbq_transport::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use smbq_transport::{
+    CertEntry, CertStore, ClientAuth, QuicListener, QuicSettings, TlsSettings, fingerprint,
+};
+
+pub const USER: &str = "alice";
+pub const PASSWORD: &str = "s3cret pass";
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub quic: Option<SocketAddr>,
+    /// SHA-256 of the QUIC certificate, for pinning.
+    pub pin: [u8; 32],
+    pub dir: tempfile::TempDir,
+    pub shutdown: Shutdown,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+pub async fn start(encrypt: EncryptPolicy) -> TestServer {
+    start_with(encrypt, false).await
+}
+
+pub async fn start_with(encrypt: EncryptPolicy, quic: bool) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let share = dir.path().join("share");
+    std::fs::create_dir(&share).unwrap();
+    let cfg = ServerConfig {
+        server_name: "SMBQTEST".into(),
+        server_guid: [7; 16],
+        shares: vec![ShareConfig {
+            name: "share".into(),
+            path: share,
+            comment: "test share".into(),
+            read_only: false,
+            allowed_users: None,
+            no_access_users: Vec::new(),
+            encrypt: false,
+            guest_ok: false,
+        }],
+        encrypt,
+        guest_ok: false,
+        limits: Limits::default(),
+        refuse_hardlinks: true,
+    };
+    let server = smbq_server::Server::new(cfg).unwrap();
+    let engine = EngineConfig::new(Limits::default(), [7; 16], "SMBQTEST").encrypt(
+        matches!(encrypt, EncryptPolicy::Required),
+        matches!(encrypt, EncryptPolicy::Desired),
+    );
+    let accounts = |u: &str| {
+        u.eq_ignore_ascii_case(USER)
+            .then(|| smbq_auth::nt_hash(PASSWORD))
+    };
+    let rt = Runtime::new(server, Arc::new(engine), Arc::new(accounts));
+    let shutdown = Shutdown::new();
+    let (quic, pin) = if quic {
+        let (listener, pin) = quic_listener();
+        let addr = listener.local_addr().unwrap();
+        let rt = rt.clone();
+        let sd = shutdown.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(conn)) = listener.accept().await {
+                spawn_connection(conn, rt.clone(), sd.clone());
+            }
+        });
+        (Some(addr), pin)
+    } else {
+        (None, [0; 32])
+    };
+    let listener = smbq_transport::tcp::TcpListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_tcp(listener, rt, shutdown.clone()));
+    TestServer {
+        addr,
+        quic,
+        pin,
+        dir,
+        shutdown,
+    }
+}
+
+impl TestServer {
+    pub fn share_path(&self) -> std::path::PathBuf {
+        self.dir.path().join("share")
+    }
+}
+
+pub async fn login(srv: &TestServer, cfg: ClientConfig) -> (Client, Session, Tree) {
+    let conn = smbq_transport::connect_tcp(srv.addr).await.unwrap();
+    let client = Client::connect(conn, cfg).await.unwrap();
+    let session = client.login(USER, "", PASSWORD).await.unwrap();
+    let tree = session.tree_connect("share").await.unwrap();
+    (client, session, tree)
+}
+
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 13) as u8)
+        .collect()
+}
+
+pub async fn put(tree: &Tree, path: &str, data: &[u8]) {
+    let f = tree
+        .open(path, &OpenOptions::create_truncate())
+        .await
+        .unwrap();
+    let mut at = 0usize;
+    let n = upload(
+        &f,
+        0,
+        TransferOptions::default(),
+        |max| {
+            let end = (at + max).min(data.len());
+            let b = Bytes::copy_from_slice(&data[at..end]);
+            at = end;
+            Ok(b)
+        },
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!(n as usize, data.len());
+    f.close().await.unwrap();
+}
+
+pub async fn get(tree: &Tree, path: &str) -> Vec<u8> {
+    let f = tree.open(path, &OpenOptions::read()).await.unwrap();
+    let size = f.metadata().size;
+    let mut out = Vec::new();
+    download(&f, 0, size, TransferOptions::default(), |b| {
+        out.extend_from_slice(b);
+        Ok(())
+    })
+    .await
+    .unwrap();
+    f.close().await.unwrap();
+    out
+}
+
+/// A QUIC listener on loopback with a fresh self-signed certificate; returns its pin.
+fn quic_listener() -> (QuicListener, [u8; 32]) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let der: CertificateDer<'static> = cert.der().clone();
+    let pin = fingerprint(&der);
+    let store = CertStore::new(vec![CertEntry {
+        names: vec!["localhost".into()],
+        chain: vec![der],
+        key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+    }])
+    .unwrap();
+    let tls = TlsSettings {
+        certs: store,
+        client_auth: ClientAuth::default(),
+        keylog: None,
+    };
+    let l =
+        QuicListener::bind("127.0.0.1:0".parse().unwrap(), tls, QuicSettings::default()).unwrap();
+    (l, pin)
+}

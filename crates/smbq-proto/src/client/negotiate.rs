@@ -1,0 +1,190 @@
+//! NEGOTIATE from the client's side (MS-SMB2 3.2.4.2.2, 3.2.5.2).
+
+use smbq_crypto::{Cipher, SigningAlgorithm};
+use smbq_wire::negotiate::{
+    Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateRequest, NegotiateResponse,
+    SigningAlgorithm as WireSigning, capabilities, security_mode, transport_flags,
+};
+use smbq_wire::smb1_negotiate::{DIALECT_SMB2_002, DIALECT_SMB2_WILDCARD, Smb1NegotiateRequest};
+use smbq_wire::{Command, Dialect, Header, NtStatus, Writer};
+
+use super::{ClientConfig, ClientError};
+
+/// What NEGOTIATE settled.
+#[derive(Clone, Debug)]
+pub struct Negotiated {
+    pub dialect: Dialect,
+    pub cipher: Option<Cipher>,
+    pub signing: SigningAlgorithm,
+    pub capabilities: u32,
+    pub security_mode: u16,
+    pub server_guid: [u8; 16],
+    pub max_transact: u32,
+    pub max_read: u32,
+    pub max_write: u32,
+    /// The server accepted SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (MS-SMB2 3.2.5.2).
+    pub transport_security: bool,
+    /// The server's SPNEGO hint (negTokenInit2), for mechanism selection.
+    pub security_blob: Vec<u8>,
+}
+
+impl Negotiated {
+    /// Whether multi-credit requests are allowed (MS-SMB2 3.2.4.1.5).
+    pub fn large_mtu(&self) -> bool {
+        self.dialect != Dialect::SMB2_0_2 && self.capabilities & capabilities::LARGE_MTU != 0
+    }
+
+    pub fn server_requires_signing(&self) -> bool {
+        self.security_mode & security_mode::SIGNING_REQUIRED != 0
+    }
+}
+
+/// The SMB1 NEGOTIATE a Windows client sends first, offering SMB 2.002 and SMB 2.???
+/// (MS-SMB2 3.2.4.2.1). The reply is an SMB2 NEGOTIATE response.
+pub fn smb1_negotiate_request() -> Vec<u8> {
+    let req = Smb1NegotiateRequest {
+        dialects: vec![b"NT LM 0.12", DIALECT_SMB2_002, DIALECT_SMB2_WILDCARD],
+    };
+    let mut w = Writer::new();
+    req.encode(&mut w);
+    w.into_vec()
+}
+
+/// An SMB2 NEGOTIATE request (header included) with the 3.1.1 contexts when 3.1.1 is offered.
+pub fn negotiate_request(cfg: &ClientConfig, header: &Header, salt: &[u8; 32]) -> Vec<u8> {
+    let mut contexts = Vec::new();
+    let mut caps = capabilities::LARGE_MTU;
+    if cfg.dialects.iter().any(|d| d.is_smb3()) {
+        caps |= capabilities::ENCRYPTION;
+    }
+    if cfg.dialects.contains(&Dialect::SMB3_1_1) {
+        contexts.push(NegotiateContext::PreauthIntegrity {
+            hash_algorithms: vec![HashAlgorithm::SHA512],
+            salt,
+        });
+        if !cfg.ciphers.is_empty() {
+            contexts.push(NegotiateContext::Encryption {
+                ciphers: cfg
+                    .ciphers
+                    .iter()
+                    .map(|c| WireCipher(c.wire_id()))
+                    .collect(),
+            });
+        }
+        if !cfg.signing.is_empty() {
+            contexts.push(NegotiateContext::Signing {
+                algorithms: cfg
+                    .signing
+                    .iter()
+                    .map(|a| WireSigning(a.wire_id()))
+                    .collect(),
+            });
+        }
+        if cfg.transport_security {
+            contexts.push(NegotiateContext::Transport {
+                flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY,
+            });
+        }
+    }
+    let req = NegotiateRequest {
+        security_mode: if cfg.signing_required {
+            security_mode::SIGNING_ENABLED | security_mode::SIGNING_REQUIRED
+        } else {
+            security_mode::SIGNING_ENABLED
+        },
+        capabilities: caps,
+        client_guid: cfg.client_guid,
+        dialects: cfg.dialects.clone(),
+        contexts,
+    };
+    let mut w = Writer::new();
+    let mut h = header.clone();
+    h.command = Command::NEGOTIATE;
+    h.encode(&mut w);
+    req.encode(&mut w);
+    w.into_vec()
+}
+
+/// Checks the server's choice against the offer (MS-SMB2 3.2.5.2): the dialect, cipher and
+/// signing algorithm must be ones the client offered, and 3.1.1 must carry exactly one
+/// preauth integrity context with SHA-512.
+pub fn parse_negotiate_response(cfg: &ClientConfig, msg: &[u8]) -> Result<Negotiated, ClientError> {
+    let header = Header::decode(msg)?;
+    if header.status != NtStatus::SUCCESS {
+        return Err(ClientError::Status {
+            op: "NEGOTIATE",
+            status: header.status,
+        });
+    }
+    let r = NegotiateResponse::decode(msg)?;
+    if r.dialect != Dialect::WILDCARD && !cfg.dialects.contains(&r.dialect) {
+        return Err(ClientError::protocol(format!(
+            "server chose dialect {:?}, which was not offered",
+            r.dialect
+        )));
+    }
+    let mut n = Negotiated {
+        dialect: r.dialect,
+        cipher: None,
+        signing: SigningAlgorithm::default_for_dialect(r.dialect.0),
+        capabilities: r.capabilities,
+        security_mode: r.security_mode,
+        server_guid: r.server_guid,
+        max_transact: r.max_transact_size,
+        max_read: r.max_read_size,
+        max_write: r.max_write_size,
+        transport_security: false,
+        security_blob: r.security_buffer.to_vec(),
+    };
+    if r.dialect == Dialect::SMB3_1_1 {
+        let mut preauth = 0;
+        for c in &r.contexts {
+            match c {
+                NegotiateContext::PreauthIntegrity {
+                    hash_algorithms, ..
+                } => {
+                    preauth += 1;
+                    if hash_algorithms.as_slice() != [HashAlgorithm::SHA512] {
+                        return Err(ClientError::protocol("preauth hash is not SHA-512"));
+                    }
+                }
+                NegotiateContext::Encryption { ciphers } => {
+                    let [one] = ciphers.as_slice() else {
+                        return Err(ClientError::protocol("server must choose one cipher"));
+                    };
+                    // 0 means "no common cipher" (MS-SMB2 3.3.5.2.5.2).
+                    if one.0 != 0 {
+                        let c = Cipher::from_wire_id(one.0)
+                            .filter(|c| cfg.ciphers.contains(c))
+                            .ok_or_else(|| ClientError::protocol("cipher not offered"))?;
+                        n.cipher = Some(c);
+                    }
+                }
+                NegotiateContext::Signing { algorithms } => {
+                    let [one] = algorithms.as_slice() else {
+                        return Err(ClientError::protocol(
+                            "server must choose one signing algorithm",
+                        ));
+                    };
+                    n.signing = SigningAlgorithm::from_wire_id(one.0)
+                        .filter(|a| cfg.signing.contains(a))
+                        .ok_or_else(|| ClientError::protocol("signing algorithm not offered"))?;
+                }
+                NegotiateContext::Transport { flags } => {
+                    n.transport_security = cfg.transport_security
+                        && flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0;
+                }
+                _ => {}
+            }
+        }
+        if preauth != 1 {
+            return Err(ClientError::protocol(
+                "3.1.1 response without exactly one preauth integrity context",
+            ));
+        }
+    } else if r.dialect.is_smb3() && r.capabilities & capabilities::ENCRYPTION != 0 {
+        // 3.0 / 3.0.2 have one cipher, signalled by the capability (MS-SMB2 3.2.5.2).
+        n.cipher = Some(Cipher::Aes128Ccm);
+    }
+    Ok(n)
+}

@@ -1,0 +1,139 @@
+//! A client session's keys: signing outgoing messages, sealing and opening transforms
+//! (MS-SMB2 3.2.4.1.1, 3.2.4.1.8, 3.2.5.1.1, 3.2.5.1.3).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use smbq_crypto::{Sealer, Signer};
+use smbq_wire::header::{FLAGS_OFFSET, flags};
+use smbq_wire::transform::{TRANSFORM_HEADER_LEN, TransformHeader};
+
+use super::ClientError;
+
+/// Keys of one established session. Shared by every task issuing requests on it.
+pub struct SessionCrypto {
+    pub session_id: u64,
+    signer: Option<Signer>,
+    encryptor: Option<Sealer>,
+    decryptor: Option<Sealer>,
+    /// Nonces are a per-session counter behind a random prefix: unique for the key's life
+    /// without relying on the birthday bound of random 11/12-byte nonces.
+    nonce_prefix: [u8; 4],
+    nonce_counter: AtomicU64,
+}
+
+impl std::fmt::Debug for SessionCrypto {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionCrypto")
+            .field("session_id", &self.session_id)
+            .field("signing", &self.signer.is_some())
+            .field("sealing", &self.encryptor.is_some())
+            .finish()
+    }
+}
+
+impl SessionCrypto {
+    pub fn new(
+        session_id: u64,
+        signer: Option<Signer>,
+        encryptor: Option<Sealer>,
+        decryptor: Option<Sealer>,
+        nonce_prefix: [u8; 4],
+    ) -> Self {
+        Self {
+            session_id,
+            signer,
+            encryptor,
+            decryptor,
+            nonce_prefix,
+            nonce_counter: AtomicU64::new(1),
+        }
+    }
+
+    pub fn can_sign(&self) -> bool {
+        self.signer.is_some()
+    }
+
+    pub fn can_seal(&self) -> bool {
+        self.encryptor.is_some()
+    }
+
+    /// Sets SIGNED and writes the signature of one message (padding included, as sent).
+    pub fn sign(&self, msg: &mut [u8]) -> Result<(), ClientError> {
+        let signer = self
+            .signer
+            .as_ref()
+            .ok_or(ClientError::Integrity("no signing key"))?;
+        let f = msg
+            .get_mut(FLAGS_OFFSET..FLAGS_OFFSET + 4)
+            .ok_or(ClientError::Integrity("message shorter than a header"))?;
+        let cur: [u8; 4] = (&*f)
+            .try_into()
+            .map_err(|_| ClientError::Integrity("message shorter than a header"))?;
+        let v = u32::from_le_bytes(cur) | flags::SIGNED;
+        f.copy_from_slice(&v.to_le_bytes());
+        signer
+            .sign(msg)
+            .map_err(|_| ClientError::Integrity("signing failed"))
+    }
+
+    /// Whether a signed response verifies with this session's key.
+    pub fn verify(&self, msg: &[u8]) -> bool {
+        self.signer.as_ref().is_some_and(|s| s.verify(msg))
+    }
+
+    /// Seals `plain` (one message or a compound) into TRANSFORM_HEADER + ciphertext, in place:
+    /// the returned buffer is the transform header followed by `plain` encrypted.
+    pub fn seal(&self, plain: Vec<u8>) -> Result<Vec<u8>, ClientError> {
+        let enc = self
+            .encryptor
+            .as_ref()
+            .ok_or(ClientError::Integrity("no encryption key"))?;
+        let n = self.nonce_counter.fetch_add(1, Ordering::Relaxed);
+        let mut nonce = [0u8; 16];
+        nonce[..4].copy_from_slice(&self.nonce_prefix);
+        nonce[4..12].copy_from_slice(&n.to_le_bytes());
+        // AES-CCM nonces are 11 bytes (MS-SMB2 2.2.41): the rest must be zero.
+        let nlen = enc.cipher().nonce_len();
+        for b in nonce.iter_mut().skip(nlen) {
+            *b = 0;
+        }
+        let th = TransformHeader {
+            signature: [0; 16],
+            nonce,
+            original_message_size: u32::try_from(plain.len())
+                .map_err(|_| ClientError::protocol("message too large to seal"))?,
+            flags: 1,
+            session_id: self.session_id,
+        };
+        let mut hdr = th.to_bytes();
+        let mut out = Vec::with_capacity(TRANSFORM_HEADER_LEN + plain.len());
+        out.extend_from_slice(&hdr);
+        out.extend_from_slice(&plain);
+        let payload = out
+            .get_mut(TRANSFORM_HEADER_LEN..)
+            .ok_or(ClientError::Integrity("seal"))?;
+        enc.seal_transform(&mut hdr, payload)
+            .map_err(|_| ClientError::Integrity("encryption failed"))?;
+        out.get_mut(..TRANSFORM_HEADER_LEN)
+            .ok_or(ClientError::Integrity("seal"))?
+            .copy_from_slice(&hdr);
+        Ok(out)
+    }
+
+    /// Opens a transform message (header + ciphertext) in place and returns the plaintext
+    /// range. The header's size and session were checked by the caller.
+    pub fn open(&self, msg: &mut [u8]) -> Result<(), ClientError> {
+        let dec = self
+            .decryptor
+            .as_ref()
+            .ok_or(ClientError::Integrity("encrypted response without a key"))?;
+        let (hdr, payload) = msg
+            .split_at_mut_checked(TRANSFORM_HEADER_LEN)
+            .ok_or(ClientError::Integrity("short transform"))?;
+        let hdr: &[u8; TRANSFORM_HEADER_LEN] = (&*hdr)
+            .try_into()
+            .map_err(|_| ClientError::Integrity("short transform"))?;
+        dec.open_transform(hdr, payload)
+            .map_err(|_| ClientError::Integrity("response does not decrypt"))
+    }
+}

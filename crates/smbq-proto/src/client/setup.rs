@@ -1,0 +1,179 @@
+//! SESSION_SETUP from the client's side: NTLMv2 in SPNEGO, the 3.1.1 preauth hash over the
+//! exact bytes exchanged, key derivation, and the check of the final response's signature
+//! (MS-SMB2 3.2.4.2.3, 3.2.5.3, 3.2.5.3.1).
+
+use rand::RngCore;
+use smbq_auth::{Credentials, Initiator};
+use smbq_crypto::{PreauthHash, Role, Signer, derive_keys};
+use smbq_wire::session_setup::{
+    SessionSetupRequest, SessionSetupResponse, security_mode, session_flags,
+};
+use smbq_wire::{Dialect, Header, NtStatus, Writer};
+
+use super::{ClientError, Negotiated, SessionCrypto};
+
+/// What to do after a SESSION_SETUP response.
+#[derive(Debug)]
+pub enum SetupStep {
+    /// Send another leg with this security token, on `session_id`.
+    Continue { session_id: u64, token: Vec<u8> },
+    /// The session is established.
+    Done {
+        crypto: SessionCrypto,
+        session_flags: u16,
+    },
+}
+
+/// One SESSION_SETUP exchange in progress.
+pub struct SessionSetup {
+    initiator: Initiator,
+    negotiated: Negotiated,
+    preauth: PreauthHash,
+    session_key: Option<zeroize::Zeroizing<Vec<u8>>>,
+    signing_required: bool,
+    nonce_prefix: [u8; 4],
+}
+
+impl SessionSetup {
+    /// `conn_preauth` is the connection's hash after NEGOTIATE (3.1.1 only; ignored otherwise).
+    pub fn new(
+        creds: Credentials,
+        negotiated: Negotiated,
+        conn_preauth: &PreauthHash,
+        signing_required: bool,
+        rng: &mut impl RngCore,
+        now_filetime: u64,
+    ) -> Self {
+        let mut nonce_prefix = [0u8; 4];
+        rng.fill_bytes(&mut nonce_prefix);
+        Self {
+            initiator: Initiator::new(creds, rng, now_filetime),
+            negotiated,
+            preauth: conn_preauth.clone(),
+            session_key: None,
+            signing_required,
+            nonce_prefix,
+        }
+    }
+
+    /// The first leg's security token.
+    pub fn first_token(&mut self) -> Vec<u8> {
+        self.initiator.first_token()
+    }
+
+    /// The body of a SESSION_SETUP request carrying `token` (header written by the caller).
+    pub fn request(&self, header: &Header, token: &[u8]) -> Vec<u8> {
+        let req = SessionSetupRequest {
+            security_mode: if self.signing_required {
+                security_mode::SIGNING_ENABLED | security_mode::SIGNING_REQUIRED
+            } else {
+                security_mode::SIGNING_ENABLED
+            },
+            security_buffer: token,
+            ..Default::default()
+        };
+        let mut w = Writer::new();
+        header.encode(&mut w);
+        req.encode(&mut w);
+        w.into_vec()
+    }
+
+    fn is_311(&self) -> bool {
+        self.negotiated.dialect == Dialect::SMB3_1_1
+    }
+
+    /// Records a request exactly as sent (MS-SMB2 3.2.4.2.3: the preauth hash covers it).
+    pub fn sent(&mut self, msg: &[u8]) {
+        if self.is_311() {
+            self.preauth.update(msg);
+        }
+    }
+
+    /// Takes a SESSION_SETUP response (the whole message as received, decrypted if needed).
+    pub fn on_response(&mut self, msg: &[u8]) -> Result<SetupStep, ClientError> {
+        let header = Header::decode(msg)?;
+        match header.status {
+            NtStatus::MORE_PROCESSING_REQUIRED => {
+                if self.is_311() {
+                    self.preauth.update(msg);
+                }
+                let r = SessionSetupResponse::decode(msg)?;
+                let (token, key) = self
+                    .initiator
+                    .step(r.security_buffer)
+                    .map_err(|e| ClientError::Auth(e.to_string()))?;
+                self.session_key = Some(zeroize::Zeroizing::new(key.to_vec()));
+                Ok(SetupStep::Continue {
+                    session_id: header.session_id,
+                    token,
+                })
+            }
+            NtStatus::SUCCESS => {
+                let r = SessionSetupResponse::decode(msg)?;
+                self.initiator
+                    .finish(r.security_buffer)
+                    .map_err(|e| ClientError::Auth(e.to_string()))?;
+                let anonymous =
+                    r.session_flags & (session_flags::IS_NULL | session_flags::IS_GUEST) != 0;
+                let key = self
+                    .session_key
+                    .take()
+                    .ok_or_else(|| ClientError::protocol("SUCCESS before the challenge"))?;
+                let crypto = if anonymous {
+                    // Guest and null sessions have no usable key (MS-SMB2 3.2.5.3.1).
+                    SessionCrypto::new(header.session_id, None, None, None, self.nonce_prefix)
+                } else {
+                    self.derive(header.session_id, &key, msg, &header)?
+                };
+                Ok(SetupStep::Done {
+                    crypto,
+                    session_flags: r.session_flags,
+                })
+            }
+            status => Err(ClientError::Status {
+                op: "SESSION_SETUP",
+                status,
+            }),
+        }
+    }
+
+    fn derive(
+        &self,
+        session_id: u64,
+        key: &[u8],
+        final_msg: &[u8],
+        header: &Header,
+    ) -> Result<SessionCrypto, ClientError> {
+        let n = &self.negotiated;
+        let keys = derive_keys(
+            n.dialect.0,
+            Role::Client,
+            key,
+            self.is_311().then_some(self.preauth.value()),
+            n.cipher,
+        )
+        .map_err(|e| ClientError::Auth(format!("key derivation: {e}")))?;
+        let signer = Signer::new(n.signing, keys.signing_key())
+            .map_err(|e| ClientError::Auth(format!("signing key: {e}")))?;
+        // The final response is signed when signing is on for the session; 3.1.1 always signs
+        // it (MS-SMB2 3.3.5.5.3), which is what proves the server derived the same keys.
+        if header.is_signed() {
+            if !signer.verify(final_msg) {
+                return Err(ClientError::Integrity(
+                    "final SESSION_SETUP response signature",
+                ));
+            }
+        } else if self.is_311() || self.signing_required {
+            return Err(ClientError::Integrity(
+                "final SESSION_SETUP response is not signed",
+            ));
+        }
+        Ok(SessionCrypto::new(
+            session_id,
+            Some(signer),
+            keys.encryptor(),
+            keys.decryptor(),
+            self.nonce_prefix,
+        ))
+    }
+}
