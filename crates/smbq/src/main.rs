@@ -4,6 +4,7 @@
 mod accounts;
 mod cert;
 mod cert_cmd;
+mod client_cli;
 mod config;
 mod keylog;
 mod quic_config;
@@ -20,7 +21,8 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "smbq",
     version,
-    about = "SMB 3.1.1 file server for Linux, over TCP and QUIC"
+    about = "SMB 3.1.1 file server for Linux, over TCP and QUIC",
+    after_long_help = client_cli::EXIT_CODES_HELP
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,6 +43,8 @@ enum Cmd {
         #[command(subcommand)]
         cmd: UserCmd,
     },
+    #[command(flatten)]
+    Client(client_cli::ClientCmd),
 }
 
 #[derive(clap::Args, Clone)]
@@ -143,6 +147,7 @@ fn main() -> ExitCode {
         Cmd::Serve(args) => serve::run(args),
         Cmd::Cert { cmd } => cert_cmd::run(cmd),
         Cmd::User { cmd } => user_cmd(cmd),
+        Cmd::Client(cmd) => return client_cli::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,234 @@
+//! Flags shared by the client commands, and their value parsers.
+
+use std::path::PathBuf;
+
+use smbq_client::{ClientConfig, EncryptionPolicy};
+use smbq_crypto::{Cipher, SigningAlgorithm};
+use smbq_wire::Dialect;
+
+use crate::cert;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    Quic,
+    Tcp,
+}
+
+/// How to reach and authenticate to the server.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ConnArgs {
+    /// Use only this transport. Default: QUIC, falling back to TCP when QUIC gets no answer or
+    /// is refused (never on a certificate error).
+    #[arg(long, value_enum)]
+    pub transport: Option<Transport>,
+    /// Trust the server certificate if it chains to a CA in this PEM file (QUIC).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["pin", "insecure"])]
+    pub ca: Option<PathBuf>,
+    /// Trust exactly the server certificate with this SHA-256 (what `smbq cert show` prints).
+    #[arg(long, value_name = "sha256:HEX", value_parser = parse_pin, conflicts_with = "insecure")]
+    pub pin: Option<[u8; 32]>,
+    /// Accept any server certificate. Anyone on the path can then impersonate the server.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Client certificate (PEM chain) for servers that require one over QUIC.
+    #[arg(long, value_name = "FILE", requires = "client_key")]
+    pub client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "client_cert")]
+    pub client_key: Option<PathBuf>,
+    /// smbclient-style file with `username =`, `password =`, `domain =` lines.
+    #[arg(long, short = 'A', value_name = "FILE")]
+    pub credentials: Option<PathBuf>,
+    /// Offer only these dialects (repeatable): 3.1.1, 3.0.2, 3.0, 2.1, 2.0.2. Default: all.
+    #[arg(long, value_name = "DIALECT", value_parser = parse_dialect)]
+    pub dialect: Vec<Dialect>,
+    /// Ciphers to offer, most preferred first (repeatable): aes-128-gcm, aes-256-gcm,
+    /// aes-128-ccm, aes-256-ccm.
+    #[arg(long, value_name = "CIPHER", value_parser = parse_cipher)]
+    pub cipher: Vec<Cipher>,
+    /// Signing algorithms to offer, most preferred first (repeatable): gmac, cmac, hmac-sha256.
+    #[arg(long, value_name = "ALG", value_parser = parse_signing)]
+    pub signing: Vec<SigningAlgorithm>,
+    /// Encrypt every message (SMB3 encryption); fail if the server cannot.
+    #[arg(long)]
+    pub encrypt: bool,
+    /// Start with an SMB1 multi-protocol NEGOTIATE, as Windows does.
+    #[arg(long)]
+    pub smb1_negotiate: bool,
+    /// Over QUIC, do not offer to rely on TLS instead of SMB3 encryption.
+    #[arg(long)]
+    pub no_transport_security: bool,
+    /// Seconds to wait for a transport to connect.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub connect_timeout: f64,
+    /// Seconds without progress after which the connection counts as lost (0: wait forever).
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub timeout: f64,
+    /// No progress bar, no summary line, no notices.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl ConnArgs {
+    /// What the SMB client offers.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut c = ClientConfig {
+            dialects: ClientConfig::all_dialects(),
+            ..ClientConfig::default()
+        };
+        if !self.dialect.is_empty() {
+            c.dialects.clone_from(&self.dialect);
+        }
+        if !self.cipher.is_empty() {
+            c.ciphers.clone_from(&self.cipher);
+        }
+        if !self.signing.is_empty() {
+            c.signing.clone_from(&self.signing);
+        }
+        if self.encrypt {
+            c.encryption = EncryptionPolicy::Required;
+        }
+        c.smb1_first = self.smb1_negotiate;
+        // Client::connect turns it off again over TCP (MS-SMB2 2.2.3.1.5 is QUIC only).
+        c.transport_security = !self.no_transport_security;
+        c
+    }
+}
+
+/// Transfer knobs (get, put).
+#[derive(clap::Args, Clone, Debug)]
+pub struct XferArgs {
+    /// Copy directories recursively.
+    #[arg(short, long)]
+    pub recursive: bool,
+    /// Resume from a partial NAME.part left by an earlier run; skip files already complete.
+    #[arg(short = 'c', long = "continue")]
+    pub resume: bool,
+    /// Show a progress bar, or progress lines when stderr is not a terminal.
+    #[arg(long)]
+    pub progress: bool,
+    /// READs or WRITEs in flight.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub depth: u16,
+    /// Bytes per READ or WRITE (K and M suffixes allowed; capped by the server's maximum).
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    pub chunk: u32,
+}
+
+fn parse_pin(s: &str) -> Result<[u8; 32], String> {
+    cert::parse_fingerprint(s).map_err(|e| e.to_string())
+}
+
+pub fn parse_dialect(s: &str) -> Result<Dialect, String> {
+    Ok(match s {
+        "3.1.1" | "311" => Dialect::SMB3_1_1,
+        "3.0.2" | "302" => Dialect::SMB3_0_2,
+        "3.0" | "3.0.0" | "300" => Dialect::SMB3_0,
+        "2.1" | "2.1.0" | "210" => Dialect::SMB2_1,
+        "2.0.2" | "202" => Dialect::SMB2_0_2,
+        _ => return Err(format!("{s:?}: expected 3.1.1, 3.0.2, 3.0, 2.1 or 2.0.2")),
+    })
+}
+
+pub fn parse_cipher(s: &str) -> Result<Cipher, String> {
+    Ok(match s.to_ascii_lowercase().as_str() {
+        "aes-128-gcm" => Cipher::Aes128Gcm,
+        "aes-256-gcm" => Cipher::Aes256Gcm,
+        "aes-128-ccm" => Cipher::Aes128Ccm,
+        "aes-256-ccm" => Cipher::Aes256Ccm,
+        _ => {
+            return Err(format!(
+                "{s:?}: expected aes-128-gcm, aes-256-gcm, aes-128-ccm or aes-256-ccm"
+            ));
+        }
+    })
+}
+
+pub fn parse_signing(s: &str) -> Result<SigningAlgorithm, String> {
+    Ok(match s.to_ascii_lowercase().as_str() {
+        "gmac" | "aes-gmac" => SigningAlgorithm::AesGmac,
+        "cmac" | "aes-cmac" => SigningAlgorithm::AesCmac,
+        "hmac-sha256" | "hmac" => SigningAlgorithm::HmacSha256,
+        _ => return Err(format!("{s:?}: expected gmac, cmac or hmac-sha256")),
+    })
+}
+
+/// `1048576`, `64K`, `1M` (binary multiples).
+pub fn parse_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (t.get(..i).unwrap_or_default(), 1u64 << 10),
+        Some((i, 'm' | 'M')) => (t.get(..i).unwrap_or_default(), 1u64 << 20),
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a size such as 65536, 64K or 1M"))?;
+    n.checked_mul(mul)
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|&v| (1..=64 << 20).contains(&v))
+        .ok_or_else(|| format!("{s:?}: must be between 1 byte and 64M"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialects() {
+        assert_eq!(parse_dialect("3.1.1").unwrap(), Dialect::SMB3_1_1);
+        assert_eq!(parse_dialect("3.0.2").unwrap(), Dialect::SMB3_0_2);
+        assert_eq!(parse_dialect("3.0").unwrap(), Dialect::SMB3_0);
+        assert_eq!(parse_dialect("2.1").unwrap(), Dialect::SMB2_1);
+        assert_eq!(parse_dialect("2.0.2").unwrap(), Dialect::SMB2_0_2);
+        assert!(parse_dialect("1.0").is_err());
+    }
+
+    #[test]
+    fn ciphers_and_signing() {
+        assert_eq!(parse_cipher("AES-256-GCM").unwrap(), Cipher::Aes256Gcm);
+        assert_eq!(parse_cipher("aes-128-ccm").unwrap(), Cipher::Aes128Ccm);
+        assert!(parse_cipher("des").is_err());
+        assert_eq!(parse_signing("gmac").unwrap(), SigningAlgorithm::AesGmac);
+        assert_eq!(
+            parse_signing("hmac-sha256").unwrap(),
+            SigningAlgorithm::HmacSha256
+        );
+        assert!(parse_signing("md5").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_size("64k").unwrap(), 64 << 10);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("65M").is_err());
+        assert!(parse_size("99999999999999999999").is_err());
+        assert!(parse_size("M").is_err());
+    }
+
+    #[test]
+    fn config_from_flags() {
+        let a = ConnArgs {
+            dialect: vec![Dialect::SMB3_0],
+            cipher: vec![Cipher::Aes256Ccm],
+            signing: vec![SigningAlgorithm::HmacSha256],
+            encrypt: true,
+            smb1_negotiate: true,
+            no_transport_security: true,
+            ..ConnArgs::default()
+        };
+        let c = a.client_config();
+        assert_eq!(c.dialects, vec![Dialect::SMB3_0]);
+        assert_eq!(c.ciphers, vec![Cipher::Aes256Ccm]);
+        assert_eq!(c.signing, vec![SigningAlgorithm::HmacSha256]);
+        assert_eq!(c.encryption, EncryptionPolicy::Required);
+        assert!(c.smb1_first);
+        assert!(!c.transport_security);
+        let d = ConnArgs::default().client_config();
+        assert_eq!(d.dialects, ClientConfig::all_dialects());
+        assert!(d.transport_security);
+        assert_eq!(d.encryption, EncryptionPolicy::Auto);
+    }
+}

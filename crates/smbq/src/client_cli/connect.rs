@@ -1,0 +1,514 @@
+//! From a URL to a logged-on session: name resolution, QUIC first with a guarded fallback to
+//! TCP, NEGOTIATE, SESSION_SETUP, TREE_CONNECT. Connections, sessions and trees are reused
+//! across the URLs of one command line.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use smbq_client::{Client, Session, Tree};
+use smbq_transport::rustls::pki_types::CertificateDer;
+use smbq_transport::{
+    Connection, QuicClient, QuicClientConfig, QuicConnectError, QuicSettings, ServerTrust,
+    connect_tcp,
+};
+
+use super::args::{ConnArgs, Transport};
+use super::exit::{CliError, Code};
+use super::password::{CredentialsFile, identity, load_credentials, prompt};
+use super::url::SmbUrl;
+use super::watchdog;
+use crate::cert;
+
+pub const DEFAULT_TCP_PORT: u16 = 445;
+pub const DEFAULT_QUIC_PORT: u16 = 443;
+/// How long an exiting client waits for the server to close each connection after the
+/// client ended its stream.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// One logged-on user on one server.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SessionKey {
+    host: String,
+    port: Option<u16>,
+    user: String,
+    domain: String,
+}
+
+/// Everything the QUIC client needs from files, read once.
+struct QuicFiles {
+    trust: ServerTrust,
+    client_cert: Option<cert::LoadedCert>,
+}
+
+pub struct Connector {
+    args: ConnArgs,
+    creds: Option<CredentialsFile>,
+    quic: Option<QuicFiles>,
+    sessions: HashMap<SessionKey, Session>,
+    /// Passwords typed at the prompt, so each is asked once.
+    prompted: HashMap<SessionKey, String>,
+    trees: HashMap<(SessionKey, String), Tree>,
+    warned_insecure: bool,
+}
+
+impl Connector {
+    pub fn new(args: ConnArgs) -> Result<Self, CliError> {
+        let creds = args
+            .credentials
+            .as_deref()
+            .map(load_credentials)
+            .transpose()?;
+        let quic = if args.transport == Some(Transport::Tcp) {
+            None
+        } else {
+            Some(quic_files(&args)?)
+        };
+        Ok(Self {
+            args,
+            creds,
+            quic,
+            sessions: HashMap::new(),
+            prompted: HashMap::new(),
+            trees: HashMap::new(),
+            warned_insecure: false,
+        })
+    }
+
+    pub fn args(&self) -> &ConnArgs {
+        &self.args
+    }
+
+    fn key(&self, url: &SmbUrl) -> (SessionKey, super::password::Identity) {
+        let id = identity(
+            url.user.as_deref(),
+            url.domain.as_deref(),
+            self.creds.as_ref(),
+            std::env::var("SMBQ_PASSWORD").ok(),
+        );
+        let key = SessionKey {
+            host: url.host.to_ascii_lowercase(),
+            port: url.port,
+            user: id.user.to_lowercase(),
+            domain: id.domain.to_lowercase(),
+        };
+        (key, id)
+    }
+
+    /// The password for `id` on `host`: known, asked for earlier, or asked for now.
+    fn password(
+        &mut self,
+        key: &SessionKey,
+        id: &super::password::Identity,
+        host: &str,
+    ) -> Result<String, CliError> {
+        if id.user.is_empty() {
+            return Ok(String::new());
+        }
+        if let Some(p) = id.password.as_ref().or(self.prompted.get(key)) {
+            return Ok(p.clone());
+        }
+        let p = prompt(&id.user, host)?;
+        self.prompted.insert(key.clone(), p.clone());
+        Ok(p)
+    }
+
+    /// Asks for every password the URLs will need, before any connection is made and
+    /// before Ctrl-C is handled by the command (so it still ends a prompt at once).
+    pub fn ask_passwords<'a>(
+        &mut self,
+        urls: impl IntoIterator<Item = &'a SmbUrl>,
+    ) -> Result<(), CliError> {
+        for u in urls {
+            let (key, id) = self.key(u);
+            self.password(&key, &id, &u.host)?;
+        }
+        Ok(())
+    }
+
+    /// A logged-on session to the URL's server (reused when already open).
+    pub async fn session(&mut self, url: &SmbUrl) -> Result<Session, CliError> {
+        let (key, id) = self.key(url);
+        if let Some(s) = self.sessions.get(&key)
+            && s.client().closed_reason().is_none()
+        {
+            return Ok(s.clone());
+        }
+        let password = self.password(&key, &id, &url.host)?;
+        watchdog::touch();
+        let conn = self.transport(url).await?;
+        watchdog::touch();
+        let client = Client::connect(conn, self.args.client_config()).await?;
+        // TREE_CONNECT paths name the server as the user did (\\HOST\share), not its address.
+        client.set_server_name(&url.host);
+        watchdog::touch();
+        let session = client.login(&id.user, &id.domain, &password).await?;
+        watchdog::touch();
+        tracing::debug!(
+            dialect = ?client.negotiated().dialect,
+            transport = ?client.transport(),
+            encrypts = session.encrypts(),
+            signs = session.signs(),
+            "logged on"
+        );
+        self.sessions.insert(key, session.clone());
+        Ok(session)
+    }
+
+    /// The URL's share, connected (reused when already connected).
+    pub async fn tree(&mut self, url: &SmbUrl) -> Result<Tree, CliError> {
+        let share = url.require_share().map_err(CliError::usage)?.to_string();
+        let (key, _) = self.key(url);
+        let tk = (key, share.to_ascii_lowercase());
+        if let Some(t) = self.trees.get(&tk)
+            && t.session().client().closed_reason().is_none()
+        {
+            return Ok(t.clone());
+        }
+        let session = self.session(url).await?;
+        let tree = session.tree_connect(&share).await?;
+        watchdog::touch();
+        self.trees.insert(tk, tree.clone());
+        Ok(tree)
+    }
+
+    /// Logs every session off (best effort, briefly): the server frees its state at once
+    /// instead of when the connection times out.
+    pub async fn close(self) {
+        drop(self.trees);
+        for s in self.sessions.into_values() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), s.logoff()).await;
+            // The client ends its stream and waits for the server's close: on QUIC that close
+            // must be received while the runtime still runs, or the server holds the
+            // connection until its idle timeout.
+            s.client().close(CLOSE_GRACE).await;
+        }
+    }
+
+    fn connect_timeout(&self) -> Duration {
+        secs(self.args.connect_timeout).unwrap_or(Duration::from_secs(10))
+    }
+
+    /// QUIC, TCP, or QUIC then TCP.
+    async fn transport(&mut self, url: &SmbUrl) -> Result<Connection, CliError> {
+        let addrs = resolve(&url.host).await?;
+        let tcp_port = url.port.unwrap_or(DEFAULT_TCP_PORT);
+        let quic_port = url.port.unwrap_or(DEFAULT_QUIC_PORT);
+        match self.args.transport {
+            Some(Transport::Tcp) => self.tcp(url, &addrs, tcp_port).await,
+            Some(Transport::Quic) => self
+                .quic(url, &addrs, quic_port)
+                .await
+                .map_err(|e| quic_error(url, quic_port, e)),
+            None => match self.quic(url, &addrs, quic_port).await {
+                Ok(c) => Ok(c),
+                // No fallback on a certificate the client does not trust: an attacker who
+                // can answer QUIC with a bad certificate can also drop UDP, so falling back
+                // would let them choose the unauthenticated transport. A refused or silent
+                // QUIC port says nothing about the server's identity; a bad certificate does.
+                Err(e) if is_trust_error(&e) => Err(quic_error(url, quic_port, e)),
+                Err(e) => {
+                    let quic_reason = quic_error(url, quic_port, e).message;
+                    let conn = self.tcp(url, &addrs, tcp_port).await.map_err(|t| {
+                        CliError::new(t.code, format!("{quic_reason}; {}", t.message))
+                    })?;
+                    // Said only once TCP worked: a failure is one line that names both.
+                    if !self.args.quiet {
+                        eprintln!(
+                            "smbq: {quic_reason}; using TCP {}",
+                            url.host_for_display(tcp_port)
+                        );
+                    }
+                    Ok(conn)
+                }
+            },
+        }
+    }
+
+    async fn tcp(&self, url: &SmbUrl, addrs: &[IpAddr], port: u16) -> Result<Connection, CliError> {
+        let mut last = None;
+        for ip in addrs {
+            let addr = SocketAddr::new(*ip, port);
+            match tokio::time::timeout(self.connect_timeout(), connect_tcp(addr)).await {
+                Ok(Ok(c)) => return Ok(c),
+                Ok(Err(e)) => last = Some(e.to_string()),
+                Err(_) => last = Some("timed out".into()),
+            }
+        }
+        Err(CliError::new(
+            Code::Connection,
+            format!(
+                "TCP {}: {}",
+                url.host_for_display(port),
+                last.unwrap_or_else(|| "no address".into())
+            ),
+        ))
+    }
+
+    /// Races a handshake to every address of the host (one UDP socket per address family)
+    /// and keeps the first that completes, so an unreachable IPv6 address does not cost the
+    /// whole timeout before IPv4 is tried.
+    async fn quic(
+        &mut self,
+        url: &SmbUrl,
+        addrs: &[IpAddr],
+        port: u16,
+    ) -> Result<Connection, QuicConnectError> {
+        let Some(files) = &self.quic else {
+            return Err(QuicConnectError::Other("QUIC is off".into()));
+        };
+        if matches!(files.trust, ServerTrust::Insecure) && !self.warned_insecure {
+            self.warned_insecure = true;
+            eprintln!(
+                "smbq: WARNING: --insecure: the server's certificate is NOT verified; anyone on the network path can pose as the server and read or change this session"
+            );
+        }
+        let keylog = keylog().map_err(QuicConnectError::Io)?;
+        let mut clients: Vec<(bool, Arc<QuicClient>)> = Vec::new();
+        for v6 in [false, true] {
+            if !addrs.iter().any(|a| a.is_ipv6() == v6) {
+                continue;
+            }
+            let cfg = QuicClientConfig {
+                trust: files.trust.clone(),
+                client_cert: files
+                    .client_cert
+                    .as_ref()
+                    .map(|c| (c.chain.clone(), c.key.clone_key())),
+                settings: QuicSettings::default(),
+                keylog: keylog.clone(),
+            };
+            let bind: SocketAddr = if v6 {
+                (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+            } else {
+                (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+            };
+            clients.push((v6, Arc::new(QuicClient::new(cfg, bind)?)));
+        }
+        let timeout = self.connect_timeout();
+        let mut set = tokio::task::JoinSet::new();
+        for ip in addrs {
+            let Some((_, client)) = clients.iter().find(|(v6, _)| *v6 == ip.is_ipv6()) else {
+                continue;
+            };
+            let client = client.clone();
+            let addr = SocketAddr::new(*ip, port);
+            let name = url.host.clone();
+            set.spawn(async move {
+                match tokio::time::timeout(timeout, client.connect(addr, &name)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(QuicConnectError::Timeout),
+                }
+            });
+        }
+        let mut best: Option<QuicConnectError> = None;
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok(Ok(conn)) => return Ok(conn),
+                Ok(Err(e)) => {
+                    if best.as_ref().is_none_or(|b| rank(&e) > rank(b)) {
+                        best = Some(e);
+                    }
+                }
+                Err(e) => best = best.or(Some(QuicConnectError::Other(e.to_string()))),
+            }
+        }
+        Err(best.unwrap_or_else(|| QuicConnectError::Other("no address".into())))
+    }
+}
+
+/// Which failure says most about the server, when several addresses failed differently.
+fn rank(e: &QuicConnectError) -> u8 {
+    match e {
+        QuicConnectError::PinMismatch { .. } | QuicConnectError::CertificateUntrusted(_) => 4,
+        QuicConnectError::Refused(_) => 3,
+        QuicConnectError::Io(_) | QuicConnectError::Other(_) => 2,
+        QuicConnectError::Timeout => 1,
+    }
+}
+
+pub fn is_trust_error(e: &QuicConnectError) -> bool {
+    matches!(
+        e,
+        QuicConnectError::PinMismatch { .. } | QuicConnectError::CertificateUntrusted(_)
+    )
+}
+
+/// The message and exit code of a failed QUIC connect, with the hint that fixes it.
+pub fn quic_error(url: &SmbUrl, port: u16, e: QuicConnectError) -> CliError {
+    let at = url.host_for_display(port);
+    match e {
+        QuicConnectError::CertificateUntrusted(why) => CliError::new(
+            Code::Trust,
+            format!(
+                "QUIC {at}: server certificate not trusted ({why}); trust it with --ca FILE or --pin sha256:HEX (`smbq cert show` on the server prints it)"
+            ),
+        ),
+        e @ QuicConnectError::PinMismatch { .. } => CliError::new(
+            Code::Trust,
+            format!(
+                "QUIC {at}: {e}; the server is not the one pinned (or its certificate changed)"
+            ),
+        ),
+        QuicConnectError::Refused(why) => {
+            // TLS alerts about the client's certificate (RFC 8446 6.2) are access control:
+            // the server wants one, or not this one.
+            let about_client_cert = why.contains("Certificate") || why.contains("AccessDenied");
+            if about_client_cert {
+                CliError::new(
+                    Code::AccessDenied,
+                    format!(
+                        "QUIC {at}: refused by the server: {why} (it may require a client certificate: --client-cert FILE --client-key FILE)"
+                    ),
+                )
+            } else {
+                CliError::new(
+                    Code::Connection,
+                    format!("QUIC {at}: refused by the server: {why}"),
+                )
+            }
+        }
+        // No system roots to verify against is a trust problem, not a network one.
+        QuicConnectError::Io(io) if io.kind() == io::ErrorKind::NotFound => {
+            CliError::new(Code::Trust, format!("QUIC {at}: {io}"))
+        }
+        QuicConnectError::Timeout => CliError::new(
+            Code::Connection,
+            format!("QUIC {at}: no answer (handshake timed out)"),
+        ),
+        e @ (QuicConnectError::Io(_) | QuicConnectError::Other(_)) => {
+            CliError::new(Code::Connection, format!("QUIC {at}: {e}"))
+        }
+    }
+}
+
+fn secs(s: f64) -> Option<Duration> {
+    (s.is_finite() && s > 0.0).then(|| Duration::from_secs_f64(s.min(1e9)))
+}
+
+/// The stall timeout, if any.
+pub fn stall_timeout(args: &ConnArgs) -> Option<Duration> {
+    secs(args.timeout)
+}
+
+async fn resolve(host: &str) -> Result<Vec<IpAddr>, CliError> {
+    let fail =
+        |why: String| CliError::new(Code::Connection, format!("cannot resolve {host}: {why}"));
+    let found = tokio::net::lookup_host((host, 0))
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let mut ips: Vec<IpAddr> = Vec::new();
+    for a in found {
+        if !ips.contains(&a.ip()) {
+            ips.push(a.ip());
+        }
+    }
+    if ips.is_empty() {
+        return Err(fail("no addresses".into()));
+    }
+    Ok(ips)
+}
+
+fn quic_files(args: &ConnArgs) -> Result<QuicFiles, CliError> {
+    let trust = if let Some(ca) = &args.ca {
+        let cas: Vec<CertificateDer<'static>> =
+            cert::load_certs(ca).map_err(|e| CliError::other(format!("--ca: {e}")))?;
+        ServerTrust::CaCerts(cas)
+    } else if let Some(pin) = args.pin {
+        ServerTrust::Pin(pin)
+    } else if args.insecure {
+        ServerTrust::Insecure
+    } else {
+        ServerTrust::SystemRoots
+    };
+    let client_cert = match (&args.client_cert, &args.client_key) {
+        (Some(c), Some(k)) => Some(
+            cert::load(&cert::CertPaths {
+                cert: c.clone(),
+                key: k.clone(),
+            })
+            .map_err(|e| CliError::other(format!("client certificate: {e}")))?,
+        ),
+        _ => None,
+    };
+    Ok(QuicFiles { trust, client_cert })
+}
+
+/// TLS secrets to `$SSLKEYLOGFILE` for decrypting captures, said loudly.
+fn keylog() -> io::Result<Option<Arc<dyn smbq_transport::rustls::KeyLog>>> {
+    let Some(path) = std::env::var_os("SSLKEYLOGFILE").filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    let path = std::path::PathBuf::from(path);
+    let k = crate::keylog::KeyLogFile::open(&path)?;
+    eprintln!(
+        "smbq: WARNING: writing TLS secrets to {} (SSLKEYLOGFILE)",
+        path.display()
+    );
+    Ok(Some(Arc::new(k)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url() -> SmbUrl {
+        SmbUrl::parse("smb://u@srv/share").unwrap()
+    }
+
+    #[test]
+    fn certificate_errors_are_exit_7_and_not_fallen_back_from() {
+        let pin = QuicConnectError::PinMismatch {
+            expected: "aa".into(),
+            got: "bb".into(),
+        };
+        assert!(is_trust_error(&pin));
+        let e = quic_error(&url(), 443, pin);
+        assert_eq!(e.code, Code::Trust);
+        assert!(e.message.contains("srv:443"), "{}", e.message);
+        let e = quic_error(
+            &url(),
+            443,
+            QuicConnectError::CertificateUntrusted("UnknownIssuer".into()),
+        );
+        assert_eq!(e.code, Code::Trust);
+        assert!(e.message.contains("--pin"), "{}", e.message);
+    }
+
+    #[test]
+    fn network_errors_are_exit_6_and_fall_back() {
+        for e in [
+            QuicConnectError::Timeout,
+            QuicConnectError::Refused("closed with code 2: busy".into()),
+            QuicConnectError::Io(io::Error::other("unreachable")),
+        ] {
+            assert!(!is_trust_error(&e));
+            assert_eq!(quic_error(&url(), 443, e).code, Code::Connection);
+        }
+        // A refused client certificate is access control, and says what to do.
+        let refused = QuicConnectError::Refused("TLS alert CertificateRequired".into());
+        assert!(!is_trust_error(&refused));
+        let e = quic_error(&url(), 443, refused);
+        assert_eq!(e.code, Code::AccessDenied);
+        assert!(e.message.contains("--client-cert"), "{}", e.message);
+    }
+
+    #[test]
+    fn ranking_prefers_certificate_verdicts() {
+        assert!(
+            rank(&QuicConnectError::CertificateUntrusted(String::new()))
+                > rank(&QuicConnectError::Timeout)
+        );
+        assert!(rank(&QuicConnectError::Refused(String::new())) > rank(&QuicConnectError::Timeout));
+    }
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(secs(0.0), None);
+        assert_eq!(secs(-1.0), None);
+        assert_eq!(secs(f64::NAN), None);
+        assert_eq!(secs(1.5), Some(Duration::from_millis(1500)));
+    }
+}

@@ -1,0 +1,305 @@
+//! `get URL LOCAL`: download a file (or with -r a tree). Data goes to `LOCAL.part` and is
+//! renamed to LOCAL only when complete, so a file under its real name is always whole; after
+//! a failure the `.part` stays, and `--continue` picks up at its length. Pieces arrive in
+//! file order (transfer::download delivers them so), so a `.part` never has holes.
+
+use std::fs;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use smbq_client::transfer::{self, TransferOptions};
+use smbq_client::{Error, File, OpenOptions, Tree};
+
+use super::args::{ConnArgs, XferArgs};
+use super::connect::Connector;
+use super::exit::{CliError, Code};
+use super::paths::{local_part, local_target, remote_join, safe_entry_name};
+use super::progress::{self, Progress};
+use super::set_partial;
+use super::url::{SmbUrl, parse_url};
+use super::watchdog;
+
+#[derive(clap::Args)]
+pub struct GetArgs {
+    #[arg(value_name = "URL", value_parser = parse_url)]
+    pub url: SmbUrl,
+    /// Destination file, a directory to download into (default: the current directory), or
+    /// `-` for stdout.
+    #[arg(value_name = "LOCAL", default_value = ".")]
+    pub local: PathBuf,
+    #[command(flatten)]
+    pub xfer: XferArgs,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+fn local_err(path: &Path, e: std::io::Error) -> CliError {
+    CliError::other(format!("{}: {e}", path.display()))
+}
+
+/// What `--continue` finds locally for a file of `remote_size` bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// The file is there, whole: nothing to do.
+    Complete,
+    /// Append to the `.part` from this offset (0: start afresh).
+    From(u64),
+    /// The `.part` is longer than the remote file: it is not a prefix of it.
+    TooLong(u64),
+}
+
+/// Decides from the lengths of LOCAL and LOCAL.part (None: absent).
+pub fn resume_point(target_len: Option<u64>, part_len: Option<u64>, remote_size: u64) -> Resume {
+    match (part_len, target_len) {
+        (Some(p), _) if p > remote_size => Resume::TooLong(p),
+        (Some(p), _) => Resume::From(p),
+        (None, Some(t)) if t == remote_size => Resume::Complete,
+        // A shorter LOCAL (an interrupted plain download) is taken as the partial file.
+        (None, Some(t)) if t < remote_size => Resume::From(t),
+        _ => Resume::From(0),
+    }
+}
+
+fn len_of(p: &Path) -> Option<u64> {
+    fs::metadata(p)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+}
+
+/// Downloads the open remote `f` to `target` through `target.part`.
+async fn get_file(
+    f: &File,
+    target: &Path,
+    resume: bool,
+    opts: TransferOptions,
+    progress: &Progress,
+) -> Result<(), CliError> {
+    let size = f.metadata().size;
+    let part = local_part(target);
+    let mut offset = 0;
+    if resume {
+        match resume_point(len_of(target), len_of(&part), size) {
+            Resume::Complete => {
+                progress.skip(size);
+                progress.file_done();
+                return Ok(());
+            }
+            Resume::TooLong(p) => {
+                return Err(CliError::other(format!(
+                    "{} ({p} bytes) is longer than the remote file ({size} bytes); remove it or drop --continue",
+                    part.display()
+                )));
+            }
+            Resume::From(o) => {
+                if o > 0 && len_of(&part).is_none() {
+                    fs::rename(target, &part).map_err(|e| local_err(target, e))?;
+                }
+                offset = o;
+            }
+        }
+    }
+    let mut out = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(offset == 0)
+        .open(&part)
+        .map_err(|e| local_err(&part, e))?;
+    out.seek(SeekFrom::Start(offset))
+        .map_err(|e| local_err(&part, e))?;
+    set_partial(Some(part.display().to_string()));
+    progress.skip(offset);
+    let mut local: Option<std::io::Error> = None;
+    let r = transfer::download(f, offset, size, opts, |b| {
+        out.write_all(b).map_err(|e| {
+            local = Some(e);
+            Error::Protocol("local write".into())
+        })?;
+        progress.add(b.len() as u64);
+        Ok(())
+    })
+    .await;
+    let flushed = out.flush();
+    drop(out);
+    let kept = || {
+        format!(
+            "{} bytes kept in {} (resume with --continue)",
+            len_of(&part).unwrap_or(0),
+            part.display()
+        )
+    };
+    if let Some(e) = local.or(flushed.err()) {
+        set_partial(None);
+        return Err(local_err(&part, e).note(&kept()));
+    }
+    if let Err(e) = r {
+        set_partial(None);
+        return Err(CliError::from(e).note(&kept()));
+    }
+    // Shorter than announced means the file shrank while we read: what we have is the file.
+    fs::rename(&part, target).map_err(|e| local_err(target, e))?;
+    set_partial(None);
+    progress.file_done();
+    Ok(())
+}
+
+/// A download planned by walking the remote tree.
+enum Item {
+    Dir(PathBuf),
+    File {
+        remote: String,
+        local: PathBuf,
+        size: u64,
+    },
+}
+
+/// Lists `remote` recursively into `items`, mirroring it under `local`.
+async fn plan(tree: &Tree, remote: &str, local: &Path, items: &mut Vec<Item>) -> Result<(), Error> {
+    items.push(Item::Dir(local.to_path_buf()));
+    let mut entries = tree.list(remote).await?;
+    watchdog::touch();
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    for e in entries {
+        if !safe_entry_name(&e.name) {
+            eprintln!(
+                "smbq: warning: skipping {:?} in {remote}: not a usable file name",
+                e.name
+            );
+            continue;
+        }
+        let r = remote_join(remote, &e.name);
+        let l = local.join(&e.name);
+        if e.meta.is_dir() {
+            Box::pin(plan(tree, &r, &l, items)).await?;
+        } else {
+            items.push(Item::File {
+                remote: r,
+                local: l,
+                size: e.meta.size,
+            });
+        }
+    }
+    Ok(())
+}
+
+pub async fn run(a: GetArgs, c: &mut Connector) -> Result<(), CliError> {
+    let u = &a.url;
+    let at = |e: CliError| e.at("get", &u.raw);
+    let opts = TransferOptions {
+        chunk: a.xfer.chunk,
+        depth: usize::from(a.xfer.depth),
+    };
+    let mode = progress::mode(c.args().quiet, a.xfer.progress);
+    let tree = c.tree(u).await.map_err(at)?;
+    if a.local.as_os_str() == "-" {
+        return super::simple::to_stdout(&tree, &u.path, opts)
+            .await
+            .map_err(at);
+    }
+    let f = tree
+        .open(&u.path, &OpenOptions::read())
+        .await
+        .map_err(|e| at(e.into()))?;
+    let target = local_target(&a.local, u.basename());
+    if !f.metadata().is_dir() {
+        let p = Progress::new("get", mode, f.metadata().size);
+        p.file(u.basename());
+        let r = get_file(&f, &target, a.xfer.resume, opts, &p).await;
+        let _ = f.close().await;
+        return match r {
+            Ok(()) => {
+                p.finish(false);
+                Ok(())
+            }
+            Err(e) => {
+                p.abandon();
+                Err(at(e))
+            }
+        };
+    }
+    let _ = f.close().await;
+    if !a.xfer.recursive {
+        return Err(at(CliError::new(
+            Code::Other,
+            "is a directory (use -r to download it)",
+        )));
+    }
+    let mut items = Vec::new();
+    plan(&tree, &u.path, &target, &mut items)
+        .await
+        .map_err(|e| at(e.into()))?;
+    let total = items
+        .iter()
+        .map(|i| match i {
+            Item::File { size, .. } => *size,
+            Item::Dir(_) => 0,
+        })
+        .sum();
+    let p = Progress::new("get", mode, total);
+    let r = async {
+        for item in &items {
+            match item {
+                Item::Dir(d) => fs::create_dir_all(d).map_err(|e| local_err(d, e))?,
+                Item::File { remote, local, .. } => {
+                    let shown = u.display_path(remote);
+                    p.file(remote);
+                    let f = tree
+                        .open(remote, &OpenOptions::read())
+                        .await
+                        .map_err(|e| CliError::from(e).at("get", &shown))?;
+                    let r = get_file(&f, local, a.xfer.resume, opts, &p).await;
+                    let _ = f.close().await;
+                    r.map_err(|e| e.at("get", &shown))?;
+                }
+            }
+        }
+        Ok(())
+    }
+    .await;
+    match r {
+        Ok(()) => {
+            p.finish(true);
+            Ok(())
+        }
+        Err(e) => {
+            p.abandon();
+            Err(at(e))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_points() {
+        // Nothing local: from the start.
+        assert_eq!(resume_point(None, None, 100), Resume::From(0));
+        // A .part: from its length, whatever LOCAL is.
+        assert_eq!(resume_point(None, Some(40), 100), Resume::From(40));
+        assert_eq!(resume_point(Some(100), Some(40), 100), Resume::From(40));
+        assert_eq!(resume_point(None, Some(100), 100), Resume::From(100));
+        assert_eq!(resume_point(None, Some(101), 100), Resume::TooLong(101));
+        // LOCAL alone: whole, partial, or something else (overwritten).
+        assert_eq!(resume_point(Some(100), None, 100), Resume::Complete);
+        assert_eq!(resume_point(Some(30), None, 100), Resume::From(30));
+        assert_eq!(resume_point(Some(300), None, 100), Resume::From(0));
+        assert_eq!(resume_point(Some(0), None, 0), Resume::Complete);
+    }
+
+    #[test]
+    fn resume_appends_to_the_part_without_truncating() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("f");
+        std::fs::write(&target, b"abc").unwrap();
+        assert_eq!(
+            resume_point(len_of(&target), len_of(&local_part(&target)), 10),
+            Resume::From(3)
+        );
+        assert_eq!(len_of(&d.path().join("missing")), None);
+        // A directory of that name is not a partial file.
+        std::fs::create_dir(d.path().join("dir")).unwrap();
+        assert_eq!(len_of(&d.path().join("dir")), None);
+    }
+}

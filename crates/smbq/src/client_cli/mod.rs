@@ -1,0 +1,239 @@
+//! The client commands of the smbq binary, used the way scp and smbclient are:
+//! `smbq ls|stat|cat|get|put|rm|mkdir|rmdir|mv|shares smb://[DOMAIN;]USER@HOST[:PORT]/SHARE/PATH`.
+//! Data goes to stdout (cat, ls, stat, shares); progress, notices and the one-line error go
+//! to stderr; the exit status says what kind of failure it was ([`exit::Code`]).
+
+mod args;
+mod connect;
+mod exit;
+mod get;
+mod ls;
+mod password;
+mod paths;
+mod progress;
+mod put;
+mod shares;
+mod simple;
+mod url;
+mod watchdog;
+
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use clap::Subcommand;
+
+pub use exit::EXIT_CODES_HELP;
+
+use args::ConnArgs;
+use connect::Connector;
+use exit::{CliError, Code};
+
+#[derive(Subcommand)]
+pub enum ClientCmd {
+    /// List a directory (type+attributes, size, modified time in UTC, name), or show one file.
+    Ls(ls::LsArgs),
+    /// Show a file's size, attributes and all four times.
+    Stat(ls::StatArgs),
+    /// Write files to stdout.
+    Cat(simple::CatArgs),
+    /// Download URL to LOCAL (a directory: into it). Data lands in LOCAL.part until complete.
+    Get(get::GetArgs),
+    /// Upload LOCAL to URL (a directory or a URL ending in /: into it), through NAME.part.
+    Put(put::PutArgs),
+    /// Delete files (-r: directory trees).
+    Rm(simple::RmArgs),
+    /// Create directories (-p: with parents, no error if present).
+    Mkdir(simple::MkdirArgs),
+    /// Remove empty directories.
+    Rmdir(simple::RmdirArgs),
+    /// Rename URL to NEWPATH (share-relative, or a URL on the same share).
+    Mv(simple::MvArgs),
+    /// List the server's shares: name, type, comment (URL: smb://USER@HOST[:PORT]).
+    Shares(shares::SharesArgs),
+}
+
+impl ClientCmd {
+    /// The command's name and (first) URL, for messages not tied to one step.
+    fn what(&self) -> (&'static str, String) {
+        let first = |v: &[url::SmbUrl]| v.first().map(|u| u.raw.clone()).unwrap_or_default();
+        match self {
+            Self::Ls(a) => ("ls", first(&a.urls)),
+            Self::Stat(a) => ("stat", first(&a.urls)),
+            Self::Cat(a) => ("cat", first(&a.urls)),
+            Self::Get(a) => ("get", a.url.raw.clone()),
+            Self::Put(a) => ("put", a.url.raw.clone()),
+            Self::Rm(a) => ("rm", first(&a.urls)),
+            Self::Mkdir(a) => ("mkdir", first(&a.urls)),
+            Self::Rmdir(a) => ("rmdir", first(&a.urls)),
+            Self::Mv(a) => ("mv", a.from.raw.clone()),
+            Self::Shares(a) => ("shares", first(&a.urls)),
+        }
+    }
+
+    /// Every URL the command will connect to.
+    fn urls(&self) -> Vec<&url::SmbUrl> {
+        match self {
+            Self::Ls(a) => a.urls.iter().collect(),
+            Self::Stat(a) => a.urls.iter().collect(),
+            Self::Cat(a) => a.urls.iter().collect(),
+            Self::Get(a) => vec![&a.url],
+            Self::Put(a) => vec![&a.url],
+            Self::Rm(a) => a.urls.iter().collect(),
+            Self::Mkdir(a) => a.urls.iter().collect(),
+            Self::Rmdir(a) => a.urls.iter().collect(),
+            Self::Mv(a) => vec![&a.from],
+            Self::Shares(a) => a.urls.iter().collect(),
+        }
+    }
+
+    fn conn(&self) -> &ConnArgs {
+        match self {
+            Self::Ls(a) => &a.conn,
+            Self::Stat(a) => &a.conn,
+            Self::Cat(a) => &a.conn,
+            Self::Get(a) => &a.conn,
+            Self::Put(a) => &a.conn,
+            Self::Rm(a) => &a.conn,
+            Self::Mkdir(a) => &a.conn,
+            Self::Rmdir(a) => &a.conn,
+            Self::Mv(a) => &a.conn,
+            Self::Shares(a) => &a.conn,
+        }
+    }
+}
+
+/// The partial file (`NAME.part`, local or remote) a transfer is writing, so an interrupt
+/// can say where the data went.
+static PARTIAL: Mutex<Option<String>> = Mutex::new(None);
+
+pub(crate) fn set_partial(p: Option<String>) {
+    if let Ok(mut g) = PARTIAL.lock() {
+        *g = p;
+    }
+}
+
+fn partial() -> Option<String> {
+    PARTIAL.lock().ok().and_then(|g| g.clone())
+}
+
+async fn dispatch(cmd: ClientCmd, c: &mut Connector) -> Result<(), CliError> {
+    match cmd {
+        ClientCmd::Ls(a) => ls::ls(a, c).await,
+        ClientCmd::Stat(a) => ls::stat(a, c).await,
+        ClientCmd::Cat(a) => simple::cat(a, c).await,
+        ClientCmd::Get(a) => get::run(a, c).await,
+        ClientCmd::Put(a) => put::run(a, c).await,
+        ClientCmd::Rm(a) => simple::rm(a, c).await,
+        ClientCmd::Mkdir(a) => simple::mkdir(a, c).await,
+        ClientCmd::Rmdir(a) => simple::rmdir(a, c).await,
+        ClientCmd::Mv(a) => simple::mv(a, c).await,
+        ClientCmd::Shares(a) => shares::run(a, c).await,
+    }
+}
+
+/// Waits for the stall timer, or forever when there is none.
+async fn stall(limit: Option<Duration>) -> CliError {
+    match limit {
+        Some(l) => watchdog::expired(l).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn run_async(cmd: ClientCmd) -> Result<(), CliError> {
+    let args = cmd.conn().clone();
+    let (name, target) = cmd.what();
+    let mut connector = Connector::new(args.clone()).map_err(|e| e.at(name, &target))?;
+    connector
+        .ask_passwords(cmd.urls())
+        .map_err(|e| e.at(name, &target))?;
+    let result = {
+        let work = dispatch(cmd, &mut connector);
+        tokio::select! {
+            r = work => r,
+            _ = tokio::signal::ctrl_c() => {
+                let msg = match partial() {
+                    Some(p) => format!("interrupted; partial data kept in {p} (resume with --continue)"),
+                    None => "interrupted".into(),
+                };
+                return Err(CliError::new(Code::Interrupted, msg).at(name, &target));
+            }
+            e = stall(connect::stall_timeout(&args)) => {
+                let e = match partial() {
+                    Some(p) => e.note(&format!("partial data kept in {p} (resume with --continue)")),
+                    None => e,
+                };
+                return Err(e.at(name, &target));
+            }
+        }
+    };
+    // A dead connection answers nothing; only say goodbye on a live one.
+    if result
+        .as_ref()
+        .err()
+        .is_none_or(|e| e.code != Code::Connection)
+    {
+        connector.close().await;
+    }
+    result
+}
+
+/// Runs one client command and turns its outcome into the exit status.
+pub fn run(cmd: ClientCmd) -> ExitCode {
+    // Logs only on request: stderr is for progress and the one error line.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init();
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("smbq: starting the runtime: {e}");
+            return ExitCode::from(Code::Other.as_u8());
+        }
+    };
+    let result = rt.block_on(run_async(cmd));
+    // Tasks still waiting on a dead peer must not hold the exit up.
+    rt.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if !e.reported {
+                eprintln!("{e}");
+            }
+            ExitCode::from(e.code.as_u8())
+        }
+    }
+}
+
+/// Runs `op` on each item, reporting each failure as it happens; the exit code is the first
+/// failure's.
+pub(crate) async fn each<T>(
+    items: Vec<T>,
+    mut op: impl AsyncFnMut(T) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let mut first: Option<Code> = None;
+    let several = items.len() > 1;
+    for item in items {
+        if let Err(e) = op(item).await {
+            // Alone, the error goes back up (and may gain a note there); among several, now.
+            if !several {
+                return Err(e);
+            }
+            if !e.reported {
+                eprintln!("{e}");
+            }
+            first.get_or_insert(e.code);
+        }
+    }
+    match first {
+        Some(c) => Err(CliError::reported(c)),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,461 @@
+//! `put LOCAL URL`: upload a file (or with -r a tree) to `NAME.part` on the server, then
+//! rename it over NAME (FileRenameInformation with ReplaceIfExists, MS-FSCC 2.4.42.2) once it
+//! is complete, so a file under its real name is always whole.
+//!
+//! WRITEs complete out of order, so a failed upload can leave holes in the `.part` below its
+//! size. The writes here never run more than one window (depth × chunk) past the first
+//! unconfirmed byte, so everything below `size - window` is known to be written, and
+//! `--continue` resumes from there.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use smbq_client::transfer::TransferOptions;
+use smbq_client::{Error, File, OpenOptions, Tree};
+use smbq_wire::NtStatus;
+
+use super::args::{ConnArgs, XferArgs};
+use super::connect::Connector;
+use super::exit::{CliError, Code};
+use super::paths::{local_basename, remote_join, remote_part, smb_name};
+use super::progress::{self, Progress};
+use super::set_partial;
+use super::url::{SmbUrl, parse_url};
+use super::watchdog;
+
+#[derive(clap::Args)]
+pub struct PutArgs {
+    #[arg(value_name = "LOCAL")]
+    pub local: PathBuf,
+    /// Destination file, or a directory to upload into (an existing one, or any URL ending
+    /// in /).
+    #[arg(value_name = "URL", value_parser = parse_url)]
+    pub url: SmbUrl,
+    #[command(flatten)]
+    pub xfer: XferArgs,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// Resuming backs off at least this far: the largest window of a run with the default
+/// depth (8) and the largest chunk the client sends (8 MiB), in case the interrupted run used
+/// a bigger window than this one.
+const MIN_RESUME_BACKOFF: u64 = 64 << 20;
+
+fn local_err(path: &Path, e: std::io::Error) -> CliError {
+    CliError::other(format!("{}: {e}", path.display()))
+}
+
+fn not_found(e: &Error) -> bool {
+    matches!(
+        e.status(),
+        Some(NtStatus::OBJECT_NAME_NOT_FOUND | NtStatus::OBJECT_PATH_NOT_FOUND)
+    )
+}
+
+/// Where in the remote `.part` of `part_size` bytes an upload of `local_size` bytes resumes.
+pub fn resume_offset(part_size: u64, local_size: u64, backoff: u64) -> u64 {
+    part_size.min(local_size).saturating_sub(backoff)
+}
+
+/// Writes what `source` yields from `offset` on, `depth` WRITEs in flight, none starting
+/// more than `window` bytes past the first write not yet confirmed. Reports each confirmed
+/// write's length to `progress`. Returns the bytes written.
+async fn upload_window(
+    file: &File,
+    offset: u64,
+    opts: TransferOptions,
+    mut source: impl FnMut(usize) -> Result<Bytes, Error>,
+    mut progress: impl FnMut(u64),
+) -> Result<u64, Error> {
+    let chunk = opts.chunk.min(file.max_write()).max(1) as usize;
+    let depth = opts.depth.max(1);
+    let window = window_of(opts, file);
+    let mut set = tokio::task::JoinSet::new();
+    let mut unconfirmed: BTreeSet<u64> = BTreeSet::new();
+    let mut at = offset;
+    let mut done = 0u64;
+    let mut eof = false;
+    loop {
+        while !eof
+            && set.len() < depth
+            && unconfirmed
+                .first()
+                .is_none_or(|&low| at + chunk as u64 <= low + window)
+        {
+            let data = source(chunk)?;
+            if data.is_empty() {
+                eof = true;
+                break;
+            }
+            let len = data.len() as u64;
+            let f = file.clone();
+            let pos = at;
+            set.spawn(async move {
+                let n = f.write_at(pos, data).await?;
+                if u64::from(n) != len {
+                    return Err(Error::Protocol(format!("short write: {n} of {len} bytes")));
+                }
+                Ok((pos, len))
+            });
+            unconfirmed.insert(pos);
+            at += len;
+        }
+        match set.join_next().await {
+            None => return Ok(done),
+            Some(Ok(Ok((pos, n)))) => {
+                unconfirmed.remove(&pos);
+                done += n;
+                progress(n);
+            }
+            Some(Ok(Err(e))) => return Err(e),
+            Some(Err(e)) => return Err(Error::Protocol(format!("write task failed: {e}"))),
+        }
+    }
+}
+
+fn window_of(opts: TransferOptions, file: &File) -> u64 {
+    u64::from(opts.chunk.min(file.max_write()).max(1)) * opts.depth.max(1) as u64
+}
+
+/// Uploads `local` (`size` bytes) to `target` through `target.part`.
+#[allow(clippy::too_many_arguments)]
+async fn put_file(
+    tree: &Tree,
+    u: &SmbUrl,
+    local: &Path,
+    size: u64,
+    target: &str,
+    resume: bool,
+    opts: TransferOptions,
+    progress: &Progress,
+) -> Result<(), CliError> {
+    let part = remote_part(target);
+    let shown_part = u.display_path(&part);
+    let mut offset = 0;
+    let mut resumed = false;
+    if resume {
+        match tree.stat(&part).await {
+            Ok(m) if !m.is_dir() => {
+                resumed = true;
+                offset = m.size;
+            }
+            Ok(_) => {}
+            Err(e) if not_found(&e) => match tree.stat(target).await {
+                Ok(m) if !m.is_dir() && m.size == size => {
+                    progress.skip(size);
+                    progress.file_done();
+                    return Ok(());
+                }
+                Ok(_) => {}
+                Err(e) if not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let how = if resumed {
+        OpenOptions::create_keep()
+    } else {
+        OpenOptions::create_truncate()
+    };
+    let f = tree.open(&part, &how).await?;
+    if resumed {
+        offset = resume_offset(offset, size, window_of(opts, &f).max(MIN_RESUME_BACKOFF));
+    }
+    let mut src = fs::File::open(local).map_err(|e| local_err(local, e))?;
+    src.seek(SeekFrom::Start(offset))
+        .map_err(|e| local_err(local, e))?;
+    set_partial(Some(shown_part.clone()));
+    progress.skip(offset);
+    let mut read_err: Option<std::io::Error> = None;
+    let source = |n: usize| {
+        let mut buf = vec![0u8; n];
+        let mut filled = 0;
+        while filled < n {
+            match src.read(buf.get_mut(filled..).unwrap_or_default()) {
+                Ok(0) => break,
+                Ok(k) => filled += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    read_err = Some(e);
+                    return Err(Error::Protocol("local read".into()));
+                }
+            }
+        }
+        buf.truncate(filled);
+        Ok(Bytes::from(buf))
+    };
+    let r = upload_window(&f, offset, opts, source, |n| progress.add(n)).await;
+    let kept = format!("the upload so far is kept in {shown_part} (resume with --continue)");
+    if let Some(e) = read_err {
+        set_partial(None);
+        let _ = f.close().await;
+        return Err(local_err(local, e).note(&kept));
+    }
+    let written = match r {
+        Ok(n) => n,
+        Err(e) => {
+            set_partial(None);
+            let _ = f.close().await;
+            return Err(CliError::from(e).note(&kept));
+        }
+    };
+    let finish = async {
+        if resumed {
+            // A longer .part (the local file shrank since) must not keep its old tail.
+            f.set_len(offset + written).await?;
+        }
+        f.close().await?;
+        tree.rename(&part, target, true).await
+    };
+    let r = finish.await;
+    set_partial(None);
+    r.map_err(|e| CliError::from(e).note(&kept))?;
+    progress.file_done();
+    watchdog::touch();
+    Ok(())
+}
+
+/// Where an upload of something called `name` goes when the user said `u`: into the URL when
+/// it is a directory (existing, the share root, or written with a trailing /), else to it.
+async fn remote_target(tree: &Tree, u: &SmbUrl, name: &str) -> Result<String, Error> {
+    if u.path.is_empty() || u.trailing_slash {
+        return Ok(remote_join(&u.path, name));
+    }
+    match tree.stat(&u.path).await {
+        Ok(m) if m.is_dir() => Ok(remote_join(&u.path, name)),
+        Ok(_) => Ok(u.path.clone()),
+        Err(e) if not_found(&e) => Ok(u.path.clone()),
+        Err(e) => Err(e),
+    }
+}
+
+/// An upload planned by walking the local tree.
+enum Item {
+    Dir(String),
+    File {
+        local: PathBuf,
+        remote: String,
+        size: u64,
+    },
+}
+
+/// Walks `local` into `items`, mirrored under `remote`. Symbolic links to files are followed;
+/// links to directories are skipped (they can loop).
+fn plan(local: &Path, remote: &str, items: &mut Vec<Item>) -> Result<(), CliError> {
+    items.push(Item::Dir(remote.to_string()));
+    let mut entries: Vec<fs::DirEntry> = fs::read_dir(local)
+        .map_err(|e| local_err(local, e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| local_err(local, e))?;
+    entries.sort_by_key(fs::DirEntry::file_name);
+    for e in entries {
+        let path = e.path();
+        let Some(name) = smb_name(&e.file_name()).map(str::to_string) else {
+            eprintln!(
+                "smbq: warning: skipping {}: the name cannot be used over SMB",
+                path.display()
+            );
+            continue;
+        };
+        let link = e.file_type().is_ok_and(|t| t.is_symlink());
+        let meta = match fs::metadata(&path) {
+            Ok(m) => m,
+            Err(err) => {
+                eprintln!("smbq: warning: skipping {}: {err}", path.display());
+                continue;
+            }
+        };
+        let r = remote_join(remote, &name);
+        if meta.is_dir() {
+            if link {
+                eprintln!(
+                    "smbq: warning: skipping {}: a link to a directory",
+                    path.display()
+                );
+                continue;
+            }
+            plan(&path, &r, items)?;
+        } else if meta.is_file() {
+            items.push(Item::File {
+                local: path,
+                remote: r,
+                size: meta.len(),
+            });
+        } else {
+            eprintln!(
+                "smbq: warning: skipping {}: not a regular file",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// mkdir that is content with an existing directory.
+async fn ensure_dir(tree: &Tree, path: &str) -> Result<(), Error> {
+    match tree.mkdir(path).await {
+        Err(Error::Status {
+            status: NtStatus::OBJECT_NAME_COLLISION,
+            op,
+        }) => {
+            if tree.stat(path).await?.is_dir() {
+                Ok(())
+            } else {
+                Err(Error::Status {
+                    op,
+                    status: NtStatus::OBJECT_NAME_COLLISION,
+                })
+            }
+        }
+        r => r,
+    }
+}
+
+pub async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
+    let u = &a.url;
+    let at = |e: CliError| e.at("put", &a.local.display().to_string());
+    let meta = fs::metadata(&a.local).map_err(|e| at(local_err(&a.local, e)))?;
+    let name = local_basename(&a.local).ok_or_else(|| {
+        at(CliError::usage(
+            "cannot name the remote copy after this path (use a URL with the file name)",
+        ))
+    })?;
+    let opts = TransferOptions {
+        chunk: a.xfer.chunk,
+        depth: usize::from(a.xfer.depth),
+    };
+    let mode = progress::mode(c.args().quiet, a.xfer.progress);
+    let at_url = |e: CliError| e.at("put", &u.raw);
+    if meta.is_dir() && !a.xfer.recursive {
+        return Err(at(CliError::new(
+            Code::Other,
+            "is a directory (use -r to upload it)",
+        )));
+    }
+    let tree = c.tree(u).await.map_err(at_url)?;
+    let target = remote_target(&tree, u, &name)
+        .await
+        .map_err(|e| at_url(e.into()))?;
+    if !meta.is_dir() {
+        let p = Progress::new("put", mode, meta.len());
+        p.file(&name);
+        return match put_file(
+            &tree,
+            u,
+            &a.local,
+            meta.len(),
+            &target,
+            a.xfer.resume,
+            opts,
+            &p,
+        )
+        .await
+        {
+            Ok(()) => {
+                p.finish(false);
+                Ok(())
+            }
+            Err(e) => {
+                p.abandon();
+                Err(e.at("put", &u.display_path(&target)))
+            }
+        };
+    }
+    let mut items = Vec::new();
+    plan(&a.local, &target, &mut items).map_err(at)?;
+    let total = items
+        .iter()
+        .map(|i| match i {
+            Item::File { size, .. } => *size,
+            Item::Dir(_) => 0,
+        })
+        .sum();
+    let p = Progress::new("put", mode, total);
+    let r = async {
+        for item in &items {
+            match item {
+                Item::Dir(d) => {
+                    if !d.is_empty() {
+                        ensure_dir(&tree, d)
+                            .await
+                            .map_err(|e| CliError::from(e).at("mkdir", &u.display_path(d)))?;
+                    }
+                    watchdog::touch();
+                }
+                Item::File {
+                    local,
+                    remote,
+                    size,
+                } => {
+                    p.file(remote);
+                    put_file(&tree, u, local, *size, remote, a.xfer.resume, opts, &p)
+                        .await
+                        .map_err(|e| e.at("put", &u.display_path(remote)))?;
+                }
+            }
+        }
+        Ok(())
+    }
+    .await;
+    match r {
+        Ok(()) => {
+            p.finish(true);
+            Ok(())
+        }
+        Err(e) => {
+            p.abandon();
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_offsets_back_off_by_the_window() {
+        let mib = 1u64 << 20;
+        assert_eq!(resume_offset(100 * mib, 200 * mib, 64 * mib), 36 * mib);
+        assert_eq!(resume_offset(10 * mib, 200 * mib, 64 * mib), 0);
+        // A .part longer than the local file (it shrank): resume within the local file.
+        assert_eq!(resume_offset(300 * mib, 200 * mib, 64 * mib), 136 * mib);
+    }
+
+    #[test]
+    fn plan_mirrors_and_skips_what_smb_cannot_name() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("top");
+        fs::create_dir_all(root.join("sub/deeper")).unwrap();
+        fs::write(root.join("a.txt"), b"12345").unwrap();
+        fs::write(root.join("sub/deeper/b"), b"xy").unwrap();
+        fs::write(root.join("back\\slash"), b"no").unwrap();
+        std::os::unix::fs::symlink(&root, root.join("sub/loop")).unwrap();
+        std::os::unix::fs::symlink(root.join("a.txt"), root.join("link.txt")).unwrap();
+        let mut items = Vec::new();
+        plan(&root, "dest", &mut items).unwrap();
+        let got: Vec<String> = items
+            .iter()
+            .map(|i| match i {
+                Item::Dir(r) => format!("D {r}"),
+                Item::File { remote, size, .. } => format!("F {remote} {size}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "D dest",
+                "F dest/a.txt 5",
+                "F dest/link.txt 5",
+                "D dest/sub",
+                "D dest/sub/deeper",
+                "F dest/sub/deeper/b 2",
+            ]
+        );
+    }
+}
