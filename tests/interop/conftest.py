@@ -36,12 +36,13 @@ class SmbqServer:
     (for example SSLKEYLOGFILE or SMBQ_LOG)."""
 
     def __init__(self, workdir: pathlib.Path, extra_args=(), config: str | None = None,
-                 quic_port: int = 0, tcp: bool = True, env: dict | None = None):
+                 quic_port: int = 0, tcp: bool = True, env: dict | None = None,
+                 password: str | None = None):
         self.workdir = workdir
         self.share = workdir / "share"
         self.share.mkdir(parents=True, exist_ok=True)
         self.state = workdir / "state"
-        self.password = "Pw-" + secrets.token_hex(8)
+        self.password = password or "Pw-" + secrets.token_hex(8)
         self.port = free_port() if tcp else 0
         self.quic_port = quic_port
         args = [str(BINARY), "serve", str(self.share), "--listen", "127.0.0.1",
