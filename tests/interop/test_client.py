@@ -21,7 +21,7 @@ from conftest import BINARY, USER, SmbqServer, free_udp_port
 
 BIG_MB = int(os.environ.get("SMBQ_CLIENT_BIG_MB", "1024"))
 
-EXIT_AUTH, EXIT_NOT_FOUND, EXIT_CONN, EXIT_CERT = 3, 4, 6, 7
+EXIT_AUTH, EXIT_NOT_FOUND, EXIT_CONN, EXIT_CERT, EXIT_NO_SHARE = 3, 4, 6, 7, 9
 
 
 def sha256(path: pathlib.Path) -> str:
@@ -248,7 +248,7 @@ def test_error_cases_have_distinct_exit_codes(smbq, workdir):
     p = cli.run("ls", cli.url(), password="wrong", check=False)
     assert p.returncode == EXIT_AUTH and b"NT_STATUS_LOGON_FAILURE" in p.stderr, p.stderr
     p = cli.run("ls", cli.url(share="nosuch"), check=False)
-    assert p.returncode == EXIT_NOT_FOUND and b"NT_STATUS_BAD_NETWORK_NAME" in p.stderr, p.stderr
+    assert p.returncode == EXIT_NO_SHARE and b"NT_STATUS_BAD_NETWORK_NAME" in p.stderr, p.stderr
     out = workdir / "missing.out"
     p = cli.run("get", cli.url("missing.bin"), str(out), check=False)
     assert p.returncode == EXIT_NOT_FOUND and b"NT_STATUS_OBJECT_NAME_NOT_FOUND" in p.stderr
@@ -357,3 +357,95 @@ def test_against_samba_everything_after_setup_is_sealed(samba, workdir):
             # Only NEGOTIATE (0) and SESSION_SETUP (1) travel in clear.
             for f in plain:
                 assert int.from_bytes(f[12:14], "little") in (0, 1), f[:64].hex()
+
+
+# --- trust, fallback, credentials, client certificates ------------------------------------------
+
+EXIT_ACCESS = 5
+
+
+def make_client_cert(workdir: pathlib.Path, name: str) -> tuple:
+    key, cert = workdir / f"{name}.key", workdir / f"{name}.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key),
+                    "-out", str(cert), "-days", "2", "-subj", f"/CN={name}",
+                    "-addext", "basicConstraints=critical,CA:FALSE",
+                    "-addext", "extendedKeyUsage=clientAuth"],
+                   check=True, capture_output=True)
+    der = subprocess.run(["openssl", "x509", "-in", str(cert), "-outform", "der"],
+                         check=True, capture_output=True).stdout
+    return key, cert, hashlib.sha256(der).hexdigest()
+
+
+def test_quic_trust_modes(smbq, workdir):
+    """--ca with the exported certificate works; --insecure works and says so; the system
+    roots do not know a self-signed certificate (exit 7, and no silent fallback to TCP)."""
+    base = smbq_cli(smbq, "quic")
+    pem = workdir / "server.pem"
+    subprocess.run([str(BINARY), "cert", "export", "--pem", str(pem), "--state-dir",
+                    str(smbq.state)], check=True, capture_output=True, timeout=30)
+    url = base.url()
+    env = {**os.environ, "SMBQ_PASSWORD": smbq.password}
+
+    def ls(*opts):
+        return subprocess.run([str(BINARY), "ls", url, *opts], capture_output=True, env=env,
+                              timeout=120, stdin=subprocess.DEVNULL)
+
+    p = ls("--transport", "quic", "--ca", str(pem))
+    assert p.returncode == 0, p.stderr
+    p = ls("--transport", "quic", "--insecure")
+    assert p.returncode == 0, p.stderr
+    assert b"insecure" in p.stderr.lower() or b"any server certificate" in p.stderr.lower(), p.stderr
+    # Default transport (QUIC, then TCP) with system roots: a trust failure must not fall back.
+    p = ls()
+    assert p.returncode == EXIT_CERT, p.stderr
+    assert b"panicked" not in p.stderr
+
+
+def test_falls_back_to_tcp_when_quic_is_off(server, workdir):
+    """`server` runs TCP only: the default transport tries QUIC on the same port, gets no
+    answer or a refusal, and uses TCP."""
+    env = {**os.environ, "SMBQ_PASSWORD": server.password}
+    (server.share / "f").write_bytes(b"fallback")
+    url = f"smb://{USER}@127.0.0.1:{server.port}/share/f"
+    p = subprocess.run([str(BINARY), "cat", url, "--connect-timeout", "3"], capture_output=True,
+                       env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b"fallback"
+    assert b"tcp" in p.stderr.lower(), p.stderr
+
+
+def test_credentials_file_and_no_password_on_command_line(server, workdir):
+    creds = workdir / "creds"
+    creds.write_text(f"username = {USER}\npassword = {server.password}\n")
+    creds.chmod(0o600)
+    (server.share / "c").write_bytes(b"creds")
+    env = {k: v for k, v in os.environ.items() if k != "SMBQ_PASSWORD"}
+    url = f"smb://127.0.0.1:{server.port}/share/c"
+    p = subprocess.run([str(BINARY), "cat", url, "--transport", "tcp", "-A", str(creds)],
+                       capture_output=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and p.stdout == b"creds", p.stderr
+    # A password inside the URL is refused rather than used.
+    bad = f"smb://{USER}:{server.password}@127.0.0.1:{server.port}/share/c"
+    p = subprocess.run([str(BINARY), "cat", bad, "--transport", "tcp"], capture_output=True,
+                       env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert p.returncode == 2, p.stderr
+
+
+def test_client_certificate_for_access_control(workdir):
+    key, cert, fp = make_client_cert(workdir, "laptop")
+    other_key, other_cert, _ = make_client_cert(workdir, "stranger")
+    config = f'[quic]\nclient_auth = "required"\nallow_fingerprints = ["sha256:{fp}"]\n'
+    s = SmbqServer(workdir, config=config, quic_port=free_udp_port())
+    try:
+        cli = smbq_cli(s, "quic")
+        (s.share / "x").write_bytes(b"mutual")
+        p = cli.run("cat", cli.url("x"), check=False)
+        assert p.returncode == EXIT_ACCESS, p.stderr
+        p = cli.run("cat", cli.url("x"), "--client-cert", str(other_cert), "--client-key",
+                    str(other_key), check=False)
+        assert p.returncode == EXIT_ACCESS, p.stderr
+        p = cli.run("cat", cli.url("x"), "--client-cert", str(cert), "--client-key", str(key))
+        assert p.stdout == b"mutual"
+    finally:
+        assert s.stop() == 0

@@ -13,7 +13,7 @@ pub enum Code {
     Usage = 2,
     /// The server refused the credentials, or none could be had.
     Auth = 3,
-    /// No such file, directory or share.
+    /// No such file or directory.
     NotFound = 4,
     AccessDenied = 5,
     /// The transport could not connect, or the connection was lost or stalled.
@@ -22,6 +22,8 @@ pub enum Code {
     Trust = 7,
     /// Any other NTSTATUS from the server (exists, not empty, in use, disk full, ...).
     Server = 8,
+    /// The share does not exist: a configuration problem rather than a missing file.
+    NoShare = 9,
     /// Ctrl-C (128 + SIGINT, as shells report it).
     Interrupted = 130,
 }
@@ -46,12 +48,13 @@ Exit status of client commands:
   1    other error (local files, protocol errors)
   2    bad arguments
   3    authentication failed (NT_STATUS_LOGON_FAILURE, ...) or no password available
-  4    not found: file, directory or share (NT_STATUS_OBJECT_NAME_NOT_FOUND,
-       NT_STATUS_OBJECT_PATH_NOT_FOUND, NT_STATUS_BAD_NETWORK_NAME)
+  4    file or directory not found (NT_STATUS_OBJECT_NAME_NOT_FOUND,
+       NT_STATUS_OBJECT_PATH_NOT_FOUND)
   5    access denied (NT_STATUS_ACCESS_DENIED; QUIC: client certificate required or refused)
   6    connection failed, lost or stalled
   7    QUIC: server certificate not trusted, or not the pinned one
   8    any other NTSTATUS from the server (exists, not empty, in use, disk full, ...)
+  9    no such share (NT_STATUS_BAD_NETWORK_NAME)
   130  interrupted (Ctrl-C); a partial transfer is kept as NAME.part for --continue";
 
 /// The exit code an NTSTATUS maps to.
@@ -64,8 +67,8 @@ pub fn status_code(s: NtStatus) -> Code {
         | NtStatus::PASSWORD_EXPIRED => Code::Auth,
         NtStatus::OBJECT_NAME_NOT_FOUND
         | NtStatus::OBJECT_PATH_NOT_FOUND
-        | NtStatus::NO_SUCH_FILE
-        | NtStatus::BAD_NETWORK_NAME => Code::NotFound,
+        | NtStatus::NO_SUCH_FILE => Code::NotFound,
+        NtStatus::BAD_NETWORK_NAME => Code::NoShare,
         NtStatus::ACCESS_DENIED | NtStatus::PRIVILEGE_NOT_HELD => Code::AccessDenied,
         // The server tore the session or share down under us: as good as a lost connection.
         NtStatus::NETWORK_NAME_DELETED | NtStatus::USER_SESSION_DELETED => Code::Connection,
@@ -173,7 +176,7 @@ mod tests {
         assert_eq!(status_code(NtStatus::WRONG_PASSWORD), Code::Auth);
         assert_eq!(status_code(NtStatus::OBJECT_NAME_NOT_FOUND), Code::NotFound);
         assert_eq!(status_code(NtStatus::OBJECT_PATH_NOT_FOUND), Code::NotFound);
-        assert_eq!(status_code(NtStatus::BAD_NETWORK_NAME), Code::NotFound);
+        assert_eq!(status_code(NtStatus::BAD_NETWORK_NAME), Code::NoShare);
         assert_eq!(status_code(NtStatus::ACCESS_DENIED), Code::AccessDenied);
         assert_eq!(status_code(NtStatus::OBJECT_NAME_COLLISION), Code::Server);
         assert_eq!(status_code(NtStatus::DIRECTORY_NOT_EMPTY), Code::Server);
