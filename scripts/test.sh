@@ -18,6 +18,9 @@ step "installing test tools (smbclient, smbtorture, tshark, openssl, pytest)"
 need=()
 command -v smbclient >/dev/null || need+=(smbclient)
 command -v smbtorture >/dev/null || need+=(samba-testsuite)
+[[ -x /usr/sbin/smbd ]] || need+=(samba)  # reference smbd: tests/interop/samba_server.py
+[[ -x /usr/sbin/sshd ]] || need+=(openssh-server)  # scp baseline of smbq bench (loss scenario)
+command -v scp >/dev/null || need+=(openssh-client)
 command -v tshark >/dev/null || need+=(tshark)
 command -v openssl >/dev/null || need+=(openssl)
 command -v python3 >/dev/null || need+=(python3)
@@ -51,7 +54,7 @@ step "building the SMB-over-QUIC interop peer (interop/smb-rs-quic, the crates.i
 cargo build --release --locked --manifest-path interop/smb-rs-quic/Cargo.toml
 
 step "interop: smbclient, smbtorture and SMB over QUIC against the real binary"
-if ((quick)); then export SMBQ_BIG_FILE_MB=16 SMBQ_QUIC_BIG_MB=16; fi
+if ((quick)); then export SMBQ_BIG_FILE_MB=16 SMBQ_QUIC_BIG_MB=16 SMBQ_CLIENT_BIG_MB=16; fi
 python3 -m pytest -q -p no:cacheprovider tests/interop
 
 step "all tests passed"

@@ -45,6 +45,10 @@ enum Cmd {
     },
     #[command(flatten)]
     Client(client_cli::ClientCmd),
+    /// Benchmark suite: raw baselines, fio-shaped jobs vs Samba, file-size sweep, connection
+    /// setup and loss/delay vs scp, on loopback or through the link emulator. JSON, Markdown
+    /// and SVG results in --out.
+    Bench(smbq_bench::BenchArgs),
 }
 
 #[derive(clap::Args, Clone)]
@@ -148,6 +152,7 @@ fn main() -> ExitCode {
         Cmd::Cert { cmd } => cert_cmd::run(cmd),
         Cmd::User { cmd } => user_cmd(cmd),
         Cmd::Client(cmd) => return client_cli::run(cmd),
+        Cmd::Bench(args) => smbq_bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

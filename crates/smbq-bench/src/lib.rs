@@ -1,0 +1,446 @@
+//! smbq-bench: the benchmark suite behind `smbq bench` (docs/benchmarks.md).
+//!
+//! Scenarios, after the four studies in shared/reference/studies.md:
+//! - `raw`: one TCP and one QUIC connection moving bulk data each way (iPerf / SecNetPerf);
+//! - `fio`: the thesis's fio jobs S1/S2/S3 against smbq (QUIC, TCP encrypted, TCP plain) and
+//!   Samba (TCP encrypted), all through smbq's client;
+//! - `sweep`: copies of 1 KB to 1 GB (10 GB) files, persistent and ephemeral sessions;
+//! - `setup`: nothing to the first byte of a 1 KB file at 0, 10 and 50 ms RTT;
+//! - `loss`: 100 files and one big file under delay and loss, smbq TCP/QUIC against scp.
+//!
+//! Servers run as child processes (`smbq serve`, smbd, sshd); the client runs in this process.
+//! With the emulated link (smbq-netem, needs root) the client side lives in namespace A and
+//! the servers in namespace B. `--quick` runs every scenario for a few seconds (CI).
+#![forbid(unsafe_code)]
+
+pub mod net;
+pub mod progress;
+pub mod report;
+pub mod scenarios;
+pub mod servers;
+pub mod stats;
+pub mod sys;
+pub mod target;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rand::Rng;
+use tokio::runtime::Runtime;
+
+use crate::net::{LinkDesc, Net};
+use crate::report::{Report, Results};
+use crate::servers::Ports;
+use crate::servers::samba::Samba;
+use crate::servers::smbq::{SmbqOptions, SmbqServer};
+use crate::servers::sshd::Sshd;
+
+/// Scenario names in the order they run.
+pub const SCENARIOS: [&str; 5] = ["raw", "fio", "sweep", "setup", "loss"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+pub enum LinkMode {
+    /// Plain loopback (127.0.0.1).
+    Loopback,
+    /// Through the smbq-netem link emulator between two namespaces (needs root).
+    Emulated,
+}
+
+/// `smbq bench [--quick] [--out DIR] [SCENARIO...]`
+#[derive(clap::Args, Clone, Debug, serde::Serialize)]
+pub struct BenchArgs {
+    /// Run every scenario for a few seconds (smaller files, fewer copies, one repeat).
+    #[arg(long)]
+    pub quick: bool,
+    /// Where results.json, results.md and the SVG figures go.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Scenarios to run: raw, fio, sweep, setup, loss (default: all).
+    #[arg(value_name = "SCENARIO")]
+    pub scenarios: Vec<String>,
+    /// Link for raw, fio and sweep (setup and loss always use the emulator, which sets their
+    /// delay and loss itself).
+    #[arg(long, value_enum, default_value = "loopback")]
+    pub link: LinkMode,
+    /// One-way delay of the emulated link, milliseconds (with --link emulated).
+    #[arg(long, default_value_t = 0.0)]
+    pub delay_ms: f64,
+    /// Random loss of the emulated link, percent (with --link emulated).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Bottleneck rate of the emulated link in Mbit/s (every emulated scenario; none by default).
+    #[arg(long)]
+    pub rate_mbit: Option<f64>,
+    /// Repeats of each measurement (default: 1 quick, 3 full); noise is min/median/max over them.
+    #[arg(long)]
+    pub repeats: Option<usize>,
+    /// Measured seconds of each fio job (default: 2 quick, 20 full; the thesis used 120).
+    #[arg(long)]
+    pub runtime: Option<f64>,
+    /// Ramp-up seconds of each fio job, not measured (default: 0.5 quick, 5 full; thesis 15).
+    #[arg(long)]
+    pub ramp: Option<f64>,
+    /// The smbq binary to serve with (default: $SMBQ_BIN, else this executable).
+    #[arg(long)]
+    pub smbq_bin: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    Quick,
+    Full,
+}
+
+/// What the scenarios share: settings, scratch space, the account, and the port allocator.
+pub struct Ctx {
+    pub args: BenchArgs,
+    pub scale: Scale,
+    pub bin: PathBuf,
+    scratch: tempfile::TempDir,
+    /// The share directory every server exports (Samba's account owns it).
+    pub data: PathBuf,
+    netem: Option<Runtime>,
+    pub root: bool,
+    pub user: String,
+    pub password: String,
+    pub samba_owner: Option<(u32, u32)>,
+    pub ports: Ports,
+    errors: Vec<String>,
+    servers_started: usize,
+    seed: u64,
+}
+
+impl Ctx {
+    pub fn repeats(&self) -> usize {
+        self.args
+            .repeats
+            .unwrap_or(match self.scale {
+                Scale::Quick => 1,
+                Scale::Full => 3,
+            })
+            .max(1)
+    }
+
+    /// (ramp, measured runtime) of each fio job.
+    pub fn fio_times(&self) -> (Duration, Duration) {
+        let (r, t) = match self.scale {
+            Scale::Quick => (0.5, 2.0),
+            Scale::Full => (5.0, 20.0),
+        };
+        (
+            Duration::from_secs_f64(self.args.ramp.unwrap_or(r).max(0.0)),
+            Duration::from_secs_f64(self.args.runtime.unwrap_or(t).max(0.1)),
+        )
+    }
+
+    pub fn scratch_path(&self) -> &Path {
+        self.scratch.path()
+    }
+
+    pub fn can_emulate(&self) -> bool {
+        self.root
+    }
+
+    pub fn note_error(&mut self, e: String) {
+        eprintln!("bench: note: {e}");
+        self.errors.push(e);
+    }
+
+    /// The link raw, fio and sweep run over.
+    pub fn base_link(&self) -> LinkDesc {
+        match self.args.link {
+            LinkMode::Loopback => LinkDesc::loopback(),
+            LinkMode::Emulated => {
+                LinkDesc::emulated(self.args.delay_ms, self.args.loss, self.args.rate_mbit)
+            }
+        }
+    }
+
+    /// Brings up a network: `desc`, or the base link.
+    pub fn net(&mut self, desc: Option<LinkDesc>) -> Result<Net, String> {
+        let desc = desc.unwrap_or_else(|| self.base_link());
+        if desc.kind == "loopback" {
+            return Net::loopback().map_err(|e| format!("runtimes: {e}"));
+        }
+        if !self.root {
+            return Err("the emulated link needs root".into());
+        }
+        if self.netem.is_none() {
+            self.netem = Some(net::netem_runtime().map_err(|e| e.to_string())?);
+        }
+        let netem = self.netem.as_ref().ok_or("no emulator runtime")?;
+        self.seed += 2;
+        Net::emulated(netem, desc, self.seed).map_err(|e| format!("link emulator: {e}"))
+    }
+
+    pub fn stop_net(&self, net: Net) {
+        match &self.netem {
+            Some(rt) => net.stop(rt),
+            None => {
+                net.client_rt.shutdown_timeout(Duration::from_secs(2));
+                net.server_rt.shutdown_timeout(Duration::from_secs(2));
+            }
+        }
+    }
+
+    pub fn start_smbq(
+        &mut self,
+        net: &Net,
+        encrypt: bool,
+        tag: &str,
+    ) -> Result<SmbqServer, String> {
+        self.servers_started += 1;
+        let work = self
+            .scratch
+            .path()
+            .join(format!("smbq-{}-{tag}", self.servers_started));
+        let tcp_port = self.ports.take(net);
+        let quic_port = if encrypt { self.ports.take(net) } else { 0 };
+        SmbqServer::start(
+            net,
+            &SmbqOptions {
+                bin: &self.bin,
+                share: &self.data,
+                work: &work,
+                encrypt,
+                tcp_port,
+                quic_port,
+                user: &self.user,
+                password: &self.password,
+            },
+        )
+    }
+
+    pub fn start_samba(&mut self, net: &Net) -> Result<Samba, String> {
+        self.servers_started += 1;
+        let work = self
+            .scratch
+            .path()
+            .join(format!("samba-{}", self.servers_started));
+        let port = self.ports.take(net);
+        Samba::start(net, &work, &self.data, port, &self.password)
+    }
+
+    pub fn start_sshd(&mut self, net: &Net) -> Result<Sshd, String> {
+        let port = self.ports.take(net);
+        Sshd::start(net, self.scratch.path(), port)
+    }
+}
+
+/// The smbq binary: --smbq-bin, else $SMBQ_BIN, else this executable (`smbq bench`).
+fn smbq_binary(args: &BenchArgs) -> Result<PathBuf, String> {
+    if let Some(b) = &args.smbq_bin {
+        return Ok(b.clone());
+    }
+    if let Some(b) = std::env::var_os("SMBQ_BIN") {
+        return Ok(PathBuf::from(b));
+    }
+    std::env::current_exe().map_err(|e| format!("cannot find the smbq binary: {e}"))
+}
+
+fn random_password() -> String {
+    let mut b = [0u8; 12];
+    rand::thread_rng().fill(&mut b);
+    format!(
+        "Pw-{}",
+        b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+    )
+}
+
+fn versions(bin: &Path, samba: bool, ssh: bool) -> serde_json::Value {
+    serde_json::json!({
+        "smbq_bench": env!("CARGO_PKG_VERSION"),
+        "smbq": sys::command_line_output(&bin.to_string_lossy(), &["--version"]),
+        "git": sys::command_line_output("git", &["describe", "--always", "--dirty"]),
+        "quic_stack": "quinn 0.11 + rustls (aws-lc-rs)",
+        "samba": if samba { servers::samba::version() } else { None },
+        "openssh": if ssh { servers::sshd::version() } else { None },
+    })
+}
+
+fn settings(ctx: &Ctx) -> serde_json::Value {
+    let (ramp, runtime) = ctx.fio_times();
+    let client = target::client_config(false);
+    serde_json::json!({
+        "link": ctx.base_link(),
+        "repeats": ctx.repeats(),
+        "fio_ramp_s": ramp.as_secs_f64(),
+        "fio_runtime_s": runtime.as_secs_f64(),
+        "quic": format!("{:?}", smbq_transport::QuicSettings::default()),
+        "client": {
+            "dialects": format!("{:?}", client.dialects),
+            "ciphers": format!("{:?}", client.ciphers),
+            "signing": format!("{:?}", client.signing),
+            "signing_required": client.signing_required,
+            "max_io": client.max_io,
+            "credit_request": client.credit_request,
+            "transport_security_on_quic": true,
+        },
+        "transfer": format!("{:?}", smbq_client::transfer::TransferOptions::default()),
+        "scp_cipher": servers::sshd::CIPHER,
+        "servers": "smbq serve --encrypt required (QUIC + encrypted TCP) and --encrypt off (plain TCP); Samba with server smb encrypt = required",
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_report(
+    ctx: &Ctx,
+    args: &BenchArgs,
+    bin: &Path,
+    results: &Results,
+    selected: &[String],
+    timings: &serde_json::Map<String, serde_json::Value>,
+    failed: &[String],
+    started: Instant,
+    started_unix: u64,
+) -> Result<Vec<String>, String> {
+    let samba_ran = results
+        .fio
+        .as_ref()
+        .is_some_and(|f| f.iter().any(|r| r.target == target::Target::SambaTcpEnc));
+    let meta = serde_json::json!({
+        "quick": args.quick,
+        "started_unix": started_unix,
+        "duration_s": started.elapsed().as_secs_f64(),
+        "scenario_seconds": timings,
+        "selected": selected,
+        "args": args,
+        "machine": sys::machine_facts(),
+        "versions": versions(bin, samba_ran, results.loss.is_some()),
+        "settings": settings(ctx),
+        "errors": ctx.errors,
+        "failed": failed,
+    });
+    Report { results, meta }.write(&args.out)
+}
+
+/// Runs the selected scenarios and writes the results into `args.out`.
+pub fn run(args: BenchArgs) -> Result<(), String> {
+    let started = Instant::now();
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let selected: Vec<String> = if args.scenarios.is_empty() {
+        SCENARIOS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.scenarios.iter().map(|s| s.to_lowercase()).collect()
+    };
+    if let Some(bad) = selected.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
+        return Err(format!(
+            "unknown scenario {bad:?}; choose from {}",
+            SCENARIOS.join(", ")
+        ));
+    }
+    let root = sys::is_root();
+    if args.link == LinkMode::Emulated && !root {
+        return Err("--link emulated needs root (network namespaces and TUN devices)".into());
+    }
+    let bin = smbq_binary(&args)?;
+    if !bin.exists() {
+        return Err(format!(
+            "smbq binary {} not found (set SMBQ_BIN)",
+            bin.display()
+        ));
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("smbq-bench-")
+        .tempdir()
+        .map_err(|e| format!("scratch directory: {e}"))?;
+    // smbd opens the share as its account, which must be able to reach it.
+    rustix::fs::chmod(scratch.path(), rustix::fs::Mode::from_raw_mode(0o711))
+        .map_err(|e| e.to_string())?;
+    let data = scratch.path().join("data");
+    std::fs::create_dir_all(&data).map_err(|e| e.to_string())?;
+    let mut errors = Vec::new();
+    let samba_owner = if root && servers::samba::available() {
+        match servers::samba::ensure_unix_user(servers::samba::USER) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                errors.push(format!("Samba skipped: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    scenarios::fio::chown(&data, samba_owner)?;
+    let scale = if args.quick {
+        Scale::Quick
+    } else {
+        Scale::Full
+    };
+    let mut ctx = Ctx {
+        args: args.clone(),
+        scale,
+        bin: bin.clone(),
+        scratch,
+        data,
+        netem: None,
+        root,
+        user: "bench".into(),
+        password: random_password(),
+        samba_owner,
+        ports: Ports::new(),
+        errors,
+        servers_started: 0,
+        seed: 0x5eed,
+    };
+    eprintln!(
+        "bench: {} run of {} with {} (scratch {})",
+        if args.quick { "quick" } else { "full" },
+        selected.join(", "),
+        bin.display(),
+        ctx.scratch.path().display()
+    );
+    let mut results = Results::default();
+    let mut failed: Vec<String> = Vec::new();
+    let mut timings = serde_json::Map::new();
+    for s in &selected {
+        let t0 = Instant::now();
+        let r = match s.as_str() {
+            "raw" => scenarios::raw::run(&mut ctx).map(|v| results.raw = Some(v)),
+            "fio" => scenarios::fio::run(&mut ctx).map(|v| results.fio = Some(v)),
+            "sweep" => scenarios::sweep::run(&mut ctx).map(|v| results.sweep = Some(v)),
+            "setup" => scenarios::setup::run(&mut ctx).map(|v| results.setup = Some(v)),
+            "loss" => scenarios::loss::run(&mut ctx).map(|v| results.loss = Some(v)),
+            _ => Ok(()),
+        };
+        timings.insert(s.clone(), serde_json::json!(t0.elapsed().as_secs_f64()));
+        if let Err(e) = r {
+            eprintln!("bench: {s} FAILED: {e}");
+            ctx.errors.push(format!("{s}: {e}"));
+            failed.push(s.clone());
+        }
+        // Written after every scenario, so a long run that is stopped keeps what it finished.
+        let written = write_report(
+            &ctx,
+            &args,
+            &bin,
+            &results,
+            &selected,
+            &timings,
+            &failed,
+            started,
+            started_unix,
+        )?;
+        eprintln!(
+            "bench: wrote {} to {} ({} so far)",
+            written.join(", "),
+            args.out.display(),
+            progress::fmt_duration(started.elapsed())
+        );
+    }
+    if let Some(netem) = ctx.netem.take() {
+        netem.shutdown_timeout(Duration::from_secs(2));
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "scenario(s) failed: {} (see {}/results.md)",
+            failed.join(", "),
+            args.out.display()
+        ))
+    }
+}

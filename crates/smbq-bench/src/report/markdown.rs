@@ -1,0 +1,238 @@
+//! results.md: a table per scenario and the ratio table with the goals' status.
+
+use std::fmt::Write;
+
+use crate::report::Results;
+use crate::report::plots::size_label;
+use crate::report::ratios::Ratio;
+use crate::stats::Summary;
+
+/// "median (min–max)" with the precision the magnitude deserves.
+pub fn fmt_summary(s: &Summary) -> String {
+    if s.n == 0 {
+        return "–".into();
+    }
+    if s.n == 1 || s.min == s.max {
+        return num(s.median);
+    }
+    format!("{} ({}–{})", num(s.median), num(s.min), num(s.max))
+}
+
+pub fn num(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "# smbq benchmark results\n");
+    let at = |p: &str| meta.pointer(p).cloned().unwrap_or(serde_json::Value::Null);
+    let text = |p: &str, default: &str| at(p).as_str().unwrap_or(default).to_string();
+    let _ = writeln!(
+        o,
+        "Mode: {}; link: {}; repeats: {}; machine: {} ({} CPUs), kernel {}; {}; {}; {}.\n",
+        if at("/quick").as_bool().unwrap_or(false) {
+            "quick"
+        } else {
+            "full"
+        },
+        text("/settings/link/kind", "?"),
+        at("/settings/repeats"),
+        text("/machine/cpu_model", "?"),
+        at("/machine/cpus"),
+        text("/machine/kernel", "?"),
+        text("/versions/smbq", "smbq ?"),
+        text("/versions/samba", "Samba: not run"),
+        text("/versions/openssh", "OpenSSH: not run"),
+    );
+    let _ = writeln!(
+        o,
+        "Numbers are medians; (min–max) over the repeats follow where there were several.\n"
+    );
+
+    let _ = writeln!(o, "## Ratios\n");
+    let _ = writeln!(
+        o,
+        "| Ratio | Case | Value | Goal | Status |\n|---|---|---|---|---|"
+    );
+    for r in ratios {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} |",
+            r.kind,
+            r.case,
+            r.value
+                .map(|v| format!("{v:.2}x"))
+                .unwrap_or_else(|| "–".into()),
+            r.goal.map(|g| format!(">= {g}x")).unwrap_or_default(),
+            r.status()
+        );
+    }
+    o.push('\n');
+
+    if let Some(raw) = &res.raw {
+        let _ = writeln!(o, "## 1. Raw transport baselines (one connection)\n");
+        let _ = writeln!(
+            o,
+            "| Transport | Direction | MB/s | Client CPU s/GB | Server CPU s/GB |\n|---|---|---|---|---|"
+        );
+        for r in raw {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} |",
+                r.transport,
+                r.direction,
+                fmt_summary(&r.mb_s),
+                fmt_summary(&r.client_cpu_s_per_gb),
+                fmt_summary(&r.server_cpu_s_per_gb)
+            );
+        }
+        o.push_str("\n![raw](raw.svg)\n\n");
+    }
+    if let Some(fio) = &res.fio {
+        let _ = writeln!(
+            o,
+            "## 2. fio-shaped jobs (S1 sequential, S2 random, S3 many files)\n"
+        );
+        let _ = writeln!(
+            o,
+            "| Job | RW | Target | MB/s | IOPS | p50 µs | p99 µs | Client CPU % | Server CPU % | SMB enc | signed |\n|---|---|---|---|---|---|---|---|---|---|---|"
+        );
+        for r in fio {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.job,
+                r.rw,
+                r.target.name(),
+                fmt_summary(&r.mb_s),
+                fmt_summary(&r.iops),
+                fmt_summary(&r.lat_p50_us),
+                fmt_summary(&r.lat_p99_us),
+                num(r.client_cpu_pct.median),
+                num(r.server_cpu_pct.median),
+                if r.smb_encrypted { "yes" } else { "no" },
+                if r.smb_signed { "yes" } else { "no" },
+            );
+        }
+        o.push_str("\n![S1](fio_s1.svg) ![S2](fio_s2.svg) ![S3](fio_s3.svg)\n\n");
+    }
+    if let Some(sweep) = &res.sweep {
+        let _ = writeln!(o, "## 3. File-size sweep (copies onto the share)\n");
+        let _ = writeln!(
+            o,
+            "| Size | Mode | Target | Copies | MB/s per copy | MB/s overall | Client CPU % | Server CPU % | Server RSS MiB (peak) |\n|---|---|---|---|---|---|---|---|---|"
+        );
+        for r in sweep {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) |",
+                size_label(r.size),
+                r.mode,
+                r.target.name(),
+                r.copies,
+                fmt_summary(&r.per_copy_mb_s),
+                num(r.mb_s),
+                num(r.client_cpu_pct),
+                num(r.server_cpu_pct),
+                num(r.server_rss_kib as f64 / 1024.0),
+                num(r.server_peak_rss_kib as f64 / 1024.0),
+            );
+        }
+        o.push_str("\n![sweep](sweep.svg) ![sweep CPU](sweep_cpu.svg)\n\n");
+    }
+    if let Some(setup) = &res.setup {
+        let _ = writeln!(
+            o,
+            "## 4. Connection setup (nothing to first byte of 1 KB)\n"
+        );
+        let _ = writeln!(
+            o,
+            "| RTT ms | Target | Setups | First byte ms (min–max) | p50 ms | p99 ms | With CLOSE p50 ms | Setups/s sequential | Setups/s with {} clients |\n|---|---|---|---|---|---|---|---|---|",
+            setup.first().map(|r| r.concurrency).unwrap_or(0)
+        );
+        for r in setup {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.rtt_ms,
+                r.target.name(),
+                r.iterations,
+                fmt_summary(&r.first_byte_ms),
+                num(r.first_byte_p50_ms),
+                num(r.first_byte_p99_ms),
+                num(r.total_p50_ms),
+                num(r.sequential_setups_per_s),
+                num(r.parallel_setups_per_s),
+            );
+        }
+        o.push_str("\n![setup](setup.svg)\n\n");
+    }
+    if let Some(loss) = &res.loss {
+        let _ = writeln!(o, "## 5. Loss and delay (transfer time, seconds)\n");
+        let _ = writeln!(
+            o,
+            "| Group | One-way delay ms | Loss % | smbq TCP+enc | smbq QUIC | scp |\n|---|---|---|---|---|---|"
+        );
+        let mut conds: Vec<(&str, f64, f64, usize, u64)> = loss
+            .iter()
+            .map(|r| (r.group, r.one_way_delay_ms, r.loss_pct, r.files, r.bytes))
+            .collect();
+        conds.dedup();
+        for (g, d, l, files, bytes) in conds {
+            let t = |m: &str| {
+                loss.iter()
+                    .find(|r| {
+                        r.group == g && r.one_way_delay_ms == d && r.loss_pct == l && r.method == m
+                    })
+                    .map(|r| fmt_summary(&r.seconds))
+                    .unwrap_or_else(|| "–".into())
+            };
+            let _ = writeln!(
+                o,
+                "| {g} ({files} files, {:.1} MB) | {d} | {l} | {} | {} | {} |",
+                bytes as f64 / 1e6,
+                t("smbq-tcp-enc"),
+                t("smbq-quic"),
+                t("scp")
+            );
+        }
+        o.push_str(
+            "\n![files vs delay](loss_files_delay.svg) ![files vs loss](loss_files_loss.svg) \
+             ![big vs delay](loss_big_delay.svg) ![big vs loss](loss_big_loss.svg)\n\n",
+        );
+    }
+    if let Some(errors) = meta
+        .get("errors")
+        .and_then(|e| e.as_array())
+        .filter(|e| !e.is_empty())
+    {
+        let _ = writeln!(o, "## Errors and skipped parts\n");
+        for e in errors {
+            let _ = writeln!(o, "- {}", e.as_str().unwrap_or_default().replace('\n', " "));
+        }
+        o.push('\n');
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_show_noise_only_when_there_is_some() {
+        assert_eq!(fmt_summary(&Summary::of(&[5.0])), "5.00");
+        assert_eq!(
+            fmt_summary(&Summary::of(&[100.0, 120.0, 110.0])),
+            "110 (100–120)"
+        );
+        assert_eq!(fmt_summary(&Summary::default()), "–");
+    }
+}

@@ -1,0 +1,150 @@
+//! The ratios that matter, computed from medians, and where each of the project's goals
+//! stands.
+
+use crate::report::Results;
+use crate::scenarios::fio::FioRow;
+use crate::stats::ratio;
+use crate::target::Target;
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Ratio {
+    /// Which comparison ("QUIC / encrypted TCP", ...).
+    pub kind: &'static str,
+    /// Where it was measured ("S1 read", "files at 10 ms, 2 %", ...).
+    pub case: String,
+    pub value: Option<f64>,
+    /// The goal's lower bound, when this ratio is one of the goals.
+    pub goal: Option<f64>,
+}
+
+impl Ratio {
+    pub fn status(&self) -> &'static str {
+        match (self.value, self.goal) {
+            (_, None) => "",
+            (None, Some(_)) => "not measured",
+            (Some(v), Some(g)) if v >= g => "met",
+            (Some(_), Some(_)) => "not met",
+        }
+    }
+}
+
+fn fio_mb(rows: &[FioRow], job: &str, rw: &str, t: Target) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.job == job && r.rw == rw && r.target == t)
+        .map(|r| r.mb_s.median)
+}
+
+pub fn compute(res: &Results) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    let jobs = ["S1", "S2", "S3"];
+    if let Some(fio) = &res.fio {
+        for job in jobs {
+            for rw in ["read", "write"] {
+                out.push(Ratio {
+                    kind: "QUIC / encrypted TCP (smbq)",
+                    case: format!("{job} {rw}"),
+                    value: ratio(
+                        fio_mb(fio, job, rw, Target::SmbqQuic),
+                        fio_mb(fio, job, rw, Target::SmbqTcpEnc),
+                    ),
+                    goal: (job == "S1").then_some(1.0),
+                });
+            }
+        }
+        for job in jobs {
+            for rw in ["read", "write"] {
+                out.push(Ratio {
+                    kind: "smbq / Samba (encrypted TCP)",
+                    case: format!("{job} {rw}"),
+                    value: ratio(
+                        fio_mb(fio, job, rw, Target::SmbqTcpEnc),
+                        fio_mb(fio, job, rw, Target::SambaTcpEnc),
+                    ),
+                    goal: Some(if job == "S1" { 2.0 } else { 1.5 }),
+                });
+            }
+        }
+        for job in jobs {
+            for rw in ["read", "write"] {
+                out.push(Ratio {
+                    kind: "encrypted / plain TCP (smbq)",
+                    case: format!("{job} {rw}"),
+                    value: ratio(
+                        fio_mb(fio, job, rw, Target::SmbqTcpEnc),
+                        fio_mb(fio, job, rw, Target::SmbqTcpPlain),
+                    ),
+                    goal: None,
+                });
+            }
+        }
+    }
+    if let (Some(fio), Some(raw)) = (&res.fio, &res.raw) {
+        let raw_mb = |transport: &str, dir: &str| {
+            raw.iter()
+                .find(|r| r.transport == transport && r.direction == dir)
+                .map(|r| r.mb_s.median)
+        };
+        for (rw, dir) in [("read", "download"), ("write", "upload")] {
+            out.push(Ratio {
+                kind: "SMB over QUIC / raw QUIC",
+                case: format!("S1 {rw} / raw {dir}"),
+                value: ratio(fio_mb(fio, "S1", rw, Target::SmbqQuic), raw_mb("quic", dir)),
+                goal: Some(0.9),
+            });
+            out.push(Ratio {
+                kind: "SMB over TCP / raw TCP",
+                case: format!("S1 {rw} (encrypted) / raw {dir}"),
+                value: ratio(
+                    fio_mb(fio, "S1", rw, Target::SmbqTcpEnc),
+                    raw_mb("tcp", dir),
+                ),
+                goal: None,
+            });
+        }
+    }
+    if let Some(loss) = &res.loss {
+        let time = |group: &str, d: f64, l: f64, m: &str| {
+            loss.iter()
+                .find(|r| {
+                    r.group == group && r.one_way_delay_ms == d && r.loss_pct == l && r.method == m
+                })
+                .map(|r| r.seconds.median)
+        };
+        let mut conds: Vec<(&str, f64, f64)> = loss
+            .iter()
+            .map(|r| (r.group, r.one_way_delay_ms, r.loss_pct))
+            .collect();
+        conds.dedup();
+        for (group, d, l) in conds {
+            let what = if group == "files" {
+                "100 files"
+            } else {
+                "big file"
+            };
+            let case = format!("{what}, {d} ms one-way, {l} % loss");
+            let goal_point = group == "files" && d == 10.0 && l == 2.0;
+            out.push(Ratio {
+                kind: "time over TCP / time over QUIC",
+                case: case.clone(),
+                value: ratio(
+                    time(group, d, l, "smbq-tcp-enc"),
+                    time(group, d, l, "smbq-quic"),
+                ),
+                goal: goal_point.then_some(2.0),
+            });
+            out.push(Ratio {
+                kind: "time of scp / time over QUIC",
+                case: case.clone(),
+                value: ratio(time(group, d, l, "scp"), time(group, d, l, "smbq-quic")),
+                goal: None,
+            });
+            out.push(Ratio {
+                kind: "time of scp / time over TCP",
+                case,
+                value: ratio(time(group, d, l, "scp"), time(group, d, l, "smbq-tcp-enc")),
+                goal: None,
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,133 @@
+"""`smbq bench --quick`: every scenario runs (raw baselines, fio jobs against smbq and Samba,
+the file-size sweep, connection setup through the link emulator, loss/delay against scp) and
+leaves numbers, the ratio table and parseable SVG figures behind.
+
+Needs root (network namespaces for the emulated link, a Unix account and smbd for Samba, sshd
+for scp), as CI has. SMBQ_BENCH_EXE may name a stand-alone bench executable (the smbq-bench
+crate's `bench` example) to test before `smbq bench` exists; it gets SMBQ_BIN for the server.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import BINARY
+
+SCENARIOS = ["raw", "fio", "sweep", "setup", "loss"]
+TARGETS = {"smbq-quic", "smbq-tcp-enc", "smbq-tcp-plain", "samba-tcp-enc"}
+FIGURES = ["raw.svg", "fio_s1.svg", "fio_s2.svg", "fio_s3.svg", "sweep.svg", "sweep_cpu.svg",
+           "setup.svg", "loss_files_delay.svg", "loss_files_loss.svg", "loss_big_delay.svg",
+           "loss_big_loss.svg"]
+# The whole quick run measures about 2 minutes on 2 cores; this bounds a hang.
+TIMEOUT = 600
+
+
+def bench_command(out: pathlib.Path) -> list[str]:
+    exe = os.environ.get("SMBQ_BENCH_EXE")
+    if exe:
+        return [exe, "--quick", "--out", str(out)]
+    return [str(BINARY), "bench", "--quick", "--out", str(out)]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("smbq bench's emulated link, Samba and sshd need root")
+    out = tmp_path_factory.mktemp("bench") / "results"
+    env = {**os.environ, "SMBQ_BIN": str(BINARY)}
+    start = time.monotonic()
+    p = subprocess.run(bench_command(out), capture_output=True, text=True, timeout=TIMEOUT,
+                       env=env)
+    took = time.monotonic() - start
+    assert p.returncode == 0, f"bench failed ({p.returncode}) after {took:.0f}s:\n{p.stderr[-6000:]}"
+    # Progress lines go to stderr with the scenario and step.
+    assert "bench: [fio " in p.stderr and "ETA" in p.stderr, p.stderr[-2000:]
+    return out, json.loads((out / "results.json").read_text()), took
+
+
+def positive(x) -> bool:
+    return isinstance(x, (int, float)) and x > 0
+
+
+def test_every_scenario_produced_numbers(quick_run):
+    _, res, took = quick_run
+    assert res["quick"] is True
+    assert res["failed"] == [], res["errors"]
+    sc = res["scenarios"]
+    for name in SCENARIOS:
+        assert sc.get(name), f"scenario {name} produced no rows"
+
+    raw = sc["raw"]
+    assert {(r["transport"], r["direction"]) for r in raw} == {
+        ("tcp", "upload"), ("tcp", "download"), ("quic", "upload"), ("quic", "download")}
+    for r in raw:
+        for k in ("mb_s", "client_cpu_s_per_gb", "server_cpu_s_per_gb"):
+            assert positive(r[k]["median"]), (k, r)
+
+    fio = sc["fio"]
+    assert {r["target"] for r in fio} == TARGETS, "every target, Samba included"
+    assert {(r["job"], r["rw"]) for r in fio} == {
+        (j, rw) for j in ("S1", "S2", "S3") for rw in ("read", "write")}
+    for r in fio:
+        for k in ("mb_s", "iops", "lat_p50_us", "lat_p99_us"):
+            assert positive(r[k]["median"]), (k, r)
+        assert r["lat_p99_us"]["median"] >= r["lat_p50_us"]["median"]
+        # The targets are what they claim: SMB3 encryption exactly on the encrypted TCP ones.
+        assert r["smb_encrypted"] == r["target"].endswith("-enc"), r
+
+    sweep = sc["sweep"]
+    assert {(r["mode"], r["target"]) for r in sweep} == {
+        (m, t) for m in ("persistent", "ephemeral") for t in ("smbq-tcp-enc", "smbq-quic")}
+    for r in sweep:
+        assert positive(r["per_copy_mb_s"]["median"]) and positive(r["mb_s"]), r
+        assert positive(r["server_rss_kib"]), r
+
+    setup = sc["setup"]
+    assert {(r["rtt_ms"], r["target"]) for r in setup} == {
+        (rtt, t) for rtt in (0, 10, 50) for t in ("smbq-tcp-enc", "smbq-quic")}
+    for r in setup:
+        assert positive(r["first_byte_p50_ms"]) and positive(r["parallel_setups_per_s"]), r
+        # Several round trips happen before the first byte: the emulated delay must show.
+        assert r["first_byte_p50_ms"] >= 3 * r["rtt_ms"], r
+
+    loss = sc["loss"]
+    assert {r["method"] for r in loss} == {"smbq-tcp-enc", "smbq-quic", "scp"}
+    assert {r["group"] for r in loss} == {"files", "big"}
+    assert any(r["one_way_delay_ms"] > 0 and r["loss_pct"] > 0 for r in loss)
+    for r in loss:
+        assert positive(r["seconds"]["median"]) and positive(r["bytes"]), r
+
+    for key in ("machine", "versions", "settings"):
+        assert res[key], key
+    assert res["versions"]["samba"] and res["versions"]["openssh"]
+    assert took < TIMEOUT
+
+
+def test_markdown_has_the_ratio_table(quick_run):
+    out, res, _ = quick_run
+    md = (out / "results.md").read_text()
+    assert "## Ratios" in md
+    assert "| Ratio | Case | Value | Goal | Status |" in md
+    for kind in ("QUIC / encrypted TCP", "smbq / Samba", "SMB over QUIC / raw QUIC",
+                 "time of scp / time over QUIC", "time over TCP / time over QUIC"):
+        assert kind in md, kind
+    # Every goal-bearing ratio was measured and judged.
+    goals = [r for r in res["ratios"] if r["goal"] is not None]
+    assert goals and all(positive(r["value"]) for r in goals), goals
+
+
+def test_figures_exist_and_parse(quick_run):
+    out, _, _ = quick_run
+    for name in FIGURES:
+        path = out / name
+        assert path.exists(), name
+        root = ET.parse(path).getroot()
+        assert root.tag.endswith("svg"), name
+        # A figure with data draws bars or points.
+        drawn = [e for e in root.iter() if e.tag.split("}")[-1] in ("rect", "circle")]
+        assert len(drawn) > 2, name
