@@ -109,15 +109,19 @@ impl Client {
             Credentials::with_password(user, domain, password, &self.shared.config.workstation)
         };
         let neg = self.negotiated();
-        let mut rng = rand::thread_rng();
-        let mut setup = SessionSetup::new(
-            creds,
-            neg.clone(),
-            &self.preauth,
-            self.shared.config.signing_required,
-            &mut rng,
-            now_filetime(),
-        );
+        // The thread-local RNG must not live across an await, or `login` could not be
+        // spawned on a multi-thread runtime.
+        let mut setup = {
+            let mut rng = rand::thread_rng();
+            SessionSetup::new(
+                creds,
+                neg.clone(),
+                &self.preauth,
+                self.shared.config.signing_required,
+                &mut rng,
+                now_filetime(),
+            )
+        };
         let mut token = setup.first_token();
         let mut session_id = 0u64;
         loop {

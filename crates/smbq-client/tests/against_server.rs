@@ -79,6 +79,24 @@ async fn file_operations_round_trip() {
     assert!(client.closed_reason().is_some());
 }
 
+/// The whole connect-and-login sequence is `Send`, so it can run in a spawned task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_runs_in_a_spawned_task() {
+    let srv = start(EncryptPolicy::Off).await;
+    let addr = srv.addr;
+    let tree = tokio::spawn(async move {
+        let conn = smbq_transport::connect_tcp(addr).await.unwrap();
+        let client = Client::connect(conn, ClientConfig::default())
+            .await
+            .unwrap();
+        let session = client.login(USER, "", PASSWORD).await.unwrap();
+        session.tree_connect("share").await.unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(tree.list("").await.unwrap().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_password_is_logon_failure() {
     let srv = start(EncryptPolicy::Off).await;
