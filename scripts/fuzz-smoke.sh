@@ -8,6 +8,9 @@
 # `cargo +nightly run --manifest-path fuzz/Cargo.toml --example gen_seeds`). Crashing inputs land
 # in fuzz/artifacts/<target>/; reproduce one with
 #   cargo +nightly fuzz run -O -a <target> fuzz/artifacts/<target>/crash-...
+#
+# FUZZ_SEED=N fixes libFuzzer's random seed so that a run explores the same inputs each time
+# (the test suite sets it: a gate must not fail at random); unset, every run explores anew.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -28,6 +31,10 @@ fi
 
 # Release with debug assertions and overflow checks: an arithmetic overflow is a finding too.
 BUILD_FLAGS=(-O -a)
+SEED_ARGS=()
+if [ -n "${FUZZ_SEED:-}" ]; then
+    SEED_ARGS=(-seed="$FUZZ_SEED")
+fi
 
 cd fuzz
 if [ "$#" -gt 0 ]; then
@@ -50,7 +57,7 @@ for t in "${TARGETS[@]}"; do
     log="artifacts/$t.smoke.log"
     if cargo +nightly fuzz run "${BUILD_FLAGS[@]}" "$t" "corpus/$t" -- \
         -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 \
-        -print_final_stats=1 >"$log" 2>&1; then
+        -print_final_stats=1 "${SEED_ARGS[@]}" >"$log" 2>&1; then
         grep -E '^stat::number_of_executed_units' "$log" | sed "s/^/fuzz-smoke: $t: /" || true
     else
         echo "fuzz-smoke: $t FAILED; last lines of $log:" >&2

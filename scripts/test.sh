@@ -47,7 +47,8 @@ cargo build --release -p smbq
 
 if ((quick == 0)); then
   step "fuzz smoke runs"
-  ./scripts/fuzz-smoke.sh 5
+  # A fixed seed keeps the gate reproducible; explore with random seeds by hand (fuzz/README.md).
+  FUZZ_SEED=1 ./scripts/fuzz-smoke.sh 5
 fi
 
 step "building the SMB-over-QUIC interop peer (interop/smb-rs-quic, the crates.io smb client)"

@@ -15,7 +15,7 @@ use smbq_wire::fscc::fs_info::{
 };
 use smbq_wire::fscc::{FileInfoClass, FsInfoClass};
 use smbq_wire::query_info::InfoType;
-use smbq_wire::security::{SecurityDescriptor, control};
+use smbq_wire::security::{ACL_REVISION_DS, SecurityDescriptor, control};
 
 /// decode(encode(decode(buf))) == decode(buf) for a type with `decode(&[u8])` and
 /// `encode(&self, &mut Writer)`.
@@ -181,7 +181,8 @@ pub fn check_dir_list(class: DirClass, buf: &[u8]) {
 
 /// A self-relative security descriptor (MS-DTYP 2.4.6), as SET_INFO with InfoType SECURITY
 /// carries it. The encoder clears SE_OWNER_DEFAULTED / SE_GROUP_DEFAULTED when there is no
-/// owner / group, so those two bits are compared after that normalization.
+/// owner / group, so those two bits are compared after that normalization; it also raises an
+/// ACL holding an object ACE to ACL_REVISION_DS (MS-DTYP 2.4.5).
 pub fn check_security(buf: &[u8]) {
     let Ok(sd) = SecurityDescriptor::decode(buf) else {
         return;
@@ -207,6 +208,11 @@ pub fn check_security(buf: &[u8]) {
     }
     if want.sacl.is_some() {
         want.control |= control::SE_SACL_PRESENT;
+    }
+    for acl in [want.dacl.as_mut(), want.sacl.as_mut()].into_iter().flatten() {
+        if acl.aces.iter().any(|a| a.object.is_some()) {
+            acl.revision = ACL_REVISION_DS;
+        }
     }
     assert_eq!(again, want, "security descriptor round trip");
     assert_eq!(
