@@ -25,6 +25,7 @@ FIGURES = ["raw.svg", "fio_s1.svg", "fio_s2.svg", "fio_s3.svg", "sweep.svg", "sw
            "loss_big_loss.svg"]
 # The whole quick run measures about 2 minutes on 2 cores; this bounds a hang.
 TIMEOUT = 600
+TCP_ALLOWED = pathlib.Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 
 
 def bench_command(out: pathlib.Path) -> list[str]:
@@ -40,6 +41,7 @@ def quick_run(tmp_path_factory):
         pytest.skip("smbq bench's emulated link, Samba and sshd need root")
     out = tmp_path_factory.mktemp("bench") / "results"
     env = {**os.environ, "SMBQ_BIN": str(BINARY)}
+    allowed_before = TCP_ALLOWED.read_text()
     start = time.monotonic()
     p = subprocess.run(bench_command(out), capture_output=True, text=True, timeout=TIMEOUT,
                        env=env)
@@ -47,6 +49,8 @@ def quick_run(tmp_path_factory):
     assert p.returncode == 0, f"bench failed ({p.returncode}) after {took:.0f}s:\n{p.stderr[-6000:]}"
     # Progress lines go to stderr with the scenario and step.
     assert "bench: [fio " in p.stderr and "ETA" in p.stderr, p.stderr[-2000:]
+    # The loss scenario may allow Cubic in the emulated namespaces; the host's list comes back.
+    assert TCP_ALLOWED.read_text() == allowed_before
     return out, json.loads((out / "results.json").read_text()), took
 
 
@@ -99,8 +103,23 @@ def test_every_scenario_produced_numbers(quick_run):
     assert {r["method"] for r in loss} == {"smbq-tcp-enc", "smbq-quic", "scp"}
     assert {r["group"] for r in loss} == {"files", "big"}
     assert any(r["one_way_delay_ms"] > 0 and r["loss_pct"] > 0 for r in loss)
+    kernel_cc = pathlib.Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
     for r in loss:
         assert positive(r["seconds"]["median"]) and positive(r["bytes"]), r
+        assert r["timeouts"] == 0, r
+        assert r["quic_congestion"] == "bbr", r  # smbq's default
+        # The emulator really dropped about what was asked (thousands of packets per cell).
+        if r["loss_pct"] == 0:
+            assert r["measured_loss_pct"] == 0, r
+        else:
+            assert 0.5 * r["loss_pct"] < r["measured_loss_pct"] < 2 * r["loss_pct"], r
+    # The grid runs TCP on the kernel's controller; the goal's point again on Cubic.
+    assert {r["tcp_congestion"] for r in loss} == {kernel_cc, "cubic"}
+    goal = [r for r in loss if r["group"] == "files" and r["loss_pct"] == 2
+            and r["one_way_delay_ms"] == 10]
+    assert {r["tcp_congestion"] for r in goal} == {kernel_cc, "cubic"}
+    assert res["settings"]["quic_congestion"] == "bbr"
+    assert res["settings"]["tcp_congestion_kernel"] == kernel_cc
 
     for key in ("machine", "versions", "settings"):
         assert res[key], key

@@ -315,6 +315,30 @@ def test_client_certificate_access_control(workdir, tool):
         stop_clean(s)
 
 
+def test_congestion_controller_is_configurable(workdir, tool):
+    """BBR by default (docs/benchmarks.md: Cubic collapses under random loss); the `[quic]
+    congestion` key reaches the listener, and an unknown name is refused at startup."""
+    for config, want in ((None, "bbr"), ('[quic]\ncongestion = "cubic"\n', "cubic"),
+                         ('[quic]\ncongestion = "NewReno"\n', "newreno")):
+        d = workdir / want
+        d.mkdir()
+        s = start(d, config=config, env={"SMBQ_LOG": "info"})
+        try:
+            r = raw(s, "negotiate", "--insecure", "--timeout", "10")
+            assert r.get("dialect"), r["_text"]
+        finally:
+            assert s.stop() == 0
+        assert re.search(rf'SMB over QUIC listening.*congestion="?{want}"?\b', s.server_log()), \
+            s.server_log()
+    bad = workdir / "bad"
+    bad.mkdir()
+    (bad / "smbq.toml").write_text('[quic]\ncongestion = "vegas"\n')
+    p = subprocess.run([str(BINARY), "serve", str(bad / "share"), "--config", str(bad / "smbq.toml"),
+                        "--tcp-port", "0", "--quic-port", "0", "--state-dir", str(bad / "state")],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and "congestion" in p.stderr and "vegas" in p.stderr, p.stderr
+
+
 def test_transport_capabilities_only_over_quic(workdir, tool):
     s = start(workdir)
     try:

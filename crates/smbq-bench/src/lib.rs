@@ -83,6 +83,17 @@ pub struct BenchArgs {
     /// The smbq binary to serve with (default: $SMBQ_BIN, else this executable).
     #[arg(long)]
     pub smbq_bin: Option<PathBuf>,
+
+    /// QUIC congestion controller of the smbq server, our client and the raw QUIC baseline:
+    /// cubic, bbr or newreno (default: smbq's own default)
+    #[arg(long, value_parser = |s: &str| s.parse::<smbq_transport::Congestion>())]
+    #[serde(skip)] // recorded as settings.quic_congestion
+    pub quic_congestion: Option<smbq_transport::Congestion>,
+
+    /// TCP congestion controller inside the emulated link's namespaces (e.g. cubic, bbr;
+    /// default: the kernel's net.ipv4.tcp_congestion_control, which namespaces inherit)
+    #[arg(long)]
+    pub tcp_congestion: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,7 +169,10 @@ impl Ctx {
 
     /// Brings up a network: `desc`, or the base link.
     pub fn net(&mut self, desc: Option<LinkDesc>) -> Result<Net, String> {
-        let desc = desc.unwrap_or_else(|| self.base_link());
+        let mut desc = desc.unwrap_or_else(|| self.base_link());
+        if desc.tcp_congestion.is_none() {
+            desc.tcp_congestion = self.args.tcp_congestion.clone();
+        }
         if desc.kind == "loopback" {
             return Net::loopback().map_err(|e| format!("runtimes: {e}"));
         }
@@ -180,6 +194,21 @@ impl Ctx {
                 net.client_rt.shutdown_timeout(Duration::from_secs(2));
                 net.server_rt.shutdown_timeout(Duration::from_secs(2));
             }
+        }
+    }
+
+    /// The QUIC congestion controller this run uses.
+    pub fn congestion(&self) -> smbq_transport::Congestion {
+        self.args
+            .quic_congestion
+            .unwrap_or(smbq_transport::QuicSettings::default().congestion)
+    }
+
+    /// QUIC settings of the bench's own QUIC ends (raw baseline server, every client).
+    pub fn quic_settings(&self) -> smbq_transport::QuicSettings {
+        smbq_transport::QuicSettings {
+            congestion: self.congestion(),
+            ..smbq_transport::QuicSettings::default()
         }
     }
 
@@ -207,6 +236,7 @@ impl Ctx {
                 quic_port,
                 user: &self.user,
                 password: &self.password,
+                congestion: self.congestion(),
             },
         )
     }
@@ -266,7 +296,10 @@ fn settings(ctx: &Ctx) -> serde_json::Value {
         "repeats": ctx.repeats(),
         "fio_ramp_s": ramp.as_secs_f64(),
         "fio_runtime_s": runtime.as_secs_f64(),
-        "quic": format!("{:?}", smbq_transport::QuicSettings::default()),
+        "quic": format!("{:?}", ctx.quic_settings()),
+        "quic_congestion": ctx.congestion().name(),
+        "tcp_congestion_kernel": sys::tcp_congestion(),
+        "tcp_congestion_emulated": ctx.args.tcp_congestion.clone().or_else(sys::tcp_congestion),
         "client": {
             "dialects": format!("{:?}", client.dialects),
             "ciphers": format!("{:?}", client.ciphers),
@@ -403,7 +436,28 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             "fio" => scenarios::fio::run(&mut ctx).map(|v| results.fio = Some(v)),
             "sweep" => scenarios::sweep::run(&mut ctx).map(|v| results.sweep = Some(v)),
             "setup" => scenarios::setup::run(&mut ctx).map(|v| results.setup = Some(v)),
-            "loss" => scenarios::loss::run(&mut ctx).map(|v| results.loss = Some(v)),
+            "loss" => {
+                // Each condition's rows are written as soon as it ends: the full grid takes
+                // most of an hour, and a stopped run keeps what it finished.
+                let r = scenarios::loss::run(&mut ctx, |ctx, rows| {
+                    results.loss = Some(rows.to_vec());
+                    let partial = write_report(
+                        ctx,
+                        &args,
+                        &bin,
+                        &results,
+                        &selected,
+                        &timings,
+                        &failed,
+                        started,
+                        started_unix,
+                    );
+                    if let Err(e) = partial {
+                        eprintln!("bench: could not write partial loss results: {e}");
+                    }
+                });
+                r.map(|v| results.loss = Some(v))
+            }
             _ => Ok(()),
         };
         timings.insert(s.clone(), serde_json::json!(t0.elapsed().as_secs_f64()));

@@ -30,6 +30,9 @@ pub struct LinkDesc {
     pub loss_pct: f64,
     pub rate_mbit: Option<f64>,
     pub mtu: Option<u16>,
+    /// TCP congestion controller set in both namespaces (None: the kernel default, which
+    /// namespaces inherit).
+    pub tcp_congestion: Option<String>,
 }
 
 impl LinkDesc {
@@ -40,6 +43,7 @@ impl LinkDesc {
             loss_pct: 0.0,
             rate_mbit: None,
             mtu: None,
+            tcp_congestion: None,
         }
     }
 
@@ -50,6 +54,7 @@ impl LinkDesc {
             loss_pct,
             rate_mbit,
             mtu: Some(smbq_netem::DEFAULT_MTU),
+            tcp_congestion: None,
         }
     }
 
@@ -88,6 +93,46 @@ pub fn netem_runtime() -> io::Result<Runtime> {
     runtime(NETEM_THREADS, None, 2)
 }
 
+const TCP_ALLOWED: &str = "/proc/sys/net/ipv4/tcp_allowed_congestion_control";
+
+/// Outside the initial namespace only controllers in the (global)
+/// `net.ipv4.tcp_allowed_congestion_control` list may be chosen; `cc` is added to it when
+/// missing. Returns the list to put back afterwards.
+fn allow_tcp_congestion(cc: &str) -> io::Result<Option<String>> {
+    let before = std::fs::read_to_string(TCP_ALLOWED)?;
+    let before = before.trim();
+    if before.split_whitespace().any(|c| c == cc) {
+        return Ok(None);
+    }
+    std::fs::write(TCP_ALLOWED, format!("{before} {cc}"))?;
+    eprintln!("bench: added {cc} to net.ipv4.tcp_allowed_congestion_control for this link");
+    Ok(Some(before.to_string()))
+}
+
+/// `net.ipv4.tcp_congestion_control` is per network namespace.
+fn set_tcp_congestion(ns: &str, cc: &str) -> io::Result<()> {
+    let out = smbq_netem::command_in(ns, "sysctl")
+        .arg("-qw")
+        .arg(format!("net.ipv4.tcp_congestion_control={cc}"))
+        .output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "TCP congestion controller {cc:?} in {ns}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+/// The TCP congestion controller a measurement over `desc` uses.
+pub fn tcp_congestion_of(desc: &LinkDesc) -> String {
+    desc.tcp_congestion
+        .clone()
+        .or_else(crate::sys::tcp_congestion)
+        .unwrap_or_else(|| "unknown".into())
+}
+
 pub struct Net {
     pub desc: LinkDesc,
     pub client_rt: Runtime,
@@ -95,6 +140,8 @@ pub struct Net {
     link: Option<Link>,
     ns_a: Option<String>,
     ns_b: Option<String>,
+    /// The allowed TCP congestion controllers before this link added one.
+    restore_allowed: Option<String>,
 }
 
 impl Net {
@@ -106,6 +153,7 @@ impl Net {
             link: None,
             ns_a: None,
             ns_b: None,
+            restore_allowed: None,
         })
     }
 
@@ -117,6 +165,17 @@ impl Net {
         let link = netem.block_on(Link::start(s, back))?;
         let ns_a = link.ns_a().to_string();
         let ns_b = link.ns_b().to_string();
+        let mut restore_allowed = None;
+        if let Some(cc) = &desc.tcp_congestion {
+            restore_allowed = allow_tcp_congestion(cc)?;
+            let set = set_tcp_congestion(&ns_a, cc).and_then(|()| set_tcp_congestion(&ns_b, cc));
+            if let Err(e) = set {
+                if let Some(list) = &restore_allowed {
+                    let _ = std::fs::write(TCP_ALLOWED, list);
+                }
+                return Err(e);
+            }
+        }
         Ok(Self {
             desc,
             client_rt: runtime(CLIENT_THREADS, Some(&ns_a), 2)?,
@@ -124,6 +183,7 @@ impl Net {
             link: Some(link),
             ns_a: Some(ns_a),
             ns_b: Some(ns_b),
+            restore_allowed,
         })
     }
 
@@ -134,6 +194,11 @@ impl Net {
         } else {
             IpAddr::V4(Ipv4Addr::LOCALHOST)
         }
+    }
+
+    /// What the emulated link has done so far (None on loopback).
+    pub fn link_stats(&self) -> Option<smbq_netem::LinkStats> {
+        self.link.as_ref().map(Link::stats)
     }
 
     pub fn is_emulated(&self) -> bool {
@@ -182,6 +247,11 @@ impl Net {
         self.server_rt.shutdown_timeout(Duration::from_secs(2));
         if let Some(link) = self.link {
             netem.block_on(link.stop());
+        }
+        if let Some(list) = self.restore_allowed
+            && let Err(e) = std::fs::write(TCP_ALLOWED, &list)
+        {
+            eprintln!("bench: could not restore tcp_allowed_congestion_control {list:?}: {e}");
         }
     }
 }

@@ -199,6 +199,14 @@ pub fn command_line_output(program: &str, args: &[&str]) -> Option<String> {
 }
 
 /// Facts about the machine a result set was taken on.
+/// The kernel's TCP congestion controller (every TCP measurement uses it; namespaces inherit
+/// it from the initial one).
+pub fn tcp_congestion() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
 pub fn machine_facts() -> serde_json::Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo

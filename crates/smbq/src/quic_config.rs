@@ -47,6 +47,8 @@ pub struct QuicConfig {
     pub max_connections_per_ip: Option<usize>,
     /// Handshakes in progress above which clients must validate their address (Retry).
     pub retry_above: Option<usize>,
+    /// Congestion controller: "bbr" (default), "cubic" or "newreno".
+    pub congestion: Option<String>,
     /// Append TLS secrets (NSS key-log format) to this file; `SSLKEYLOGFILE` does the same.
     pub keylog: Option<PathBuf>,
 }
@@ -188,6 +190,10 @@ impl QuicConfig {
                 "[quic] keep_alive_secs = {ka} must be below idle_timeout_secs = {idle}"
             ));
         }
+        if let Some(c) = &self.congestion {
+            c.parse::<smbq_transport::Congestion>()
+                .map_err(|e| format!("[quic] congestion: {e}"))?;
+        }
         if self.max_connections_per_ip == Some(0) {
             return Err("[quic] max_connections_per_ip must be at least 1".into());
         }
@@ -248,6 +254,7 @@ mod tests {
             keep_alive_secs = 15
             mtu_upper_bound = 6500
             max_connections_per_ip = 8
+            congestion = "Cubic"
             keylog = "keys.log"
             "#
         ))
@@ -261,6 +268,9 @@ mod tests {
         assert_eq!(q.allow_fingerprints().unwrap().len(), 1);
         q.validate().unwrap();
         assert_eq!(q.certs[1].names, Vec::<String>::new());
+        let s = crate::quic_setup::settings(q);
+        assert_eq!(s.congestion, smbq_transport::Congestion::Cubic);
+        assert_eq!(s.mtu_upper_bound, 6500);
     }
 
     #[test]
@@ -289,6 +299,7 @@ mod tests {
             "[quic]\nidle_timeout_secs = 0",
             "[quic]\nidle_timeout_secs = 10\nkeep_alive_secs = 10",
             "[quic]\nmax_connections_per_ip = 0",
+            "[quic]\ncongestion = \"vegas\"",
             "[quic]\nclient_auth = \"required\"",
             "[quic]\nallow_fingerprints = [\"sha256:1234\"]",
             "[quic]\ncerts = [{ cert = \"a\", key = \"b\", names = [\"\"] }]",

@@ -37,6 +37,12 @@ pub fn settings(q: &QuicConfig) -> QuicSettings {
         max_connections_per_ip: q.max_connections_per_ip.unwrap_or(d.max_connections_per_ip),
         retry_above: q.retry_above.unwrap_or(d.retry_above),
         accept_transport_security: q.transport_security.unwrap_or(d.accept_transport_security),
+        // validate() has refused unknown names before the listener is built.
+        congestion: q
+            .congestion
+            .as_deref()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(d.congestion),
     }
 }
 

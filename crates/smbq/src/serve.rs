@@ -82,6 +82,8 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         Some(p) => FileConfig::load(p)?,
         None => FileConfig::default(),
     };
+    // A bad setting fails the start before anything is written (accounts, certificate).
+    file.quic.validate()?;
     let state_dir = args
         .state_dir
         .clone()
@@ -209,7 +211,6 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         }
         None
     } else {
-        file.quic.validate()?;
         let flag = args.cert.clone().zip(args.key.clone());
         let sources = file.quic.cert_sources(flag, &state_dir);
         let spec = crate::cert_cmd::self_signed_spec(&file, Some(listen), Vec::new());

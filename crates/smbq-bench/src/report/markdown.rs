@@ -178,25 +178,49 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
         let _ = writeln!(o, "## 5. Loss and delay (transfer time, seconds)\n");
         let _ = writeln!(
             o,
-            "| Group | One-way delay ms | Loss % | smbq TCP+enc | smbq QUIC | scp |\n|---|---|---|---|---|---|"
+            "A time marked * includes transfers stopped at the time limit (counted at the \
+             limit). Measured loss is what the emulator dropped over the condition.\n"
         );
-        let mut conds: Vec<(&str, f64, f64, usize, u64)> = loss
-            .iter()
-            .map(|r| (r.group, r.one_way_delay_ms, r.loss_pct, r.files, r.bytes))
-            .collect();
-        conds.dedup();
-        for (g, d, l, files, bytes) in conds {
+        let _ = writeln!(
+            o,
+            "| Group | One-way delay ms | Loss % (measured) | TCP / QUIC congestion control | smbq TCP+enc | smbq QUIC | scp |\n|---|---|---|---|---|---|---|"
+        );
+        // One line per condition: the first row of each run of rows that share it.
+        let mut conds: Vec<&crate::scenarios::loss::LossRow> = Vec::new();
+        for r in loss {
+            let same = |c: &&crate::scenarios::loss::LossRow| {
+                c.group == r.group
+                    && c.one_way_delay_ms == r.one_way_delay_ms
+                    && c.loss_pct == r.loss_pct
+                    && c.tcp_congestion == r.tcp_congestion
+            };
+            if !conds.iter().any(same) {
+                conds.push(r);
+            }
+        }
+        for c in conds {
+            let (g, d, l, cc) = (c.group, c.one_way_delay_ms, c.loss_pct, &c.tcp_congestion);
+            let (files, bytes, measured, qcc) =
+                (c.files, c.bytes, c.measured_loss_pct, c.quic_congestion);
             let t = |m: &str| {
                 loss.iter()
                     .find(|r| {
-                        r.group == g && r.one_way_delay_ms == d && r.loss_pct == l && r.method == m
+                        r.group == g
+                            && r.one_way_delay_ms == d
+                            && r.loss_pct == l
+                            && &r.tcp_congestion == cc
+                            && r.method == m
                     })
-                    .map(|r| fmt_summary(&r.seconds))
+                    .map(|r| {
+                        let mark = if r.timeouts > 0 { "*" } else { "" };
+                        format!("{}{mark}", fmt_summary(&r.seconds))
+                    })
                     .unwrap_or_else(|| "–".into())
             };
+            let measured = measured.map(|m| format!(" ({m:.2})")).unwrap_or_default();
             let _ = writeln!(
                 o,
-                "| {g} ({files} files, {:.1} MB) | {d} | {l} | {} | {} | {} |",
+                "| {g} ({files} files, {:.1} MB) | {d} | {l}{measured} | {cc} / {qcc} | {} | {} | {} |",
                 bytes as f64 / 1e6,
                 t("smbq-tcp-enc"),
                 t("smbq-quic"),

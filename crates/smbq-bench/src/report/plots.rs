@@ -158,6 +158,16 @@ pub fn all(res: &Results) -> Vec<(String, String)> {
         ));
     }
     if let Some(loss) = &res.loss {
+        // The grid's own TCP congestion controller (the extra Cubic point is in the table).
+        let grid_cc = loss
+            .first()
+            .map(|r| r.tcp_congestion.as_str())
+            .unwrap_or("");
+        let loss: Vec<_> = loss
+            .iter()
+            .filter(|r| r.tcp_congestion == grid_cc)
+            .cloned()
+            .collect();
         for group in ["files", "big"] {
             for (axis, file) in [("delay", "delay"), ("loss", "loss")] {
                 let rows: Vec<_> = loss

@@ -103,25 +103,38 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
         }
     }
     if let Some(loss) = &res.loss {
-        let time = |group: &str, d: f64, l: f64, m: &str| {
+        let time = |group: &str, d: f64, l: f64, cc: &str, m: &str| {
             loss.iter()
                 .find(|r| {
-                    r.group == group && r.one_way_delay_ms == d && r.loss_pct == l && r.method == m
+                    r.group == group
+                        && r.one_way_delay_ms == d
+                        && r.loss_pct == l
+                        && r.tcp_congestion == cc
+                        && r.method == m
                 })
                 .map(|r| r.seconds.median)
         };
-        let mut conds: Vec<(&str, f64, f64)> = loss
+        let mut conds: Vec<(&str, f64, f64, &str, &str)> = loss
             .iter()
-            .map(|r| (r.group, r.one_way_delay_ms, r.loss_pct))
+            .map(|r| {
+                (
+                    r.group,
+                    r.one_way_delay_ms,
+                    r.loss_pct,
+                    r.tcp_congestion.as_str(),
+                    r.quic_congestion,
+                )
+            })
             .collect();
         conds.dedup();
-        for (group, d, l) in conds {
+        for (group, d, l, cc, qcc) in conds {
             let what = if group == "files" {
                 "100 files"
             } else {
                 "big file"
             };
-            let case = format!("{what}, {d} ms one-way, {l} % loss");
+            let case = format!("{what}, {d} ms one-way, {l} % loss, TCP {cc} / QUIC {qcc}");
+            let time = |group: &str, d: f64, l: f64, m: &str| time(group, d, l, cc, m);
             let goal_point = group == "files" && d == 10.0 && l == 2.0;
             out.push(Ratio {
                 kind: "time over TCP / time over QUIC",

@@ -3,16 +3,22 @@
 //! one-way delay and random loss on the emulated link; transfer time for smbq over TCP (SMB3
 //! encryption), smbq over QUIC, and OpenSSH scp over the same link. Every time includes the
 //! connection setup (handshake, authentication), as a user's copy does.
+//!
+//! TCP runs the namespaces' congestion controller (the kernel default unless
+//! `--tcp-congestion`); the goal's point is also measured with TCP on Cubic when that default
+//! is something else, since Cubic is what most Linux hosts and the study's TCP run. A transfer
+//! that exceeds the time limit is stopped and counted at the limit, so one collapsed cell
+//! cannot hold up the grid.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 use smbq_client::OpenOptions;
 use smbq_client::transfer::{TransferOptions, download};
 
-use crate::net::{LinkDesc, Net};
+use crate::net::{LinkDesc, Net, tcp_congestion_of};
 use crate::progress::Progress;
 use crate::servers::smbq::SmbqServer;
 use crate::servers::sshd::Sshd;
@@ -31,9 +37,18 @@ pub struct LossRow {
     pub loss_pct: f64,
     /// "smbq-tcp-enc", "smbq-quic" or "scp".
     pub method: &'static str,
+    /// Repeats stopped at the time limit; they count as the limit in `seconds`.
+    pub timeouts: usize,
     pub seconds: Summary,
     pub bytes: u64,
     pub files: usize,
+    /// TCP's congestion controller in the namespaces (smbq TCP and scp).
+    pub tcp_congestion: String,
+    /// smbq's QUIC congestion controller.
+    pub quic_congestion: &'static str,
+    /// Loss the emulator actually applied over the whole condition (both directions, every
+    /// method), percent of packets.
+    pub measured_loss_pct: Option<f64>,
 }
 
 /// The JPEG set's sizes: 100 quantiles of a log-normal with the set's mean (658 KB) and
@@ -51,27 +66,47 @@ pub fn set_sizes(divide: u64) -> Vec<u64> {
         .collect()
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Condition {
     delay_ms: f64,
     loss_pct: f64,
     files: bool,
     big: bool,
+    /// TCP congestion controller to set in the namespaces (None: the run's default).
+    tcp_cc: Option<&'static str>,
 }
 
-fn conditions(scale: Scale) -> Vec<Condition> {
+/// Longest a single transfer may take before it is stopped and counted at this limit.
+fn time_limit(scale: Scale) -> Duration {
+    match scale {
+        Scale::Quick => Duration::from_secs(60),
+        Scale::Full => Duration::from_secs(300),
+    }
+}
+
+fn conditions(scale: Scale, default_tcp_cc: &str) -> Vec<Condition> {
     let c = |delay_ms, loss_pct, files, big| Condition {
         delay_ms,
         loss_pct,
         files,
         big,
+        tcp_cc: None,
     };
+    // The goal's point (2 % loss at 20 ms round trip, files) once more with TCP on Cubic.
+    let cubic_goal = (default_tcp_cc != "cubic").then(|| Condition {
+        tcp_cc: Some("cubic"),
+        ..c(10.0, 2.0, true, false)
+    });
     match scale {
-        Scale::Quick => vec![
-            c(0.0, 0.0, true, true),
-            c(0.0, 1.0, false, true),
-            c(10.0, 2.0, true, false),
-        ],
+        Scale::Quick => {
+            let mut v = vec![
+                c(0.0, 0.0, true, true),
+                c(0.0, 1.0, false, true),
+                c(10.0, 2.0, true, false),
+            ];
+            v.extend(cubic_goal);
+            v
+        }
         Scale::Full => {
             let mut v: Vec<Condition> = [0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
                 .into_iter()
@@ -85,6 +120,7 @@ fn conditions(scale: Scale) -> Vec<Condition> {
             // The goal's point: 2 % loss at 20 ms round trip. TCP's throughput there is a few
             // Mbit/s (Mathis et al.), so the 1.5 GB file is left out of it.
             v.push(c(10.0, 2.0, true, false));
+            v.extend(cubic_goal);
             v
         }
     }
@@ -155,7 +191,11 @@ fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-pub fn run(ctx: &mut Ctx) -> Result<Vec<LossRow>, String> {
+/// Runs the grid; `written` gets every row so far after each condition.
+pub fn run(
+    ctx: &mut Ctx,
+    mut written: impl FnMut(&Ctx, &[LossRow]),
+) -> Result<Vec<LossRow>, String> {
     if !ctx.can_emulate() {
         return Err("skipped: the link emulator needs root".into());
     }
@@ -176,7 +216,13 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<LossRow>, String> {
     }
     write_random(&ctx.data.join(BIG_FILE), big_size, &block)?;
     drop(block);
-    let conds = conditions(ctx.scale);
+    let default_cc = ctx
+        .args
+        .tcp_congestion
+        .clone()
+        .or_else(crate::sys::tcp_congestion)
+        .unwrap_or_default();
+    let conds = conditions(ctx.scale, &default_cc);
     let repeats = ctx.repeats();
     let steps: usize = conds
         .iter()
@@ -185,11 +231,23 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<LossRow>, String> {
     let mut prog = Progress::new("loss", steps);
     let mut rows = Vec::new();
     for c in conds {
-        let desc = LinkDesc::emulated(c.delay_ms, c.loss_pct, ctx.args.rate_mbit);
+        let mut desc = LinkDesc::emulated(c.delay_ms, c.loss_pct, ctx.args.rate_mbit);
+        desc.tcp_congestion = c.tcp_cc.map(str::to_string);
         let net = ctx.net(Some(desc))?;
         let r = condition(ctx, &net, &mut prog, c, &set_files, big_size, repeats);
+        let measured = net.link_stats().and_then(|s| {
+            let seen = s.a_to_b.packets_seen() + s.b_to_a.packets_seen();
+            let lost = s.a_to_b.dropped_loss + s.b_to_a.dropped_loss;
+            (seen > 0).then(|| lost as f64 * 100.0 / seen as f64)
+        });
+        let tcp_cc = tcp_congestion_of(&net.desc);
         ctx.stop_net(net);
-        rows.extend(r?);
+        for mut row in r? {
+            row.measured_loss_pct = measured;
+            row.tcp_congestion = tcp_cc.clone();
+            rows.push(row);
+        }
+        written(ctx, &rows);
     }
     prog.finish();
     Ok(rows)
@@ -236,8 +294,12 @@ fn measure(
     sshd: &Sshd,
 ) -> Result<Vec<LossRow>, String> {
     let (u, p) = (ctx.user.clone(), ctx.password.clone());
-    let (qa, pin) = (server.quic.ok_or("no QUIC address")?, server.pin);
-    let quic = net.on_client(async move { Endpoint::quic(qa, pin, &u, &p) })??;
+    let (qa, pin, cc) = (
+        server.quic.ok_or("no QUIC address")?,
+        server.pin,
+        server.congestion,
+    );
+    let quic = net.on_client(async move { Endpoint::quic(qa, pin, cc, &u, &p) })??;
     let tcp = Endpoint::tcp(
         crate::target::Target::SmbqTcpEnc,
         server.tcp.ok_or("no TCP address")?,
@@ -245,6 +307,7 @@ fn measure(
         &ctx.password,
     );
     let dest = ctx.scratch_path().join("download");
+    let limit = time_limit(ctx.scale);
     let mut groups: Vec<(&'static str, Vec<(String, u64)>)> = Vec::new();
     if c.files {
         groups.push(("files", set_files.to_vec()));
@@ -256,6 +319,7 @@ fn measure(
     for (group, files) in groups {
         let want: u64 = files.iter().map(|f| f.1).sum();
         let mut times: [Vec<f64>; 3] = Default::default();
+        let mut timeouts = [0usize; 3];
         for r in 0..repeats {
             for (mi, method) in ["smbq-tcp-enc", "smbq-quic", "scp"].into_iter().enumerate() {
                 prog.step(&format!(
@@ -273,12 +337,16 @@ fn measure(
                         } else {
                             vec![ctx.data.join(BIG_FILE).display().to_string()]
                         };
-                        let t = sshd.scp_download(net, &remote, &dest)?.as_secs_f64();
-                        let got = dir_bytes(&dest);
-                        if got != want {
-                            return Err(format!("scp copied {got} of {want} bytes"));
+                        match sshd.scp_download(net, &remote, &dest, limit)? {
+                            Some(t) => {
+                                let got = dir_bytes(&dest);
+                                if got != want {
+                                    return Err(format!("scp copied {got} of {want} bytes"));
+                                }
+                                Some(t.as_secs_f64())
+                            }
+                            None => None,
                         }
-                        t
                     }
                     _ => {
                         let ep = if method == "smbq-quic" {
@@ -286,14 +354,31 @@ fn measure(
                         } else {
                             tcp.clone()
                         };
-                        let (t, got) =
-                            net.on_client(smb_download(ep, files.clone(), dest.clone()))??;
-                        if got != want {
-                            return Err(format!("{method} moved {got} of {want} bytes"));
+                        let job = smb_download(ep, files.clone(), dest.clone());
+                        match net
+                            .on_client(async move { tokio::time::timeout(limit, job).await })?
+                        {
+                            Ok(r) => {
+                                let (t, got) = r?;
+                                if got != want {
+                                    return Err(format!("{method} moved {got} of {want} bytes"));
+                                }
+                                Some(t)
+                            }
+                            Err(_) => None,
                         }
-                        t
                     }
                 };
+                let secs = secs.unwrap_or_else(|| {
+                    eprintln!(
+                        "bench: {group} {method} stopped at the {} s limit",
+                        limit.as_secs()
+                    );
+                    if let Some(t) = timeouts.get_mut(mi) {
+                        *t += 1;
+                    }
+                    limit.as_secs_f64()
+                });
                 times.get_mut(mi).ok_or("index")?.push(secs);
             }
         }
@@ -303,9 +388,13 @@ fn measure(
                 one_way_delay_ms: c.delay_ms,
                 loss_pct: c.loss_pct,
                 method,
+                timeouts: timeouts.get(mi).copied().unwrap_or(0),
                 seconds: Summary::of(times.get(mi).ok_or("index")?),
                 bytes: want,
                 files: files.len(),
+                tcp_congestion: String::new(),
+                quic_congestion: server.congestion.name(),
+                measured_loss_pct: None,
             });
         }
     }

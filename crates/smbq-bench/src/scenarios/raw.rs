@@ -154,6 +154,7 @@ fn start_servers(
     smbq: &SmbqServer,
     tcp_port: u16,
     quic_port: u16,
+    settings: QuicSettings,
 ) -> Result<RawServers, String> {
     let ip = net.server_ip();
     let chain = smbq.cert_chain.clone();
@@ -174,9 +175,8 @@ fn start_servers(
                 client_auth: ClientAuth::Off,
                 keylog: None,
             };
-            let quic =
-                QuicListener::bind(SocketAddr::new(ip, quic_port), tls, QuicSettings::default())
-                    .map_err(|e| e.to_string())?;
+            let quic = QuicListener::bind(SocketAddr::new(ip, quic_port), tls, settings)
+                .map_err(|e| e.to_string())?;
             let tcp_addr = tcp.local_addr().map_err(|e| e.to_string())?;
             let quic_addr = quic.local_addr().map_err(|e| e.to_string())?;
             let d1 = data.clone();
@@ -220,7 +220,7 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<RawRow>, String> {
 fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<RawRow>, String> {
     let smbq = ctx.start_smbq(net, true, "raw")?;
     let (tp, qp) = (ctx.ports.take(net), ctx.ports.take(net));
-    let servers = start_servers(net, &smbq, tp, qp);
+    let servers = start_servers(net, &smbq, tp, qp, ctx.quic_settings());
     let servers = match servers {
         Ok(s) => s,
         Err(e) => {
@@ -236,10 +236,11 @@ fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<RawRow>, String> {
     let pin = smbq.pin;
     let quic_addr = servers.quic;
     let tcp_addr = servers.tcp;
+    let quic_settings = ctx.quic_settings();
     let quic_client = net.on_client(async move {
         let bind: SocketAddr = "0.0.0.0:0".parse().map_err(|_| "bind")?;
         let cfg = smbq_transport::QuicClientConfig {
-            settings: QuicSettings::default(),
+            settings: quic_settings.clone(),
             ..smbq_transport::QuicClientConfig::new(smbq_transport::ServerTrust::Pin(pin))
         };
         smbq_transport::QuicClient::new(cfg, bind)

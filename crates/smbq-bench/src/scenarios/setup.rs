@@ -153,10 +153,11 @@ fn at_rtt(
         prog.step(&format!("{} at {rtt} ms RTT, {n} setups", target.name()));
         let ep = match target {
             Target::SmbqQuic => {
-                let (addr, pin, u, p) = (server.quic, server.pin, u.clone(), p.clone());
-                net.on_client(
-                    async move { Endpoint::quic(addr.ok_or("no QUIC address")?, pin, &u, &p) },
-                )
+                let (addr, pin, cc) = (server.quic, server.pin, server.congestion);
+                let (u, p) = (u.clone(), p.clone());
+                net.on_client(async move {
+                    Endpoint::quic(addr.ok_or("no QUIC address")?, pin, cc, &u, &p)
+                })
                 .and_then(|r| r)
             }
             _ => server

@@ -156,8 +156,8 @@ fn measure(
     std::fs::create_dir_all(ctx.data.join("sweep")).map_err(|e| e.to_string())?;
     let (u, p) = (ctx.user.clone(), ctx.password.clone());
     let quic_addr = server.quic.ok_or("no QUIC address")?;
-    let pin = server.pin;
-    let quic = net.on_client(async move { Endpoint::quic(quic_addr, pin, &u, &p) })??;
+    let (pin, cc) = (server.pin, server.congestion);
+    let quic = net.on_client(async move { Endpoint::quic(quic_addr, pin, cc, &u, &p) })??;
     let tcp = Endpoint::tcp(
         Target::SmbqTcpEnc,
         server.tcp.ok_or("no TCP address")?,

@@ -10,6 +10,8 @@ use std::time::Duration;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use smbq_transport::Congestion;
+
 use super::log_tail;
 use crate::net::Net;
 use crate::sys;
@@ -26,6 +28,8 @@ pub struct SmbqServer {
     pub cert_chain: Vec<CertificateDer<'static>>,
     key_path: PathBuf,
     pub encrypt: bool,
+    /// The QUIC congestion controller it runs; clients of the bench use the same.
+    pub congestion: Congestion,
     log: PathBuf,
 }
 
@@ -39,6 +43,8 @@ pub struct SmbqOptions<'a> {
     pub quic_port: u16,
     pub user: &'a str,
     pub password: &'a str,
+    /// QUIC congestion controller, given to the server as `[quic] congestion`.
+    pub congestion: Congestion,
 }
 
 fn parse_ready(line: &str, part: &str) -> Option<SocketAddr> {
@@ -53,12 +59,20 @@ impl SmbqServer {
         let state = o.work.join("state");
         let log = o.work.join("server.log");
         let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+        let config = o.work.join("smbq.toml");
+        std::fs::write(
+            &config,
+            format!("[quic]\ncongestion = \"{}\"\n", o.congestion.name()),
+        )
+        .map_err(|e| format!("{}: {e}", config.display()))?;
         let mut cmd = net.command_b(&o.bin.to_string_lossy());
         cmd.arg("serve")
             .arg(o.share)
             .args(["--listen", &net.server_ip().to_string()])
             .args(["--tcp-port", &o.tcp_port.to_string()])
             .args(["--quic-port", &o.quic_port.to_string()])
+            .arg("--config")
+            .arg(&config)
             .arg("--state-dir")
             .arg(&state)
             .args(["--encrypt", if o.encrypt { "required" } else { "off" }])
@@ -126,6 +140,7 @@ impl SmbqServer {
             cert_chain,
             key_path,
             encrypt: o.encrypt,
+            congestion: o.congestion,
             child,
             log,
         })

@@ -115,7 +115,8 @@ impl Sshd {
         net: &Net,
         remote: &[String],
         dest: &Path,
-    ) -> Result<Duration, String> {
+        limit: Duration,
+    ) -> Result<Option<Duration>, String> {
         let mut cmd = net.command_a("scp");
         // -O: the classic SCP protocol the paper measured, not SFTP.
         cmd.args(["-O", "-q", "-B", "-F", "/dev/null"])
@@ -129,19 +130,36 @@ impl Sshd {
             .arg(&self.client_key)
             .args(["-P", &self.addr.port().to_string()]);
         cmd.arg(format!("root@{}:{}", self.addr.ip(), remote.join(" ")));
-        cmd.arg(dest).stdin(Stdio::null());
+        cmd.arg(dest)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
         let start = Instant::now();
-        let out = cmd.output().map_err(|e| format!("scp: {e}"))?;
+        let mut child = cmd.spawn().map_err(|e| format!("scp: {e}"))?;
+        // scp's stderr is a few lines at most; it is read after exit.
+        let status = loop {
+            if let Some(status) = child.try_wait().map_err(|e| format!("scp: {e}"))? {
+                break status;
+            }
+            if start.elapsed() >= limit {
+                sys::stop_child(&mut child, Duration::from_secs(2), false);
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
         let took = start.elapsed();
-        if !out.status.success() {
+        if !status.success() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
             return Err(format!(
-                "scp failed ({}): {}\nsshd log:\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim(),
+                "scp failed ({status}): {}\nsshd log:\n{}",
+                err.trim(),
                 log_tail(&self.log, 10)
             ));
         }
-        Ok(took)
+        Ok(Some(took))
     }
 
     pub fn stop(self) {

@@ -146,6 +146,7 @@ impl QuicListener {
             local = ?endpoint.local_addr().ok(),
             mtu_upper_bound = mtu,
             min_mtu = MIN_MTU,
+            congestion = shared.settings.congestion.name(),
             "SMB over QUIC listening"
         );
         let (tx, rx) = mpsc::channel(ACCEPT_QUEUE);

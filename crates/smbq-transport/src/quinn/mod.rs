@@ -11,11 +11,14 @@ pub use listener::QuicListener;
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use ::quinn::{EndpointConfig, IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
+use ::quinn::{
+    EndpointConfig, IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt, congestion,
+};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
-use crate::quic::QuicSettings;
+use crate::quic::{Congestion, QuicSettings};
 
 fn invalid(e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
@@ -54,6 +57,17 @@ fn transport_config(s: &QuicSettings, role: Role) -> io::Result<TransportConfig>
         .keep_alive_interval((!s.keep_alive.is_zero()).then_some(s.keep_alive))
         .datagram_receive_buffer_size(None)
         .mtu_discovery_config(Some(mtu));
+    match s.congestion {
+        Congestion::Cubic => {
+            tc.congestion_controller_factory(Arc::new(congestion::CubicConfig::default()))
+        }
+        Congestion::Bbr => {
+            tc.congestion_controller_factory(Arc::new(congestion::BbrConfig::default()))
+        }
+        Congestion::NewReno => {
+            tc.congestion_controller_factory(Arc::new(congestion::NewRenoConfig::default()))
+        }
+    };
     Ok(tc)
 }
 
