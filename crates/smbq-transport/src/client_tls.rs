@@ -4,10 +4,11 @@
 //! "untrusted" or "pin mismatch" rather than only a TLS alert number.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{
@@ -205,9 +206,11 @@ impl ClientTls {
         })
     }
 
-    /// The configuration for one handshake, and where its verifier records a refusal.
-    pub(crate) fn for_handshake(&self) -> (rustls::ClientConfig, FailureSlot) {
+    /// The configuration for one handshake, where its verifier records a refusal, and whether
+    /// the server asked for a client certificate.
+    pub(crate) fn for_handshake(&self) -> (rustls::ClientConfig, FailureSlot, CertAsked) {
         let failure = FailureSlot::default();
+        let asked = CertAsked::default();
         let mut config = self.base.clone();
         config
             .dangerous()
@@ -216,7 +219,49 @@ impl ClientTls {
                 provider: self.provider.clone(),
                 failure: failure.clone(),
             }));
-        (config, failure)
+        config.client_auth_cert_resolver = Arc::new(AskRecorder {
+            inner: self.base.client_auth_cert_resolver.clone(),
+            asked: asked.clone(),
+        });
+        (config, failure, asked)
+    }
+}
+
+/// Set when the server sent a CertificateRequest (RFC 8446 4.3.2) in this handshake.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CertAsked(Arc<AtomicBool>);
+
+impl CertAsked {
+    /// Only then can the server still refuse the client after the client's handshake is done
+    /// (its verdict on the certificate, or on its absence, comes after the client Finished).
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// Passes every question to the configured resolver, noting that it was asked.
+#[derive(Debug)]
+struct AskRecorder {
+    inner: Arc<dyn ResolvesClientCert>,
+    asked: CertAsked,
+}
+
+impl ResolvesClientCert for AskRecorder {
+    fn resolve(
+        &self,
+        root_hint_subjects: &[&[u8]],
+        sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.asked.0.store(true, Ordering::Release);
+        self.inner.resolve(root_hint_subjects, sigschemes)
+    }
+
+    fn only_raw_public_keys(&self) -> bool {
+        self.inner.only_raw_public_keys()
+    }
+
+    fn has_certs(&self) -> bool {
+        self.inner.has_certs()
     }
 }
 

@@ -68,7 +68,7 @@ impl QuicClient {
         addr: SocketAddr,
         server_name: &str,
     ) -> Result<Connection, QuicConnectError> {
-        let (tls, failure) = self.tls.for_handshake();
+        let (tls, failure, cert_asked) = self.tls.for_handshake();
         let crypto = ::quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|e| QuicConnectError::Other(e.to_string()))?;
         let mut config = ::quinn::ClientConfig::new(Arc::new(crypto));
@@ -83,7 +83,11 @@ impl QuicClient {
             Ok(Err(e)) => return Err(connect_error(e, &failure)),
             Err(_) => return Err(QuicConnectError::Timeout),
         };
-        confirmed(&conn, deadline, &failure).await?;
+        // Without a CertificateRequest the server has nothing left to judge: its Finished,
+        // which the client has verified, already accepted the handshake.
+        if cert_asked.get() {
+            confirmed(&conn, deadline, &failure).await?;
+        }
         let (send, recv) = conn
             .open_bi()
             .await
@@ -130,6 +134,7 @@ impl QuicClient {
 /// certificate; the server's verdict is HANDSHAKE_DONE (RFC 9001 4.1.2) or a close. quinn
 /// reports neither as an event, so its frame counters are watched until one shows, which
 /// costs one round trip and makes a refused client certificate fail here, not on first read.
+/// Only done when the server asked for a certificate.
 async fn confirmed(
     conn: &::quinn::Connection,
     deadline: Instant,
