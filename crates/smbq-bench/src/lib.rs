@@ -426,6 +426,19 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         bin.display(),
         ctx.scratch.path().display()
     );
+    let report = |ctx: &Ctx, results: &Results, timings: &_, failed: &[String]| {
+        write_report(
+            ctx,
+            &args,
+            &bin,
+            results,
+            &selected,
+            timings,
+            failed,
+            started,
+            started_unix,
+        )
+    };
     let mut results = Results::default();
     let mut failed: Vec<String> = Vec::new();
     let mut timings = serde_json::Map::new();
@@ -441,18 +454,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 // most of an hour, and a stopped run keeps what it finished.
                 let r = scenarios::loss::run(&mut ctx, |ctx, rows| {
                     results.loss = Some(rows.to_vec());
-                    let partial = write_report(
-                        ctx,
-                        &args,
-                        &bin,
-                        &results,
-                        &selected,
-                        &timings,
-                        &failed,
-                        started,
-                        started_unix,
-                    );
-                    if let Err(e) = partial {
+                    if let Err(e) = report(ctx, &results, &timings, &failed) {
                         eprintln!("bench: could not write partial loss results: {e}");
                     }
                 });
@@ -467,17 +469,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             failed.push(s.clone());
         }
         // Written after every scenario, so a long run that is stopped keeps what it finished.
-        let written = write_report(
-            &ctx,
-            &args,
-            &bin,
-            &results,
-            &selected,
-            &timings,
-            &failed,
-            started,
-            started_unix,
-        )?;
+        let written = report(&ctx, &results, &timings, &failed)?;
         eprintln!(
             "bench: wrote {} to {} ({} so far)",
             written.join(", "),
