@@ -14,6 +14,10 @@ pub const CLOSE_NORMAL: u32 = 0;
 pub const CLOSE_EXTRA_STREAM: u32 = 1;
 /// Application close code when the peer completed the handshake but never opened its stream.
 pub const CLOSE_NO_STREAM: u32 = 2;
+/// Application close code when a client that proved its address only by completing the
+/// handshake finds its IP address at `max_connections_per_ip` (other clients from it were
+/// admitted meanwhile). Before the handshake the refusal is QUIC's CONNECTION_REFUSED.
+pub const CLOSE_REFUSED: u32 = 3;
 
 /// The largest MTU-discovery bound that is safe: quinn batches up to 10 segments per GSO send
 /// and the kernel rejects batches over 64 KiB (quinn #2201), so 10 x 6500 must stay below it.
@@ -80,10 +84,14 @@ pub struct QuicSettings {
     pub mtu_upper_bound: u16,
     /// SO_RCVBUF / SO_SNDBUF wanted on the UDP socket; the kernel may cap it (16 MiB).
     pub socket_buffer: usize,
-    /// Connections (handshaking or established) allowed from one IP address (64).
+    /// Connections (handshaking or established) allowed from one IP address once the address
+    /// is proven: by a Retry token, or by completing the handshake (64). Handshakes from an
+    /// unproven address take no slot, so forged Initials cannot lock the address out.
     pub max_connections_per_ip: usize,
-    /// When a new handshake would make more than this many in progress, an unvalidated client
-    /// gets a Retry first (256; 0 = always validate addresses).
+    /// With this many handshakes in progress, a client whose address is unproven gets a Retry
+    /// first (256; 0 = always validate addresses). It also gets one when its IP address has 8
+    /// unproven handshakes in progress or is at `max_connections_per_ip`. Unproven handshakes
+    /// are therefore never more than this.
     pub retry_above: usize,
     /// Informational for the engine: allow SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (MS-SMB2
     /// 2.2.3.1.5) on QUIC connections, skipping SMB3 encryption under TLS 1.3 (true).

@@ -1,6 +1,14 @@
-//! The quinn listener: per-IP limits, Retry under load, and the single client-initiated
+//! The quinn listener: address validation, per-IP limits, and the single client-initiated
 //! bidirectional stream handed up as a [`crate::Connection`] (MS-SMB2 2.1 and product note
 //! <2>; smb-over-quic.md 1.2).
+//!
+//! A UDP source address proves nothing until its owner shows it receives there: by echoing a
+//! Retry token, or by completing the handshake (RFC 9000 8.1). Only proven addresses are
+//! counted against `max_connections_per_ip`; otherwise anyone able to forge a victim's
+//! address could fill the victim's slots with Initials that never continue. Handshakes from
+//! unproven addresses hold no slot and are few: past a small number per address, or once
+//! `retry_above` handshakes are in progress, an unproven client gets a Retry, which costs the
+//! server no state and a real client one round trip.
 
 use std::collections::HashMap;
 use std::io;
@@ -17,13 +25,19 @@ use tokio::task::JoinHandle;
 use super::stream::{Gone, split};
 use super::{Role, endpoint_config, invalid, transport_config, udp_socket};
 use crate::quic::{
-    CLOSE_EXTRA_STREAM, CLOSE_NO_STREAM, CLOSE_NORMAL, MIN_MTU, QuicListenerStats, QuicSettings,
+    CLOSE_EXTRA_STREAM, CLOSE_NO_STREAM, CLOSE_NORMAL, CLOSE_REFUSED, MIN_MTU, QuicListenerStats,
+    QuicSettings,
 };
 use crate::tls::{TlsError, TlsSettings, server_config};
 use crate::{Connection, TransportKind};
 
 /// Handshakes not done by then are dropped (Samba's server uses 5 s; smb-over-quic.md 5).
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bounds how long an unanswered Initial keeps state, well below the 60 s idle timeout.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Handshakes from one unproven address allowed at once before its further clients must
+/// answer a Retry first. Enough for a few clients behind one NAT starting together without
+/// the extra round trip; small, so one forged address cannot take much of `retry_above`.
+const UNPROVEN_PER_IP: usize = 8;
 /// A client that completed the handshake opens its stream with its first SMB message.
 const FIRST_STREAM_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on waiting for peers to acknowledge CONNECTION_CLOSE at shutdown.
@@ -36,7 +50,7 @@ struct Shared {
     local: SocketAddr,
     settings: QuicSettings,
     transport: Arc<TransportConfig>,
-    per_ip: Mutex<HashMap<IpAddr, usize>>,
+    per_ip: Mutex<HashMap<IpAddr, PerIp>>,
     handshaking: AtomicUsize,
     retries: AtomicU64,
     refused: AtomicU64,
@@ -44,37 +58,105 @@ struct Shared {
     extra_streams: AtomicU64,
 }
 
-/// A connection's place in the per-IP count, given back on drop.
+/// What one IP address holds. Entries exist only while a count is non-zero, so the map is
+/// bounded by the connections and handshakes themselves.
+#[derive(Default)]
+struct PerIp {
+    /// Connections (handshaking or established) from a proven address: the per-IP limit.
+    proven: usize,
+    /// Handshakes from an address not yet proven; they take no slot.
+    unproven: usize,
+}
+
+impl PerIp {
+    fn is_empty(&self) -> bool {
+        self.proven == 0 && self.unproven == 0
+    }
+}
+
+/// A proven connection's place in the per-IP count, given back on drop.
 struct IpSlot {
     shared: Arc<Shared>,
     ip: IpAddr,
 }
 
+/// An unproven handshake's place in its address's count, given back on drop.
+struct Unproven {
+    shared: Arc<Shared>,
+    ip: IpAddr,
+}
+
 impl Shared {
+    fn per_ip(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, PerIp>> {
+        self.per_ip.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A slot for a connection from a proven address, if the address is under its limit.
     fn claim(self: &Arc<Self>, ip: IpAddr) -> Option<IpSlot> {
-        let mut map = self.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        let n = map.entry(ip).or_insert(0);
-        if *n >= self.settings.max_connections_per_ip {
+        let mut map = self.per_ip();
+        let entry = map.entry(ip).or_default();
+        if entry.proven >= self.settings.max_connections_per_ip {
+            if entry.is_empty() {
+                map.remove(&ip);
+            }
             return None;
         }
-        *n += 1;
+        entry.proven += 1;
         Some(IpSlot {
             shared: self.clone(),
             ip,
         })
     }
+
+    /// Room for one more handshake from an unproven address; None means "Retry it first".
+    /// The address's proven connections count too: a client that would only be refused at
+    /// the end of its handshake proves its address first and is then refused cheaply.
+    fn start_unproven(self: &Arc<Self>, ip: IpAddr) -> Option<Unproven> {
+        let mut map = self.per_ip();
+        let entry = map.entry(ip).or_default();
+        if entry.unproven >= UNPROVEN_PER_IP
+            || entry.proven + entry.unproven >= self.settings.max_connections_per_ip
+        {
+            if entry.is_empty() {
+                map.remove(&ip);
+            }
+            return None;
+        }
+        entry.unproven += 1;
+        Some(Unproven {
+            shared: self.clone(),
+            ip,
+        })
+    }
+
+    fn release(&self, ip: IpAddr, count: impl FnOnce(&mut PerIp) -> &mut usize) {
+        let mut map = self.per_ip();
+        if let Some(entry) = map.get_mut(&ip) {
+            let n = count(entry);
+            *n = n.saturating_sub(1);
+            if entry.is_empty() {
+                map.remove(&ip);
+            }
+        }
+    }
 }
 
 impl Drop for IpSlot {
     fn drop(&mut self) {
-        let mut map = self.shared.per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = map.get_mut(&self.ip) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                map.remove(&self.ip);
-            }
-        }
+        self.shared.release(self.ip, |e| &mut e.proven);
     }
+}
+
+impl Drop for Unproven {
+    fn drop(&mut self) {
+        self.shared.release(self.ip, |e| &mut e.unproven);
+    }
+}
+
+/// Where a handshake stands in its address's count.
+enum Place {
+    Proven(IpSlot),
+    Unproven(Unproven),
 }
 
 /// Counts one handshake in progress while alive.
@@ -96,6 +178,9 @@ impl Drop for Handshaking {
 /// SMB over QUIC listener on one UDP socket.
 pub struct QuicListener {
     endpoint: Endpoint,
+    /// The configuration `set_tls` derives from: it keeps the Retry token key, so a client
+    /// holding a token issued before a reload is not refused with INVALID_TOKEN after it.
+    server_config: ServerConfig,
     ready: tokio::sync::Mutex<mpsc::Receiver<io::Result<Connection>>>,
     shared: Arc<Shared>,
     accept_task: JoinHandle<()>,
@@ -109,10 +194,14 @@ impl std::fmt::Debug for QuicListener {
     }
 }
 
-fn quinn_server_config(tls: &TlsSettings, shared: &Shared) -> Result<ServerConfig, TlsError> {
+fn quic_crypto(tls: &TlsSettings) -> Result<Arc<QuicServerConfig>, TlsError> {
     let crypto = QuicServerConfig::try_from(server_config(tls)?)
         .map_err(|e| TlsError::Quic(e.to_string()))?;
-    let mut config = ServerConfig::with_crypto(Arc::new(crypto));
+    Ok(Arc::new(crypto))
+}
+
+fn quinn_server_config(tls: &TlsSettings, shared: &Shared) -> Result<ServerConfig, TlsError> {
+    let mut config = ServerConfig::with_crypto(quic_crypto(tls)?);
     config.transport_config(shared.transport.clone());
     // NAT rebinding and client migration keep the SMB connection (smb-over-quic.md 5).
     config.migration(true);
@@ -138,7 +227,7 @@ impl QuicListener {
         let mtu = shared.settings.effective_mtu_upper_bound();
         let endpoint = Endpoint::new(
             endpoint_config(&shared.settings)?,
-            Some(server),
+            Some(server.clone()),
             socket,
             Arc::new(TokioRuntime),
         )?;
@@ -153,6 +242,7 @@ impl QuicListener {
         let accept_task = tokio::spawn(accept_loop(endpoint.clone(), shared.clone(), tx));
         Ok(Self {
             endpoint,
+            server_config: server,
             ready: tokio::sync::Mutex::new(rx),
             shared,
             accept_task,
@@ -172,7 +262,8 @@ impl QuicListener {
     /// Applies new TLS settings (client policy, key log, certificate store) to handshakes
     /// that start from now on. Certificates alone reload through `CertStore::replace`.
     pub fn set_tls(&self, tls: TlsSettings) -> Result<(), TlsError> {
-        let config = quinn_server_config(&tls, &self.shared)?;
+        let mut config = self.server_config.clone();
+        config.crypto = quic_crypto(&tls)?;
         self.endpoint.set_server_config(Some(config));
         Ok(())
     }
@@ -224,25 +315,28 @@ async fn accept_loop(
 
 fn admit(incoming: Incoming, shared: &Arc<Shared>, tx: &mpsc::Sender<io::Result<Connection>>) {
     let peer = incoming.remote_address();
-    // Under load, make unvalidated sources prove their address first, so a spoofed flood
-    // costs a Retry packet rather than a handshake (RFC 9000 8.1).
-    if shared.handshaking.load(Ordering::Relaxed) >= shared.settings.retry_above
-        && !incoming.remote_address_validated()
-        && incoming.may_retry()
-    {
-        shared.retries.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(%peer, "QUIC Retry for address validation");
-        if let Err(e) = incoming.retry() {
-            // Only if may_retry lied; the Incoming comes back and is dropped (ignored).
-            drop(e.into_incoming());
-        }
-        return;
-    }
-    let Some(slot) = shared.claim(peer.ip().to_canonical()) else {
-        shared.refused.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(%peer, limit = shared.settings.max_connections_per_ip, "QUIC connection refused: per-IP limit");
-        incoming.refuse();
-        return;
+    let ip = peer.ip().to_canonical();
+    let place = if incoming.remote_address_validated() {
+        // The Initial carries a token we issued to this address, so the address is the
+        // sender's own: the per-IP limit applies, and the refusal goes to the one who asked.
+        let Some(slot) = shared.claim(ip) else {
+            shared.refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(%peer, limit = shared.settings.max_connections_per_ip, "QUIC connection refused: per-IP limit");
+            incoming.refuse();
+            return;
+        };
+        Place::Proven(slot)
+    } else {
+        // Never refused for its address's sake: the address may be forged. Past the bounds a
+        // Retry answers instead, which a real client completes and a forger cannot.
+        let room = (shared.handshaking.load(Ordering::Relaxed) < shared.settings.retry_above)
+            .then(|| shared.start_unproven(ip))
+            .flatten();
+        let Some(unproven) = room else {
+            retry(incoming, shared);
+            return;
+        };
+        Place::Unproven(unproven)
     };
     let connecting = match incoming.accept() {
         Ok(c) => c,
@@ -271,6 +365,22 @@ fn admit(incoming: Incoming, shared: &Arc<Shared>, tx: &mpsc::Sender<io::Result<
             }
         };
         drop(hs);
+        let slot = match place {
+            Place::Proven(slot) => slot,
+            // The peer finished the handshake, so it receives at its address.
+            Place::Unproven(unproven) => {
+                let slot = shared.claim(ip);
+                drop(unproven);
+                let Some(slot) = slot else {
+                    // Proven clients from this address filled its slots meanwhile.
+                    shared.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(%peer, limit = shared.settings.max_connections_per_ip, "QUIC connection refused after its handshake: per-IP limit");
+                    conn.close(VarInt::from_u32(CLOSE_REFUSED), b"per-IP connection limit");
+                    return;
+                };
+                slot
+            }
+        };
         let (send, recv) = match tokio::time::timeout(FIRST_STREAM_TIMEOUT, conn.accept_bi()).await
         {
             Ok(Ok(streams)) => streams,
@@ -300,6 +410,18 @@ fn admit(incoming: Incoming, shared: &Arc<Shared>, tx: &mpsc::Sender<io::Result<
         tokio::spawn(watch(conn, gone, slot, shared));
         let _ = tx.send(Ok(connection)).await;
     });
+}
+
+/// Asks an unproven client to echo a token first (RFC 9000 8.1.2). Stateless on our side, and
+/// the Retry is smaller than the Initial it answers, so a forged flood gains no amplification.
+fn retry(incoming: Incoming, shared: &Shared) {
+    shared.retries.fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(peer = %incoming.remote_address(), "QUIC Retry for address validation");
+    if let Err(e) = incoming.retry() {
+        // Only for an Initial that already answered a Retry, which is validated and does not
+        // come here. Ignored rather than refused: the address is unproven.
+        e.into_incoming().ignore();
+    }
 }
 
 /// Owns the QUIC connection beside the SMB stream: refuses any further stream (MS-SMB2
