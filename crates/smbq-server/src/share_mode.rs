@@ -95,6 +95,23 @@ impl FileTable {
         path: &RelPath,
         is_dir: bool,
     ) -> Result<(), NtStatus> {
+        self.admit_checking(key, open_id, access, access, share_access, path, is_dir)
+    }
+
+    /// [`admit`](Self::admit), checking `checked` against the other opens but registering
+    /// `access`: an overwriting open is checked as the writer it is for a moment, then holds
+    /// only what it was granted.
+    #[allow(clippy::too_many_arguments)]
+    pub fn admit_checking(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        checked: u32,
+        access: u32,
+        share_access: u32,
+        path: &RelPath,
+        is_dir: bool,
+    ) -> Result<(), NtStatus> {
         let mut files = self.files.lock();
         let st = files.entry(key.base()).or_insert_with(|| FileState {
             opens: Vec::new(),
@@ -104,7 +121,7 @@ impl FileTable {
             path: path.clone(),
             is_dir,
         });
-        st.check(key, access, share_access)?;
+        st.check(key, checked, share_access)?;
         st.opens.push(Entry {
             open_id,
             access,

@@ -1,11 +1,14 @@
 //! CLOSE (MS-SMB2 3.3.5.10): releases the open (locks, share mode, delete-on-close) and
 //! optionally reports the file's final attributes.
 
+use std::sync::atomic::Ordering;
+
 use smbq_proto::Response;
 use smbq_wire::NtStatus;
 use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
 
 use super::{Ctx, bad, blocking, body};
+use crate::access::mask;
 use crate::meta;
 
 pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
@@ -13,6 +16,12 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let open = ctx.open()?.clone();
     let srv = ctx.srv.self_arc();
     let post = req.flags & POSTQUERY_ATTRIB != 0;
+    // Delete-on-close is only ever set on an open holding DELETE (MS-SMB2 3.3.5.9, MS-FSA
+    // 2.1.5.15.3); checked again here, where the delete happens, so a flag set by mistake
+    // cannot remove a file the open may not delete or one on a read-only share.
+    if crate::security::require(&open, mask::DELETE).is_err() {
+        open.delete_on_close.store(false, Ordering::Release);
+    }
     let (st, name) = blocking(move || {
         // Stat before closing: a delete-on-close file is gone afterwards.
         let st = if post {

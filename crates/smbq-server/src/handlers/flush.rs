@@ -13,10 +13,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if open.pipe().is_some() {
         return Ok(Response::ok(body(|w| FlushResponse.encode(w))));
     }
-    // 3.3.5.11: flushing needs write access to the file.
-    if !open.has(mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA) {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
+    // 3.3.5.11: FILE_WRITE_DATA or FILE_APPEND_DATA; for a directory the same bits are
+    // FILE_ADD_FILE and FILE_ADD_SUBDIRECTORY, which Samba accepts there.
+    crate::security::require_any(&open, mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)?;
     blocking(move || {
         let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
         f.file.fsync().map_err(|e| crate::errors::map_io_error(&e))

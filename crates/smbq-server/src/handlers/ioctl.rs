@@ -9,6 +9,7 @@ use smbq_wire::ioctl::{
 use smbq_wire::{Dialect, NtStatus};
 
 use super::{Ctx, bad, body};
+use crate::access::mask;
 use crate::dispatch::STATUS_DISCONNECT;
 use crate::meta;
 
@@ -74,7 +75,19 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             Ok(reply(NtStatus::SUCCESS, &out))
         }
         CtlCode::SET_SPARSE => {
-            ctx.open()?;
+            // Nothing is stored (files here are sparse as the host file system makes them),
+            // but success says the attribute changed, so the change's rules apply: MS-FSA
+            // FSCTL_SET_SPARSE wants FILE_WRITE_DATA, FILE_WRITE_ATTRIBUTES or
+            // FILE_APPEND_DATA, and refuses directories.
+            let open = ctx.open()?;
+            let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+            crate::security::require_any(
+                open,
+                mask::FILE_WRITE_DATA | mask::FILE_WRITE_ATTRIBUTES | mask::FILE_APPEND_DATA,
+            )?;
+            if f.is_dir {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
             Ok(reply(NtStatus::SUCCESS, &[]))
         }
         CtlCode::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),

@@ -23,6 +23,7 @@ use crate::access::{attr, mask};
 use crate::dos::DosInfo;
 use crate::errors::map_io_error;
 use crate::path::{Stream, parse_smb_name, resolve};
+use crate::security::{Token, require};
 use crate::tables::Open;
 use crate::{Server, meta};
 
@@ -62,8 +63,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let class = FileInfoClass(req.file_info_class);
     let buf = req.buffer.to_vec();
     let srv = ctx.srv.self_arc();
+    let token = ctx.token();
     let (watched, before) = (open.clone(), open.path());
-    blocking(move || set_file(&srv, &open, class, &buf)).await?;
+    blocking(move || set_file(&srv, &open, &token, class, &buf)).await?;
     // CHANGE_NOTIFY (crate::notify): what this class changed, named as watchers see it.
     ctx.srv
         .notify_set_info(&watched, class, req.buffer, &before);
@@ -80,9 +82,15 @@ fn set_security(
 ) -> Result<(), NtStatus> {
     use crate::security::{self, store};
     let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
-    let need = security::set_needs(addl);
-    if open.granted & need != need {
-        return Err(NtStatus::ACCESS_DENIED);
+    security::require(open, security::set_needs(addl))?;
+    // Nothing `merge` applies was selected (AdditionalInformation 0, or only a label): answer
+    // success without storing, as Windows does (Samba: "just like W2K3"). Storing here would let
+    // an open holding no right at all pin the file's POSIX-derived descriptor as a stored one.
+    let applied = sinfo::OWNER_SECURITY_INFORMATION
+        | sinfo::GROUP_SECURITY_INFORMATION
+        | sinfo::DACL_SECURITY_INFORMATION;
+    if addl & applied == 0 {
+        return Ok(());
     }
     let new = SecurityDescriptor::decode(buf).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
     if !new.is_encodable() {
@@ -105,17 +113,10 @@ fn set_security(
     store::write(f.file.as_ref(), &merged).map_err(io)
 }
 
-fn need(open: &Open, access: u32) -> Result<(), NtStatus> {
-    if open.has(access) {
-        Ok(())
-    } else {
-        Err(NtStatus::ACCESS_DENIED)
-    }
-}
-
 fn set_file(
     srv: &Arc<Server>,
     open: &Arc<Open>,
+    token: &Token,
     class: FileInfoClass,
     buf: &[u8],
 ) -> Result<(), NtStatus> {
@@ -123,7 +124,8 @@ fn set_file(
     match class {
         FileInfoClass::BASIC => {
             let b = BasicInfo::decode(buf).map_err(short)?;
-            need(open, mask::FILE_WRITE_ATTRIBUTES)?;
+            // MS-SMB2 3.3.5.21.1 / MS-FSA 2.1.5.15.2: times and attributes.
+            require(open, mask::FILE_WRITE_ATTRIBUTES)?;
             set_basic(srv, open, &b)
         }
         FileInfoClass::RENAME => {
@@ -131,6 +133,7 @@ fn set_file(
             rename(
                 srv,
                 open,
+                token,
                 &r.file_name,
                 r.replace_if_exists,
                 r.root_directory,
@@ -141,6 +144,7 @@ fn set_file(
             rename(
                 srv,
                 open,
+                token,
                 &r.file_name,
                 r.replace_if_exists(),
                 r.root_directory,
@@ -159,7 +163,8 @@ fn set_file(
         }
         FileInfoClass::END_OF_FILE => {
             let e = EndOfFileInfo::decode(buf).map_err(short)?;
-            need(open, mask::FILE_WRITE_DATA)?;
+            // MS-SMB2 3.3.5.21.1: FILE_WRITE_DATA, whichever way the size moves.
+            require(open, mask::FILE_WRITE_DATA)?;
             if f.is_dir || e.end_of_file > i64::MAX as u64 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
@@ -169,7 +174,8 @@ fn set_file(
         }
         FileInfoClass::ALLOCATION => {
             let a = AllocationInfo::decode(buf).map_err(short)?;
-            need(open, mask::FILE_WRITE_DATA)?;
+            // MS-SMB2 3.3.5.21.1: FILE_WRITE_DATA (an allocation below EOF truncates).
+            require(open, mask::FILE_WRITE_DATA)?;
             if f.is_dir || a.allocation_size > i64::MAX as u64 {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
@@ -201,7 +207,7 @@ fn set_file(
         }
         FileInfoClass::FULL_EA => {
             // MS-SMB2 3.3.5.21.1: FileFullEaInformation needs FILE_WRITE_EA.
-            need(open, mask::FILE_WRITE_EA)?;
+            require(open, mask::FILE_WRITE_EA)?;
             let eas = crate::ea::parse_set(buf)?;
             crate::ea::apply(f.file.as_ref(), &eas)
         }
@@ -300,7 +306,8 @@ fn set_disposition(
     ignore_ro: bool,
 ) -> Result<(), NtStatus> {
     let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
-    need(open, mask::DELETE)?;
+    // MS-FSA 2.1.5.15.3: DELETE, for clearing the flag too.
+    require(open, mask::DELETE)?;
     if delete {
         let path = open.path();
         if path.is_root() {
@@ -326,12 +333,14 @@ fn set_disposition(
 fn rename(
     srv: &Server,
     open: &Open,
+    token: &Token,
     target: &str,
     replace: bool,
     root_dir: u64,
 ) -> Result<(), NtStatus> {
     let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
-    need(open, mask::DELETE)?;
+    // MS-SMB2 3.3.5.21.1 / MS-FSA 2.1.5.15.12: DELETE on the source (a stream rename too).
+    require(open, mask::DELETE)?;
     // SMB2 renames name the target from the share root; RootDirectory must be 0 (MS-SMB2
     // 2.2.39 / MS-FSCC FILE_RENAME_INFORMATION_TYPE_2).
     if root_dir != 0 {
@@ -396,14 +405,96 @@ fn rename(
             if st.kind == FileKind::Dir || srv.files().open_count_any(key) > 0 {
                 return Err(NtStatus::ACCESS_DENIED);
             }
+            check_replace_allowed(vfs.as_ref(), open, token, &to, st)?;
         }
     }
+    check_target_parent_allows_add(vfs.as_ref(), open, token, &to, f.is_dir)?;
     if to == from {
         return Ok(());
     }
     vfs.rename(&from, &to, replace).map_err(io)?;
     *open.path.lock() = to.clone();
     srv.files().set_path(f.key, to);
+    Ok(())
+}
+
+/// The stored descriptor of the directory that holds (or would hold) `path`.
+fn parent_sd(vfs: &dyn smbq_vfs::Vfs, path: &smbq_vfs::RelPath) -> Option<SecurityDescriptor> {
+    let parent = path.parent()?;
+    let opts = smbq_vfs::OpenOptions {
+        directory: Some(true),
+        ..Default::default()
+    };
+    let dir = vfs.open(&parent, &opts).ok()?.file;
+    crate::security::store::read(dir.as_ref())
+}
+
+/// What `token` may do in the directory holding `path`: its stored DACL decides, else the
+/// share's MaximalAccess (the same rule CREATE applies to new children).
+fn parent_access(
+    vfs: &dyn smbq_vfs::Vfs,
+    open: &Open,
+    token: &Token,
+    path: &smbq_vfs::RelPath,
+) -> u32 {
+    match parent_sd(vfs, path) {
+        Some(sd) => crate::security::check::maximal_access(&sd, token),
+        None => open.tree.maximal_access,
+    }
+}
+
+/// A rename adds a name to the target directory, so the caller needs FILE_ADD_FILE there
+/// (FILE_ADD_SUBDIRECTORY for a directory): Windows' I/O manager opens the target's parent for
+/// that access before the file system sees the rename (MS-FSA 2.1.5.15.12 is handed the
+/// already-opened target directory; Samba's check_parent_access_fsp does the same). DELETE
+/// on the source says nothing about the place the file moves to.
+fn check_target_parent_allows_add(
+    vfs: &dyn smbq_vfs::Vfs,
+    open: &Open,
+    token: &Token,
+    to: &smbq_vfs::RelPath,
+    is_dir: bool,
+) -> Result<(), NtStatus> {
+    let add = if is_dir {
+        mask::FILE_ADD_SUBDIRECTORY
+    } else {
+        mask::FILE_ADD_FILE
+    };
+    crate::security::refuse_on_read_only(open, add)?;
+    if parent_access(vfs, open, token, to) & add == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(())
+}
+
+/// ReplaceIfExists destroys the file already at the target name, so it must be one the caller
+/// could delete (MS-FSA 2.1.5.15.12 with 2.1.5.1.2.1's DELETE rule): DELETE from its own
+/// stored DACL or FILE_DELETE_CHILD from its directory's, and not READONLY (NTFS refuses to
+/// replace a read-only file with STATUS_ACCESS_DENIED, as it refuses to delete one).
+fn check_replace_allowed(
+    vfs: &dyn smbq_vfs::Vfs,
+    open: &Open,
+    token: &Token,
+    to: &smbq_vfs::RelPath,
+    st: &smbq_vfs::Stat,
+) -> Result<(), NtStatus> {
+    crate::security::refuse_on_read_only(open, mask::DELETE)?;
+    // Only files get here (a directory target was refused), and a file's READONLY is its mode.
+    if meta::is_read_only(st) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    // A target whose descriptor cannot be read is not known to be deletable.
+    let target = vfs
+        .open(to, &smbq_vfs::OpenOptions::default())
+        .map_err(io)?;
+    let own = match crate::security::store::read(target.file.as_ref()) {
+        Some(sd) => crate::security::check::maximal_access(&sd, token),
+        None => open.tree.maximal_access,
+    };
+    if own & mask::DELETE == 0 && parent_access(vfs, open, token, to) & mask::FILE_DELETE_CHILD == 0
+    {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     Ok(())
 }
 

@@ -34,11 +34,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if open.is_dir() {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     }
+    // MS-SMB2 3.3.5.13: FILE_WRITE_DATA, or FILE_APPEND_DATA for writes at the end only.
+    crate::security::require_any(&open, mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)?;
     let can_write = open.has(mask::FILE_WRITE_DATA);
-    let can_append = open.has(mask::FILE_APPEND_DATA);
-    if !can_write && !can_append {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
     let offset = req.offset;
     if offset != APPEND_OFFSET
         && (offset > i64::MAX as u64

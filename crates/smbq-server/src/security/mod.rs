@@ -16,6 +16,7 @@ use smbq_wire::NtStatus;
 use smbq_wire::security::{SecurityDescriptor, Sid, control, info};
 
 use crate::access::mask;
+use crate::tables::Open;
 
 /// STATUS_INVALID_OWNER (MS-ERREF 2.3.1): the owner named is not one the caller may assign.
 pub const INVALID_OWNER: NtStatus = NtStatus(0xC000_005A);
@@ -61,6 +62,36 @@ pub fn set_needs(addl: u32) -> u32 {
         need |= mask::ACCESS_SYSTEM_SECURITY;
     }
     need
+}
+
+/// Every right in `need` must be in Open.GrantedAccess, as each handler's section of MS-SMB2
+/// 3.3.5 and MS-FSA 2.1.5 requires: holding some other right (FILE_READ_DATA for a truncation,
+/// say) is not enough. See [`refuse_on_read_only`] for the share check that follows.
+pub fn require(open: &Open, need: u32) -> Result<(), NtStatus> {
+    if open.granted & need != need {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    refuse_on_read_only(open, need)
+}
+
+/// For operations any one of several rights allows (WRITE: FILE_WRITE_DATA or
+/// FILE_APPEND_DATA, MS-SMB2 3.3.5.13; FLUSH, 3.3.5.11).
+pub fn require_any(open: &Open, any: u32) -> Result<(), NtStatus> {
+    if open.granted & any == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    refuse_on_read_only(open, any)
+}
+
+/// A read-only share's MaximalAccess already leaves out every right that modifies, so a
+/// mutation reaching a handler there means a grant slipped through somewhere (CREATE, a stored
+/// DACL). The share flag is checked again at the point of change so that one mistake in how
+/// access was granted cannot write to a share the administrator made read-only.
+pub fn refuse_on_read_only(open: &Open, rights: u32) -> Result<(), NtStatus> {
+    if rights & mask::WRITE_RIGHTS != 0 && open.tree.read_only() {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(())
 }
 
 /// Whether `token` may make `owner` the owner of an object whose POSIX owner is presented as

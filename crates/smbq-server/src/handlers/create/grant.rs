@@ -3,6 +3,7 @@
 //! read-only attribute.
 
 use smbq_wire::NtStatus;
+use smbq_wire::create::CreateDisposition;
 
 use crate::access::{map_generic, mask};
 
@@ -45,6 +46,35 @@ pub fn lenient_execute(desired: u32) -> u32 {
     }
 }
 
+/// Rights an overwrite or supersede needs whether or not the client asked for them. MS-SMB2
+/// 3.3.5.9 hands the disposition to the object store, and Windows' file systems add the right
+/// the destruction needs to the access they check (MS-FSA 2.1.5.1.2.1 and the IFS notes on
+/// FILE_SUPERSEDE/FILE_OVERWRITE in IRP_MJ_CREATE): FILE_WRITE_DATA for an overwrite, DELETE
+/// for a supersede. A supersede also throws the data away, so it needs FILE_WRITE_DATA too, as
+/// in Samba (the stricter of the two reference servers). Without this a read-only open could
+/// empty any file it may read.
+pub fn truncate_needs(disposition: CreateDisposition) -> u32 {
+    match disposition {
+        CreateDisposition::SUPERSEDE => mask::FILE_WRITE_DATA | mask::DELETE,
+        CreateDisposition::OVERWRITE | CreateDisposition::OVERWRITE_IF => mask::FILE_WRITE_DATA,
+        _ => 0,
+    }
+}
+
+/// Refuses a truncating open of an existing file unless `maximal` (the share's MaximalAccess,
+/// the READONLY attribute and the stored DACL folded in) holds what [`truncate_needs`] says,
+/// and always on a read-only share.
+pub fn check_truncate(
+    disposition: CreateDisposition,
+    maximal: u32,
+    share_read_only: bool,
+) -> Result<(), NtStatus> {
+    if share_read_only || truncate_needs(disposition) & !maximal != 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(())
+}
+
 /// GrantedAccess for `desired`, or ACCESS_DENIED when it asks for more than `maximal`.
 pub fn grant(desired: u32, maximal: u32) -> Result<u32, NtStatus> {
     let wanted = map_generic(desired & !mask::MAXIMUM_ALLOWED);
@@ -63,6 +93,36 @@ mod tests {
     use super::*;
 
     const RO_SHARE: u32 = mask::FILE_GENERIC_READ | mask::FILE_GENERIC_EXECUTE;
+
+    #[test]
+    fn truncation_needs_write_data_and_supersede_delete_too() {
+        let all = mask::FILE_ALL_ACCESS;
+        let read = mask::FILE_GENERIC_READ;
+        for d in [
+            CreateDisposition::OVERWRITE,
+            CreateDisposition::OVERWRITE_IF,
+        ] {
+            assert_eq!(check_truncate(d, all, false), Ok(()));
+            assert_eq!(check_truncate(d, read, false), Err(NtStatus::ACCESS_DENIED));
+            assert_eq!(check_truncate(d, all, true), Err(NtStatus::ACCESS_DENIED));
+            assert_eq!(
+                check_truncate(d, read | mask::FILE_WRITE_DATA, false),
+                Ok(())
+            );
+        }
+        let s = CreateDisposition::SUPERSEDE;
+        assert_eq!(check_truncate(s, all, false), Ok(()));
+        assert_eq!(
+            check_truncate(s, read | mask::FILE_WRITE_DATA, false),
+            Err(NtStatus::ACCESS_DENIED)
+        );
+        assert_eq!(
+            check_truncate(s, read | mask::DELETE, false),
+            Err(NtStatus::ACCESS_DENIED)
+        );
+        assert_eq!(truncate_needs(CreateDisposition::OPEN_IF), 0);
+        assert_eq!(check_truncate(CreateDisposition::OPEN, read, false), Ok(()));
+    }
 
     #[test]
     fn grants_follow_the_bounds() {

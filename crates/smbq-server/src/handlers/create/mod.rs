@@ -395,6 +395,9 @@ fn open_existing(
             return Err(NtStatus::ACCESS_DENIED);
         }
         let maximal = grant::maximal(tree.maximal_access, read_only);
+        if truncate {
+            grant::check_truncate(p.disposition, maximal, tree.read_only())?;
+        }
         let mut granted = grant::grant(p.desired, maximal)?;
         check_delete_on_close(p, granted, read_only, path)?;
         let wants_write = !is_dir
@@ -440,6 +443,8 @@ fn open_existing(
             read_only,
         )?;
         if truncate {
+            // The stored DACL may grant less than the share does.
+            grant::check_truncate(p.disposition, maximal, tree.read_only())?;
             check_overwrite_attributes(file.as_ref(), p.attributes)?;
         }
         finish(
@@ -638,14 +643,15 @@ fn finish(
 ) -> Result<Done, NtStatus> {
     let key = key_of(&st);
     let is_dir = st.kind == FileKind::Dir;
+    let checked = checked_access(p, granted, truncate);
     if created_in.is_none() {
         // MS-FSA 2.1.5.1.2: oplocks this open conflicts with are broken before it is admitted
         // or truncates; BREAK_PENDING sends `handle` to wait and run again.
-        srv.oplock_before_open(key, id, granted, p.share_access, truncate)?;
+        srv.oplock_before_open(key, id, checked, p.share_access, truncate)?;
     }
-    if let Err(e) = srv
-        .files()
-        .admit(key, id, granted, p.share_access, &path, is_dir)
+    if let Err(e) =
+        srv.files()
+            .admit_checking(key, id, checked, granted, p.share_access, &path, is_dir)
     {
         if let Some(vfs) = created_in {
             let _ = if is_dir {
@@ -687,6 +693,18 @@ fn finish(
         view: Some(view),
         maximal,
     })
+}
+
+/// The access the share-mode check sees: a truncating open also writes (and a supersede
+/// deletes), so an open that denies write sharing keeps its data, while the handle itself is
+/// granted only what it asked for (MS-FSA 2.1.5.1.2.2 with the rights of
+/// [`grant::truncate_needs`]).
+fn checked_access(p: &Params, granted: u32, truncate: bool) -> u32 {
+    if truncate {
+        granted | grant::truncate_needs(p.disposition)
+    } else {
+        granted
+    }
 }
 
 fn final_err(e: &std::io::Error) -> NtStatus {

@@ -143,6 +143,9 @@ fn open_on(
     let existing = streams::find(base.as_ref(), sname).map_err(|e| map_io_error(&e))?;
     let (stored, truncate, action, created) = match plan(p.disposition, existing.is_some())? {
         Plan::OpenExisting { truncate, action } => {
+            if truncate {
+                grant::check_truncate(p.disposition, maximal, tree.read_only())?;
+            }
             let stored = existing.ok_or(NtStatus::INTERNAL_ERROR)?;
             (stored, truncate, action, false)
         }
@@ -163,12 +166,13 @@ fn open_on(
         stream: streams::stream_id(&stored),
         ..key_of(base_stat)
     };
+    let checked = super::checked_access(p, granted, truncate);
     if !created && !created_base {
-        srv.oplock_before_open(key, id, granted, p.share_access, truncate)?;
+        srv.oplock_before_open(key, id, checked, p.share_access, truncate)?;
     }
-    if let Err(e) = srv
-        .files()
-        .admit(key, id, granted, p.share_access, path, is_dir)
+    if let Err(e) =
+        srv.files()
+            .admit_checking(key, id, checked, granted, p.share_access, path, is_dir)
     {
         undo(base.as_ref());
         return Err(e);
