@@ -14,6 +14,9 @@ pub struct CreditWindow {
     granted: VecDeque<bool>,
     outstanding: u32,
     max_credits: u32,
+    /// A lower bound on outstanding credits set by the shell while the connection's responses
+    /// are not draining (back-pressure); `u32::MAX` when unset.
+    ceiling: u32,
 }
 
 impl CreditWindow {
@@ -26,7 +29,15 @@ impl CreditWindow {
             granted,
             outstanding: 1,
             max_credits: u32::from(max_credits.max(1)),
+            ceiling: u32::MAX,
         }
+    }
+
+    /// Caps what later grants may bring the outstanding credits up to (MS-SMB2 3.3.1.2 leaves
+    /// the grant to the server). Used to stop replenishing credits while a client does not
+    /// read its responses; the one credit a client with none must get is still granted.
+    pub fn set_ceiling(&mut self, ceiling: u32) {
+        self.ceiling = ceiling;
     }
 
     pub fn outstanding(&self) -> u32 {
@@ -76,13 +87,16 @@ impl CreditWindow {
     /// left with none), bounded by the outstanding limit and the window span. Returns the
     /// number granted, which goes in the response's CreditResponse.
     pub fn grant(&mut self, requested: u16) -> u16 {
-        let room = self.max_credits.saturating_sub(self.outstanding);
+        let room = self
+            .max_credits
+            .min(self.ceiling)
+            .saturating_sub(self.outstanding);
         let span_room = (2 * self.max_credits).saturating_sub(self.granted.len() as u32);
-        let mut want = u32::from(requested);
+        let mut n = u32::from(requested).min(room);
         if self.outstanding == 0 {
-            want = want.max(1);
+            n = n.max(1);
         }
-        let n = want.min(room).min(span_room);
+        let n = n.min(span_room);
         for _ in 0..n {
             self.granted.push_back(true);
         }
@@ -94,6 +108,23 @@ impl CreditWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ceiling_stops_replenishing_but_never_starves() {
+        let mut w = CreditWindow::new(100);
+        assert!(w.consume(0, 1));
+        w.set_ceiling(10);
+        assert_eq!(w.grant(50), 10, "the ceiling caps the grant");
+        assert_eq!(w.grant(5), 0, "nothing more while at the ceiling");
+        for mid in 1..11 {
+            assert!(w.consume(mid, 1));
+        }
+        w.set_ceiling(0);
+        assert_eq!(w.grant(50), 1, "a client left with none still gets one");
+        assert_eq!(w.grant(50), 0);
+        w.set_ceiling(u32::MAX);
+        assert_eq!(w.grant(50), 50);
+    }
 
     #[test]
     fn starts_with_id_zero_only() {

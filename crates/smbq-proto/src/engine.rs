@@ -158,6 +158,12 @@ impl ServerConnection {
         self.id
     }
 
+    /// Caps the credits later responses may leave the client holding (see
+    /// [`CreditWindow::set_ceiling`]): the shell lowers it while responses queue up unsent.
+    pub fn set_credit_ceiling(&mut self, ceiling: u32) {
+        self.credits.set_ceiling(ceiling);
+    }
+
     pub fn deframer(&mut self) -> &mut Deframer {
         &mut self.deframer
     }

@@ -20,8 +20,23 @@ pub struct Limits {
     pub max_opens_per_session: usize,
     pub max_trees_per_session: usize,
     pub max_connections: usize,
-    /// Idle connections without a session are dropped after this many seconds.
+    /// Connections without a session are dropped this many seconds after they were accepted,
+    /// however much they trickle.
     pub unauthenticated_idle_secs: u64,
+    /// Bytes of responses one connection may have waiting to be sent plus the payload its
+    /// running requests may produce (each counted at its CreditCharge times 64 KiB). At this
+    /// point the server stops reading that connection and stops granting it credits.
+    pub max_pending_bytes: usize,
+    /// Connections (TCP and QUIC together) from one address (IPv6: one /64).
+    pub max_connections_per_ip: usize,
+    /// The last this many connection slots go only to addresses holding fewer than
+    /// [`RESERVE_PER_IP`](Self::RESERVE_PER_IP) connections, so one address cannot take them.
+    pub reserved_connections: usize,
+}
+
+impl Limits {
+    /// Connections an address may already hold and still get one of the reserved slots.
+    pub const RESERVE_PER_IP: usize = 4;
 }
 
 impl Default for Limits {
@@ -41,6 +56,9 @@ impl Default for Limits {
             max_trees_per_session: 256,
             max_connections: 4096,
             unauthenticated_idle_secs: 60,
+            max_pending_bytes: 64 * MIB as usize,
+            max_connections_per_ip: 128,
+            reserved_connections: 256,
         }
     }
 }

@@ -44,4 +44,6 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// Refuse regular files with more than one hard link (a link to a file outside the share).
     pub refuse_hardlinks: bool,
+    /// Throttling and logging of failed logons (crate::logon_guard).
+    pub logon: crate::LogonPolicy,
 }

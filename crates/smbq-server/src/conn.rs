@@ -4,11 +4,10 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
-use parking_lot::Mutex;
 use smbq_auth::Accounts;
 use smbq_proto::engine::{Action, Chain, ChainItem, Completed, Env, ServerConnection, Transport};
 use smbq_proto::{ConnView, EngineConfig, Response};
@@ -19,6 +18,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::Server;
+use crate::admission::{Admission, AdmissionLimits};
+use crate::backlog::{Backlog, ChainBudget};
+use crate::logon_guard::LogonGuard;
 
 /// Requests still running after this long get an interim STATUS_PENDING response
 /// (MS-SMB2 3.3.4.2), so the client's timers do not fire and CANCEL can address them.
@@ -42,37 +44,6 @@ impl Shutdown {
     }
 }
 
-/// Logs failed logons without letting a password-guessing client flood the log.
-struct AuthFailureLog {
-    window_start: Instant,
-    logged: u32,
-    suppressed: u64,
-}
-
-impl AuthFailureLog {
-    const PER_MINUTE: u32 = 20;
-
-    fn record(&mut self, user: &str, peer: &str) {
-        if self.window_start.elapsed() > Duration::from_secs(60) {
-            if self.suppressed > 0 {
-                warn!(
-                    suppressed = self.suppressed,
-                    "further logon failures were not logged"
-                );
-            }
-            self.window_start = Instant::now();
-            self.logged = 0;
-            self.suppressed = 0;
-        }
-        if self.logged < Self::PER_MINUTE {
-            self.logged += 1;
-            warn!(user, peer, "logon failure");
-        } else {
-            self.suppressed += 1;
-        }
-    }
-}
-
 /// Everything shared by all connections.
 pub struct Runtime {
     server: Arc<Server>,
@@ -80,8 +51,10 @@ pub struct Runtime {
     accounts: Arc<dyn Accounts>,
     next_conn_id: AtomicU64,
     next_session_id: AtomicU64,
-    connections: AtomicUsize,
-    auth_log: Mutex<AuthFailureLog>,
+    /// The connection table (global, per-address and reserved slots).
+    admission: Arc<Admission>,
+    /// Failed-logon throttle and log.
+    logon: Arc<LogonGuard>,
 }
 
 impl Runtime {
@@ -94,6 +67,13 @@ impl Runtime {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(1);
+        let logon = LogonGuard::new(server.config().logon.clone());
+        let admission = Admission::new(AdmissionLimits {
+            total: engine.limits.max_connections,
+            per_address: engine.limits.max_connections_per_ip,
+            reserved: engine.limits.reserved_connections,
+            per_address_in_reserve: smbq_proto::Limits::RESERVE_PER_IP,
+        });
         Arc::new(Self {
             server,
             engine,
@@ -102,12 +82,8 @@ impl Runtime {
             // Session ids differ across restarts so a client never reuses a stale one by accident;
             // they stay below 2^32 because some clients (smbtorture session-id) keep 32 bits.
             next_session_id: AtomicU64::new(((seed & 0x7FFF) << 16) | 1),
-            connections: AtomicUsize::new(0),
-            auth_log: Mutex::new(AuthFailureLog {
-                window_start: Instant::now(),
-                logged: 0,
-                suppressed: 0,
-            }),
+            admission,
+            logon,
         })
     }
 }
@@ -135,12 +111,10 @@ pub async fn serve_tcp(
 
 /// Runs one accepted connection in its own task.
 pub fn spawn_connection(conn: Connection, rt: Arc<Runtime>, shutdown: Shutdown) {
-    let limit = rt.engine.limits.max_connections;
-    if rt.connections.fetch_add(1, Ordering::SeqCst) >= limit {
-        rt.connections.fetch_sub(1, Ordering::SeqCst);
-        warn!(peer = %conn.peer, limit, "connection limit reached; refusing");
+    // Dropping a refused connection closes it (TCP FIN; QUIC close).
+    let Ok(slot) = rt.admission.admit(conn.peer.ip()) else {
         return;
-    }
+    };
     let id = rt.next_conn_id.fetch_add(1, Ordering::Relaxed);
     let transport = match conn.kind {
         TransportKind::Tcp => "tcp",
@@ -151,7 +125,7 @@ pub fn spawn_connection(conn: Connection, rt: Arc<Runtime>, shutdown: Shutdown) 
         async move {
             debug!("connected");
             let result = run_connection(id, conn, rt.clone(), shutdown).await;
-            rt.connections.fetch_sub(1, Ordering::SeqCst);
+            drop(slot);
             match result {
                 Ok(()) => {}
                 Err(reason) => info!(%reason, "disconnected"),
@@ -180,6 +154,8 @@ enum Event {
     Task(Option<FromTask>),
     Push(Option<crate::push::Push>),
     Idle,
+    /// The writer sent something while the backlog was full.
+    Drained,
     Shutdown,
 }
 
@@ -234,7 +210,16 @@ async fn run_connection(
     };
     let mut engine = ServerConnection::new(rt.engine.clone(), id, peer.to_string(), transport);
 
+    // The channel is unbounded in messages but not in bytes: `backlog` counts what is in it
+    // and the loop stops reading while it is full (crate::backlog).
+    let limits = &rt.engine.limits;
+    let mut backlog = Backlog::new(
+        limits.max_pending_bytes,
+        limits.max_in_flight,
+        limits.max_read.max(limits.max_write) as usize,
+    );
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<Bytes>>();
+    let queued = backlog.queued.clone();
     let writer_task = tokio::spawn(async move {
         let mut batch: Vec<Bytes> = Vec::new();
         while let Some(frame) = out_rx.recv().await {
@@ -247,12 +232,19 @@ async fn run_connection(
                     Err(_) => break,
                 }
             }
-            if writer.write_chunks(&mut batch).await.is_err() {
+            let bytes = batch.iter().map(Bytes::len).sum();
+            let r = writer.write_chunks(&mut batch).await;
+            queued.written(bytes);
+            if r.is_err() {
                 return;
             }
         }
         let _ = writer.shutdown().await;
     });
+    let send = |frame: Vec<Bytes>, backlog: &Backlog| {
+        backlog.queued.add(&frame);
+        let _ = out_tx.send(frame);
+    };
 
     let (task_tx, mut task_rx) = mpsc::unbounded_channel::<FromTask>();
     let (push_tx, mut push_rx) = mpsc::unbounded_channel::<crate::push::Push>();
@@ -261,9 +253,12 @@ async fn run_connection(
     let mut async_ids: HashMap<u64, u64> = HashMap::new();
     let mut view: Option<Arc<ConnView>> = None;
     let mut rng = rand::rngs::OsRng;
-    let idle = Duration::from_secs(rt.engine.limits.unauthenticated_idle_secs);
+    // A hard deadline from accept: a connection that trickles bytes does not extend it.
+    let deadline = tokio::time::Instant::now()
+        + Duration::from_secs(rt.engine.limits.unauthenticated_idle_secs);
     let mut authenticated = false;
-    let started = Instant::now();
+    // Whole frames may still sit in the deframer when the backlog filled up.
+    let mut frames_waiting = false;
 
     // TCP reads straight into the deframer's buffer; QUIC hands over the chunks quinn
     // decrypted in place, and the deframer slices whole frames out of them. Either way a frame
@@ -277,12 +272,20 @@ async fn run_connection(
                 buf.reserve(256 * 1024);
             }
         }
-        let event = tokio::select! {
-            r = read_step(reader.as_mut(), &mut buf, chunked) => Event::Read(r),
-            msg = task_rx.recv() => Event::Task(msg),
-            push = push_rx.recv() => Event::Push(push),
-            _ = tokio::time::sleep(idle), if !authenticated => Event::Idle,
-            _ = shutdown.cancelled() => Event::Shutdown,
+        let full = backlog.full();
+        engine.set_credit_ceiling(backlog.credit_ceiling());
+        let event = if frames_waiting && !full {
+            // Take the frames already buffered before reading more.
+            Event::Read(Ok(Read::Filled))
+        } else {
+            tokio::select! {
+                r = read_step(reader.as_mut(), &mut buf, chunked), if !full => Event::Read(r),
+                msg = task_rx.recv() => Event::Task(msg),
+                push = push_rx.recv() => Event::Push(push),
+                () = backlog.queued.drained(), if full => Event::Drained,
+                () = tokio::time::sleep_until(deadline), if !authenticated => Event::Idle,
+                () = shutdown.cancelled() => Event::Shutdown,
+            }
         };
         if !chunked {
             *engine.deframer().buffer_mut() = buf;
@@ -295,7 +298,13 @@ async fn run_connection(
                     Ok(Read::Chunk(chunk)) => engine.deframer().push_bytes(chunk),
                     Ok(Read::Filled) => {}
                 }
+                frames_waiting = false;
                 loop {
+                    if backlog.full() {
+                        frames_waiting = true;
+                        break;
+                    }
+                    engine.set_credit_ceiling(backlog.credit_ceiling());
                     let frame = match engine.next_frame() {
                         Ok(Some(f)) => f,
                         Ok(None) => break,
@@ -336,14 +345,29 @@ async fn run_connection(
                     if view.is_none() {
                         view = engine.conn_view().cloned().map(Arc::new);
                     }
+                    // A failed logon's answer is held back by the throttle; only this
+                    // connection waits, and nothing it sends meanwhile is read.
+                    tokio::select! {
+                        () = rt.logon.answer(peer.ip(), &actions) => {}
+                        () = shutdown.cancelled() => {}
+                    }
                     for action in actions {
                         match action {
                             Action::Send(frame) => {
-                                let _ = out_tx.send(frame);
+                                send(frame, &backlog);
                             }
                             Action::Run(chain) => {
                                 let Some(view) = view.clone() else { continue };
-                                dispatch(chain, view, &rt.server, &task_tx, &mut running);
+                                let budget =
+                                    backlog.start_chain(chain.items.iter().filter_map(|item| {
+                                        match item {
+                                            ChainItem::Run(r) => {
+                                                Some((r.header.message_id, r.header.credit_charge))
+                                            }
+                                            ChainItem::Answered(_) => None,
+                                        }
+                                    }));
+                                dispatch(chain, view, &rt.server, &task_tx, &mut running, budget);
                             }
                             Action::Cancel {
                                 message_id,
@@ -383,9 +407,8 @@ async fn run_connection(
                             Action::SessionEnded { session_id } => {
                                 rt.server.session_ended(session_id);
                             }
-                            Action::AuthFailed { user } => {
-                                rt.auth_log.lock().record(&user, &peer.to_string());
-                            }
+                            // Counted, logged and delayed by `LogonGuard::answer` above.
+                            Action::AuthFailed { .. } => {}
                         }
                     }
                 }
@@ -399,7 +422,7 @@ async fn run_connection(
                     }) => {
                         let (async_id, frame) = engine.interim(&header, encrypted);
                         async_ids.insert(async_id, header.message_id);
-                        let _ = out_tx.send(frame);
+                        send(frame, &backlog);
                         let _ = reply.send(async_id);
                     }
                     Some(FromTask::Done {
@@ -416,14 +439,16 @@ async fn run_connection(
                         }
                         for mid in message_ids {
                             running.remove(&mid);
+                            backlog.finished(mid);
                         }
                         for c in &items {
                             if let Some(a) = c.async_id {
                                 async_ids.remove(&a);
                             }
                         }
+                        engine.set_credit_ceiling(backlog.credit_ceiling());
                         let frame = engine.finish(&items, encrypted);
-                        let _ = out_tx.send(frame);
+                        send(frame, &backlog);
                     }
                     None => {}
                 }
@@ -435,16 +460,13 @@ async fn run_connection(
                     body,
                 }) => {
                     let frame = engine.notification(session_id, command, &body);
-                    let _ = out_tx.send(frame);
+                    send(frame, &backlog);
                 }
                 Some(crate::push::Push::RevokeSession(id)) => engine.revoke_session(id),
                 None => {}
             },
-            Event::Idle => {
-                if started.elapsed() >= idle {
-                    break Err("no session within the idle limit".into());
-                }
-            }
+            Event::Idle => break Err("no session before the unauthenticated deadline".into()),
+            Event::Drained => {}
             Event::Shutdown => break Ok(()),
         }
     };
@@ -469,7 +491,15 @@ async fn finish_conn(
     let smb1_upgrade = engine.upgraded_from_smb1();
     info!(frames, encrypted, smb1_upgrade, "connection closed");
     drop(out_tx);
-    let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
+    // A peer that stopped reading would keep the writer (its socket and every unsent
+    // response) forever: give it 2 s, then stop it.
+    let abort = writer_task.abort_handle();
+    if tokio::time::timeout(Duration::from_secs(2), writer_task)
+        .await
+        .is_err()
+    {
+        abort.abort();
+    }
     result
 }
 
@@ -481,6 +511,7 @@ fn dispatch(
     server: &Arc<Server>,
     task_tx: &mpsc::UnboundedSender<FromTask>,
     running: &mut HashMap<u64, CancellationToken>,
+    budget: ChainBudget,
 ) {
     let token = CancellationToken::new();
     let mut message_ids = Vec::new();
@@ -495,6 +526,8 @@ fn dispatch(
     let single = chain.items.len() == 1;
     let count = chain.items.len();
     tokio::spawn(async move {
+        // Held until the responses are handed to the loop, which counts them as unsent bytes.
+        let _budget = budget.acquire().await;
         let encrypted = chain.encrypted;
         let mut message_ids = message_ids;
         let mut done = Vec::with_capacity(chain.items.len());

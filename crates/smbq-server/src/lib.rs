@@ -5,6 +5,8 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod admission;
+mod backlog;
 pub mod byte_lock;
 pub mod config;
 pub mod conn;
@@ -13,6 +15,7 @@ mod dos;
 pub mod ea;
 pub mod errors;
 mod handlers;
+pub mod logon_guard;
 mod meta;
 pub mod notify;
 pub mod oplock;
@@ -28,6 +31,7 @@ pub mod tables;
 
 pub use config::{EncryptPolicy, ServerConfig, ShareConfig};
 pub use dispatch::STATUS_DISCONNECT;
+pub use logon_guard::LogonPolicy;
 
 use std::collections::{HashMap, HashSet};
 use std::io;

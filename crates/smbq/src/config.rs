@@ -4,10 +4,11 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 use smbq_proto::Limits;
-use smbq_server::{EncryptPolicy, ShareConfig};
+use smbq_server::{EncryptPolicy, LogonPolicy, ShareConfig};
 
 pub use crate::quic_config::QuicConfig;
 
@@ -38,6 +39,28 @@ pub struct FileConfig {
     pub shares: BTreeMap<String, ShareFile>,
     #[serde(default)]
     pub quic: QuicConfig,
+    #[serde(default)]
+    pub logon: LogonConfig,
+}
+
+/// `[logon]`: throttling and logging of failed logons (smbq_server::logon_guard).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogonConfig {
+    /// Failures per source address and per account answered without delay.
+    pub failures_before_delay: Option<u32>,
+    /// Delay of the first delayed LOGON_FAILURE answer; doubles with each further failure.
+    pub failure_delay_ms: Option<u64>,
+    /// Longest delay; 0 turns throttling off.
+    pub failure_delay_max_ms: Option<u64>,
+    /// Failures are forgotten after this long without one.
+    pub window_secs: Option<u64>,
+    /// Delayed failure answers one address may have waiting before all its logon answers wait.
+    pub max_pending_per_source: Option<u32>,
+    /// Failed logons logged one by one per minute; the rest go into a summary.
+    pub log_per_minute: Option<u32>,
+    /// The summary is logged once no logon has failed for this long.
+    pub summary_after_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -53,6 +76,10 @@ pub struct LimitsConfig {
     pub max_sessions_per_connection: Option<usize>,
     pub max_opens_per_session: Option<usize>,
     pub max_connections: Option<usize>,
+    pub max_connections_per_ip: Option<usize>,
+    pub reserved_connections: Option<usize>,
+    pub max_pending_bytes: Option<usize>,
+    pub unauthenticated_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,7 +151,53 @@ impl FileConfig {
                 .unwrap_or(d.max_opens_per_session)
                 .max(1),
             max_connections: l.max_connections.unwrap_or(d.max_connections).max(1),
+            max_connections_per_ip: l
+                .max_connections_per_ip
+                .unwrap_or(d.max_connections_per_ip)
+                .max(1),
+            reserved_connections: l.reserved_connections.unwrap_or(d.reserved_connections),
+            // Never below one READ or WRITE of the largest size, or nothing large could run.
+            max_pending_bytes: l
+                .max_pending_bytes
+                .unwrap_or(d.max_pending_bytes)
+                .max(2 * max_write.max(l.max_read.unwrap_or(d.max_read)) as usize),
+            unauthenticated_idle_secs: l
+                .unauthenticated_timeout_secs
+                .unwrap_or(d.unauthenticated_idle_secs)
+                .clamp(1, 3600),
             ..d
+        }
+    }
+
+    pub fn logon(&self) -> LogonPolicy {
+        let d = LogonPolicy::default();
+        let l = &self.logon;
+        // A client gives up on SESSION_SETUP after some tens of seconds (the Windows client's
+        // request expiration is 60 s), and a longer delay would only look like a dead server.
+        let max_delay = l
+            .failure_delay_max_ms
+            .map_or(d.max_delay, Duration::from_millis)
+            .min(Duration::from_secs(30));
+        LogonPolicy {
+            failures_before_delay: l.failures_before_delay.unwrap_or(d.failures_before_delay),
+            first_delay: l
+                .failure_delay_ms
+                .map_or(d.first_delay, Duration::from_millis)
+                .min(max_delay),
+            max_delay,
+            window: l
+                .window_secs
+                .map_or(d.window, Duration::from_secs)
+                .clamp(Duration::from_secs(1), Duration::from_secs(86_400)),
+            max_pending_per_source: l
+                .max_pending_per_source
+                .unwrap_or(d.max_pending_per_source)
+                .max(1),
+            log_per_minute: l.log_per_minute.unwrap_or(d.log_per_minute),
+            summary_after: l
+                .summary_after_secs
+                .map_or(d.summary_after, Duration::from_secs)
+                .clamp(Duration::from_secs(1), Duration::from_secs(3600)),
         }
     }
 
@@ -186,5 +259,31 @@ mod tests {
             toml::from_str::<FileConfig>("bogus = 1").is_err(),
             "unknown keys are errors"
         );
+    }
+
+    #[test]
+    fn logon_settings_default_and_clamp() {
+        let c = FileConfig::default();
+        assert_eq!(c.logon(), LogonPolicy::default());
+        let c: FileConfig = toml::from_str(
+            r#"
+            [logon]
+            failures_before_delay = 2
+            failure_delay_ms = 90000
+            failure_delay_max_ms = 600000
+            window_secs = 0
+            max_pending_per_source = 0
+            "#,
+        )
+        .unwrap();
+        let p = c.logon();
+        assert_eq!(p.failures_before_delay, 2);
+        assert_eq!(p.max_delay, Duration::from_secs(30));
+        assert_eq!(p.first_delay, p.max_delay, "never above the maximum");
+        assert_eq!(p.window, Duration::from_secs(1));
+        assert_eq!(p.max_pending_per_source, 1);
+        let off: FileConfig = toml::from_str("[logon]\nfailure_delay_max_ms = 0").unwrap();
+        assert!(off.logon().max_delay.is_zero());
+        assert!(toml::from_str::<FileConfig>("[logon]\ndelay = 1").is_err());
     }
 }

@@ -178,6 +178,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         guest_ok: file.guest_ok,
         limits: limits.clone(),
         refuse_hardlinks: file.refuse_hardlinks.unwrap_or(true),
+        logon: file.logon(),
     };
     let engine_cfg = EngineConfig::new(limits, guid, &server_name)
         .require_signing(file.require_signing)

@@ -64,6 +64,7 @@ pub async fn start_with(encrypt: EncryptPolicy, quic: bool) -> TestServer {
         guest_ok: false,
         limits: Limits::default(),
         refuse_hardlinks: true,
+        logon: Default::default(),
     };
     let server = smbq_server::Server::new(cfg).unwrap();
     let engine = EngineConfig::new(Limits::default(), [7; 16], "SMBQTEST").encrypt(

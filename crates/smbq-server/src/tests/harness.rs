@@ -45,6 +45,7 @@ pub fn config(shares: Vec<ShareConfig>) -> ServerConfig {
         guest_ok: false,
         limits: Limits::default(),
         refuse_hardlinks: false,
+        logon: Default::default(),
     }
 }
 
