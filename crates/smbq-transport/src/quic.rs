@@ -75,7 +75,10 @@ pub struct QuicSettings {
     pub receive_window: u64,
     /// Bytes the server may have in flight unacknowledged (32 MiB).
     pub send_window: u64,
-    /// Idle timeout the server advertises; the effective one is the peers' minimum (60 s).
+    /// Idle timeout the server advertises; the effective one is the peers' minimum (30 s).
+    /// A client that vanishes without a CONNECTION_CLOSE (killed, or its network gone) is
+    /// noticed only when this expires, and its opens are held until then (issue 10): with
+    /// keep-alive PINGs every 10 s a live peer answers three times within it.
     pub idle_timeout: Duration,
     /// Interval of server PINGs. The Rust smb crate sends none and times out at 30 s, and
     /// Windows relies on TCP keep-alives, so without these an idle mount dies (10 s).
@@ -106,7 +109,7 @@ impl Default for QuicSettings {
             stream_receive_window: 16 << 20,
             receive_window: 32 << 20,
             send_window: 32 << 20,
-            idle_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(30),
             keep_alive: Duration::from_secs(10),
             mtu_upper_bound: 1452,
             socket_buffer: 16 << 20,
