@@ -41,6 +41,9 @@ pub struct ServerConfig {
     pub encrypt: EncryptPolicy,
     /// Whether guest (unknown user / anonymous) sessions are allowed at all.
     pub guest_ok: bool,
+    /// srvsvc lists to each session only the shares it may connect to (Share::listed_for);
+    /// `false` lists every share to everyone.
+    pub access_based_share_enum: bool,
     pub limits: Limits,
     /// Refuse regular files with more than one hard link (a link to a file outside the share).
     pub refuse_hardlinks: bool,

@@ -104,7 +104,7 @@ impl Server {
         open: impl FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>>,
     ) -> io::Result<Arc<Server>> {
         let shares = ShareRegistry::new(&cfg, open)?;
-        let shares_for_rpc = Arc::new(pipe::share_list(&shares));
+        let shares_for_rpc = Arc::new(pipe::ShareList::new(&shares));
         Ok(Arc::new_cyclic(|me| Server {
             cfg,
             shares,
@@ -328,11 +328,12 @@ impl Server {
 /// The pipes served by default: srvsvc (MS-SRVS share enumeration) over smbq-rpc.
 fn srvsvc_pipes(list: &Arc<pipe::ShareList>) -> Arc<PipeFactory> {
     let list = list.clone();
-    Arc::new(move |name: &str, cfg: &ServerConfig, _who: &Identity| {
+    Arc::new(move |name: &str, cfg: &ServerConfig, who: &Identity| {
         if !smbq_rpc::pipe::PipeEndpoint::is_supported_pipe(name) {
             return None;
         }
-        let ep = smbq_rpc::pipe::PipeEndpoint::srvsvc(cfg.server_name.clone(), list.clone());
+        let visible = Arc::new(list.visible_to(who, cfg));
+        let ep = smbq_rpc::pipe::PipeEndpoint::srvsvc(cfg.server_name.clone(), visible);
         Some(Box::new(ep) as Box<dyn PipeIo>)
     })
 }

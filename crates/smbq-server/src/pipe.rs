@@ -2,13 +2,17 @@
 //! The RPC service behind a pipe is reached through [`PipeIo`], so the handlers do not depend
 //! on how a particular endpoint frames its PDUs.
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
+use smbq_auth::Identity;
 use smbq_rpc::RpcError;
 use smbq_rpc::pipe::PipeEndpoint;
 use smbq_rpc::srvsvc::{ShareInfo, ShareKind as RpcShareKind, ShareSource};
 use smbq_wire::NtStatus;
 
-use crate::share::{ShareKind, ShareRegistry};
+use crate::config::ServerConfig;
+use crate::share::{Share, ShareKind, ShareRegistry};
 
 /// What a read from a pipe returned: the bytes, and whether more of the same message remain
 /// (then READ/IOCTL answer STATUS_BUFFER_OVERFLOW, MS-SMB2 3.3.5.12 / 3.3.5.15.3).
@@ -65,34 +69,57 @@ impl PipeIo for PipeEndpoint {
     }
 }
 
-/// The share list srvsvc reports, fixed when the server starts.
-pub struct ShareList(pub Vec<ShareInfo>);
+/// Every share srvsvc can report, built when the server starts, each beside the registry entry
+/// whose access rules decide which sessions see it.
+pub struct ShareList(Vec<(Arc<Share>, ShareInfo)>);
 
-impl ShareSource for ShareList {
-    fn shares(&self) -> Vec<ShareInfo> {
-        self.0.clone()
+impl ShareList {
+    /// The srvsvc view of the registry: disk shares as `C:` plus their path with `\`, as Samba
+    /// shows them, and IPC$.
+    pub fn new(reg: &ShareRegistry) -> Self {
+        Self(
+            reg.iter()
+                .map(|s| {
+                    let info = ShareInfo {
+                        name: s.name().to_owned(),
+                        kind: match s.kind {
+                            ShareKind::Disk => RpcShareKind::Disk,
+                            ShareKind::Pipe => RpcShareKind::Ipc,
+                        },
+                        comment: s.cfg.comment.clone(),
+                        path: match s.kind {
+                            ShareKind::Disk => {
+                                format!("C:{}", s.cfg.path.display()).replace('/', "\\")
+                            }
+                            ShareKind::Pipe => String::new(),
+                        },
+                    };
+                    (s.clone(), info)
+                })
+                .collect(),
+        )
+    }
+
+    /// What one session's srvsvc pipe lists ([`Share::listed_for`]). Taken when the pipe is
+    /// opened: a session's identity and the configuration do not change while it is open.
+    pub fn visible_to(&self, who: &Identity, cfg: &ServerConfig) -> VisibleShares {
+        VisibleShares(
+            self.0
+                .iter()
+                .filter(|(share, _)| share.listed_for(who, cfg))
+                .map(|(_, info)| info.clone())
+                .collect(),
+        )
     }
 }
 
-/// The srvsvc view of the registry: disk shares as `C:` plus their path with `\`, as Samba
-/// shows them, and IPC$.
-pub fn share_list(reg: &ShareRegistry) -> ShareList {
-    ShareList(
-        reg.iter()
-            .map(|s| ShareInfo {
-                name: s.name().to_owned(),
-                kind: match s.kind {
-                    ShareKind::Disk => RpcShareKind::Disk,
-                    ShareKind::Pipe => RpcShareKind::Ipc,
-                },
-                comment: s.cfg.comment.clone(),
-                path: match s.kind {
-                    ShareKind::Disk => format!("C:{}", s.cfg.path.display()).replace('/', "\\"),
-                    ShareKind::Pipe => String::new(),
-                },
-            })
-            .collect(),
-    )
+/// The shares one srvsvc pipe reports; NetrShareGetInfo finds no other share either.
+pub struct VisibleShares(Vec<ShareInfo>);
+
+impl ShareSource for VisibleShares {
+    fn shares(&self) -> Vec<ShareInfo> {
+        self.0.clone()
+    }
 }
 
 pub struct PipeOpen {

@@ -72,6 +72,18 @@ impl Share {
         Ok(self.maximal_access())
     }
 
+    /// Whether srvsvc lists this share to `who` (NetrShareEnum at every level, and
+    /// NetrShareGetInfo, which answers NET_NAME_NOT_FOUND for a share not listed). With
+    /// access-based share enumeration on (the default, like Samba's `access based share enum`)
+    /// a session sees exactly the shares it could TREE_CONNECT to, decided by
+    /// [`check_access`](Self::check_access) so the two can never disagree: a listing then gives
+    /// away no share name the session could not use anyway. IPC$ passes that check for everyone.
+    /// Connection-dependent refusals (an encrypted share on a connection that cannot encrypt)
+    /// do not hide a share: the same session could connect over a connection that can.
+    pub fn listed_for(&self, who: &Identity, cfg: &ServerConfig) -> bool {
+        !cfg.access_based_share_enum || self.check_access(who, cfg.guest_ok).is_ok()
+    }
+
     /// The most a client may be granted on this share.
     pub fn maximal_access(&self) -> u32 {
         if self.cfg.read_only && self.kind == ShareKind::Disk {
@@ -178,6 +190,109 @@ pub fn share_from_unc(path: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smbq_proto::Limits;
+    use smbq_vfs::MemVfs;
+
+    use crate::config::EncryptPolicy;
+
+    fn share_cfg(name: &str) -> ShareConfig {
+        ShareConfig {
+            name: name.to_owned(),
+            path: Default::default(),
+            comment: String::new(),
+            read_only: false,
+            allowed_users: None,
+            no_access_users: Vec::new(),
+            encrypt: false,
+            guest_ok: false,
+        }
+    }
+
+    fn server_cfg(shares: Vec<ShareConfig>, guest_ok: bool, abse: bool) -> ServerConfig {
+        ServerConfig {
+            server_name: "SMBQ".into(),
+            server_guid: [7; 16],
+            shares,
+            encrypt: EncryptPolicy::Off,
+            guest_ok,
+            access_based_share_enum: abse,
+            limits: Limits::default(),
+            refuse_hardlinks: false,
+            logon: Default::default(),
+        }
+    }
+
+    fn who(user: &str, is_guest: bool, is_anonymous: bool) -> Identity {
+        Identity {
+            user: user.to_owned(),
+            domain: String::new(),
+            is_guest,
+            is_anonymous,
+        }
+    }
+
+    /// The names `id` sees listed, in registry order.
+    fn listed(reg: &ShareRegistry, cfg: &ServerConfig, id: &Identity) -> Vec<String> {
+        reg.iter()
+            .filter(|s| s.listed_for(id, cfg))
+            .map(|s| s.name().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn listing_follows_the_tree_connect_decision() {
+        let mut team = share_cfg("team");
+        team.allowed_users = Some(vec!["Tester".into()]);
+        let mut secret = share_cfg("secret");
+        secret.allowed_users = Some(vec!["nobody-else".into()]);
+        let mut public = share_cfg("public");
+        public.guest_ok = true;
+        let mut blind = share_cfg("blind");
+        blind.no_access_users = vec!["tester".into()];
+        let shares = vec![share_cfg("open"), team, secret, public, blind];
+        let cfg = server_cfg(shares, true, true);
+        let reg =
+            ShareRegistry::new(&cfg, |_| Ok(Arc::new(MemVfs::new()) as Arc<dyn Vfs>)).unwrap();
+        let anonymous = who("", false, true);
+        let guest = who("stranger", true, false);
+        let tester = who("tester", false, false);
+        let other = who("alice", false, false);
+
+        for id in [&anonymous, &guest, &tester, &other] {
+            for s in reg.iter() {
+                assert_eq!(
+                    s.listed_for(id, &cfg),
+                    s.check_access(id, cfg.guest_ok).is_ok(),
+                    "{} for {:?}",
+                    s.name(),
+                    id.user
+                );
+            }
+        }
+        assert_eq!(listed(&reg, &cfg, &anonymous), ["public", "IPC$"]);
+        assert_eq!(listed(&reg, &cfg, &guest), ["public", "IPC$"]);
+        // Allowed user names compare case-insensitively; a user granted nothing in a share
+        // still connects to it, so still sees it.
+        assert_eq!(
+            listed(&reg, &cfg, &tester),
+            ["open", "team", "public", "blind", "IPC$"]
+        );
+        assert_eq!(
+            listed(&reg, &cfg, &other),
+            ["open", "public", "blind", "IPC$"]
+        );
+
+        // Guest sessions refused server-wide: guest_ok shares are hidden from them too.
+        let no_guests = server_cfg(cfg.shares.clone(), false, true);
+        assert_eq!(listed(&reg, &no_guests, &anonymous), ["IPC$"]);
+
+        // Switched off, everyone sees every share.
+        let off = server_cfg(cfg.shares.clone(), true, false);
+        let all = ["open", "team", "secret", "public", "blind", "IPC$"];
+        for id in [&anonymous, &guest, &tester, &other] {
+            assert_eq!(listed(&reg, &off, id), all);
+        }
+    }
 
     #[test]
     fn unc_parsing() {

@@ -29,6 +29,8 @@ pub struct FileConfig {
     pub guest_ok: bool,
     /// Accept anonymous (null session) logons; they reach IPC$ and guest shares only.
     pub anonymous_ok: Option<bool>,
+    /// Share listings show a session only the shares it may connect to (default true).
+    pub access_based_share_enum: Option<bool>,
     /// Require SMB signing on every non-guest session.
     #[serde(default)]
     pub require_signing: bool,
@@ -259,6 +261,13 @@ mod tests {
             toml::from_str::<FileConfig>("bogus = 1").is_err(),
             "unknown keys are errors"
         );
+    }
+
+    #[test]
+    fn access_based_share_enum_is_optional() {
+        assert_eq!(FileConfig::default().access_based_share_enum, None);
+        let c: FileConfig = toml::from_str("access_based_share_enum = false").unwrap();
+        assert_eq!(c.access_based_share_enum, Some(false));
     }
 
     #[test]

@@ -176,6 +176,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         shares,
         encrypt,
         guest_ok: file.guest_ok,
+        access_based_share_enum: file.access_based_share_enum.unwrap_or(true),
         limits: limits.clone(),
         refuse_hardlinks: file.refuse_hardlinks.unwrap_or(true),
         logon: file.logon(),

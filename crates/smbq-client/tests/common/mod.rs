@@ -62,6 +62,7 @@ pub async fn start_with(encrypt: EncryptPolicy, quic: bool) -> TestServer {
         }],
         encrypt,
         guest_ok: false,
+        access_based_share_enum: true,
         limits: Limits::default(),
         refuse_hardlinks: true,
         logon: Default::default(),

@@ -43,6 +43,7 @@ pub fn config(shares: Vec<ShareConfig>) -> ServerConfig {
         shares,
         encrypt: EncryptPolicy::Off,
         guest_ok: false,
+        access_based_share_enum: true,
         limits: Limits::default(),
         refuse_hardlinks: false,
         logon: Default::default(),

@@ -1,3 +1,6 @@
+use std::sync::Arc;
+
+use smbq_auth::Identity;
 use smbq_wire::ioctl::{CtlCode, IoctlRequest, ValidateNegotiateInfoRequest, flags};
 use smbq_wire::tree_connect::{share_flags, share_type};
 use smbq_wire::{Command, Dialect, FileId, NtStatus};
@@ -114,4 +117,129 @@ async fn named_pipes_on_ipc() {
         )
         .await;
     assert_eq!(o.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+}
+
+/// One RPC round trip on an open pipe: WRITE the request PDU(s), READ the answer, and return
+/// the response stub.
+async fn rpc_call(h: &H, id: FileId, call_id: u32, pdu: &[u8]) -> Vec<u8> {
+    assert_eq!(h.write(id, 0, pdu).await.status, NtStatus::SUCCESS);
+    let r = h.read(id, 0, 65536).await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    let data = r.data.unwrap();
+    if call_id == 1 {
+        smbq_rpc::client::check_bind_ack(&data).unwrap();
+        return Vec::new();
+    }
+    smbq_rpc::client::ResponseAssembler::new(1 << 20)
+        .expect_call_id(call_id)
+        .push(&data)
+        .unwrap()
+        .unwrap()
+}
+
+/// NetrShareGetInfo (opnum 16) for `name` at level 1; the WERROR it returns.
+async fn share_get_info(h: &H, id: FileId, call_id: u32, name: &str) -> u32 {
+    use smbq_rpc::pdu;
+    let mut stub = smbq_rpc::ndr::NdrWriter::new();
+    // ServerName NULL, NetName [ref string], Level.
+    stub.pointer(false).wstring(name).u32(1);
+    let req = pdu::Request {
+        alloc_hint: stub.len() as u32,
+        context_id: 0,
+        opnum: smbq_rpc::srvsvc::opnum::NETR_SHARE_GET_INFO,
+        object: None,
+        stub: stub.as_slice(),
+    };
+    let mut w = smbq_wire::Writer::new();
+    req.encode(&mut w);
+    let flags = pdu::PFC_FIRST_FRAG | pdu::PFC_LAST_FRAG;
+    let pdu = pdu::encode_pdu(
+        pdu::Header::new(pdu::PTYPE_REQUEST, flags, call_id),
+        w.as_slice(),
+    );
+    let out = rpc_call(h, id, call_id, &pdu).await;
+    u32::from_le_bytes(out[out.len() - 4..].try_into().unwrap())
+}
+
+/// What a session with `identity` sees through srvsvc: the NetrShareEnum names, and the
+/// NetrShareGetInfo WERROR for each of `probe`.
+async fn srvsvc_view(h: &mut H, identity: Identity, probe: &[&str]) -> (Vec<String>, Vec<u32>) {
+    h.session.id += 1;
+    h.session.identity = Arc::new(identity);
+    let r = h.tree_connect("\\\\host\\IPC$").await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    h.tree = r.tree_id.unwrap();
+    let o = h
+        .create(
+            "srvsvc",
+            crate::access::mask::GENERIC_ALL,
+            smbq_wire::create::CreateDisposition::OPEN,
+            0,
+        )
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    rpc_call(h, o.id, 1, &smbq_rpc::client::bind_request(1)).await;
+    let req = smbq_rpc::client::share_enum_request(2, "\\\\host");
+    let stub = rpc_call(h, o.id, 2, &req).await;
+    let names = smbq_rpc::client::parse_share_enum(&stub)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    let mut werrors = Vec::new();
+    for (i, name) in probe.iter().enumerate() {
+        werrors.push(share_get_info(h, o.id, 3 + i as u32, name).await);
+    }
+    assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
+    (names, werrors)
+}
+
+fn identity(user: &str, is_anonymous: bool) -> Identity {
+    Identity {
+        user: user.into(),
+        domain: String::new(),
+        is_guest: false,
+        is_anonymous,
+    }
+}
+
+#[tokio::test]
+async fn srvsvc_lists_only_shares_the_session_may_connect_to() {
+    let with_shares = |abse: bool| {
+        move |c: &mut crate::ServerConfig| {
+            let base = c.shares[0].path.clone();
+            let mut s = share("team", &base);
+            s.allowed_users = Some(vec!["tester".into()]);
+            c.shares.push(s);
+            let mut s = share("secret", &base);
+            s.allowed_users = Some(vec!["nobody-else".into()]);
+            c.shares.push(s);
+            let mut s = share("public", &base);
+            s.guest_ok = true;
+            c.shares.push(s);
+            c.guest_ok = true;
+            c.access_based_share_enum = abse;
+        }
+    };
+    const NOT_FOUND: u32 = smbq_rpc::srvsvc::werror::NET_NAME_NOT_FOUND;
+    let probe = ["team", "SECRET", "public"];
+
+    let mut h = H::with(with_shares(true)).await;
+    let (names, werrors) = srvsvc_view(&mut h, identity("tester", false), &probe).await;
+    assert_eq!(names, ["data", "team", "public", "IPC$"]);
+    assert_eq!(werrors, [0, NOT_FOUND, 0]);
+    let (names, werrors) = srvsvc_view(&mut h, identity("", true), &probe).await;
+    assert_eq!(names, ["public", "IPC$"]);
+    assert_eq!(werrors, [NOT_FOUND, NOT_FOUND, 0]);
+    // What is listed is exactly what TREE_CONNECT lets this session reach.
+    for name in ["data", "team", "secret"] {
+        let r = h.tree_connect(&format!("\\\\host\\{name}")).await;
+        assert_eq!(r.status, NtStatus::ACCESS_DENIED, "{name}");
+    }
+
+    let mut h = H::with(with_shares(false)).await;
+    let everything = ["data", "team", "secret", "public", "IPC$"];
+    let (names, werrors) = srvsvc_view(&mut h, identity("", true), &probe).await;
+    assert_eq!(names, everything);
+    assert_eq!(werrors, [0, 0, 0]);
 }
