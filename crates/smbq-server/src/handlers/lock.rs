@@ -5,6 +5,7 @@ use smbq_wire::NtStatus;
 use smbq_wire::lock::{LockElement, LockRequest, LockResponse, lock_flags as lf};
 
 use super::{Ctx, bad, body};
+use crate::access::mask;
 
 /// 2.2.26.1: the flag combinations a lock element may carry.
 fn lock_kind(e: &LockElement) -> Result<(bool, bool), NtStatus> {
@@ -38,6 +39,13 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             locks.unlock(f.key, owner, e.offset, e.length)?;
         }
         return Ok(Response::ok(body(|w| LockResponse.encode(w))));
+    }
+    // Taking a lock blocks other users' reads and writes of the range, so a handle opened
+    // only for attributes may not (MS-CIFS 3.3.5.15: at minimum read permission; Windows'
+    // NtLockFile wants FILE_READ_DATA or FILE_WRITE_DATA on the handle). Unlocking is always
+    // allowed, so a lock can never be stuck.
+    if open.granted & (mask::FILE_READ_DATA | mask::FILE_WRITE_DATA) == 0 {
+        return Err(NtStatus::ACCESS_DENIED);
     }
     // 3.3.5.14.2: only a single-element request may wait.
     let kinds: Vec<(bool, bool)> = req.locks.iter().map(lock_kind).collect::<Result<_, _>>()?;

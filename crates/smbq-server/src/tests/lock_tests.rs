@@ -118,3 +118,49 @@ async fn blocking_lock_is_cancelled() {
     let (r, ()) = tokio::join!(waiting, canceller);
     assert_eq!(r.status, NtStatus::CANCELLED);
 }
+
+/// A handle without FILE_READ_DATA or FILE_WRITE_DATA cannot lock a range away from the users
+/// who may read and write it; with either right it can, and unlocking is never refused.
+#[tokio::test]
+async fn locking_needs_a_data_right() {
+    let h = H::new().await;
+    h.put("f", &[0u8; 100]).await;
+    let attrs = h.create("f", mask::FILE_READ_ATTRIBUTES, D::OPEN, 0).await;
+    assert_eq!(attrs.status, NtStatus::SUCCESS);
+    assert_eq!(
+        h.send(lock_msg(&h, attrs.id, &[(0, 100, EXF)]))
+            .await
+            .status,
+        NtStatus::ACCESS_DENIED
+    );
+    let rw = mask::GENERIC_READ | mask::GENERIC_WRITE;
+    let other = h.create("f", rw, D::OPEN, 0).await;
+    assert_eq!(
+        h.send(lock_msg(&h, other.id, &[(0, 100, EXF)]))
+            .await
+            .status,
+        NtStatus::SUCCESS,
+        "the refused lock left nothing behind"
+    );
+    assert_eq!(
+        h.send(lock_msg(&h, other.id, &[(0, 100, lf::UNLOCK)]))
+            .await
+            .status,
+        NtStatus::SUCCESS
+    );
+    for right in [mask::FILE_READ_DATA, mask::FILE_WRITE_DATA] {
+        let o = h.create("f", right, D::OPEN, 0).await;
+        assert_eq!(
+            h.send(lock_msg(&h, o.id, &[(0, 10, EXF)])).await.status,
+            NtStatus::SUCCESS,
+            "{right:#x}"
+        );
+        assert_eq!(
+            h.send(lock_msg(&h, o.id, &[(0, 10, lf::UNLOCK)]))
+                .await
+                .status,
+            NtStatus::SUCCESS
+        );
+        h.close(o.id).await;
+    }
+}
