@@ -8,10 +8,12 @@
 
 use core::ops::Range;
 
+use std::sync::Arc;
+
 use aes::{Aes128, Aes256};
 use aes_gcm::aead::generic_array::GenericArray;
 use aes_gcm::aead::{AeadInPlace, KeyInit};
-use aes_gcm::{Aes128Gcm, Aes256Gcm};
+use aws_lc_rs::aead::{AES_128_GCM, AES_256_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use ccm::Ccm;
 use ccm::consts::{U11, U16};
 
@@ -31,7 +33,8 @@ type Aes128Ccm = Ccm<Aes128, U16, U11>;
 type Aes256Ccm = Ccm<Aes256, U16, U11>;
 
 /// An initialised cipher for one key: build once per session direction, reuse for every
-/// message. Key schedules are zeroized on drop (the `zeroize` features of `aes`/`aes-gcm`).
+/// message. CCM key schedules are zeroized on drop (the `zeroize` feature of `aes`); GCM keys
+/// live in AWS-LC's AEAD context, which AWS-LC cleans up when the key is dropped.
 ///
 /// Nonce uniqueness is the caller's job: a (key, nonce) pair must never seal twice, which
 /// for GCM would expose the authentication key.
@@ -44,9 +47,39 @@ pub struct Sealer {
 #[derive(Clone)]
 enum Inner {
     Aes128Ccm(Box<Aes128Ccm>),
-    Aes128Gcm(Box<Aes128Gcm>),
     Aes256Ccm(Box<Aes256Ccm>),
-    Aes256Gcm(Box<Aes256Gcm>),
+    /// AES-128-GCM or AES-256-GCM (which one: `Gcm::aes256`).
+    Gcm(Arc<Gcm>),
+}
+
+struct Gcm {
+    key: LessSafeKey,
+    aes256: bool,
+}
+
+impl Gcm {
+    fn new(cipher: Cipher, key: &[u8]) -> Result<Self, CryptoError> {
+        let alg = if cipher.is_aes256() {
+            &AES_256_GCM
+        } else {
+            &AES_128_GCM
+        };
+        let key = UnboundKey::new(alg, key).map_err(|_| CryptoError::KeyLength {
+            expected: cipher.key_len(),
+            got: key.len(),
+        })?;
+        Ok(Self {
+            key: LessSafeKey::new(key),
+            aes256: cipher.is_aes256(),
+        })
+    }
+}
+
+fn gcm_nonce(nonce: &[u8]) -> Result<Nonce, CryptoError> {
+    Nonce::try_assume_unique_for_key(nonce).map_err(|_| CryptoError::NonceLength {
+        expected: 12,
+        got: nonce.len(),
+    })
 }
 
 impl core::fmt::Debug for Sealer {
@@ -70,25 +103,20 @@ impl Sealer {
             Cipher::Aes128Ccm => {
                 Inner::Aes128Ccm(Box::new(Aes128Ccm::new(GenericArray::from_slice(key))))
             }
-            Cipher::Aes128Gcm => {
-                Inner::Aes128Gcm(Box::new(Aes128Gcm::new(GenericArray::from_slice(key))))
-            }
             Cipher::Aes256Ccm => {
                 Inner::Aes256Ccm(Box::new(Aes256Ccm::new(GenericArray::from_slice(key))))
             }
-            Cipher::Aes256Gcm => {
-                Inner::Aes256Gcm(Box::new(Aes256Gcm::new(GenericArray::from_slice(key))))
-            }
+            Cipher::Aes128Gcm | Cipher::Aes256Gcm => Inner::Gcm(Arc::new(Gcm::new(cipher, key)?)),
         };
         Ok(Self { inner })
     }
 
     pub fn cipher(&self) -> Cipher {
-        match self.inner {
+        match &self.inner {
             Inner::Aes128Ccm(_) => Cipher::Aes128Ccm,
-            Inner::Aes128Gcm(_) => Cipher::Aes128Gcm,
             Inner::Aes256Ccm(_) => Cipher::Aes256Ccm,
-            Inner::Aes256Gcm(_) => Cipher::Aes256Gcm,
+            Inner::Gcm(g) if g.aes256 => Cipher::Aes256Gcm,
+            Inner::Gcm(_) => Cipher::Aes128Gcm,
         }
     }
 
@@ -117,14 +145,17 @@ impl Sealer {
             Inner::Aes128Ccm(c) => {
                 c.encrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf)
             }
-            Inner::Aes128Gcm(c) => {
-                c.encrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf)
-            }
             Inner::Aes256Ccm(c) => {
                 c.encrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf)
             }
-            Inner::Aes256Gcm(c) => {
-                c.encrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf)
+            Inner::Gcm(g) => {
+                let tag = g
+                    .key
+                    .seal_in_place_separate_tag(gcm_nonce(nonce)?, Aad::from(aad), buf)
+                    .map_err(|_| CryptoError::PayloadTooLarge)?;
+                let mut out = [0u8; 16];
+                out.copy_from_slice(tag.as_ref());
+                return Ok(out);
             }
         }
         // The only failure of encryption is a payload beyond the mode's limit
@@ -133,8 +164,8 @@ impl Sealer {
         Ok(tag.into())
     }
 
-    /// Authenticates and decrypts `buf` in place. On failure `buf` holds no plaintext (CCM
-    /// wipes it, GCM checks the tag before decrypting) and must be discarded.
+    /// Authenticates and decrypts `buf` in place. On failure `buf` holds no plaintext (it is
+    /// wiped) and must be discarded.
     pub fn open_in_place(
         &self,
         nonce: &[u8],
@@ -143,19 +174,27 @@ impl Sealer {
         tag: &[u8; 16],
     ) -> Result<(), CryptoError> {
         let nonce = self.nonce(nonce)?;
-        let tag = GenericArray::from_slice(tag);
+        let tag_ga = GenericArray::from_slice(tag);
         match &self.inner {
             Inner::Aes128Ccm(c) => {
-                c.decrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf, tag)
-            }
-            Inner::Aes128Gcm(c) => {
-                c.decrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf, tag)
+                c.decrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf, tag_ga)
             }
             Inner::Aes256Ccm(c) => {
-                c.decrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf, tag)
+                c.decrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf, tag_ga)
             }
-            Inner::Aes256Gcm(c) => {
-                c.decrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf, tag)
+            Inner::Gcm(g) => {
+                let r = g.key.open_in_place_separate_tag(
+                    gcm_nonce(nonce)?,
+                    Aad::from(aad),
+                    tag,
+                    buf,
+                );
+                if r.is_err() {
+                    // AWS-LC may have written part of the plaintext before the tag check.
+                    buf.fill(0);
+                    return Err(CryptoError::AuthenticationFailed);
+                }
+                return Ok(());
             }
         }
         .map_err(|_| CryptoError::AuthenticationFailed)
