@@ -1207,10 +1207,15 @@ impl ServerConnection {
                     self.sign_into(req.session_id, &mut m);
                 }
                 msgs.push((m, None));
+            } else if sign && let Some(d) = &data {
+                // Signed over header, body and data in one piece (one copy of the data, into
+                // a pooled buffer), then sent as its own segment.
+                let mut whole = smbq_buf::take(m.len() + d.len());
+                whole.extend_from_slice(&m);
+                whole.extend_from_slice(d);
+                self.sign_into(req.session_id, whole.as_mut_slice());
+                msgs.push((Vec::new(), Some(whole.freeze())));
             } else if sign {
-                if let Some(d) = &data {
-                    m.extend_from_slice(d);
-                }
                 self.sign_into(req.session_id, &mut m);
                 msgs.push((m, None));
             } else {
@@ -1227,7 +1232,9 @@ impl ServerConnection {
         {
             return vec![frame];
         }
-        let mut head = Vec::with_capacity(4 + total);
+        // Data segments go out as they are; only headers and bodies are joined here.
+        let heads: usize = msgs.iter().map(|(m, _)| m.len()).sum();
+        let mut head = Vec::with_capacity(4 + heads);
         head.extend_from_slice(&frame_header(total));
         let mut out = Vec::new();
         for (m, d) in msgs {
@@ -1277,7 +1284,8 @@ impl ServerConnection {
             flags: 1,
             session_id,
         };
-        let mut buf = Vec::with_capacity(4 + th_len + total);
+        // One copy of the data, into a pooled buffer that is sealed in place.
+        let mut buf = smbq_buf::take(4 + th_len + total);
         buf.extend_from_slice(&frame_header(th_len + total));
         let mut w = Writer::with_capacity(th_len);
         th.encode(&mut w);
@@ -1288,16 +1296,19 @@ impl ServerConnection {
                 buf.extend_from_slice(d);
             }
         }
-        let (head, payload) = buf.split_at_mut(4 + th_len);
+        let slice = buf.as_mut_slice();
+        let (head, payload) = slice.split_at_mut_checked(4 + th_len)?;
         let th_bytes = head.get(4..)?;
         let aad = th_bytes.get(smbq_crypto::TRANSFORM_AAD)?.to_vec();
         let nlen = enc.cipher().nonce_len();
         let tag = enc.seal_in_place(nonce.get(..nlen)?, &aad, payload).ok()?;
-        buf.get_mut(
-            4 + smbq_crypto::TRANSFORM_SIGNATURE.start..4 + smbq_crypto::TRANSFORM_SIGNATURE.end,
-        )?
-        .copy_from_slice(&tag);
-        Some(Bytes::from(buf))
+        slice
+            .get_mut(
+                4 + smbq_crypto::TRANSFORM_SIGNATURE.start
+                    ..4 + smbq_crypto::TRANSFORM_SIGNATURE.end,
+            )?
+            .copy_from_slice(&tag);
+        Some(buf.freeze())
     }
 }
 

@@ -253,6 +253,17 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         let mut tasks = Vec::new();
         let mut ready = String::from("smbq: listening");
 
+        // Pooled data buffers unused for a while go back to the allocator (smbq_buf), so an
+        // idle server does not keep the memory of its last burst. Detached: ends with the
+        // runtime.
+        tokio::spawn(async {
+            let mut tick = tokio::time::interval(smbq_buf::IDLE);
+            loop {
+                tick.tick().await;
+                smbq_buf::trim_idle();
+            }
+        });
+
         let mut tcp_local = None;
         if tcp_port != 0 {
             let addr = SocketAddr::new(listen, tcp_port);

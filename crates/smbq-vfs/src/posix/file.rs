@@ -5,7 +5,7 @@ use super::stat::{fstatx, lstatx_in};
 use crate::error::{VfsError, errno};
 use crate::types::MODE_MASK;
 use crate::{DirEntry, FileKind, RelPath, Stat, Timespec, VfsFile};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use parking_lot::Mutex;
 use rustix::fs::{
     FallocateFlags, FileType, Mode, OFlags, RawDir, SeekFrom, Timestamps, XattrFlags,
@@ -131,17 +131,21 @@ impl VfsFile for PosixFile {
         let want = usize::try_from(size.saturating_sub(offset))
             .unwrap_or(usize::MAX)
             .min(len);
-        let mut buf = BytesMut::zeroed(want);
-        let mut filled = 0;
-        while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
-            let pos = offset.saturating_add(filled as u64);
-            let n = retry_intr(|| rustix::io::pread(&self.fd, &mut *rest, pos))?;
-            if n == 0 {
-                break;
+        // A pooled buffer (smbq_buf): no fresh pages to fault in per READ; only the bytes
+        // pread wrote are kept.
+        let mut buf = smbq_buf::take(want);
+        buf.fill(want, |dst| {
+            let mut filled = 0;
+            while let Some(rest) = dst.get_mut(filled..).filter(|r| !r.is_empty()) {
+                let pos = offset.saturating_add(filled as u64);
+                let n = retry_intr(|| rustix::io::pread(&self.fd, &mut *rest, pos))?;
+                if n == 0 {
+                    break;
+                }
+                filled += n;
             }
-            filled += n;
-        }
-        buf.truncate(filled);
+            Ok::<_, io::Error>(filled)
+        })?;
         Ok(buf.freeze())
     }
 
