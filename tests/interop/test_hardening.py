@@ -74,6 +74,11 @@ def test_trickling_connection_is_closed_at_its_deadline(workdir):
         assert closed_at is not None, "a trickling connection outlived its deadline"
         elapsed = closed_at - start
         assert 2.5 <= elapsed <= 6, f"closed after {elapsed:.1f}s, deadline 3 s"
+        # The reason is logged just after the socket closes.
+        for _ in range(40):
+            if "unauthenticated deadline" in server.server_log():
+                break
+            time.sleep(0.05)
         assert "unauthenticated deadline" in server.server_log()
         # An authenticated session is not subject to it.
         rc, out = run(server, "ls; !sleep 4; ls")
