@@ -234,6 +234,32 @@ def test_quic_transport_security_lifts_required_encryption(workdir):
         assert s.stop() == 0
 
 
+def test_get_into_a_fifo_writes_through_and_keeps_it_a_fifo(smbq, workdir):
+    """`get URL /dev/null` used to rename its .part over the target and so replaced the
+    device node with a regular file; a FIFO stands in for the device here."""
+    import stat
+    import threading
+    cli = smbq_cli(smbq, "tcp")
+    payload = os.urandom(3 << 20)
+    (smbq.share / "blob.bin").write_bytes(payload)
+    fifo = workdir / "pipe"
+    os.mkfifo(fifo)
+    got = bytearray()
+
+    def drain():
+        with open(fifo, "rb") as f:
+            while chunk := f.read(1 << 16):
+                got.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    cli.run("get", cli.url("blob.bin"), str(fifo))
+    reader.join(timeout=30)
+    assert bytes(got) == payload
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced"
+    assert not (workdir / "pipe.part").exists()
+
+
 def test_windows_like_smb1_first_message(smbq, workdir):
     cli = smbq_cli(smbq, "tcp", ["--smb1-negotiate"])
     exercise_every_command(cli, smbq.share, workdir / "local")

@@ -67,6 +67,38 @@ fn len_of(p: &Path) -> Option<u64> {
         .map(|m| m.len())
 }
 
+/// Writes straight into an existing device, FIFO or socket (`/dev/null`, a pipe to another
+/// program): the `.part` renamed over it would replace the device node itself with a regular
+/// file (seen with `get URL /dev/null`, which turned /dev/null into a file on the machine).
+async fn get_into_special(
+    f: &File,
+    target: &Path,
+    size: u64,
+    opts: TransferOptions,
+    progress: &Progress,
+) -> Result<(), CliError> {
+    let mut out = fs::OpenOptions::new()
+        .write(true)
+        .open(target)
+        .map_err(|e| local_err(target, e))?;
+    let mut local: Option<std::io::Error> = None;
+    let r = transfer::download(f, 0, size, opts, |b| {
+        out.write_all(b).map_err(|e| {
+            local = Some(e);
+            Error::Protocol("local write".into())
+        })?;
+        progress.add(b.len() as u64);
+        Ok(())
+    })
+    .await;
+    if let Some(e) = local.or(out.flush().err()) {
+        return Err(local_err(target, e));
+    }
+    r.map_err(CliError::from)?;
+    progress.file_done();
+    Ok(())
+}
+
 /// Downloads the open remote `f` to `target` through `target.part`.
 async fn get_file(
     f: &File,
@@ -76,6 +108,9 @@ async fn get_file(
     progress: &Progress,
 ) -> Result<(), CliError> {
     let size = f.metadata().size;
+    if fs::metadata(target).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return get_into_special(f, target, size, opts, progress).await;
+    }
     let part = local_part(target);
     let mut offset = 0;
     if resume {
