@@ -183,12 +183,9 @@ impl Sealer {
                 c.decrypt_in_place_detached(GenericArray::from_slice(nonce), aad, buf, tag_ga)
             }
             Inner::Gcm(g) => {
-                let r = g.key.open_in_place_separate_tag(
-                    gcm_nonce(nonce)?,
-                    Aad::from(aad),
-                    tag,
-                    buf,
-                );
+                let r =
+                    g.key
+                        .open_in_place_separate_tag(gcm_nonce(nonce)?, Aad::from(aad), tag, buf);
                 if r.is_err() {
                     // AWS-LC may have written part of the plaintext before the tag check.
                     buf.fill(0);
