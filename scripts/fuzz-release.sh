@@ -5,9 +5,11 @@
 #
 #   scripts/fuzz-release.sh [TARGET...]
 #   FUZZ_SECONDS=1200 scripts/fuzz-release.sh engine rpc
+#   FUZZ_SEED=N FUZZ_LOG_NAME=release scripts/fuzz-smoke.sh 600 <target>   # rerun with a row's seed
 #
 # Each target is run by scripts/fuzz-smoke.sh (same build flags, corpus and artifact layout) as a
-# single libFuzzer process: the machine is shared, so no -jobs/-workers. The per-target summary
+# single libFuzzer process (the machine is shared, so no -jobs/-workers), logging to
+# fuzz/artifacts/<target>.release.log. The per-target summary
 # (seconds, executions, corpus size, crashes, libFuzzer seed) goes to stdout and to
 # fuzz/release-run.txt (gitignored), rewritten after every target so an interrupted run still
 # leaves one. Copy the table into docs/fuzzing-runs.md when the run is the release's record.
@@ -70,20 +72,20 @@ for t in "${TARGETS[@]}"; do
     artifacts_before=$(count_files "fuzz/artifacts/$t")
     echo "fuzz-release: $t for ${FUZZ_SECONDS}s (started $(date -u +%H:%M:%SZ))"
     start=$(date +%s)
-    # Unset FUZZ_SEED: a release run explores with a fresh random seed each time.
-    env -u FUZZ_SEED scripts/fuzz-smoke.sh "$FUZZ_SECONDS" "$t"
+    # A fresh random libFuzzer seed per target, chosen here so that the summary records it.
+    seed=$(( $(od -An -N4 -tu4 /dev/urandom) % 4294967295 + 1 ))
+    FUZZ_SEED=$seed FUZZ_LOG_NAME=release scripts/fuzz-smoke.sh "$FUZZ_SECONDS" "$t"
     rc=$?
     elapsed=$(( $(date +%s) - start ))
-    log="fuzz/artifacts/$t.smoke.log"
-    execs=$(grep -E '^stat::number_of_executed_units' "$log" 2>/dev/null | awk '{print $2}' | tail -n1)
+    log="fuzz/artifacts/$t.release.log"
+    execs=$(grep -aE '^stat::number_of_executed_units' "$log" 2>/dev/null | awk '{print $2}' | tail -n1)
     if [ -z "$execs" ]; then
         # After a crash libFuzzer prints no final stats; take the last status line.
-        execs=$(grep -oE '^#[0-9]+' "$log" 2>/dev/null | tail -n1 | tr -d '#')
+        execs=$(grep -aoE '^#[0-9]+' "$log" 2>/dev/null | tail -n1 | tr -d '#')
     fi
     execs=${execs:-0}
     # Fuzzing time as libFuzzer reports it (the build is not counted); wall time after a crash.
-    fuzzed=$(grep -oE '^Done [0-9]+ runs in [0-9]+ second' "$log" 2>/dev/null | awk '{print $5}' | tail -n1)
-    seed=$(grep -oE 'INFO: Seed: [0-9]+' "$log" 2>/dev/null | head -n1 | awk '{print $3}')
+    fuzzed=$(grep -aoE '^Done [0-9]+ runs in [0-9]+ second' "$log" 2>/dev/null | awk '{print $5}' | tail -n1)
     corpus_after=$(count_files "fuzz/corpus/$t")
     crashes=$(( $(count_files "fuzz/artifacts/$t") - artifacts_before ))
     if [ "$rc" -ne 0 ]; then
@@ -91,7 +93,7 @@ for t in "${TARGETS[@]}"; do
         [ "$crashes" -lt 1 ] && crashes="1?"
     fi
     total_execs=$(( total_execs + execs ))
-    rows+=("| $t | ${fuzzed:-$elapsed} | $execs | $corpus_after (+$(( corpus_after - corpus_before ))) | $crashes | ${seed:-?} |")
+    rows+=("| $t | ${fuzzed:-$elapsed} | $execs | $corpus_after (+$(( corpus_after - corpus_before ))) | $crashes | $seed |")
     echo "fuzz-release: ${rows[-1]}"
     write_summary
 done

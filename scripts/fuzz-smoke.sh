@@ -54,7 +54,8 @@ for t in "${TARGETS[@]}"; do
     fi
     echo "fuzz-smoke: $t for ${SECONDS_PER_TARGET}s"
     # Not inside artifacts/$t: cargo-fuzz reports the newest file there as the crashing input.
-    log="artifacts/$t.smoke.log"
+    # FUZZ_LOG_NAME keeps a long run's log apart from a concurrent smoke run's (fuzz-release.sh).
+    log="artifacts/$t.${FUZZ_LOG_NAME:-smoke}.log"
     if cargo +nightly fuzz run "${BUILD_FLAGS[@]}" "$t" "corpus/$t" -- \
         -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -timeout=10 \
         -print_final_stats=1 "${SEED_ARGS[@]}" >"$log" 2>&1; then
