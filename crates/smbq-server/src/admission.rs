@@ -64,18 +64,9 @@ impl Drop for Slot {
 /// The unit one client controls: an IPv4 address, or an IPv6 /64 (a host gets a whole /64
 /// from its router, so counting single IPv6 addresses would be no limit at all).
 pub fn address_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let mut seg = v6.segments();
-                for s in seg.iter_mut().skip(4) {
-                    *s = 0;
-                }
-                IpAddr::V6(seg.into())
-            }
-        },
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((v6.to_bits() & !u128::from(u64::MAX)).into()),
+        v4 => v4,
     }
 }
 

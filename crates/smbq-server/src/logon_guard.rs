@@ -111,8 +111,9 @@ pub enum Source {
 }
 
 impl Source {
+    /// The same unit the connection table counts (crate::admission::address_key).
     pub fn of(ip: IpAddr) -> Self {
-        match ip.to_canonical() {
+        match crate::admission::address_key(ip) {
             IpAddr::V4(a) => Self::V4(a),
             IpAddr::V6(a) => Self::V6((a.to_bits() >> 64) as u64),
         }
