@@ -37,7 +37,7 @@ pub enum ClientCmd {
     Stat(ls::StatArgs),
     /// Write files to stdout.
     Cat(simple::CatArgs),
-    /// Download URL to LOCAL (a directory: into it). Data lands in LOCAL.part until complete.
+    /// Download URL to LOCAL (a directory: into it). Data lands in LOCAL.part until complete (a device or FIFO such as /dev/null is written directly).
     Get(get::GetArgs),
     /// Upload LOCAL to URL (a directory or a URL ending in /: into it), through NAME.part.
     Put(put::PutArgs),
