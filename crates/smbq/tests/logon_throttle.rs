@@ -6,16 +6,16 @@
 //! A second source address is 127.0.0.2, reached through a small forwarder bound to it.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::process::Child;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use smbq_client::{Client, ClientConfig};
 use smbq_wire::NtStatus;
 
-const BIN: &str = env!("CARGO_BIN_EXE_smbq");
 const PASSWORD: &str = "test-password";
 
 /// The `[logon]` settings under test and the delays they imply.
@@ -54,47 +54,34 @@ impl Drop for Server {
     }
 }
 
-fn lines_of(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 fn start() -> Server {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("smbq.toml");
     std::fs::write(&config, CONFIG).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new(BIN)
-        .arg("serve")
-        .arg(dir.path().join("share"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(["--listen", "127.0.0.1", "--quic-port", "0", "--tcp-port"])
-        .arg(port.to_string())
-        .env("SMBQ_PASSWORD", PASSWORD)
-        .env_remove("SMBQ_USER")
-        .env_remove("SMBQ_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = lines_of(child.stdout.take().unwrap());
-    let err = lines_of(child.stderr.take().unwrap());
+    let port = common::free_tcp_port();
+    let (share, state, port_s) = (
+        dir.path().join("share"),
+        dir.path().join("state"),
+        port.to_string(),
+    );
+    let args: Vec<&std::ffi::OsStr> = vec![
+        share.as_os_str(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--state-dir".as_ref(),
+        state.as_os_str(),
+        "--listen".as_ref(),
+        "127.0.0.1".as_ref(),
+        "--quic-port".as_ref(),
+        "0".as_ref(),
+        "--tcp-port".as_ref(),
+        port_s.as_ref(),
+    ];
+    let (child, out, err) = common::spawn_serve(&args, |c| {
+        c.env("SMBQ_PASSWORD", PASSWORD)
+            .env_remove("SMBQ_USER")
+            .env_remove("SMBQ_LOG");
+    });
     let ready = out.recv_timeout(Duration::from_secs(30));
     assert!(
         ready.as_deref().is_ok_and(|l| l.contains("tcp=")),

@@ -15,17 +15,17 @@
 //! only proven (validated) connections count against the per-IP limit.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::{SocketAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use smbq_client::{Client, ClientConfig, OpenOptions};
 use smbq_transport::{QuicClient, QuicClientConfig, ServerTrust, TransportKind};
 
-const BIN: &str = env!("CARGO_BIN_EXE_smbq");
 const USER: &str = "flood";
 const PASSWORD: &str = "flood-test-password";
 /// More than the default per-IP limit (64) and than the default `retry_above` (256).
@@ -34,24 +34,6 @@ const FLOOD: usize = 300;
 /// handshake timeout, after which a flood's slots would be free again anyway.
 const PROMPT: Duration = Duration::from_secs(5);
 const CONTENT: &[u8] = b"still reachable after the flood\n";
-
-fn free_udp_port() -> u16 {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.local_addr().unwrap().port()
-}
-
-fn lines_of(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(r).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
 
 struct Server {
     child: Child,
@@ -63,31 +45,25 @@ struct Server {
 
 impl Server {
     fn start(share: &str, state: &str, quic_port: u16) -> Self {
-        let mut child = Command::new(BIN)
-            .args([
-                "serve",
-                share,
-                "--listen",
-                "127.0.0.1",
-                "--tcp-port",
-                "0",
-                "--quic-port",
-                &quic_port.to_string(),
-                "--state-dir",
-                state,
-            ])
-            .env("SMBQ_USER", USER)
-            .env("SMBQ_PASSWORD", PASSWORD)
-            // Retries are logged at debug: they show the flood reached the server.
-            .env("SMBQ_LOG", "info,smbq_transport::quinn::listener=debug")
-            .env_remove("SSLKEYLOGFILE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = lines_of(child.stdout.take().unwrap());
-        let err = lines_of(child.stderr.take().unwrap());
+        let port = quic_port.to_string();
+        let list = [
+            share,
+            "--listen",
+            "127.0.0.1",
+            "--tcp-port",
+            "0",
+            "--quic-port",
+            &port,
+            "--state-dir",
+            state,
+        ];
+        let args: Vec<&std::ffi::OsStr> = list.iter().map(std::ffi::OsStr::new).collect();
+        let (child, out, err) = common::spawn_serve(&args, |c| {
+            c.env("SMBQ_USER", USER)
+                .env("SMBQ_PASSWORD", PASSWORD)
+                // Retries are logged at debug: they show the flood reached the server.
+                .env("SMBQ_LOG", "info,smbq_transport::quinn::listener=debug");
+        });
         Server {
             child,
             out,
@@ -242,7 +218,7 @@ fn forged_initial_flood_does_not_lock_out_a_real_client() {
     std::fs::create_dir_all(&share).unwrap();
     std::fs::write(share.join("hello.txt"), CONTENT).unwrap();
     let state = dir.path().join("state");
-    let port = free_udp_port();
+    let port = common::free_udp_port();
     let mut srv = Server::start(share.to_str().unwrap(), state.to_str().unwrap(), port);
     let ready = srv.ready_line();
     let addr = quic_addr(&ready);

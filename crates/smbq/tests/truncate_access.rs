@@ -4,9 +4,10 @@
 //! stored-DACL case is covered by the handler tests in smbq-server, truncate_tests.rs.)
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::net::SocketAddr;
+use std::process::Child;
 use std::time::Duration;
 
 use smbq_client::{Client, ClientConfig, OpenOptions, Tree};
@@ -14,7 +15,6 @@ use smbq_wire::NtStatus;
 use smbq_wire::create::CreateDisposition;
 use smbq_wire::fscc::access;
 
-const BIN: &str = env!("CARGO_BIN_EXE_smbq");
 const PASSWORD: &str = "truncate-test-password";
 const DATA: &[u8] = b"bytes a reader must not be able to destroy";
 
@@ -40,34 +40,27 @@ impl Server {
             ),
         )
         .unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .arg(dir.path().join("rw"))
-            .arg("--config")
-            .arg(&cfg)
-            .args(["--listen", "127.0.0.1", "--quic-port", "0"])
-            .args(["--tcp-port", &port.to_string()])
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .env("SMBQ_USER", "tester")
-            .env("SMBQ_PASSWORD", PASSWORD)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap());
-        let (tx, rx) = std::sync::mpsc::channel();
-        // Keeps draining stdout so the server never writes into a closed pipe.
-        std::thread::spawn(move || {
-            for line in out.lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
+        let port = common::free_tcp_port();
+        let (rw, state, port_s) = (
+            dir.path().join("rw"),
+            dir.path().join("state"),
+            port.to_string(),
+        );
+        let args: Vec<&std::ffi::OsStr> = vec![
+            rw.as_os_str(),
+            "--config".as_ref(),
+            cfg.as_os_str(),
+            "--listen".as_ref(),
+            "127.0.0.1".as_ref(),
+            "--quic-port".as_ref(),
+            "0".as_ref(),
+            "--tcp-port".as_ref(),
+            port_s.as_ref(),
+            "--state-dir".as_ref(),
+            state.as_os_str(),
+        ];
+        let (child, rx, _err) = common::spawn_serve(&args, |c| {
+            c.env("SMBQ_USER", "tester").env("SMBQ_PASSWORD", PASSWORD);
         });
         let ready = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
         assert!(

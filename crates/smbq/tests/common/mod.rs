@@ -1,0 +1,58 @@
+//! What the binary-level tests share: free loopback ports and `smbq serve` started with its
+//! stdout and stderr read line by line on threads (so the server never blocks on a full pipe).
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_smbq");
+
+pub fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The lines `r` produces, as they come. The pipe is drained to its end even when nobody
+/// listens any more, so the server never writes into a closed pipe.
+pub fn lines_of(r: impl std::io::Read + Send + 'static) -> Receiver<String> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// `smbq serve` with `args`, as configured by `setup` (environment), stdin closed; returns the
+/// child and its stdout and stderr lines.
+pub fn spawn_serve(
+    args: &[&std::ffi::OsStr],
+    setup: impl FnOnce(&mut Command),
+) -> (Child, Receiver<String>, Receiver<String>) {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("serve")
+        .args(args)
+        .env_remove("SSLKEYLOGFILE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    setup(&mut cmd);
+    let mut child = cmd.spawn().unwrap();
+    let out = lines_of(child.stdout.take().unwrap());
+    let err = lines_of(child.stderr.take().unwrap());
+    (child, out, err)
+}
