@@ -1,5 +1,6 @@
 """`smbq bench --quick`: every scenario runs (raw baselines, fio jobs against smbq and Samba,
-the file-size sweep, connection setup through the link emulator, loss/delay against scp) and
+the file-size sweep, connection setup through the link emulator, loss/delay against scp, the
+crypto micro-benchmark against `openssl speed`) and
 leaves numbers, the ratio table and parseable SVG figures behind.
 
 Needs root (network namespaces for the emulated link, a Unix account and smbd for Samba, sshd
@@ -18,12 +19,18 @@ import pytest
 
 from conftest import BINARY
 
-SCENARIOS = ["raw", "fio", "sweep", "setup", "loss"]
+SCENARIOS = ["raw", "fio", "sweep", "setup", "loss", "crypto"]
+CRYPTO = {"AES-128-GMAC": ("sign", "verify"), "AES-128-CMAC": ("sign", "verify"),
+          "HMAC-SHA256": ("sign", "verify"), "AES-128-GCM": ("seal", "open"),
+          "AES-256-GCM": ("seal", "open"), "AES-128-CCM": ("seal", "open"),
+          "AES-256-CCM": ("seal", "open")}
+CRYPTO_SIZES = (1024, 65536, 1048576)
 TARGETS = {"smbq-quic", "smbq-tcp-enc", "smbq-tcp-plain", "samba-tcp-enc"}
 FIGURES = ["raw.svg", "fio_s1.svg", "fio_s2.svg", "fio_s3.svg", "sweep.svg", "sweep_cpu.svg",
            "setup.svg", "loss_files_delay.svg", "loss_files_loss.svg", "loss_big_delay.svg",
            "loss_big_loss.svg"]
-# The whole quick run measures about 2 minutes on 2 cores; this bounds a hang.
+# The whole quick run measures about 2.5 minutes on 2 cores (crypto's `openssl speed`
+# references alone take 33 s); this bounds a hang.
 TIMEOUT = 600
 TCP_ALLOWED = pathlib.Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 
@@ -127,6 +134,23 @@ def test_every_scenario_produced_numbers(quick_run):
     assert took < TIMEOUT
 
 
+def test_crypto_has_every_algorithm_and_size_against_openssl(quick_run):
+    out, res, _ = quick_run
+    rows = res["scenarios"]["crypto"]
+    want = {(a, op, n) for a, ops in CRYPTO.items() for op in ops for n in CRYPTO_SIZES}
+    assert {(r["algorithm"], r["operation"], r["size"]) for r in rows} == want
+    for r in rows:
+        assert r["threads"] == 1 and r["clock"] == "thread CPU time", r
+        assert positive(r["smbq_gb_s"]["median"]) and r["smbq_gb_s"]["n"] >= 1, r
+        # openssl is installed where this runs (scripts/test.sh): every row has its reference.
+        assert positive(r["openssl_gb_s"]["median"]) and positive(r["ratio"]), r
+        assert r["openssl_command"].startswith("openssl speed -mr"), r
+    assert res["versions"]["openssl"].startswith("OpenSSL")
+    md = (out / "results.md").read_text()
+    assert "## 6. Crypto micro-benchmark" in md
+    assert "| AES-128-GCM | seal | 1 MiB |" in md
+
+
 def test_markdown_has_the_ratio_table(quick_run):
     out, res, _ = quick_run
     md = (out / "results.md").read_text()
@@ -150,3 +174,10 @@ def test_figures_exist_and_parse(quick_run):
         # A figure with data draws bars or points.
         drawn = [e for e in root.iter() if e.tag.split("}")[-1] in ("rect", "circle")]
         assert len(drawn) > 2, name
+        # The same figure as PNG, at twice the SVG's size (IHDR: width, height).
+        png = path.with_suffix(".png")
+        assert png.exists(), png.name
+        head = png.read_bytes()[:24]
+        assert head[:8] == b"\x89PNG\r\n\x1a\n", png.name
+        size = (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big"))
+        assert size == (2 * int(root.get("width")), 2 * int(root.get("height"))), png.name

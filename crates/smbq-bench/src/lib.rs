@@ -6,7 +6,9 @@
 //!   Samba (TCP encrypted), all through smbq's client;
 //! - `sweep`: copies of 1 KB to 1 GB (10 GB) files, persistent and ephemeral sessions;
 //! - `setup`: nothing to the first byte of a 1 KB file at 0, 10 and 50 ms RTT;
-//! - `loss`: 100 files and one big file under delay and loss, smbq TCP/QUIC against scp.
+//! - `loss`: 100 files and one big file under delay and loss, smbq TCP/QUIC against scp;
+//! - `crypto`: smbq-crypto's signing and encryption in GB/s at 1 KiB to 1 MiB, one thread,
+//!   against `openssl speed` on the same primitives.
 //!
 //! Servers run as child processes (`smbq serve`, smbd, sshd); the client runs in this process.
 //! With the emulated link (smbq-netem, needs root) the client side lives in namespace A and
@@ -36,7 +38,7 @@ use crate::servers::smbq::{SmbqOptions, SmbqServer};
 use crate::servers::sshd::Sshd;
 
 /// Scenario names in the order they run.
-pub const SCENARIOS: [&str; 5] = ["raw", "fio", "sweep", "setup", "loss"];
+pub const SCENARIOS: [&str; 6] = ["raw", "fio", "sweep", "setup", "loss", "crypto"];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 pub enum LinkMode {
@@ -55,7 +57,7 @@ pub struct BenchArgs {
     /// Where results.json, results.md and the SVG figures go.
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
-    /// Scenarios to run: raw, fio, sweep, setup, loss (default: all).
+    /// Scenarios to run: raw, fio, sweep, setup, loss, crypto (default: all).
     #[arg(value_name = "SCENARIO")]
     pub scenarios: Vec<String>,
     /// Link for raw, fio and sweep (setup and loss always use the emulator, which sets their
@@ -277,7 +279,7 @@ fn random_password() -> String {
     )
 }
 
-fn versions(bin: &Path, samba: bool, ssh: bool) -> serde_json::Value {
+fn versions(bin: &Path, samba: bool, ssh: bool, openssl: bool) -> serde_json::Value {
     serde_json::json!({
         "smbq_bench": env!("CARGO_PKG_VERSION"),
         "smbq": sys::command_line_output(&bin.to_string_lossy(), &["--version"]),
@@ -285,6 +287,7 @@ fn versions(bin: &Path, samba: bool, ssh: bool) -> serde_json::Value {
         "quic_stack": "quinn 0.11 + rustls (aws-lc-rs)",
         "samba": if samba { servers::samba::version() } else { None },
         "openssh": if ssh { servers::sshd::version() } else { None },
+        "openssl": if openssl { sys::command_line_output("openssl", &["version"]) } else { None },
     })
 }
 
@@ -339,7 +342,7 @@ fn write_report(
         "selected": selected,
         "args": args,
         "machine": sys::machine_facts(),
-        "versions": versions(bin, samba_ran, results.loss.is_some()),
+        "versions": versions(bin, samba_ran, results.loss.is_some(), results.crypto.is_some()),
         "settings": settings(ctx),
         "errors": ctx.errors,
         "failed": failed,
@@ -449,6 +452,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             "fio" => scenarios::fio::run(&mut ctx).map(|v| results.fio = Some(v)),
             "sweep" => scenarios::sweep::run(&mut ctx).map(|v| results.sweep = Some(v)),
             "setup" => scenarios::setup::run(&mut ctx).map(|v| results.setup = Some(v)),
+            "crypto" => scenarios::crypto::run(&mut ctx).map(|v| results.crypto = Some(v)),
             "loss" => {
                 // Each condition's rows are written as soon as it ends: the full grid takes
                 // most of an hour, and a stopped run keeps what it finished.

@@ -1,10 +1,10 @@
 //! Results: results.json (numbers, versions, settings, machine), results.md (tables and the
-//! ratio table), and one SVG figure per study figure.
+//! ratio table), and each study figure as SVG and as PNG.
 
+pub mod figure;
 pub mod markdown;
 pub mod plots;
 pub mod ratios;
-pub mod svg;
 
 use std::path::Path;
 
@@ -21,6 +21,7 @@ pub struct Results {
     pub sweep: Option<Vec<SweepRow>>,
     pub setup: Option<Vec<SetupRow>>,
     pub loss: Option<Vec<LossRow>>,
+    pub crypto: Option<Vec<crate::scenarios::crypto::CryptoRow>>,
 }
 
 /// Everything written to the results directory.
@@ -31,7 +32,7 @@ pub struct Report<'a> {
 }
 
 impl Report<'_> {
-    /// Writes results.json, results.md and the SVG figures; returns the files written.
+    /// Writes results.json, results.md and the figures (SVG and PNG); returns the files written.
     pub fn write(&self, dir: &Path) -> Result<Vec<String>, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let ratios = ratios::compute(self.results);
@@ -60,8 +61,9 @@ impl Report<'_> {
             "results.md",
             markdown::render(self.results, &ratios, &self.meta),
         )?;
-        for (name, svg) in plots::all(self.results) {
-            put(&name, svg)?;
+        for (name, bytes) in plots::all(self.results)? {
+            std::fs::write(dir.join(&name), bytes).map_err(|e| format!("{name}: {e}"))?;
+            written.push(name);
         }
         Ok(written)
     }

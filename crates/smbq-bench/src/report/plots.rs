@@ -1,7 +1,8 @@
-//! The figures, one per study figure; a scenario that did not run draws none.
+//! The figures, one per study figure, each as SVG and PNG; a scenario that did not run draws
+//! none.
 
 use crate::report::Results;
-use crate::report::svg::{Bar, bar_chart, line_chart};
+use crate::report::figure::{Bar, Chart};
 use crate::stats::Summary;
 use crate::target::Target;
 
@@ -22,8 +23,50 @@ pub fn size_label(bytes: u64) -> String {
     }
 }
 
-/// (file name, SVG text) of every figure the results allow.
-pub fn all(res: &Results) -> Vec<(String, String)> {
+/// (file name, contents) of every figure the results allow: `NAME.svg` and `NAME.png` each.
+pub fn all(res: &Results) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut out = Vec::new();
+    for (name, chart) in charts(res) {
+        out.push((format!("{name}.svg"), chart.svg()?.into_bytes()));
+        out.push((format!("{name}.png"), chart.png()?));
+    }
+    Ok(out)
+}
+
+fn bars(
+    title: &str,
+    y_label: &str,
+    categories: Vec<String>,
+    series: Vec<(String, Vec<Option<Bar>>)>,
+) -> Chart {
+    Chart::Bars {
+        title: title.into(),
+        y_label: y_label.into(),
+        categories,
+        series,
+    }
+}
+
+fn lines(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    log_x: bool,
+    x_ticks: Vec<(f64, String)>,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+) -> Chart {
+    Chart::Lines {
+        title: title.into(),
+        x_label: x_label.into(),
+        y_label: y_label.into(),
+        log_x,
+        x_ticks,
+        series,
+    }
+}
+
+/// (base file name, chart) of every figure the results allow.
+pub fn charts(res: &Results) -> Vec<(String, Chart)> {
     let mut out = Vec::new();
     if let Some(raw) = &res.raw {
         let cats = vec!["upload".to_string(), "download".to_string()];
@@ -42,12 +85,12 @@ pub fn all(res: &Results) -> Vec<(String, String)> {
             })
             .collect::<Vec<_>>();
         out.push((
-            "raw.svg".into(),
-            bar_chart(
+            "raw".into(),
+            bars(
                 "Raw transport, one connection (iPerf / SecNetPerf)",
                 "MB/s",
-                &cats,
-                &series,
+                cats,
+                series,
             ),
         ));
     }
@@ -76,8 +119,8 @@ pub fn all(res: &Results) -> Vec<(String, String)> {
                 _ => "S3 random 4 KiB, 16 files of 100 KiB, QD 4",
             };
             out.push((
-                format!("fio_{}.svg", job.to_lowercase()),
-                bar_chart(title, if iops { "IOPS" } else { "MB/s" }, &cats, &series),
+                format!("fio_{}", job.to_lowercase()),
+                bars(title, if iops { "IOPS" } else { "MB/s" }, cats, series),
             ));
         }
     }
@@ -106,25 +149,25 @@ pub fn all(res: &Results) -> Vec<(String, String)> {
             series
         };
         out.push((
-            "sweep.svg".into(),
-            line_chart(
+            "sweep".into(),
+            lines(
                 "File-size sweep: throughput per copy (median)",
                 "file size",
                 "MB/s",
                 true,
-                &ticks,
-                &line(&|r| r.per_copy_mb_s.median),
+                ticks.clone(),
+                line(&|r| r.per_copy_mb_s.median),
             ),
         ));
         out.push((
-            "sweep_cpu.svg".into(),
-            line_chart(
+            "sweep_cpu".into(),
+            lines(
                 "File-size sweep: client CPU",
                 "file size",
                 "client CPU %",
                 true,
-                &ticks,
-                &line(&|r| r.client_cpu_pct),
+                ticks,
+                line(&|r| r.client_cpu_pct),
             ),
         ));
     }
@@ -148,12 +191,12 @@ pub fn all(res: &Results) -> Vec<(String, String)> {
             })
             .collect::<Vec<_>>();
         out.push((
-            "setup.svg".into(),
-            bar_chart(
+            "setup".into(),
+            bars(
                 "Nothing to first byte of a 1 KB file (median, min-max)",
                 "ms",
-                &cats,
-                &series,
+                cats,
+                series,
             ),
         ));
     }
@@ -218,18 +261,275 @@ pub fn all(res: &Results) -> Vec<(String, String)> {
                     "loss (%), no added delay"
                 };
                 out.push((
-                    format!("loss_{group}_{file}.svg"),
-                    line_chart(
+                    format!("loss_{group}_{file}"),
+                    lines(
                         &format!("Transfer time, {what}"),
                         x_label,
                         "seconds",
                         false,
-                        &ticks,
-                        &series,
+                        ticks,
+                        series,
                     ),
                 ));
             }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::LinkDesc;
+    use crate::report::figure::{HEIGHT, PNG_SCALE, WIDTH};
+    use crate::report::{Report, Results};
+    use crate::scenarios::fio::FioRow;
+    use crate::scenarios::loss::LossRow;
+    use crate::scenarios::raw::RawRow;
+    use crate::scenarios::setup::SetupRow;
+    use crate::scenarios::sweep::SweepRow;
+
+    const FIGURES: [&str; 11] = [
+        "raw",
+        "fio_s1",
+        "fio_s2",
+        "fio_s3",
+        "sweep",
+        "sweep_cpu",
+        "setup",
+        "loss_files_delay",
+        "loss_files_loss",
+        "loss_big_delay",
+        "loss_big_loss",
+    ];
+
+    fn spread(median: f64) -> Summary {
+        Summary::of(&[median * 0.9, median, median * 1.08])
+    }
+
+    /// Every scenario, with made-up but plausible numbers.
+    fn results() -> Results {
+        let raw = ["tcp", "quic"]
+            .into_iter()
+            .flat_map(|transport| {
+                ["upload", "download"].map(|direction| RawRow {
+                    transport,
+                    direction,
+                    mb_s: spread(if transport == "tcp" { 2900.0 } else { 1100.0 }),
+                    client_cpu_s_per_gb: spread(0.4),
+                    server_cpu_s_per_gb: spread(0.5),
+                    seconds_per_run: 5.0,
+                })
+            })
+            .collect();
+        let mut fio = Vec::new();
+        for job in ["S1", "S2", "S3"] {
+            for rw in ["read", "write"] {
+                for (i, target) in Target::ALL.into_iter().enumerate() {
+                    fio.push(FioRow {
+                        job,
+                        rw,
+                        target,
+                        block_size: if job == "S1" { 1 << 20 } else { 4096 },
+                        iodepth: 4,
+                        file_size: 1 << 30,
+                        files: 1,
+                        mb_s: spread(400.0 + 150.0 * i as f64),
+                        iops: spread(20_000.0 + 5_000.0 * i as f64),
+                        lat_p50_us: spread(100.0),
+                        lat_p99_us: spread(400.0),
+                        client_cpu_pct: spread(50.0),
+                        server_cpu_pct: spread(60.0),
+                        smb_encrypted: true,
+                        smb_signed: true,
+                    });
+                }
+            }
+        }
+        let mut sweep = Vec::new();
+        for size in [1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000] {
+            for target in [Target::SmbqTcpEnc, Target::SmbqQuic] {
+                for mode in ["persistent", "ephemeral"] {
+                    let f = (size as f64).log10();
+                    let quic = if target == Target::SmbqQuic { 0.7 } else { 1.0 };
+                    let eph = if mode == "ephemeral" { 0.5 } else { 1.0 };
+                    sweep.push(SweepRow {
+                        size,
+                        mode,
+                        target,
+                        copies: 10,
+                        per_copy_mb_s: spread(f * f * 12.0 * quic * eph),
+                        mb_s: f * 20.0,
+                        client_cpu_pct: 20.0 + f * 8.0 * eph / quic,
+                        server_cpu_pct: 30.0,
+                        server_rss_kib: 10_000,
+                        server_peak_rss_kib: 12_000,
+                    });
+                }
+            }
+        }
+        let setup = [0.0, 10.0, 50.0]
+            .into_iter()
+            .flat_map(|rtt_ms| {
+                [Target::SmbqTcpEnc, Target::SmbqQuic].map(|target| SetupRow {
+                    rtt_ms,
+                    link: LinkDesc::loopback(),
+                    target,
+                    iterations: 20,
+                    first_byte_ms: spread(
+                        1.0 + rtt_ms * if target == Target::SmbqQuic { 3.0 } else { 5.0 },
+                    ),
+                    first_byte_p50_ms: 1.0,
+                    first_byte_p99_ms: 2.0,
+                    total_p50_ms: 1.5,
+                    sequential_setups_per_s: 100.0,
+                    parallel_setups_per_s: 400.0,
+                    concurrency: 8,
+                })
+            })
+            .collect();
+        let mut loss = Vec::new();
+        for group in ["files", "big"] {
+            let conditions = [(0.0, 0.0), (10.0, 0.0), (50.0, 0.0), (0.0, 1.0), (0.0, 5.0)];
+            for (delay, loss_pct) in conditions {
+                for (i, method) in ["smbq-tcp-enc", "smbq-quic", "scp"].into_iter().enumerate() {
+                    loss.push(LossRow {
+                        group,
+                        one_way_delay_ms: delay,
+                        loss_pct,
+                        method,
+                        timeouts: 0,
+                        seconds: spread(2.0 + (delay * 0.05 + loss_pct) * (i + 1) as f64),
+                        bytes: 1 << 30,
+                        files: 100,
+                        tcp_congestion: "bbr".into(),
+                        quic_congestion: "cubic",
+                        measured_loss_pct: None,
+                    });
+                }
+            }
+        }
+        Results {
+            raw: Some(raw),
+            fio: Some(fio),
+            sweep: Some(sweep),
+            setup: Some(setup),
+            loss: Some(loss),
+            ..Results::default()
+        }
+    }
+
+    /// All the text an SVG shows.
+    fn texts(svg: &str) -> Vec<String> {
+        let doc = roxmltree::Document::parse(svg).unwrap();
+        assert_eq!(doc.root_element().tag_name().name(), "svg");
+        doc.descendants()
+            .filter(|n| n.has_tag_name("text"))
+            .map(|n| n.text().unwrap_or("").trim().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_scenario_that_did_not_run_draws_nothing() {
+        assert!(all(&Results::default()).unwrap().is_empty());
+        let only_raw = Results {
+            raw: results().raw,
+            ..Results::default()
+        };
+        let names: Vec<String> = all(&only_raw).unwrap().into_iter().map(|f| f.0).collect();
+        assert_eq!(names, ["raw.svg", "raw.png"]);
+    }
+
+    #[test]
+    fn every_figure_is_written_as_svg_and_png_with_its_words() {
+        let res = results();
+        let dir = tempfile::tempdir().unwrap();
+        let report = Report {
+            results: &res,
+            meta: serde_json::json!({}),
+        };
+        let written = report.write(dir.path()).unwrap();
+        // Set SMBQ_BENCH_FIGURES=DIR to keep the figures and look at them.
+        if let Some(keep) = std::env::var_os("SMBQ_BENCH_FIGURES") {
+            std::fs::create_dir_all(&keep).unwrap();
+            for name in &written {
+                std::fs::copy(
+                    dir.path().join(name),
+                    std::path::Path::new(&keep).join(name),
+                )
+                .unwrap();
+            }
+        }
+        let charts = charts(&res);
+        let names: Vec<&str> = charts.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, FIGURES);
+        for (name, chart) in &charts {
+            assert!(written.contains(&format!("{name}.svg")), "{name}");
+            assert!(written.contains(&format!("{name}.png")), "{name}");
+
+            let svg = std::fs::read_to_string(dir.path().join(format!("{name}.svg"))).unwrap();
+            let doc = roxmltree::Document::parse(&svg).unwrap();
+            let root = doc.root_element();
+            assert_eq!(root.attribute("width"), Some(WIDTH.to_string().as_str()));
+            assert_eq!(root.attribute("height"), Some(HEIGHT.to_string().as_str()));
+            let shown = texts(&svg);
+            let (title, labels, series, categories): (_, Vec<&str>, Vec<&str>, Vec<&str>) =
+                match chart {
+                    Chart::Bars {
+                        title,
+                        y_label,
+                        categories,
+                        series,
+                    } => (
+                        title,
+                        vec![y_label.as_str()],
+                        series.iter().map(|s| s.0.as_str()).collect(),
+                        categories.iter().map(String::as_str).collect(),
+                    ),
+                    Chart::Lines {
+                        title,
+                        x_label,
+                        y_label,
+                        x_ticks,
+                        series,
+                        ..
+                    } => (
+                        title,
+                        vec![x_label.as_str(), y_label.as_str()],
+                        series.iter().map(|s| s.0.as_str()).collect(),
+                        x_ticks.iter().map(|t| t.1.as_str()).collect(),
+                    ),
+                };
+            for want in std::iter::once(title.as_str())
+                .chain(labels)
+                .chain(series)
+                .chain(categories)
+            {
+                assert!(
+                    shown.iter().any(|t| t == want),
+                    "{name}: {want:?} in {shown:?}"
+                );
+            }
+
+            let png = std::fs::read(dir.path().join(format!("{name}.png"))).unwrap();
+            assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "{name}");
+            let mut reader = png::Decoder::new(std::io::Cursor::new(png))
+                .read_info()
+                .unwrap();
+            let info = reader.info();
+            assert_eq!(
+                (info.width, info.height),
+                (WIDTH * PNG_SCALE, HEIGHT * PNG_SCALE),
+                "{name}"
+            );
+            let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
+            reader.next_frame(&mut pixels).unwrap();
+            // The first series' blue is drawn (bars, or a line and its dots).
+            let blue = pixels
+                .chunks_exact(3)
+                .filter(|p| *p == [0x1f, 0x77, 0xb4])
+                .count();
+            assert!(blue > 500, "{name}: {blue} blue pixels");
+        }
+    }
 }

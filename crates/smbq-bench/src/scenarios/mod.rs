@@ -1,5 +1,7 @@
-//! The five measured scenarios of the benchmark issue, one module each.
+//! The five measured scenarios of the benchmark issue, one module each, and the crypto
+//! micro-benchmark.
 
+pub mod crypto;
 pub mod fio;
 pub mod loss;
 pub mod raw;
