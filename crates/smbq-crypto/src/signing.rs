@@ -25,8 +25,8 @@ pub const HEADER_LEN: usize = 64;
 /// Where the Signature field lives in the SMB2 header (MS-SMB2 2.2.1.1/2.2.1.2).
 pub const SIGNATURE: Range<usize> = 48..64;
 
-/// Messages at least this long are verified with AES-GMAC through a zeroed copy.
-const COPY_FOR_GMAC_ABOVE: usize = 4096;
+/// Messages up to this long are verified with AES-GMAC through a zeroed copy on the stack.
+const STACK_COPY: usize = 4096;
 const FLAGS_AT: usize = 16;
 const COMMAND_AT: usize = 12;
 const MESSAGE_ID_AT: usize = 24;
@@ -118,20 +118,29 @@ impl Signer {
         if let Inner::AesGmac(_, fast) = &self.inner {
             // AWS-LC takes the additional data in one piece, so it serves messages whose
             // Signature field is already zero (everything being signed, and anything
-            // verified in place) as they are. A large shared one is copied with the field
-            // zeroed: measured on an 8 MiB message, copy + AWS-LC ran at 15 GB/s against
-            // 1.7 GB/s for the piecewise GHASH below, which still serves small messages
-            // without an allocation.
+            // verified in place) as they are. Others are copied with the field zeroed: a
+            // small one onto the stack, a large one onto the heap. Measured (`smbq bench
+            // crypto`): 1 KiB verify 1.65 GB/s through the piecewise GHASH below against
+            // ~9 GB/s signing; an 8 MiB message copied + AWS-LC 15 GB/s against 1.7.
             if *field == [0u8; 16] {
                 return gmac_whole(fast, &nonce, msg);
             }
-            if msg.len() >= COPY_FOR_GMAC_ABOVE {
-                let mut copy = msg.to_vec();
+            if msg.len() <= STACK_COPY {
+                let mut buf = [0u8; STACK_COPY];
+                let copy = buf
+                    .get_mut(..msg.len())
+                    .ok_or(CryptoError::MessageTooShort(msg.len()))?;
+                copy.copy_from_slice(msg);
                 copy.get_mut(SIGNATURE)
                     .ok_or(CryptoError::MessageTooShort(msg.len()))?
                     .fill(0);
-                return gmac_whole(fast, &nonce, &copy);
+                return gmac_whole(fast, &nonce, copy);
             }
+            let mut copy = msg.to_vec();
+            copy.get_mut(SIGNATURE)
+                .ok_or(CryptoError::MessageTooShort(msg.len()))?
+                .fill(0);
+            return gmac_whole(fast, &nonce, &copy);
         }
         Ok(self.mac_parts(&nonce, &[head, &[0u8; 16], tail]))
     }
