@@ -68,11 +68,11 @@ pub(crate) struct Outgoing {
     pub(crate) io_size: usize,
 }
 
-/// Removes the pending entry and cancels the request when the caller's future is dropped
-/// before the answer came (MS-SMB2 3.2.4.24).
+/// Removes the pending entries and cancels the requests when the caller's future is dropped
+/// before the answers came (MS-SMB2 3.2.4.24).
 struct Waiter<'a> {
     shared: &'a Shared,
-    mid: u64,
+    mids: Vec<u64>,
     protect: Protect,
     done: bool,
 }
@@ -82,18 +82,28 @@ impl Drop for Waiter<'_> {
         if self.done {
             return;
         }
-        let async_id = {
-            let mut st = self.shared.state.lock();
-            match st.pending.get_mut(&self.mid) {
-                Some(p) => {
-                    p.tx = None;
-                    p.async_id
+        for &mid in &self.mids {
+            let async_id = {
+                let mut st = self.shared.state.lock();
+                match st.pending.get_mut(&mid) {
+                    Some(p) => {
+                        p.tx = None;
+                        p.async_id
+                    }
+                    None => continue,
                 }
-                None => return,
-            }
-        };
-        self.shared.send_cancel(self.mid, async_id, &self.protect);
+            };
+            self.shared.send_cancel(mid, async_id, &self.protect);
+        }
     }
+}
+
+/// One message of a request frame: its command and credit charge. The message ids are
+/// consecutive, each taking as many as its charge (MS-SMB2 3.2.4.1.3).
+#[derive(Clone, Copy)]
+pub(crate) struct Slot {
+    pub(crate) command: Command,
+    pub(crate) charge: u16,
 }
 
 impl Shared {
@@ -135,7 +145,7 @@ impl Shared {
         self.state.lock().dead.clone()
     }
 
-    fn charge(&self, io_size: usize) -> u16 {
+    pub(crate) fn charge(&self, io_size: usize) -> u16 {
         let large = self
             .negotiated
             .lock()
@@ -237,33 +247,67 @@ impl Shared {
         protect: Protect,
         build: impl FnOnce(&Self, &Header) -> Result<Vec<Bytes>, Error>,
     ) -> Result<Incoming, Error> {
+        let mut answers = self
+            .call_many(
+                &[Slot { command, charge }],
+                session_id,
+                tree_id,
+                protect,
+                move |s, headers| match headers.first() {
+                    Some(h) => build(s, h),
+                    None => Err(Error::Protocol("no header".into())),
+                },
+            )
+            .await?;
+        answers
+            .pop()
+            .unwrap_or_else(|| Err(Error::Protocol("no response".into())))
+    }
+
+    /// Sends one frame of `slots.len()` messages (one request, or a compound that `build`
+    /// lays out from the headers) and waits for every final response, in order. The whole
+    /// charge is taken from the window at once, so a compound never waits half-sent.
+    pub(crate) async fn call_many(
+        &self,
+        slots: &[Slot],
+        session_id: u64,
+        tree_id: u32,
+        protect: Protect,
+        build: impl FnOnce(&Self, &[Header]) -> Result<Vec<Bytes>, Error>,
+    ) -> Result<Vec<Result<Incoming, Error>>, Error> {
+        let total: u32 = slots.iter().map(|s| u32::from(s.charge)).sum();
         let permit = self
             .credits
-            .acquire_many(u32::from(charge))
+            .acquire_many(total)
             .await
             .map_err(|_| Error::Disconnected(self.is_dead().unwrap_or_default()))?;
         permit.forget();
-        let (tx, rx) = oneshot::channel();
-        let mid = {
+        let mut receivers = Vec::with_capacity(slots.len());
+        let mut mids = Vec::with_capacity(slots.len());
+        {
             let mut st = self.state.lock();
             if let Some(d) = &st.dead {
                 return Err(Error::Disconnected(d.clone()));
             }
-            let mid = st.next_mid;
-            st.next_mid += u64::from(charge);
-            st.pending.insert(
-                mid,
-                Pending {
-                    tx: Some(tx),
-                    async_id: None,
-                    command,
-                },
-            );
-            mid
-        };
+            for slot in slots {
+                let (tx, rx) = oneshot::channel();
+                let mid = st.next_mid;
+                st.next_mid += u64::from(slot.charge);
+                st.pending.insert(
+                    mid,
+                    Pending {
+                        tx: Some(tx),
+                        async_id: None,
+                        command: slot.command,
+                    },
+                );
+                receivers.push(rx);
+                mids.push(mid);
+            }
+        }
         let mut waiter = Waiter {
             shared: self,
-            mid,
+            mids: mids.clone(),
             protect,
             done: false,
         };
@@ -272,27 +316,41 @@ impl Shared {
             .lock()
             .as_ref()
             .is_some_and(|n| !n.large_mtu());
-        let header = Header {
-            // 2.0.2 has no CreditCharge field (MS-SMB2 2.2.1.2).
-            credit_charge: if dialect_202 { 0 } else { charge },
-            command,
-            credits: self.config.credit_request,
-            message_id: mid,
-            session_id,
-            tree_id,
-            ..Default::default()
-        };
-        match build(self, &header) {
+        let headers: Vec<Header> = slots
+            .iter()
+            .zip(&mids)
+            .map(|(slot, &mid)| Header {
+                // 2.0.2 has no CreditCharge field (MS-SMB2 2.2.1.2).
+                credit_charge: if dialect_202 { 0 } else { slot.charge },
+                command: slot.command,
+                credits: self.config.credit_request,
+                message_id: mid,
+                session_id,
+                tree_id,
+                ..Default::default()
+            })
+            .collect();
+        match build(self, &headers) {
             Ok(segs) => self.send_frame(segs)?,
             Err(e) => {
                 waiter.done = true;
-                self.state.lock().pending.remove(&mid);
+                let mut st = self.state.lock();
+                for mid in &mids {
+                    st.pending.remove(mid);
+                }
                 return Err(e);
             }
         }
-        let r = rx.await;
+        let mut answers = Vec::with_capacity(receivers.len());
+        for rx in receivers {
+            let r = rx.await;
+            answers.push(
+                r.map_err(|_| Error::Disconnected(self.is_dead().unwrap_or_default()))
+                    .and_then(|r| r),
+            );
+        }
         waiter.done = true;
-        r.map_err(|_| Error::Disconnected(self.is_dead().unwrap_or_default()))?
+        Ok(answers)
     }
 
     /// Builds the frame: header + body (+ payload), signed or sealed as the session requires.

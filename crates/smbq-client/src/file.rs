@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
+use smbq_proto::client::Incoming;
 use smbq_wire::close::CloseRequest;
+use smbq_wire::create::{CreateAction, CreateResponse};
 use smbq_wire::flush::FlushRequest;
 use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::dir_info::{DirClass, decode_dir_list};
@@ -17,6 +19,7 @@ use smbq_wire::set_info::SetInfoRequest;
 use smbq_wire::write::{WriteRequest, WriteResponse};
 use smbq_wire::{Command, FileId, NtStatus, Writer};
 
+use crate::compound::Part;
 use crate::session::check;
 use crate::tree::Tree;
 use crate::{DirEntry, Error, Metadata};
@@ -32,6 +35,9 @@ struct Inner {
     meta: Metadata,
     created: bool,
     closed: AtomicBool,
+    /// A READ that went with the CREATE (offset, length asked, data), for the first
+    /// [`crate::transfer::download`] to take instead of asking again.
+    prefetch: parking_lot::Mutex<Option<(u64, u32, Bytes)>>,
 }
 
 /// An open handle. Cheap to clone; several requests may use it at once. Closed by
@@ -76,7 +82,33 @@ impl File {
                 meta,
                 created,
                 closed: AtomicBool::new(false),
+                prefetch: parking_lot::Mutex::new(None),
             }),
+        }
+    }
+
+    /// The handle a CREATE response describes.
+    pub(crate) fn from_create(tree: Tree, r: &Incoming) -> Result<Self, Error> {
+        let c = CreateResponse::decode(&r.msg)?;
+        Ok(Self::new(
+            tree,
+            c.file_id,
+            meta_of(&c),
+            c.create_action == CreateAction::CREATED,
+        ))
+    }
+
+    pub(crate) fn keep_prefetch(&self, offset: u64, asked: u32, data: Bytes) {
+        *self.inner.prefetch.lock() = Some((offset, asked, data));
+    }
+
+    /// The data of the READ that went with the open, if it was at `offset`: (length asked,
+    /// data). Taken once.
+    pub(crate) fn take_prefetch(&self, offset: u64) -> Option<(u32, Bytes)> {
+        let mut p = self.inner.prefetch.lock();
+        match p.take() {
+            Some((at, asked, data)) if at == offset => Some((asked, data)),
+            _ => None,
         }
     }
 
@@ -100,41 +132,27 @@ impl File {
 
     /// Largest single READ, from the server's limit and the client's cap.
     pub fn max_read(&self) -> u32 {
-        let c = self.inner.tree.session.client();
-        c.negotiated().max_read.min(c.shared.config.max_io).max(1)
+        self.inner.tree.max_read()
     }
 
     pub fn max_write(&self) -> u32 {
-        let c = self.inner.tree.session.client();
-        c.negotiated().max_write.min(c.shared.config.max_io).max(1)
+        self.inner.tree.max_write()
     }
 
     /// One READ of at most `len` bytes (capped at [`File::max_read`]); empty at end of file.
     pub async fn read_at(&self, offset: u64, len: u32) -> Result<Bytes, Error> {
         let len = len.min(self.max_read());
-        let mut w = Writer::new();
-        ReadRequest {
-            length: len,
-            offset,
-            file_id: self.inner.id,
-            ..Default::default()
-        }
-        .encode(&mut w);
         let r = self
             .inner
             .tree
-            .send(Command::READ, w.into_vec(), None, len as usize)
+            .send(
+                Command::READ,
+                read_body(self.inner.id, offset, len),
+                None,
+                len as usize,
+            )
             .await?;
-        if r.header.status == NtStatus::END_OF_FILE {
-            return Ok(Bytes::new());
-        }
-        check(&r, "READ")?;
-        let data = ReadResponse::decode(&r.msg)?.data;
-        if data.len() > len as usize {
-            return Err(Error::Protocol("READ returned more than asked".into()));
-        }
-        // The data stays in the received frame's buffer.
-        Ok(r.msg.slice_ref(data))
+        read_data(&r, len)
     }
 
     /// One WRITE of `data` (at most [`File::max_write`] bytes); returns the count written.
@@ -198,19 +216,15 @@ impl File {
 
     /// SET_INFO of a file information class with an encoded buffer.
     pub async fn set_info(&self, class: FileInfoClass, buffer: Vec<u8>) -> Result<(), Error> {
-        let mut w = Writer::new();
-        SetInfoRequest {
-            info_type: InfoType::FILE,
-            file_info_class: class.0,
-            additional_information: 0,
-            file_id: self.inner.id,
-            buffer: &buffer,
-        }
-        .encode(&mut w);
         let r = self
             .inner
             .tree
-            .send(Command::SET_INFO, w.into_vec(), None, buffer.len())
+            .send(
+                Command::SET_INFO,
+                set_info_body(self.inner.id, class, &buffer),
+                None,
+                buffer.len(),
+            )
             .await?;
         check(&r, "SET_INFO")
     }
@@ -230,31 +244,28 @@ impl File {
 
     /// Every entry matching `pattern` (MS-SMB2 3.2.4.17), FileIdBothDirectoryInformation.
     pub async fn read_dir(&self, pattern: &str) -> Result<Vec<DirEntry>, Error> {
-        let pattern = smbq_wire::cursor::utf16le_encode(pattern);
+        let first = self.query_dir(pattern, true).await?;
+        self.read_dir_after(first, pattern).await
+    }
+
+    async fn query_dir(&self, pattern: &str, restart: bool) -> Result<Incoming, Error> {
+        let part = query_dir_part(self.inner.id, pattern, restart);
+        self.inner
+            .tree
+            .send(part.command, part.body, None, part.io_size)
+            .await
+    }
+
+    /// Continues a listing whose first QUERY_DIRECTORY answered `first` (it may have gone
+    /// with the open, compounded) until the server says NO_MORE_FILES.
+    pub(crate) async fn read_dir_after(
+        &self,
+        first: Incoming,
+        pattern: &str,
+    ) -> Result<Vec<DirEntry>, Error> {
         let mut out = Vec::new();
-        let mut first = true;
+        let mut r = first;
         loop {
-            let mut w = Writer::new();
-            QueryDirectoryRequest {
-                file_information_class: DirClass::IdBothDirectory.info_class().0,
-                flags: if first { qd_flags::RESTART_SCANS } else { 0 },
-                file_index: 0,
-                file_id: self.inner.id,
-                file_name: &pattern,
-                output_buffer_length: DIR_BUFFER,
-            }
-            .encode(&mut w);
-            first = false;
-            let r = self
-                .inner
-                .tree
-                .send(
-                    Command::QUERY_DIRECTORY,
-                    w.into_vec(),
-                    None,
-                    DIR_BUFFER as usize,
-                )
-                .await?;
             if r.header.status == NtStatus::NO_MORE_FILES {
                 return Ok(out);
             }
@@ -284,6 +295,7 @@ impl File {
                     },
                 });
             }
+            r = self.query_dir(pattern, false).await?;
         }
     }
 
@@ -293,5 +305,96 @@ impl File {
             return Ok(());
         }
         close(&self.inner.tree, self.inner.id).await
+    }
+}
+
+/// A READ request's body (MS-SMB2 2.2.19).
+pub(crate) fn read_body(file_id: FileId, offset: u64, len: u32) -> Vec<u8> {
+    let mut w = Writer::new();
+    ReadRequest {
+        length: len,
+        offset,
+        file_id,
+        ..Default::default()
+    }
+    .encode(&mut w);
+    w.into_vec()
+}
+
+/// The data of a READ response, left in the received frame's buffer; empty at end of file.
+pub(crate) fn read_data(r: &Incoming, asked: u32) -> Result<Bytes, Error> {
+    if r.header.status == NtStatus::END_OF_FILE {
+        return Ok(Bytes::new());
+    }
+    check(r, "READ")?;
+    let data = ReadResponse::decode(&r.msg)?.data;
+    if data.len() > asked as usize {
+        return Err(Error::Protocol("READ returned more than asked".into()));
+    }
+    Ok(r.msg.slice_ref(data))
+}
+
+/// A WRITE request's body with its data after the fixed part (MS-SMB2 2.2.21).
+pub(crate) fn write_body(file_id: FileId, offset: u64, data: &[u8]) -> Vec<u8> {
+    let mut w = Writer::with_capacity(48 + data.len());
+    WriteRequest {
+        offset,
+        file_id,
+        data,
+        ..Default::default()
+    }
+    .encode(&mut w);
+    w.into_vec()
+}
+
+/// A SET_INFO request's body for a file information class (MS-SMB2 2.2.39).
+pub(crate) fn set_info_body(file_id: FileId, class: FileInfoClass, buffer: &[u8]) -> Vec<u8> {
+    let mut w = Writer::new();
+    SetInfoRequest {
+        info_type: InfoType::FILE,
+        file_info_class: class.0,
+        additional_information: 0,
+        file_id,
+        buffer,
+    }
+    .encode(&mut w);
+    w.into_vec()
+}
+
+fn meta_of(c: &CreateResponse<'_>) -> Metadata {
+    Metadata {
+        size: c.end_of_file,
+        allocation: c.allocation_size,
+        attributes: c.file_attributes,
+        created: c.creation_time,
+        accessed: c.last_access_time,
+        modified: c.last_write_time,
+        changed: c.change_time,
+    }
+}
+
+/// What a CREATE response reports about the file.
+pub(crate) fn metadata_of(r: &Incoming) -> Result<Metadata, Error> {
+    Ok(meta_of(&CreateResponse::decode(&r.msg)?))
+}
+
+/// A QUERY_DIRECTORY for FileIdBothDirectoryInformation (MS-SMB2 2.2.33), the first of a
+/// listing restarting the scan.
+pub(crate) fn query_dir_part(file_id: FileId, pattern: &str, restart: bool) -> Part {
+    let pattern = smbq_wire::cursor::utf16le_encode(pattern);
+    let mut w = Writer::new();
+    QueryDirectoryRequest {
+        file_information_class: DirClass::IdBothDirectory.info_class().0,
+        flags: if restart { qd_flags::RESTART_SCANS } else { 0 },
+        file_index: 0,
+        file_id,
+        file_name: &pattern,
+        output_buffer_length: DIR_BUFFER,
+    }
+    .encode(&mut w);
+    Part {
+        command: Command::QUERY_DIRECTORY,
+        body: w.into_vec(),
+        io_size: DIR_BUFFER as usize,
     }
 }

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod client;
+mod compound;
 mod conn;
 mod error;
 mod file;

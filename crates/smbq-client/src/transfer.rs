@@ -26,7 +26,7 @@ impl Default for TransferOptions {
 }
 
 /// Reads `[offset, end)` of `file`, `depth` READs in flight, handing each piece to `sink` in
-/// file order. Returns the bytes delivered; stops early at end of file. Dropping the future
+/// file order; a READ that went with the open at `offset` is used instead of repeated. Returns the bytes delivered; stops early at end of file. Dropping the future
 /// aborts the READs still running (each sends its CANCEL).
 pub async fn download(
     file: &File,
@@ -42,6 +42,18 @@ pub async fn download(
     let mut deliver = offset;
     let mut done = 0u64;
     let mut eof = false;
+    // The READ that went with the open (Tree::open_and_read) is the first piece.
+    if let Some((asked, data)) = file.take_prefetch(offset) {
+        let len = u64::from(asked).min(end.saturating_sub(offset));
+        if len > 0 {
+            if (data.len() as u64) < u64::from(asked) {
+                eof = true;
+            }
+            let data = data.slice(..data.len().min(len as usize));
+            ready.insert(offset, (len, data));
+            next = offset + len;
+        }
+    }
     loop {
         while !eof && set.len() + ready.len() < opts.depth.max(1) && next < end {
             let len = chunk.min(end - next);

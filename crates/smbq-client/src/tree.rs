@@ -1,15 +1,15 @@
 //! A connected share: opening files, listing, and the name operations built on CREATE.
 
 use smbq_wire::create::{
-    CreateAction, CreateDisposition, CreateRequest, CreateResponse, ImpersonationLevel,
-    OplockLevel, create_options,
+    CreateDisposition, CreateRequest, ImpersonationLevel, OplockLevel, create_options,
 };
 use smbq_wire::cursor::utf16le_encode;
+use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::access;
 use smbq_wire::fscc::attributes::FILE_ATTRIBUTE_DIRECTORY;
 use smbq_wire::fscc::file_info::RenameInfo;
 use smbq_wire::tree_connect::TreeDisconnectRequest;
-use smbq_wire::{Command, NtStatus, Writer};
+use smbq_wire::{Command, FileId, NtStatus, Writer};
 
 use crate::file::File;
 use crate::session::{Session, check};
@@ -127,53 +127,25 @@ impl Tree {
 
     /// CREATE (MS-SMB2 3.2.4.3).
     pub async fn open(&self, path: &str, o: &OpenOptions) -> Result<File, Error> {
-        let name = utf16le_encode(&smb_path(path));
-        let mut w = Writer::new();
-        CreateRequest {
-            requested_oplock_level: OplockLevel::NONE,
-            impersonation_level: ImpersonationLevel::IMPERSONATION,
-            desired_access: o.access,
-            file_attributes: o.attributes,
-            share_access: o.share,
-            create_disposition: o.disposition,
-            create_options: o.options,
-            name: &name,
-            ..Default::default()
-        }
-        .encode(&mut w);
-        let r = self.send(Command::CREATE, w.into_vec(), None, 0).await?;
+        let r = self
+            .send(Command::CREATE, create_body(path, o), None, 0)
+            .await?;
         check(&r, "CREATE")?;
-        let c = CreateResponse::decode(&r.msg)?;
-        let meta = Metadata {
-            size: c.end_of_file,
-            allocation: c.allocation_size,
-            attributes: c.file_attributes,
-            created: c.creation_time,
-            accessed: c.last_access_time,
-            modified: c.last_write_time,
-            changed: c.change_time,
-        };
-        Ok(File::new(
-            self.clone(),
-            c.file_id,
-            meta,
-            c.create_action == CreateAction::CREATED,
-        ))
+        File::from_create(self.clone(), &r)
     }
 
-    /// Size, times and attributes of a path (one CREATE + CLOSE).
+    /// Size, times and attributes of a path: CREATE + CLOSE, compounded (one round trip).
     pub async fn stat(&self, path: &str) -> Result<Metadata, Error> {
         let o = OpenOptions {
             access: access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
             ..OpenOptions::read()
         };
-        let f = self.open(path, &o).await?;
-        let m = f.metadata().clone();
-        f.close().await?;
-        Ok(m)
+        let (create, _) = self.compound_on(path, &o, Vec::new(), true).await?;
+        crate::file::metadata_of(&create)
     }
 
-    /// Every entry of a directory except `.` and `..`.
+    /// Every entry of a directory except `.` and `..`. The open and the first
+    /// QUERY_DIRECTORY go as one compound.
     pub async fn list(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
         let o = OpenOptions {
             access: access::FILE_LIST_DIRECTORY
@@ -182,8 +154,16 @@ impl Tree {
             options: create_options::DIRECTORY_FILE,
             ..OpenOptions::read()
         };
-        let dir = self.open(path, &o).await?;
-        let r = dir.read_dir("*").await;
+        let first = crate::file::query_dir_part(FileId::RELATED, "*", true);
+        let (create, mut rest) = self.compound_on(path, &o, vec![first], false).await?;
+        let dir = File::from_create(self.clone(), &create)?;
+        let first = rest
+            .pop()
+            .unwrap_or_else(|| Err(Error::Protocol("a compound response is missing".into())));
+        let r = match first {
+            Ok(first) => dir.read_dir_after(first, "*").await,
+            Err(e) => Err(e),
+        };
         let c = dir.close().await;
         let entries = r?;
         c?;
@@ -198,7 +178,8 @@ impl Tree {
             attributes: FILE_ATTRIBUTE_DIRECTORY,
             ..OpenOptions::read()
         };
-        self.open(path, &o).await?.close().await
+        self.compound_on(path, &o, Vec::new(), true).await?;
+        Ok(())
     }
 
     /// Deletes a file (`dir == false`) or an empty directory by setting the delete
@@ -215,13 +196,8 @@ impl Tree {
             },
             ..OpenOptions::read()
         };
-        let f = self.open(path, &o).await?;
-        let r = f
-            .set_info(smbq_wire::fscc::FileInfoClass::DISPOSITION, vec![1])
-            .await;
-        let c = f.close().await;
-        r?;
-        c
+        self.set_info_on(path, &o, FileInfoClass::DISPOSITION, vec![1])
+            .await
     }
 
     pub async fn remove(&self, path: &str) -> Result<(), Error> {
@@ -238,7 +214,6 @@ impl Tree {
             access: access::DELETE | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
             ..OpenOptions::read()
         };
-        let f = self.open(from, &o).await?;
         let info = RenameInfo {
             replace_if_exists: replace,
             root_directory: 0,
@@ -246,12 +221,8 @@ impl Tree {
         };
         let mut w = Writer::new();
         info.encode(&mut w);
-        let r = f
-            .set_info(smbq_wire::fscc::FileInfoClass::RENAME, w.into_vec())
-            .await;
-        let c = f.close().await;
-        r?;
-        c
+        self.set_info_on(from, &o, FileInfoClass::RENAME, w.into_vec())
+            .await
     }
 
     /// Whether a path exists (any status but "not found" is reported as an error).
@@ -275,4 +246,23 @@ impl Tree {
             .await?;
         check(&r, "TREE_DISCONNECT")
     }
+}
+
+/// A CREATE request's body (MS-SMB2 2.2.13): no oplock or lease, no contexts.
+pub(crate) fn create_body(path: &str, o: &OpenOptions) -> Vec<u8> {
+    let name = utf16le_encode(&smb_path(path));
+    let mut w = Writer::new();
+    CreateRequest {
+        requested_oplock_level: OplockLevel::NONE,
+        impersonation_level: ImpersonationLevel::IMPERSONATION,
+        desired_access: o.access,
+        file_attributes: o.attributes,
+        share_access: o.share,
+        create_disposition: o.disposition,
+        create_options: o.options,
+        name: &name,
+        ..Default::default()
+    }
+    .encode(&mut w);
+    w.into_vec()
 }

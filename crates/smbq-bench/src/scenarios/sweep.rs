@@ -76,19 +76,23 @@ fn source(
 }
 
 async fn copy(tree: &Tree, name: &str, size: u64, block: &Bytes) -> Result<(), String> {
+    let opts = TransferOptions::default();
+    if size <= u64::from(opts.chunk.min(tree.max_write())) {
+        // A file that fits one WRITE goes as CREATE + WRITE + CLOSE in one compound, as
+        // `smbq put` sends it: one round trip.
+        let data = source(block, size)(size as usize).map_err(|e| e.to_string())?;
+        tree.write_small(name, &OpenOptions::create_truncate(), &data)
+            .await
+            .map_err(|e| format!("write {name}: {e}"))?;
+        return Ok(());
+    }
     let f = tree
         .open(name, &OpenOptions::create_truncate())
         .await
         .map_err(|e| format!("create {name}: {e}"))?;
-    let n = upload(
-        &f,
-        0,
-        TransferOptions::default(),
-        source(block, size),
-        |_| {},
-    )
-    .await
-    .map_err(|e| format!("upload {name}: {e}"))?;
+    let n = upload(&f, 0, opts, source(block, size), |_| {})
+        .await
+        .map_err(|e| format!("upload {name}: {e}"))?;
     f.close().await.map_err(|e| format!("close {name}: {e}"))?;
     if n != size {
         return Err(format!("{name}: wrote {n} of {size} bytes"));

@@ -99,6 +99,24 @@ async fn get_into_special(
     Ok(())
 }
 
+/// Opens a remote file (or directory) for `get`. Without `--continue` the first chunk is read
+/// in the same compound as the open (one round trip fewer; a small file arrives whole with
+/// its open); a directory's failed READ is of no interest.
+async fn open_for_get(
+    tree: &smbq_client::Tree,
+    path: &str,
+    resume: bool,
+    opts: TransferOptions,
+) -> Result<File, Error> {
+    if resume {
+        return tree.open(path, &OpenOptions::read()).await;
+    }
+    let (f, _) = tree
+        .open_and_read(path, &OpenOptions::read(), opts.chunk)
+        .await?;
+    Ok(f)
+}
+
 /// Downloads the open remote `f` to `target` through `target.part`.
 async fn get_file(
     f: &File,
@@ -231,8 +249,7 @@ pub async fn run(a: GetArgs, c: &mut Connector) -> Result<(), CliError> {
             .await
             .map_err(at);
     }
-    let f = tree
-        .open(&u.path, &OpenOptions::read())
+    let f = open_for_get(&tree, &u.path, a.xfer.resume, opts)
         .await
         .map_err(|e| at(e.into()))?;
     let target = local_target(&a.local, u.basename());
@@ -278,8 +295,7 @@ pub async fn run(a: GetArgs, c: &mut Connector) -> Result<(), CliError> {
                 Item::File { remote, local, .. } => {
                     let shown = u.display_path(remote);
                     p.file(remote);
-                    let f = tree
-                        .open(remote, &OpenOptions::read())
+                    let f = open_for_get(&tree, remote, a.xfer.resume, opts)
                         .await
                         .map_err(|e| CliError::from(e).at("get", &shown))?;
                     let r = get_file(&f, local, a.xfer.resume, opts, &p).await;

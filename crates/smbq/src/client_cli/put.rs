@@ -157,6 +157,9 @@ async fn put_file(
             Err(e) => return Err(e.into()),
         }
     }
+    if !resumed && size <= u64::from(opts.chunk.min(tree.max_write())) {
+        return put_small(tree, local, size, &part, target, progress).await;
+    }
     let how = if resumed {
         OpenOptions::create_keep()
     } else {
@@ -215,6 +218,33 @@ async fn put_file(
     let r = finish.await;
     set_partial(None);
     r.map_err(|e| CliError::from(e).note(&kept))?;
+    progress.file_done();
+    watchdog::touch();
+    Ok(())
+}
+
+/// A file that fits one WRITE: CREATE + WRITE + CLOSE of the `.part` as one compound, then
+/// the rename (itself CREATE + SET_INFO + CLOSE, compounded): two round trips in all.
+async fn put_small(
+    tree: &Tree,
+    local: &Path,
+    size: u64,
+    part: &str,
+    target: &str,
+    progress: &Progress,
+) -> Result<(), CliError> {
+    let data = fs::read(local).map_err(|e| local_err(local, e))?;
+    if data.len() as u64 != size {
+        return Err(CliError::other(format!(
+            "{} changed size while being sent ({size} then {} bytes)",
+            local.display(),
+            data.len()
+        )));
+    }
+    tree.write_small(part, &OpenOptions::create_truncate(), &data)
+        .await?;
+    progress.add(size);
+    tree.rename(part, target, true).await?;
     progress.file_done();
     watchdog::touch();
     Ok(())

@@ -86,7 +86,9 @@ pub async fn to_stdout(tree: &Tree, path: &str, opts: TransferOptions) -> Result
         options: create_options::NON_DIRECTORY_FILE,
         ..OpenOptions::read()
     };
-    let f = tree.open(path, &o).await?;
+    // The first chunk goes with the open (one compound, one round trip fewer).
+    let (f, first) = tree.open_and_read(path, &o, opts.chunk).await?;
+    first?;
     let mut out = std::io::stdout().lock();
     let mut local: Option<std::io::Error> = None;
     // To the end of the file as it is while reading, not as it was at open.
