@@ -92,6 +92,12 @@ pub struct BenchArgs {
     #[serde(skip)] // recorded as settings.quic_congestion
     pub quic_congestion: Option<smbq_transport::Congestion>,
 
+    /// QUIC MTU-discovery upper bound of the smbq server, our client and the raw QUIC
+    /// baseline (default: smbq's own, 1452, safe on the internet; up to 6500 for a LAN with
+    /// jumbo frames or loopback)
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1200..=6500))]
+    pub quic_mtu: Option<u16>,
+
     /// TCP congestion controller inside the emulated link's namespaces (e.g. cubic, bbr;
     /// default: the kernel's net.ipv4.tcp_congestion_control, which namespaces inherit)
     #[arg(long)]
@@ -208,9 +214,11 @@ impl Ctx {
 
     /// QUIC settings of the bench's own QUIC ends (raw baseline server, every client).
     pub fn quic_settings(&self) -> smbq_transport::QuicSettings {
+        let d = smbq_transport::QuicSettings::default();
         smbq_transport::QuicSettings {
             congestion: self.congestion(),
-            ..smbq_transport::QuicSettings::default()
+            mtu_upper_bound: self.args.quic_mtu.unwrap_or(d.mtu_upper_bound),
+            ..d
         }
     }
 
@@ -238,7 +246,7 @@ impl Ctx {
                 quic_port,
                 user: &self.user,
                 password: &self.password,
-                congestion: self.congestion(),
+                quic_settings: self.quic_settings(),
             },
         )
     }
@@ -301,6 +309,7 @@ fn settings(ctx: &Ctx) -> serde_json::Value {
         "fio_runtime_s": runtime.as_secs_f64(),
         "quic": format!("{:?}", ctx.quic_settings()),
         "quic_congestion": ctx.congestion().name(),
+        "quic_mtu_upper_bound": ctx.quic_settings().effective_mtu_upper_bound(),
         "tcp_congestion_kernel": sys::tcp_congestion(),
         "tcp_congestion_emulated": ctx.args.tcp_congestion.clone().or_else(sys::tcp_congestion),
         "client": {

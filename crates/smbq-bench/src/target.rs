@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use smbq_client::{Client, ClientConfig, Session, Tree};
-use smbq_transport::{Congestion, QuicClient, QuicClientConfig, QuicSettings, ServerTrust};
+use smbq_transport::{QuicClient, QuicClientConfig, QuicSettings, ServerTrust};
 
 /// The server/transport/security combinations the study compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -95,7 +95,7 @@ impl Endpoint {
     pub fn quic(
         addr: SocketAddr,
         pin: [u8; 32],
-        congestion: Congestion,
+        settings: QuicSettings,
         user: &str,
         password: &str,
     ) -> Result<Self, String> {
@@ -105,10 +105,7 @@ impl Endpoint {
             "[::]:0".parse().map_err(|_| "bind address")?
         };
         let cfg = QuicClientConfig {
-            settings: QuicSettings {
-                congestion,
-                ..QuicSettings::default()
-            },
+            settings,
             ..QuicClientConfig::new(ServerTrust::Pin(pin))
         };
         let client = QuicClient::new(cfg, bind).map_err(|e| format!("QUIC client: {e}"))?;

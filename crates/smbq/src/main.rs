@@ -51,10 +51,10 @@ enum Cmd {
         cmd: UserCmd,
     },
     #[command(flatten)]
-    Client(client_cli::ClientCmd),
+    Client(Box<client_cli::ClientCmd>),
     /// Benchmark suite: raw baselines, fio-shaped jobs vs Samba, file-size sweep, connection
-    /// setup and loss/delay vs scp, on loopback or through the link emulator. JSON, Markdown
-    /// and SVG results in --out.
+    /// setup and loss/delay vs scp, crypto vs openssl, on loopback or through the link
+    /// emulator. JSON, Markdown, SVG and PNG results in --out.
     Bench(smbq_bench::BenchArgs),
 }
 
@@ -158,7 +158,7 @@ fn main() -> ExitCode {
         Cmd::Serve(args) => serve::run(args),
         Cmd::Cert { cmd } => cert_cmd::run(cmd),
         Cmd::User { cmd } => user_cmd(cmd),
-        Cmd::Client(cmd) => return client_cli::run(cmd),
+        Cmd::Client(cmd) => return client_cli::run(*cmd),
         Cmd::Bench(args) => smbq_bench::run(args),
     };
     match result {

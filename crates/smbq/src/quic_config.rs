@@ -49,6 +49,8 @@ pub struct QuicConfig {
     pub retry_above: Option<usize>,
     /// Congestion controller: "bbr" (default), "cubic" or "newreno".
     pub congestion: Option<String>,
+    /// quinn's drivers on a thread of their own (true), or on the shared worker threads.
+    pub io_thread: Option<bool>,
     /// Append TLS secrets (NSS key-log format) to this file; `SSLKEYLOGFILE` does the same.
     pub keylog: Option<PathBuf>,
 }

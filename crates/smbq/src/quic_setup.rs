@@ -43,6 +43,7 @@ pub fn settings(q: &QuicConfig) -> QuicSettings {
             .as_deref()
             .and_then(|c| c.parse().ok())
             .unwrap_or(d.congestion),
+        io_thread: q.io_thread.unwrap_or(d.io_thread),
     }
 }
 

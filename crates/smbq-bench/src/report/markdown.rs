@@ -53,6 +53,12 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
     );
     let _ = writeln!(
         o,
+        "QUIC: congestion controller {}, MTU-discovery bound {} bytes.\n",
+        text("/settings/quic_congestion", "?"),
+        at("/settings/quic_mtu_upper_bound"),
+    );
+    let _ = writeln!(
+        o,
         "Numbers are medians; (min–max) over the repeats follow where there were several.\n"
     );
 

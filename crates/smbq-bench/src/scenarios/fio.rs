@@ -323,7 +323,7 @@ fn measure(
     let enc_pid = enc.pid();
     let plain_pid = plain.pid();
     let quic_addr = enc.quic.ok_or("smbq printed no QUIC address")?;
-    let (pin, cc) = (enc.pin, enc.congestion);
+    let (pin, cc) = (enc.pin, enc.quic_settings.clone());
     let (u, p) = (user.clone(), pw.clone());
     let quic = net.on_client(async move { Endpoint::quic(quic_addr, pin, cc, &u, &p) })??;
     targets.push(Running {

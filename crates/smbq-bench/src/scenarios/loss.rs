@@ -297,7 +297,7 @@ fn measure(
     let (qa, pin, cc) = (
         server.quic.ok_or("no QUIC address")?,
         server.pin,
-        server.congestion,
+        server.quic_settings.clone(),
     );
     let quic = net.on_client(async move { Endpoint::quic(qa, pin, cc, &u, &p) })??;
     let tcp = Endpoint::tcp(
@@ -393,7 +393,7 @@ fn measure(
                 bytes: want,
                 files: files.len(),
                 tcp_congestion: String::new(),
-                quic_congestion: server.congestion.name(),
+                quic_congestion: server.quic_settings.congestion.name(),
                 measured_loss_pct: None,
             });
         }

@@ -152,7 +152,7 @@ fn at_rtt(
         prog.step(&format!("{} at {rtt} ms RTT, {n} setups", target.name()));
         let ep = match target {
             Target::SmbqQuic => {
-                let (addr, pin, cc) = (server.quic, server.pin, server.congestion);
+                let (addr, pin, cc) = (server.quic, server.pin, server.quic_settings.clone());
                 let (u, p) = (u.clone(), p.clone());
                 net.on_client(async move {
                     Endpoint::quic(addr.ok_or("no QUIC address")?, pin, cc, &u, &p)

@@ -160,7 +160,7 @@ fn measure(
     std::fs::create_dir_all(ctx.data.join("sweep")).map_err(|e| e.to_string())?;
     let (u, p) = (ctx.user.clone(), ctx.password.clone());
     let quic_addr = server.quic.ok_or("no QUIC address")?;
-    let (pin, cc) = (server.pin, server.congestion);
+    let (pin, cc) = (server.pin, server.quic_settings.clone());
     let quic = net.on_client(async move { Endpoint::quic(quic_addr, pin, cc, &u, &p) })??;
     let tcp = Endpoint::tcp(
         Target::SmbqTcpEnc,

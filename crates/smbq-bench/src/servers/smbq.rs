@@ -10,7 +10,7 @@ use std::time::Duration;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use smbq_transport::Congestion;
+use smbq_transport::QuicSettings;
 
 use super::log_tail;
 use crate::net::Net;
@@ -28,8 +28,9 @@ pub struct SmbqServer {
     pub cert_chain: Vec<CertificateDer<'static>>,
     key_path: PathBuf,
     pub encrypt: bool,
-    /// The QUIC congestion controller it runs; clients of the bench use the same.
-    pub congestion: Congestion,
+    /// The QUIC settings it runs (congestion controller, MTU bound); the bench's clients of
+    /// it use the same.
+    pub quic_settings: QuicSettings,
     log: PathBuf,
 }
 
@@ -43,8 +44,9 @@ pub struct SmbqOptions<'a> {
     pub quic_port: u16,
     pub user: &'a str,
     pub password: &'a str,
-    /// QUIC congestion controller, given to the server as `[quic] congestion`.
-    pub congestion: Congestion,
+    /// QUIC congestion controller and MTU-discovery bound, given to the server as
+    /// `[quic] congestion` and `mtu_upper_bound`.
+    pub quic_settings: QuicSettings,
 }
 
 fn parse_ready(line: &str, part: &str) -> Option<SocketAddr> {
@@ -62,7 +64,11 @@ impl SmbqServer {
         let config = o.work.join("smbq.toml");
         std::fs::write(
             &config,
-            format!("[quic]\ncongestion = \"{}\"\n", o.congestion.name()),
+            format!(
+                "[quic]\ncongestion = \"{}\"\nmtu_upper_bound = {}\n",
+                o.quic_settings.congestion.name(),
+                o.quic_settings.mtu_upper_bound
+            ),
         )
         .map_err(|e| format!("{}: {e}", config.display()))?;
         let mut cmd = net.command_b(&o.bin.to_string_lossy());
@@ -140,7 +146,7 @@ impl SmbqServer {
             cert_chain,
             key_path,
             encrypt: o.encrypt,
-            congestion: o.congestion,
+            quic_settings: o.quic_settings.clone(),
             child,
             log,
         })

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::quinn::{ConnectionError, Endpoint, TokioRuntime, TransportConfig, VarInt};
+use ::quinn::{ConnectionError, Endpoint, TransportConfig, VarInt};
 use socket2::SockRef;
 use tokio::time::Instant;
 
@@ -50,7 +50,7 @@ impl QuicClient {
             endpoint_config(&settings)?,
             None,
             socket,
-            Arc::new(TokioRuntime),
+            super::quinn_runtime(&settings, "smbq-quic-client")?,
         )?;
         Ok(Self {
             endpoint,

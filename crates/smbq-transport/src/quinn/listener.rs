@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ::quinn::crypto::rustls::QuicServerConfig;
-use ::quinn::{Endpoint, Incoming, ServerConfig, TokioRuntime, TransportConfig, VarInt};
+use ::quinn::{Endpoint, Incoming, ServerConfig, TransportConfig, VarInt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -229,7 +229,7 @@ impl QuicListener {
             endpoint_config(&shared.settings)?,
             Some(server.clone()),
             socket,
-            Arc::new(TokioRuntime),
+            super::quinn_runtime(&shared.settings, "smbq-quic")?,
         )?;
         tracing::info!(
             local = ?endpoint.local_addr().ok(),

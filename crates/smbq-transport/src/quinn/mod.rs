@@ -3,6 +3,7 @@
 //! 7.2), the UDP socket setup and the endpoint configuration.
 
 mod client;
+mod io_thread;
 mod listener;
 mod stream;
 
@@ -107,4 +108,14 @@ fn udp_socket(addr: SocketAddr, want: usize) -> io::Result<std::net::UdpSocket> 
     tune_socket(SockRef::from(&sock), want)?;
     sock.bind(&addr.into())?;
     Ok(sock.into())
+}
+
+/// The runtime quinn's drivers run on: their own thread ([`io_thread`]), or the caller's
+/// tokio runtime when `[quic] io_thread = false`.
+fn quinn_runtime(s: &QuicSettings, name: &str) -> io::Result<Arc<dyn ::quinn::Runtime>> {
+    if s.io_thread {
+        Ok(io_thread::IoThread::start(name)?)
+    } else {
+        Ok(Arc::new(::quinn::TokioRuntime))
+    }
 }

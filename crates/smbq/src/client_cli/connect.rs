@@ -277,7 +277,13 @@ impl Connector {
                     .client_cert
                     .as_ref()
                     .map(|c| (c.chain.clone(), c.key.clone_key())),
-                settings: QuicSettings::default(),
+                settings: QuicSettings {
+                    mtu_upper_bound: self
+                        .args
+                        .quic_mtu
+                        .unwrap_or(QuicSettings::default().mtu_upper_bound),
+                    ..QuicSettings::default()
+                },
                 keylog: keylog.clone(),
             };
             let bind: SocketAddr = if v6 {
