@@ -87,7 +87,7 @@ pub struct BenchArgs {
     pub smbq_bin: Option<PathBuf>,
 
     /// QUIC congestion controller of the smbq server, our client and the raw QUIC baseline:
-    /// cubic, bbr or newreno (default: smbq's own default)
+    /// cubic, bbr, bbr-pure (without the LAN floor) or newreno (default: smbq's own default)
     #[arg(long, value_parser = |s: &str| s.parse::<smbq_transport::Congestion>())]
     #[serde(skip)] // recorded as settings.quic_congestion
     pub quic_congestion: Option<smbq_transport::Congestion>,

@@ -35,21 +35,30 @@ pub enum Congestion {
     /// BBR (draft-cardwell-iccrg-bbr-congestion-control), paced to the measured bandwidth and
     /// round-trip time; random loss below ~15% barely slows it. quinn marks its BBR
     /// experimental. The default: at 2% random loss and 20 ms RTT raw QUIC moved ~0.6 MB/s
-    /// with Cubic and 85-100 MB/s with BBR, and no worse on clean or rate-limited links
-    /// (docs/benchmarks.md).
+    /// with Cubic and 85-100 MB/s with BBR (docs/benchmarks.md). On a path whose minimum RTT
+    /// is LAN-short (< 2 ms) the window is never below what Cubic, fed the same events, would
+    /// allow: quinn's BBR alone ramps up slowly there (`quinn/congestion.rs`).
     #[default]
     Bbr,
+    /// quinn's BBR alone, without the LAN floor of [`Congestion::Bbr`] (for comparison).
+    BbrPure,
     /// RFC 9002 7.3.
     NewReno,
 }
 
 impl Congestion {
-    pub const ALL: [Congestion; 3] = [Congestion::Cubic, Congestion::Bbr, Congestion::NewReno];
+    pub const ALL: [Congestion; 4] = [
+        Congestion::Cubic,
+        Congestion::Bbr,
+        Congestion::BbrPure,
+        Congestion::NewReno,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Congestion::Cubic => "cubic",
             Congestion::Bbr => "bbr",
+            Congestion::BbrPure => "bbr-pure",
             Congestion::NewReno => "newreno",
         }
     }
@@ -62,7 +71,9 @@ impl std::str::FromStr for Congestion {
         Congestion::ALL
             .into_iter()
             .find(|c| c.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown congestion controller {s:?} (cubic, bbr, newreno)"))
+            .ok_or_else(|| {
+                format!("unknown congestion controller {s:?} (cubic, bbr, bbr-pure, newreno)")
+            })
     }
 }
 

@@ -47,7 +47,7 @@ pub struct QuicConfig {
     pub max_connections_per_ip: Option<usize>,
     /// Handshakes in progress above which clients must validate their address (Retry).
     pub retry_above: Option<usize>,
-    /// Congestion controller: "bbr" (default), "cubic" or "newreno".
+    /// Congestion controller: "bbr" (default), "cubic", "newreno" or "bbr-pure".
     pub congestion: Option<String>,
     /// quinn's drivers on a thread of their own (true), or on the shared worker threads.
     pub io_thread: Option<bool>,

@@ -3,6 +3,7 @@
 //! 7.2), the UDP socket setup and the endpoint configuration.
 
 mod client;
+mod congestion;
 mod io_thread;
 mod listener;
 mod stream;
@@ -14,9 +15,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use ::quinn::{
-    EndpointConfig, IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt, congestion,
-};
+use ::quinn::{EndpointConfig, IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use crate::quic::{Congestion, QuicSettings};
@@ -60,14 +59,16 @@ fn transport_config(s: &QuicSettings, role: Role) -> io::Result<TransportConfig>
         .mtu_discovery_config(Some(mtu));
     match s.congestion {
         Congestion::Cubic => {
-            tc.congestion_controller_factory(Arc::new(congestion::CubicConfig::default()))
+            tc.congestion_controller_factory(Arc::new(::quinn::congestion::CubicConfig::default()))
         }
         Congestion::Bbr => {
-            tc.congestion_controller_factory(Arc::new(congestion::BbrConfig::default()))
+            tc.congestion_controller_factory(Arc::new(congestion::BbrLanFloorConfig::default()))
         }
-        Congestion::NewReno => {
-            tc.congestion_controller_factory(Arc::new(congestion::NewRenoConfig::default()))
+        Congestion::BbrPure => {
+            tc.congestion_controller_factory(Arc::new(::quinn::congestion::BbrConfig::default()))
         }
+        Congestion::NewReno => tc
+            .congestion_controller_factory(Arc::new(::quinn::congestion::NewRenoConfig::default())),
     };
     Ok(tc)
 }
