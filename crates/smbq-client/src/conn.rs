@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use smbq_proto::client::{ClientConfig, Incoming, Negotiated, SessionCrypto, split_compound};
 use smbq_proto::framing::{Deframer, frame_header};
@@ -477,10 +477,13 @@ impl Shared {
                 .ok_or_else(|| {
                     Error::Protocol("encrypted response for an unknown session".into())
                 })?;
-            let mut buf = frame.to_vec();
+            // In place when the frame owns its buffer alone (the deframer hands large frames
+            // out that way): a sealed 8 MiB READ response is not copied once more.
+            let mut buf = frame
+                .try_into_mut()
+                .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
             session.open(&mut buf)?;
-            let mut b = Bytes::from(buf);
-            let plain = b.split_off(TRANSFORM_HEADER_LEN);
+            let plain = buf.freeze().split_off(TRANSFORM_HEADER_LEN);
             (plain, true)
         } else {
             (frame, false)

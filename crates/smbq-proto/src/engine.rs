@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use smbq_auth::{AcceptStep, Acceptor, AcceptorConfig, Accounts, AuthError};
 use smbq_crypto::{Cipher, PreauthHash, Role, Signer, SigningAlgorithm, derive_keys};
 use smbq_wire::header::flags;
@@ -230,7 +230,7 @@ impl ServerConnection {
         match frame.get(..4) {
             Some([0xFF, b'S', b'M', b'B']) => self.on_smb1(&frame, env),
             Some([0xFD, b'S', b'M', b'B']) => {
-                let (plain, session_id) = self.decrypt(&frame)?;
+                let (plain, session_id) = self.decrypt(frame)?;
                 self.encrypted_frames += 1;
                 self.on_messages(plain, true, Some(session_id), env)
             }
@@ -286,14 +286,19 @@ impl ServerConnection {
         }
     }
 
-    fn decrypt(&mut self, frame: &[u8]) -> Result<(Bytes, u64), Violation> {
+    /// Opens a TRANSFORM frame (MS-SMB2 3.3.5.2.1.1) in place when the frame owns its buffer
+    /// alone (the deframer hands large frames out that way), else through one copy.
+    fn decrypt(&mut self, frame: Bytes) -> Result<(Bytes, u64), Violation> {
         if !matches!(&self.state, ConnState::Negotiated(n) if n.view.dialect.is_smb3()) {
             return Err(Violation::DecryptFailed);
         }
-        let th = TransformHeader::decode(frame).map_err(|e| Violation::Malformed(e.to_string()))?;
+        let th =
+            TransformHeader::decode(&frame).map_err(|e| Violation::Malformed(e.to_string()))?;
         let hdr_len = smbq_crypto::TRANSFORM_HEADER_LEN;
-        let payload = frame.get(hdr_len..).ok_or(Violation::DecryptFailed)?;
-        if th.original_message_size as usize != payload.len() || th.flags != 1 {
+        if frame.len() < hdr_len
+            || th.original_message_size as usize != frame.len() - hdr_len
+            || th.flags != 1
+        {
             return Err(Violation::DecryptFailed);
         }
         let session = self
@@ -301,15 +306,22 @@ impl ServerConnection {
             .get(&th.session_id)
             .ok_or(Violation::DecryptFailed)?;
         let dec = session.decryptor.as_ref().ok_or(Violation::DecryptFailed)?;
-        let aad = frame
+        let aad: [u8; 32] = frame
             .get(smbq_crypto::TRANSFORM_AAD)
+            .and_then(|a| a.try_into().ok())
             .ok_or(Violation::DecryptFailed)?;
         let nonce = th
             .nonce
             .get(..dec.cipher().nonce_len())
             .ok_or(Violation::DecryptFailed)?;
-        let mut buf = BytesMut::from(payload);
-        dec.open_in_place(nonce, aad, &mut buf, &th.signature)
+        let mut buf = match frame.try_into_mut() {
+            Ok(mut whole) => {
+                whole.advance(hdr_len);
+                whole
+            }
+            Err(shared) => BytesMut::from(shared.get(hdr_len..).unwrap_or_default()),
+        };
+        dec.open_in_place(nonce, &aad, &mut buf, &th.signature)
             .map_err(|_| Violation::DecryptFailed)?;
         Ok((buf.freeze(), th.session_id))
     }

@@ -45,6 +45,10 @@ fn frame_total(header: &[u8], limit: u32) -> Result<usize, Violation> {
     Ok(4 + len as usize)
 }
 
+/// Frames at least this long (header included) that were assembled in the buffer come out
+/// owning their allocation alone.
+const UNIQUE_FROM: usize = 64 * 1024;
+
 impl Deframer {
     pub fn new() -> Self {
         Self::default()
@@ -111,6 +115,17 @@ impl Deframer {
             // Reserve once for the whole frame so large WRITEs arrive without reallocation.
             self.buf.reserve(total - self.buf.len());
             return Ok(None);
+        }
+        if total >= UNIQUE_FROM {
+            // Hand a large frame out as the sole owner of its allocation, so an encrypted one
+            // is decrypted in place (`Bytes::try_into_mut`) instead of copied: the bytes of
+            // the next frame read along with it (at most one read's worth) move to a new
+            // buffer instead.
+            let tail = BytesMut::from(self.buf.get(total..).unwrap_or_default());
+            self.buf.truncate(total);
+            let mut frame = std::mem::replace(&mut self.buf, tail);
+            frame.advance(4);
+            return Ok(Some(frame.freeze()));
         }
         self.buf.advance(4);
         Ok(Some(self.buf.split_to(total - 4).freeze()))
@@ -315,5 +330,36 @@ mod tests {
     #[test]
     fn header_encodes_big_endian_24_bit() {
         assert_eq!(frame_header(0x012345), [0, 0x01, 0x23, 0x45]);
+    }
+
+    #[test]
+    fn large_buffered_frames_own_their_allocation_and_keep_what_follows() {
+        let big = vec![7u8; UNIQUE_FROM + 100];
+        let small = vec![9u8; 10];
+        let mut stream = frame(&big);
+        stream.extend(frame(&small));
+        let mut d = Deframer::new();
+        // Split so the big frame spans chunks and its last chunk carries the small frame.
+        let cut = 1000;
+        d.push_bytes(Bytes::copy_from_slice(&stream[..cut]));
+        assert!(d.next_frame(u32::MAX).unwrap().is_none());
+        d.push_bytes(Bytes::copy_from_slice(&stream[cut..]));
+        let f = d.next_frame(u32::MAX).unwrap().unwrap();
+        assert_eq!(f.len(), big.len());
+        let f = f
+            .try_into_mut()
+            .expect("a large buffered frame is uniquely owned");
+        assert!(f.iter().all(|&b| b == 7));
+        assert_eq!(&d.next_frame(u32::MAX).unwrap().unwrap()[..], &small[..]);
+        assert!(d.next_frame(u32::MAX).unwrap().is_none());
+        // The same through the read-into-buffer path (TCP), with bytes of the next frame
+        // read along.
+        let mut d = Deframer::new();
+        d.buffer_mut().extend_from_slice(&stream[..cut]);
+        assert!(d.next_frame(u32::MAX).unwrap().is_none());
+        d.buffer_mut().extend_from_slice(&stream[cut..]);
+        let f = d.next_frame(u32::MAX).unwrap().unwrap();
+        assert!(f.try_into_mut().is_ok());
+        assert_eq!(&d.next_frame(u32::MAX).unwrap().unwrap()[..], &small[..]);
     }
 }
