@@ -232,9 +232,12 @@ impl ServerConnection {
             Some([0xFD, b'S', b'M', b'B']) => {
                 let (plain, session_id) = self.decrypt(frame)?;
                 self.encrypted_frames += 1;
-                self.on_messages(plain, true, Some(session_id), env)
+                self.on_messages(plain, true, Some(session_id), None, env)
             }
-            Some([0xFE, b'S', b'M', b'B']) => self.on_messages(frame, false, None, env),
+            Some([0xFE, b'S', b'M', b'B']) => {
+                let (frame, checked) = self.verify_large_in_place(frame);
+                self.on_messages(frame, false, None, checked, env)
+            }
             _ => Err(Violation::BadProtocol),
         }
     }
@@ -286,6 +289,33 @@ impl ServerConnection {
         }
     }
 
+    /// A signed request over 4 KiB alone in its frame (a WRITE's data), when the frame owns
+    /// its buffer: its signature is checked here, in place (the Signature field zeroed while
+    /// the MAC runs, then put back), instead of through a copy of the whole message in
+    /// `check_session_security`, which is given the verdict.
+    fn verify_large_in_place(&self, frame: Bytes) -> (Bytes, Option<bool>) {
+        let Ok(h) = Header::decode(&frame) else {
+            return (frame, None);
+        };
+        if frame.len() <= 4096 || !h.is_signed() || h.next_command != 0 || h.is_related() {
+            return (frame, None);
+        }
+        let Some(signer) = self
+            .sessions
+            .get(&h.session_id)
+            .and_then(|s| s.signer.as_ref())
+        else {
+            return (frame, None);
+        };
+        match frame.try_into_mut() {
+            Ok(mut buf) => {
+                let ok = signer.verify_in_place(&mut buf);
+                (buf.freeze(), Some(ok))
+            }
+            Err(shared) => (shared, None),
+        }
+    }
+
     /// Opens a TRANSFORM frame (MS-SMB2 3.3.5.2.1.1) in place when the frame owns its buffer
     /// alone (the deframer hands large frames out that way), else through one copy.
     fn decrypt(&mut self, frame: Bytes) -> Result<(Bytes, u64), Violation> {
@@ -331,6 +361,7 @@ impl ServerConnection {
         frame: Bytes,
         encrypted: bool,
         transform_session: Option<u64>,
+        checked: Option<bool>,
         env: &mut Env<'_>,
     ) -> Result<Vec<Action>, Violation> {
         let mut actions = Vec::new();
@@ -389,6 +420,7 @@ impl ServerConnection {
                 transform_session,
                 prev.is_none(),
                 orphaned,
+                checked,
                 env,
                 &mut actions,
             )? {
@@ -419,6 +451,8 @@ impl ServerConnection {
         transform_session: Option<u64>,
         first: bool,
         orphaned: bool,
+        // The signature verdict `verify_large_in_place` reached for this (single) message.
+        checked: Option<bool>,
         env: &mut Env<'_>,
         actions: &mut Vec<Action>,
     ) -> Result<Option<ChainItem>, Violation> {
@@ -499,7 +533,7 @@ impl ServerConnection {
                 return Ok(None);
             }
             Command::ECHO => {
-                let status = self.check_session_security(&hdr, &msg, encrypted, false);
+                let status = self.check_session_security(&hdr, &msg, encrypted, false, checked);
                 if status != NtStatus::SUCCESS {
                     return Ok(answered(&hdr, status));
                 }
@@ -513,7 +547,7 @@ impl ServerConnection {
             _ => {}
         }
 
-        let status = self.check_session_security(&hdr, &msg, encrypted, true);
+        let status = self.check_session_security(&hdr, &msg, encrypted, true, checked);
         if status != NtStatus::SUCCESS {
             return Ok(answered(&hdr, status));
         }
@@ -558,6 +592,7 @@ impl ServerConnection {
         msg: &[u8],
         encrypted: bool,
         session_needed: bool,
+        checked: Option<bool>,
     ) -> NtStatus {
         if hdr.session_id == 0 {
             return if session_needed {
@@ -580,7 +615,7 @@ impl ServerConnection {
         }
         if hdr.is_signed() {
             match &s.signer {
-                Some(signer) if signer.verify(msg) => {}
+                Some(signer) if checked.unwrap_or_else(|| signer.verify(msg)) => {}
                 // A guest session has no key: a signed request cannot be checked.
                 _ => return NtStatus::ACCESS_DENIED,
             }

@@ -81,6 +81,12 @@ impl SessionCrypto {
         self.signer.as_ref().is_some_and(|s| s.verify(msg))
     }
 
+    /// [`verify`](Self::verify) for a message the caller owns: no copy of a large message
+    /// (its Signature field is zeroed while the MAC runs, then put back).
+    pub fn verify_in_place(&self, msg: &mut [u8]) -> bool {
+        self.signer.as_ref().is_some_and(|s| s.verify_in_place(msg))
+    }
+
     /// Seals `plain` (one message or a compound) into TRANSFORM_HEADER + ciphertext, in place:
     /// the returned buffer is the transform header followed by `plain` encrypted.
     pub fn seal(&self, plain: Vec<u8>) -> Result<Vec<u8>, ClientError> {
