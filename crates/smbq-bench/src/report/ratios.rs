@@ -102,6 +102,31 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
             });
         }
     }
+    if let Some(sweep) = &res.sweep {
+        // Issue 11: a fresh connection per copy (connect, log on, copy, log off) over QUIC at
+        // 0.8x of the same over encrypted TCP or better.
+        let per_copy = |size: u64, t: Target| {
+            sweep
+                .iter()
+                .find(|r| r.size == size && r.mode == "ephemeral" && r.target == t)
+                .map(|r| r.per_copy_mb_s.median)
+        };
+        let sizes = [1_000u64, 1_000_000];
+        for size in sizes {
+            let value = ratio(
+                per_copy(size, Target::SmbqQuic),
+                per_copy(size, Target::SmbqTcpEnc),
+            );
+            if value.is_some() {
+                out.push(Ratio {
+                    kind: "ephemeral copy, QUIC / encrypted TCP (smbq)",
+                    case: crate::report::plots::size_label(size),
+                    value,
+                    goal: Some(0.8),
+                });
+            }
+        }
+    }
     if let Some(loss) = &res.loss {
         let time = |group: &str, d: f64, l: f64, cc: &str, m: &str| {
             loss.iter()
@@ -160,4 +185,52 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use crate::scenarios::sweep::SweepRow;
+    use crate::stats::Summary;
+
+    fn row(size: u64, mode: &'static str, target: Target, mb_s: f64) -> SweepRow {
+        SweepRow {
+            size,
+            mode,
+            target,
+            copies: 1,
+            per_copy_mb_s: Summary::of(&[mb_s]),
+            mb_s,
+            client_cpu_pct: 0.0,
+            server_cpu_pct: 0.0,
+            server_rss_kib: 0,
+            server_peak_rss_kib: 0,
+        }
+    }
+
+    #[test]
+    fn ephemeral_quic_over_tcp_against_the_issue_goal() {
+        let res = Results {
+            sweep: Some(vec![
+                row(1_000, "ephemeral", Target::SmbqQuic, 0.6),
+                row(1_000, "ephemeral", Target::SmbqTcpEnc, 1.2),
+                row(1_000, "persistent", Target::SmbqQuic, 9.0),
+                row(1_000_000, "ephemeral", Target::SmbqQuic, 450.0),
+                row(1_000_000, "ephemeral", Target::SmbqTcpEnc, 500.0),
+            ]),
+            ..Results::default()
+        };
+        let r: Vec<Ratio> = compute(&res)
+            .into_iter()
+            .filter(|r| r.kind.starts_with("ephemeral"))
+            .collect();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].case, "1 KB");
+        assert!((r[0].value.unwrap() - 0.5).abs() < 1e-9);
+        assert_eq!(r[0].status(), "not met");
+        assert_eq!(r[1].case, "1 MB");
+        assert!((r[1].value.unwrap() - 0.9).abs() < 1e-9);
+        assert_eq!(r[1].status(), "met");
+    }
 }
