@@ -47,6 +47,13 @@ pub trait Vfs: Send + Sync {
 pub trait VfsFile: Send + Sync {
     /// Reads up to `len` bytes at `offset`; shorter only at end of file.
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes>;
+    /// [`read_at`](Self::read_at), but only if it can be served from memory without waiting
+    /// for the disk (Linux `preadv2(RWF_NOWAIT)`); `Ok(None)` when it cannot (or not all of
+    /// it), and the caller goes the blocking way. Lets the async side answer a READ of cached
+    /// data without a hop to a blocking thread. The default never can.
+    fn read_cached(&self, _offset: u64, _len: usize) -> io::Result<Option<Bytes>> {
+        Ok(None)
+    }
     /// Writes all of `bufs`, in order, starting at `offset`; returns the byte count written.
     fn write_at(&self, offset: u64, bufs: &[Bytes]) -> io::Result<usize>;
     fn stat(&self) -> io::Result<Stat>;

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 use rustix::fs::{
     FallocateFlags, FileType, Mode, OFlags, RawDir, SeekFrom, Timestamps, XattrFlags,
 };
-use rustix::io::Errno;
+use rustix::io::{Errno, ReadWriteFlags};
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
@@ -147,6 +147,36 @@ impl VfsFile for PosixFile {
             Ok::<_, io::Error>(filled)
         })?;
         Ok(buf.freeze())
+    }
+
+    fn read_cached(&self, offset: u64, len: usize) -> io::Result<Option<Bytes>> {
+        let size = fstatx(&self.fd)?.size;
+        let want = usize::try_from(size.saturating_sub(offset))
+            .unwrap_or(usize::MAX)
+            .min(len);
+        let mut buf = smbq_buf::take(want);
+        let mut whole = true;
+        buf.fill(want, |dst| {
+            let mut filled = 0;
+            while let Some(rest) = dst.get_mut(filled..).filter(|r| !r.is_empty()) {
+                let pos = offset.saturating_add(filled as u64);
+                let mut iov = [std::io::IoSliceMut::new(rest)];
+                match retry_intr(|| {
+                    rustix::io::preadv2(&self.fd, &mut iov, pos, ReadWriteFlags::NOWAIT)
+                }) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    // EAGAIN: not (all) in the page cache; EOPNOTSUPP: a file system or
+                    // kernel without RWF_NOWAIT. Either way the blocking path reads it.
+                    Err(_) => {
+                        whole = false;
+                        break;
+                    }
+                }
+            }
+            Ok::<_, io::Error>(filled)
+        })?;
+        Ok(whole.then(|| buf.freeze()))
     }
 
     fn write_at(&self, offset: u64, bufs: &[Bytes]) -> io::Result<usize> {
