@@ -50,7 +50,8 @@ pub trait VfsFile: Send + Sync {
     /// [`read_at`](Self::read_at), but only if it can be served from memory without waiting
     /// for the disk (Linux `preadv2(RWF_NOWAIT)`); `Ok(None)` when it cannot (or not all of
     /// it), and the caller goes the blocking way. Lets the async side answer a READ of cached
-    /// data without a hop to a blocking thread. The default never can.
+    /// data without a hop to a blocking thread; meant for small reads (POSIX declines more than
+    /// 1 MiB, and never stats the file). The default never can.
     fn read_cached(&self, _offset: u64, _len: usize) -> io::Result<Option<Bytes>> {
         Ok(None)
     }

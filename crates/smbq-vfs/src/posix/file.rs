@@ -66,6 +66,9 @@ impl PosixFile {
     }
 }
 
+/// Largest request [`VfsFile::read_cached`] serves (its buffer is sized by the request).
+const CACHED_READ_MAX: usize = 1 << 20;
+
 fn retry_intr<T>(mut f: impl FnMut() -> rustix::io::Result<T>) -> io::Result<T> {
     loop {
         match f() {
@@ -150,10 +153,13 @@ impl VfsFile for PosixFile {
     }
 
     fn read_cached(&self, offset: u64, len: usize) -> io::Result<Option<Bytes>> {
-        let size = fstatx(&self.fd)?.size;
-        let want = usize::try_from(size.saturating_sub(offset))
-            .unwrap_or(usize::MAX)
-            .min(len);
+        // No fstat first (on a network file system it may wait for the server): the buffer
+        // is sized by the request, which is why large ones are declined; the end of the file
+        // shows as a read of 0.
+        if len > CACHED_READ_MAX {
+            return Ok(None);
+        }
+        let want = len;
         let mut buf = smbq_buf::take(want);
         let mut whole = true;
         buf.fill(want, |dst| {
