@@ -9,6 +9,7 @@ use smbq_proto::client::Incoming;
 use smbq_proto::framing::frame_header;
 use smbq_wire::close::CloseRequest;
 use smbq_wire::header::flags;
+use smbq_wire::transform::TRANSFORM_HEADER_LEN;
 use smbq_wire::{Command, FileId, HEADER_LEN, Header, Writer};
 
 use crate::conn::{Protect, Shared, Slot};
@@ -50,6 +51,10 @@ impl Part {
 fn layout(headers: &[Header], parts: Vec<Part>, protect: &Protect) -> Result<Vec<Bytes>, Error> {
     let count = parts.len();
     let mut frame = Vec::new();
+    if protect.encrypt {
+        // Room for the transform header: the compound is sealed where it lies.
+        frame.resize(TRANSFORM_HEADER_LEN, 0);
+    }
     for (index, (header, part)) in headers.iter().zip(parts).enumerate() {
         let last = index + 1 == count;
         let len = HEADER_LEN + part.body.len();
@@ -81,7 +86,7 @@ fn layout(headers: &[Header], parts: Vec<Part>, protect: &Protect) -> Result<Vec
             .session
             .as_ref()
             .ok_or(Error::Integrity("encryption without a session"))?
-            .seal(frame)?;
+            .seal_reserved(frame)?;
     }
     Ok(vec![
         Bytes::copy_from_slice(&frame_header(frame.len())),

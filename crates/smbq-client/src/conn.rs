@@ -362,28 +362,28 @@ impl Shared {
         protect: &Protect,
     ) -> Result<Vec<Bytes>, Error> {
         let payload_len = payload.as_ref().map_or(0, Bytes::len);
-        let mut w = Writer::with_capacity(
-            64 + body.len()
-                + if protect.encrypt || protect.sign {
-                    payload_len
-                } else {
-                    0
-                },
-        );
-        header.encode(&mut w);
-        w.bytes(&body);
         let session = protect.session.as_ref();
         if protect.encrypt {
             let s = session.ok_or(Error::Integrity("encryption without a session"))?;
+            // Built behind room for the transform header and sealed where it lies: the
+            // payload is copied once, into the frame.
+            let mut w = Writer::with_capacity(TRANSFORM_HEADER_LEN + 64 + body.len() + payload_len);
+            w.zeros(TRANSFORM_HEADER_LEN);
+            header.encode(&mut w);
+            w.bytes(&body);
             if let Some(p) = &payload {
                 w.bytes(p);
             }
-            let sealed = s.seal(w.into_vec())?;
+            let sealed = s.seal_reserved(w.into_vec())?;
             return Ok(vec![
                 Bytes::copy_from_slice(&frame_header(sealed.len())),
                 Bytes::from(sealed),
             ]);
         }
+        let mut w =
+            Writer::with_capacity(64 + body.len() + if protect.sign { payload_len } else { 0 });
+        header.encode(&mut w);
+        w.bytes(&body);
         if protect.sign {
             let s = session.ok_or(Error::Integrity("signing without a session"))?;
             if let Some(p) = &payload {

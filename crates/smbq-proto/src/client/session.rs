@@ -87,9 +87,20 @@ impl SessionCrypto {
         self.signer.as_ref().is_some_and(|s| s.verify_in_place(msg))
     }
 
-    /// Seals `plain` (one message or a compound) into TRANSFORM_HEADER + ciphertext, in place:
-    /// the returned buffer is the transform header followed by `plain` encrypted.
+    /// Seals `plain` (one message or a compound) into TRANSFORM_HEADER + ciphertext: the
+    /// returned buffer is the transform header followed by `plain` encrypted. Copies `plain`
+    /// once; a caller that can build its message behind reserved room uses
+    /// [`seal_reserved`](Self::seal_reserved) instead.
     pub fn seal(&self, plain: Vec<u8>) -> Result<Vec<u8>, ClientError> {
+        let mut frame = Vec::with_capacity(TRANSFORM_HEADER_LEN + plain.len());
+        frame.resize(TRANSFORM_HEADER_LEN, 0);
+        frame.extend_from_slice(&plain);
+        self.seal_reserved(frame)
+    }
+
+    /// Seals in place a frame whose first TRANSFORM_HEADER_LEN bytes are room for the
+    /// transform header and the rest the message (or compound): no copy of the message.
+    pub fn seal_reserved(&self, mut frame: Vec<u8>) -> Result<Vec<u8>, ClientError> {
         let enc = self
             .encryptor
             .as_ref()
@@ -103,27 +114,29 @@ impl SessionCrypto {
         for b in nonce.iter_mut().skip(nlen) {
             *b = 0;
         }
+        let plain_len = frame
+            .len()
+            .checked_sub(TRANSFORM_HEADER_LEN)
+            .ok_or(ClientError::Integrity("no room for the transform header"))?;
         let th = TransformHeader {
             signature: [0; 16],
             nonce,
-            original_message_size: u32::try_from(plain.len())
+            original_message_size: u32::try_from(plain_len)
                 .map_err(|_| ClientError::protocol("message too large to seal"))?,
             flags: 1,
             session_id: self.session_id,
         };
         let mut hdr = th.to_bytes();
-        let mut out = Vec::with_capacity(TRANSFORM_HEADER_LEN + plain.len());
-        out.extend_from_slice(&hdr);
-        out.extend_from_slice(&plain);
-        let payload = out
+        let payload = frame
             .get_mut(TRANSFORM_HEADER_LEN..)
             .ok_or(ClientError::Integrity("seal"))?;
         enc.seal_transform(&mut hdr, payload)
             .map_err(|_| ClientError::Integrity("encryption failed"))?;
-        out.get_mut(..TRANSFORM_HEADER_LEN)
+        frame
+            .get_mut(..TRANSFORM_HEADER_LEN)
             .ok_or(ClientError::Integrity("seal"))?
             .copy_from_slice(&hdr);
-        Ok(out)
+        Ok(frame)
     }
 
     /// Opens a transform message (header + ciphertext) in place and returns the plaintext
