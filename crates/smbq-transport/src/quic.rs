@@ -98,7 +98,7 @@ pub struct QuicSettings {
     /// the largest UDP payload this end accepts. 1452 fits any path with a 1500-byte MTU (the
     /// internet, most LANs). On a LAN with jumbo frames raise it on both ends: per-packet
     /// work (crypto, headers, syscalls) dominates QUIC's cost, so on loopback 6500 moved raw
-    /// QUIC 3.3x and SMB over QUIC 2.2-2.7x faster (docs/benchmarks.md).
+    /// QUIC 3.3x and SMB over QUIC 2-2.7x faster (docs/benchmarks.md).
     pub mtu_upper_bound: u16,
     /// SO_RCVBUF / SO_SNDBUF wanted on the UDP socket; the kernel may cap it (16 MiB).
     pub socket_buffer: usize,

@@ -47,21 +47,24 @@ fn jumbo_mtu_and_io_thread_serve_a_file_intact() {
     assert!(ready.starts_with("smbq: listening"), "not started: {ready}");
 
     let url = format!("smb://tester@127.0.0.1:{quic}/share/big.bin");
-    let got = Command::new(common::BIN)
-        .args([
-            "cat",
-            "--transport",
-            "quic",
-            "--insecure",
-            "--quic-mtu",
-            "6500",
-        ])
-        .arg(&url)
-        .env("SMBQ_PASSWORD", PASSWORD)
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
+    let cat = |mtu: &str| {
+        Command::new(common::BIN)
+            .args([
+                "cat",
+                "--transport",
+                "quic",
+                "--insecure",
+                "--quic-mtu",
+                mtu,
+            ])
+            .arg(&url)
+            .env("SMBQ_PASSWORD", PASSWORD)
+            .stdin(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap()
+    };
+    let got = cat("6500");
     assert!(
         got.status.success(),
         "cat failed: {}",
@@ -73,19 +76,7 @@ fn jumbo_mtu_and_io_thread_serve_a_file_intact() {
         got.stdout.len()
     );
 
-    let refused = Command::new(common::BIN)
-        .args([
-            "cat",
-            "--transport",
-            "quic",
-            "--insecure",
-            "--quic-mtu",
-            "100",
-        ])
-        .arg(&url)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let refused = cat("100");
     assert_eq!(
         refused.status.code(),
         Some(2),

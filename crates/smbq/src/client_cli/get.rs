@@ -67,6 +67,23 @@ fn len_of(p: &Path) -> Option<u64> {
         .map(|m| m.len())
 }
 
+/// The download's sink: each piece is written to `out` and counted in `progress`; a local
+/// write error stops the transfer and is kept in `local` for the caller to report.
+fn sink<'a>(
+    out: &'a mut fs::File,
+    local: &'a mut Option<std::io::Error>,
+    progress: &'a Progress,
+) -> impl FnMut(&bytes::Bytes) -> Result<(), Error> + 'a {
+    move |b| {
+        out.write_all(b).map_err(|e| {
+            *local = Some(e);
+            Error::Protocol("local write".into())
+        })?;
+        progress.add(b.len() as u64);
+        Ok(())
+    }
+}
+
 /// Writes straight into an existing device, FIFO or socket (`/dev/null`, a pipe to another
 /// program): the `.part` renamed over it would replace the device node itself with a regular
 /// file (seen with `get URL /dev/null`, which turned /dev/null into a file on the machine).
@@ -82,15 +99,7 @@ async fn get_into_special(
         .open(target)
         .map_err(|e| local_err(target, e))?;
     let mut local: Option<std::io::Error> = None;
-    let r = transfer::download(f, 0, size, opts, |b| {
-        out.write_all(b).map_err(|e| {
-            local = Some(e);
-            Error::Protocol("local write".into())
-        })?;
-        progress.add(b.len() as u64);
-        Ok(())
-    })
-    .await;
+    let r = transfer::download(f, 0, size, opts, sink(&mut out, &mut local, progress)).await;
     if let Some(e) = local.or(out.flush().err()) {
         return Err(local_err(target, e));
     }
@@ -163,15 +172,7 @@ async fn get_file(
     set_partial(Some(part.display().to_string()));
     progress.skip(offset);
     let mut local: Option<std::io::Error> = None;
-    let r = transfer::download(f, offset, size, opts, |b| {
-        out.write_all(b).map_err(|e| {
-            local = Some(e);
-            Error::Protocol("local write".into())
-        })?;
-        progress.add(b.len() as u64);
-        Ok(())
-    })
-    .await;
+    let r = transfer::download(f, offset, size, opts, sink(&mut out, &mut local, progress)).await;
     let flushed = out.flush();
     drop(out);
     let kept = || {
