@@ -14,7 +14,7 @@ quick=0
 step() { printf '\n==> %s\n' "$*"; }
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
-step "installing test tools (smbclient, smbtorture, tshark, openssl, pytest)"
+step "installing test tools (smbclient, smbtorture, tshark, openssl, impacket, pytest)"
 need=()
 command -v smbclient >/dev/null || need+=(smbclient)
 command -v smbtorture >/dev/null || need+=(samba-testsuite)
@@ -31,6 +31,8 @@ if ((${#need[@]})); then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+# impacket: a third client implementation (tests/interop/test_first_hour.py).
+python3 -c 'import impacket' 2>/dev/null || python3 -m pip install -q impacket
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
 
 step "cargo fmt --check"

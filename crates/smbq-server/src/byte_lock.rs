@@ -24,6 +24,15 @@ pub struct FileKey {
 }
 
 impl FileKey {
+    /// The key of the file (its unnamed stream) whose metadata is `st`.
+    pub fn of(st: &smbq_vfs::Stat) -> FileKey {
+        FileKey {
+            dev: st.dev,
+            ino: st.ino,
+            stream: 0,
+        }
+    }
+
     /// The file itself (its unnamed stream), whatever stream `self` names.
     pub fn base(self) -> FileKey {
         FileKey { stream: 0, ..self }

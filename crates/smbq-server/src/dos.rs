@@ -69,6 +69,14 @@ impl DosInfo {
         }
     }
 
+    /// From xattrs already read (a directory listing's [`VfsFile::entry_xattrs`]).
+    pub fn from_xattrs(xattrs: &[(String, Vec<u8>)]) -> DosInfo {
+        xattrs
+            .iter()
+            .find(|(n, _)| n == XATTR)
+            .map_or_else(DosInfo::default, |(_, v)| DosInfo::decode(v))
+    }
+
     pub fn write(&self, file: &dyn VfsFile) -> std::io::Result<()> {
         file.set_xattr(XATTR, &self.encode())
     }

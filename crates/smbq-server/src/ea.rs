@@ -70,22 +70,46 @@ pub fn check_name(name: &[u8]) -> Result<String, NtStatus> {
 pub fn list(file: &dyn VfsFile) -> io::Result<Vec<Ea>> {
     let mut out = Vec::new();
     for x in file.list_xattrs()? {
-        let Some(name) = x.strip_prefix(PREFIX) else {
-            continue;
-        };
-        if check_name(name.as_bytes()).is_err() {
+        if stored_name(&x).is_none() {
             continue;
         }
         if let Some(v) = file.get_xattr(&x)? {
-            let (flags, value) = v.split_first().map_or((0, &[][..]), |(f, r)| (*f, r));
-            out.push(Ea {
-                flags: flags & VALID_FLAGS,
-                name: name.to_owned(),
-                value: value.to_vec(),
-            });
+            out.extend(decode(&x, &v));
         }
     }
     Ok(out)
+}
+
+/// The EA name of xattr `x` (without `user.`), when `x` holds a valid EA.
+fn stored_name(x: &str) -> Option<&str> {
+    let name = x.strip_prefix(PREFIX)?;
+    check_name(name.as_bytes()).ok().map(|_| name)
+}
+
+/// Whether xattr `x` (without `user.`) holds an EA; for [`VfsFile::entry_xattrs`].
+pub fn is_ea_xattr(x: &str) -> bool {
+    stored_name(x).is_some()
+}
+
+fn decode(x: &str, v: &[u8]) -> Option<Ea> {
+    let name = stored_name(x)?;
+    let (flags, value) = v.split_first().map_or((0, &[][..]), |(f, r)| (*f, r));
+    Some(Ea {
+        flags: flags & VALID_FLAGS,
+        name: name.to_owned(),
+        value: value.to_vec(),
+    })
+}
+
+/// [`ea_size`] from xattrs already read (a directory listing's
+/// [`VfsFile::entry_xattrs`]); others in `xattrs` are ignored.
+pub fn ea_size_of(xattrs: &[(String, Vec<u8>)]) -> u32 {
+    let total: u64 = xattrs
+        .iter()
+        .filter_map(|(x, v)| decode(x, v))
+        .map(|e| entry_len(&e))
+        .sum();
+    u32::try_from(total).unwrap_or(u32::MAX)
 }
 
 /// One FILE_FULL_EA_INFORMATION entry's length including its padding to 4 bytes.

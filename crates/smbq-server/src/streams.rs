@@ -267,6 +267,14 @@ impl VfsFile for StreamFile {
     fn remove_xattr(&self, name: &str) -> io::Result<bool> {
         self.base.remove_xattr(name)
     }
+
+    fn entry_xattrs(
+        &self,
+        _entry: &str,
+        _want: &dyn Fn(&str) -> bool,
+    ) -> io::Result<Vec<(String, Vec<u8>)>> {
+        Err(io::Error::from_raw_os_error(libc::ENOTDIR))
+    }
 }
 
 /// MS-FSA 2.1.5.15.11.1: renames the stream behind `file` (an open of stream `from`, as

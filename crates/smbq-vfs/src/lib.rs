@@ -80,4 +80,14 @@ pub trait VfsFile: Send + Sync {
     fn list_xattrs(&self) -> io::Result<Vec<String>>;
     /// Removes extended attribute `user.<name>`; `Ok(false)` when it was not there.
     fn remove_xattr(&self, name: &str) -> io::Result<bool>;
+    /// The `user.` extended attributes (name without the prefix, value) of `entry`, one
+    /// component of this directory, whose names `want` accepts, without following a symlink
+    /// (which reports none). Lets a listing show what each entry's own handle would, without
+    /// opening every entry. Empty when the entry has none, is gone, or the filesystem keeps
+    /// none.
+    fn entry_xattrs(
+        &self,
+        entry: &str,
+        want: &dyn Fn(&str) -> bool,
+    ) -> io::Result<Vec<(String, Vec<u8>)>>;
 }

@@ -535,6 +535,24 @@ impl VfsFile for MemFile {
             .collect()
     }
 
+    fn entry_xattrs(
+        &self,
+        entry: &str,
+        want: &dyn Fn(&str) -> bool,
+    ) -> io::Result<Vec<(String, Vec<u8>)>> {
+        let st = self.vfs.inner.state.lock();
+        let Some(&ino) = st.node(self.ino)?.entries()?.get(entry) else {
+            return Ok(Vec::new());
+        };
+        Ok(st
+            .node(ino)?
+            .xattrs
+            .iter()
+            .filter(|(k, _)| want(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
     fn get_xattr(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
         check_xattr_name(name)?;
         self.with(|node| Ok(node.xattrs.get(name).cloned()))

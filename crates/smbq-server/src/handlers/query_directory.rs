@@ -3,7 +3,7 @@
 //! "." and ".." first as Windows returns them; later queries continue from the cursor.
 
 use smbq_proto::Response;
-use smbq_vfs::{FileKind, RelPath, Vfs};
+use smbq_vfs::{FileKind, RelPath, Vfs, VfsFile};
 use smbq_wire::NtStatus;
 use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::dir_info::{DirClass, DirEntryInfo, DirListEncoder};
@@ -13,7 +13,10 @@ use smbq_wire::query_directory::{
 };
 
 use super::{Ctx, bad, blocking, body};
+use crate::Server;
 use crate::access::mask;
+use crate::byte_lock::FileKey;
+use crate::dos::{self, DosInfo};
 use crate::errors::map_io_error;
 use crate::meta;
 use crate::tables::open::{DirCursor, ListEntry};
@@ -45,6 +48,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         pattern
     };
     let flags = req.flags;
+    let srv = ctx.srv.self_arc();
     let vfs = open
         .tree
         .share
@@ -66,18 +70,22 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             cur.next = 0;
         }
         let dir = open.path();
+        let handle = f.file.as_ref();
         // Entries snapshotted by an earlier query may have been deleted or changed since;
         // Windows enumerates the live directory, so look at each one again (dir.fixed).
-        let refresh = |e: &ListEntry| -> Option<ListEntry> {
-            if first || e.name == "." || e.name == ".." {
-                return Some(e.clone());
-            }
-            let p = dir.join(&e.name).ok()?;
-            let stat = vfs.stat(&p).ok()?;
-            Some(ListEntry {
-                name: e.name.clone(),
-                stat,
-            })
+        // What the xattrs add (attributes, CreationTime, EA size) is read only for the
+        // entries being returned.
+        let refresh = |e: &ListEntry| -> Option<Seen> {
+            let entry = if first || e.name == "." || e.name == ".." {
+                e.clone()
+            } else {
+                let p = dir.join(&e.name).ok()?;
+                ListEntry {
+                    name: e.name.clone(),
+                    stat: vfs.stat(&p).ok()?,
+                }
+            };
+            Some(Seen::of(&srv, handle, entry))
         };
         fill(
             &mut cur,
@@ -147,7 +155,7 @@ fn fill(
     max: usize,
     single: bool,
     first: bool,
-    refresh: impl Fn(&ListEntry) -> Option<ListEntry>,
+    refresh: impl Fn(&ListEntry) -> Option<Seen>,
 ) -> Result<Vec<u8>, NtStatus> {
     let entries = cur.entries.as_deref().unwrap_or_default();
     if entries.is_empty() && first {
@@ -177,18 +185,64 @@ fn fill(
     Ok(enc.finish())
 }
 
-fn entry_info(e: &ListEntry) -> DirEntryInfo<'_> {
+/// An entry as a client sees it: the same attributes, times, sizes and EA size a
+/// QUERY_INFO on its own handle reports (MS-FSCC 2.4.17/2.4.18/2.4.8, same fields as 2.4.7
+/// FileBasicInformation and 2.4.41 FileStandardInformation).
+struct Seen {
+    entry: ListEntry,
+    view: dos::View,
+    allocation: u64,
+    ea_size: u32,
+}
+
+impl Seen {
+    fn of(srv: &Server, dir: &dyn VfsFile, entry: ListEntry) -> Seen {
+        let st = &entry.stat;
+        let key = FileKey::of(st);
+        let (info, ea_size) = match entry.name.as_str() {
+            "." => (DosInfo::read(dir), crate::ea::ea_size(dir)),
+            // The parent may be the share root's own parent, which is not the share's to
+            // show; Windows clients ignore ".." anyway, so it reports what POSIX gives.
+            ".." => (DosInfo::default(), 0),
+            name => {
+                let want = |x: &str| x == dos::XATTR || crate::ea::is_ea_xattr(x);
+                let xattrs = dir.entry_xattrs(name, &want).unwrap_or_default();
+                (
+                    DosInfo::from_xattrs(&xattrs),
+                    crate::ea::ea_size_of(&xattrs),
+                )
+            }
+        };
+        let view = dos::View::new(
+            st,
+            &entry.name,
+            &info,
+            srv.change_times().get(key, st.ctime),
+        );
+        let allocation = meta::allocation_with(st, srv.files().allocation(key));
+        Seen {
+            entry,
+            view,
+            allocation,
+            ea_size,
+        }
+    }
+}
+
+fn entry_info(seen: &Seen) -> DirEntryInfo<'_> {
+    let e = &seen.entry;
     let st = &e.stat;
+    let v = &seen.view;
     DirEntryInfo {
         file_index: 0,
-        creation_time: meta::creation_time(st),
-        last_access_time: meta::ft(st.atime),
-        last_write_time: meta::ft(st.mtime),
-        change_time: meta::ft(st.ctime),
+        creation_time: v.creation,
+        last_access_time: v.last_access,
+        last_write_time: v.last_write,
+        change_time: v.change,
         end_of_file: meta::end_of_file(st),
-        allocation_size: meta::allocation_size(st),
-        file_attributes: meta::attributes(st, &e.name),
-        ea_size: 0,
+        allocation_size: seen.allocation,
+        file_attributes: v.attributes,
+        ea_size: seen.ea_size,
         reparse_tag: 0,
         file_id: meta::file_index(st),
         name: e.name.as_str().into(),

@@ -5,7 +5,7 @@
 use smbq_wire::create::CreateDisposition as D;
 use smbq_wire::cursor::utf16le_encode;
 use smbq_wire::fscc::dir_info::{DirClass, decode_dir_list};
-use smbq_wire::fscc::file_info::{AllInfo, BasicInfo, DispositionInfo, mode};
+use smbq_wire::fscc::file_info::{AllInfo, BasicInfo, DispositionInfo, FullEa, mode};
 use smbq_wire::query_directory::{
     QueryDirectoryRequest, QueryDirectoryResponse, query_directory_flags as qf,
 };
@@ -254,4 +254,97 @@ async fn no_access_users_connect_but_open_nothing() {
     h.tree = r.tree_id.unwrap();
     let o = h.create("", mask::GENERIC_READ, D::OPEN, 0).await;
     assert_eq!(o.status, NtStatus::ACCESS_DENIED);
+}
+
+/// One QUERY_DIRECTORY of `class` over the whole directory: the output buffer.
+async fn list_class(h: &H, id: FileId, class: DirClass) -> Vec<u8> {
+    let p = utf16le_encode("*");
+    let m = msg(Command::QUERY_DIRECTORY, h.tree, h.session.id, |w| {
+        QueryDirectoryRequest {
+            file_information_class: class.info_class().0,
+            flags: qf::RESTART_SCANS,
+            file_index: 0,
+            file_id: id,
+            file_name: &p,
+            output_buffer_length: 65536,
+        }
+        .encode(w)
+    });
+    let r = h.send(m).await;
+    assert_eq!(r.status, NtStatus::SUCCESS, "{class:?}");
+    let mut full = vec![0u8; 64];
+    full.extend_from_slice(&r.body);
+    QueryDirectoryResponse::decode(&full)
+        .unwrap()
+        .buffer
+        .to_vec()
+}
+
+/// Issue 15: a listing reports what QUERY_INFO on the entry's own handle reports, stored
+/// DOS attributes, CreationTime, a client-set ChangeTime, a preallocation and the EA size
+/// included, in every directory information class that carries them (Explorer shows hidden
+/// and system files from the listing alone).
+#[tokio::test]
+async fn listing_matches_query_info() {
+    let h = H::new().await;
+    h.put("plain", b"abc").await;
+    h.put("marked", b"abcdef").await;
+    let o = h.create("marked", mask::MAXIMUM_ALLOWED, D::OPEN, 0).await;
+    let basic = BasicInfo {
+        creation_time: T0 + 900,
+        last_access_time: 0,
+        last_write_time: 0,
+        change_time: T0 + 100,
+        file_attributes: attr::HIDDEN | attr::SYSTEM | attr::ARCHIVE,
+    };
+    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
+    let ea = {
+        let list = [FullEa {
+            flags: 0,
+            name: b"COLOUR",
+            value: b"blue",
+        }];
+        let mut w = smbq_wire::Writer::new();
+        FullEa::encode_list(&list, &mut w);
+        w.into_vec()
+    };
+    assert_eq!(set(&h, o.id, 15, &ea).await, NtStatus::SUCCESS);
+    // FileAllocationInformation: a preallocation shows while the file is open.
+    let alloc = 1_000_000u64.to_le_bytes();
+    assert_eq!(set(&h, o.id, 19, &alloc).await, NtStatus::SUCCESS);
+    let want = all_info(&h, o.id).await;
+    assert_eq!(want.basic.file_attributes, basic.file_attributes);
+    assert_ne!(want.ea.ea_size, 0);
+
+    let d = h
+        .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    for class in [
+        DirClass::Directory,
+        DirClass::FullDirectory,
+        DirClass::BothDirectory,
+        DirClass::IdBothDirectory,
+        DirClass::IdFullDirectory,
+        DirClass::IdExtdDirectory,
+    ] {
+        let buf = list_class(&h, d.id, class).await;
+        let entries = decode_dir_list(class, &buf).unwrap();
+        let e = entries.iter().find(|e| e.name == "marked").unwrap();
+        assert_eq!(e.file_attributes, want.basic.file_attributes, "{class:?}");
+        assert_eq!(e.creation_time, want.basic.creation_time, "{class:?}");
+        assert_eq!(e.last_write_time, want.basic.last_write_time, "{class:?}");
+        assert_eq!(e.change_time, want.basic.change_time, "{class:?}");
+        assert_eq!(e.end_of_file, want.standard.end_of_file, "{class:?}");
+        assert_eq!(
+            e.allocation_size, want.standard.allocation_size,
+            "{class:?}"
+        );
+        if !matches!(class, DirClass::Directory | DirClass::IdExtdDirectory) {
+            assert_eq!(e.ea_size, want.ea.ea_size, "{class:?}");
+        }
+        let p = entries.iter().find(|e| e.name == "plain").unwrap();
+        assert_eq!(p.file_attributes, attr::ARCHIVE, "{class:?}");
+        assert_eq!(p.ea_size, 0, "{class:?}");
+    }
+    h.close(o.id).await;
 }

@@ -14,7 +14,7 @@ use rustix::io::{Errno, ReadWriteFlags};
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 /// Linux `IOV_MAX`: a single pwritev takes at most this many slices.
@@ -321,6 +321,49 @@ impl VfsFile for PosixFile {
             Err(Errno::NODATA | Errno::OPNOTSUPP) => Ok(false),
             Err(e) => Err(errno(e)),
         }
+    }
+
+    fn entry_xattrs(
+        &self,
+        entry: &str,
+        want: &dyn Fn(&str) -> bool,
+    ) -> io::Result<Vec<(String, Vec<u8>)>> {
+        if self.kind != FileKind::Dir {
+            return Err(errno(Errno::NOTDIR));
+        }
+        if entry.is_empty() || entry == "." || entry == ".." || entry.contains(['/', '\0']) {
+            return Err(errno(Errno::INVAL));
+        }
+        // Through the directory's /proc magic link, so the entry is looked up in this very
+        // directory (never outside the share) and, with the l* calls, a symlink is not
+        // followed; one syscall for the common entry without attributes.
+        let path = format!("/proc/self/fd/{}/{entry}", self.fd.as_raw_fd());
+        let mut list = Vec::with_capacity(XATTR_LIST_MAX);
+        match rustix::fs::llistxattr(&path, rustix::buffer::spare_capacity(&mut list)) {
+            Ok(_) => {}
+            // Gone since it was listed, a filesystem without xattrs, or a symlink's
+            // user namespace (which Linux does not have).
+            Err(Errno::NOENT | Errno::OPNOTSUPP | Errno::PERM) => return Ok(Vec::new()),
+            Err(e) => return Err(errno(e)),
+        }
+        let names = user_names(&list);
+        let mut out = Vec::with_capacity(names.len());
+        let mut buf = Vec::new();
+        for name in names.into_iter().filter(|n| want(n)) {
+            buf.clear();
+            buf.reserve(XATTR_SIZE_MAX);
+            let full = format!("user.{name}");
+            match rustix::fs::lgetxattr(
+                &path,
+                full.as_str(),
+                rustix::buffer::spare_capacity(&mut buf),
+            ) {
+                Ok(_) => out.push((name, buf.clone())),
+                Err(Errno::NODATA | Errno::NOENT) => {}
+                Err(e) => return Err(errno(e)),
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -298,11 +298,7 @@ fn open_pipe(ctx: &Ctx<'_>, tree: &Arc<Tree>, p: &Params, id: u64) -> Result<Don
 }
 
 fn key_of(st: &Stat) -> FileKey {
-    FileKey {
-        dev: st.dev,
-        ino: st.ino,
-        stream: 0,
-    }
+    FileKey::of(st)
 }
 
 /// The blocking part of a disk CREATE.
