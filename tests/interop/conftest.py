@@ -14,6 +14,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = pathlib.Path(os.environ.get("SMBQ_BIN", ROOT / "target" / "release" / "smbq"))
 USER = "tester"
+# The client remembers which transport each server answered on (client_cli/remember.rs);
+# tests must neither read nor leave behind the user's own memory.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="smbq-test-cache-")
 
 
 def free_port() -> int:

@@ -1,18 +1,42 @@
 """Issue 15, what a new user trips over in the first hour, each against the real binary:
-hidden/system attributes in listings (smbclient, impacket and smbq's client), ..."""
+hidden/system attributes in listings (smbclient, impacket and smbq's client); QUIC and TCP
+raced, with separate ports, so a server without QUIC (or with it elsewhere) answers at once;
+a URL without a user logs on as the local user, with a hint when that fails."""
 
 import os
 import re
 import subprocess
+import time
 
-from conftest import BINARY, USER
+import pytest
+
+from conftest import BINARY, USER, SmbqServer, free_udp_port
 from smbclient import run
+
+EXIT_AUTH = 3
 
 HIDDEN, SYSTEM, ARCHIVE = 0x2, 0x4, 0x20
 
 
-def smbq_env(server):
-    return {**os.environ, "SMBQ_PASSWORD": server.password}
+def smbq_env(server, **extra):
+    return {**os.environ, "SMBQ_PASSWORD": server.password, **extra}
+
+
+def pin(server) -> str:
+    return subprocess.run([str(BINARY), "cert", "show", "--state-dir", str(server.state)],
+                          capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+
+
+def smbq(env, *args):
+    t0 = time.monotonic()
+    p = subprocess.run([str(BINARY), *args], capture_output=True, text=True, env=env,
+                       timeout=120, stdin=subprocess.DEVNULL)
+    assert "panicked" not in p.stderr, p.stderr
+    return p, time.monotonic() - t0
+
+
+def quic_connections(server) -> int:
+    return server.server_log().count('transport="quic"}: smbq_server::conn: connection closed')
 
 
 def test_listing_shows_hidden_and_system(server):
@@ -44,3 +68,70 @@ def test_listing_shows_hidden_and_system(server):
         assert listed["plain.txt"] == ARCHIVE, hex(listed["plain.txt"])
     finally:
         c.logoff()
+
+
+def test_tcp_only_server_answers_at_once(server, workdir):
+    """QUIC gets a 250 ms head start, then TCP is tried alongside: a server without QUIC costs
+    well under a second (it cost the 10 s handshake timeout), says so once, and is
+    remembered so the next command starts TCP at once and says nothing."""
+    env = smbq_env(server, XDG_CACHE_HOME=str(workdir / "cache"))
+    url = f"smb://{USER}@127.0.0.1:{server.port}/share"
+    p, took = smbq(env, "ls", url)
+    assert p.returncode == 0, p.stderr
+    assert took < 1.0, took
+    assert "using TCP" in p.stderr and "no answer within 250 ms" in p.stderr, p.stderr
+    assert (workdir / "cache" / "smbq" / "transports").read_text().split()[3] == "tcp"
+    p, took = smbq(env, "ls", url)
+    assert p.returncode == 0 and took < 1.0, (took, p.stderr)
+    assert p.stderr == "", p.stderr
+
+
+@pytest.fixture
+def split_ports(workdir):
+    """TCP on one free port, QUIC on another."""
+    s = SmbqServer(workdir, quic_port=free_udp_port())
+    yield s
+    assert s.stop() == 0, s.server_log()
+
+
+def test_quic_on_another_port(split_ports, workdir):
+    """--quic-port and ?quic-port= reach QUIC where it listens; without them the URL's port
+    has no QUIC, and TCP answers within a second instead of after the handshake timeout."""
+    s = split_ports
+    quic_port = int(s.quic_addr.rsplit(":", 1)[1])
+    assert quic_port != s.port
+    env = smbq_env(s, XDG_CACHE_HOME=str(workdir / "cache"))
+    base = f"smb://{USER}@127.0.0.1:{s.port}/share"
+    for args in (["ls", base, "--quic-port", str(quic_port)],
+                 ["ls", f"{base}?quic-port={quic_port}"]):
+        before = quic_connections(s)
+        p, took = smbq(env, *args, "--pin", pin(s))
+        assert p.returncode == 0, p.stderr
+        assert "using TCP" not in p.stderr, p.stderr
+        assert took < 1.0, took
+        deadline = time.time() + 5
+        while quic_connections(s) == before and time.time() < deadline:
+            time.sleep(0.05)
+        assert quic_connections(s) == before + 1, s.server_log()
+    assert (workdir / "cache" / "smbq" / "transports").read_text().split()[3] == "quic"
+    # Both transports named in the URL, QUIC on the TCP port: nothing there, TCP answers.
+    p, took = smbq(env, "ls", base, "--pin", pin(s))
+    assert p.returncode == 0 and took < 1.0, (took, p.stderr)
+    assert "using TCP" in p.stderr, p.stderr
+
+
+def test_url_without_user_is_the_local_user(server, workdir):
+    (server.share / "f").write_bytes(b"mine")
+    url = f"smb://127.0.0.1:{server.port}/share/f"
+    cache = str(workdir / "cache")
+    p, _ = smbq(smbq_env(server, USER=USER, XDG_CACHE_HOME=cache), "cat", url,
+                "--transport", "tcp")
+    assert p.returncode == 0 and p.stdout == "mine", p.stderr
+    p, _ = smbq(smbq_env(server, USER="nosuchuser", XDG_CACHE_HOME=cache), "cat", url,
+                "--transport", "tcp")
+    assert p.returncode == EXIT_AUTH, p.stderr
+    assert "nosuchuser, the local user name" in p.stderr and "USER@" in p.stderr, p.stderr
+    # Anonymous is asked for by name: a null session may not read the share.
+    p, _ = smbq(smbq_env(server, USER=USER, XDG_CACHE_HOME=cache), "cat", url,
+                "--transport", "tcp", "--anonymous")
+    assert p.returncode != 0 and "local user" not in p.stderr, p.stderr

@@ -17,10 +17,21 @@ pub enum Transport {
 /// How to reach and authenticate to the server.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ConnArgs {
-    /// Use only this transport. Default: QUIC, falling back to TCP when QUIC gets no answer or
-    /// is refused (never on a certificate error).
+    /// Use only this transport. Default: both raced, QUIC first and TCP after a short head
+    /// start (250 ms; at once where QUIC did not answer last time), the first to connect
+    /// wins; a QUIC certificate the client does not trust is an error, never a fallback.
     #[arg(long, value_enum)]
     pub transport: Option<Transport>,
+    /// TCP port (default: the URL's :PORT, else 445). Also `?tcp-port=N` in the URL.
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub tcp_port: Option<u16>,
+    /// QUIC (UDP) port (default: the URL's :PORT, else 443). Also `?quic-port=N` in the URL.
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub quic_port: Option<u16>,
+    /// Log on anonymously (a null session: IPC$ and guest shares only). Without it, a URL
+    /// that names no user logs on as the local user, as smbclient and ssh do.
+    #[arg(long, short = 'N', conflicts_with = "credentials")]
+    pub anonymous: bool,
     /// Trust the server certificate if it chains to a CA in this PEM file (QUIC).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["pin", "insecure"])]
     pub ca: Option<PathBuf>,

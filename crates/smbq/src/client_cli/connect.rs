@@ -1,6 +1,6 @@
-//! From a URL to a logged-on session: name resolution, QUIC first with a guarded fallback to
-//! TCP, NEGOTIATE, SESSION_SETUP, TREE_CONNECT. Connections, sessions and trees are reused
-//! across the URLs of one command line.
+//! From a URL to a logged-on session: name resolution, QUIC and TCP raced (`race`, with what
+//! won last time from `remember`), NEGOTIATE, SESSION_SETUP, TREE_CONNECT. Connections,
+//! sessions and trees are reused across the URLs of one command line.
 
 use std::collections::HashMap;
 use std::io;
@@ -18,6 +18,8 @@ use smbq_transport::{
 use super::args::{ConnArgs, Transport};
 use super::exit::{CliError, Code};
 use super::password::{CredentialsFile, identity, load_credentials, prompt};
+use super::race::{Lost, Won, race};
+use super::remember::{Memory, Winner, head_start};
 use super::url::SmbUrl;
 use super::watchdog;
 use crate::cert;
@@ -32,7 +34,8 @@ const CLOSE_GRACE: Duration = Duration::from_secs(2);
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct SessionKey {
     host: String,
-    port: Option<u16>,
+    /// TCP and QUIC ports.
+    ports: (u16, u16),
     user: String,
     domain: String,
 }
@@ -81,16 +84,28 @@ impl Connector {
         &self.args
     }
 
+    /// TCP and QUIC ports: the URL's `?tcp-port=`/`?quic-port=`, else the flags, else the
+    /// URL's `:PORT` (both), else 445 and 443.
+    fn ports(&self, url: &SmbUrl) -> (u16, u16) {
+        let tcp = url.tcp_port.or(self.args.tcp_port).or(url.port);
+        let quic = url.quic_port.or(self.args.quic_port).or(url.port);
+        (
+            tcp.unwrap_or(DEFAULT_TCP_PORT),
+            quic.unwrap_or(DEFAULT_QUIC_PORT),
+        )
+    }
+
     fn key(&self, url: &SmbUrl) -> (SessionKey, super::password::Identity) {
         let id = identity(
             url.user.as_deref(),
             url.domain.as_deref(),
             self.creds.as_ref(),
             std::env::var("SMBQ_PASSWORD").ok(),
+            self.args.anonymous,
         );
         let key = SessionKey {
             host: url.host.to_ascii_lowercase(),
-            port: url.port,
+            ports: self.ports(url),
             user: id.user.to_lowercase(),
             domain: id.domain.to_lowercase(),
         };
@@ -144,7 +159,19 @@ impl Connector {
         // TREE_CONNECT paths name the server as the user did (\\HOST\share), not its address.
         client.set_server_name(&url.host);
         watchdog::touch();
-        let session = client.login(&id.user, &id.domain, &password).await?;
+        let session = client
+            .login(&id.user, &id.domain, &password)
+            .await
+            .map_err(|e| {
+                let mut e = CliError::from(e);
+                if id.local && e.code == Code::Auth {
+                    e.message = format!(
+                        "{} (as {}, the local user name, since the URL names no user: write smb://USER@{}/... or use --anonymous)",
+                        e.message, id.user, url.host
+                    );
+                }
+                e
+            })?;
         watchdog::touch();
         tracing::debug!(
             dialect = ?client.negotiated().dialect,
@@ -191,39 +218,83 @@ impl Connector {
         secs(self.args.connect_timeout).unwrap_or(Duration::from_secs(10))
     }
 
-    /// QUIC, TCP, or QUIC then TCP.
+    /// QUIC, TCP, or both raced.
     async fn transport(&mut self, url: &SmbUrl) -> Result<Connection, CliError> {
         let addrs = resolve(&url.host).await?;
-        let tcp_port = url.port.unwrap_or(DEFAULT_TCP_PORT);
-        let quic_port = url.port.unwrap_or(DEFAULT_QUIC_PORT);
+        let (tcp_port, quic_port) = self.ports(url);
+        if self.args.transport != Some(Transport::Tcp) {
+            self.warn_insecure();
+        }
         match self.args.transport {
             Some(Transport::Tcp) => self.tcp(url, &addrs, tcp_port).await,
             Some(Transport::Quic) => self
                 .quic(url, &addrs, quic_port)
                 .await
                 .map_err(|e| quic_error(url, quic_port, e)),
-            None => match self.quic(url, &addrs, quic_port).await {
-                Ok(c) => Ok(c),
-                // No fallback on a certificate the client does not trust: an attacker who
-                // can answer QUIC with a bad certificate can also drop UDP, so falling back
-                // would let them choose the unauthenticated transport. A refused or silent
-                // QUIC port says nothing about the server's identity; a bad certificate does.
-                Err(e) if is_trust_error(&e) => Err(quic_error(url, quic_port, e)),
-                Err(e) => {
-                    let quic_reason = quic_error(url, quic_port, e).message;
-                    let conn = self.tcp(url, &addrs, tcp_port).await.map_err(|t| {
-                        CliError::new(t.code, format!("{quic_reason}; {}", t.message))
-                    })?;
-                    // Said only once TCP worked: a failure is one line that names both.
-                    if !self.args.quiet {
-                        eprintln!(
-                            "smbq: {quic_reason}; using TCP {}",
-                            url.host_for_display(tcp_port)
-                        );
-                    }
-                    Ok(conn)
+            None => self.race(url, &addrs, tcp_port, quic_port).await,
+        }
+    }
+
+    async fn race(
+        &self,
+        url: &SmbUrl,
+        addrs: &[IpAddr],
+        tcp_port: u16,
+        quic_port: u16,
+    ) -> Result<Connection, CliError> {
+        let memory = Memory::open();
+        let last = memory.recall(&url.host, tcp_port, quic_port);
+        let head = head_start(last);
+        let quic = self.quic(url, addrs, quic_port);
+        let tcp = self.tcp(url, addrs, tcp_port);
+        let tcp_at = url.host_for_display(tcp_port);
+        let won = race(quic, tcp, head, is_trust_error).await;
+        let (conn, winner) = match won {
+            Ok(Won::Quic(c)) => (c, Winner::Quic),
+            Ok(Won::Tcp { conn, quic }) => {
+                // Said once per server (until it is forgotten), not on every command.
+                if !self.args.quiet && last != Some(Winner::Tcp) {
+                    let why = match quic {
+                        Some(e) => quic_error(url, quic_port, e).message,
+                        None => format!(
+                            "QUIC {}: no answer within {} ms",
+                            url.host_for_display(quic_port),
+                            head.as_millis()
+                        ),
+                    };
+                    eprintln!(
+                        "smbq: {why}; using TCP {tcp_at} (remembered for an hour; --transport quic insists on QUIC)"
+                    );
                 }
-            },
+                (conn, Winner::Tcp)
+            }
+            // No fallback on a certificate the client does not trust: an attacker who can
+            // answer QUIC with a bad certificate could otherwise choose the transport, and a
+            // misconfigured trust setting would go unnoticed. A refused or silent QUIC port
+            // says nothing about the server's identity; a bad certificate does.
+            Err(Lost::Fatal(e)) => return Err(quic_error(url, quic_port, e)),
+            Err(Lost::Both(q, t)) => {
+                let quic_reason = quic_error(url, quic_port, q).message;
+                return Err(CliError::new(
+                    t.code,
+                    format!("{quic_reason}; {}", t.message),
+                ));
+            }
+        };
+        memory.record(&url.host, tcp_port, quic_port, winner);
+        Ok(conn)
+    }
+
+    fn warn_insecure(&mut self) {
+        let insecure = self
+            .quic
+            .as_ref()
+            .is_some_and(|f| matches!(f.trust, ServerTrust::Insecure));
+        if insecure && !self.warned_insecure {
+            self.warned_insecure = true;
+            eprintln!(
+                "smbq: WARNING: --insecure: the server's certificate is NOT verified; anyone on the network path can pose as the server and read or change this session"
+            );
         }
     }
 
@@ -251,7 +322,7 @@ impl Connector {
     /// and keeps the first that completes, so an unreachable IPv6 address does not cost the
     /// whole timeout before IPv4 is tried.
     async fn quic(
-        &mut self,
+        &self,
         url: &SmbUrl,
         addrs: &[IpAddr],
         port: u16,
@@ -259,12 +330,6 @@ impl Connector {
         let Some(files) = &self.quic else {
             return Err(QuicConnectError::Other("QUIC is off".into()));
         };
-        if matches!(files.trust, ServerTrust::Insecure) && !self.warned_insecure {
-            self.warned_insecure = true;
-            eprintln!(
-                "smbq: WARNING: --insecure: the server's certificate is NOT verified; anyone on the network path can pose as the server and read or change this session"
-            );
-        }
         let keylog = keylog().map_err(QuicConnectError::Io)?;
         let mut clients: Vec<(bool, Arc<QuicClient>)> = Vec::new();
         for v6 in [false, true] {

@@ -21,7 +21,7 @@ use super::watchdog;
 
 #[derive(clap::Args)]
 pub struct GetArgs {
-    #[arg(value_name = "URL", value_parser = parse_url)]
+    #[arg(value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub url: SmbUrl,
     /// Destination file, a directory to download into (default: the current directory), or
     /// `-` for stdout.

@@ -20,7 +20,7 @@ use super::{each, simple::stdout_error};
 
 #[derive(clap::Args)]
 pub struct LsArgs {
-    #[arg(required = true, value_name = "URL", value_parser = parse_url)]
+    #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -28,7 +28,7 @@ pub struct LsArgs {
 
 #[derive(clap::Args)]
 pub struct StatArgs {
-    #[arg(required = true, value_name = "URL", value_parser = parse_url)]
+    #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,

@@ -12,6 +12,8 @@ mod password;
 mod paths;
 mod progress;
 mod put;
+mod race;
+mod remember;
 mod shares;
 mod simple;
 mod url;

@@ -80,18 +80,64 @@ pub struct Identity {
     pub domain: String,
     /// Known without asking (credentials file or environment).
     pub password: Option<String>,
+    /// The user is the local login name, because nothing named one.
+    pub local: bool,
 }
 
-/// Puts the sources together: the URL's user and domain win over the file's; the file's
-/// password is used when the file names no user or the same user; then `$SMBQ_PASSWORD`.
+/// The local login name, as smbclient and ssh default to it: `$USER`, `$LOGNAME`, else the
+/// passwd entry of the real user id.
+pub fn local_user() -> Option<String> {
+    let env = ["USER", "LOGNAME"]
+        .into_iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|u| !u.is_empty() && !u.contains([':', '\\', '/', '@']));
+    env.or_else(|| {
+        let uid = rustix::process::getuid().as_raw().to_string();
+        let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+        passwd.lines().find_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let _pw = f.next()?;
+            (f.next()? == uid && !name.is_empty()).then(|| name.to_string())
+        })
+    })
+}
+
+/// Puts the sources together: the URL's user and domain win over the file's, and without
+/// either the local login name is used (anonymous only when asked for); the file's password
+/// is used when the file names no user or the same user; then `$SMBQ_PASSWORD`.
 pub fn identity(
     url_user: Option<&str>,
     url_domain: Option<&str>,
     file: Option<&CredentialsFile>,
     env_password: Option<String>,
+    anonymous: bool,
 ) -> Identity {
+    identity_with(
+        url_user,
+        url_domain,
+        file,
+        env_password,
+        anonymous,
+        local_user,
+    )
+}
+
+fn identity_with(
+    url_user: Option<&str>,
+    url_domain: Option<&str>,
+    file: Option<&CredentialsFile>,
+    env_password: Option<String>,
+    anonymous: bool,
+    local: impl FnOnce() -> Option<String>,
+) -> Identity {
+    if anonymous {
+        return Identity::default();
+    }
     let file_user = file.and_then(|f| f.username.as_deref());
-    let user = url_user.or(file_user).unwrap_or_default().to_string();
+    let named = url_user.or(file_user).map(str::to_string);
+    let is_local = named.is_none();
+    let user = named.or_else(local).unwrap_or_default();
     let domain = url_domain
         .or(file.and_then(|f| f.domain.as_deref()))
         .unwrap_or_default()
@@ -102,6 +148,7 @@ pub fn identity(
     });
     Identity {
         password: file_password.or(env_password),
+        local: is_local && !user.is_empty(),
         user,
         domain,
     }
@@ -155,6 +202,16 @@ mod tests {
         assert!(e.starts_with("line 2"), "{e}");
     }
 
+    fn id(
+        url_user: Option<&str>,
+        url_domain: Option<&str>,
+        file: Option<&CredentialsFile>,
+        env: Option<&str>,
+    ) -> Identity {
+        let env = env.map(str::to_string);
+        identity_with(url_user, url_domain, file, env, false, || Some("me".into()))
+    }
+
     #[test]
     fn precedence() {
         let file = CredentialsFile {
@@ -163,22 +220,38 @@ mod tests {
             domain: Some("FILEDOM".into()),
         };
         // URL names nobody: the file's user, domain and password.
-        let id = identity(None, None, Some(&file), Some("envpw".into()));
-        assert_eq!(id.user, "alice");
-        assert_eq!(id.domain, "FILEDOM");
-        assert_eq!(id.password.as_deref(), Some("filepw"));
+        let i = id(None, None, Some(&file), Some("envpw"));
+        assert_eq!((i.user.as_str(), i.local), ("alice", false));
+        assert_eq!(i.domain, "FILEDOM");
+        assert_eq!(i.password.as_deref(), Some("filepw"));
         // Same user in the URL (any case): the file's password still applies.
-        let id = identity(Some("ALICE"), Some("URLDOM"), Some(&file), None);
-        assert_eq!(id.domain, "URLDOM");
-        assert_eq!(id.password.as_deref(), Some("filepw"));
+        let i = id(Some("ALICE"), Some("URLDOM"), Some(&file), None);
+        assert_eq!(i.domain, "URLDOM");
+        assert_eq!(i.password.as_deref(), Some("filepw"));
         // Another user: the file's password is not theirs.
-        let id = identity(Some("bob"), None, Some(&file), Some("envpw".into()));
-        assert_eq!(id.user, "bob");
-        assert_eq!(id.password.as_deref(), Some("envpw"));
-        let id = identity(Some("bob"), None, Some(&file), None);
-        assert_eq!(id.password, None);
-        // No file, no env: anonymous when no user either.
-        assert_eq!(identity(None, None, None, None), Identity::default());
+        let i = id(Some("bob"), None, Some(&file), Some("envpw"));
+        assert_eq!(i.user, "bob");
+        assert_eq!(i.password.as_deref(), Some("envpw"));
+        let i = id(Some("bob"), None, Some(&file), None);
+        assert_eq!(i.password, None);
+    }
+
+    #[test]
+    fn nobody_named_is_the_local_user_and_anonymous_is_asked_for() {
+        let i = id(None, None, None, Some("pw"));
+        assert_eq!((i.user.as_str(), i.local), ("me", true));
+        assert_eq!(i.password.as_deref(), Some("pw"));
+        let file = CredentialsFile {
+            username: Some("alice".into()),
+            ..Default::default()
+        };
+        let anon = identity_with(None, None, Some(&file), Some("pw".into()), true, || {
+            Some("me".into())
+        });
+        assert_eq!(anon, Identity::default());
+        // No local name at all (no $USER, no passwd entry): anonymous, as before.
+        let none = identity_with(None, None, None, None, false, || None);
+        assert_eq!(none, Identity::default());
     }
 
     #[test]
@@ -187,7 +260,7 @@ mod tests {
             password: Some("pw".into()),
             ..Default::default()
         };
-        let id = identity(Some("carol"), None, Some(&file), Some("env".into()));
-        assert_eq!(id.password.as_deref(), Some("pw"));
+        let i = id(Some("carol"), None, Some(&file), Some("env"));
+        assert_eq!(i.password.as_deref(), Some("pw"));
     }
 }

@@ -28,11 +28,12 @@ use super::watchdog;
 
 #[derive(clap::Args)]
 pub struct PutArgs {
+    /// The local file to upload (a directory with -r).
     #[arg(value_name = "LOCAL")]
     pub local: PathBuf,
-    /// Destination file, or a directory to upload into (an existing one, or any URL ending
-    /// in /).
-    #[arg(value_name = "URL", value_parser = parse_url)]
+    // The destination: a file, or a directory to upload into (an existing one, or any URL
+    // ending in /), as the command's own help says.
+    #[arg(value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub url: SmbUrl,
     #[command(flatten)]
     pub xfer: XferArgs,

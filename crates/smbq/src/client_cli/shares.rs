@@ -13,8 +13,7 @@ use super::url::{SmbUrl, parse_url};
 
 #[derive(clap::Args)]
 pub struct SharesArgs {
-    /// smb://USER@HOST[:PORT] (a share or path, if given, is ignored).
-    #[arg(required = true, value_name = "URL", value_parser = parse_url)]
+    #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::SERVER_URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,

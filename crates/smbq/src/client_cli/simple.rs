@@ -17,7 +17,7 @@ use super::watchdog;
 
 #[derive(clap::Args)]
 pub struct CatArgs {
-    #[arg(required = true, value_name = "URL", value_parser = parse_url)]
+    #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -28,7 +28,7 @@ pub struct RmArgs {
     /// Remove directories and everything in them.
     #[arg(short, long)]
     pub recursive: bool,
-    #[arg(required = true, value_name = "URL", value_parser = parse_url)]
+    #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -39,7 +39,7 @@ pub struct MkdirArgs {
     /// Create missing parents too; an existing directory is no error.
     #[arg(short, long)]
     pub parents: bool,
-    #[arg(required = true, value_name = "URL", value_parser = parse_url)]
+    #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -47,7 +47,7 @@ pub struct MkdirArgs {
 
 #[derive(clap::Args)]
 pub struct RmdirArgs {
-    #[arg(required = true, value_name = "URL", value_parser = parse_url)]
+    #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,
@@ -58,7 +58,7 @@ pub struct MvArgs {
     /// Replace NEWPATH if it exists.
     #[arg(short, long)]
     pub force: bool,
-    #[arg(value_name = "URL", value_parser = parse_url)]
+    #[arg(value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub from: SmbUrl,
     /// Share-relative path (`dir/name`), or a URL on the same share.
     #[arg(value_name = "NEWPATH")]

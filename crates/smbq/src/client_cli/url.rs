@@ -1,6 +1,9 @@
-//! `smb://[DOMAIN;]USER@HOST[:PORT]/SHARE[/PATH]` (the smb URI of the IETF draft
-//! draft-crhertel-smb-url, as smbclient and GVfs read it): IPv6 literals in brackets,
-//! percent-escapes in the user, domain, share and path. A password in the URL is refused:
+//! `smb://[DOMAIN;]USER@HOST[:PORT]/SHARE[/PATH][?tcp-port=N&quic-port=N]` (the smb URI of
+//! the IETF draft draft-crhertel-smb-url, as smbclient and GVfs read it): IPv6 literals in
+//! brackets, percent-escapes in the user, domain, share and path. `:PORT` is the port of both
+//! transports; the query (the draft's `?param=value` form) sets one transport's port, for
+//! servers whose QUIC and TCP listen on different ports. `?` cannot appear in an SMB name
+//! (MS-FSCC 2.1.5.1), so it always starts the query. A password in the URL is refused:
 //! command lines show up in `ps` and shell histories.
 
 /// A parsed smb:// URL. Everything is percent-decoded.
@@ -13,6 +16,10 @@ pub struct SmbUrl {
     /// Host name or IP address, without IPv6 brackets.
     pub host: String,
     pub port: Option<u16>,
+    /// `?tcp-port=N`: the TCP port, over `port`.
+    pub tcp_port: Option<u16>,
+    /// `?quic-port=N`: the QUIC (UDP) port, over `port`.
+    pub quic_port: Option<u16>,
     pub share: Option<String>,
     /// Share-relative path, components joined by `/`, no leading or trailing separator; empty
     /// for the share root. `.` and `..` are resolved, never above the share root.
@@ -23,6 +30,35 @@ pub struct SmbUrl {
 
 fn bad(raw: &str, why: &str) -> String {
     format!("{raw}: {why} (expected smb://[DOMAIN;]USER@HOST[:PORT]/SHARE[/PATH])")
+}
+
+fn parse_port(raw: &str, p: &str) -> Result<u16, String> {
+    match p.parse::<u16>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(bad(raw, &format!("bad port {p:?}"))),
+    }
+}
+
+/// `tcp-port=N&quic-port=N` (either, any order); anything else is refused rather than
+/// ignored, so a typo does not silently connect to the wrong port.
+fn parse_query(raw: &str, q: &str) -> Result<(Option<u16>, Option<u16>), String> {
+    let (mut tcp, mut quic) = (None, None);
+    for kv in q.split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| bad(raw, &format!("{kv:?}: expected NAME=VALUE after ?")))?;
+        match k.to_ascii_lowercase().as_str() {
+            "tcp-port" | "tcp_port" => tcp = Some(parse_port(raw, v)?),
+            "quic-port" | "quic_port" => quic = Some(parse_port(raw, v)?),
+            _ => {
+                return Err(bad(
+                    raw,
+                    &format!("unknown parameter {k:?} (known: tcp-port, quic-port)"),
+                ));
+            }
+        }
+    }
+    Ok((tcp, quic))
 }
 
 /// Decodes `%XX` escapes; the result must be UTF-8.
@@ -91,13 +127,7 @@ fn parse_host_port(raw: &str, hp: &str) -> Result<(String, Option<u16>), String>
     if host.contains(['@', '/', ' ']) {
         return Err(bad(raw, "bad host"));
     }
-    let port = match port {
-        None => None,
-        Some(p) => match p.parse::<u16>() {
-            Ok(n) if n > 0 => Some(n),
-            _ => return Err(bad(raw, &format!("bad port {p:?}"))),
-        },
-    };
+    let port = port.map(|p| parse_port(raw, p)).transpose()?;
     Ok((host, port))
 }
 
@@ -108,6 +138,10 @@ impl SmbUrl {
             .filter(|s| s.eq_ignore_ascii_case("smb://"))
             .and_then(|_| raw.get(6..))
             .ok_or_else(|| bad(raw, "not an smb:// URL"))?;
+        let (rest, (tcp_port, quic_port)) = match rest.split_once('?') {
+            Some((r, q)) => (r, parse_query(raw, q)?),
+            None => (rest, (None, None)),
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (
                 rest.get(..i).unwrap_or_default(),
@@ -176,9 +210,11 @@ impl SmbUrl {
             user,
             host,
             port,
+            tcp_port,
+            quic_port,
             share,
             path,
-            trailing_slash: raw.ends_with('/'),
+            trailing_slash: rest.ends_with('/'),
         })
     }
 
@@ -235,6 +271,14 @@ impl SmbUrl {
     }
 }
 
+/// The URL argument's help: the form, and what an omitted part means.
+pub const URL_HELP: &str = "smb://[DOMAIN;][USER@]HOST[:PORT]/SHARE[/PATH][?tcp-port=N&quic-port=N]. \
+No USER: the local user name (--anonymous for a null session). :PORT is both transports' \
+port (default 445 TCP, 443 QUIC); ?tcp-port/?quic-port set one. Escape spaces and % as %20, %25";
+
+/// The URL argument's help when only the server matters.
+pub const SERVER_URL_HELP: &str = "smb://[DOMAIN;][USER@]HOST[:PORT] (a share or path, if given, is ignored); as for the other commands";
+
 /// clap value parser.
 pub fn parse_url(s: &str) -> Result<SmbUrl, String> {
     SmbUrl::parse(s)
@@ -283,6 +327,26 @@ mod tests {
         assert_eq!(u.path, "a/b.txt");
         assert!(!u.trailing_slash);
         assert_eq!(u.basename(), "b.txt");
+    }
+
+    #[test]
+    fn query_sets_one_transport_port() {
+        let u = p("smb://alice@h:4450/docs/a.txt?quic-port=4443");
+        assert_eq!(
+            (u.port, u.tcp_port, u.quic_port),
+            (Some(4450), None, Some(4443))
+        );
+        assert_eq!(u.path, "a.txt");
+        let u = p("smb://h/docs/?tcp-port=1445&quic-port=8443");
+        assert_eq!(
+            (u.port, u.tcp_port, u.quic_port),
+            (None, Some(1445), Some(8443))
+        );
+        assert!(u.trailing_slash);
+        assert_eq!(u.share.as_deref(), Some("docs"));
+        assert!(SmbUrl::parse("smb://h/docs?quic-port=0").is_err());
+        assert!(SmbUrl::parse("smb://h/docs?udp=1").is_err());
+        assert!(SmbUrl::parse("smb://h/docs?quic-port").is_err());
     }
 
     #[test]
