@@ -1,6 +1,7 @@
-//! Windows metadata POSIX has no place for: DOS attributes and CreationTime, kept in the
-//! `user.smbq.dos` extended attribute, and a ChangeTime a client set explicitly, kept in
-//! memory (MS-FSCC 2.4.7 FILE_BASIC_INFORMATION, MS-FSA 2.1.5.15.2).
+//! Windows metadata POSIX has no place for: DOS attributes, CreationTime and the file id
+//! stamped at creation (crate::file_id), kept in the `user.smbq.dos` extended attribute, and a
+//! ChangeTime a client set explicitly, kept in memory (MS-FSCC 2.4.7 FILE_BASIC_INFORMATION,
+//! MS-FSA 2.1.5.15.2).
 //!
 //! A ChangeTime cannot be stored on disk: writing anything moves the inode's ctime again. So
 //! the server remembers, per file, the ctime the inode had right after the client's SET_INFO
@@ -19,8 +20,13 @@ use crate::{Server, meta};
 /// The xattr (`user.` is added by the VFS) holding a [`DosInfo`].
 pub const XATTR: &str = "smbq.dos";
 
-const VERSION: u8 = 1;
-const ENCODED_LEN: usize = 13;
+/// Version 1 holds attributes and CreationTime; version 2 adds the file id stamp. A value
+/// without a stamp is still written as version 1, so it reads the same everywhere; a server
+/// from before version 2 reads a stamped value as "nothing stored" (POSIX defaults).
+const V1: u8 = 1;
+const V1_LEN: usize = 13;
+const V2: u8 = 2;
+const V2_LEN: usize = 29;
 
 /// What the xattr holds. `None` fields were never set and fall back to what POSIX gives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,34 +37,69 @@ pub struct DosInfo {
     pub attributes: Option<u32>,
     /// CreationTime as a FILETIME.
     pub creation: Option<u64>,
+    /// The file id given to the file when this server created it (crate::file_id).
+    pub file_id: Option<IdStamp>,
+}
+
+/// A file id and the inode it was given to: a copy of the xattr on another inode (`cp -a`,
+/// a restore) is not that file, and must not report its id (crate::file_id::reported).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdStamp {
+    pub ino: u64,
+    pub id: u64,
 }
 
 impl DosInfo {
-    /// `[version u8][attributes u32 LE][creation FILETIME u64 LE]`, where an all-ones
-    /// attributes word and a zero creation time mean "not set".
-    pub fn encode(&self) -> [u8; ENCODED_LEN] {
-        let mut out = [0u8; ENCODED_LEN];
-        out[0] = VERSION;
-        out[1..5].copy_from_slice(&self.attributes.unwrap_or(u32::MAX).to_le_bytes());
-        out[5..13].copy_from_slice(&self.creation.unwrap_or(0).to_le_bytes());
+    /// `[version u8][attributes u32 LE][creation FILETIME u64 LE]`, then for version 2
+    /// `[inode u64 LE][file id u64 LE]`; an all-ones attributes word, a zero creation time
+    /// and a zero file id mean "not set".
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(V2_LEN);
+        out.push(if self.file_id.is_some() { V2 } else { V1 });
+        out.extend_from_slice(&self.attributes.unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(&self.creation.unwrap_or(0).to_le_bytes());
+        if let Some(s) = self.file_id {
+            out.extend_from_slice(&s.ino.to_le_bytes());
+            out.extend_from_slice(&s.id.to_le_bytes());
+        }
         out
     }
 
     /// Anything unrecognised (another version, a wrong length) reads as "nothing stored":
     /// the xattr is advisory and a damaged one must not make the file unusable.
     pub fn decode(b: &[u8]) -> DosInfo {
-        let Ok(b) = <[u8; ENCODED_LEN]>::try_from(b) else {
-            return DosInfo::default();
+        let (common, stamp) = match (b.first(), b.len()) {
+            (Some(&V1), V1_LEN) => (b, None),
+            (Some(&V2), V2_LEN) => match b.split_at_checked(V1_LEN) {
+                Some((c, s)) => (c, Some(s)),
+                None => return DosInfo::default(),
+            },
+            _ => return DosInfo::default(),
         };
-        let [v, a0, a1, a2, a3, c0, c1, c2, c3, c4, c5, c6, c7] = b;
-        if v != VERSION {
-            return DosInfo::default();
-        }
-        let a = u32::from_le_bytes([a0, a1, a2, a3]);
-        let c = u64::from_le_bytes([c0, c1, c2, c3, c4, c5, c6, c7]);
+        let u32_at = |i: usize| {
+            common
+                .get(i..i + 4)
+                .and_then(|s| <[u8; 4]>::try_from(s).ok())
+                .map_or(0, u32::from_le_bytes)
+        };
+        let u64_at = |s: &[u8], i: usize| {
+            s.get(i..i + 8)
+                .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        let a = u32_at(1);
+        let c = u64_at(common, 5);
+        let file_id = stamp.and_then(|s| {
+            let id = u64_at(s, 8);
+            (id != 0).then(|| IdStamp {
+                ino: u64_at(s, 0),
+                id,
+            })
+        });
         DosInfo {
             attributes: (a != u32::MAX).then_some(a & (attr::STORED | attr::READONLY)),
             creation: (c != 0).then_some(c),
+            file_id,
         }
     }
 
@@ -82,7 +123,7 @@ impl DosInfo {
     }
 }
 
-/// The four FILETIMEs and the attributes a client sees for one file.
+/// The four FILETIMEs, the attributes and the file id a client sees for one file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct View {
     pub creation: u64,
@@ -90,6 +131,8 @@ pub struct View {
     pub last_write: u64,
     pub change: u64,
     pub attributes: u32,
+    /// FileId / IndexNumber (crate::file_id::reported).
+    pub file_id: u64,
 }
 
 impl View {
@@ -100,6 +143,7 @@ impl View {
             last_write: meta::ft(st.mtime),
             change: change.unwrap_or_else(|| meta::ft(st.ctime)),
             attributes: attributes(st, name, dos),
+            file_id: crate::file_id::reported(st, dos),
         }
     }
 }
@@ -187,22 +231,49 @@ mod tests {
             DosInfo {
                 attributes: Some(attr::HIDDEN | attr::SYSTEM),
                 creation: Some(0x01d0_0000_1234_5678),
+                file_id: None,
             },
             DosInfo {
                 attributes: Some(0),
                 creation: None,
+                file_id: None,
+            },
+            DosInfo {
+                attributes: None,
+                creation: Some(7),
+                file_id: Some(IdStamp {
+                    ino: 12,
+                    id: crate::file_id::STAMPED | 5,
+                }),
             },
         ] {
             assert_eq!(DosInfo::decode(&d.encode()), d);
         }
         assert_eq!(DosInfo::decode(b"short"), DosInfo::default());
         let mut other_version = DosInfo::default().encode();
-        other_version[0] = 9;
+        if let Some(v) = other_version.first_mut() {
+            *v = 9;
+        }
         assert_eq!(DosInfo::decode(&other_version), DosInfo::default());
+        // A value without a stamp stays version 1 (13 bytes), readable by older servers.
+        assert_eq!(DosInfo::default().encode().len(), 13);
+        // A version 2 value cut short is damaged, not a version 1 value.
+        let stamped = DosInfo {
+            attributes: Some(attr::HIDDEN),
+            creation: None,
+            file_id: Some(IdStamp { ino: 1, id: 2 }),
+        }
+        .encode();
+        assert_eq!(stamped.len(), 29);
+        assert_eq!(
+            DosInfo::decode(stamped.get(..13).unwrap_or_default()),
+            DosInfo::default()
+        );
         // Bits this server does not store are dropped on the way in.
         let d = DosInfo {
             attributes: Some(attr::HIDDEN | attr::DIRECTORY | attr::READONLY),
             creation: None,
+            file_id: None,
         };
         assert_eq!(
             DosInfo::decode(&d.encode()).attributes,
@@ -219,11 +290,13 @@ mod tests {
         let normal = DosInfo {
             attributes: Some(0),
             creation: None,
+            file_id: None,
         };
         assert_eq!(attributes(&f, "a", &normal), attr::NORMAL);
         let hidden = DosInfo {
             attributes: Some(attr::HIDDEN),
             creation: None,
+            file_id: None,
         };
         assert_eq!(attributes(&f, "a", &hidden), attr::HIDDEN);
         let ro = stat(FileKind::File, 0o100444);
@@ -234,6 +307,7 @@ mod tests {
         let stored_ro = DosInfo {
             attributes: Some(attr::READONLY),
             creation: None,
+            file_id: None,
         };
         assert_eq!(
             attributes(&d, "d", &stored_ro),

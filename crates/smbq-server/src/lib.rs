@@ -14,6 +14,7 @@ mod dispatch;
 mod dos;
 pub mod ea;
 pub mod errors;
+mod file_id;
 mod handlers;
 pub mod logon_guard;
 mod meta;

@@ -66,8 +66,3 @@ pub fn round_cluster(v: u64) -> u64 {
 pub fn end_of_file(st: &Stat) -> u64 {
     if st.kind == FileKind::Dir { 0 } else { st.size }
 }
-
-/// The number reported as FileId/IndexNumber (MS-FSCC 2.4.20): the inode.
-pub fn file_index(st: &Stat) -> u64 {
-    st.ino
-}

@@ -27,6 +27,8 @@ pub struct Share {
     pub vfs: Option<Arc<dyn Vfs>>,
     /// Stable per-share number reported as the volume serial number and volume id.
     pub serial: u32,
+    /// The ids of files this share creates (crate::file_id).
+    pub(crate) file_ids: crate::file_id::FileIds,
 }
 
 impl std::fmt::Debug for Share {
@@ -128,6 +130,7 @@ impl ShareRegistry {
                 kind: ShareKind::Disk,
                 vfs: Some(vfs),
                 serial: serial_for(&sc.name, i),
+                file_ids: Default::default(),
             }));
         }
         shares.push(Arc::new(Share {
@@ -144,6 +147,7 @@ impl ShareRegistry {
             kind: ShareKind::Pipe,
             vfs: None,
             serial: 0,
+            file_ids: Default::default(),
         }));
         Ok(Self { shares })
     }

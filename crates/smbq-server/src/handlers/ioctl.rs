@@ -11,7 +11,6 @@ use smbq_wire::{Dialect, NtStatus};
 use super::{Ctx, bad, body};
 use crate::access::mask;
 use crate::dispatch::STATUS_DISCONNECT;
-use crate::meta;
 
 /// Dialects this server implements, for the greatest-common-dialect check.
 const IMPLEMENTED: [Dialect; 5] = [
@@ -63,10 +62,11 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             let open = ctx.open()?;
             let f = open.file().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
             let st = f.file.stat().map_err(|e| crate::errors::map_io_error(&e))?;
-            // FILE_OBJECTID_BUFFER (MS-FSCC 2.1.3.1): a stable ObjectId from volume and inode,
-            // then 48 bytes of extended info.
+            let dos = crate::dos::DosInfo::read(f.file.as_ref());
+            // FILE_OBJECTID_BUFFER (MS-FSCC 2.1.3.1): a stable ObjectId from volume and file
+            // id (crate::file_id), then 48 bytes of extended info.
             let mut out = Vec::with_capacity(64);
-            out.extend_from_slice(&meta::file_index(&st).to_le_bytes());
+            out.extend_from_slice(&crate::file_id::reported(&st, &dos).to_le_bytes());
             out.extend_from_slice(&u64::from(open.tree.share.serial).to_le_bytes());
             out.resize(64, 0);
             if max_out < out.len() {

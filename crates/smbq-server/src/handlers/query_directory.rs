@@ -244,7 +244,10 @@ fn entry_info(seen: &Seen) -> DirEntryInfo<'_> {
         file_attributes: v.attributes,
         ea_size: seen.ea_size,
         reparse_tag: 0,
-        file_id: meta::file_index(st),
+        // MS-FSA 2.1.5.6.3.8: ".." SHOULD carry the parent's FileId64, else zero. Its stamp
+        // (crate::file_id) is not read here, so zero rather than an id the parent's own
+        // QUERY_INFO would not report.
+        file_id: if e.name == ".." { 0 } else { v.file_id },
         name: e.name.as_str().into(),
         // Like NTFS, only names that are not already 8.3 carry a separate short name.
         short_name: if crate::short_name::is_8_3(&e.name) {

@@ -196,7 +196,7 @@ fn file_info(
         FileInfoClass::STANDARD => enc(StandardInfo::LEN, |w| standard().encode(w)),
         FileInfoClass::INTERNAL => enc(InternalInfo::LEN, |w| {
             InternalInfo {
-                index_number: meta::file_index(&st),
+                index_number: v.file_id,
             }
             .encode(w)
         }),
@@ -221,7 +221,7 @@ fn file_info(
                 basic: basic(&v),
                 standard: standard(),
                 internal: InternalInfo {
-                    index_number: meta::file_index(&st),
+                    index_number: v.file_id,
                 },
                 ea: EaInfo {
                     ea_size: crate::ea::ea_size(f.file.as_ref()),
@@ -284,10 +284,10 @@ fn file_info(
                 .encode(w)
             })
         }
-        // FILE_ID_INFORMATION (MS-FSCC 2.4.23): VolumeSerialNumber(8) and a 128-bit FileId.
+        // FILE_ID_INFORMATION (MS-FSCC 2.4.26): VolumeSerialNumber(8) and a 128-bit FileId.
         FileInfoClass::ID => enc(24, |w| {
             w.u64(u64::from(open.tree.share.serial))
-                .u64(meta::file_index(&st))
+                .u64(v.file_id)
                 .u64(0);
         }),
         FileInfoClass::ALTERNATE_NAME => {

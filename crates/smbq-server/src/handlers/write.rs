@@ -46,6 +46,18 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     {
         return Err(NtStatus::INVALID_PARAMETER);
     }
+    // MS-FSA 2.1.5.4: a write of zero bytes succeeds at once, after the access and range
+    // checks above: it breaks no oplock (pike readwrite.test_write_none_oplock, as Windows),
+    // meets no byte-range lock, and changes neither the file, its times nor the position.
+    if data.is_empty() {
+        return Ok(Response::ok(body(|w| {
+            WriteResponse {
+                count: 0,
+                remaining: 0,
+            }
+            .encode(w)
+        })));
+    }
     if let Some(f) = open.file() {
         // MS-FSA 2.1.4.12.2: a write breaks every level II oplock on the file.
         ctx.srv.oplock_break_level2(f.key);

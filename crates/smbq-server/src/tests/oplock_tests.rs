@@ -163,3 +163,37 @@ async fn undeliverable_break_does_not_stall_the_open() {
     assert_eq!(b.status, NtStatus::SUCCESS);
     assert_eq!(granted(&b), OplockLevel::II);
 }
+
+/// MS-FSA 2.1.5.4: a zero-byte WRITE returns before the oplock check, so a level II holder
+/// keeps its oplock (pike readwrite.test_write_none_oplock, as Windows); a one-byte WRITE
+/// breaks it to none.
+#[tokio::test]
+async fn zero_byte_write_keeps_level_ii() {
+    let h = H::new().await;
+    let mut rx = listen(&h);
+    let rw = mask::GENERIC_READ | mask::GENERIC_WRITE;
+    let writer = open(&h, "f", rw, share::ALL, D::OPEN_IF, OplockLevel::NONE).await;
+    assert_eq!(writer.status, NtStatus::SUCCESS);
+    let w_id = writer.file_id.unwrap();
+    let holder = open(&h, "f", rw, share::ALL, D::OPEN, OplockLevel::II).await;
+    assert_eq!(granted(&holder), OplockLevel::II);
+    let holder_id = holder.file_id.unwrap();
+
+    let r = h.write(w_id, 0, b"").await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    let mut m = vec![0u8; 64];
+    m.extend_from_slice(&r.body);
+    assert_eq!(
+        smbq_wire::write::WriteResponse::decode(&m).unwrap().count,
+        0
+    );
+    // Breaks are pushed before the WRITE answers, so nothing queued means none was sent.
+    assert!(rx.try_recv().is_err(), "a zero-byte write broke the oplock");
+    assert_eq!(std::fs::metadata(h.path("f")).unwrap().len(), 0);
+
+    assert_eq!(h.write(w_id, 0, b"x").await.status, NtStatus::SUCCESS);
+    let n = notice(rx.recv().await.unwrap());
+    assert_eq!(n.file_id, holder_id);
+    assert_eq!(n.oplock_level, oplock_level::NONE);
+    assert!(rx.try_recv().is_err());
+}

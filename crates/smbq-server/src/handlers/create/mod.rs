@@ -197,8 +197,8 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     );
     let oplock_level = srv.oplock_grant(&open, req.requested_oplock_level, overwrote, ctx.conn.id);
 
-    let (disk_id, volume) = match &done.stat {
-        Some(st) => (meta::file_index(st), u64::from(tree.share.serial)),
+    let (disk_id, volume) = match &done.view {
+        Some(v) => (v.file_id, u64::from(tree.share.serial)),
         None => (0, 0),
     };
     let ctx_bytes = contexts::respond(&wanted, done.maximal, disk_id, volume);
@@ -509,28 +509,38 @@ fn create_new(
                 is_dir,
                 token,
             )
+            .map(|()| st.ino)
         });
-        if let Err(e) = secured {
-            drop(file);
-            let _ = if is_dir {
-                vfs.rmdir(path)
-            } else {
-                vfs.unlink(path)
-            };
-            return Err(e);
-        }
+        let ino = match secured {
+            Ok(ino) => ino,
+            Err(e) => {
+                drop(file);
+                let _ = if is_dir {
+                    vfs.rmdir(path)
+                } else {
+                    vfs.unlink(path)
+                };
+                return Err(e);
+            }
+        };
+        // MS-FSA 2.1.5.1.1: a new file gets the requested attributes plus ARCHIVE, and a
+        // FileId64 no other file on the volume has had (crate::file_id).
+        let dos = dos::DosInfo {
+            attributes: (p.attributes & attr::STORED & !attr::ARCHIVE != 0)
+                .then_some((p.attributes | attr::ARCHIVE) & attr::STORED),
+            creation: None,
+            file_id: Some(dos::IdStamp {
+                ino,
+                id: tree.share.file_ids.next(vfs),
+            }),
+        };
+        // Best effort: without xattrs the file keeps the default attributes and reports its
+        // inode number as its id. Before the mode below, which would forbid a user xattr write
+        // to a server not running as root.
+        let _ = dos.write(file.as_ref());
         if p.attributes & attr::READONLY != 0 && !is_dir {
             // The creating handle keeps its write access, as on Windows.
             let _ = file.set_mode(0o444);
-        }
-        // MS-FSA 2.1.5.1.1: a new file gets the requested attributes plus ARCHIVE.
-        if p.attributes & attr::STORED & !attr::ARCHIVE != 0 {
-            let dos = dos::DosInfo {
-                attributes: Some((p.attributes | attr::ARCHIVE) & attr::STORED),
-                creation: None,
-            };
-            // Best effort: without xattrs the file simply keeps the default attributes.
-            let _ = dos.write(file.as_ref());
         }
         if let Some(a) = alloc {
             let _ = file.allocate(a);

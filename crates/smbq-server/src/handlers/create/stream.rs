@@ -61,7 +61,18 @@ pub(super) fn open(
                 Ok(o) => {
                     created_base = true;
                     match o.file.stat() {
-                        Ok(st) => st,
+                        Ok(st) => {
+                            // A new file: its id, as in super::create_new (crate::file_id).
+                            let dos = crate::dos::DosInfo {
+                                file_id: Some(crate::dos::IdStamp {
+                                    ino: st.ino,
+                                    id: tree.share.file_ids.next(vfs),
+                                }),
+                                ..Default::default()
+                            };
+                            let _ = dos.write(o.file.as_ref());
+                            st
+                        }
                         Err(e) => return Ok(Err(map_io_error(&e))),
                     }
                 }
