@@ -24,7 +24,7 @@ pub use crate::client_auth::{ClientAuth, ClientPolicy};
 pub use crate::client_tls::{QuicClientConfig, QuicConnectError, ServerTrust};
 pub use crate::quic::{
     ALPN, CLOSE_EXTRA_STREAM, CLOSE_NO_STREAM, CLOSE_NORMAL, Congestion, MAX_MTU_UPPER_BOUND,
-    MIN_MTU, QuicListenerStats, QuicSettings,
+    MIN_MTU, QuicListenerStats, QuicSettings, UdpBuffers,
 };
 pub use crate::quinn::{QuicClient, QuicListener};
 pub use crate::stack::{QuicAcceptor, QuicConnector, QuicStack};

@@ -157,6 +157,31 @@ pub struct QuicListenerStats {
     pub extra_streams: u64,
 }
 
+/// The UDP socket buffers a QUIC endpoint asked for ([`QuicSettings::socket_buffer`]) and
+/// what the kernel granted (as `getsockopt` reports them: Linux doubles the value set for its
+/// bookkeeping, after capping it at net.core.rmem_max / wmem_max, socket(7)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdpBuffers {
+    pub want: usize,
+    pub rcvbuf: usize,
+    pub sndbuf: usize,
+}
+
+impl UdpBuffers {
+    /// The kernel's limits held a buffer below what was asked for.
+    pub fn capped(&self) -> bool {
+        self.rcvbuf < self.want || self.sndbuf < self.want
+    }
+
+    /// The command (as root) that lifts the cap: limits of `want` let the full value through.
+    pub fn sysctl_fix(&self) -> String {
+        format!(
+            "sysctl -w net.core.rmem_max={w} net.core.wmem_max={w}",
+            w = self.want
+        )
+    }
+}
+
 impl QuicSettings {
     /// The MTU-discovery bound actually used.
     pub fn effective_mtu_upper_bound(&self) -> u16 {

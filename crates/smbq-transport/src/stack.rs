@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::Connection;
 use crate::client_tls::{QuicClientConfig, QuicConnectError};
-use crate::quic::{QuicListenerStats, QuicSettings};
+use crate::quic::{QuicListenerStats, QuicSettings, UdpBuffers};
 use crate::quinn::{QuicClient, QuicListener};
 use crate::tls::{TlsError, TlsSettings};
 
@@ -25,6 +25,8 @@ pub trait QuicAcceptor: Send + Sync {
     /// New TLS settings for handshakes that start from now on.
     fn set_tls(&self, tls: TlsSettings) -> Result<(), TlsError>;
     fn stats(&self) -> QuicListenerStats;
+    /// The UDP socket buffers the kernel granted.
+    fn udp_buffers(&self) -> UdpBuffers;
     /// Closes every connection with code 0 and waits (bounded) for the peers to hear it.
     fn shutdown(&self) -> BoxFuture<'_, ()>;
 }
@@ -85,6 +87,9 @@ impl QuicAcceptor for QuicListener {
     }
     fn stats(&self) -> QuicListenerStats {
         QuicListener::stats(self)
+    }
+    fn udp_buffers(&self) -> UdpBuffers {
+        QuicListener::udp_buffers(self)
     }
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(QuicListener::shutdown(self))

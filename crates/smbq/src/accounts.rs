@@ -1,13 +1,22 @@
 //! The account database: one `NAME:NTHASH` line per user (NT hash = MD4 of the UTF-16LE
-//! password, MS-NLMP 3.3.1), kept with mode 0600 and replaced atomically.
+//! password, MS-NLMP 3.3.1), kept with mode 0600 and replaced atomically; and the live view a
+//! running server logs on against, which follows changes to the file (issue 15).
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use smbq_auth::Accounts;
+
+use crate::file_stamp::{Stamp, stamp};
+
+/// How stale a running server's known accounts may be: `smbq user del`, or a new password,
+/// counts for logons this much after it (a new account counts at once, see `LiveAccounts`).
+pub const ACCOUNTS_POLL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Default)]
 pub struct AccountFile {
@@ -58,6 +67,10 @@ impl AccountFile {
 
     pub fn is_empty(&self) -> bool {
         self.users.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.users.len()
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -114,6 +127,153 @@ impl Accounts for AccountFile {
     }
 }
 
+/// The accounts of a running server. A logon looks at the file's stamp (one `stat`) at most
+/// once per [`ACCOUNTS_POLL`], and whenever it asks for a name not known (an account may just
+/// have been added: `smbq user add bob && smbclient -U bob` must not depend on whether some
+/// other logon came within the last second), and re-reads the file when the stamp changed.
+/// So a new account counts at once and a removed one or a new password within a second,
+/// without a signal or a timer task; SIGHUP forces a re-read ([`LiveAccounts::reload`]). A
+/// file that cannot be read or parsed keeps the accounts in use: a half-edited file must not
+/// lock everyone out. Sessions already set up are not touched.
+#[derive(Debug)]
+pub struct LiveAccounts {
+    path: PathBuf,
+    current: RwLock<AccountFile>,
+    checked: Mutex<Checked>,
+}
+
+#[derive(Debug)]
+struct Checked {
+    at: Instant,
+    /// The stamp of the file last read (or last found unreadable, so a broken file is
+    /// reported once, not at every logon).
+    stamp: Stamp,
+}
+
+/// What a reload did, for the log line.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reload {
+    Unchanged,
+    Loaded { users: usize },
+    Kept { error: String, users: usize },
+}
+
+impl LiveAccounts {
+    /// Loads `path` (missing = no accounts), failing on a file that does not parse: at start
+    /// there are no older accounts to fall back on.
+    pub fn load(path: &Path) -> io::Result<Self> {
+        // Stamped before reading: a change racing the read then shows as a new stamp.
+        let stamp = stamp(path);
+        let file = AccountFile::load(path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            current: RwLock::new(file),
+            checked: Mutex::new(Checked {
+                at: Instant::now(),
+                stamp,
+            }),
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Some account name, for the example command printed at start.
+    pub fn first_name(&self) -> Option<String> {
+        self.read().names().next().map(str::to_string)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, AccountFile> {
+        // A panic elsewhere while holding the lock leaves a complete AccountFile behind
+        // (it is only ever replaced whole), so the poison flag carries no meaning here.
+        self.current.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Re-reads the file if its stamp changed since the last read, or always with `force`.
+    pub fn reload(&self, force: bool) -> Reload {
+        let mut checked = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+        self.reload_locked(&mut checked, force)
+    }
+
+    fn reload_locked(&self, checked: &mut Checked, force: bool) -> Reload {
+        checked.at = Instant::now();
+        let now = stamp(&self.path);
+        if !force && now == checked.stamp {
+            return Reload::Unchanged;
+        }
+        checked.stamp = now;
+        // smbq writes a header line even with no accounts, so an empty file is one being
+        // written in place (truncated, not yet filled): it must not log everyone out.
+        if now.is_some_and(|(_, len, _)| len == 0) {
+            return Reload::Kept {
+                error: "the file is empty".into(),
+                users: self.len(),
+            };
+        }
+        match AccountFile::load(&self.path) {
+            Ok(file) => {
+                let users = file.len();
+                *self.current.write().unwrap_or_else(PoisonError::into_inner) = file;
+                Reload::Loaded { users }
+            }
+            Err(e) => Reload::Kept {
+                error: e.to_string(),
+                users: self.len(),
+            },
+        }
+    }
+
+    /// The check a logon makes. A routine one is skipped within [`ACCOUNTS_POLL`] of the
+    /// last and while another logon is checking (that one's result serves both); one for an
+    /// unknown name waits for a check in progress, which may be reading that very name, and
+    /// costs a `stat` at most: only a changed stamp reads the file.
+    fn refresh(&self, unknown_name: bool) {
+        let mut checked = if unknown_name {
+            self.checked.lock().unwrap_or_else(PoisonError::into_inner)
+        } else {
+            match self.checked.try_lock() {
+                Ok(c) if c.at.elapsed() >= ACCOUNTS_POLL => c,
+                _ => return,
+            }
+        };
+        let r = self.reload_locked(&mut checked, false);
+        drop(checked);
+        self.log(&r, "account file changed");
+    }
+
+    pub fn log(&self, r: &Reload, why: &str) {
+        let path = self.path.display();
+        match r {
+            Reload::Unchanged => {}
+            Reload::Loaded { users: 0 } => {
+                tracing::warn!(reason = why, path = %path, "accounts reloaded: none left, every logon fails");
+            }
+            Reload::Loaded { users } => {
+                tracing::info!(reason = why, path = %path, users, "accounts reloaded");
+            }
+            Reload::Kept { error, users } => tracing::warn!(
+                reason = why,
+                path = %path,
+                error = %error,
+                users,
+                "account file not reloaded; keeping the accounts in use"
+            ),
+        }
+    }
+}
+
+impl Accounts for LiveAccounts {
+    fn nt_hash(&self, user: &str) -> Option<[u8; 16]> {
+        self.refresh(false);
+        if let Some(hash) = self.read().nt_hash(user) {
+            return Some(hash);
+        }
+        self.refresh(true);
+        self.read().nt_hash(user)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +307,70 @@ mod tests {
         assert!(db.set_password("a:b", "x").is_err());
         fs::write(&p, "bob:zz\n").unwrap();
         assert!(AccountFile::load(&p).is_err());
+    }
+
+    fn save_users(p: &Path, users: &[(&str, &str)]) {
+        let mut db = AccountFile::load(p).unwrap();
+        for (u, pw) in users {
+            db.set_password(u, pw).unwrap();
+        }
+        db.save().unwrap();
+    }
+
+    /// Lets the next lookup check the file without waiting ACCOUNTS_POLL.
+    fn age(live: &LiveAccounts) {
+        let mut c = live.checked.lock().unwrap();
+        c.at = Instant::now().checked_sub(ACCOUNTS_POLL * 2).unwrap();
+    }
+
+    #[test]
+    fn live_accounts_follow_the_file_at_the_next_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("users");
+        save_users(&p, &[("bob", "pw")]);
+        let live = LiveAccounts::load(&p).unwrap();
+        assert!(live.nt_hash("alice").is_none());
+
+        // A name not known makes the lookup check the file at once.
+        save_users(&p, &[("alice", "pw")]);
+        assert_eq!(live.nt_hash("ALICE"), Some(smbq_auth::nt_hash("pw")));
+
+        // A known one within ACCOUNTS_POLL of the last check: the file is not looked at.
+        save_users(&p, &[("alice", "new")]);
+        assert_eq!(live.nt_hash("alice"), Some(smbq_auth::nt_hash("pw")));
+        age(&live);
+        assert_eq!(live.nt_hash("alice"), Some(smbq_auth::nt_hash("new")));
+
+        let mut db = AccountFile::load(&p).unwrap();
+        assert!(db.remove("alice"));
+        db.save().unwrap();
+        age(&live);
+        assert!(live.nt_hash("alice").is_none());
+        assert!(live.nt_hash("bob").is_some());
+    }
+
+    #[test]
+    fn a_broken_or_empty_file_keeps_the_accounts_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("users");
+        save_users(&p, &[("bob", "pw")]);
+        let live = LiveAccounts::load(&p).unwrap();
+
+        fs::write(&p, "bob:not-a-hash\n").unwrap();
+        assert!(matches!(live.reload(false), Reload::Kept { users: 1, .. }));
+        assert!(live.nt_hash("bob").is_some());
+        // Reported once: the same broken file is not re-read at every check.
+        assert_eq!(live.reload(false), Reload::Unchanged);
+
+        fs::write(&p, "").unwrap();
+        assert!(matches!(live.reload(false), Reload::Kept { users: 1, .. }));
+        assert!(live.nt_hash("bob").is_some());
+
+        save_users(&p, &[("carol", "pw")]);
+        assert_eq!(live.reload(false), Reload::Loaded { users: 1 });
+        assert!(live.nt_hash("carol").is_some());
+        assert!(live.nt_hash("bob").is_none());
+        // SIGHUP re-reads an unchanged file too.
+        assert_eq!(live.reload(true), Reload::Loaded { users: 1 });
     }
 }

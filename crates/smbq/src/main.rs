@@ -6,6 +6,7 @@ mod cert;
 mod cert_cmd;
 mod client_cli;
 mod config;
+mod file_stamp;
 mod keylog;
 mod quic_config;
 mod quic_setup;
@@ -128,7 +129,10 @@ fn user_cmd(cmd: UserCmd) -> Result<(), String> {
             file.set_password(&name, &pw).map_err(|e| e.to_string())?;
             file.save()
                 .map_err(|e| format!("{}: {e}", path.display()))?;
-            eprintln!("smbq: user {name} saved in {}", path.display());
+            eprintln!(
+                "smbq: user {name} saved in {}; a running server picks it up within a second",
+                path.display()
+            );
         }
         UserCmd::Del { name, db } => {
             let path = db.path();
@@ -139,6 +143,11 @@ fn user_cmd(cmd: UserCmd) -> Result<(), String> {
             }
             file.save()
                 .map_err(|e| format!("{}: {e}", path.display()))?;
+            eprintln!(
+                "smbq: user {name} removed from {}; a running server refuses its logons within \
+                 a second (sessions already open stay)",
+                path.display()
+            );
         }
         UserCmd::List { db } => {
             let path = db.path();

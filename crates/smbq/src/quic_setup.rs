@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use smbq_server::conn::{Runtime, Shutdown, spawn_connection};
 use smbq_transport::{CertEntry, CertStore, ClientAuth, ClientPolicy, QuicListener, QuicSettings};
@@ -11,6 +11,7 @@ use tokio::signal::unix::Signal;
 use tracing::{error, info, warn};
 
 use crate::cert::{self, SelfSignedSpec};
+use crate::file_stamp::{Stamp, stamp};
 use crate::keylog::KeyLogFile;
 use crate::quic_config::{CertSource, ClientAuthMode, QuicConfig};
 
@@ -140,15 +141,6 @@ pub async fn serve_quic(listener: Arc<QuicListener>, rt: Arc<Runtime>, shutdown:
             Some(Err(e)) => warn!(error = %e, "QUIC connection failed before SMB"),
         }
     }
-}
-
-/// What identifies a file version without reading it.
-type Stamp = Option<(SystemTime, u64, u64)>;
-
-fn stamp(p: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).ok()?;
-    Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
 fn stamps(sources: &[CertSource]) -> Vec<(Stamp, Stamp)> {

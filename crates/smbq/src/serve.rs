@@ -1,6 +1,7 @@
 //! `smbq serve`: builds the typed configuration from the TOML file and flags, prepares the
-//! state directory (server GUID, accounts, certificate), binds the TCP and QUIC listeners,
-//! prints the ready line, and runs until SIGINT/SIGTERM (SIGHUP reloads certificates).
+//! state directory (server GUID, certificate), binds the TCP and QUIC listeners, creates the
+//! first account on a fresh install, prints the ready line and the `smbq: try:` commands,
+//! and runs until SIGINT/SIGTERM (SIGHUP reloads certificates and accounts).
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use rand::Rng;
 use smbq_proto::EngineConfig;
 use smbq_server::{EncryptPolicy, ServerConfig, ShareConfig};
 
-use crate::accounts::AccountFile;
+use crate::accounts::{AccountFile, LiveAccounts};
 use crate::config::{FileConfig, parse_encrypt};
 use crate::quic_setup;
 
@@ -138,31 +139,16 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         None => EncryptPolicy::Off,
     };
 
-    // A fresh install gets one account so the server is usable at once.
-    let mut accounts =
-        AccountFile::load(&users_path).map_err(|e| format!("{}: {e}", users_path.display()))?;
-    if accounts.is_empty() {
-        let user = std::env::var("SMBQ_USER").unwrap_or_else(|_| "smbq".into());
-        let (password, generated) = match std::env::var("SMBQ_PASSWORD") {
-            Ok(p) if !p.is_empty() => (p, false),
-            _ => (random_password(), true),
-        };
-        accounts
-            .set_password(&user, &password)
-            .map_err(|e| e.to_string())?;
-        accounts
-            .save()
-            .map_err(|e| format!("{}: {e}", users_path.display()))?;
-        if generated {
-            eprintln!("smbq: created account '{user}' with password: {password}");
-        } else {
-            eprintln!("smbq: created account '{user}' with the password from SMBQ_PASSWORD");
-        }
-        eprintln!(
-            "smbq: (stored as an NT hash in {}; manage with `smbq user add|del|list`)",
-            users_path.display()
-        );
-    }
+    // Read (not written) before anything binds: a broken file fails the start. A fresh
+    // install's first account is created only once the listeners are up, so a start that
+    // fails (port in use) leaves no account behind whose password nobody saw.
+    AccountFile::load(&users_path).map_err(|e| format!("{}: {e}", users_path.display()))?;
+    let hint_share = shares
+        .iter()
+        .find(|s| s.name.eq_ignore_ascii_case("share"))
+        .or(shares.first())
+        .map(|s| s.name.clone())
+        .unwrap_or_else(|| "share".into());
 
     let server_name: String = file
         .server_name
@@ -243,13 +229,19 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     rt.block_on(async move {
         use tokio::signal::unix::{SignalKind, signal};
-        // Registered before the ready line: from then on SIGHUP reloads instead of killing.
-        let hup = signal(SignalKind::hangup()).ok();
+        // Registered before the ready line: from then on SIGHUP reloads instead of killing
+        // (its default action). Each reloader gets its own stream; tokio wakes them all.
+        let hup_certs = signal(SignalKind::hangup()).ok();
+        let hup_accounts = signal(SignalKind::hangup()).ok();
+        // SIGTERM/SIGINT too: one sent as soon as the ready line shows (a supervisor, a test)
+        // must shut down cleanly, not kill the process by default action.
+        let stop = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        );
         let server =
             smbq_server::Server::new(server_cfg).map_err(|e| format!("starting server: {e}"))?;
         let shutdown = tokio_util_cancel();
-        let runtime =
-            smbq_server::conn::Runtime::new(server, Arc::new(engine_cfg), Arc::new(accounts));
         let mut tasks = Vec::new();
         let mut ready = String::from("smbq: listening");
 
@@ -264,69 +256,102 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
             }
         });
 
-        let mut tcp_local = None;
+        // Both listeners are bound before anything is written or served: connections wait
+        // in the kernel's queues until the accept tasks start below.
+        let mut tcp = None;
         if tcp_port != 0 {
             let addr = SocketAddr::new(listen, tcp_port);
             let listener = smbq_transport::tcp::TcpListener::bind(addr)
                 .map_err(|e| format!("listening on tcp {addr}: {e}"))?;
             let local = listener.local_addr().map_err(|e| e.to_string())?;
+            tcp = Some((listener, local));
+        }
+        let tcp_local = tcp.as_ref().map(|(_, local)| *local);
+
+        let mut quic_bound = None;
+        if let Some(plan) = quic {
+            let QuicPlan {
+                addr,
+                explicit,
+                tls,
+                settings,
+                store,
+                sources,
+                spec,
+            } = plan;
+            match smbq_transport::QuicListener::bind(addr, tls, settings) {
+                Ok(l) => {
+                    let local = l.local_addr().map_err(|e| e.to_string())?;
+                    quic_bound = Some((Arc::new(l), local, store, sources, spec));
+                }
+                // The default port (443) may be taken or privileged; a server that was not
+                // asked for QUIC explicitly still serves TCP.
+                Err(e) if !explicit && tcp_local.is_some() => {
+                    eprintln!("smbq: QUIC off: cannot listen on udp {addr}: {e} (set --quic-port)");
+                }
+                Err(e) => return Err(format!("listening on quic (udp) {addr}: {e}")),
+            }
+        }
+
+        let created = first_account(&users_path)?;
+        let accounts = Arc::new(
+            LiveAccounts::load(&users_path)
+                .map_err(|e| format!("{}: {e}", users_path.display()))?,
+        );
+        let runtime =
+            smbq_server::conn::Runtime::new(server, Arc::new(engine_cfg), accounts.clone());
+        tasks.push(tokio::spawn(watch_accounts(
+            accounts.clone(),
+            hup_accounts,
+            shutdown.clone(),
+        )));
+
+        if let Some((listener, local)) = tcp {
             tasks.push(tokio::spawn(smbq_server::conn::serve_tcp(
                 listener,
                 runtime.clone(),
                 shutdown.clone(),
             )));
             ready.push_str(&format!(" tcp={local}"));
-            tcp_local = Some(local);
         }
 
         let mut quic_listener = None;
-        if let Some(plan) = quic {
-            match smbq_transport::QuicListener::bind(plan.addr, plan.tls, plan.settings) {
-                Ok(l) => {
-                    let l = Arc::new(l);
-                    let local = l.local_addr().map_err(|e| e.to_string())?;
-                    quic_setup::print_fingerprints(&plan.store, false);
-                    tasks.push(tokio::spawn(quic_setup::serve_quic(
-                        l.clone(),
-                        runtime.clone(),
-                        shutdown.clone(),
-                    )));
-                    tasks.push(tokio::spawn(quic_setup::watch_certs(
-                        plan.store,
-                        plan.sources,
-                        state_dir.clone(),
-                        plan.spec,
-                        hup,
-                        shutdown.clone(),
-                    )));
-                    ready.push_str(&format!(" quic={local}"));
-                    quic_listener = Some(l);
-                }
-                // The default port (443) may be taken or privileged; a server that was not
-                // asked for QUIC explicitly still serves TCP.
-                Err(e) if !plan.explicit && tcp_local.is_some() => {
-                    eprintln!(
-                        "smbq: QUIC off: cannot listen on udp {}: {e} (set --quic-port)",
-                        plan.addr
-                    );
-                }
-                Err(e) => return Err(format!("listening on quic (udp) {}: {e}", plan.addr)),
+        let mut quic_hint = None;
+        if let Some((l, local, store, sources, spec)) = quic_bound {
+            if let Some(note) = udp_buffer_note(&state_dir, l.udp_buffers()) {
+                eprintln!("{note}");
             }
+            quic_setup::print_fingerprints(&store, false);
+            quic_hint = store.fingerprints().first().map(|fp| (local, *fp));
+            tasks.push(tokio::spawn(quic_setup::serve_quic(
+                l.clone(),
+                runtime.clone(),
+                shutdown.clone(),
+            )));
+            tasks.push(tokio::spawn(quic_setup::watch_certs(
+                store,
+                sources,
+                state_dir.clone(),
+                spec,
+                hup_certs,
+                shutdown.clone(),
+            )));
+            ready.push_str(&format!(" quic={local}"));
+            quic_listener = Some(l);
         }
 
         println!("{ready}");
-        if let Some(local) = tcp_local {
-            let shown = if listen.is_unspecified() {
-                "127.0.0.1".to_string()
-            } else {
-                listen.to_string()
-            };
-            eprintln!(
-                "smbq: try: smbclient //{shown}/share -p {} -U <user> -c ls",
-                local.port()
-            );
+        let hint = Hint {
+            host: hint_host(listen),
+            user: created.or_else(|| accounts.first_name()),
+            share: hint_share,
+            tcp_port: tcp_local.map(|l| l.port()),
+            quic: quic_hint.map(|(l, fp)| (l.port(), fp)),
+        };
+        for line in hint.lines() {
+            eprintln!("smbq: try: {line}");
         }
-        wait_for_signal().await;
+        wait_for_signal(stop).await;
         tracing::info!("shutting down");
         shutdown.cancel();
         if let Some(l) = &quic_listener {
@@ -337,6 +362,200 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         }
         Ok::<(), String>(())
     })
+}
+
+/// A fresh install gets one account so the server is usable at once: `smbq` (or
+/// $SMBQ_USER), with $SMBQ_PASSWORD or a random password printed here, the only time it is
+/// shown. Returns the name created, if any. Re-reads the file: another `smbq user add` may
+/// have filled it since the start checked it.
+fn first_account(users_path: &Path) -> Result<Option<String>, String> {
+    let mut accounts =
+        AccountFile::load(users_path).map_err(|e| format!("{}: {e}", users_path.display()))?;
+    if !accounts.is_empty() {
+        return Ok(None);
+    }
+    let user = std::env::var("SMBQ_USER").unwrap_or_else(|_| "smbq".into());
+    let (password, generated) = match std::env::var("SMBQ_PASSWORD") {
+        Ok(p) if !p.is_empty() => (p, false),
+        _ => (random_password(), true),
+    };
+    accounts
+        .set_password(&user, &password)
+        .map_err(|e| e.to_string())?;
+    accounts
+        .save()
+        .map_err(|e| format!("{}: {e}", users_path.display()))?;
+    if generated {
+        eprintln!("smbq: created account '{user}' with password: {password}");
+    } else {
+        eprintln!("smbq: created account '{user}' with the password from SMBQ_PASSWORD");
+    }
+    eprintln!(
+        "smbq: (stored as an NT hash in {}; manage with `smbq user add|del|list`)",
+        users_path.display()
+    );
+    Ok(Some(user))
+}
+
+/// SIGHUP re-reads the account file even when it looks unchanged (a lookup notices changes
+/// by itself, see `LiveAccounts`).
+async fn watch_accounts(
+    accounts: Arc<LiveAccounts>,
+    hup: Option<tokio::signal::unix::Signal>,
+    shutdown: smbq_server::conn::Shutdown,
+) {
+    let Some(mut hup) = hup else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            got = hup.recv() => {
+                if got.is_none() {
+                    return;
+                }
+                let r = accounts.reload(true);
+                accounts.log(&r, "SIGHUP");
+            }
+        }
+    }
+}
+
+/// Marker in the state directory: the UDP buffer note was shown for these values.
+const UDP_NOTE_MARKER: &str = "udp-buffers-noted";
+
+/// The kernel's UDP buffer limits are a machine setting that a stock kernel always hits, so
+/// the note (with the one command that fixes it) is shown once per state directory, and again
+/// only when the values change; repeats go to the debug log. Returns the line to print.
+fn udp_buffer_note(state_dir: &Path, b: smbq_transport::UdpBuffers) -> Option<String> {
+    if !b.capped() {
+        return None;
+    }
+    let marker = state_dir.join(UDP_NOTE_MARKER);
+    let seen = format!("want={} rcvbuf={} sndbuf={}\n", b.want, b.rcvbuf, b.sndbuf);
+    if std::fs::read_to_string(&marker).is_ok_and(|t| t == seen) {
+        tracing::debug!(
+            want = b.want,
+            rcvbuf = b.rcvbuf,
+            sndbuf = b.sndbuf,
+            "kernel caps the UDP socket buffers (noted before); {}",
+            b.sysctl_fix()
+        );
+        return None;
+    }
+    // Without the marker the note just comes again next start.
+    if let Err(e) = std::fs::write(&marker, &seen) {
+        tracing::debug!(path = %marker.display(), error = %e, "cannot write the UDP note marker");
+    }
+    Some(format!(
+        "smbq: note: the kernel granted {} UDP socket buffers of the {} QUIC asks for, which \
+         slows QUIC transfers; to lift the limit, as root: {} (shown once)",
+        size_text(b.rcvbuf.min(b.sndbuf)),
+        size_text(b.want),
+        b.sysctl_fix()
+    ))
+}
+
+fn size_text(n: usize) -> String {
+    const MIB: usize = 1 << 20;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= MIB {
+        format!("{:.1} MiB", n as f64 / MIB as f64)
+    } else {
+        format!("{} KiB", n / 1024)
+    }
+}
+
+/// What the `smbq: try:` lines are built from: commands that work as printed against the
+/// server just started (a password prompt aside).
+struct Hint {
+    host: IpAddr,
+    user: Option<String>,
+    share: String,
+    tcp_port: Option<u16>,
+    /// QUIC port and the fingerprint of the certificate served by default.
+    quic: Option<(u16, [u8; 32])>,
+}
+
+/// Where a client on this machine reaches the server: loopback for a wildcard listener.
+fn hint_host(listen: IpAddr) -> IpAddr {
+    if listen.is_unspecified() {
+        IpAddr::from([127, 0, 0, 1])
+    } else {
+        listen
+    }
+}
+
+impl Hint {
+    fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        // Both smbclient's UNC and the smb URL take IPv6 literals in brackets.
+        let host = match self.host {
+            IpAddr::V4(a) => a.to_string(),
+            IpAddr::V6(a) => format!("[{a}]"),
+        };
+        if let Some(port) = self.tcp_port {
+            let user = self.user.as_deref().map_or("<user>".into(), shell_word);
+            let unc = shell_word(&format!("//{host}/{}", self.share));
+            out.push(format!("smbclient {unc} -p {port} -U {user} -c ls"));
+        }
+        if let Some((quic_port, fp)) = self.quic {
+            let mut flags = String::new();
+            // The URL's :PORT is both transports' port; different ones need the flags.
+            let port = match self.tcp_port {
+                None => {
+                    flags.push_str(" --transport quic");
+                    (quic_port != 443).then_some(quic_port)
+                }
+                Some(t) if t == quic_port => Some(t),
+                Some(445) if quic_port == 443 => None,
+                Some(t) => {
+                    flags.push_str(&format!(" --tcp-port {t} --quic-port {quic_port}"));
+                    None
+                }
+            };
+            let user = self.user.as_deref().map(url_escape);
+            let url = format!(
+                "smb://{}{host}{}/{}",
+                user.map(|u| format!("{u}@")).unwrap_or_default(),
+                port.map(|p| format!(":{p}")).unwrap_or_default(),
+                url_escape(&self.share)
+            );
+            out.push(format!(
+                "smbq ls {}{flags} --pin {}",
+                shell_word(&url),
+                crate::cert::format_fingerprint(&fp)
+            ));
+        }
+        out
+    }
+}
+
+/// `s` as one shell word: as is when it holds nothing a shell would interpret (`[` `]` of an
+/// IPv6 literal would be a glob).
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "%+,-./:=@_".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Percent-escapes everything but RFC 3986's unreserved characters.
+fn url_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// A QUIC listener to start, built from files before the runtime runs.
@@ -355,12 +574,13 @@ fn tokio_util_cancel() -> smbq_server::conn::Shutdown {
     smbq_server::conn::Shutdown::new()
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+async fn wait_for_signal(
+    stop: (
+        std::io::Result<tokio::signal::unix::Signal>,
+        std::io::Result<tokio::signal::unix::Signal>,
+    ),
+) {
+    let (Ok(mut term), Ok(mut int)) = stop else {
         // Without signal handlers we can only run until killed.
         std::future::pending::<()>().await;
         return;
@@ -381,4 +601,107 @@ fn init_tracing() {
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hint(tcp: Option<u16>, quic: Option<u16>) -> Hint {
+        Hint {
+            host: hint_host(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+            user: Some("smbq".into()),
+            share: "share".into(),
+            tcp_port: tcp,
+            quic: quic.map(|q| (q, [0xab; 32])),
+        }
+    }
+
+    #[test]
+    fn try_lines_name_the_user_port_and_share() {
+        let pin = format!("sha256:{}", "ab".repeat(32));
+        assert_eq!(
+            hint(Some(4450), None).lines(),
+            ["smbclient //127.0.0.1/share -p 4450 -U smbq -c ls"]
+        );
+        assert_eq!(
+            hint(Some(4450), Some(4450)).lines()[1],
+            format!("smbq ls smb://smbq@127.0.0.1:4450/share --pin {pin}")
+        );
+        assert_eq!(
+            hint(Some(445), Some(443)).lines()[1],
+            format!("smbq ls smb://smbq@127.0.0.1/share --pin {pin}")
+        );
+        assert_eq!(
+            hint(Some(4450), Some(4443)).lines()[1],
+            format!(
+                "smbq ls smb://smbq@127.0.0.1/share --tcp-port 4450 --quic-port 4443 --pin {pin}"
+            )
+        );
+        assert_eq!(
+            hint(None, Some(4443)).lines(),
+            [format!(
+                "smbq ls smb://smbq@127.0.0.1:4443/share --transport quic --pin {pin}"
+            )]
+        );
+    }
+
+    #[test]
+    fn try_lines_quote_what_a_shell_would_split() {
+        let h = Hint {
+            host: IpAddr::from([10, 0, 0, 1]),
+            user: Some("o'neil".into()),
+            share: "my files".into(),
+            tcp_port: Some(445),
+            quic: Some((443, [0; 32])),
+        };
+        let lines = h.lines();
+        let v6 = Hint {
+            host: "::1".parse().unwrap(),
+            ..hint(Some(4450), None)
+        };
+        assert_eq!(
+            v6.lines(),
+            ["smbclient '//[::1]/share' -p 4450 -U smbq -c ls"]
+        );
+        assert_eq!(
+            lines[0],
+            "smbclient '//10.0.0.1/my files' -p 445 -U 'o'\\''neil' -c ls"
+        );
+        assert!(
+            lines[1].starts_with("smbq ls smb://o%27neil@10.0.0.1/my%20files --pin"),
+            "{}",
+            lines[1]
+        );
+    }
+
+    #[test]
+    fn udp_note_is_shown_once_per_state_dir_and_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let capped = smbq_transport::UdpBuffers {
+            want: 16 << 20,
+            rcvbuf: 8 << 20,
+            sndbuf: 8 << 20,
+        };
+        let note = udp_buffer_note(dir.path(), capped).unwrap();
+        assert!(note.contains("granted 8 MiB"), "{note}");
+        assert!(
+            note.contains("sysctl -w net.core.rmem_max=16777216 net.core.wmem_max=16777216"),
+            "{note}"
+        );
+        assert_eq!(udp_buffer_note(dir.path(), capped), None);
+        // A different limit is news again.
+        let lower = smbq_transport::UdpBuffers {
+            rcvbuf: 416 << 10,
+            ..capped
+        };
+        assert!(udp_buffer_note(dir.path(), lower).is_some());
+        assert_eq!(udp_buffer_note(dir.path(), lower), None);
+        let fine = smbq_transport::UdpBuffers {
+            rcvbuf: 32 << 20,
+            sndbuf: 32 << 20,
+            ..capped
+        };
+        assert_eq!(udp_buffer_note(dir.path(), fine), None);
+    }
 }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use super::stream::split;
 use super::{Role, endpoint_config, transport_config, tune_socket, udp_socket};
 use crate::client_tls::{ClientTls, FailureSlot, QuicClientConfig, QuicConnectError, take_failure};
-use crate::quic::CLOSE_NORMAL;
+use crate::quic::{CLOSE_NORMAL, UdpBuffers};
 use crate::{Connection, TransportKind};
 
 /// A server that has not completed the handshake by then is taken as not answering (the same
@@ -45,7 +45,8 @@ impl QuicClient {
         let settings = cfg.settings.clone();
         let transport = Arc::new(transport_config(&settings, Role::Client)?);
         let tls = ClientTls::new(cfg)?;
-        let socket = udp_socket(bind, settings.socket_buffer)?;
+        let (socket, buffers) = udp_socket(bind, settings.socket_buffer)?;
+        warn_if_capped(buffers);
         let endpoint = Endpoint::new(
             endpoint_config(&settings)?,
             None,
@@ -121,7 +122,7 @@ impl QuicClient {
     /// migration; RFC 9000 9). The socket gets the same buffers as the first one. The server
     /// validates the new path and answers there; the old socket is dropped once it does.
     pub fn rebind(&self, socket: std::net::UdpSocket) -> io::Result<()> {
-        tune_socket(SockRef::from(&socket), self.socket_buffer)?;
+        warn_if_capped(tune_socket(SockRef::from(&socket), self.socket_buffer)?);
         self.endpoint.rebind(socket)
     }
 
@@ -187,5 +188,18 @@ fn connect_error(e: ConnectionError, failure: &FailureSlot) -> QuicConnectError 
             QuicConnectError::Refused("the server reset the connection".into())
         }
         other => QuicConnectError::Other(other.to_string()),
+    }
+}
+
+/// A client runs once per command and has no state directory to remember that it said so.
+fn warn_if_capped(b: UdpBuffers) {
+    if b.capped() {
+        tracing::warn!(
+            want = b.want,
+            rcvbuf = b.rcvbuf,
+            sndbuf = b.sndbuf,
+            "kernel capped the UDP socket buffers; {}",
+            b.sysctl_fix()
+        );
     }
 }

@@ -26,7 +26,7 @@ use super::stream::{Gone, split};
 use super::{Role, endpoint_config, invalid, transport_config, udp_socket};
 use crate::quic::{
     CLOSE_EXTRA_STREAM, CLOSE_NO_STREAM, CLOSE_NORMAL, CLOSE_REFUSED, MIN_MTU, QuicListenerStats,
-    QuicSettings,
+    QuicSettings, UdpBuffers,
 };
 use crate::tls::{TlsError, TlsSettings, server_config};
 use crate::{Connection, TransportKind};
@@ -184,6 +184,7 @@ pub struct QuicListener {
     ready: tokio::sync::Mutex<mpsc::Receiver<io::Result<Connection>>>,
     shared: Arc<Shared>,
     accept_task: JoinHandle<()>,
+    udp_buffers: UdpBuffers,
 }
 
 impl std::fmt::Debug for QuicListener {
@@ -211,7 +212,7 @@ fn quinn_server_config(tls: &TlsSettings, shared: &Shared) -> Result<ServerConfi
 impl QuicListener {
     /// Binds the UDP socket and starts accepting. Must run inside a tokio runtime.
     pub fn bind(addr: SocketAddr, tls: TlsSettings, settings: QuicSettings) -> io::Result<Self> {
-        let socket = udp_socket(addr, settings.socket_buffer)?;
+        let (socket, udp_buffers) = udp_socket(addr, settings.socket_buffer)?;
         let shared = Arc::new(Shared {
             local: socket.local_addr()?,
             transport: Arc::new(transport_config(&settings, Role::Server)?),
@@ -236,6 +237,8 @@ impl QuicListener {
             mtu_upper_bound = mtu,
             min_mtu = MIN_MTU,
             congestion = shared.settings.congestion.name(),
+            rcvbuf = udp_buffers.rcvbuf,
+            sndbuf = udp_buffers.sndbuf,
             "SMB over QUIC listening"
         );
         let (tx, rx) = mpsc::channel(ACCEPT_QUEUE);
@@ -246,7 +249,13 @@ impl QuicListener {
             ready: tokio::sync::Mutex::new(rx),
             shared,
             accept_task,
+            udp_buffers,
         })
+    }
+
+    /// The socket buffers the kernel granted; the caller decides how loudly to report a cap.
+    pub fn udp_buffers(&self) -> UdpBuffers {
+        self.udp_buffers
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {

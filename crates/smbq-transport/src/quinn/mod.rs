@@ -18,7 +18,7 @@ use std::sync::Arc;
 use ::quinn::{EndpointConfig, IdleTimeout, MtuDiscoveryConfig, TransportConfig, VarInt};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
-use crate::quic::{Congestion, QuicSettings};
+use crate::quic::{Congestion, QuicSettings, UdpBuffers};
 
 fn invalid(e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
@@ -83,32 +83,30 @@ fn endpoint_config(s: &QuicSettings) -> io::Result<EndpointConfig> {
 }
 
 /// Large UDP buffers: quinn stalls and drops on bursts when SO_RCVBUF is the Linux default of
-/// 208 KiB (quic-stacks.md 7.2, quinn #2262). The kernel may cap them; that is logged.
-fn tune_socket(sock: SockRef<'_>, want: usize) -> io::Result<()> {
+/// 208 KiB (quic-stacks.md 7.2, quinn #2262). The kernel may cap them (net.core.rmem_max,
+/// wmem_max); what it granted is returned, and left to the caller to report: a server says so
+/// once per machine, not at every start.
+fn tune_socket(sock: SockRef<'_>, want: usize) -> io::Result<UdpBuffers> {
     if let Err(e) = sock.set_recv_buffer_size(want) {
         tracing::warn!(error = %e, want, "could not set SO_RCVBUF");
     }
     if let Err(e) = sock.set_send_buffer_size(want) {
         tracing::warn!(error = %e, want, "could not set SO_SNDBUF");
     }
-    let rcv = sock.recv_buffer_size().unwrap_or(0);
-    let snd = sock.send_buffer_size().unwrap_or(0);
-    if rcv < want || snd < want {
-        tracing::warn!(
-            want,
-            rcvbuf = rcv,
-            sndbuf = snd,
-            "kernel capped the UDP socket buffers; raise net.core.rmem_max and net.core.wmem_max"
-        );
-    }
-    sock.set_nonblocking(true)
+    let buffers = UdpBuffers {
+        want,
+        rcvbuf: sock.recv_buffer_size().unwrap_or(0),
+        sndbuf: sock.send_buffer_size().unwrap_or(0),
+    };
+    sock.set_nonblocking(true)?;
+    Ok(buffers)
 }
 
-fn udp_socket(addr: SocketAddr, want: usize) -> io::Result<std::net::UdpSocket> {
+fn udp_socket(addr: SocketAddr, want: usize) -> io::Result<(std::net::UdpSocket, UdpBuffers)> {
     let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
-    tune_socket(SockRef::from(&sock), want)?;
+    let buffers = tune_socket(SockRef::from(&sock), want)?;
     sock.bind(&addr.into())?;
-    Ok(sock.into())
+    Ok((sock.into(), buffers))
 }
 
 /// The runtime quinn's drivers run on: their own thread ([`io_thread`]), or the caller's
