@@ -1,7 +1,8 @@
 """Issue 15, what a new user trips over in the first hour, each against the real binary:
 hidden/system attributes in listings (smbclient, impacket and smbq's client); QUIC and TCP
 raced, with separate ports, so a server without QUIC (or with it elsewhere) answers at once;
-a URL without a user logs on as the local user, with a hint when that fails."""
+a URL without a user logs on as the local user, with a hint when that fails; a zero-byte
+WRITE keeps a level II oplock and a recreated file gets a new file id (as Windows does)."""
 
 import os
 import re
@@ -135,3 +136,71 @@ def test_url_without_user_is_the_local_user(server, workdir):
     p, _ = smbq(smbq_env(server, USER=USER, XDG_CACHE_HOME=cache), "cat", url,
                 "--transport", "tcp", "--anonymous")
     assert p.returncode != 0 and "local user" not in p.stderr, p.stderr
+
+
+def impacket_tree(server):
+    from impacket.smbconnection import SMBConnection
+    c = SMBConnection("127.0.0.1", "127.0.0.1", sess_port=server.port)
+    c.login(USER, server.password)
+    return c, c.getSMBServer(), c.connectTree("share")
+
+
+def test_zero_byte_write_keeps_level_ii_oplock(server):
+    """Windows does not break a level II oplock for a WRITE of zero bytes (MS-FSA 2.1.5.4
+    returns before the oplock check); a one-byte WRITE does break it."""
+    from impacket import smb3structs as s3
+    from impacket.nmb import NetBIOSTimeout
+    (server.share / "f.txt").write_bytes(b"")
+    rw = s3.FILE_READ_DATA | s3.FILE_WRITE_DATA
+    _, a, ta = impacket_tree(server)
+    fa = a.create(ta, "f.txt", s3.FILE_READ_DATA, 7, 0, s3.FILE_OPEN, 0x80,
+                  oplockLevel=s3.SMB2_OPLOCK_LEVEL_II)
+
+    def break_sent(timeout=1.0):
+        try:
+            frame = a._NetBIOSSession.recv_packet(timeout).get_trailer()
+        except NetBIOSTimeout:
+            return False
+        assert frame[:4] == b"\xfeSMB" and frame[12] == 0x12, frame[:16]  # OPLOCK_BREAK
+        return True
+
+    # impacket sends a zero-byte WRITE with CreditCharge 0 and then reuses its message id, so
+    # that connection is used for nothing else.
+    _, b, tb = impacket_tree(server)
+    fb = b.create(tb, "f.txt", rw, 7, 0, s3.FILE_OPEN, 0x80)
+    assert b.write(tb, fb, b"", 0, 0) == 0
+    assert not break_sent()
+    _, c, tc = impacket_tree(server)
+    fc = c.create(tc, "f.txt", rw, 7, 0, s3.FILE_OPEN, 0x80)
+    assert c.write(tc, fc, b"x", 0, 1) == 1
+    assert break_sent(5.0)
+    a.close(ta, fa)
+
+
+def test_recreated_file_gets_a_new_file_id(server):
+    """ext4 gives a deleted file's inode to the next file; Windows never reuses a file id,
+    and clients take a changed id for "another file"."""
+    import struct
+    from impacket import smb3structs as s3
+    conn, s, t = impacket_tree(server)
+
+    def file_id(name):
+        f = s.create(t, name, s3.FILE_READ_ATTRIBUTES, 7, 0, s3.FILE_OPEN, 0x80)
+        try:
+            return struct.unpack("<Q", s.queryInfo(t, f, fileInfoClass=6)[:8])[0]
+        finally:
+            s.close(t, f)
+
+    seen = []
+    inodes = set()
+    for _ in range(4):
+        f = s.create(t, "again.txt", s3.FILE_WRITE_DATA, 7, 0, s3.FILE_CREATE, 0x80)
+        s.close(t, f)
+        inodes.add(os.stat(server.share / "again.txt").st_ino)
+        fid = file_id("again.txt")
+        assert fid == file_id("again.txt"), "stable while the file exists"
+        assert fid not in seen
+        seen.append(fid)
+        conn.deleteFile("share", "again.txt")
+    # The test proves something only where an inode was handed out again.
+    assert len(inodes) < len(seen), inodes
