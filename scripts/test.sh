@@ -53,6 +53,9 @@ if ((quick == 0)); then
   FUZZ_SEED=1 ./scripts/fuzz-smoke.sh 5
 fi
 
+step "new user: the README's set-up steps, as written (scripts/new-user.sh)"
+./scripts/new-user.sh
+
 step "building the SMB-over-QUIC interop peer (interop/smb-rs-quic, the crates.io smb client)"
 cargo build --release --locked --manifest-path interop/smb-rs-quic/Cargo.toml
 

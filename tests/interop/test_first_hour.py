@@ -204,3 +204,46 @@ def test_recreated_file_gets_a_new_file_id(server):
         conn.deleteFile("share", "again.txt")
     # The test proves something only where an inode was handed out again.
     assert len(inodes) < len(seen), inodes
+
+
+HELP_ITEM = re.compile(
+    r"^\s{2,}(-\S.*?|<[A-Z_.]+>(\.\.\.)?|\[[A-Z_]+\](\.\.\.)?)(\s{2,}(?P<text>\S.*?))?\s*$")
+
+
+def help_text(*cmd):
+    p = subprocess.run([str(BINARY), *cmd, "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_help_describes_every_argument():
+    """Every argument and option of every command has a description; the serve help says
+    the --encrypt default and what SMBQ_USER/SMBQ_PASSWORD do; the client commands give the
+    URL form."""
+    commands = [["serve"], ["user", "add"], ["user", "del"], ["user", "list"], ["cert", "show"],
+                ["ls"], ["stat"], ["cat"], ["get"], ["put"], ["rm"], ["mkdir"], ["rmdir"],
+                ["mv"], ["shares"]]
+    checked = 0
+    for cmd in commands:
+        text = help_text(*cmd)
+        section = None
+        for line in text.splitlines():
+            if line in ("Arguments:", "Options:"):
+                section = line
+                continue
+            if not line.strip():
+                section = None
+                continue
+            m = HELP_ITEM.match(line)
+            if section and m:
+                checked += 1
+                assert m.group("text"), f"smbq {' '.join(cmd)}: no description: {line!r}"
+    assert checked > 60, checked
+    serve = help_text("serve")
+    assert "the default" in serve.split("--encrypt")[1].split("\n  -")[0], serve
+    assert "SMBQ_USER" in serve and "SMBQ_PASSWORD" in serve, serve
+    assert "account name" in help_text("user", "add")
+    for cmd in ("ls", "get", "put", "cat", "rm", "mv"):
+        assert "smb://[DOMAIN;][USER@]HOST[:PORT]/SHARE" in help_text(cmd), cmd
+    top = help_text()
+    assert "race" in top and "--quic-port" in top, top

@@ -40,6 +40,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Serve PATH as the share "share" (created if missing), plus any --share.
+    #[command(after_help = serve::AFTER_HELP)]
     Serve(serve::ServeArgs),
     /// Show, export or create the server certificate used for SMB over QUIC.
     Cert {
@@ -85,12 +86,14 @@ enum UserCmd {
     /// Add a user or change its password. The password is read from the first line of stdin
     /// when stdin is not a terminal, else prompted for.
     Add {
+        /// The account name, as clients give it (case-insensitive; no `:`, `\`, `/`, `@`).
         name: String,
         #[command(flatten)]
         db: DbArgs,
     },
     /// Remove a user.
     Del {
+        /// The account name.
         name: String,
         #[command(flatten)]
         db: DbArgs,

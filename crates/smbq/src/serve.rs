@@ -17,7 +17,7 @@ use crate::quic_setup;
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// Directory shared as "share" (created if missing).
+    /// Directory shared as "share" (created if missing). Optional with --config or --share.
     path: Option<PathBuf>,
     /// TOML configuration file; flags override it.
     #[arg(long)]
@@ -25,31 +25,46 @@ pub struct ServeArgs {
     /// Address to listen on (default: all addresses).
     #[arg(long)]
     listen: Option<IpAddr>,
-    /// TCP port (default 445; 0 = TCP off).
-    #[arg(long)]
+    /// TCP port (default 445, which needs root or CAP_NET_BIND_SERVICE; 0 = TCP off).
+    #[arg(long, value_name = "PORT")]
     tcp_port: Option<u16>,
-    /// UDP port for SMB over QUIC (default 443; 0 = QUIC off).
-    #[arg(long)]
+    /// UDP port for SMB over QUIC (default 443; 0 = QUIC off). If the default cannot be
+    /// bound, the server runs TCP only and says so; an explicit port must bind.
+    #[arg(long, value_name = "PORT")]
     quic_port: Option<u16>,
     /// More shares, NAME=DIR (read-write).
     #[arg(long = "share", value_name = "NAME=DIR")]
     shares: Vec<String>,
-    /// Account database (default: STATE_DIR/users).
-    #[arg(long)]
+    /// Account database, `NAME:NTHASH` lines, mode 0600 (default: STATE_DIR/users). Changes
+    /// (`smbq user add|del`) reach the running server within a second.
+    #[arg(long, value_name = "FILE")]
     users: Option<PathBuf>,
     /// State directory for generated files: server GUID, accounts, cert.pem/key.pem (default ./.smbq).
-    #[arg(long)]
+    #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
     /// PEM certificate chain for QUIC (default: a self-signed one generated in the state dir).
-    #[arg(long, requires = "key")]
+    #[arg(long, value_name = "FILE", requires = "key")]
     cert: Option<PathBuf>,
     /// PEM private key for QUIC.
-    #[arg(long, requires = "cert")]
+    #[arg(long, value_name = "FILE", requires = "cert")]
     key: Option<PathBuf>,
-    /// SMB3 encryption policy: required | desired | off.
-    #[arg(long)]
+    /// SMB3 encryption: `required` (every session and share encrypted; clients that cannot
+    /// are refused), `desired` (encrypted when the client can), or `off` (the default: only
+    /// shares with `encrypt = true` are). SMB over QUIC is always inside TLS 1.3.
+    #[arg(long, value_name = "POLICY")]
     encrypt: Option<String>,
 }
+
+/// `smbq serve --help`, after the flags: what the first start does and how to drive it.
+pub const AFTER_HELP: &str = "\
+First start: when the account database is empty (and only once both listeners are up), one
+account is created: $SMBQ_USER (default `smbq`) with the password in $SMBQ_PASSWORD, or a
+random password printed once on stderr. The server then prints `smbq: listening ...` on
+stdout and `smbq: try: ...` commands that work as printed.
+
+Signals: SIGHUP re-reads the account file and the QUIC certificates; SIGINT/SIGTERM stop.
+Environment: SMBQ_LOG (tracing filter, e.g. `info` or `smbq_server=debug`), SSLKEYLOGFILE
+(TLS secrets for decrypting captures; a warning is printed).";
 
 pub fn default_state_dir() -> PathBuf {
     PathBuf::from(".smbq")

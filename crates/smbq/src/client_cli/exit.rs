@@ -37,9 +37,12 @@ impl Code {
 /// Shown at the end of `smbq --help`.
 pub const EXIT_CODES_HELP: &str = "\
 Client commands (ls stat cat get put rm mkdir rmdir mv shares) take
-smb://[DOMAIN;]USER@HOST[:PORT]/SHARE[/PATH]. They try SMB over QUIC first (port 443) and fall
-back to TCP (port 445) when QUIC gets no answer or is refused, but never when the server's
-certificate is not trusted. An explicit :PORT is used for both transports. --transport pins one.
+smb://[DOMAIN;][USER@]HOST[:PORT]/SHARE[/PATH][?tcp-port=N&quic-port=N]. Without USER@ they log
+on as the local user name (--anonymous: a null session). They race SMB over QUIC (port 443)
+and TCP (port 445): QUIC first, TCP after 250 ms or as soon as QUIC fails; the first to connect
+wins and is remembered per server (~/.cache/smbq/transports). A QUIC certificate that is not
+trusted is an error, never a fallback. :PORT is used for both transports; --tcp-port and
+--quic-port set one; --transport pins one.
 Password: --credentials FILE (username =, password =, domain = lines), else $SMBQ_PASSWORD,
 else a prompt on the terminal.
 
