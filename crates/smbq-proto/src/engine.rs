@@ -248,7 +248,7 @@ impl ServerConnection {
             return Err(Violation::Renegotiate);
         }
         let req = smbq_wire::smb1_negotiate::Smb1NegotiateRequest::decode(frame)
-            .map_err(|e| Violation::Malformed(e.to_string()))?;
+            .map_err(|e| malformed("SMB1 NEGOTIATE", e))?;
         let reply = req.best_smb2_reply();
         self.smb1_upgrade = true;
         if !self.credits.consume(0, 1) {
@@ -271,12 +271,16 @@ impl ServerConnection {
             Some(_) if self.dialect_allowed_any(|d| d == Dialect::SMB2_0_2) => {
                 // Only "SMB 2.002" offered: that is the final negotiate (MS-SMB2 3.3.5.3.1).
                 let body = self.negotiate_body(Dialect::SMB2_0_2, env.now, 0, Vec::new());
+                // SMB1 carries no GUID, capabilities or security mode for SMB2.
+                let offer = ClientOffer {
+                    guid: [0; 16],
+                    capabilities: 0,
+                    security_mode: 0,
+                    dialects: vec![Dialect::SMB2_0_2],
+                };
                 self.enter_negotiated(
                     Dialect::SMB2_0_2,
-                    [0; 16],
-                    0,
-                    0,
-                    vec![Dialect::SMB2_0_2],
+                    offer,
                     None,
                     None,
                     false,
@@ -322,8 +326,7 @@ impl ServerConnection {
         if !matches!(&self.state, ConnState::Negotiated(n) if n.view.dialect.is_smb3()) {
             return Err(Violation::DecryptFailed);
         }
-        let th =
-            TransformHeader::decode(&frame).map_err(|e| Violation::Malformed(e.to_string()))?;
+        let th = TransformHeader::decode(&frame).map_err(|e| malformed("transform header", e))?;
         let hdr_len = smbq_crypto::TRANSFORM_HEADER_LEN;
         if frame.len() < hdr_len
             || th.original_message_size as usize != frame.len() - hdr_len
@@ -376,8 +379,8 @@ impl ServerConnection {
             }
             let rest = frame
                 .get(offset..)
-                .ok_or_else(|| Violation::Malformed("compound offset".into()))?;
-            let mut hdr = Header::decode(rest).map_err(|e| Violation::Malformed(e.to_string()))?;
+                .ok_or(Violation::BadCompound("offset past the frame"))?;
+            let mut hdr = Header::decode(rest).map_err(|e| malformed("SMB2 header", e))?;
             if hdr.is_response() {
                 return Err(Violation::UnexpectedResponse);
             }
@@ -387,10 +390,10 @@ impl ServerConnection {
             } else {
                 offset
                     .checked_add(next)
-                    .ok_or_else(|| Violation::Malformed("NextCommand".into()))?
+                    .ok_or(Violation::BadCompound("NextCommand overflows"))?
             };
             if end > frame.len() || (next != 0 && next < HEADER_LEN) {
-                return Err(Violation::Malformed("NextCommand outside the frame".into()));
+                return Err(Violation::BadCompound("NextCommand outside the frame"));
             }
             let msg = frame.slice(offset..end);
 
@@ -413,17 +416,14 @@ impl ServerConnection {
                         .get(&p.session_id)
                         .is_some_and(Session::is_valid)
                 });
-            if let Some(item) = self.on_message(
-                hdr.clone(),
-                msg,
+            let at = InChain {
                 encrypted,
                 transform_session,
-                prev.is_none(),
+                first: prev.is_none(),
                 orphaned,
                 checked,
-                env,
-                &mut actions,
-            )? {
+            };
+            if let Some(item) = self.on_message(hdr.clone(), msg, at, env, &mut actions)? {
                 items.push(item);
             }
             prev = Some(hdr);
@@ -432,7 +432,7 @@ impl ServerConnection {
             }
             // MS-SMB2 3.3.5.2.7: each message in a compound starts 8-byte aligned.
             if !next.is_multiple_of(8) {
-                return Err(Violation::Malformed("unaligned compound".into()));
+                return Err(Violation::BadCompound("message not 8-byte aligned"));
             }
             offset = end;
         }
@@ -442,20 +442,21 @@ impl ServerConnection {
         Ok(actions)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_message(
         &mut self,
         hdr: Header,
         msg: Bytes,
-        encrypted: bool,
-        transform_session: Option<u64>,
-        first: bool,
-        orphaned: bool,
-        // The signature verdict `verify_large_in_place` reached for this (single) message.
-        checked: Option<bool>,
+        at: InChain,
         env: &mut Env<'_>,
         actions: &mut Vec<Action>,
     ) -> Result<Option<ChainItem>, Violation> {
+        let InChain {
+            encrypted,
+            transform_session,
+            first,
+            orphaned,
+            checked,
+        } = at;
         let answered = |hdr: &Header, status: NtStatus| {
             Some(ChainItem::Answered(Completed {
                 header: hdr.clone(),
@@ -667,7 +668,7 @@ impl ServerConnection {
         if matches!(self.state, ConnState::Negotiated(_)) {
             return Err(Violation::Renegotiate);
         }
-        let req = NegotiateRequest::decode(msg).map_err(|e| Violation::Malformed(e.to_string()))?;
+        let req = NegotiateRequest::decode(msg).map_err(|e| malformed("NEGOTIATE request", e))?;
         let mut rhdr = hdr.clone();
         rhdr.credits = self.credits.grant(hdr.credits);
         if req.dialects.is_empty() {
@@ -796,12 +797,15 @@ impl ServerConnection {
             preauth.update(msg);
             preauth.update(frame.get(4..).unwrap_or_default());
         }
+        let offer = ClientOffer {
+            guid: req.client_guid,
+            capabilities: req.capabilities,
+            security_mode: req.security_mode,
+            dialects: req.dialects.clone(),
+        };
         self.enter_negotiated(
             dialect,
-            req.client_guid,
-            req.capabilities,
-            req.security_mode,
-            req.dialects.clone(),
+            offer,
             cipher,
             Some(signing),
             transport_security,
@@ -811,14 +815,10 @@ impl ServerConnection {
         Ok(frame)
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn enter_negotiated(
         &mut self,
         dialect: Dialect,
-        client_guid: [u8; 16],
-        client_caps: u32,
-        client_sec_mode: u16,
-        client_dialects: Vec<Dialect>,
+        client: ClientOffer,
         cipher: Option<Cipher>,
         signing: Option<SigningAlgorithm>,
         transport_security: bool,
@@ -841,12 +841,12 @@ impl ServerConnection {
         let view = ConnView {
             id: self.id,
             dialect,
-            client_guid,
-            client_capabilities: client_caps,
-            client_security_mode: client_sec_mode,
+            client_guid: client.guid,
+            client_capabilities: client.capabilities,
+            client_security_mode: client.security_mode,
             server_capabilities: server_caps,
             server_security_mode: sec_mode,
-            client_dialects,
+            client_dialects: client.dialects,
             max_read_size: size(lim.max_read),
             max_write_size: size(lim.max_write),
             max_transact_size: size(lim.max_transact),
@@ -957,7 +957,9 @@ impl ServerConnection {
             (_, Some((a, p))) => (a, p),
             (SessionState::InProgress { acceptor, preauth }, None) => (acceptor, preauth),
             (SessionState::Valid, None) => {
-                return Err(Violation::Malformed("session state".into()));
+                return Err(Violation::Internal(
+                    "valid session without re-authentication state",
+                ));
             }
         };
         if dialect == Dialect::SMB3_1_1 {
@@ -1001,7 +1003,7 @@ impl ServerConnection {
                 }
                 let user = identity.user.clone();
                 let Some(session) = self.sessions.get_mut(&session_id) else {
-                    return Err(Violation::Malformed("session vanished".into()));
+                    return Err(Violation::Internal("session vanished during SESSION_SETUP"));
                 };
                 let mut flags = 0u16;
                 if identity.is_anonymous {
@@ -1020,7 +1022,7 @@ impl ServerConnection {
                             // still encrypt (the Rust smb crate does); only the requirement goes.
                             cipher,
                         )
-                        .map_err(|e| Violation::Malformed(format!("key derivation: {e}")))?;
+                        .map_err(|e| Violation::KeyDerivation(e.to_string()))?;
                         session.signer = Signer::new(signing_algo, keys.signing_key()).ok();
                         session.encryptor = keys.encryptor();
                         session.decryptor = keys.decryptor();
@@ -1116,9 +1118,7 @@ impl ServerConnection {
                 .and_then(|s| s.signer.as_ref())
             && let Some(m) = out.get_mut(4..)
         {
-            signer
-                .sign(m)
-                .map_err(|_| Violation::Malformed("sign".into()))?;
+            signer.sign(m).map_err(|_| Violation::Internal("signing"))?;
         }
         Ok(Bytes::from(out))
     }
@@ -1389,6 +1389,35 @@ fn payload_credits(cmd: Command, msg: &[u8]) -> Option<u32> {
         _ => return None,
     };
     Some(if size == 0 { 1 } else { (size - 1) / 65536 + 1 })
+}
+
+/// Where a message sits in its frame, for the rules that depend on it.
+#[derive(Clone, Copy)]
+struct InChain {
+    /// The frame came in an SMB2 TRANSFORM_HEADER (MS-SMB2 3.3.5.2.1.1).
+    encrypted: bool,
+    /// The session that TRANSFORM_HEADER named: every message inside must belong to it.
+    transform_session: Option<u64>,
+    /// First message of its chain (MS-SMB2 3.3.5.2.7.2: it cannot be related).
+    first: bool,
+    /// Related to a message whose session was not found: it cannot inherit one.
+    orphaned: bool,
+    /// The signature verdict `verify_large_in_place` reached for this (single) message.
+    checked: Option<bool>,
+}
+
+/// What the client's NEGOTIATE said about itself (MS-SMB2 3.3.5.4), kept for
+/// FSCTL_VALIDATE_NEGOTIATE_INFO and the connection's view.
+struct ClientOffer {
+    guid: [u8; 16],
+    capabilities: u32,
+    security_mode: u16,
+    dialects: Vec<Dialect>,
+}
+
+/// A decode failure that drops the connection, with the structure it happened in.
+fn malformed(what: &'static str, error: smbq_wire::DecodeError) -> Violation {
+    Violation::Malformed { what, error }
 }
 
 #[cfg(test)]

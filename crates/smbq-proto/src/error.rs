@@ -1,6 +1,7 @@
 //! Protocol violations: conditions after which the connection is dropped (as Windows does),
 //! as opposed to errors answered with an NTSTATUS.
 
+use smbq_wire::DecodeError;
 use thiserror::Error;
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -11,8 +12,24 @@ pub enum Violation {
     EmptyFrame,
     #[error("frame of {len} bytes exceeds the limit of {limit}")]
     FrameTooLarge { len: u32, limit: u32 },
-    #[error("malformed message: {0}")]
-    Malformed(String),
+    /// A structure that does not decode; `what` names it, `error` says where it failed.
+    #[error("malformed {what}: {error}")]
+    Malformed {
+        what: &'static str,
+        #[source]
+        error: DecodeError,
+    },
+    /// A compound chain whose NextCommand offsets do not describe whole, aligned messages
+    /// inside the frame (MS-SMB2 3.3.5.2.7).
+    #[error("malformed compound: {0}")]
+    BadCompound(&'static str),
+    /// SMB3 key derivation failed (MS-SMB2 3.3.5.5.3): no session can be set up.
+    #[error("key derivation failed: {0}")]
+    KeyDerivation(String),
+    /// A state the engine should never reach (signing failed, a session vanished mid-setup):
+    /// the connection is dropped rather than answered with wrong keys or signatures.
+    #[error("internal error: {0}")]
+    Internal(&'static str),
     #[error("request before NEGOTIATE")]
     NotNegotiated,
     #[error("second NEGOTIATE on a negotiated connection")]

@@ -85,6 +85,9 @@ pub struct Response {
     pub file_id: Option<FileId>,
     /// Tree id assigned by TREE_CONNECT (the response header carries it).
     pub tree_id: Option<u32>,
+    /// Drop the connection instead of answering (MS-SMB2 3.3.5.15.12: a failed
+    /// FSCTL_VALIDATE_NEGOTIATE_INFO); such a response is never sent.
+    pub disconnect: bool,
 }
 
 impl Response {
@@ -98,6 +101,15 @@ impl Response {
     pub fn error(status: NtStatus) -> Self {
         Self {
             status,
+            ..Default::default()
+        }
+    }
+    /// No answer: the connection is dropped (see [`Response::disconnect`]). The status is
+    /// what a log or test sees; the client never does.
+    pub fn disconnect() -> Self {
+        Self {
+            status: NtStatus::ACCESS_DENIED,
+            disconnect: true,
             ..Default::default()
         }
     }

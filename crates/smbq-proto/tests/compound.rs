@@ -291,7 +291,7 @@ fn unaligned_next_command_is_a_violation() {
     assert_eq!(e1.len() % 8, 4);
     assert!(matches!(
         server.feed(&frame(&m)).unwrap_err(),
-        Violation::Malformed(_)
+        Violation::BadCompound(_)
     ));
 }
 

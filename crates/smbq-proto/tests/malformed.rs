@@ -96,7 +96,7 @@ fn truncated_header() {
         assert!(
             matches!(
                 server.feed(&frame(&req[..cut])).unwrap_err(),
-                Violation::Malformed(_)
+                Violation::Malformed { .. }
             ),
             "cut at {cut}"
         );
@@ -105,7 +105,7 @@ fn truncated_header() {
     let mut server = Server::new(config());
     assert!(matches!(
         server.feed(&frame(&req[..70])).unwrap_err(),
-        Violation::Malformed(_)
+        Violation::Malformed { .. }
     ));
 }
 

@@ -135,6 +135,22 @@ pub fn spawn_connection(conn: Connection, rt: Arc<Runtime>, shutdown: Shutdown) 
     );
 }
 
+/// Why a connection ended, other than by the client closing it or the server shutting down.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    #[error("{0}")]
+    Io(std::io::Error),
+    /// The client broke a rule that costs it the connection, as Windows does.
+    #[error("{0}")]
+    Violation(smbq_proto::Violation),
+    /// MS-SMB2 3.3.5.15.12.
+    #[error("validate negotiate failed")]
+    ValidateNegotiate,
+    /// No session by the unauthenticated deadline (`Limits::unauthenticated_idle_secs`).
+    #[error("no session before the unauthenticated deadline")]
+    Unauthenticated,
+}
+
 enum FromTask {
     Interim {
         header: smbq_wire::Header,
@@ -196,7 +212,7 @@ async fn run_connection(
     conn: Connection,
     rt: Arc<Runtime>,
     shutdown: Shutdown,
-) -> Result<(), String> {
+) -> Result<(), ConnError> {
     let Connection {
         mut reader,
         mut writer,
@@ -264,7 +280,7 @@ async fn run_connection(
     // decrypted in place, and the deframer slices whole frames out of them. Either way a frame
     // is copied only when it spans QUIC chunks.
     let chunked = kind == TransportKind::Quic;
-    let result: Result<(), String> = loop {
+    let result: Result<(), ConnError> = loop {
         let mut buf = BytesMut::new();
         if !chunked {
             buf = std::mem::take(engine.deframer().buffer_mut());
@@ -294,7 +310,7 @@ async fn run_connection(
             Event::Read(r) => {
                 match r {
                     Ok(Read::Eof) => break Ok(()),
-                    Err(e) => break Err(e.to_string()),
+                    Err(e) => break Err(ConnError::Io(e)),
                     Ok(Read::Chunk(chunk)) => engine.deframer().push_bytes(chunk),
                     Ok(Read::Filled) => {}
                 }
@@ -314,7 +330,7 @@ async fn run_connection(
                                 &engine,
                                 writer_task,
                                 out_tx,
-                                Err(v.to_string()),
+                                Err(ConnError::Violation(v)),
                             )
                             .await;
                         }
@@ -337,7 +353,7 @@ async fn run_connection(
                                 &engine,
                                 writer_task,
                                 out_tx,
-                                Err(v.to_string()),
+                                Err(ConnError::Violation(v)),
                             )
                             .await;
                         }
@@ -430,12 +446,9 @@ async fn run_connection(
                         encrypted,
                         message_ids,
                     }) => {
-                        if items
-                            .iter()
-                            .any(|c| c.response.status == crate::STATUS_DISCONNECT)
-                        {
+                        if items.iter().any(|c| c.response.disconnect) {
                             // MS-SMB2 3.3.5.15.12: a failed VALIDATE_NEGOTIATE_INFO drops the connection.
-                            break Err("validate negotiate failed".into());
+                            break Err(ConnError::ValidateNegotiate);
                         }
                         for mid in message_ids {
                             running.remove(&mid);
@@ -465,7 +478,7 @@ async fn run_connection(
                 Some(crate::push::Push::RevokeSession(id)) => engine.revoke_session(id),
                 None => {}
             },
-            Event::Idle => break Err("no session before the unauthenticated deadline".into()),
+            Event::Idle => break Err(ConnError::Unauthenticated),
             Event::Drained => {}
             Event::Shutdown => break Ok(()),
         }
@@ -481,8 +494,8 @@ async fn finish_conn(
     engine: &ServerConnection,
     writer_task: tokio::task::JoinHandle<()>,
     out_tx: mpsc::UnboundedSender<Vec<Bytes>>,
-    result: Result<(), String>,
-) -> Result<(), String> {
+    result: Result<(), ConnError>,
+) -> Result<(), ConnError> {
     for s in engine.session_ids() {
         rt.server.session_ended(s);
     }

@@ -12,10 +12,6 @@ use crate::config::EncryptPolicy;
 use crate::handlers::{self, Ctx};
 use crate::tables::{Open, SessionState, Tree};
 
-/// Returned as a response status when the connection must be dropped without any reply
-/// (MS-SMB2 3.3.5.15.12: a failed FSCTL_VALIDATE_NEGOTIATE_INFO). Never sent on the wire.
-pub const STATUS_DISCONNECT: NtStatus = NtStatus::CONNECTION_DISCONNECTED;
-
 /// Where a command's FileId sits, and whether it must name an open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FileNeed {

@@ -31,7 +31,6 @@ pub mod streams;
 pub mod tables;
 
 pub use config::{EncryptPolicy, ServerConfig, ShareConfig};
-pub use dispatch::STATUS_DISCONNECT;
 pub use logon_guard::LogonPolicy;
 
 use std::collections::{HashMap, HashSet};
@@ -150,8 +149,8 @@ impl Server {
     }
 
     /// Runs one request (TREE_CONNECT and every file command). NEGOTIATE, SESSION_SETUP,
-    /// LOGOFF, ECHO and CANCEL belong to the engine. A response with status
-    /// [`STATUS_DISCONNECT`] means the connection must be dropped without a reply.
+    /// LOGOFF, ECHO and CANCEL belong to the engine. A response marked
+    /// [`Response::disconnect`](smbq_proto::Response::disconnect) drops the connection instead.
     pub async fn handle(
         &self,
         conn: &ConnView,

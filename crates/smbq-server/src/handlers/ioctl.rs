@@ -10,7 +10,6 @@ use smbq_wire::{Dialect, NtStatus};
 
 use super::{Ctx, bad, body};
 use crate::access::mask;
-use crate::dispatch::STATUS_DISCONNECT;
 
 /// Dialects this server implements, for the greatest-common-dialect check.
 const IMPLEMENTED: [Dialect; 5] = [
@@ -101,16 +100,18 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     }
 }
 
-/// MS-SMB2 3.3.5.15.12. Every mismatch drops the connection (signalled to the engine with
-/// [`STATUS_DISCONNECT`]); on a 3.1.1 connection the request itself is a reason to drop.
+/// MS-SMB2 3.3.5.15.12. Every mismatch drops the connection ([`Response::disconnect`]); on a
+/// 3.1.1 connection the request itself is a reason to drop.
 fn validate_negotiate(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Response, NtStatus> {
     let c = ctx.conn;
     if c.dialect == Dialect::SMB3_1_1
         || (req.max_output_response as usize) < ValidateNegotiateInfoResponse::LEN
     {
-        return Err(STATUS_DISCONNECT);
+        return Ok(Response::disconnect());
     }
-    let v = ValidateNegotiateInfoRequest::decode(req.input).map_err(|_| STATUS_DISCONNECT)?;
+    let Ok(v) = ValidateNegotiateInfoRequest::decode(req.input) else {
+        return Ok(Response::disconnect());
+    };
     let best = v
         .dialects
         .iter()
@@ -123,7 +124,7 @@ fn validate_negotiate(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Response,
         && v.security_mode == c.client_security_mode
         && v.capabilities == c.client_capabilities;
     if !ok {
-        return Err(STATUS_DISCONNECT);
+        return Ok(Response::disconnect());
     }
     let out = ValidateNegotiateInfoResponse {
         capabilities: c.server_capabilities,
