@@ -28,7 +28,7 @@ use crate::credits::CreditWindow;
 use crate::error::Violation;
 use crate::framing::{Deframer, frame_header};
 use crate::request::{ConnView, Request, Response, SessionView};
-use crate::session::{Session, SessionState};
+use crate::session::{Exchange, Session, SessionState};
 
 /// Which transport carries the connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -926,7 +926,7 @@ impl ServerConnection {
             let id = (env.new_session_id)();
             let acceptor = new_acceptor(env);
             self.sessions
-                .insert(id, Session::new(id, acceptor, conn_preauth));
+                .insert(id, Session::new(id, acceptor, conn_preauth.clone()));
             id
         } else {
             let Some(s) = self.sessions.get_mut(&hdr.session_id) else {
@@ -941,9 +941,6 @@ impl ServerConnection {
                 {
                     return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
                 }
-                if s.reauth.is_none() {
-                    s.reauth = Some((Box::new(new_acceptor(env)), conn_preauth));
-                }
             }
             hdr.session_id
         };
@@ -953,15 +950,10 @@ impl ServerConnection {
             return self.plain_response(&rhdr, NtStatus::USER_SESSION_DELETED, &ERROR_BODY);
         };
         let reauth = session.is_valid();
-        let (acceptor, preauth) = match (&mut session.state, &mut session.reauth) {
-            (_, Some((a, p))) => (a, p),
-            (SessionState::InProgress { acceptor, preauth }, None) => (acceptor, preauth),
-            (SessionState::Valid, None) => {
-                return Err(Violation::Internal(
-                    "valid session without re-authentication state",
-                ));
-            }
-        };
+        let Exchange { acceptor, preauth } = session.exchange_or(|| Exchange {
+            acceptor: Box::new(new_acceptor(env)),
+            preauth: conn_preauth,
+        });
         if dialect == Dialect::SMB3_1_1 {
             preauth.update(msg);
         }
@@ -972,16 +964,12 @@ impl ServerConnection {
                 let frame =
                     self.plain_response(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body)?;
                 if dialect == Dialect::SMB3_1_1
-                    && let Some(s) = self.sessions.get_mut(&session_id)
+                    && let Some(x) = self
+                        .sessions
+                        .get_mut(&session_id)
+                        .and_then(Session::exchange)
                 {
-                    let p = match (&mut s.state, &mut s.reauth) {
-                        (_, Some((_, p))) => Some(p),
-                        (SessionState::InProgress { preauth, .. }, None) => Some(preauth),
-                        _ => None,
-                    };
-                    if let Some(p) = p {
-                        p.update(frame.get(4..).unwrap_or_default());
-                    }
+                    x.preauth.update(frame.get(4..).unwrap_or_default());
                 }
                 Ok(frame)
             }
@@ -1011,30 +999,29 @@ impl ServerConnection {
                 } else if identity.is_guest {
                     flags |= session_flags::IS_GUEST;
                 }
-                if !reauth {
-                    if !is_guest {
-                        let keys = derive_keys(
-                            dialect.0,
-                            Role::Server,
-                            &session_key[..],
-                            (dialect == Dialect::SMB3_1_1).then_some(&hash),
-                            // Keys exist even under transport-level security: the client may
-                            // still encrypt (the Rust smb crate does); only the requirement goes.
-                            cipher,
-                        )
-                        .map_err(|e| Violation::KeyDerivation(e.to_string()))?;
-                        session.signer = Signer::new(signing_algo, keys.signing_key()).ok();
-                        session.encryptor = keys.encryptor();
-                        session.decryptor = keys.decryptor();
-                        session.signing_required = self.cfg.require_signing
-                            || u16::from(req.security_mode) & security_mode::SIGNING_REQUIRED != 0;
-                        session.encrypt_data = !transport_security
-                            && client_can_encrypt
-                            && (self.cfg.encrypt_required || self.cfg.encrypt_desired);
-                    }
-                    session.state = SessionState::Valid;
+                // Keys come from the first authentication only; a re-authentication keeps them.
+                if !reauth && !is_guest {
+                    let keys = derive_keys(
+                        dialect.0,
+                        Role::Server,
+                        &session_key[..],
+                        (dialect == Dialect::SMB3_1_1).then_some(&hash),
+                        // Keys exist even under transport-level security: the client may
+                        // still encrypt (the Rust smb crate does); only the requirement goes.
+                        cipher,
+                    )
+                    .map_err(|e| Violation::KeyDerivation(e.to_string()))?;
+                    session.signer = Signer::new(signing_algo, keys.signing_key()).ok();
+                    session.encryptor = keys.encryptor();
+                    session.decryptor = keys.decryptor();
+                    session.signing_required = self.cfg.require_signing
+                        || u16::from(req.security_mode) & security_mode::SIGNING_REQUIRED != 0;
+                    session.encrypt_data = !transport_security
+                        && client_can_encrypt
+                        && (self.cfg.encrypt_required || self.cfg.encrypt_desired);
                 }
-                session.reauth = None;
+                // A first authentication or a re-authentication, done.
+                session.state = SessionState::Valid { reauth: None };
                 session.identity = Some(Arc::new(identity));
                 if session.encrypt_data {
                     flags |= session_flags::ENCRYPT_DATA;

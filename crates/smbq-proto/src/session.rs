@@ -5,20 +5,24 @@ use std::sync::Arc;
 use smbq_auth::{Acceptor, Identity};
 use smbq_crypto::{PreauthHash, Sealer, Signer};
 
+/// One SESSION_SETUP exchange: the NTLM acceptor and the preauth hash its messages feed
+/// (MS-SMB2 3.3.5.5, 3.1.1 only).
+pub(crate) struct Exchange {
+    pub acceptor: Box<Acceptor>,
+    pub preauth: PreauthHash,
+}
+
 pub(crate) enum SessionState {
-    /// SESSION_SETUP legs still to come.
-    InProgress {
-        acceptor: Box<Acceptor>,
-        preauth: PreauthHash,
-    },
-    Valid,
+    /// The first authentication: SESSION_SETUP legs still to come, no keys yet.
+    InProgress(Exchange),
+    /// Authenticated, keys set. `reauth` is a re-authentication in progress (MS-SMB2
+    /// 3.3.5.5.2), which leaves the keys as they are.
+    Valid { reauth: Option<Exchange> },
 }
 
 pub(crate) struct Session {
     pub id: u64,
     pub state: SessionState,
-    /// A re-authentication in progress on a valid session (keys stay as they are).
-    pub reauth: Option<(Box<Acceptor>, PreauthHash)>,
     pub identity: Option<Arc<Identity>>,
     pub signer: Option<Signer>,
     /// Seals server-to-client messages.
@@ -35,11 +39,10 @@ impl Session {
     pub fn new(id: u64, acceptor: Acceptor, preauth: PreauthHash) -> Self {
         Self {
             id,
-            state: SessionState::InProgress {
+            state: SessionState::InProgress(Exchange {
                 acceptor: Box::new(acceptor),
                 preauth,
-            },
-            reauth: None,
+            }),
             identity: None,
             signer: None,
             encryptor: None,
@@ -51,6 +54,23 @@ impl Session {
     }
 
     pub fn is_valid(&self) -> bool {
-        matches!(self.state, SessionState::Valid)
+        matches!(self.state, SessionState::Valid { .. })
+    }
+
+    /// The exchange in progress, if any.
+    pub fn exchange(&mut self) -> Option<&mut Exchange> {
+        match &mut self.state {
+            SessionState::InProgress(x) => Some(x),
+            SessionState::Valid { reauth } => reauth.as_mut(),
+        }
+    }
+
+    /// The exchange a SESSION_SETUP continues; on a valid session without one, a
+    /// re-authentication starts with `start()`.
+    pub fn exchange_or(&mut self, start: impl FnOnce() -> Exchange) -> &mut Exchange {
+        match &mut self.state {
+            SessionState::InProgress(x) => x,
+            SessionState::Valid { reauth } => reauth.get_or_insert_with(start),
+        }
     }
 }
