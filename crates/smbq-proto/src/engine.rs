@@ -1012,7 +1012,11 @@ impl ServerConnection {
                     )
                     .map_err(|e| Violation::KeyDerivation(e.to_string()))?;
                     session.signer = Signer::new(signing_algo, keys.signing_key()).ok();
-                    session.encryptor = keys.encryptor();
+                    let mut prefix = [0u8; 4];
+                    env.rng.fill_bytes(&mut prefix);
+                    session.encryptor = keys
+                        .encryptor()
+                        .map(|e| crate::transform::TransformSealer::new(e, prefix));
                     session.decryptor = keys.decryptor();
                     session.signing_required = self.cfg.require_signing
                         || u16::from(req.security_mode) & security_mode::SIGNING_REQUIRED != 0;
@@ -1303,45 +1307,19 @@ impl ServerConnection {
         total: usize,
     ) -> Option<Bytes> {
         let th_len = smbq_crypto::TRANSFORM_HEADER_LEN;
-        let session = self.sessions.get_mut(&session_id)?;
-        let enc = session.encryptor.as_ref()?;
-        session.nonce_counter += 1;
-        let mut nonce = [0u8; 16];
-        nonce
-            .get_mut(..8)?
-            .copy_from_slice(&session.nonce_counter.to_le_bytes());
-        nonce.get_mut(8..11)?.copy_from_slice(&[0x73, 0x6d, 0x62]);
-        let th = TransformHeader {
-            signature: [0; 16],
-            nonce,
-            original_message_size: total as u32,
-            flags: 1,
-            session_id,
-        };
+        let enc = self.sessions.get(&session_id)?.encryptor.as_ref()?;
         // One copy of the data, into a pooled buffer that is sealed in place.
         let mut buf = smbq_buf::take(4 + th_len + total);
         buf.extend_from_slice(&frame_header(th_len + total));
-        let mut w = Writer::with_capacity(th_len);
-        th.encode(&mut w);
-        buf.extend_from_slice(w.as_slice());
+        buf.extend_from_slice(&[0u8; smbq_crypto::TRANSFORM_HEADER_LEN]);
         for (m, d) in msgs {
             buf.extend_from_slice(m);
             if let Some(d) = d {
                 buf.extend_from_slice(d);
             }
         }
-        let slice = buf.as_mut_slice();
-        let (head, payload) = slice.split_at_mut_checked(4 + th_len)?;
-        let th_bytes = head.get(4..)?;
-        let aad = th_bytes.get(smbq_crypto::TRANSFORM_AAD)?.to_vec();
-        let nlen = enc.cipher().nonce_len();
-        let tag = enc.seal_in_place(nonce.get(..nlen)?, &aad, payload).ok()?;
-        slice
-            .get_mut(
-                4 + smbq_crypto::TRANSFORM_SIGNATURE.start
-                    ..4 + smbq_crypto::TRANSFORM_SIGNATURE.end,
-            )?
-            .copy_from_slice(&tag);
+        enc.seal_reserved(session_id, buf.as_mut_slice().get_mut(4..)?)
+            .ok()?;
         Some(buf.freeze())
     }
 }

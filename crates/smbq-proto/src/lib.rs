@@ -12,6 +12,7 @@ pub mod framing;
 pub mod limits;
 pub mod request;
 mod session;
+pub mod transform;
 
 pub use config::EngineConfig;
 pub use error::Violation;

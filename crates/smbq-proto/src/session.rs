@@ -26,13 +26,11 @@ pub(crate) struct Session {
     pub identity: Option<Arc<Identity>>,
     pub signer: Option<Signer>,
     /// Seals server-to-client messages.
-    pub encryptor: Option<Sealer>,
+    pub encryptor: Option<crate::transform::TransformSealer>,
     /// Opens client-to-server messages.
     pub decryptor: Option<Sealer>,
     pub signing_required: bool,
     pub encrypt_data: bool,
-    /// Counter half of the AEAD nonce; never repeats for a key.
-    pub nonce_counter: u64,
 }
 
 impl Session {
@@ -49,7 +47,6 @@ impl Session {
             decryptor: None,
             signing_required: false,
             encrypt_data: false,
-            nonce_counter: 0,
         }
     }
 

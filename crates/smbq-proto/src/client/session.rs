@@ -1,24 +1,19 @@
 //! A client session's keys: signing outgoing messages, sealing and opening transforms
 //! (MS-SMB2 3.2.4.1.1, 3.2.4.1.8, 3.2.5.1.1, 3.2.5.1.3).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use smbq_crypto::{Sealer, Signer};
 use smbq_wire::header::{FLAGS_OFFSET, flags};
-use smbq_wire::transform::{TRANSFORM_HEADER_LEN, TransformHeader};
+use smbq_wire::transform::TRANSFORM_HEADER_LEN;
 
 use super::ClientError;
+use crate::transform::{SealError, TransformSealer};
 
 /// Keys of one established session. Shared by every task issuing requests on it.
 pub struct SessionCrypto {
     pub session_id: u64,
     signer: Option<Signer>,
-    encryptor: Option<Sealer>,
+    encryptor: Option<TransformSealer>,
     decryptor: Option<Sealer>,
-    /// Nonces are a per-session counter behind a random prefix: unique for the key's life
-    /// without relying on the birthday bound of random 11/12-byte nonces.
-    nonce_prefix: [u8; 4],
-    nonce_counter: AtomicU64,
 }
 
 impl std::fmt::Debug for SessionCrypto {
@@ -42,10 +37,8 @@ impl SessionCrypto {
         Self {
             session_id,
             signer,
-            encryptor,
+            encryptor: encryptor.map(|e| TransformSealer::new(e, nonce_prefix)),
             decryptor,
-            nonce_prefix,
-            nonce_counter: AtomicU64::new(1),
         }
     }
 
@@ -105,37 +98,12 @@ impl SessionCrypto {
             .encryptor
             .as_ref()
             .ok_or(ClientError::Integrity("no encryption key"))?;
-        let n = self.nonce_counter.fetch_add(1, Ordering::Relaxed);
-        let mut nonce = [0u8; 16];
-        nonce[..4].copy_from_slice(&self.nonce_prefix);
-        nonce[4..12].copy_from_slice(&n.to_le_bytes());
-        // AES-CCM nonces are 11 bytes (MS-SMB2 2.2.41): the rest must be zero.
-        let nlen = enc.cipher().nonce_len();
-        for b in nonce.iter_mut().skip(nlen) {
-            *b = 0;
-        }
-        let plain_len = frame
-            .len()
-            .checked_sub(TRANSFORM_HEADER_LEN)
-            .ok_or(ClientError::Integrity("no room for the transform header"))?;
-        let th = TransformHeader {
-            signature: [0; 16],
-            nonce,
-            original_message_size: u32::try_from(plain_len)
-                .map_err(|_| ClientError::protocol("message too large to seal"))?,
-            flags: 1,
-            session_id: self.session_id,
-        };
-        let mut hdr = th.to_bytes();
-        let payload = frame
-            .get_mut(TRANSFORM_HEADER_LEN..)
-            .ok_or(ClientError::Integrity("seal"))?;
-        enc.seal_transform(&mut hdr, payload)
-            .map_err(|_| ClientError::Integrity("encryption failed"))?;
-        frame
-            .get_mut(..TRANSFORM_HEADER_LEN)
-            .ok_or(ClientError::Integrity("seal"))?
-            .copy_from_slice(&hdr);
+        enc.seal_reserved(self.session_id, &mut frame)
+            .map_err(|e| match e {
+                SealError::TooLarge => ClientError::protocol("message too large to seal"),
+                SealError::NoRoom => ClientError::Integrity("no room for the transform header"),
+                SealError::Crypto => ClientError::Integrity("encryption failed"),
+            })?;
         Ok(frame)
     }
 
