@@ -106,6 +106,15 @@ pub fn check_range(offset: u64, length: u64) -> Result<(), NtStatus> {
     Ok(())
 }
 
+/// What ends a blocking lock request other than its grant: CANCEL (STATUS_CANCELLED) or the
+/// close of the waiting open (STATUS_RANGE_NOT_LOCKED).
+#[derive(Clone, Copy)]
+pub struct WaitEnds<'a> {
+    pub cancel: &'a CancellationToken,
+    /// The waiting open's `closed` flag (crate::tables::Open).
+    pub closed: &'a std::sync::atomic::AtomicBool,
+}
+
 #[derive(Default)]
 pub struct ByteLocks {
     files: Mutex<HashMap<FileKey, Vec<Lock>>>,
@@ -152,8 +161,7 @@ impl ByteLocks {
         Ok(())
     }
 
-    /// Waits until the lock is granted or `cancel` fires (STATUS_CANCELLED).
-    #[allow(clippy::too_many_arguments)]
+    /// Waits until the lock is granted or `ends` says the request is over.
     pub async fn lock_wait(
         &self,
         key: FileKey,
@@ -161,9 +169,9 @@ impl ByteLocks {
         offset: u64,
         length: u64,
         exclusive: bool,
-        cancel: &CancellationToken,
-        closed: &std::sync::atomic::AtomicBool,
+        ends: WaitEnds<'_>,
     ) -> Result<(), NtStatus> {
+        let WaitEnds { cancel, closed } = ends;
         loop {
             // MS-SMB2 3.3.5.14.2 / Windows: a pending lock whose open is closed completes with
             // RANGE_NOT_LOCKED (smbtorture lock.cancel, "cancel by close").
@@ -401,8 +409,12 @@ mod tests {
         let m2 = m.clone();
         let c2 = cancel.clone();
         let waiter = tokio::spawn(async move {
-            m2.lock_wait(K, B, 0, 10, true, &c2, &AtomicBool::new(false))
-                .await
+            let closed = AtomicBool::new(false);
+            let ends = WaitEnds {
+                cancel: &c2,
+                closed: &closed,
+            };
+            m2.lock_wait(K, B, 0, 10, true, ends).await
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
@@ -412,8 +424,12 @@ mod tests {
         let m3 = m.clone();
         let c3 = cancel.clone();
         let waiter = tokio::spawn(async move {
-            m3.lock_wait(K, A, 5, 1, false, &c3, &AtomicBool::new(false))
-                .await
+            let closed = AtomicBool::new(false);
+            let ends = WaitEnds {
+                cancel: &c3,
+                closed: &closed,
+            };
+            m3.lock_wait(K, A, 5, 1, false, ends).await
         });
         tokio::task::yield_now().await;
         cancel.cancel();
@@ -427,8 +443,11 @@ mod tests {
         let closed = std::sync::Arc::new(AtomicBool::new(false));
         let (m2, c2) = (m.clone(), closed.clone());
         let waiter = tokio::spawn(async move {
-            m2.lock_wait(K, B, 0, 10, true, &CancellationToken::new(), &c2)
-                .await
+            let ends = WaitEnds {
+                cancel: &CancellationToken::new(),
+                closed: &c2,
+            };
+            m2.lock_wait(K, B, 0, 10, true, ends).await
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());

@@ -25,12 +25,31 @@ use crate::tables::Open;
 /// `torture:oplocktimeout` use 35 s).
 pub const BREAK_TIMEOUT: Duration = Duration::from_secs(35);
 
-/// Internal marker a blocking CREATE step returns when it started (or found) a break it must
-/// wait for; never sent on the wire. STATUS_OPLOCK_BREAK_IN_PROGRESS (MS-ERREF 2.3.1).
-pub(crate) const BREAK_PENDING: NtStatus = NtStatus(0x0000_0108);
-
 /// A CREATE waits for at most this many rounds of breaks before giving up.
 pub(crate) const MAX_BREAK_ROUNDS: usize = 8;
+
+/// What the oplock check before a CREATE admits an open decided
+/// ([`Server::oplock_before_open`], MS-FSA 2.1.5.1.2).
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Nothing to wait for (no holders, or only breaks that need no acknowledgment): the
+    /// CREATE goes on to the share-mode check.
+    Granted,
+    /// The open fails with this status before anything is broken (DELETE_PENDING,
+    /// smbtorture smb2.oplock.doc).
+    Conflict(NtStatus),
+    /// Breaks needing an acknowledgment are under way on the file: the CREATE waits for them
+    /// ([`Server::oplock_wait`]) and then looks at the file again.
+    MustWait(PendingBreaks),
+}
+
+/// The file whose breaks a CREATE must wait for; only [`Server::oplock_wait`] consumes it.
+#[must_use]
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct PendingBreaks {
+    key: FileKey,
+}
 
 /// Rights that make an open more than a "stat open" (which neither breaks oplocks nor, when the
 /// file has other opens, gets one): everything but attributes and SYNCHRONIZE (smbtorture
@@ -360,13 +379,11 @@ impl OplockTable {
     }
 }
 
-/// The server's oplock state: the table, a signal for waiting CREATEs, and which file each
-/// waiting CREATE (by its reserved open id) waits on.
+/// The server's oplock state: the table and a signal for waiting CREATEs.
 #[derive(Debug, Default)]
 pub struct Oplocks {
     table: Mutex<OplockTable>,
     changed: tokio::sync::Notify,
-    waiting: Mutex<HashMap<u64, FileKey>>,
 }
 
 impl Oplocks {
@@ -398,26 +415,25 @@ impl Server {
         }
     }
 
-    /// Before a CREATE admits open `waiter` to the existing file `key`: breaks the oplocks it
-    /// conflicts with (MS-FSA 2.1.5.1.2). Returns [`BREAK_PENDING`] when the CREATE must wait
-    /// ([`oplock_wait`](Self::oplock_wait)) and run again; DELETE_PENDING is reported before
-    /// any break (smbtorture smb2.oplock.doc). Blocking-safe (no awaits).
+    /// Before a CREATE admits an open to the existing file `key`: breaks the oplocks it
+    /// conflicts with (MS-FSA 2.1.5.1.2) and says whether the CREATE must wait for them
+    /// ([`Admission::MustWait`]); DELETE_PENDING is reported before any break (smbtorture
+    /// smb2.oplock.doc). Blocking-safe (no awaits).
     pub(crate) fn oplock_before_open(
         &self,
         key: FileKey,
-        waiter: u64,
         granted: u32,
         share_access: u32,
         overwrite: bool,
-    ) -> Result<(), NtStatus> {
+    ) -> Admission {
         // The common case: nobody holds an oplock on the file, nothing to break.
         if !self.oplocks.table.lock().has_holders(key) {
-            return Ok(());
+            return Admission::Granted;
         }
         let share_conflict = match self.files().check(key, granted, share_access) {
             Ok(()) => false,
             Err(NtStatus::SHARING_VIOLATION) => true,
-            Err(e) => return Err(e),
+            Err(e) => return Admission::Conflict(e),
         };
         let intent = OpenIntent {
             stat_only: is_stat_open(granted),
@@ -429,27 +445,22 @@ impl Server {
             .table
             .lock()
             .on_open(key, intent, Instant::now());
-        if check.wait {
-            self.oplocks.waiting.lock().insert(waiter, key);
-        }
         self.send_breaks(&check.notices);
         if check.wait {
-            Err(BREAK_PENDING)
+            Admission::MustWait(PendingBreaks { key })
         } else {
-            Ok(())
+            Admission::Granted
         }
     }
 
-    /// Waits until the breaks on the file `waiter` waits for are acknowledged, the holders
-    /// closed, or [`BREAK_TIMEOUT`] passed.
+    /// Waits until the `pending` breaks are acknowledged, their holders closed, or
+    /// [`BREAK_TIMEOUT`] passed.
     pub(crate) async fn oplock_wait(
         &self,
-        waiter: u64,
+        pending: PendingBreaks,
         cancel: &CancellationToken,
     ) -> Result<(), NtStatus> {
-        let Some(key) = self.oplocks.waiting.lock().remove(&waiter) else {
-            return Ok(());
-        };
+        let key = pending.key;
         loop {
             let notified = self.oplocks.changed.notified();
             tokio::pin!(notified);
@@ -468,11 +479,6 @@ impl Server {
                 _ = cancel.cancelled() => return Err(NtStatus::CANCELLED),
             }
         }
-    }
-
-    /// A CREATE gave up waiting (too many rounds of breaks).
-    pub(crate) fn oplock_forget_wait(&self, waiter: u64) {
-        self.oplocks.waiting.lock().remove(&waiter);
     }
 
     /// The oplock an admitted disk open gets (MS-SMB2 3.3.5.9.8); recorded for later breaks.

@@ -74,6 +74,20 @@ fn conflicts(e: &Entry, access: u32, share_access: u32) -> bool {
         || (deletes(e.access) && share_access & share::DELETE == 0)
 }
 
+/// An open asking to be admitted to a file ([`FileTable::admit_checking`]).
+#[derive(Clone, Copy, Debug)]
+pub struct NewOpen<'a> {
+    pub open_id: u64,
+    /// The access checked against the other opens (MS-FSA 2.1.5.1.2.1).
+    pub checked: u32,
+    /// The access registered, which later opens are checked against.
+    pub access: u32,
+    pub share_access: u32,
+    /// Where the file is, kept for the unlink at its last close.
+    pub path: &'a RelPath,
+    pub is_dir: bool,
+}
+
 #[derive(Default)]
 pub struct FileTable {
     files: Mutex<HashMap<FileKey, FileState>>,
@@ -95,23 +109,29 @@ impl FileTable {
         path: &RelPath,
         is_dir: bool,
     ) -> Result<(), NtStatus> {
-        self.admit_checking(key, open_id, access, access, share_access, path, is_dir)
+        let new = NewOpen {
+            open_id,
+            checked: access,
+            access,
+            share_access,
+            path,
+            is_dir,
+        };
+        self.admit_checking(key, &new)
     }
 
-    /// [`admit`](Self::admit), checking `checked` against the other opens but registering
-    /// `access`: an overwriting open is checked as the writer it is for a moment, then holds
+    /// [`admit`](Self::admit), checking `new.checked` against the other opens but registering
+    /// `new.access`: an overwriting open is checked as the writer it is for a moment, then holds
     /// only what it was granted.
-    #[allow(clippy::too_many_arguments)]
-    pub fn admit_checking(
-        &self,
-        key: FileKey,
-        open_id: u64,
-        checked: u32,
-        access: u32,
-        share_access: u32,
-        path: &RelPath,
-        is_dir: bool,
-    ) -> Result<(), NtStatus> {
+    pub fn admit_checking(&self, key: FileKey, new: &NewOpen<'_>) -> Result<(), NtStatus> {
+        let NewOpen {
+            open_id,
+            checked,
+            access,
+            share_access,
+            path,
+            is_dir,
+        } = *new;
         let mut files = self.files.lock();
         let st = files.entry(key.base()).or_insert_with(|| FileState {
             opens: Vec::new(),

@@ -6,6 +6,7 @@ use smbq_wire::lock::{LockElement, LockRequest, LockResponse, lock_flags as lf};
 
 use super::{Ctx, bad, body};
 use crate::access::mask;
+use crate::byte_lock::WaitEnds;
 
 /// 2.2.26.1: the flag combinations a lock element may carry.
 fn lock_kind(e: &LockElement) -> Result<(bool, bool), NtStatus> {
@@ -59,16 +60,12 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         let r = if fail {
             locks.try_lock(f.key, owner, e.offset, e.length, exclusive)
         } else {
+            let ends = WaitEnds {
+                cancel: &ctx.cancel,
+                closed: &open.closed,
+            };
             locks
-                .lock_wait(
-                    f.key,
-                    owner,
-                    e.offset,
-                    e.length,
-                    exclusive,
-                    &ctx.cancel,
-                    &open.closed,
-                )
+                .lock_wait(f.key, owner, e.offset, e.length, exclusive, ends)
                 .await
         };
         if let Err(status) = r {

@@ -187,29 +187,33 @@ async fn share_modes_conflict() {
     let h = H::new().await;
     h.put("f", b"data").await;
     let a = h
-        .create_full("f", mask::GENERIC_READ, share::READ, D::OPEN, 0, 0, &[])
+        .create_req("f", mask::GENERIC_READ, D::OPEN)
+        .share(share::READ)
+        .send()
         .await;
     assert_eq!(a.status, NtStatus::SUCCESS);
-    let b = h.create_full("f", RW, share::ALL, D::OPEN, 0, 0, &[]).await;
+    let b = h.create_req("f", RW, D::OPEN).send().await;
     assert_eq!(b.status, NtStatus::SHARING_VIOLATION);
     let c = h
-        .create_full("f", mask::GENERIC_READ, share::READ, D::OPEN, 0, 0, &[])
+        .create_req("f", mask::GENERIC_READ, D::OPEN)
+        .share(share::READ)
+        .send()
         .await;
     assert_eq!(c.status, NtStatus::SUCCESS);
     // Attribute-only opens never conflict.
     let d = h
-        .create_full("f", mask::FILE_READ_ATTRIBUTES, 0, D::OPEN, 0, 0, &[])
+        .create_req("f", mask::FILE_READ_ATTRIBUTES, D::OPEN)
+        .share(0)
+        .send()
         .await;
     assert_eq!(d.status, NtStatus::SUCCESS);
     // Overwrite is refused before truncating.
-    let e = h
-        .create_full("f", RW, share::ALL, D::OVERWRITE, 0, 0, &[])
-        .await;
+    let e = h.create_req("f", RW, D::OVERWRITE).send().await;
     assert_eq!(e.status, NtStatus::SHARING_VIOLATION);
     assert_eq!(std::fs::read(h.path("f")).unwrap(), b"data");
     h.close(a.id).await;
     h.close(c.id).await;
-    let b = h.create_full("f", RW, share::ALL, D::OPEN, 0, 0, &[]).await;
+    let b = h.create_req("f", RW, D::OPEN).send().await;
     assert_eq!(b.status, NtStatus::SUCCESS);
 }
 
@@ -280,7 +284,9 @@ async fn mxac_context_answers_maximal_access() {
     let h = H::new().await;
     let list = contexts_to_bytes(&[CreateContext::new(CreateContextTag::MXAC, &[])]);
     let o = h
-        .create_full("f", mask::GENERIC_READ, share::ALL, D::CREATE, 0, 0, &list)
+        .create_req("f", mask::GENERIC_READ, D::CREATE)
+        .contexts(&list)
+        .send()
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
     let c = o.create();

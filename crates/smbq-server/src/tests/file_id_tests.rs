@@ -17,7 +17,7 @@ use smbq_wire::set_info::SetInfoRequest;
 use smbq_wire::{Command, FileId, NtStatus, Writer};
 
 use super::harness::{H, msg};
-use crate::access::{mask, opts, share};
+use crate::access::{mask, opts};
 
 /// QUERY_INFO of one file class: the output buffer.
 async fn qi(h: &H, id: FileId, class: u8) -> Vec<u8> {
@@ -51,7 +51,9 @@ async fn open_qfid(h: &H, name: &str, disp: D) -> (FileId, u64) {
     let list = contexts_to_bytes(&[CreateContext::new(CreateContextTag::QFID, &[])]);
     let access = mask::GENERIC_READ | mask::GENERIC_WRITE | mask::DELETE;
     let o = h
-        .create_full(name, access, share::ALL, disp, 0, 0, &list)
+        .create_req(name, access, disp)
+        .contexts(&list)
+        .send()
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS, "{name}");
     let c = o.create();

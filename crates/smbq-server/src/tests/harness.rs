@@ -177,36 +177,23 @@ impl H {
         TreeConnectResponse::decode(&m).unwrap()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub async fn create_full(
-        &self,
-        name: &str,
+    /// A CREATE of `name` to build further (share access, options, attributes, contexts)
+    /// and [`send`](CreateReq::send).
+    pub fn create_req<'a>(
+        &'a self,
+        name: &'a str,
         access: u32,
-        share_access: u32,
         disp: CreateDisposition,
-        options: u32,
-        attrs: u32,
-        contexts: &[u8],
-    ) -> Open {
-        let n = utf16le_encode(name);
-        let m = msg(Command::CREATE, self.tree, self.session.id, |w| {
-            CreateRequest {
-                desired_access: access,
-                share_access,
-                create_disposition: disp,
-                create_options: options,
-                file_attributes: attrs,
-                name: &n,
-                contexts,
-                ..Default::default()
-            }
-            .encode(w)
-        });
-        let r = self.send(m).await;
-        Open {
-            status: r.status,
-            id: r.file_id.unwrap_or_default(),
-            resp: Some(r),
+    ) -> CreateReq<'a> {
+        CreateReq {
+            h: self,
+            name,
+            access,
+            share_access: share::ALL,
+            disp,
+            options: 0,
+            attrs: 0,
+            contexts: &[],
         }
     }
 
@@ -217,7 +204,9 @@ impl H {
         disp: CreateDisposition,
         options: u32,
     ) -> Open {
-        self.create_full(name, access, share::ALL, disp, options, 0, &[])
+        self.create_req(name, access, disp)
+            .options(options)
+            .send()
             .await
     }
 
@@ -273,5 +262,64 @@ impl H {
 
     pub fn path(&self, rel: &str) -> std::path::PathBuf {
         self.dir.path().join(rel)
+    }
+}
+
+/// A CREATE request being built ([`H::create_req`]): shares everything, with no options,
+/// attributes or contexts, unless set.
+#[must_use]
+pub struct CreateReq<'a> {
+    h: &'a H,
+    name: &'a str,
+    access: u32,
+    share_access: u32,
+    disp: CreateDisposition,
+    options: u32,
+    attrs: u32,
+    contexts: &'a [u8],
+}
+
+impl<'a> CreateReq<'a> {
+    pub fn share(self, share_access: u32) -> Self {
+        Self {
+            share_access,
+            ..self
+        }
+    }
+
+    pub fn options(self, options: u32) -> Self {
+        Self { options, ..self }
+    }
+
+    pub fn attrs(self, attrs: u32) -> Self {
+        Self { attrs, ..self }
+    }
+
+    pub fn contexts(self, contexts: &'a [u8]) -> Self {
+        Self { contexts, ..self }
+    }
+
+    pub async fn send(self) -> Open {
+        let n = utf16le_encode(self.name);
+        let h = self.h;
+        let m = msg(Command::CREATE, h.tree, h.session.id, |w| {
+            CreateRequest {
+                desired_access: self.access,
+                share_access: self.share_access,
+                create_disposition: self.disp,
+                create_options: self.options,
+                file_attributes: self.attrs,
+                name: &n,
+                contexts: self.contexts,
+                ..Default::default()
+            }
+            .encode(w)
+        });
+        let r = h.send(m).await;
+        Open {
+            status: r.status,
+            id: r.file_id.unwrap_or_default(),
+            resp: Some(r),
+        }
     }
 }

@@ -119,15 +119,10 @@ async fn basic_info_times_and_attributes_round_trip() {
 async fn create_stores_requested_attributes() {
     let h = H::new().await;
     let o = h
-        .create_full(
-            "n",
-            mask::MAXIMUM_ALLOWED,
-            0,
-            D::CREATE,
-            0,
-            attr::HIDDEN | attr::SYSTEM,
-            &[],
-        )
+        .create_req("n", mask::MAXIMUM_ALLOWED, D::CREATE)
+        .share(0)
+        .attrs(attr::HIDDEN | attr::SYSTEM)
+        .send()
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
     let want = attr::HIDDEN | attr::SYSTEM | attr::ARCHIVE;

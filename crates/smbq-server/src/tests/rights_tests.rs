@@ -461,15 +461,10 @@ async fn rename_needs_add_file_in_target_directory() {
         0,
     )]);
     let d = h
-        .create_full(
-            "locked",
-            mask::GENERIC_ALL,
-            share::ALL,
-            D::CREATE,
-            opts::DIRECTORY_FILE,
-            0,
-            &secd(&read_only_dir),
-        )
+        .create_req("locked", mask::GENERIC_ALL, D::CREATE)
+        .options(opts::DIRECTORY_FILE)
+        .contexts(&secd(&read_only_dir))
+        .send()
         .await;
     assert_eq!(d.status, NtStatus::SUCCESS);
     h.close(d.id).await;
@@ -516,15 +511,10 @@ async fn rename_replace_needs_a_deletable_target() {
         0,
     )]);
     let d = h
-        .create_full(
-            "d",
-            mask::GENERIC_ALL,
-            share::ALL,
-            D::CREATE,
-            opts::DIRECTORY_FILE,
-            0,
-            &secd(&dir),
-        )
+        .create_req("d", mask::GENERIC_ALL, D::CREATE)
+        .options(opts::DIRECTORY_FILE)
+        .contexts(&secd(&dir))
+        .send()
         .await;
     assert_eq!(d.status, NtStatus::SUCCESS);
     h.close(d.id).await;
@@ -534,15 +524,9 @@ async fn rename_replace_needs_a_deletable_target() {
     ] {
         let sd = dacl_sd(vec![Ace::allowed(Sid::everyone(), rights, 0)]);
         let t = h
-            .create_full(
-                name,
-                mask::GENERIC_ALL,
-                share::ALL,
-                D::CREATE,
-                0,
-                0,
-                &secd(&sd),
-            )
+            .create_req(name, mask::GENERIC_ALL, D::CREATE)
+            .contexts(&secd(&sd))
+            .send()
             .await;
         assert_eq!(t.status, NtStatus::SUCCESS, "{name}");
         assert_eq!(h.write(t.id, 0, b"old").await.status, NtStatus::SUCCESS);

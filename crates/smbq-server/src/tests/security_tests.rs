@@ -12,7 +12,7 @@ use smbq_wire::set_info::SetInfoRequest;
 use smbq_wire::{Command, FileId, NtStatus};
 
 use super::harness::{H, conn, msg, session};
-use crate::access::{attr, mask, opts, share};
+use crate::access::{attr, mask, opts};
 use crate::security::Token;
 
 fn sd(owner: Option<Sid>, dacl: Option<Vec<Ace>>) -> SecurityDescriptor {
@@ -38,7 +38,10 @@ async fn create_sd(
     d: &SecurityDescriptor,
 ) -> (NtStatus, FileId) {
     let o = h
-        .create_full(name, access, share::ALL, D::CREATE, options, 0, &secd(d))
+        .create_req(name, access, D::CREATE)
+        .options(options)
+        .contexts(&secd(d))
+        .send()
         .await;
     (o.status, o.id)
 }
@@ -373,28 +376,16 @@ async fn children_inherit_and_parent_rules_apply() {
 async fn overwrite_must_keep_hidden_and_system() {
     let h = H::new().await;
     let o = h
-        .create_full(
-            "f",
-            mask::GENERIC_ALL,
-            share::ALL,
-            D::CREATE,
-            0,
-            attr::HIDDEN,
-            &[],
-        )
+        .create_req("f", mask::GENERIC_ALL, D::CREATE)
+        .attrs(attr::HIDDEN)
+        .send()
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
     h.close(o.id).await;
     let ow = |a| {
-        h.create_full(
-            "f",
-            mask::GENERIC_ALL,
-            share::ALL,
-            D::OVERWRITE_IF,
-            0,
-            a,
-            &[],
-        )
+        h.create_req("f", mask::GENERIC_ALL, D::OVERWRITE_IF)
+            .attrs(a)
+            .send()
     };
     assert_eq!(ow(attr::NORMAL).await.status, NtStatus::ACCESS_DENIED);
     let o = ow(attr::HIDDEN).await;
@@ -403,15 +394,9 @@ async fn overwrite_must_keep_hidden_and_system() {
     // A dot-name's HIDDEN is presentation, not a stored attribute.
     h.put(".dot", b"").await;
     let o = h
-        .create_full(
-            ".dot",
-            mask::GENERIC_ALL,
-            share::ALL,
-            D::OVERWRITE_IF,
-            0,
-            attr::NORMAL,
-            &[],
-        )
+        .create_req(".dot", mask::GENERIC_ALL, D::OVERWRITE_IF)
+        .attrs(attr::NORMAL)
+        .send()
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
 }

@@ -5,7 +5,7 @@ use smbq_wire::set_info::SetInfoRequest;
 use smbq_wire::{Command, FileId, NtStatus};
 
 use super::harness::{H, msg};
-use crate::access::{attr, mask, share};
+use crate::access::{attr, mask};
 
 async fn set(h: &H, id: FileId, class: u8, buf: &[u8]) -> NtStatus {
     let m = msg(Command::SET_INFO, h.tree, h.session.id, |w| {
@@ -73,15 +73,8 @@ async fn rename_rules() {
     // A directory with an open file below cannot move.
     let f = h.create("d\\inner", mask::GENERIC_ALL, D::CREATE, 0).await;
     let dh = h
-        .create_full(
-            "d",
-            mask::DELETE | mask::GENERIC_READ,
-            share::ALL,
-            D::OPEN,
-            0,
-            0,
-            &[],
-        )
+        .create_req("d", mask::DELETE | mask::GENERIC_READ, D::OPEN)
+        .send()
         .await;
     assert_eq!(
         set(&h, dh.id, 10, &rename_buf("e", false)).await,

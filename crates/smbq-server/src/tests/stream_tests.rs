@@ -194,26 +194,22 @@ async fn directories_have_named_streams_but_no_data_stream() {
 async fn share_modes_are_per_stream() {
     let h = H::new().await;
     let w = mask::FILE_WRITE_DATA;
-    let a = h.create_full("f:a", w, 0, D::CREATE, 0, 0, &[]).await;
+    let a = h.create_req("f:a", w, D::CREATE).share(0).send().await;
     assert_eq!(a.status, NtStatus::SUCCESS);
     // Another stream of the same file is another share-mode unit.
-    let b = h.create_full("f:b", w, 0, D::CREATE, 0, 0, &[]).await;
+    let b = h.create_req("f:b", w, D::CREATE).share(0).send().await;
     assert_eq!(b.status, NtStatus::SUCCESS);
-    let a2 = h.create_full("f:A", w, 0, D::OPEN, 0, 0, &[]).await;
+    let a2 = h.create_req("f:A", w, D::OPEN).share(0).send().await;
     assert_eq!(a2.status, NtStatus::SHARING_VIOLATION);
     // The base file opens; but not for DELETE while a stream does not share delete.
-    let base = h.create_full("f", w, share::ALL, D::OPEN, 0, 0, &[]).await;
+    let base = h.create_req("f", w, D::OPEN).send().await;
     assert_eq!(base.status, NtStatus::SUCCESS);
     h.close(base.id).await;
-    let del = h
-        .create_full("f", mask::DELETE, share::ALL, D::OPEN, 0, 0, &[])
-        .await;
+    let del = h.create_req("f", mask::DELETE, D::OPEN).send().await;
     assert_eq!(del.status, NtStatus::SHARING_VIOLATION);
     h.close(a.id).await;
     h.close(b.id).await;
-    let del = h
-        .create_full("f", mask::DELETE, share::ALL, D::OPEN, 0, 0, &[])
-        .await;
+    let del = h.create_req("f", mask::DELETE, D::OPEN).send().await;
     assert_eq!(del.status, NtStatus::SUCCESS);
     h.close(del.id).await;
 }
@@ -240,7 +236,8 @@ async fn deleting_streams_and_their_file() {
     );
     // A stream open sharing delete lets the file go; until it closes, names are pending.
     let s = h
-        .create_full("f:s2", mask::GENERIC_READ, share::ALL, D::OPEN, 0, 0, &[])
+        .create_req("f:s2", mask::GENERIC_READ, D::OPEN)
+        .send()
         .await;
     let f = h.create("f", mask::DELETE, D::OPEN, 0).await;
     assert_eq!(f.status, NtStatus::SUCCESS);
@@ -316,26 +313,12 @@ async fn rename_sharing_rules() {
     let ren = FileInfoClass::RENAME;
     // MS-FSA 2.1.5.15.11: not while a named stream of the file is open.
     let s = h
-        .create_full(
-            "d\\f:s",
-            mask::GENERIC_ALL,
-            share::ALL,
-            D::CREATE,
-            0,
-            0,
-            &[],
-        )
+        .create_req("d\\f:s", mask::GENERIC_ALL, D::CREATE)
+        .send()
         .await;
     let f = h
-        .create_full(
-            "d\\f",
-            mask::GENERIC_ALL | mask::DELETE,
-            share::ALL,
-            D::OPEN,
-            0,
-            0,
-            &[],
-        )
+        .create_req("d\\f", mask::GENERIC_ALL | mask::DELETE, D::OPEN)
+        .send()
         .await;
     assert_eq!(
         set(&h, f.id, ren, &rename("d\\g", false)).await,
@@ -353,15 +336,10 @@ async fn rename_sharing_rules() {
         (mask::GENERIC_READ, share::ALL, NtStatus::SUCCESS),
     ] {
         let d = h
-            .create_full(
-                "d",
-                access,
-                share_access,
-                D::OPEN,
-                opts::DIRECTORY_FILE,
-                0,
-                &[],
-            )
+            .create_req("d", access, D::OPEN)
+            .share(share_access)
+            .options(opts::DIRECTORY_FILE)
+            .send()
             .await;
         assert_eq!(d.status, NtStatus::SUCCESS);
         assert_eq!(
@@ -457,7 +435,9 @@ async fn ext_a_context_sets_eas_on_create() {
     let list = eas(&[(b"CtxEa", b"v")]);
     let ctx = contexts_to_bytes(&[CreateContext::new(CreateContextTag::EXTA, &list)]);
     let o = h
-        .create_full("f", mask::GENERIC_ALL, share::ALL, D::CREATE, 0, 0, &ctx)
+        .create_req("f", mask::GENERIC_ALL, D::CREATE)
+        .contexts(&ctx)
+        .send()
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
     let (s, b) = qi(
@@ -474,7 +454,9 @@ async fn ext_a_context_sets_eas_on_create() {
     let bad = eas(&[(b"bad?", b"v")]);
     let ctx = contexts_to_bytes(&[CreateContext::new(CreateContextTag::EXTA, &bad)]);
     let o = h
-        .create_full("g", mask::GENERIC_ALL, share::ALL, D::CREATE, 0, 0, &ctx)
+        .create_req("g", mask::GENERIC_ALL, D::CREATE)
+        .contexts(&ctx)
+        .send()
         .await;
     assert_eq!(o.status, NtStatus::INVALID_EA_NAME);
     assert!(!h.path("g").exists());

@@ -57,15 +57,9 @@ async fn read_only_share_refuses_every_truncating_disposition() {
 async fn read_only_dacl_refuses_truncation_and_a_writable_one_allows_it() {
     let h = H::new().await;
     let o = h
-        .create_full(
-            "f",
-            mask::GENERIC_ALL,
-            share::ALL,
-            D::CREATE,
-            0,
-            0,
-            &read_only_dacl(),
-        )
+        .create_req("f", mask::GENERIC_ALL, D::CREATE)
+        .contexts(&read_only_dacl())
+        .send()
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
     assert_eq!(h.write(o.id, 0, DATA).await.status, NtStatus::SUCCESS);
@@ -91,7 +85,9 @@ async fn an_open_denying_write_sharing_keeps_its_data() {
     let h = H::new().await;
     std::fs::write(h.path("f"), DATA).unwrap();
     let holder = h
-        .create_full("f", mask::FILE_READ_DATA, share::READ, D::OPEN, 0, 0, &[])
+        .create_req("f", mask::FILE_READ_DATA, D::OPEN)
+        .share(share::READ)
+        .send()
         .await;
     assert_eq!(holder.status, NtStatus::SUCCESS);
     for d in TRUNCATING {
@@ -116,7 +112,9 @@ async fn named_streams_follow_the_same_rule() {
     assert_eq!(h.write(o.id, 0, DATA).await.status, NtStatus::SUCCESS);
     h.close(o.id).await;
     let holder = h
-        .create_full("f:s", mask::FILE_READ_DATA, share::READ, D::OPEN, 0, 0, &[])
+        .create_req("f:s", mask::FILE_READ_DATA, D::OPEN)
+        .share(share::READ)
+        .send()
         .await;
     assert_eq!(holder.status, NtStatus::SUCCESS);
     let o = h.create("f:s", mask::FILE_READ_DATA, D::OVERWRITE, 0).await;

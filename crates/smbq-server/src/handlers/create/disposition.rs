@@ -16,6 +16,21 @@ pub enum Plan {
     Create,
 }
 
+impl Plan {
+    /// Whether the existing object is truncated (overwrite, supersede).
+    pub fn truncates(self) -> bool {
+        matches!(self, Plan::OpenExisting { truncate: true, .. })
+    }
+
+    /// The CreateAction the response reports for this plan.
+    pub fn action(self) -> CreateAction {
+        match self {
+            Plan::OpenExisting { action, .. } => action,
+            Plan::Create => CreateAction::CREATED,
+        }
+    }
+}
+
 pub fn plan(disposition: CreateDisposition, exists: bool) -> Result<Plan, NtStatus> {
     use CreateDisposition as D;
     let existing = |truncate, action| Ok(Plan::OpenExisting { truncate, action });

@@ -1,5 +1,9 @@
 //! CREATE (MS-SMB2 3.3.5.9): validation, then a named pipe open on IPC$ or a file/directory
 //! open on a disk share, with share modes (crate::share_mode) and the create dispositions.
+//!
+//! The request is validated once into a [`CreateIntent`]. A disk open runs on the blocking
+//! pool from an [`Opener`] (the intent plus where and for whom it opens) and ends in an open
+//! or a [`Stop`]: a failure, or oplock breaks to wait for before running again.
 
 mod contexts;
 mod disposition;
@@ -24,30 +28,89 @@ use crate::Server;
 use crate::access::{attr, mask, opts, share as share_bits};
 use crate::byte_lock::FileKey;
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
+use crate::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::pipe::PipeOpen;
+use crate::security::Token;
 use crate::share::ShareKind;
+use crate::share_mode::NewOpen;
 use crate::tables::open::{DirCursor, FileOpen};
-use crate::tables::{Open, OpenKind, SessionState, Tree};
-use crate::{dos, meta, oplock};
+use crate::tables::{Open, OpenKind, Tree};
+use crate::{dos, meta};
 use disposition::{Plan, plan};
 
-/// The validated request fields a disk or pipe open works from.
-#[derive(Clone, Debug)]
-struct Params {
+/// What the client asked this CREATE to do, validated once from the decoded request
+/// (MS-SMB2 2.2.13, 3.3.5.9) and read by every step after.
+#[derive(Debug)]
+struct CreateIntent {
     name: String,
     desired: u32,
     share_access: u32,
     disposition: CreateDisposition,
     options: u32,
     attributes: u32,
-    /// Set by `handle` before a disk open (crate::security).
-    token: Option<Arc<crate::security::Token>>,
-    /// The SecD create context's descriptor, applied if the object is created.
-    creator_sd: Option<smbq_wire::security::SecurityDescriptor>,
+    /// RequestedOplockLevel, granted once the open is admitted (3.3.5.9.8). A lease request
+    /// gets no oplock and no lease (contexts.rs).
+    oplock: OplockLevel,
+    /// The create contexts the server acts on.
+    contexts: contexts::Requested,
+    /// The session's token, for the security-descriptor checks (crate::security).
+    token: Arc<Token>,
 }
 
-fn validate(req: &CreateRequest<'_>) -> Result<Params, NtStatus> {
+impl CreateIntent {
+    fn from_request(req: &CreateRequest<'_>, token: Arc<Token>) -> Result<Self, NtStatus> {
+        validate(req)?;
+        let name = req
+            .name_string()
+            .map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+        let contexts = contexts::parse(req)?;
+        if let Some(sd) = &contexts.sec_desc {
+            secure::check_creator_sd(sd)?;
+        }
+        Ok(Self {
+            name,
+            desired: req.desired_access,
+            share_access: req.share_access,
+            disposition: req.create_disposition,
+            options: req.create_options,
+            attributes: req.file_attributes,
+            oplock: req.requested_oplock_level,
+            contexts,
+            token,
+        })
+    }
+
+    /// The open this CREATE produces, once admitted.
+    fn new_open(
+        &self,
+        id: u64,
+        session_id: u64,
+        tree: &Arc<Tree>,
+        kind: OpenKind,
+        path: RelPath,
+        granted: u32,
+    ) -> Arc<Open> {
+        Arc::new(Open {
+            file_id: file_id_for(id),
+            session_id,
+            tree: tree.clone(),
+            kind,
+            path: Mutex::new(path),
+            granted,
+            share_access: self.share_access,
+            create_options: self.options,
+            delete_on_close: AtomicBool::new(self.options & opts::DELETE_ON_CLOSE != 0),
+            position: AtomicU64::new(0),
+            mode: AtomicU32::new(self.options & smbq_wire::fscc::file_info::mode::SETTABLE),
+            closed: AtomicBool::new(false),
+            ea_index: AtomicU32::new(0),
+        })
+    }
+}
+
+/// The request fields MS-SMB2 3.3.5.9 checks before anything is looked up.
+fn validate(req: &CreateRequest<'_>) -> Result<(), NtStatus> {
     if req.impersonation_level.0 > ImpersonationLevel::DELEGATE.0 {
         return Err(NtStatus::BAD_IMPERSONATION_LEVEL);
     }
@@ -74,31 +137,12 @@ fn validate(req: &CreateRequest<'_>) -> Result<Params, NtStatus> {
     if req.share_access & !share_bits::ALL != 0 || req.file_attributes & !attr::VALID_SET != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    grant::check_desired(req.desired_access)?;
-    let name = req
-        .name_string()
-        .map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
-    Ok(Params {
-        name,
-        desired: req.desired_access,
-        share_access: req.share_access,
-        disposition: req.create_disposition,
-        options: o,
-        attributes: req.file_attributes,
-        token: None,
-        creator_sd: None,
-    })
+    grant::check_desired(req.desired_access)
 }
 
 pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let req = CreateRequest::decode(&ctx.req.msg).map_err(bad)?;
-    let mut p = validate(&req)?;
-    let wanted = contexts::parse(&req)?;
-    if let Some(sd) = &wanted.sec_desc {
-        secure::check_creator_sd(sd)?;
-    }
-    p.creator_sd = wanted.sec_desc.clone();
-    p.token = Some(ctx.token());
+    let intent = Arc::new(CreateIntent::from_request(&req, ctx.token())?);
     let tree = ctx.tree()?.clone();
     // MS-SMB2 3.3.5.9: Share.FileSecurity grants this user nothing on the share.
     if tree.maximal_access == 0 {
@@ -111,81 +155,23 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let id = srv
         .reserve_open_id()
         .ok_or(NtStatus::INSUFFICIENT_RESOURCES)?;
-    let result = match tree.share.kind {
-        ShareKind::Pipe => open_pipe(ctx, &tree, &p, id),
-        ShareKind::Disk => {
-            let mut rounds = 0;
-            loop {
-                let (srv2, tree2, session, p2) =
-                    (srv.clone(), tree.clone(), ctx.session.clone(), p.clone());
-                let alloc = wanted.allocation_size;
-                let r = blocking(move || open_disk(&srv2, &tree2, &session, &p2, id, alloc)).await;
-                // Conflicting oplocks are being broken (crate::oplock): wait for the
-                // acknowledgments or closes, then look at the file again.
-                match r {
-                    Err(oplock::BREAK_PENDING) if rounds < oplock::MAX_BREAK_ROUNDS => {
-                        rounds += 1;
-                        if let Err(e) = srv.oplock_wait(id, &ctx.cancel).await {
-                            break Err(e);
-                        }
-                    }
-                    Err(oplock::BREAK_PENDING) => {
-                        srv.oplock_forget_wait(id);
-                        break Err(NtStatus::SHARING_VIOLATION);
-                    }
-                    r => break r,
-                }
-            }
-        }
-    };
-    let done = match result {
+    let done = match open_pipe_or_disk(ctx, &srv, &tree, &intent, id).await {
         Ok(d) => d,
         Err(e) => {
             srv.cancel_reservation(id);
             return Err(e);
         }
     };
-    let done = match (
-        wanted.eas.is_some() || p.options & eas::NO_EA_KNOWLEDGE != 0,
-        tree.share.kind,
-    ) {
-        (true, ShareKind::Disk) => {
-            // Installed first, so a failure below releases it the normal way.
-            srv.install_open(done.open.clone());
-            let (eas, options) = (wanted.eas.clone(), p.options);
-            let r =
-                blocking(move || eas::after_open(&done, eas.as_deref(), options).map(|()| done))
-                    .await;
-            match r {
-                Ok(d) => d,
-                Err(e) => {
-                    let srv2 = srv.clone();
-                    blocking(move || {
-                        srv2.close_open_by_id(id);
-                        Ok(())
-                    })
-                    .await?;
-                    return Err(e);
-                }
-            }
-        }
-        _ => done,
-    };
+    let done = apply_eas(&srv, &tree, &intent, id, done).await?;
     let open = done.open.clone();
     if !ctx.session.add_open(id) {
         srv.install_open(open);
-        let srv2 = srv.clone();
-        blocking(move || {
-            srv2.close_open_by_id(id);
-            Ok(())
-        })
-        .await?;
-        return Err(NtStatus::INSUFFICIENT_RESOURCES);
+        return Err(close_installed(&srv, id, NtStatus::INSUFFICIENT_RESOURCES).await);
     }
     srv.install_open(open.clone());
     srv.notify_created(&open, done.action); // CHANGE_NOTIFY (crate::notify)
     if let (Some(a), Some(f), CreateAction::CREATED) =
-        (wanted.allocation_size, open.file(), done.action)
+        (intent.contexts.allocation_size, open.file(), done.action)
     {
         // MS-SMB2 2.2.13.2.6: the preallocation shows as AllocationSize (crate::meta).
         srv.files().set_allocation(f.key, a);
@@ -195,13 +181,96 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         done.action,
         CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED
     );
-    let oplock_level = srv.oplock_grant(&open, req.requested_oplock_level, overwrote, ctx.conn.id);
+    let oplock_level = srv.oplock_grant(&open, intent.oplock, overwrote, ctx.conn.id);
+    Ok(respond(&srv, &tree, &intent, &done, oplock_level))
+}
 
+/// Opens the pipe, or the disk object. A disk open that must wait for oplock breaks
+/// (crate::oplock) waits for the acknowledgments or closes and runs again, at most
+/// [`MAX_BREAK_ROUNDS`] times.
+async fn open_pipe_or_disk(
+    ctx: &Ctx<'_>,
+    srv: &Arc<Server>,
+    tree: &Arc<Tree>,
+    intent: &Arc<CreateIntent>,
+    id: u64,
+) -> Result<Done, NtStatus> {
+    if tree.share.kind == ShareKind::Pipe {
+        return open_pipe(ctx, tree, intent, id);
+    }
+    let mut rounds = 0;
+    loop {
+        let (srv2, tree2, intent2) = (srv.clone(), tree.clone(), intent.clone());
+        let session_id = ctx.session.id;
+        let r = blocking(move || Ok(open_disk(&srv2, &tree2, session_id, &intent2, id))).await;
+        match r.unwrap_or_else(|e| Err(Stop::Failed(e))) {
+            Ok(done) => return Ok(done),
+            Err(Stop::Failed(e)) => return Err(e),
+            Err(Stop::MustWait(pending)) if rounds < MAX_BREAK_ROUNDS => {
+                rounds += 1;
+                srv.oplock_wait(pending, &ctx.cancel).await?;
+            }
+            Err(Stop::MustWait(_)) => return Err(NtStatus::SHARING_VIOLATION),
+        }
+    }
+}
+
+/// MS-SMB2 2.2.13.2.1: the request's EAs go on a disk file this CREATE created or overwrote,
+/// and FILE_NO_EA_KNOWLEDGE is checked (eas.rs). The open is installed first, so a failure
+/// releases it the normal way.
+async fn apply_eas(
+    srv: &Arc<Server>,
+    tree: &Tree,
+    intent: &Arc<CreateIntent>,
+    id: u64,
+    done: Done,
+) -> Result<Done, NtStatus> {
+    let wanted = intent.contexts.eas.is_some() || intent.options & eas::NO_EA_KNOWLEDGE != 0;
+    if !wanted || tree.share.kind != ShareKind::Disk {
+        return Ok(done);
+    }
+    srv.install_open(done.open.clone());
+    let intent = intent.clone();
+    let r = blocking(move || {
+        eas::after_open(&done, intent.contexts.eas.as_deref(), intent.options).map(|()| done)
+    })
+    .await;
+    match r {
+        Ok(d) => Ok(d),
+        Err(e) => Err(close_installed(srv, id, e).await),
+    }
+}
+
+/// Fails a CREATE whose open is already installed: closes it as a CLOSE would
+/// (`Server::close_open_by_id` releases its share mode, oplock and delete-on-close) and
+/// returns `status`, or the error of the close itself.
+async fn close_installed(srv: &Arc<Server>, id: u64, status: NtStatus) -> NtStatus {
+    let srv = srv.clone();
+    let closed = blocking(move || {
+        srv.close_open_by_id(id);
+        Ok(())
+    })
+    .await;
+    match closed {
+        Ok(()) => status,
+        Err(e) => e,
+    }
+}
+
+/// The CREATE response (MS-SMB2 2.2.14) for an admitted open.
+fn respond(
+    srv: &Server,
+    tree: &Tree,
+    intent: &CreateIntent,
+    done: &Done,
+    oplock_level: OplockLevel,
+) -> Response {
+    let open = &done.open;
     let (disk_id, volume) = match &done.view {
         Some(v) => (v.file_id, u64::from(tree.share.serial)),
         None => (0, 0),
     };
-    let ctx_bytes = contexts::respond(&wanted, done.maximal, disk_id, volume);
+    let ctx_bytes = contexts::respond(&intent.contexts, done.maximal, disk_id, volume);
     let resp = match (&done.stat, &done.view) {
         (Some(st), Some(v)) => CreateResponse {
             oplock_level,
@@ -231,7 +300,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     };
     let mut r = Response::ok(body(|w| resp.encode(w)));
     r.file_id = Some(open.file_id);
-    Ok(r)
+    r
 }
 
 struct Done {
@@ -243,6 +312,110 @@ struct Done {
     maximal: u32,
 }
 
+/// Why the blocking part of a disk CREATE produced no open.
+enum Stop {
+    /// The CREATE fails with this status.
+    Failed(NtStatus),
+    /// Conflicting oplocks are being broken: wait for them, then run the CREATE again.
+    MustWait(PendingBreaks),
+}
+
+impl From<NtStatus> for Stop {
+    fn from(status: NtStatus) -> Self {
+        Stop::Failed(status)
+    }
+}
+
+/// How one look at the name ended (one pass of [`open_disk`]'s loop).
+enum Attempt {
+    Done(Done),
+    Stopped(Stop),
+    /// The name appeared or vanished between our look and our open: look again.
+    Retry,
+}
+
+impl Attempt {
+    fn failed(status: NtStatus) -> Self {
+        Attempt::Stopped(Stop::Failed(status))
+    }
+}
+
+impl From<Result<Done, Stop>> for Attempt {
+    fn from(r: Result<Done, Stop>) -> Self {
+        match r {
+            Ok(d) => Attempt::Done(d),
+            Err(s) => Attempt::Stopped(s),
+        }
+    }
+}
+
+/// What an open is granted, and the most it could have been (MxAc, MS-SMB2 2.2.14.2.5).
+#[derive(Clone, Copy, Debug)]
+struct Rights {
+    granted: u32,
+    maximal: u32,
+}
+
+/// One disk CREATE's fixed inputs, shared by every step of the blocking part.
+struct Opener<'a> {
+    srv: &'a Arc<Server>,
+    tree: &'a Arc<Tree>,
+    vfs: &'a dyn Vfs,
+    session_id: u64,
+    /// The reserved open id (`Server::reserve_open_id`).
+    id: u64,
+    intent: &'a CreateIntent,
+}
+
+impl Opener<'_> {
+    fn new_open(&self, kind: OpenKind, path: RelPath, granted: u32) -> Arc<Open> {
+        self.intent
+            .new_open(self.id, self.session_id, self.tree, kind, path, granted)
+    }
+
+    /// The share-mode entry of this open on the object at `path`.
+    fn sharing<'p>(
+        &self,
+        path: &'p RelPath,
+        is_dir: bool,
+        rights: Rights,
+        truncate: bool,
+    ) -> NewOpen<'p> {
+        NewOpen {
+            open_id: self.id,
+            checked: checked_access(self.intent, rights.granted, truncate),
+            access: rights.granted,
+            share_access: self.intent.share_access,
+            path,
+            is_dir,
+        }
+    }
+
+    /// MS-FSA 2.1.5.1.2: breaks the oplocks this open conflicts with before it is admitted or
+    /// truncates (not for an object this CREATE made, which nobody else can hold), then checks
+    /// share modes and registers it (crate::share_mode).
+    fn admit(
+        &self,
+        key: FileKey,
+        new: &NewOpen<'_>,
+        truncate: bool,
+        made_here: bool,
+    ) -> Result<(), Stop> {
+        if !made_here {
+            match self
+                .srv
+                .oplock_before_open(key, new.checked, new.share_access, truncate)
+            {
+                Admission::Granted => {}
+                Admission::Conflict(e) => return Err(Stop::Failed(e)),
+                Admission::MustWait(pending) => return Err(Stop::MustWait(pending)),
+            }
+        }
+        self.srv.files().admit_checking(key, new)?;
+        Ok(())
+    }
+}
+
 fn file_id_for(id: u64) -> FileId {
     FileId {
         persistent: id,
@@ -250,44 +423,23 @@ fn file_id_for(id: u64) -> FileId {
     }
 }
 
-fn new_open(
-    id: u64,
-    session_id: u64,
-    tree: &Arc<Tree>,
-    kind: OpenKind,
-    path: RelPath,
-    granted: u32,
-    p: &Params,
-) -> Arc<Open> {
-    Arc::new(Open {
-        file_id: file_id_for(id),
-        session_id,
-        tree: tree.clone(),
-        kind,
-        path: Mutex::new(path),
-        granted,
-        share_access: p.share_access,
-        create_options: p.options,
-        delete_on_close: AtomicBool::new(p.options & opts::DELETE_ON_CLOSE != 0),
-        position: AtomicU64::new(0),
-        mode: AtomicU32::new(p.options & smbq_wire::fscc::file_info::mode::SETTABLE),
-        closed: AtomicBool::new(false),
-        ea_index: AtomicU32::new(0),
-    })
-}
-
 /// MS-SMB2 3.3.5.9: on IPC$ the name is a pipe name.
-fn open_pipe(ctx: &Ctx<'_>, tree: &Arc<Tree>, p: &Params, id: u64) -> Result<Done, NtStatus> {
-    let name = p.name.rsplit('\\').next().unwrap_or_default();
+fn open_pipe(
+    ctx: &Ctx<'_>,
+    tree: &Arc<Tree>,
+    intent: &CreateIntent,
+    id: u64,
+) -> Result<Done, NtStatus> {
+    let name = intent.name.rsplit('\\').next().unwrap_or_default();
     let io = (ctx.srv.pipe_factory())(name, ctx.srv.config(), &ctx.view.identity)
         .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-    let granted = grant::grant(p.desired, tree.maximal_access)?;
+    let granted = grant::grant(intent.desired, tree.maximal_access)?;
     let kind = OpenKind::Pipe(PipeOpen {
         name: name.to_owned(),
         io: Mutex::new(io),
     });
     let path = RelPath::root();
-    let open = new_open(id, ctx.view.id, tree, kind, path, granted, p);
+    let open = intent.new_open(id, ctx.view.id, tree, kind, path, granted);
     Ok(Done {
         open,
         action: CreateAction::OPENED,
@@ -305,295 +457,304 @@ fn key_of(st: &Stat) -> FileKey {
 fn open_disk(
     srv: &Arc<Server>,
     tree: &Arc<Tree>,
-    session: &Arc<SessionState>,
-    p: &Params,
+    session_id: u64,
+    intent: &CreateIntent,
     id: u64,
-    alloc: Option<u64>,
-) -> Result<Done, NtStatus> {
+) -> Result<Done, Stop> {
     let vfs = tree.share.vfs.clone().ok_or(NtStatus::INTERNAL_ERROR)?;
-    let name = parse_smb_name(&p.name)?;
+    let o = Opener {
+        srv,
+        tree,
+        vfs: vfs.as_ref(),
+        session_id,
+        id,
+        intent,
+    };
+    let name = parse_smb_name(&intent.name)?;
     // Two tries: a name that appears or vanishes between our look and our open is looked at
     // again once.
     for _ in 0..2 {
-        let found = resolve(vfs.as_ref(), &name)?;
-        if let Stream::Named(sname) = &name.stream {
-            match stream::open(srv, tree, session, vfs.as_ref(), p, id, &found, sname) {
-                Err(Retry) => continue,
-                Ok(r) => return r,
+        let found = resolve(o.vfs, &name)?;
+        let attempt = if let Stream::Named(sname) = &name.stream {
+            stream::open(&o, &found, sname)
+        } else {
+            // MS-FSCC 2.1.4: a directory has no unnamed data stream (smb2.streams.dir).
+            if name.default_data && found.stat.as_ref().is_some_and(|s| s.kind == FileKind::Dir) {
+                return Err(Stop::Failed(
+                    if intent.options & opts::DIRECTORY_FILE != 0 {
+                        NtStatus::NOT_A_DIRECTORY
+                    } else {
+                        NtStatus::FILE_IS_A_DIRECTORY
+                    },
+                ));
             }
-        }
-        // MS-FSCC 2.1.4: a directory has no unnamed data stream (smb2.streams.dir).
-        if name.default_data && found.stat.as_ref().is_some_and(|s| s.kind == FileKind::Dir) {
-            return Err(if p.options & opts::DIRECTORY_FILE != 0 {
-                NtStatus::NOT_A_DIRECTORY
-            } else {
-                NtStatus::FILE_IS_A_DIRECTORY
-            });
-        }
-        let step = match plan(p.disposition, found.stat.is_some())? {
-            Plan::OpenExisting { truncate, action } => {
-                let st = found.stat.as_ref().ok_or(NtStatus::INTERNAL_ERROR)?;
-                open_existing(
-                    srv,
-                    tree,
-                    session,
-                    vfs.as_ref(),
-                    p,
-                    id,
-                    &found.path,
-                    st,
-                    truncate,
-                    action,
-                )
+            match plan(intent.disposition, found.stat.is_some())? {
+                existing @ Plan::OpenExisting { .. } => {
+                    let st = found.stat.as_ref().ok_or(NtStatus::INTERNAL_ERROR)?;
+                    open_existing(&o, &found.path, st, existing)
+                }
+                Plan::Create => create_new(&o, &found.path),
             }
-            Plan::Create => create_new(srv, tree, session, vfs.as_ref(), p, id, &found.path, alloc),
         };
-        match step {
-            Err(Retry) => continue,
-            Ok(r) => return r,
+        match attempt {
+            Attempt::Done(d) => return Ok(d),
+            Attempt::Stopped(s) => return Err(s),
+            Attempt::Retry => continue,
         }
     }
-    Err(NtStatus::SHARING_VIOLATION)
+    Err(Stop::Failed(NtStatus::SHARING_VIOLATION))
 }
 
-/// Marker: the name changed under us, look again.
-struct Retry;
+/// Opens the existing object `st` at `path` as `plan` (an [`Plan::OpenExisting`]) says.
+fn open_existing(o: &Opener<'_>, path: &RelPath, st: &Stat, plan: Plan) -> Attempt {
+    match open_existing_steps(o, path, st, plan) {
+        // It vanished since we looked.
+        Err(Stop::Failed(NtStatus::OBJECT_NAME_NOT_FOUND)) => Attempt::Retry,
+        other => other.into(),
+    }
+}
 
-#[allow(clippy::too_many_arguments)]
-fn open_existing(
-    srv: &Arc<Server>,
-    tree: &Arc<Tree>,
-    session: &Arc<SessionState>,
-    vfs: &dyn Vfs,
-    p: &Params,
-    id: u64,
+fn open_existing_steps(
+    o: &Opener<'_>,
+    path: &RelPath,
+    st: &Stat,
+    plan: Plan,
+) -> Result<Done, Stop> {
+    let truncate = plan.truncates();
+    let read_only = meta::is_read_only(st);
+    let rights = existing_rights(o, path, st, truncate, read_only)?;
+    let (file, rights) = open_existing_file(o, path, st.kind == FileKind::Dir, truncate, rights)?;
+    let st = file.stat().map_err(|e| map_io_error(&e))?;
+    let rights = apply_stored_sd(o, path, file.as_ref(), rights, read_only)?;
+    if truncate {
+        // The stored DACL may grant less than the share does.
+        grant::check_truncate(o.intent.disposition, rights.maximal, o.tree.read_only())?;
+        check_overwrite_attributes(file.as_ref(), o.intent.attributes)?;
+    }
+    let opened = Opened {
+        path: path.clone(),
+        file,
+        st,
+    };
+    finish(o, opened, rights, plan)
+}
+
+/// MS-FSA 2.1.5.1.2.1: what an open of the existing object `st` may get before its stored
+/// security descriptor is read: the kind it must be, the truncation rules, the share's
+/// MaximalAccess and the READONLY attribute.
+fn existing_rights(
+    o: &Opener<'_>,
     path: &RelPath,
     st: &Stat,
     truncate: bool,
-    action: CreateAction,
-) -> Result<Result<Done, NtStatus>, Retry> {
+    read_only: bool,
+) -> Result<Rights, NtStatus> {
+    let p = o.intent;
     let is_dir = st.kind == FileKind::Dir;
-    let r = (|| {
-        if st.kind == FileKind::Other {
-            return Err(NtStatus::ACCESS_DENIED);
-        }
-        if is_dir && p.options & opts::NON_DIRECTORY_FILE != 0 {
-            return Err(NtStatus::FILE_IS_A_DIRECTORY);
-        }
-        if !is_dir && p.options & opts::DIRECTORY_FILE != 0 {
-            return Err(NtStatus::NOT_A_DIRECTORY);
-        }
-        if is_dir && truncate {
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
-        let read_only = meta::is_read_only(st);
-        if read_only && truncate {
-            return Err(NtStatus::ACCESS_DENIED);
-        }
-        let maximal = grant::maximal(tree.maximal_access, read_only);
-        if truncate {
-            grant::check_truncate(p.disposition, maximal, tree.read_only())?;
-        }
-        let mut granted = grant::grant(p.desired, maximal)?;
-        check_delete_on_close(p, granted, read_only, path)?;
-        let wants_write = !is_dir
-            && (truncate || granted & (mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA) != 0);
-        let opts = OpenOptions {
-            read: true,
-            write: wants_write,
-            create: CreateMode::OpenExisting,
-            directory: Some(is_dir),
-            mode: 0,
-        };
-        let file = match vfs.open(path, &opts) {
-            Ok(o) => o.file,
-            // MAXIMUM_ALLOWED settles for what POSIX permissions give.
-            Err(e)
-                if wants_write
-                    && !truncate
-                    && p.desired & mask::MAXIMUM_ALLOWED != 0
-                    && map_io_error(&e) == NtStatus::ACCESS_DENIED =>
-            {
-                granted &= !(mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA);
-                vfs.open(
-                    path,
-                    &OpenOptions {
-                        write: false,
-                        ..opts
-                    },
-                )
+    if st.kind == FileKind::Other {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if is_dir && p.options & opts::NON_DIRECTORY_FILE != 0 {
+        return Err(NtStatus::FILE_IS_A_DIRECTORY);
+    }
+    if !is_dir && p.options & opts::DIRECTORY_FILE != 0 {
+        return Err(NtStatus::NOT_A_DIRECTORY);
+    }
+    if is_dir && truncate {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if read_only && truncate {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let maximal = grant::maximal(o.tree.maximal_access, read_only);
+    if truncate {
+        grant::check_truncate(p.disposition, maximal, o.tree.read_only())?;
+    }
+    let granted = grant::grant(p.desired, maximal)?;
+    check_delete_on_close(p, granted, read_only, path)?;
+    Ok(Rights { granted, maximal })
+}
+
+/// Opens the existing object for reading, and for writing when the open may write or
+/// truncates. MAXIMUM_ALLOWED settles for what POSIX permissions give: the write rights the
+/// file system refuses are taken out of the grant.
+fn open_existing_file(
+    o: &Opener<'_>,
+    path: &RelPath,
+    is_dir: bool,
+    truncate: bool,
+    mut rights: Rights,
+) -> Result<(Box<dyn VfsFile>, Rights), NtStatus> {
+    let write_bits = mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA;
+    let wants_write = !is_dir && (truncate || rights.granted & write_bits != 0);
+    let opts = OpenOptions {
+        read: true,
+        write: wants_write,
+        create: CreateMode::OpenExisting,
+        directory: Some(is_dir),
+        mode: 0,
+    };
+    let file = match o.vfs.open(path, &opts) {
+        Ok(o) => o.file,
+        Err(e)
+            if wants_write
+                && !truncate
+                && o.intent.desired & mask::MAXIMUM_ALLOWED != 0
+                && map_io_error(&e) == NtStatus::ACCESS_DENIED =>
+        {
+            rights.granted &= !write_bits;
+            let read_only = OpenOptions {
+                write: false,
+                ..opts
+            };
+            o.vfs
+                .open(path, &read_only)
                 .map_err(|e| final_err(&e))?
                 .file
-            }
-            Err(e) => return Err(final_err(&e)),
-        };
-        let st = file.stat().map_err(|e| map_io_error(&e))?;
-        let (granted, maximal) = apply_stored_sd(
-            vfs,
-            path,
-            file.as_ref(),
-            p,
-            tree,
-            granted,
-            maximal,
-            read_only,
-        )?;
-        if truncate {
-            // The stored DACL may grant less than the share does.
-            grant::check_truncate(p.disposition, maximal, tree.read_only())?;
-            check_overwrite_attributes(file.as_ref(), p.attributes)?;
         }
-        finish(
-            srv,
-            tree,
-            session,
-            p,
-            id,
-            path.clone(),
-            file,
-            st,
-            granted,
-            maximal,
-            action,
-            truncate,
-            None,
-        )
-    })();
-    match r {
-        Err(NtStatus::OBJECT_NAME_NOT_FOUND) => Err(Retry),
-        other => Ok(other),
+        Err(e) => return Err(final_err(&e)),
+    };
+    Ok((file, rights))
+}
+
+/// Creates the object at `path` as the disposition allows.
+fn create_new(o: &Opener<'_>, path: &RelPath) -> Attempt {
+    match create_new_steps(o, path) {
+        // Someone created it first: OPEN_IF and friends now open the existing one.
+        Err(Stop::Failed(NtStatus::OBJECT_NAME_COLLISION))
+            if o.intent.disposition != CreateDisposition::CREATE =>
+        {
+            Attempt::Retry
+        }
+        other => other.into(),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn create_new(
-    srv: &Arc<Server>,
-    tree: &Arc<Tree>,
-    session: &Arc<SessionState>,
-    vfs: &dyn Vfs,
-    p: &Params,
-    id: u64,
-    path: &RelPath,
-    alloc: Option<u64>,
-) -> Result<Result<Done, NtStatus>, Retry> {
-    let r = (|| {
-        if tree.read_only() {
-            return Err(NtStatus::ACCESS_DENIED);
-        }
-        if path.is_root() {
-            return Err(NtStatus::OBJECT_NAME_COLLISION);
-        }
-        let is_dir = p.options & opts::DIRECTORY_FILE != 0;
-        let maximal = tree.maximal_access;
-        let granted = grant::grant(p.desired, maximal)?;
-        check_delete_on_close(p, granted, false, path)?;
-        let token = p.token.as_ref().ok_or(NtStatus::INTERNAL_ERROR)?;
-        let parent_sd = secure::parent_sd(vfs, path);
-        secure::check_parent_allows_create(parent_sd.as_ref(), token, is_dir)?;
-        let opts = OpenOptions {
-            read: true,
-            write: !is_dir,
-            create: CreateMode::CreateNew,
-            directory: Some(is_dir),
-            mode: if is_dir { 0o755 } else { 0o644 },
-        };
-        let file = vfs.open(path, &opts).map_err(|e| create_err(&e))?.file;
-        // The descriptor goes on before the file is usable; a file that cannot get the one it
-        // must have is removed again rather than left with the POSIX view.
-        let secured = file.stat().map_err(|e| map_io_error(&e)).and_then(|st| {
-            secure::apply_new(
-                file.as_ref(),
-                &st,
-                p.creator_sd.as_ref(),
-                parent_sd.as_ref(),
-                is_dir,
-                token,
-            )
-            .map(|()| st.ino)
-        });
-        let ino = match secured {
-            Ok(ino) => ino,
-            Err(e) => {
-                drop(file);
-                let _ = if is_dir {
-                    vfs.rmdir(path)
-                } else {
-                    vfs.unlink(path)
-                };
-                return Err(e);
-            }
-        };
-        // MS-FSA 2.1.5.1.1: a new file gets the requested attributes plus ARCHIVE, and a
-        // FileId64 no other file on the volume has had (crate::file_id).
-        let dos = dos::DosInfo {
-            attributes: (p.attributes & attr::STORED & !attr::ARCHIVE != 0)
-                .then_some((p.attributes | attr::ARCHIVE) & attr::STORED),
-            creation: None,
-            file_id: Some(dos::IdStamp {
-                ino,
-                id: tree.share.file_ids.next(vfs),
-            }),
-        };
-        // Best effort: without xattrs the file keeps the default attributes and reports its
-        // inode number as its id. Before the mode below, which would forbid a user xattr write
-        // to a server not running as root.
-        let _ = dos.write(file.as_ref());
-        if p.attributes & attr::READONLY != 0 && !is_dir {
-            // The creating handle keeps its write access, as on Windows.
-            let _ = file.set_mode(0o444);
-        }
-        if let Some(a) = alloc {
-            let _ = file.allocate(a);
-        }
-        let st = file.stat().map_err(|e| map_io_error(&e))?;
-        finish(
-            srv,
-            tree,
-            session,
-            p,
-            id,
-            path.clone(),
-            file,
-            st,
-            granted,
-            maximal,
-            CreateAction::CREATED,
-            false,
-            Some(vfs),
-        )
-    })();
-    match r {
-        // Someone created it first: OPEN_IF and friends now open the existing one.
-        Err(NtStatus::OBJECT_NAME_COLLISION) if p.disposition != CreateDisposition::CREATE => {
-            Err(Retry)
-        }
-        other => Ok(other),
+fn create_new_steps(o: &Opener<'_>, path: &RelPath) -> Result<Done, Stop> {
+    if o.tree.read_only() {
+        return Err(NtStatus::ACCESS_DENIED.into());
     }
+    if path.is_root() {
+        return Err(NtStatus::OBJECT_NAME_COLLISION.into());
+    }
+    let is_dir = o.intent.options & opts::DIRECTORY_FILE != 0;
+    let maximal = o.tree.maximal_access;
+    let granted = grant::grant(o.intent.desired, maximal)?;
+    check_delete_on_close(o.intent, granted, false, path)?;
+    let (file, ino) = make_object(o, path, is_dir)?;
+    stamp_new(o, file.as_ref(), ino, is_dir);
+    let st = file.stat().map_err(|e| map_io_error(&e))?;
+    let opened = Opened {
+        path: path.clone(),
+        file,
+        st,
+    };
+    finish(o, opened, Rights { granted, maximal }, Plan::Create)
+}
+
+/// Creates the file or directory with the security descriptor it must have (MS-DTYP
+/// 2.5.3.4), after asking the parent's descriptor whether it may. Returns the file and its
+/// inode number.
+fn make_object(
+    o: &Opener<'_>,
+    path: &RelPath,
+    is_dir: bool,
+) -> Result<(Box<dyn VfsFile>, u64), NtStatus> {
+    let token = &o.intent.token;
+    let parent_sd = secure::parent_sd(o.vfs, path);
+    secure::check_parent_allows_create(parent_sd.as_ref(), token, is_dir)?;
+    let opts = OpenOptions {
+        read: true,
+        write: !is_dir,
+        create: CreateMode::CreateNew,
+        directory: Some(is_dir),
+        mode: if is_dir { 0o755 } else { 0o644 },
+    };
+    let file = o.vfs.open(path, &opts).map_err(|e| create_err(&e))?.file;
+    // The descriptor goes on before the file is usable; a file that cannot get the one it
+    // must have is removed again rather than left with the POSIX view.
+    let secured = file.stat().map_err(|e| map_io_error(&e)).and_then(|st| {
+        secure::apply_new(
+            file.as_ref(),
+            &st,
+            o.intent.contexts.sec_desc.as_ref(),
+            parent_sd.as_ref(),
+            is_dir,
+            token,
+        )
+        .map(|()| st.ino)
+    });
+    match secured {
+        Ok(ino) => Ok((file, ino)),
+        Err(e) => {
+            drop(file);
+            remove_new(o.vfs, path, is_dir);
+            Err(e)
+        }
+    }
+}
+
+/// A new object's DOS attributes, file id, READONLY mode and preallocation, each best effort.
+fn stamp_new(o: &Opener<'_>, file: &dyn VfsFile, ino: u64, is_dir: bool) {
+    let attributes = o.intent.attributes;
+    // MS-FSA 2.1.5.1.1: a new file gets the requested attributes plus ARCHIVE, and a
+    // FileId64 no other file on the volume has had (crate::file_id).
+    let dos = dos::DosInfo {
+        attributes: (attributes & attr::STORED & !attr::ARCHIVE != 0)
+            .then_some((attributes | attr::ARCHIVE) & attr::STORED),
+        creation: None,
+        file_id: Some(dos::IdStamp {
+            ino,
+            id: o.tree.share.file_ids.next(o.vfs),
+        }),
+    };
+    // Best effort: without xattrs the file keeps the default attributes and reports its
+    // inode number as its id. Before the mode below, which would forbid a user xattr write
+    // to a server not running as root.
+    let _ = dos.write(file);
+    if attributes & attr::READONLY != 0 && !is_dir {
+        // The creating handle keeps its write access, as on Windows.
+        let _ = file.set_mode(0o444);
+    }
+    if let Some(a) = o.intent.contexts.allocation_size {
+        let _ = file.allocate(a);
+    }
+}
+
+/// Removes an object this CREATE made and could not finish; best effort, as the CREATE fails
+/// either way.
+fn remove_new(vfs: &dyn Vfs, path: &RelPath, is_dir: bool) {
+    let _ = if is_dir {
+        vfs.rmdir(path)
+    } else {
+        vfs.unlink(path)
+    };
 }
 
 /// MS-FSA 2.1.5.1.2.1: an existing file's stored security descriptor narrows what the open
 /// may get (the tree and READONLY bounds in `maximal` still hold). Returns the new granted
 /// access and maximal access; bits the POSIX open already refused stay refused.
-#[allow(clippy::too_many_arguments)]
 fn apply_stored_sd(
-    vfs: &dyn Vfs,
+    o: &Opener<'_>,
     path: &RelPath,
     file: &dyn VfsFile,
-    p: &Params,
-    tree: &Tree,
-    granted: u32,
-    maximal: u32,
+    rights: Rights,
     read_only: bool,
-) -> Result<(u32, u32), NtStatus> {
-    let token = p.token.as_ref().ok_or(NtStatus::INTERNAL_ERROR)?;
-    let narrowed = secure::existing_maximal(vfs, path, file, token, maximal, tree.maximal_access);
+) -> Result<Rights, NtStatus> {
+    let p = o.intent;
+    let Rights { granted, maximal } = rights;
+    let narrowed =
+        secure::existing_maximal(o.vfs, path, file, &p.token, maximal, o.tree.maximal_access);
     if narrowed == maximal {
-        return Ok((granted, maximal));
+        return Ok(rights);
     }
     let refused = grant::grant(p.desired, maximal)? & !granted;
     let granted = grant::grant(grant::lenient_execute(p.desired), narrowed)? & !refused;
     check_delete_on_close(p, granted, read_only, path)?;
-    Ok((granted, narrowed))
+    Ok(Rights {
+        granted,
+        maximal: narrowed,
+    })
 }
 
 /// MS-FSA 2.1.5.1.2: overwriting or superseding a file whose stored attributes include HIDDEN
@@ -612,7 +773,7 @@ fn check_overwrite_attributes(file: &dyn VfsFile, requested: u32) -> Result<(), 
 /// MS-SMB2 3.3.5.9: DELETE_ON_CLOSE needs DELETE access; MS-FSA 2.1.5.1.2.1: not on a
 /// read-only file (CANNOT_DELETE), nor on the share root.
 fn check_delete_on_close(
-    p: &Params,
+    p: &CreateIntent,
     granted: u32,
     read_only: bool,
     path: &RelPath,
@@ -629,44 +790,27 @@ fn check_delete_on_close(
     Ok(())
 }
 
-/// Registers the open with the share-mode table and builds it. `created_in` is set for a new
-/// object, which is removed again if admission fails.
-#[allow(clippy::too_many_arguments)]
-fn finish(
-    srv: &Arc<Server>,
-    tree: &Arc<Tree>,
-    session: &Arc<SessionState>,
-    p: &Params,
-    id: u64,
+/// A file or directory opened by the blocking part, not yet admitted.
+struct Opened {
     path: RelPath,
     file: Box<dyn VfsFile>,
-    mut st: Stat,
-    granted: u32,
-    maximal: u32,
-    action: CreateAction,
-    truncate: bool,
-    created_in: Option<&dyn Vfs>,
-) -> Result<Done, NtStatus> {
+    st: Stat,
+}
+
+/// Admits the opened object (oplocks, share modes) and builds the open. An object this
+/// CREATE made (`Plan::Create`) is removed again if admission fails.
+fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<Done, Stop> {
+    let Opened { path, file, mut st } = opened;
     let key = key_of(&st);
     let is_dir = st.kind == FileKind::Dir;
-    let checked = checked_access(p, granted, truncate);
-    if created_in.is_none() {
-        // MS-FSA 2.1.5.1.2: oplocks this open conflicts with are broken before it is admitted
-        // or truncates; BREAK_PENDING sends `handle` to wait and run again.
-        srv.oplock_before_open(key, id, checked, p.share_access, truncate)?;
-    }
-    if let Err(e) =
-        srv.files()
-            .admit_checking(key, id, checked, granted, p.share_access, &path, is_dir)
-    {
-        if let Some(vfs) = created_in {
-            let _ = if is_dir {
-                vfs.rmdir(&path)
-            } else {
-                vfs.unlink(&path)
-            };
+    let truncate = plan.truncates();
+    let created = plan == Plan::Create;
+    let new = o.sharing(&path, is_dir, rights, truncate);
+    if let Err(stop) = o.admit(key, &new, truncate, created) {
+        if created {
+            remove_new(o.vfs, &path, is_dir);
         }
-        return Err(e);
+        return Err(stop);
     }
     if truncate {
         // MS-FSA 2.1.5.1.2.1: overwrite and supersede drop the named streams too.
@@ -677,13 +821,13 @@ fn finish(
         match r {
             Ok(s) => st = s,
             Err(e) => {
-                srv.files().remove(key, id, false);
-                return Err(map_io_error(&e));
+                o.srv.files().remove(key, o.id, false);
+                return Err(map_io_error(&e).into());
             }
         }
     }
     let name = path.file_name().unwrap_or_default().to_owned();
-    let view = dos::view(srv, file.as_ref(), key, &st, &name);
+    let view = dos::view(o.srv, file.as_ref(), key, &st, &name);
     let kind = OpenKind::File(FileOpen {
         file,
         key,
@@ -691,13 +835,13 @@ fn finish(
         dir: Mutex::new(DirCursor::default()),
         stream: None,
     });
-    let open = new_open(id, session.id, tree, kind, path, granted, p);
+    let open = o.new_open(kind, path, rights.granted);
     Ok(Done {
         open,
-        action,
+        action: plan.action(),
         stat: Some(st),
         view: Some(view),
-        maximal,
+        maximal: rights.maximal,
     })
 }
 
@@ -705,7 +849,7 @@ fn finish(
 /// deletes), so an open that denies write sharing keeps its data, while the handle itself is
 /// granted only what it asked for (MS-FSA 2.1.5.1.2.2 with the rights of
 /// [`grant::truncate_needs`]).
-fn checked_access(p: &Params, granted: u32, truncate: bool) -> u32 {
+fn checked_access(p: &CreateIntent, granted: u32, truncate: bool) -> u32 {
     if truncate {
         granted | grant::truncate_needs(p.disposition)
     } else {
