@@ -327,18 +327,34 @@ fn settings(ctx: &Ctx) -> serde_json::Value {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What the report says about the run itself, fixed once it starts.
+struct RunInfo<'a> {
+    args: &'a BenchArgs,
+    /// The smbq binary measured.
+    bin: &'a Path,
+    /// The scenarios chosen, in the order they run.
+    selected: &'a [String],
+    started: Instant,
+    /// `started` as Unix time (seconds), for the report.
+    started_unix: u64,
+}
+
+/// Writes the report of everything so far: `results`, each scenario's `timings` (seconds)
+/// and the scenarios that `failed`.
 fn write_report(
     ctx: &Ctx,
-    args: &BenchArgs,
-    bin: &Path,
+    run: &RunInfo,
     results: &Results,
-    selected: &[String],
     timings: &serde_json::Map<String, serde_json::Value>,
     failed: &[String],
-    started: Instant,
-    started_unix: u64,
 ) -> Result<Vec<String>, String> {
+    let RunInfo {
+        args,
+        bin,
+        selected,
+        started,
+        started_unix,
+    } = *run;
     let samba_ran = results
         .fio
         .as_ref()
@@ -438,18 +454,15 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         bin.display(),
         ctx.scratch.path().display()
     );
+    let info = RunInfo {
+        args: &args,
+        bin: &bin,
+        selected: &selected,
+        started,
+        started_unix,
+    };
     let report = |ctx: &Ctx, results: &Results, timings: &_, failed: &[String]| {
-        write_report(
-            ctx,
-            &args,
-            &bin,
-            results,
-            &selected,
-            timings,
-            failed,
-            started,
-            started_unix,
-        )
+        write_report(ctx, &info, results, timings, failed)
     };
     let mut results = Results::default();
     let mut failed: Vec<String> = Vec::new();

@@ -94,45 +94,111 @@ fn random_password() -> String {
 }
 
 pub fn run(args: ServeArgs) -> Result<(), String> {
+    let startup = Startup::build(&args)?;
+    init_tracing();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("smbq")
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(serve(startup))
+}
+
+/// Everything the running server needs, built from the flags and files before the runtime
+/// starts.
+struct Startup {
+    state_dir: PathBuf,
+    users_path: PathBuf,
+    server_cfg: ServerConfig,
+    engine_cfg: EngineConfig,
+    listen: IpAddr,
+    /// 0: TCP off.
+    tcp_port: u16,
+    quic: Option<QuicPlan>,
+    /// The share the `smbq: try:` lines name.
+    hint_share: String,
+}
+
+impl Startup {
+    /// The steps run in the order of their effects: checks that can fail the start come
+    /// before what they guard, and no account is written here (see `first_account`).
+    fn build(args: &ServeArgs) -> Result<Self, String> {
+        let file = load_config(args)?;
+        let state_dir = prepare_state_dir(args, &file)?;
+        let users_path = args
+            .users
+            .clone()
+            .or(file.users.clone())
+            .unwrap_or_else(|| state_dir.join("users"));
+        let shares = share_configs(args, &file)?;
+        let encrypt = match args.encrypt.as_deref().or(file.encrypt.as_deref()) {
+            Some(s) => parse_encrypt(s)?,
+            None => EncryptPolicy::Off,
+        };
+        // Read (not written) before anything binds: a broken file fails the start. A fresh
+        // install's first account is created only once the listeners are up, so a start that
+        // fails (port in use) leaves no account behind whose password nobody saw.
+        AccountFile::load(&users_path).map_err(|e| format!("{}: {e}", users_path.display()))?;
+        let hint_share = hint_share(&shares);
+        let guid = server_guid(&state_dir)?;
+        let (server_cfg, engine_cfg) = server_configs(&file, guid, shares, encrypt);
+
+        let listen = args
+            .listen
+            .or(file.listen)
+            .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+        let tcp_port = args.tcp_port.or(file.tcp_port).unwrap_or(445);
+        let quic_port_set = args.quic_port.or(file.quic_port());
+        let quic_port = quic_port_set.unwrap_or(443);
+        if tcp_port == 0 && quic_port == 0 {
+            return Err(
+                "TCP and QUIC are both off (--tcp-port 0 --quic-port 0): nothing to listen on"
+                    .into(),
+            );
+        }
+        let quic_addr = SocketAddr::new(listen, quic_port);
+        let quic = quic_plan(args, &file, &state_dir, quic_addr, quic_port_set.is_some())?;
+        Ok(Self {
+            state_dir,
+            users_path,
+            server_cfg,
+            engine_cfg,
+            listen,
+            tcp_port,
+            quic,
+            hint_share,
+        })
+    }
+}
+
+/// The TOML file (if any), checked: a bad setting fails the start before anything is written
+/// (accounts, certificate).
+fn load_config(args: &ServeArgs) -> Result<FileConfig, String> {
     let file = match &args.config {
         Some(p) => FileConfig::load(p)?,
         None => FileConfig::default(),
     };
-    // A bad setting fails the start before anything is written (accounts, certificate).
     file.quic.validate()?;
+    Ok(file)
+}
+
+/// The state directory, created if missing.
+fn prepare_state_dir(args: &ServeArgs, file: &FileConfig) -> Result<PathBuf, String> {
     let state_dir = args
         .state_dir
         .clone()
         .or(file.state_dir.clone())
         .unwrap_or_else(default_state_dir);
     std::fs::create_dir_all(&state_dir).map_err(|e| format!("{}: {e}", state_dir.display()))?;
-    let users_path = args
-        .users
-        .clone()
-        .or(file.users.clone())
-        .unwrap_or_else(|| state_dir.join("users"));
+    Ok(state_dir)
+}
 
+/// The config file's shares, then PATH as "share", then each --share; a later one replaces an
+/// earlier one of the same name. Missing directories are created.
+fn share_configs(args: &ServeArgs, file: &FileConfig) -> Result<Vec<ShareConfig>, String> {
     let mut shares: Vec<ShareConfig> = file.shares();
-    let mut add_share = |name: &str, dir: PathBuf| -> Result<(), String> {
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let dir = dir
-            .canonicalize()
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
-        shares.retain(|s| !s.name.eq_ignore_ascii_case(name));
-        shares.push(ShareConfig {
-            name: name.to_string(),
-            path: dir,
-            comment: String::new(),
-            read_only: false,
-            allowed_users: None,
-            no_access_users: Vec::new(),
-            encrypt: false,
-            guest_ok: false,
-        });
-        Ok(())
-    };
     if let Some(p) = &args.path {
-        add_share("share", p.clone())?;
+        add_share(&mut shares, "share", p.clone())?;
     }
     for s in &args.shares {
         let (name, dir) = s
@@ -141,36 +207,58 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         if name.is_empty() || name.eq_ignore_ascii_case("IPC$") {
             return Err(format!("--share {s:?}: invalid share name"));
         }
-        add_share(name, PathBuf::from(dir))?;
+        add_share(&mut shares, name, PathBuf::from(dir))?;
     }
     if shares.is_empty() {
         return Err(
             "nothing to share: give a PATH, --share NAME=DIR, or [share.NAME] in --config".into(),
         );
     }
+    Ok(shares)
+}
 
-    let encrypt = match args.encrypt.as_deref().or(file.encrypt.as_deref()) {
-        Some(s) => parse_encrypt(s)?,
-        None => EncryptPolicy::Off,
-    };
+/// Adds a read-write share `name` of `dir` (created if missing), replacing one of that name.
+fn add_share(shares: &mut Vec<ShareConfig>, name: &str, dir: PathBuf) -> Result<(), String> {
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    shares.retain(|s| !s.name.eq_ignore_ascii_case(name));
+    shares.push(ShareConfig {
+        name: name.to_string(),
+        path: dir,
+        comment: String::new(),
+        read_only: false,
+        allowed_users: None,
+        no_access_users: Vec::new(),
+        encrypt: false,
+        guest_ok: false,
+    });
+    Ok(())
+}
 
-    // Read (not written) before anything binds: a broken file fails the start. A fresh
-    // install's first account is created only once the listeners are up, so a start that
-    // fails (port in use) leaves no account behind whose password nobody saw.
-    AccountFile::load(&users_path).map_err(|e| format!("{}: {e}", users_path.display()))?;
-    let hint_share = shares
+/// The share the `smbq: try:` lines name: "share" when there is one, else the first.
+fn hint_share(shares: &[ShareConfig]) -> String {
+    shares
         .iter()
         .find(|s| s.name.eq_ignore_ascii_case("share"))
         .or(shares.first())
         .map(|s| s.name.clone())
-        .unwrap_or_else(|| "share".into());
+        .unwrap_or_else(|| "share".into())
+}
 
+/// The server's and the connection engine's configuration.
+fn server_configs(
+    file: &FileConfig,
+    guid: [u8; 16],
+    shares: Vec<ShareConfig>,
+    encrypt: EncryptPolicy,
+) -> (ServerConfig, EngineConfig) {
     let server_name: String = file
         .server_name
         .clone()
         .unwrap_or_else(crate::cert_cmd::host_name);
     let limits = file.limits();
-    let guid = server_guid(&state_dir)?;
     let server_cfg = ServerConfig {
         server_name: server_name.clone(),
         server_guid: guid,
@@ -182,7 +270,7 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         refuse_hardlinks: file.refuse_hardlinks.unwrap_or(true),
         logon: file.logon(),
     };
-    let engine_cfg = EngineConfig::new(limits, guid, &server_name)
+    let mut engine_cfg = EngineConfig::new(limits, guid, &server_name)
         .require_signing(file.require_signing)
         .encrypt(
             matches!(encrypt, EncryptPolicy::Required),
@@ -190,193 +278,305 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         )
         .guest_ok(file.guest_ok)
         .anonymous_ok(file.anonymous_ok.unwrap_or(true));
-
-    let listen = args
-        .listen
-        .or(file.listen)
-        .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
-    let tcp_port = args.tcp_port.or(file.tcp_port).unwrap_or(445);
-    let quic_port_set = args.quic_port.or(file.quic_port());
-    let quic_port = quic_port_set.unwrap_or(443);
-    if tcp_port == 0 && quic_port == 0 {
-        return Err(
-            "TCP and QUIC are both off (--tcp-port 0 --quic-port 0): nothing to listen on".into(),
-        );
-    }
-    let mut engine_cfg = engine_cfg;
     engine_cfg.accept_transport_security = file.quic.transport_security.unwrap_or(true);
+    (server_cfg, engine_cfg)
+}
 
-    // Everything QUIC needs from files is read before the runtime starts, so a bad
-    // certificate or setting fails the start with one clear line.
-    let quic = if quic_port == 0 {
+/// The QUIC listener to start at `addr` (port 0: none). Everything QUIC needs from files is
+/// read here, before the runtime starts, so a bad certificate or setting fails the start
+/// with one clear line.
+fn quic_plan(
+    args: &ServeArgs,
+    file: &FileConfig,
+    state_dir: &Path,
+    addr: SocketAddr,
+    explicit: bool,
+) -> Result<Option<QuicPlan>, String> {
+    if addr.port() == 0 {
         if args.cert.is_some() {
             eprintln!("smbq: --cert/--key ignored: QUIC is off");
         }
-        None
-    } else {
-        let flag = args.cert.clone().zip(args.key.clone());
-        let sources = file.quic.cert_sources(flag, &state_dir);
-        let spec = crate::cert_cmd::self_signed_spec(&file, Some(listen), Vec::new());
-        let entries = quic_setup::load_entries(&sources, &state_dir, &spec, true)?;
-        let store = smbq_transport::CertStore::new(entries)
-            .map_err(|e| format!("QUIC certificate: {e}"))?;
-        let tls = smbq_transport::TlsSettings {
-            certs: store.clone(),
-            client_auth: quic_setup::client_auth(&file.quic)?,
-            keylog: quic_setup::keylog(&file.quic)?,
-        };
-        Some(QuicPlan {
-            addr: SocketAddr::new(listen, quic_port),
-            explicit: quic_port_set.is_some(),
-            tls,
-            settings: quic_setup::settings(&file.quic),
-            store,
-            sources,
-            spec,
-        })
+        return Ok(None);
+    }
+    let flag = args.cert.clone().zip(args.key.clone());
+    let sources = file.quic.cert_sources(flag, state_dir);
+    let spec = crate::cert_cmd::self_signed_spec(file, Some(addr.ip()), Vec::new());
+    let entries = quic_setup::load_entries(&sources, state_dir, &spec, true)?;
+    let store =
+        smbq_transport::CertStore::new(entries).map_err(|e| format!("QUIC certificate: {e}"))?;
+    let tls = smbq_transport::TlsSettings {
+        certs: store.clone(),
+        client_auth: quic_setup::client_auth(&file.quic)?,
+        keylog: quic_setup::keylog(&file.quic)?,
     };
+    Ok(Some(QuicPlan {
+        addr,
+        explicit,
+        tls,
+        settings: quic_setup::settings(&file.quic),
+        store,
+        sources,
+        spec,
+    }))
+}
 
-    init_tracing();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("smbq")
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(async move {
+/// Runs the server until SIGINT/SIGTERM. The order is part of the contract: signals are
+/// registered before the ready line, both listeners are bound before the first account is
+/// created, and the ready line comes once every accept task runs.
+async fn serve(s: Startup) -> Result<(), String> {
+    let signals = Signals::register();
+    let server =
+        smbq_server::Server::new(s.server_cfg).map_err(|e| format!("starting server: {e}"))?;
+    let mut tasks = Tasks {
+        shutdown: smbq_server::conn::Shutdown::new(),
+        handles: Vec::new(),
+    };
+    spawn_buffer_trim();
+    let listeners = bind_listeners(s.listen, s.tcp_port, s.quic)?;
+
+    let created = first_account(&s.users_path)?;
+    let accounts = Arc::new(
+        LiveAccounts::load(&s.users_path)
+            .map_err(|e| format!("{}: {e}", s.users_path.display()))?,
+    );
+    let runtime = smbq_server::conn::Runtime::new(server, Arc::new(s.engine_cfg), accounts.clone());
+    let watch = watch_accounts(
+        accounts.clone(),
+        signals.hup_accounts,
+        tasks.shutdown.clone(),
+    );
+    tasks.spawn(watch);
+    let tcp_local = listeners
+        .tcp
+        .map(|(listener, local)| start_tcp(listener, local, &runtime, &mut tasks));
+    let quic = listeners
+        .quic
+        .map(|q| start_quic(q, &runtime, &s.state_dir, signals.hup_certs, &mut tasks));
+
+    let hint = Hint {
+        host: hint_host(s.listen),
+        user: created.or_else(|| accounts.first_name()),
+        share: s.hint_share,
+        tcp_port: tcp_local.map(|l| l.port()),
+        quic: quic
+            .as_ref()
+            .and_then(|q| q.fingerprint.map(|fp| (q.local.port(), fp))),
+    };
+    print_ready(tcp_local, quic.as_ref().map(|q| q.local), &hint);
+    wait_for_signal(signals.stop).await;
+    tracing::info!("shutting down");
+    tasks.stop(quic.map(|q| q.listener)).await;
+    Ok(())
+}
+
+/// The signal streams the server acts on.
+struct Signals {
+    hup_certs: Option<tokio::signal::unix::Signal>,
+    hup_accounts: Option<tokio::signal::unix::Signal>,
+    /// SIGTERM, SIGINT.
+    stop: (
+        std::io::Result<tokio::signal::unix::Signal>,
+        std::io::Result<tokio::signal::unix::Signal>,
+    ),
+}
+
+impl Signals {
+    /// Registered before the ready line: from then on SIGHUP reloads instead of killing (its
+    /// default action). Each reloader gets its own stream; tokio wakes them all. SIGTERM/SIGINT
+    /// too: one sent as soon as the ready line shows (a supervisor, a test) must shut down
+    /// cleanly, not kill the process by default action.
+    fn register() -> Self {
         use tokio::signal::unix::{SignalKind, signal};
-        // Registered before the ready line: from then on SIGHUP reloads instead of killing
-        // (its default action). Each reloader gets its own stream; tokio wakes them all.
         let hup_certs = signal(SignalKind::hangup()).ok();
         let hup_accounts = signal(SignalKind::hangup()).ok();
-        // SIGTERM/SIGINT too: one sent as soon as the ready line shows (a supervisor, a test)
-        // must shut down cleanly, not kill the process by default action.
         let stop = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
         );
-        let server =
-            smbq_server::Server::new(server_cfg).map_err(|e| format!("starting server: {e}"))?;
-        let shutdown = tokio_util_cancel();
-        let mut tasks = Vec::new();
-        let mut ready = String::from("smbq: listening");
-
-        // Pooled data buffers unused for a while go back to the allocator (smbq_buf), so an
-        // idle server does not keep the memory of its last burst. Detached: ends with the
-        // runtime.
-        tokio::spawn(async {
-            let mut tick = tokio::time::interval(smbq_buf::IDLE);
-            loop {
-                tick.tick().await;
-                smbq_buf::trim_idle();
-            }
-        });
-
-        // Both listeners are bound before anything is written or served: connections wait
-        // in the kernel's queues until the accept tasks start below.
-        let mut tcp = None;
-        if tcp_port != 0 {
-            let addr = SocketAddr::new(listen, tcp_port);
-            let listener = smbq_transport::tcp::TcpListener::bind(addr)
-                .map_err(|e| format!("listening on tcp {addr}: {e}"))?;
-            let local = listener.local_addr().map_err(|e| e.to_string())?;
-            tcp = Some((listener, local));
-        }
-        let tcp_local = tcp.as_ref().map(|(_, local)| *local);
-
-        let mut quic_bound = None;
-        if let Some(plan) = quic {
-            let QuicPlan {
-                addr,
-                explicit,
-                tls,
-                settings,
-                store,
-                sources,
-                spec,
-            } = plan;
-            match smbq_transport::QuicListener::bind(addr, tls, settings) {
-                Ok(l) => {
-                    let local = l.local_addr().map_err(|e| e.to_string())?;
-                    quic_bound = Some((Arc::new(l), local, store, sources, spec));
-                }
-                // The default port (443) may be taken or privileged; a server that was not
-                // asked for QUIC explicitly still serves TCP.
-                Err(e) if !explicit && tcp_local.is_some() => {
-                    eprintln!("smbq: QUIC off: cannot listen on udp {addr}: {e} (set --quic-port)");
-                }
-                Err(e) => return Err(format!("listening on quic (udp) {addr}: {e}")),
-            }
-        }
-
-        let created = first_account(&users_path)?;
-        let accounts = Arc::new(
-            LiveAccounts::load(&users_path)
-                .map_err(|e| format!("{}: {e}", users_path.display()))?,
-        );
-        let runtime =
-            smbq_server::conn::Runtime::new(server, Arc::new(engine_cfg), accounts.clone());
-        tasks.push(tokio::spawn(watch_accounts(
-            accounts.clone(),
+        Self {
+            hup_certs,
             hup_accounts,
-            shutdown.clone(),
-        )));
-
-        if let Some((listener, local)) = tcp {
-            tasks.push(tokio::spawn(smbq_server::conn::serve_tcp(
-                listener,
-                runtime.clone(),
-                shutdown.clone(),
-            )));
-            ready.push_str(&format!(" tcp={local}"));
+            stop,
         }
+    }
+}
 
-        let mut quic_listener = None;
-        let mut quic_hint = None;
-        if let Some((l, local, store, sources, spec)) = quic_bound {
-            if let Some(note) = udp_buffer_note(&state_dir, l.udp_buffers()) {
-                eprintln!("{note}");
-            }
-            quic_setup::print_fingerprints(&store, false);
-            quic_hint = store.fingerprints().first().map(|fp| (local, *fp));
-            tasks.push(tokio::spawn(quic_setup::serve_quic(
-                l.clone(),
-                runtime.clone(),
-                shutdown.clone(),
-            )));
-            tasks.push(tokio::spawn(quic_setup::watch_certs(
+/// Pooled data buffers unused for a while go back to the allocator (smbq_buf), so an idle
+/// server does not keep the memory of its last burst. Detached: ends with the runtime.
+fn spawn_buffer_trim() {
+    tokio::spawn(async {
+        let mut tick = tokio::time::interval(smbq_buf::IDLE);
+        loop {
+            tick.tick().await;
+            smbq_buf::trim_idle();
+        }
+    });
+}
+
+/// The listeners, bound; a port that is off has none.
+struct Listeners {
+    tcp: Option<(smbq_transport::tcp::TcpListener, SocketAddr)>,
+    quic: Option<BoundQuic>,
+}
+
+/// A bound QUIC listener and what its certificate reloader needs.
+struct BoundQuic {
+    listener: Arc<smbq_transport::QuicListener>,
+    local: SocketAddr,
+    store: Arc<smbq_transport::CertStore>,
+    sources: Vec<crate::quic_config::CertSource>,
+    spec: crate::cert::SelfSignedSpec,
+}
+
+/// Both listeners are bound before anything is written or served: connections wait in the
+/// kernel's queues until the accept tasks start.
+fn bind_listeners(
+    listen: IpAddr,
+    tcp_port: u16,
+    quic: Option<QuicPlan>,
+) -> Result<Listeners, String> {
+    let mut tcp = None;
+    if tcp_port != 0 {
+        let addr = SocketAddr::new(listen, tcp_port);
+        let listener = smbq_transport::tcp::TcpListener::bind(addr)
+            .map_err(|e| format!("listening on tcp {addr}: {e}"))?;
+        let local = listener.local_addr().map_err(|e| e.to_string())?;
+        tcp = Some((listener, local));
+    }
+    let Some(plan) = quic else {
+        return Ok(Listeners { tcp, quic: None });
+    };
+    let QuicPlan {
+        addr,
+        explicit,
+        tls,
+        settings,
+        store,
+        sources,
+        spec,
+    } = plan;
+    let quic = match smbq_transport::QuicListener::bind(addr, tls, settings) {
+        Ok(l) => {
+            let local = l.local_addr().map_err(|e| e.to_string())?;
+            Some(BoundQuic {
+                listener: Arc::new(l),
+                local,
                 store,
                 sources,
-                state_dir.clone(),
                 spec,
-                hup_certs,
-                shutdown.clone(),
-            )));
-            ready.push_str(&format!(" quic={local}"));
-            quic_listener = Some(l);
+            })
         }
+        // The default port (443) may be taken or privileged; a server that was not asked for
+        // QUIC explicitly still serves TCP.
+        Err(e) if !explicit && tcp.is_some() => {
+            eprintln!("smbq: QUIC off: cannot listen on udp {addr}: {e} (set --quic-port)");
+            None
+        }
+        Err(e) => return Err(format!("listening on quic (udp) {addr}: {e}")),
+    };
+    Ok(Listeners { tcp, quic })
+}
 
-        println!("{ready}");
-        let hint = Hint {
-            host: hint_host(listen),
-            user: created.or_else(|| accounts.first_name()),
-            share: hint_share,
-            tcp_port: tcp_local.map(|l| l.port()),
-            quic: quic_hint.map(|(l, fp)| (l.port(), fp)),
-        };
-        for line in hint.lines() {
-            eprintln!("smbq: try: {line}");
-        }
-        wait_for_signal(stop).await;
-        tracing::info!("shutting down");
-        shutdown.cancel();
-        if let Some(l) = &quic_listener {
+/// Starts accepting TCP connections on `listener`, bound to `local`; returns `local`.
+fn start_tcp(
+    listener: smbq_transport::tcp::TcpListener,
+    local: SocketAddr,
+    runtime: &Arc<smbq_server::conn::Runtime>,
+    tasks: &mut Tasks,
+) -> SocketAddr {
+    tasks.spawn(smbq_server::conn::serve_tcp(
+        listener,
+        runtime.clone(),
+        tasks.shutdown.clone(),
+    ));
+    local
+}
+
+/// A QUIC listener accepting connections.
+struct StartedQuic {
+    listener: Arc<smbq_transport::QuicListener>,
+    local: SocketAddr,
+    /// The certificate served by default, for the `smbq: try:` line.
+    fingerprint: Option<[u8; 32]>,
+}
+
+/// Prints the UDP buffer note and the certificate fingerprints, then starts accepting QUIC
+/// connections and watching the certificate files.
+fn start_quic(
+    q: BoundQuic,
+    runtime: &Arc<smbq_server::conn::Runtime>,
+    state_dir: &Path,
+    hup: Option<tokio::signal::unix::Signal>,
+    tasks: &mut Tasks,
+) -> StartedQuic {
+    if let Some(note) = udp_buffer_note(state_dir, q.listener.udp_buffers()) {
+        eprintln!("{note}");
+    }
+    quic_setup::print_fingerprints(&q.store, false);
+    let fingerprint = q.store.fingerprints().first().copied();
+    tasks.spawn(quic_setup::serve_quic(
+        q.listener.clone(),
+        runtime.clone(),
+        tasks.shutdown.clone(),
+    ));
+    tasks.spawn(quic_setup::watch_certs(
+        q.store,
+        q.sources,
+        state_dir.to_path_buf(),
+        q.spec,
+        hup,
+        tasks.shutdown.clone(),
+    ));
+    StartedQuic {
+        listener: q.listener,
+        local: q.local,
+        fingerprint,
+    }
+}
+
+/// The ready line on stdout (what scripts and supervisors wait for), then the `smbq: try:`
+/// lines on stderr.
+fn print_ready(tcp: Option<SocketAddr>, quic: Option<SocketAddr>, hint: &Hint) {
+    println!("{}", ready_line(tcp, quic));
+    for line in hint.lines() {
+        eprintln!("smbq: try: {line}");
+    }
+}
+
+/// `smbq: listening tcp=ADDR quic=ADDR`, naming the transports that listen.
+fn ready_line(tcp: Option<SocketAddr>, quic: Option<SocketAddr>) -> String {
+    let mut ready = String::from("smbq: listening");
+    if let Some(local) = tcp {
+        ready.push_str(&format!(" tcp={local}"));
+    }
+    if let Some(local) = quic {
+        ready.push_str(&format!(" quic={local}"));
+    }
+    ready
+}
+
+/// The server's long-running tasks and the token that stops them.
+struct Tasks {
+    shutdown: smbq_server::conn::Shutdown,
+    handles: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Tasks {
+    fn spawn(&mut self, task: impl Future<Output = ()> + Send + 'static) {
+        self.handles.push(tokio::spawn(task));
+    }
+
+    /// Cancels the tasks, closes the QUIC endpoint (telling clients) and gives each task up
+    /// to 5 s to finish.
+    async fn stop(self, quic: Option<Arc<smbq_transport::QuicListener>>) {
+        self.shutdown.cancel();
+        if let Some(l) = &quic {
             l.shutdown().await;
         }
-        for task in tasks {
+        for task in self.handles {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
         }
-        Ok::<(), String>(())
-    })
+    }
 }
 
 /// A fresh install gets one account so the server is usable at once: `smbq` (or
@@ -585,10 +785,6 @@ struct QuicPlan {
     spec: crate::cert::SelfSignedSpec,
 }
 
-fn tokio_util_cancel() -> smbq_server::conn::Shutdown {
-    smbq_server::conn::Shutdown::new()
-}
-
 async fn wait_for_signal(
     stop: (
         std::io::Result<tokio::signal::unix::Signal>,
@@ -659,6 +855,21 @@ mod tests {
                 "smbq ls smb://smbq@127.0.0.1:4443/share --transport quic --pin {pin}"
             )]
         );
+    }
+
+    #[test]
+    fn ready_line_names_the_transports_that_listen() {
+        let tcp: SocketAddr = "[::]:4450".parse().unwrap();
+        let quic: SocketAddr = "[::]:4443".parse().unwrap();
+        assert_eq!(
+            ready_line(Some(tcp), Some(quic)),
+            "smbq: listening tcp=[::]:4450 quic=[::]:4443"
+        );
+        assert_eq!(
+            ready_line(None, Some(quic)),
+            "smbq: listening quic=[::]:4443"
+        );
+        assert_eq!(ready_line(Some(tcp), None), "smbq: listening tcp=[::]:4450");
     }
 
     #[test]

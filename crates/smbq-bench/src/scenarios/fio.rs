@@ -286,16 +286,12 @@ fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<FioRow>, String> {
         ctx.note_error("fio: Samba target skipped: needs root (Unix account, smbd)".into());
         None
     };
-    let result = measure(
-        ctx,
-        net,
-        &shapes,
-        ramp,
-        runtime,
-        &enc,
-        &plain,
-        samba.as_ref(),
-    );
+    let servers = Servers {
+        enc: &enc,
+        plain: &plain,
+        samba: samba.as_ref(),
+    };
+    let result = measure(ctx, net, &shapes, JobTimes { ramp, runtime }, &servers);
     let stop_enc = enc.stop();
     let stop_plain = plain.stop();
     if let Some(s) = samba {
@@ -307,17 +303,27 @@ fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<FioRow>, String> {
     Ok(rows)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn measure(
-    ctx: &Ctx,
-    net: &Net,
-    shapes: &[Shape],
+/// The servers every job runs against.
+struct Servers<'a> {
+    /// `--encrypt required`: serves the QUIC and the encrypted TCP targets.
+    enc: &'a crate::servers::smbq::SmbqServer,
+    /// `--encrypt off`: the plain TCP target.
+    plain: &'a crate::servers::smbq::SmbqServer,
+    /// None when Samba could not run (not root, no smbd).
+    samba: Option<&'a crate::servers::samba::Samba>,
+}
+
+/// How long each job runs: `ramp` first, whose completions are not counted, then `runtime`
+/// measured.
+#[derive(Clone, Copy)]
+struct JobTimes {
     ramp: Duration,
     runtime: Duration,
-    enc: &crate::servers::smbq::SmbqServer,
-    plain: &crate::servers::smbq::SmbqServer,
-    samba: Option<&crate::servers::samba::Samba>,
-) -> Result<Vec<FioRow>, String> {
+}
+
+/// Connects to every target and opens its tree, checking each protects data as its name says.
+fn connect_targets(ctx: &Ctx, net: &Net, servers: &Servers) -> Result<Vec<Running>, String> {
+    let Servers { enc, plain, samba } = *servers;
     let (user, pw) = (ctx.user.clone(), ctx.password.clone());
     let mut targets = Vec::new();
     let enc_pid = enc.pid();
@@ -369,6 +375,18 @@ fn measure(
         check_protection(t.target, &tree)?;
         t.tree = Some(tree);
     }
+    Ok(targets)
+}
+
+fn measure(
+    ctx: &Ctx,
+    net: &Net,
+    shapes: &[Shape],
+    times: JobTimes,
+    servers: &Servers,
+) -> Result<Vec<FioRow>, String> {
+    let JobTimes { ramp, runtime } = times;
+    let targets = connect_targets(ctx, net, servers)?;
     let repeats = ctx.repeats();
     let total = repeats * shapes.len() * 2 * targets.len();
     let mut prog = Progress::new("fio", total);

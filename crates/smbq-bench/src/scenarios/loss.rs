@@ -216,6 +216,11 @@ pub fn run(
     }
     write_random(&ctx.data.join(BIG_FILE), big_size, &block)?;
     drop(block);
+    let work = Workload {
+        set_files,
+        big_size,
+        repeats: ctx.repeats(),
+    };
     let default_cc = ctx
         .args
         .tcp_congestion
@@ -223,10 +228,9 @@ pub fn run(
         .or_else(crate::sys::tcp_congestion)
         .unwrap_or_default();
     let conds = conditions(ctx.scale, &default_cc);
-    let repeats = ctx.repeats();
     let steps: usize = conds
         .iter()
-        .map(|c| (usize::from(c.files) + usize::from(c.big)) * 3 * repeats)
+        .map(|c| (usize::from(c.files) + usize::from(c.big)) * 3 * work.repeats)
         .sum();
     let mut prog = Progress::new("loss", steps);
     let mut rows = Vec::new();
@@ -234,7 +238,7 @@ pub fn run(
         let mut desc = LinkDesc::emulated(c.delay_ms, c.loss_pct, ctx.args.rate_mbit);
         desc.tcp_congestion = c.tcp_cc.map(str::to_string);
         let net = ctx.net(Some(desc))?;
-        let r = condition(ctx, &net, &mut prog, c, &set_files, big_size, repeats);
+        let r = condition(ctx, &net, &mut prog, c, &work);
         let measured = net.link_stats().and_then(|s| {
             let seen = s.a_to_b.packets_seen() + s.b_to_a.packets_seen();
             let lost = s.a_to_b.dropped_loss + s.b_to_a.dropped_loss;
@@ -253,15 +257,29 @@ pub fn run(
     Ok(rows)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What every condition transfers, written once before the grid starts.
+struct Workload {
+    /// The JPEG-like set: (path in the share, size).
+    set_files: Vec<(String, u64)>,
+    /// Size of the one large file, [`BIG_FILE`].
+    big_size: u64,
+    /// Transfers per group and method.
+    repeats: usize,
+}
+
+/// The servers one condition is measured against, both behind the emulated link.
+struct Servers<'a> {
+    smbq: &'a SmbqServer,
+    sshd: &'a Sshd,
+}
+
+/// Starts the servers on the condition's link, measures, and stops them.
 fn condition(
     ctx: &mut Ctx,
     net: &Net,
     prog: &mut Progress,
     c: Condition,
-    set_files: &[(String, u64)],
-    big_size: u64,
-    repeats: usize,
+    work: &Workload,
 ) -> Result<Vec<LossRow>, String> {
     let server = ctx.start_smbq(net, true, &format!("loss-{}-{}", c.delay_ms, c.loss_pct))?;
     let sshd = match ctx.start_sshd(net) {
@@ -271,9 +289,11 @@ fn condition(
             return Err(e);
         }
     };
-    let r = measure(
-        ctx, net, prog, c, set_files, big_size, repeats, &server, &sshd,
-    );
+    let servers = Servers {
+        smbq: &server,
+        sshd: &sshd,
+    };
+    let r = measure(ctx, net, prog, c, work, &servers);
     sshd.stop();
     let stopped = server.stop();
     let rows = r?;
@@ -281,18 +301,17 @@ fn condition(
     Ok(rows)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Times every group and method `repeats` times on one condition's link.
 fn measure(
     ctx: &Ctx,
     net: &Net,
     prog: &mut Progress,
     c: Condition,
-    set_files: &[(String, u64)],
-    big_size: u64,
-    repeats: usize,
-    server: &SmbqServer,
-    sshd: &Sshd,
+    work: &Workload,
+    servers: &Servers,
 ) -> Result<Vec<LossRow>, String> {
+    let Servers { smbq: server, sshd } = *servers;
+    let (set_files, big_size, repeats) = (&work.set_files, work.big_size, work.repeats);
     let (u, p) = (ctx.user.clone(), ctx.password.clone());
     let (qa, pin, cc) = (
         server.quic.ok_or("no QUIC address")?,

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use smbq_client::transfer::{self, TransferOptions};
 use smbq_client::{Error, File, OpenOptions, Tree};
 
+use super::Command;
 use super::args::{ConnArgs, XferArgs};
 use super::connect::Connector;
 use super::exit::{CliError, Code};
@@ -31,6 +32,19 @@ pub struct GetArgs {
     pub xfer: XferArgs,
     #[command(flatten)]
     pub conn: ConnArgs,
+}
+
+impl Command for GetArgs {
+    const NAME: &'static str = "get";
+    fn urls(&self) -> &[SmbUrl] {
+        std::slice::from_ref(&self.url)
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        run(self, c).await
+    }
 }
 
 fn local_err(path: &Path, e: std::io::Error) -> CliError {
@@ -236,7 +250,42 @@ async fn plan(tree: &Tree, remote: &str, local: &Path, items: &mut Vec<Item>) ->
     Ok(())
 }
 
-pub async fn run(a: GetArgs, c: &mut Connector) -> Result<(), CliError> {
+/// What every file of one recursive `get` shares: where they come from, how they are read
+/// and the progress display they report to.
+struct Download<'a> {
+    tree: &'a Tree,
+    /// The URL given, for naming remote paths in messages.
+    url: &'a SmbUrl,
+    /// `--continue`: resume from a `.part`, skip files already complete.
+    resume: bool,
+    opts: TransferOptions,
+    progress: &'a Progress,
+}
+
+impl Download<'_> {
+    /// Creates the directories and downloads the files of a planned tree, in order; stops at
+    /// the first failure.
+    async fn get_tree(&self, items: &[Item]) -> Result<(), CliError> {
+        for item in items {
+            match item {
+                Item::Dir(d) => fs::create_dir_all(d).map_err(|e| local_err(d, e))?,
+                Item::File { remote, local, .. } => {
+                    let shown = self.url.display_path(remote);
+                    self.progress.file(remote);
+                    let f = open_for_get(self.tree, remote, self.resume, self.opts)
+                        .await
+                        .map_err(|e| CliError::from(e).at("get", &shown))?;
+                    let r = get_file(&f, local, self.resume, self.opts, self.progress).await;
+                    let _ = f.close().await;
+                    r.map_err(|e| e.at("get", &shown))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn run(a: GetArgs, c: &mut Connector) -> Result<(), CliError> {
     let u = &a.url;
     let at = |e: CliError| e.at("get", &u.raw);
     let opts = TransferOptions {
@@ -289,26 +338,14 @@ pub async fn run(a: GetArgs, c: &mut Connector) -> Result<(), CliError> {
         })
         .sum();
     let p = Progress::new("get", mode, total);
-    let r = async {
-        for item in &items {
-            match item {
-                Item::Dir(d) => fs::create_dir_all(d).map_err(|e| local_err(d, e))?,
-                Item::File { remote, local, .. } => {
-                    let shown = u.display_path(remote);
-                    p.file(remote);
-                    let f = open_for_get(&tree, remote, a.xfer.resume, opts)
-                        .await
-                        .map_err(|e| CliError::from(e).at("get", &shown))?;
-                    let r = get_file(&f, local, a.xfer.resume, opts, &p).await;
-                    let _ = f.close().await;
-                    r.map_err(|e| e.at("get", &shown))?;
-                }
-            }
-        }
-        Ok(())
-    }
-    .await;
-    match r {
+    let download = Download {
+        tree: &tree,
+        url: u,
+        resume: a.xfer.resume,
+        opts,
+        progress: &p,
+    };
+    match download.get_tree(&items).await {
         Ok(()) => {
             p.finish(true);
             Ok(())

@@ -12,6 +12,7 @@ use smbq_wire::fscc::attributes::{
     FILE_ATTRIBUTE_SYSTEM, FILE_ATTRIBUTE_TEMPORARY,
 };
 
+use super::Command;
 use super::args::ConnArgs;
 use super::connect::Connector;
 use super::exit::CliError;
@@ -26,12 +27,38 @@ pub struct LsArgs {
     pub conn: ConnArgs,
 }
 
+impl Command for LsArgs {
+    const NAME: &'static str = "ls";
+    fn urls(&self) -> &[SmbUrl] {
+        &self.urls
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        ls(self, c).await
+    }
+}
+
 #[derive(clap::Args)]
 pub struct StatArgs {
     #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,
+}
+
+impl Command for StatArgs {
+    const NAME: &'static str = "stat";
+    fn urls(&self) -> &[SmbUrl] {
+        &self.urls
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        stat(self, c).await
+    }
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ`, with 7 fractional digits (FILETIME's 100 ns) when `frac`; `-` for
@@ -131,7 +158,7 @@ fn print(text: &str) -> Result<(), CliError> {
         .map_err(stdout_error)
 }
 
-pub async fn ls(a: LsArgs, c: &mut Connector) -> Result<(), CliError> {
+async fn ls(a: LsArgs, c: &mut Connector) -> Result<(), CliError> {
     let headers = a.urls.len() > 1;
     let mut first = true;
     each(a.urls, async |u: SmbUrl| {
@@ -169,7 +196,7 @@ pub async fn ls(a: LsArgs, c: &mut Connector) -> Result<(), CliError> {
     .await
 }
 
-pub async fn stat(a: StatArgs, c: &mut Connector) -> Result<(), CliError> {
+async fn stat(a: StatArgs, c: &mut Connector) -> Result<(), CliError> {
     let mut first = true;
     each(a.urls, async |u: SmbUrl| {
         let at = |e: CliError| e.at("stat", &u.raw);

@@ -56,53 +56,39 @@ pub enum ClientCmd {
 }
 
 impl ClientCmd {
-    /// The command's name and (first) URL, for messages not tied to one step.
-    fn what(&self) -> (&'static str, String) {
-        let first = |v: &[url::SmbUrl]| v.first().map(|u| u.raw.clone()).unwrap_or_default();
+    /// The one place that lists the commands again: everything else a command needs comes
+    /// through [`Command`].
+    async fn run(self) -> Result<(), CliError> {
         match self {
-            Self::Ls(a) => ("ls", first(&a.urls)),
-            Self::Stat(a) => ("stat", first(&a.urls)),
-            Self::Cat(a) => ("cat", first(&a.urls)),
-            Self::Get(a) => ("get", a.url.raw.clone()),
-            Self::Put(a) => ("put", a.url.raw.clone()),
-            Self::Rm(a) => ("rm", first(&a.urls)),
-            Self::Mkdir(a) => ("mkdir", first(&a.urls)),
-            Self::Rmdir(a) => ("rmdir", first(&a.urls)),
-            Self::Mv(a) => ("mv", a.from.raw.clone()),
-            Self::Shares(a) => ("shares", first(&a.urls)),
+            Self::Ls(a) => run_command(a).await,
+            Self::Stat(a) => run_command(a).await,
+            Self::Cat(a) => run_command(a).await,
+            Self::Get(a) => run_command(a).await,
+            Self::Put(a) => run_command(a).await,
+            Self::Rm(a) => run_command(a).await,
+            Self::Mkdir(a) => run_command(a).await,
+            Self::Rmdir(a) => run_command(a).await,
+            Self::Mv(a) => run_command(a).await,
+            Self::Shares(a) => run_command(a).await,
         }
     }
+}
 
-    /// Every URL the command will connect to.
-    fn urls(&self) -> Vec<&url::SmbUrl> {
-        match self {
-            Self::Ls(a) => a.urls.iter().collect(),
-            Self::Stat(a) => a.urls.iter().collect(),
-            Self::Cat(a) => a.urls.iter().collect(),
-            Self::Get(a) => vec![&a.url],
-            Self::Put(a) => vec![&a.url],
-            Self::Rm(a) => a.urls.iter().collect(),
-            Self::Mkdir(a) => a.urls.iter().collect(),
-            Self::Rmdir(a) => a.urls.iter().collect(),
-            Self::Mv(a) => vec![&a.from],
-            Self::Shares(a) => a.urls.iter().collect(),
-        }
-    }
+/// A client command's parsed arguments, implemented next to each command's clap struct: what
+/// [`run_command`] needs to connect, report and run it.
+trait Command {
+    /// The command's name, for messages not tied to one step.
+    const NAME: &'static str;
 
-    fn conn(&self) -> &ConnArgs {
-        match self {
-            Self::Ls(a) => &a.conn,
-            Self::Stat(a) => &a.conn,
-            Self::Cat(a) => &a.conn,
-            Self::Get(a) => &a.conn,
-            Self::Put(a) => &a.conn,
-            Self::Rm(a) => &a.conn,
-            Self::Mkdir(a) => &a.conn,
-            Self::Rmdir(a) => &a.conn,
-            Self::Mv(a) => &a.conn,
-            Self::Shares(a) => &a.conn,
-        }
-    }
+    /// Every URL the command will connect to; the first names the command in messages not
+    /// tied to one step.
+    fn urls(&self) -> &[url::SmbUrl];
+
+    /// How to reach and authenticate to the server.
+    fn conn(&self) -> &ConnArgs;
+
+    /// The command's work, on connections from `c`.
+    async fn run(self, c: &mut Connector) -> Result<(), CliError>;
 }
 
 /// The partial file (`NAME.part`, local or remote) a transfer is writing, so an interrupt
@@ -119,21 +105,6 @@ fn partial() -> Option<String> {
     PARTIAL.lock().ok().and_then(|g| g.clone())
 }
 
-async fn dispatch(cmd: ClientCmd, c: &mut Connector) -> Result<(), CliError> {
-    match cmd {
-        ClientCmd::Ls(a) => ls::ls(a, c).await,
-        ClientCmd::Stat(a) => ls::stat(a, c).await,
-        ClientCmd::Cat(a) => simple::cat(a, c).await,
-        ClientCmd::Get(a) => get::run(a, c).await,
-        ClientCmd::Put(a) => put::run(a, c).await,
-        ClientCmd::Rm(a) => simple::rm(a, c).await,
-        ClientCmd::Mkdir(a) => simple::mkdir(a, c).await,
-        ClientCmd::Rmdir(a) => simple::rmdir(a, c).await,
-        ClientCmd::Mv(a) => simple::mv(a, c).await,
-        ClientCmd::Shares(a) => shares::run(a, c).await,
-    }
-}
-
 /// Waits for the stall timer, or forever when there is none.
 async fn stall(limit: Option<Duration>) -> CliError {
     match limit {
@@ -142,15 +113,22 @@ async fn stall(limit: Option<Duration>) -> CliError {
     }
 }
 
-async fn run_async(cmd: ClientCmd) -> Result<(), CliError> {
+/// Connects for `cmd` (asking for passwords first) and runs it, until it ends, Ctrl-C or the
+/// stall timer.
+async fn run_command<C: Command>(cmd: C) -> Result<(), CliError> {
     let args = cmd.conn().clone();
-    let (name, target) = cmd.what();
+    let name = C::NAME;
+    let target = cmd
+        .urls()
+        .first()
+        .map(|u| u.raw.clone())
+        .unwrap_or_default();
     let mut connector = Connector::new(args.clone()).map_err(|e| e.at(name, &target))?;
     connector
         .ask_passwords(cmd.urls())
         .map_err(|e| e.at(name, &target))?;
     let result = {
-        let work = dispatch(cmd, &mut connector);
+        let work = cmd.run(&mut connector);
         tokio::select! {
             r = work => r,
             _ = tokio::signal::ctrl_c() => {
@@ -200,7 +178,7 @@ pub fn run(cmd: ClientCmd) -> ExitCode {
             return ExitCode::from(Code::Other.as_u8());
         }
     };
-    let result = rt.block_on(run_async(cmd));
+    let result = rt.block_on(cmd.run());
     // Tasks still waiting on a dead peer must not hold the exit up.
     rt.shutdown_timeout(Duration::from_millis(200));
     match result {

@@ -17,6 +17,7 @@ use smbq_client::transfer::TransferOptions;
 use smbq_client::{Error, File, OpenOptions, Tree};
 use smbq_wire::NtStatus;
 
+use super::Command;
 use super::args::{ConnArgs, XferArgs};
 use super::connect::Connector;
 use super::exit::{CliError, Code};
@@ -39,6 +40,19 @@ pub struct PutArgs {
     pub xfer: XferArgs,
     #[command(flatten)]
     pub conn: ConnArgs,
+}
+
+impl Command for PutArgs {
+    const NAME: &'static str = "put";
+    fn urls(&self) -> &[SmbUrl] {
+        std::slice::from_ref(&self.url)
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        run(self, c).await
+    }
 }
 
 /// Resuming backs off at least this far: the largest window of a run with the default
@@ -122,106 +136,159 @@ fn window_of(opts: TransferOptions, file: &File) -> u64 {
     u64::from(opts.chunk.min(file.max_write()).max(1)) * opts.depth.max(1) as u64
 }
 
-/// Uploads `local` (`size` bytes) to `target` through `target.part`.
-#[allow(clippy::too_many_arguments)]
-async fn put_file(
-    tree: &Tree,
-    u: &SmbUrl,
-    local: &Path,
-    size: u64,
-    target: &str,
+/// What every file of one `put` run shares: where the files go, how they are sent and the
+/// progress display they report to.
+struct Upload<'a> {
+    tree: &'a Tree,
+    /// The URL given, for naming remote paths in messages.
+    url: &'a SmbUrl,
+    /// `--continue`: resume from a `.part`, skip files already complete.
     resume: bool,
     opts: TransferOptions,
-    progress: &Progress,
-) -> Result<(), CliError> {
-    let part = remote_part(target);
-    let shown_part = u.display_path(&part);
-    let mut offset = 0;
-    let mut resumed = false;
-    if resume {
-        match tree.stat(&part).await {
-            Ok(m) if !m.is_dir() => {
-                resumed = true;
-                offset = m.size;
-            }
-            Ok(_) => {}
-            Err(e) if not_found(&e) => match tree.stat(target).await {
-                Ok(m) if !m.is_dir() && m.size == size => {
-                    progress.skip(size);
-                    progress.file_done();
-                    return Ok(());
-                }
-                Ok(_) => {}
-                Err(e) if not_found(&e) => {}
-                Err(e) => return Err(e.into()),
+    progress: &'a Progress,
+}
+
+/// Where an upload starts, as `--continue` finds the remote side.
+enum Start {
+    /// From the beginning, truncating any `.part`.
+    Fresh,
+    /// Into the existing `.part`, which holds this many bytes.
+    Resume(u64),
+    /// The file is there under its real name, whole: nothing to do.
+    Complete,
+}
+
+impl Upload<'_> {
+    /// What `--continue` finds for an upload of `size` bytes to `target` through `part`.
+    async fn start(&self, part: &str, target: &str, size: u64) -> Result<Start, Error> {
+        if !self.resume {
+            return Ok(Start::Fresh);
+        }
+        match self.tree.stat(part).await {
+            Ok(m) if !m.is_dir() => Ok(Start::Resume(m.size)),
+            Ok(_) => Ok(Start::Fresh),
+            Err(e) if not_found(&e) => match self.tree.stat(target).await {
+                Ok(m) if !m.is_dir() && m.size == size => Ok(Start::Complete),
+                Ok(_) => Ok(Start::Fresh),
+                Err(e) if not_found(&e) => Ok(Start::Fresh),
+                Err(e) => Err(e),
             },
-            Err(e) => return Err(e.into()),
+            Err(e) => Err(e),
         }
     }
-    if !resumed && size <= u64::from(opts.chunk.min(tree.max_write())) {
-        return put_small(tree, local, size, &part, target, progress).await;
-    }
-    let how = if resumed {
-        OpenOptions::create_keep()
-    } else {
-        OpenOptions::create_truncate()
-    };
-    let f = tree.open(&part, &how).await?;
-    if resumed {
-        offset = resume_offset(offset, size, window_of(opts, &f).max(MIN_RESUME_BACKOFF));
-    }
-    let mut src = fs::File::open(local).map_err(|e| local_err(local, e))?;
-    src.seek(SeekFrom::Start(offset))
-        .map_err(|e| local_err(local, e))?;
-    set_partial(Some(shown_part.clone()));
-    progress.skip(offset);
-    let mut read_err: Option<std::io::Error> = None;
-    let source = |n: usize| {
-        let mut buf = vec![0u8; n];
-        let mut filled = 0;
-        while filled < n {
-            match src.read(buf.get_mut(filled..).unwrap_or_default()) {
-                Ok(0) => break,
-                Ok(k) => filled += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    read_err = Some(e);
-                    return Err(Error::Protocol("local read".into()));
-                }
+
+    /// Uploads `local` (`size` bytes) to `target` through `target.part`.
+    async fn put_file(&self, local: &Path, size: u64, target: &str) -> Result<(), CliError> {
+        let (tree, progress, opts) = (self.tree, self.progress, self.opts);
+        let part = remote_part(target);
+        let shown_part = self.url.display_path(&part);
+        let resumed = match self.start(&part, target, size).await? {
+            Start::Complete => {
+                progress.skip(size);
+                progress.file_done();
+                return Ok(());
             }
+            Start::Resume(part_size) => Some(part_size),
+            Start::Fresh => None,
+        };
+        if resumed.is_none() && size <= u64::from(opts.chunk.min(tree.max_write())) {
+            return put_small(tree, local, size, &part, target, progress).await;
         }
-        buf.truncate(filled);
-        Ok(Bytes::from(buf))
-    };
-    let r = upload_window(&f, offset, opts, source, |n| progress.add(n)).await;
-    let kept = format!("the upload so far is kept in {shown_part} (resume with --continue)");
-    if let Some(e) = read_err {
-        set_partial(None);
-        let _ = f.close().await;
-        return Err(local_err(local, e).note(&kept));
-    }
-    let written = match r {
-        Ok(n) => n,
-        Err(e) => {
+        let how = if resumed.is_some() {
+            OpenOptions::create_keep()
+        } else {
+            OpenOptions::create_truncate()
+        };
+        let f = tree.open(&part, &how).await?;
+        let offset = resumed.map_or(0, |part_size| {
+            resume_offset(part_size, size, window_of(opts, &f).max(MIN_RESUME_BACKOFF))
+        });
+        let mut src = fs::File::open(local).map_err(|e| local_err(local, e))?;
+        src.seek(SeekFrom::Start(offset))
+            .map_err(|e| local_err(local, e))?;
+        set_partial(Some(shown_part.clone()));
+        progress.skip(offset);
+        let mut read_err: Option<std::io::Error> = None;
+        let source = |n: usize| {
+            read_chunk(&mut src, n).map_err(|e| {
+                read_err = Some(e);
+                Error::Protocol("local read".into())
+            })
+        };
+        let r = upload_window(&f, offset, opts, source, |n| progress.add(n)).await;
+        let kept = format!("the upload so far is kept in {shown_part} (resume with --continue)");
+        if let Some(e) = read_err {
             set_partial(None);
             let _ = f.close().await;
-            return Err(CliError::from(e).note(&kept));
+            return Err(local_err(local, e).note(&kept));
         }
-    };
-    let finish = async {
-        if resumed {
-            // A longer .part (the local file shrank since) must not keep its old tail.
-            f.set_len(offset + written).await?;
+        let written = match r {
+            Ok(n) => n,
+            Err(e) => {
+                set_partial(None);
+                let _ = f.close().await;
+                return Err(CliError::from(e).note(&kept));
+            }
+        };
+        let finish = async {
+            if resumed.is_some() {
+                // A longer .part (the local file shrank since) must not keep its old tail.
+                f.set_len(offset + written).await?;
+            }
+            f.close().await?;
+            tree.rename(&part, target, true).await
+        };
+        let r = finish.await;
+        set_partial(None);
+        r.map_err(|e| CliError::from(e).note(&kept))?;
+        progress.file_done();
+        watchdog::touch();
+        Ok(())
+    }
+
+    /// Creates the directories and uploads the files of a planned tree, in order; stops at
+    /// the first failure.
+    async fn put_tree(&self, items: &[Item]) -> Result<(), CliError> {
+        for item in items {
+            match item {
+                Item::Dir(d) => {
+                    if !d.is_empty() {
+                        ensure_dir(self.tree, d).await.map_err(|e| {
+                            CliError::from(e).at("mkdir", &self.url.display_path(d))
+                        })?;
+                    }
+                    watchdog::touch();
+                }
+                Item::File {
+                    local,
+                    remote,
+                    size,
+                } => {
+                    self.progress.file(remote);
+                    self.put_file(local, *size, remote)
+                        .await
+                        .map_err(|e| e.at("put", &self.url.display_path(remote)))?;
+                }
+            }
         }
-        f.close().await?;
-        tree.rename(&part, target, true).await
-    };
-    let r = finish.await;
-    set_partial(None);
-    r.map_err(|e| CliError::from(e).note(&kept))?;
-    progress.file_done();
-    watchdog::touch();
-    Ok(())
+        Ok(())
+    }
+}
+
+/// Up to `n` bytes from `src`, fewer only at its end.
+fn read_chunk(src: &mut impl Read, n: usize) -> std::io::Result<Bytes> {
+    let mut buf = vec![0u8; n];
+    let mut filled = 0;
+    while filled < n {
+        match src.read(buf.get_mut(filled..).unwrap_or_default()) {
+            Ok(0) => break,
+            Ok(k) => filled += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(filled);
+    Ok(Bytes::from(buf))
 }
 
 /// A file that fits one WRITE: CREATE + WRITE + CLOSE of the `.part` as one compound, then
@@ -347,7 +414,7 @@ async fn ensure_dir(tree: &Tree, path: &str) -> Result<(), Error> {
     }
 }
 
-pub async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
+async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
     let u = &a.url;
     let at = |e: CliError| e.at("put", &a.local.display().to_string());
     let meta = fs::metadata(&a.local).map_err(|e| at(local_err(&a.local, e)))?;
@@ -375,18 +442,14 @@ pub async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
     if !meta.is_dir() {
         let p = Progress::new("put", mode, meta.len());
         p.file(&name);
-        return match put_file(
-            &tree,
-            u,
-            &a.local,
-            meta.len(),
-            &target,
-            a.xfer.resume,
+        let up = Upload {
+            tree: &tree,
+            url: u,
+            resume: a.xfer.resume,
             opts,
-            &p,
-        )
-        .await
-        {
+            progress: &p,
+        };
+        return match up.put_file(&a.local, meta.len(), &target).await {
             Ok(()) => {
                 p.finish(false);
                 Ok(())
@@ -407,33 +470,14 @@ pub async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
         })
         .sum();
     let p = Progress::new("put", mode, total);
-    let r = async {
-        for item in &items {
-            match item {
-                Item::Dir(d) => {
-                    if !d.is_empty() {
-                        ensure_dir(&tree, d)
-                            .await
-                            .map_err(|e| CliError::from(e).at("mkdir", &u.display_path(d)))?;
-                    }
-                    watchdog::touch();
-                }
-                Item::File {
-                    local,
-                    remote,
-                    size,
-                } => {
-                    p.file(remote);
-                    put_file(&tree, u, local, *size, remote, a.xfer.resume, opts, &p)
-                        .await
-                        .map_err(|e| e.at("put", &u.display_path(remote)))?;
-                }
-            }
-        }
-        Ok(())
-    }
-    .await;
-    match r {
+    let up = Upload {
+        tree: &tree,
+        url: u,
+        resume: a.xfer.resume,
+        opts,
+        progress: &p,
+    };
+    match up.put_tree(&items).await {
         Ok(()) => {
             p.finish(true);
             Ok(())

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use smbq_client::ShareInfo1;
 
+use super::Command;
 use super::args::ConnArgs;
 use super::connect::Connector;
 use super::each;
@@ -17,6 +18,19 @@ pub struct SharesArgs {
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,
+}
+
+impl Command for SharesArgs {
+    const NAME: &'static str = "shares";
+    fn urls(&self) -> &[SmbUrl] {
+        &self.urls
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        run(self, c).await
+    }
 }
 
 /// `Disk`, `Printer`, `Device`, `IPC` (MS-SRVS 2.2.2.4), `,special` for administrative shares.
@@ -53,7 +67,7 @@ pub fn table(shares: &[ShareInfo1]) -> String {
     out
 }
 
-pub async fn run(a: SharesArgs, c: &mut Connector) -> Result<(), CliError> {
+async fn run(a: SharesArgs, c: &mut Connector) -> Result<(), CliError> {
     each(a.urls, async |u: SmbUrl| {
         let at = |e: CliError| e.at("shares", &u.raw);
         let session = c.session(&u).await.map_err(at)?;

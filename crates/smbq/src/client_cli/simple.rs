@@ -7,6 +7,7 @@ use smbq_client::{Error, OpenOptions, Tree};
 use smbq_wire::NtStatus;
 use smbq_wire::create::create_options;
 
+use super::Command;
 use super::args::ConnArgs;
 use super::connect::Connector;
 use super::each;
@@ -23,6 +24,19 @@ pub struct CatArgs {
     pub conn: ConnArgs,
 }
 
+impl Command for CatArgs {
+    const NAME: &'static str = "cat";
+    fn urls(&self) -> &[SmbUrl] {
+        &self.urls
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        cat(self, c).await
+    }
+}
+
 #[derive(clap::Args)]
 pub struct RmArgs {
     /// Remove directories and everything in them.
@@ -32,6 +46,19 @@ pub struct RmArgs {
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,
+}
+
+impl Command for RmArgs {
+    const NAME: &'static str = "rm";
+    fn urls(&self) -> &[SmbUrl] {
+        &self.urls
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        rm(self, c).await
+    }
 }
 
 #[derive(clap::Args)]
@@ -45,12 +72,38 @@ pub struct MkdirArgs {
     pub conn: ConnArgs,
 }
 
+impl Command for MkdirArgs {
+    const NAME: &'static str = "mkdir";
+    fn urls(&self) -> &[SmbUrl] {
+        &self.urls
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        mkdir(self, c).await
+    }
+}
+
 #[derive(clap::Args)]
 pub struct RmdirArgs {
     #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
     pub conn: ConnArgs,
+}
+
+impl Command for RmdirArgs {
+    const NAME: &'static str = "rmdir";
+    fn urls(&self) -> &[SmbUrl] {
+        &self.urls
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        rmdir(self, c).await
+    }
 }
 
 #[derive(clap::Args)]
@@ -65,6 +118,19 @@ pub struct MvArgs {
     pub to: String,
     #[command(flatten)]
     pub conn: ConnArgs,
+}
+
+impl Command for MvArgs {
+    const NAME: &'static str = "mv";
+    fn urls(&self) -> &[SmbUrl] {
+        std::slice::from_ref(&self.from)
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        mv(self, c).await
+    }
 }
 
 /// A failed write to stdout.
@@ -110,7 +176,7 @@ pub async fn to_stdout(tree: &Tree, path: &str, opts: TransferOptions) -> Result
     }
 }
 
-pub async fn cat(a: CatArgs, c: &mut Connector) -> Result<(), CliError> {
+async fn cat(a: CatArgs, c: &mut Connector) -> Result<(), CliError> {
     each(a.urls, async |u: SmbUrl| {
         let at = |e: CliError| e.at("cat", &u.raw);
         let tree = c.tree(&u).await.map_err(at)?;
@@ -141,7 +207,7 @@ async fn rm_tree(tree: &Tree, path: &str) -> Result<(), Error> {
     tree.rmdir(path).await
 }
 
-pub async fn rm(a: RmArgs, c: &mut Connector) -> Result<(), CliError> {
+async fn rm(a: RmArgs, c: &mut Connector) -> Result<(), CliError> {
     let recursive = a.recursive;
     each(a.urls, async |u: SmbUrl| {
         let at = |e: CliError| e.at("rm", &u.raw);
@@ -182,7 +248,7 @@ async fn mkdir_parents(tree: &Tree, path: &str) -> Result<(), Error> {
     Ok(())
 }
 
-pub async fn mkdir(a: MkdirArgs, c: &mut Connector) -> Result<(), CliError> {
+async fn mkdir(a: MkdirArgs, c: &mut Connector) -> Result<(), CliError> {
     let parents = a.parents;
     each(a.urls, async |u: SmbUrl| {
         let at = |e: CliError| e.at("mkdir", &u.raw);
@@ -198,7 +264,7 @@ pub async fn mkdir(a: MkdirArgs, c: &mut Connector) -> Result<(), CliError> {
     .await
 }
 
-pub async fn rmdir(a: RmdirArgs, c: &mut Connector) -> Result<(), CliError> {
+async fn rmdir(a: RmdirArgs, c: &mut Connector) -> Result<(), CliError> {
     each(a.urls, async |u: SmbUrl| {
         let at = |e: CliError| e.at("rmdir", &u.raw);
         not_root(&u, "remove").map_err(at)?;
@@ -230,7 +296,7 @@ pub fn mv_target(from: &SmbUrl, to: &str) -> Result<String, String> {
     parse_share_path(to)
 }
 
-pub async fn mv(a: MvArgs, c: &mut Connector) -> Result<(), CliError> {
+async fn mv(a: MvArgs, c: &mut Connector) -> Result<(), CliError> {
     let u = a.from;
     let at = |e: CliError| e.at("mv", &u.raw);
     not_root(&u, "rename").map_err(at)?;

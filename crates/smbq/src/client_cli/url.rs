@@ -131,6 +131,58 @@ fn parse_host_port(raw: &str, hp: &str) -> Result<(String, Option<u16>), String>
     Ok((host, port))
 }
 
+/// `[DOMAIN;]USER` (the part before `@`), percent-decoded: (domain, user), an empty domain
+/// counting as none.
+fn parse_userinfo(raw: &str, ui: &str) -> Result<(Option<String>, Option<String>), String> {
+    if ui.contains(':') {
+        return Err(bad(
+            raw,
+            "no passwords in URLs (they show in ps); use $SMBQ_PASSWORD, --credentials or the prompt",
+        ));
+    }
+    let (d, u) = match ui.split_once(';') {
+        Some((d, u)) => (Some(d), u),
+        None => (None, ui),
+    };
+    let mut domain = None;
+    if let Some(d) = d {
+        let d = percent_decode(d).map_err(|e| bad(raw, &e))?;
+        if !d.is_empty() {
+            domain = Some(d);
+        }
+    }
+    let u = percent_decode(u).map_err(|e| bad(raw, &e))?;
+    if u.is_empty() {
+        return Err(bad(raw, "empty user name before @"));
+    }
+    Ok((domain, Some(u)))
+}
+
+/// `SHARE/PATH` as its percent-decoded components, `.` and `..` resolved; the first is the
+/// share.
+fn parse_path(raw: &str, path: &str) -> Result<Vec<String>, String> {
+    let mut parts: Vec<String> = Vec::new();
+    for seg in path.split('/') {
+        let seg = percent_decode(seg).map_err(|e| bad(raw, &e))?;
+        match seg.as_str() {
+            "" | "." => {}
+            ".." => {
+                // Never past the share root: the share itself is not a directory one
+                // can leave.
+                if parts.len() <= 1 {
+                    return Err(bad(raw, ".. goes above the share"));
+                }
+                parts.pop();
+            }
+            _ => {
+                check_component(&seg).map_err(|e| bad(raw, &e))?;
+                parts.push(seg);
+            }
+        }
+    }
+    Ok(parts)
+}
+
 impl SmbUrl {
     pub fn parse(raw: &str) -> Result<Self, String> {
         let rest = raw
@@ -156,52 +208,12 @@ impl SmbUrl {
             ),
             None => (None, authority),
         };
-        let (mut domain, mut user) = (None, None);
-        if let Some(ui) = userinfo {
-            if ui.contains(':') {
-                return Err(bad(
-                    raw,
-                    "no passwords in URLs (they show in ps); use $SMBQ_PASSWORD, --credentials or the prompt",
-                ));
-            }
-            let (d, u) = match ui.split_once(';') {
-                Some((d, u)) => (Some(d), u),
-                None => (None, ui),
-            };
-            if let Some(d) = d {
-                let d = percent_decode(d).map_err(|e| bad(raw, &e))?;
-                if !d.is_empty() {
-                    domain = Some(d);
-                }
-            }
-            let u = percent_decode(u).map_err(|e| bad(raw, &e))?;
-            if u.is_empty() {
-                return Err(bad(raw, "empty user name before @"));
-            }
-            user = Some(u);
-        }
+        let (domain, user) = match userinfo {
+            Some(ui) => parse_userinfo(raw, ui)?,
+            None => (None, None),
+        };
         let (host, port) = parse_host_port(raw, hostport)?;
-
-        let mut parts: Vec<String> = Vec::new();
-        for seg in path.split('/') {
-            let seg = percent_decode(seg).map_err(|e| bad(raw, &e))?;
-            match seg.as_str() {
-                "" | "." => {}
-                ".." => {
-                    // Never past the share root: the share itself is not a directory one
-                    // can leave.
-                    if parts.len() <= 1 {
-                        return Err(bad(raw, ".. goes above the share"));
-                    }
-                    parts.pop();
-                }
-                _ => {
-                    check_component(&seg).map_err(|e| bad(raw, &e))?;
-                    parts.push(seg);
-                }
-            }
-        }
-        let mut it = parts.into_iter();
+        let mut it = parse_path(raw, path)?.into_iter();
         let share = it.next();
         let path = it.collect::<Vec<_>>().join("/");
         Ok(Self {
