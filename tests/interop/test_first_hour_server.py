@@ -188,3 +188,12 @@ def test_udp_buffer_note_is_shown_once(workdir):
     assert len(notes) == 1, logs
     assert notes[0].startswith("smbq: note: ") and notes[0] in logs[0], notes
     assert "sysctl -w net.core.rmem_max=16777216 net.core.wmem_max=16777216" in notes[0]
+
+
+def test_bad_arguments_create_nothing(workdir):
+    """A start refused for its arguments leaves no state directory (or share) behind."""
+    for args in (["--share", "nodir"], [], ["x", "--tcp-port", "0", "--quic-port", "0"]):
+        p = subprocess.run([str(BINARY), "serve", *args], capture_output=True, text=True,
+                           cwd=workdir, timeout=30)
+        assert p.returncode != 0 and p.stderr.startswith("smbq:"), p.stderr
+        assert not (workdir / ".smbq").exists(), args

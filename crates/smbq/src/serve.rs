@@ -124,25 +124,6 @@ impl Startup {
     /// before what they guard, and no account is written here (see `first_account`).
     fn build(args: &ServeArgs) -> Result<Self, String> {
         let file = load_config(args)?;
-        let state_dir = prepare_state_dir(args, &file)?;
-        let users_path = args
-            .users
-            .clone()
-            .or(file.users.clone())
-            .unwrap_or_else(|| state_dir.join("users"));
-        let shares = share_configs(args, &file)?;
-        let encrypt = match args.encrypt.as_deref().or(file.encrypt.as_deref()) {
-            Some(s) => parse_encrypt(s)?,
-            None => EncryptPolicy::Off,
-        };
-        // Read (not written) before anything binds: a broken file fails the start. A fresh
-        // install's first account is created only once the listeners are up, so a start that
-        // fails (port in use) leaves no account behind whose password nobody saw.
-        AccountFile::load(&users_path).map_err(|e| format!("{}: {e}", users_path.display()))?;
-        let hint_share = hint_share(&shares);
-        let guid = server_guid(&state_dir)?;
-        let (server_cfg, engine_cfg) = server_configs(&file, guid, shares, encrypt);
-
         let listen = args
             .listen
             .or(file.listen)
@@ -156,6 +137,25 @@ impl Startup {
                     .into(),
             );
         }
+        let shares = share_configs(args, &file)?;
+        let encrypt = match args.encrypt.as_deref().or(file.encrypt.as_deref()) {
+            Some(s) => parse_encrypt(s)?,
+            None => EncryptPolicy::Off,
+        };
+        // Only a start whose arguments hold up creates the state directory.
+        let state_dir = prepare_state_dir(args, &file)?;
+        let users_path = args
+            .users
+            .clone()
+            .or(file.users.clone())
+            .unwrap_or_else(|| state_dir.join("users"));
+        // Read (not written) before anything binds: a broken file fails the start. A fresh
+        // install's first account is created only once the listeners are up, so a start that
+        // fails (port in use) leaves no account behind whose password nobody saw.
+        AccountFile::load(&users_path).map_err(|e| format!("{}: {e}", users_path.display()))?;
+        let hint_share = hint_share(&shares);
+        let guid = server_guid(&state_dir)?;
+        let (server_cfg, engine_cfg) = server_configs(&file, guid, shares, encrypt);
         let quic_addr = SocketAddr::new(listen, quic_port);
         let quic = quic_plan(args, &file, &state_dir, quic_addr, quic_port_set.is_some())?;
         Ok(Self {
