@@ -867,7 +867,9 @@ impl ServerConnection {
     }
 
     /// MS-SMB2 3.3.5.5. Builds and returns the response frame at once: its exact bytes feed
-    /// the preauth hash.
+    /// the preauth hash. The steps: what the negotiation allows, which session the request is
+    /// for (new, in progress, or valid and re-authenticating), one acceptor step, then the
+    /// continuation, the established session, or the failure.
     fn session_setup(
         &mut self,
         hdr: &Header,
@@ -876,15 +878,7 @@ impl ServerConnection {
         env: &mut Env<'_>,
         actions: &mut Vec<Action>,
     ) -> Result<Bytes, Violation> {
-        let ConnState::Negotiated(neg) = &self.state else {
-            return Err(Violation::NotNegotiated);
-        };
-        let dialect = neg.view.dialect;
-        let signing_algo = neg.signing;
-        let cipher = neg.cipher;
-        let transport_security = neg.view.transport_security;
-        let client_caps = neg.view.client_capabilities;
-        let conn_preauth = neg.preauth.clone();
+        let p = self.setup_params()?;
         let mut rhdr = hdr.clone();
         rhdr.credits = self.credits.grant(hdr.credits.max(1));
 
@@ -898,72 +892,35 @@ impl ServerConnection {
         }
         // MS-SMB2 3.3.5.5 (RejectUnencryptedAccess): a client that cannot encrypt is refused
         // before authenticating, so it cannot use the server to test passwords.
-        let client_can_encrypt = dialect.is_smb3()
-            && cipher.is_some()
-            && (dialect == Dialect::SMB3_1_1 || client_caps & capabilities::ENCRYPTION != 0);
-        if self.cfg.encrypt_required && !transport_security && !client_can_encrypt {
+        if self.cfg.encrypt_required && !p.transport_security && !p.client_can_encrypt {
             return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
         }
-
-        let acceptor_cfg = AcceptorConfig {
-            netbios_domain: self.cfg.server_name.to_uppercase(),
-            netbios_computer: self.cfg.server_name.to_uppercase(),
-            dns_domain: self.cfg.server_name.to_lowercase(),
-            dns_computer: self.cfg.server_name.to_lowercase(),
-            allow_guest: self.cfg.guest_ok,
-            allow_anonymous: self.cfg.anonymous_ok,
-        };
-        let new_acceptor = |env: &mut Env<'_>| {
-            let mut challenge = [0u8; 8];
-            env.rng.fill_bytes(&mut challenge);
-            Acceptor::new(acceptor_cfg.clone(), challenge, env.now)
-        };
-
-        let session_id = if hdr.session_id == 0 {
-            if self.sessions.len() >= self.cfg.limits.max_sessions_per_connection {
-                return self.plain_response(&rhdr, NtStatus::INSUFFICIENT_RESOURCES, &ERROR_BODY);
-            }
-            let id = (env.new_session_id)();
-            let acceptor = new_acceptor(env);
-            self.sessions
-                .insert(id, Session::new(id, acceptor, conn_preauth.clone()));
-            id
-        } else {
-            let Some(s) = self.sessions.get_mut(&hdr.session_id) else {
-                return self.plain_response(&rhdr, NtStatus::USER_SESSION_DELETED, &ERROR_BODY);
-            };
-            if s.is_valid() {
-                // Re-authentication (MS-SMB2 3.3.5.5.2): a signed request is checked with the
-                // current key; keys stay as they are.
-                if hdr.is_signed()
-                    && !encrypted
-                    && !s.signer.as_ref().is_some_and(|k| k.verify(msg))
-                {
-                    return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
-                }
-            }
-            hdr.session_id
+        let session_id = match self.setup_session_id(hdr, msg, encrypted, env, &p) {
+            Ok(id) => id,
+            Err(status) => return self.plain_response(&rhdr, status, &ERROR_BODY),
         };
         rhdr.session_id = session_id;
 
+        let acceptor_cfg = self.acceptor_config();
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return self.plain_response(&rhdr, NtStatus::USER_SESSION_DELETED, &ERROR_BODY);
         };
         let reauth = session.is_valid();
         let Exchange { acceptor, preauth } = session.exchange_or(|| Exchange {
-            acceptor: Box::new(new_acceptor(env)),
-            preauth: conn_preauth,
+            acceptor: Box::new(new_acceptor(acceptor_cfg, env)),
+            preauth: p.conn_preauth.clone(),
         });
-        if dialect == Dialect::SMB3_1_1 {
+        if p.dialect == Dialect::SMB3_1_1 {
             preauth.update(msg);
         }
         let step = acceptor.step(req.security_buffer, env.accounts);
+        let hash = *preauth.value();
         match step {
             Ok(AcceptStep::Continue(token)) => {
                 let body = encode_session_setup(0, &token);
                 let frame =
                     self.plain_response(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body)?;
-                if dialect == Dialect::SMB3_1_1
+                if p.dialect == Dialect::SMB3_1_1
                     && let Some(x) = self
                         .sessions
                         .get_mut(&session_id)
@@ -978,95 +935,212 @@ impl ServerConnection {
                 identity,
                 session_key,
             }) => {
-                let hash = *preauth.value();
-                let is_guest = identity.is_guest || identity.is_anonymous;
-                if self.cfg.encrypt_required
-                    && !transport_security
-                    && (!client_can_encrypt || is_guest)
-                    && !reauth
-                {
-                    // MS-SMB2 3.3.5.5.3: RejectUnencryptedAccess.
-                    self.sessions.remove(&session_id);
-                    return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
-                }
-                let user = identity.user.clone();
-                let Some(session) = self.sessions.get_mut(&session_id) else {
-                    return Err(Violation::Internal("session vanished during SESSION_SETUP"));
-                };
-                let mut flags = 0u16;
-                if identity.is_anonymous {
-                    flags |= session_flags::IS_NULL;
-                } else if identity.is_guest {
-                    flags |= session_flags::IS_GUEST;
-                }
-                // Keys come from the first authentication only; a re-authentication keeps them.
-                if !reauth && !is_guest {
-                    let keys = derive_keys(
-                        dialect.0,
-                        Role::Server,
-                        &session_key[..],
-                        (dialect == Dialect::SMB3_1_1).then_some(&hash),
-                        // Keys exist even under transport-level security: the client may
-                        // still encrypt (the Rust smb crate does); only the requirement goes.
-                        cipher,
-                    )
-                    .map_err(|e| Violation::KeyDerivation(e.to_string()))?;
-                    session.signer = Signer::new(signing_algo, keys.signing_key()).ok();
-                    let mut prefix = [0u8; 4];
-                    env.rng.fill_bytes(&mut prefix);
-                    session.encryptor = keys
-                        .encryptor()
-                        .map(|e| crate::transform::TransformSealer::new(e, prefix));
-                    session.decryptor = keys.decryptor();
-                    session.signing_required = self.cfg.require_signing
-                        || u16::from(req.security_mode) & security_mode::SIGNING_REQUIRED != 0;
-                    session.encrypt_data = !transport_security
-                        && client_can_encrypt
-                        && (self.cfg.encrypt_required || self.cfg.encrypt_desired);
-                }
-                // A first authentication or a re-authentication, done.
-                session.state = SessionState::Valid { reauth: None };
-                session.identity = Some(Arc::new(identity));
-                if session.encrypt_data {
-                    flags |= session_flags::ENCRYPT_DATA;
-                }
-                // MS-SMB2 3.3.5.5.3: the final response of a 3.x non-guest session is signed
-                // (the client checks it to prove the key); for 2.x when the client signed.
-                let sign =
-                    !is_guest && (dialect.is_smb3() || hdr.is_signed() || session.signing_required);
-                let encrypt_required = session.encrypt_data;
-                let signs = session.signer.is_some();
-                let can_seal = session.encryptor.as_ref().map(|e| e.cipher());
-                let body = encode_session_setup(flags, &token);
-                let frame = self.build_single(&rhdr, NtStatus::SUCCESS, &body, sign)?;
-                actions.push(Action::SessionStarted {
-                    session_id,
+                let done = Authenticated {
+                    token,
+                    identity,
+                    session_key,
+                    hash,
+                    reauth,
+                    request_signed: hdr.is_signed(),
+                    security_mode: req.security_mode,
                     previous_session_id: req.previous_session_id,
-                    user,
-                    dialect,
-                    signing: signs.then_some(signing_algo),
-                    cipher: can_seal,
-                    encrypt_required,
-                });
-                Ok(frame)
-            }
-            Err(e) => {
-                let (status, user) = match e {
-                    AuthError::LogonFailure { user } => (NtStatus::LOGON_FAILURE, user),
-                    _ => (NtStatus::INVALID_PARAMETER, String::new()),
                 };
-                // MS-SMB2 3.3.5.5.3: a failed authentication removes the session, a valid
-                // one being re-authenticated included.
-                self.sessions.remove(&session_id);
-                if reauth {
-                    actions.push(Action::SessionEnded { session_id });
-                }
-                if status == NtStatus::LOGON_FAILURE {
-                    actions.push(Action::AuthFailed { user });
-                }
-                self.plain_response(&rhdr, status, &ERROR_BODY)
+                self.setup_done(&rhdr, &p, done, env, actions)
             }
+            Err(e) => self.setup_failed(&rhdr, e, reauth, actions),
         }
+    }
+
+    /// What SESSION_SETUP needs from the negotiation.
+    fn setup_params(&self) -> Result<SetupParams, Violation> {
+        let ConnState::Negotiated(neg) = &self.state else {
+            return Err(Violation::NotNegotiated);
+        };
+        let dialect = neg.view.dialect;
+        let cipher = neg.cipher;
+        let client_caps = neg.view.client_capabilities;
+        Ok(SetupParams {
+            dialect,
+            signing: neg.signing,
+            cipher,
+            transport_security: neg.view.transport_security,
+            client_can_encrypt: dialect.is_smb3()
+                && cipher.is_some()
+                && (dialect == Dialect::SMB3_1_1 || client_caps & capabilities::ENCRYPTION != 0),
+            conn_preauth: neg.preauth.clone(),
+        })
+    }
+
+    fn acceptor_config(&self) -> AcceptorConfig {
+        AcceptorConfig {
+            netbios_domain: self.cfg.server_name.to_uppercase(),
+            netbios_computer: self.cfg.server_name.to_uppercase(),
+            dns_domain: self.cfg.server_name.to_lowercase(),
+            dns_computer: self.cfg.server_name.to_lowercase(),
+            allow_guest: self.cfg.guest_ok,
+            allow_anonymous: self.cfg.anonymous_ok,
+        }
+    }
+
+    /// The session a SESSION_SETUP is for: a new one (SessionId 0), or one in progress or
+    /// valid on this connection; a status to answer with when there is none.
+    fn setup_session_id(
+        &mut self,
+        hdr: &Header,
+        msg: &[u8],
+        encrypted: bool,
+        env: &mut Env<'_>,
+        p: &SetupParams,
+    ) -> Result<u64, NtStatus> {
+        if hdr.session_id == 0 {
+            if self.sessions.len() >= self.cfg.limits.max_sessions_per_connection {
+                return Err(NtStatus::INSUFFICIENT_RESOURCES);
+            }
+            let id = (env.new_session_id)();
+            let acceptor = new_acceptor(self.acceptor_config(), env);
+            self.sessions
+                .insert(id, Session::new(id, acceptor, p.conn_preauth.clone()));
+            return Ok(id);
+        }
+        let s = self
+            .sessions
+            .get(&hdr.session_id)
+            .ok_or(NtStatus::USER_SESSION_DELETED)?;
+        // Re-authentication (MS-SMB2 3.3.5.5.2): a signed request is checked with the current
+        // key; keys stay as they are.
+        if s.is_valid()
+            && hdr.is_signed()
+            && !encrypted
+            && !s.signer.as_ref().is_some_and(|k| k.verify(msg))
+        {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        Ok(hdr.session_id)
+    }
+
+    /// The acceptor said yes: keys (first authentication only), flags, the signed final
+    /// response, and the session announced to the shell (MS-SMB2 3.3.5.5.3).
+    fn setup_done(
+        &mut self,
+        rhdr: &Header,
+        p: &SetupParams,
+        done: Authenticated,
+        env: &mut Env<'_>,
+        actions: &mut Vec<Action>,
+    ) -> Result<Bytes, Violation> {
+        let Authenticated {
+            token,
+            identity,
+            session_key,
+            hash,
+            reauth,
+            request_signed,
+            security_mode: client_security_mode,
+            previous_session_id,
+        } = done;
+        let session_id = rhdr.session_id;
+        let (dialect, signing_algo, cipher, transport_security, client_can_encrypt) = (
+            p.dialect,
+            p.signing,
+            p.cipher,
+            p.transport_security,
+            p.client_can_encrypt,
+        );
+        let is_guest = identity.is_guest || identity.is_anonymous;
+        if self.cfg.encrypt_required
+            && !transport_security
+            && (!client_can_encrypt || is_guest)
+            && !reauth
+        {
+            // MS-SMB2 3.3.5.5.3: RejectUnencryptedAccess.
+            self.sessions.remove(&session_id);
+            return self.plain_response(rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
+        }
+        let user = identity.user.clone();
+        let Some(session) = self.sessions.get_mut(&session_id) else {
+            return Err(Violation::Internal("session vanished during SESSION_SETUP"));
+        };
+        let mut flags = 0u16;
+        if identity.is_anonymous {
+            flags |= session_flags::IS_NULL;
+        } else if identity.is_guest {
+            flags |= session_flags::IS_GUEST;
+        }
+        // Keys come from the first authentication only; a re-authentication keeps them.
+        if !reauth && !is_guest {
+            let keys = derive_keys(
+                dialect.0,
+                Role::Server,
+                &session_key[..],
+                (dialect == Dialect::SMB3_1_1).then_some(&hash),
+                // Keys exist even under transport-level security: the client may
+                // still encrypt (the Rust smb crate does); only the requirement goes.
+                cipher,
+            )
+            .map_err(|e| Violation::KeyDerivation(e.to_string()))?;
+            session.signer = Signer::new(signing_algo, keys.signing_key()).ok();
+            let mut prefix = [0u8; 4];
+            env.rng.fill_bytes(&mut prefix);
+            session.encryptor = keys
+                .encryptor()
+                .map(|e| crate::transform::TransformSealer::new(e, prefix));
+            session.decryptor = keys.decryptor();
+            session.signing_required = self.cfg.require_signing
+                || u16::from(client_security_mode) & security_mode::SIGNING_REQUIRED != 0;
+            session.encrypt_data = !transport_security
+                && client_can_encrypt
+                && (self.cfg.encrypt_required || self.cfg.encrypt_desired);
+        }
+        // A first authentication or a re-authentication, done.
+        session.state = SessionState::Valid { reauth: None };
+        session.identity = Some(Arc::new(identity));
+        if session.encrypt_data {
+            flags |= session_flags::ENCRYPT_DATA;
+        }
+        // MS-SMB2 3.3.5.5.3: the final response of a 3.x non-guest session is signed
+        // (the client checks it to prove the key); for 2.x when the client signed.
+        let sign = !is_guest && (dialect.is_smb3() || request_signed || session.signing_required);
+        let encrypt_required = session.encrypt_data;
+        let signs = session.signer.is_some();
+        let can_seal = session.encryptor.as_ref().map(|e| e.cipher());
+        let body = encode_session_setup(flags, &token);
+        let frame = self.build_single(rhdr, NtStatus::SUCCESS, &body, sign)?;
+        actions.push(Action::SessionStarted {
+            session_id,
+            previous_session_id,
+            user,
+            dialect,
+            signing: signs.then_some(signing_algo),
+            cipher: can_seal,
+            encrypt_required,
+        });
+        Ok(frame)
+    }
+
+    /// The acceptor said no: the session goes, a valid one being re-authenticated included
+    /// (MS-SMB2 3.3.5.5.3).
+    fn setup_failed(
+        &mut self,
+        rhdr: &Header,
+        e: AuthError,
+        reauth: bool,
+        actions: &mut Vec<Action>,
+    ) -> Result<Bytes, Violation> {
+        let session_id = rhdr.session_id;
+        let (status, user) = match e {
+            AuthError::LogonFailure { user } => (NtStatus::LOGON_FAILURE, user),
+            _ => (NtStatus::INVALID_PARAMETER, String::new()),
+        };
+        // MS-SMB2 3.3.5.5.3: a failed authentication removes the session, a valid
+        // one being re-authenticated included.
+        self.sessions.remove(&session_id);
+        if reauth {
+            actions.push(Action::SessionEnded { session_id });
+        }
+        if status == NtStatus::LOGON_FAILURE {
+            actions.push(Action::AuthFailed { user });
+        }
+        self.plain_response(rhdr, status, &ERROR_BODY)
     }
 
     /// A single unsigned, unencrypted response whose header fields (credits included) are set.
@@ -1354,6 +1428,38 @@ fn payload_credits(cmd: Command, msg: &[u8]) -> Option<u32> {
         _ => return None,
     };
     Some(if size == 0 { 1 } else { (size - 1) / 65536 + 1 })
+}
+
+/// What SESSION_SETUP needs from the negotiation, copied out once.
+struct SetupParams {
+    dialect: Dialect,
+    signing: SigningAlgorithm,
+    cipher: Option<Cipher>,
+    transport_security: bool,
+    /// MS-SMB2 3.3.5.5: 3.x with a cipher, and for 3.0/3.0.2 the ENCRYPTION capability.
+    client_can_encrypt: bool,
+    /// The connection's preauth hash after NEGOTIATE; every session's starts from it.
+    conn_preauth: PreauthHash,
+}
+
+/// What a finished acceptor exchange produced.
+struct Authenticated {
+    token: Vec<u8>,
+    identity: smbq_auth::Identity,
+    session_key: zeroize::Zeroizing<[u8; 16]>,
+    /// The session's preauth hash over every SESSION_SETUP request and response so far.
+    hash: [u8; 64],
+    reauth: bool,
+    /// From the request: whether it was signed, its SecurityMode, its PreviousSessionId.
+    request_signed: bool,
+    security_mode: u8,
+    previous_session_id: u64,
+}
+
+fn new_acceptor(cfg: AcceptorConfig, env: &mut Env<'_>) -> Acceptor {
+    let mut challenge = [0u8; 8];
+    env.rng.fill_bytes(&mut challenge);
+    Acceptor::new(cfg, challenge, env.now)
 }
 
 /// Where a message sits in its frame, for the rules that depend on it.
