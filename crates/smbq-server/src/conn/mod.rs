@@ -1,0 +1,144 @@
+//! The per-connection tasks: a loop that owns the engine (reads frames, dispatches requests,
+//! finishes responses; `event_loop`), request tasks that run handlers, many in flight as
+//! credits allow (`chain`), and a writer task that sends frames in order (`writer`).
+
+mod chain;
+mod event_loop;
+mod writer;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use smbq_auth::Accounts;
+use smbq_proto::EngineConfig;
+use smbq_transport::{Connection, TransportKind};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::Server;
+use crate::admission::{Admission, AdmissionLimits};
+use crate::logon_guard::LogonGuard;
+
+/// Stops the listeners and connections on shutdown.
+#[derive(Clone, Default)]
+pub struct Shutdown(CancellationToken);
+
+impl Shutdown {
+    pub fn new() -> Self {
+        Self(CancellationToken::new())
+    }
+    pub fn cancel(&self) {
+        self.0.cancel();
+    }
+    pub async fn cancelled(&self) {
+        self.0.cancelled().await;
+    }
+}
+
+/// Everything shared by all connections.
+pub struct Runtime {
+    server: Arc<Server>,
+    engine: Arc<EngineConfig>,
+    accounts: Arc<dyn Accounts>,
+    next_conn_id: AtomicU64,
+    next_session_id: AtomicU64,
+    /// The connection table (global, per-address and reserved slots).
+    admission: Arc<Admission>,
+    /// Failed-logon throttle and log.
+    logon: Arc<LogonGuard>,
+}
+
+impl Runtime {
+    pub fn new(
+        server: Arc<Server>,
+        engine: Arc<EngineConfig>,
+        accounts: Arc<dyn Accounts>,
+    ) -> Arc<Self> {
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(1);
+        let logon = LogonGuard::new(server.config().logon.clone());
+        let admission = Admission::new(AdmissionLimits {
+            total: engine.limits.max_connections,
+            per_address: engine.limits.max_connections_per_ip,
+            reserved: engine.limits.reserved_connections,
+            per_address_in_reserve: smbq_proto::Limits::RESERVE_PER_IP,
+        });
+        Arc::new(Self {
+            server,
+            engine,
+            accounts,
+            next_conn_id: AtomicU64::new(1),
+            // Session ids differ across restarts so a client never reuses a stale one by accident;
+            // they stay below 2^32 because some clients (smbtorture session-id) keep 32 bits.
+            next_session_id: AtomicU64::new(((seed & 0x7FFF) << 16) | 1),
+            admission,
+            logon,
+        })
+    }
+}
+
+/// Accepts TCP connections until shutdown.
+pub async fn serve_tcp(
+    listener: smbq_transport::tcp::TcpListener,
+    rt: Arc<Runtime>,
+    shutdown: Shutdown,
+) {
+    loop {
+        let conn = tokio::select! {
+            c = listener.accept() => c,
+            _ = shutdown.cancelled() => break,
+        };
+        match conn {
+            Ok(conn) => spawn_connection(conn, rt.clone(), shutdown.clone()),
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Runs one accepted connection in its own task.
+pub fn spawn_connection(conn: Connection, rt: Arc<Runtime>, shutdown: Shutdown) {
+    // Dropping a refused connection closes it (TCP FIN; QUIC close).
+    let Ok(slot) = rt.admission.admit(conn.peer.ip()) else {
+        return;
+    };
+    let id = rt.next_conn_id.fetch_add(1, Ordering::Relaxed);
+    let transport = match conn.kind {
+        TransportKind::Tcp => "tcp",
+        TransportKind::Quic => "quic",
+    };
+    let span = info_span!("conn", id, peer = %conn.peer, transport);
+    tokio::spawn(
+        async move {
+            debug!("connected");
+            let result = event_loop::run_connection(id, conn, rt.clone(), shutdown).await;
+            drop(slot);
+            match result {
+                Ok(()) => {}
+                Err(reason) => info!(%reason, "disconnected"),
+            }
+        }
+        .instrument(span),
+    );
+}
+
+/// Why a connection ended, other than by the client closing it or the server shutting down.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    #[error("{0}")]
+    Io(std::io::Error),
+    /// The client broke a rule that costs it the connection, as Windows does.
+    #[error("{0}")]
+    Violation(smbq_proto::Violation),
+    /// MS-SMB2 3.3.5.15.12.
+    #[error("validate negotiate failed")]
+    ValidateNegotiate,
+    /// No session by the unauthenticated deadline (`Limits::unauthenticated_idle_secs`).
+    #[error("no session before the unauthenticated deadline")]
+    Unauthenticated,
+}

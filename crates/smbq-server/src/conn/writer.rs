@@ -1,0 +1,39 @@
+//! The writer task: sends queued frames in order, batching what queued up meanwhile into one
+//! `write_chunks` (writev on TCP, one send on QUIC), and counts what left for the backlog.
+
+use bytes::Bytes;
+use smbq_transport::ChunkWrite;
+use tokio::sync::mpsc;
+
+use crate::backlog::Queued;
+
+/// Segments gathered into one write when responses queue up (writev takes up to 1024).
+const WRITE_BATCH: usize = 256;
+
+pub(super) fn spawn(
+    mut writer: Box<dyn ChunkWrite>,
+    mut out_rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
+    queued: Queued,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut batch: Vec<Bytes> = Vec::new();
+        while let Some(frame) = out_rx.recv().await {
+            batch.clear();
+            batch.extend(frame);
+            // Responses finished meanwhile go out in the same writev / QUIC send.
+            while batch.len() < WRITE_BATCH {
+                match out_rx.try_recv() {
+                    Ok(more) => batch.extend(more),
+                    Err(_) => break,
+                }
+            }
+            let bytes = batch.iter().map(Bytes::len).sum();
+            let r = writer.write_chunks(&mut batch).await;
+            queued.written(bytes);
+            if r.is_err() {
+                return;
+            }
+        }
+        let _ = writer.shutdown().await;
+    })
+}
