@@ -688,103 +688,40 @@ impl ServerConnection {
         if dialect.0 >= 0x0210 {
             caps |= capabilities::LARGE_MTU;
         }
-        let mut cipher = None;
-        let mut signing = if dialect.is_smb3() {
-            SigningAlgorithm::AesCmac
-        } else {
-            SigningAlgorithm::HmacSha256
-        };
-        let mut transport_security = false;
-        let mut out_ctx: Vec<NegotiateContext<'_>> = Vec::new();
         let salt: [u8; 32] = {
             let mut s = [0u8; 32];
             env.rng.fill_bytes(&mut s);
             s
         };
+        let mut settled = Settled {
+            out_ctx: Vec::new(),
+            cipher: None,
+            signing: if dialect.is_smb3() {
+                SigningAlgorithm::AesCmac
+            } else {
+                SigningAlgorithm::HmacSha256
+            },
+            transport_security: false,
+        };
         if dialect == Dialect::SMB3_1_1 {
-            let mut seen = Vec::new();
-            for c in &req.contexts {
-                let t = c.context_type();
-                if t != NegotiateContextType::CONTEXTTYPE_RESERVED
-                    && !matches!(c, NegotiateContext::Other { .. })
-                {
-                    if seen.contains(&t) {
-                        return self.plain_response(
-                            &rhdr,
-                            NtStatus::INVALID_PARAMETER,
-                            &ERROR_BODY,
-                        );
-                    }
-                    seen.push(t);
-                }
-            }
-            let preauth = req.contexts.iter().find_map(|c| match c {
-                NegotiateContext::PreauthIntegrity {
-                    hash_algorithms, ..
-                } => Some(hash_algorithms),
-                _ => None,
-            });
-            match preauth {
-                None => {
-                    return self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY);
-                }
-                Some(algs) if !algs.contains(&HashAlgorithm::SHA512) => {
-                    return self.plain_response(
-                        &rhdr,
-                        NtStatus::SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP,
-                        &ERROR_BODY,
-                    );
-                }
-                Some(_) => {}
-            }
-            out_ctx.push(NegotiateContext::PreauthIntegrity {
-                hash_algorithms: vec![HashAlgorithm::SHA512],
-                salt: &[],
-            });
-            for c in &req.contexts {
-                match c {
-                    NegotiateContext::Encryption { ciphers } => {
-                        cipher = ciphers
-                            .iter()
-                            .filter_map(|w| Cipher::from_wire_id(w.0))
-                            .find(|c| self.cfg.ciphers.contains(c));
-                        let chosen = cipher.map_or(WireCipher(0), |c| WireCipher(c.wire_id()));
-                        out_ctx.push(NegotiateContext::Encryption {
-                            ciphers: vec![chosen],
-                        });
-                    }
-                    NegotiateContext::Signing { algorithms } => {
-                        if let Some(a) = algorithms
-                            .iter()
-                            .filter_map(|w| SigningAlgorithm::from_wire_id(w.0))
-                            .find(|a| self.cfg.signing.contains(a))
-                        {
-                            signing = a;
-                        }
-                        out_ctx.push(NegotiateContext::Signing {
-                            algorithms: vec![WireSigning(signing.wire_id())],
-                        });
-                    }
-                    NegotiateContext::Transport { flags }
-                        if self.transport == Transport::Quic
-                            && self.cfg.accept_transport_security
-                            && flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0 =>
-                    {
-                        transport_security = true;
-                        out_ctx.push(NegotiateContext::Transport {
-                            flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY,
-                        });
-                    }
-                    _ => {}
-                }
-            }
+            settled = match self.settle_contexts(&req, settled) {
+                Ok(s) => s,
+                Err(status) => return self.plain_response(&rhdr, status, &ERROR_BODY),
+            };
         } else if dialect.is_smb3() && req.capabilities & capabilities::ENCRYPTION != 0 {
             // 3.0 / 3.0.2 have one cipher, AES-128-CCM, signalled by the capability.
             if self.cfg.ciphers.contains(&Cipher::Aes128Ccm) {
                 caps |= capabilities::ENCRYPTION;
-                cipher = Some(Cipher::Aes128Ccm);
+                settled.cipher = Some(Cipher::Aes128Ccm);
             }
         }
+        let Settled {
+            out_ctx,
+            cipher,
+            signing,
+            transport_security,
+        } = settled;
+        let mut out_ctx: Vec<NegotiateContext<'_>> = out_ctx;
         // The salt must be filled in the encoded context; rebuild the preauth context with it.
         if let Some(NegotiateContext::PreauthIntegrity { salt: s, .. }) = out_ctx.first_mut() {
             *s = &salt;
@@ -813,6 +750,83 @@ impl ServerConnection {
         );
         let _ = caps;
         Ok(frame)
+    }
+
+    /// MS-SMB2 3.3.5.4 for 3.1.1: each context type at most once, SHA-512 preauth required,
+    /// then the cipher, signing algorithm and transport security the contexts settle, with the
+    /// response's contexts (the preauth salt left for the caller to fill in).
+    fn settle_contexts(
+        &self,
+        req: &NegotiateRequest<'_>,
+        mut s: Settled,
+    ) -> Result<Settled, NtStatus> {
+        let mut seen = Vec::new();
+        for c in &req.contexts {
+            let t = c.context_type();
+            if t != NegotiateContextType::CONTEXTTYPE_RESERVED
+                && !matches!(c, NegotiateContext::Other { .. })
+            {
+                if seen.contains(&t) {
+                    return Err(NtStatus::INVALID_PARAMETER);
+                }
+                seen.push(t);
+            }
+        }
+        let preauth = req.contexts.iter().find_map(|c| match c {
+            NegotiateContext::PreauthIntegrity {
+                hash_algorithms, ..
+            } => Some(hash_algorithms),
+            _ => None,
+        });
+        match preauth {
+            None => return Err(NtStatus::INVALID_PARAMETER),
+            Some(algs) if !algs.contains(&HashAlgorithm::SHA512) => {
+                return Err(NtStatus::SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP);
+            }
+            Some(_) => {}
+        }
+        s.out_ctx.push(NegotiateContext::PreauthIntegrity {
+            hash_algorithms: vec![HashAlgorithm::SHA512],
+            salt: &[],
+        });
+        for c in &req.contexts {
+            match c {
+                NegotiateContext::Encryption { ciphers } => {
+                    s.cipher = ciphers
+                        .iter()
+                        .filter_map(|w| Cipher::from_wire_id(w.0))
+                        .find(|c| self.cfg.ciphers.contains(c));
+                    let chosen = s.cipher.map_or(WireCipher(0), |c| WireCipher(c.wire_id()));
+                    s.out_ctx.push(NegotiateContext::Encryption {
+                        ciphers: vec![chosen],
+                    });
+                }
+                NegotiateContext::Signing { algorithms } => {
+                    if let Some(a) = algorithms
+                        .iter()
+                        .filter_map(|w| SigningAlgorithm::from_wire_id(w.0))
+                        .find(|a| self.cfg.signing.contains(a))
+                    {
+                        s.signing = a;
+                    }
+                    s.out_ctx.push(NegotiateContext::Signing {
+                        algorithms: vec![WireSigning(s.signing.wire_id())],
+                    });
+                }
+                NegotiateContext::Transport { flags }
+                    if self.transport == Transport::Quic
+                        && self.cfg.accept_transport_security
+                        && flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0 =>
+                {
+                    s.transport_security = true;
+                    s.out_ctx.push(NegotiateContext::Transport {
+                        flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY,
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(s)
     }
 
     fn enter_negotiated(
@@ -1428,6 +1442,14 @@ fn payload_credits(cmd: Command, msg: &[u8]) -> Option<u32> {
         _ => return None,
     };
     Some(if size == 0 { 1 } else { (size - 1) / 65536 + 1 })
+}
+
+/// What NEGOTIATE settles besides the dialect.
+struct Settled {
+    out_ctx: Vec<NegotiateContext<'static>>,
+    cipher: Option<Cipher>,
+    signing: SigningAlgorithm,
+    transport_security: bool,
 }
 
 /// What SESSION_SETUP needs from the negotiation, copied out once.
