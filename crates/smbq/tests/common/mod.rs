@@ -1,6 +1,9 @@
 //! What the binary-level tests share: free loopback ports and `smbq serve` started with its
 //! stdout and stderr read line by line on threads (so the server never blocks on a full pipe).
+//! [`raw`]: a server with a config file and a raw SMB2 client, for the hostile-client tests.
 #![allow(dead_code, clippy::unwrap_used)]
+
+pub mod raw;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
