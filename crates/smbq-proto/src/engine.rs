@@ -1238,8 +1238,13 @@ impl ServerConnection {
             .sessions
             .get(&session_id)
             .is_some_and(|s| s.encrypt_data && s.encryptor.is_some());
-        if encrypt && let Some(frame) = self.seal(session_id, &[(m.clone(), None)], total) {
-            return vec![frame];
+        if encrypt {
+            // Never plaintext where the session requires encryption: a notification that
+            // cannot be sealed is not sent.
+            return self
+                .seal(session_id, &[(m, None)], total)
+                .into_iter()
+                .collect();
         }
         let mut out = Vec::with_capacity(4 + total);
         out.extend_from_slice(&frame_header(total));
@@ -1353,10 +1358,10 @@ impl ServerConnection {
             .iter()
             .map(|(m, d)| m.len() + d.as_ref().map_or(0, |d| d.len()))
             .sum();
-        if let Some(sid) = encrypt_session
-            && let Some(frame) = self.seal(sid, &msgs, total)
-        {
-            return vec![frame];
+        if let Some(sid) = encrypt_session {
+            // Fails closed: a response that cannot be sealed is not sent (the client times the
+            // request out) rather than sent in the clear.
+            return self.seal(sid, &msgs, total).into_iter().collect();
         }
         // Data segments go out as they are; only headers and bodies are joined here.
         let heads: usize = msgs.iter().map(|(m, _)| m.len()).sum();
