@@ -80,17 +80,6 @@ impl SessionCrypto {
         self.signer.as_ref().is_some_and(|s| s.verify_in_place(msg))
     }
 
-    /// Seals `plain` (one message or a compound) into TRANSFORM_HEADER + ciphertext: the
-    /// returned buffer is the transform header followed by `plain` encrypted. Copies `plain`
-    /// once; a caller that can build its message behind reserved room uses
-    /// [`seal_reserved`](Self::seal_reserved) instead.
-    pub fn seal(&self, plain: Vec<u8>) -> Result<Vec<u8>, ClientError> {
-        let mut frame = Vec::with_capacity(TRANSFORM_HEADER_LEN + plain.len());
-        frame.resize(TRANSFORM_HEADER_LEN, 0);
-        frame.extend_from_slice(&plain);
-        self.seal_reserved(frame)
-    }
-
     /// Seals in place a frame whose first TRANSFORM_HEADER_LEN bytes are room for the
     /// transform header and the rest the message (or compound): no copy of the message.
     pub fn seal_reserved(&self, mut frame: Vec<u8>) -> Result<Vec<u8>, ClientError> {
