@@ -250,8 +250,12 @@ impl Connector {
         let tcp_at = url.host_for_display(tcp_port);
         let won = race(quic, tcp, head, is_trust_error).await;
         let (conn, winner) = match won {
-            Ok(Won::Quic(c)) => (c, Winner::Quic),
+            Ok(Won::Quic(c)) => (c, Some(Winner::Quic)),
             Ok(Won::Tcp { conn, quic }) => {
+                // Evidence against QUIC: it failed, or it had its full head start. TCP winning
+                // a race it started with no delay says nothing, and re-recording it would keep
+                // the memory from ever expiring.
+                let evidence = quic.is_some() || last != Some(Winner::Tcp);
                 // Said once per server (until it is forgotten), not on every command.
                 if !self.args.quiet && last != Some(Winner::Tcp) {
                     let why = match quic {
@@ -266,7 +270,7 @@ impl Connector {
                         "smbq: {why}; using TCP {tcp_at} (remembered for an hour; --transport quic insists on QUIC)"
                     );
                 }
-                (conn, Winner::Tcp)
+                (conn, evidence.then_some(Winner::Tcp))
             }
             // No fallback on a certificate the client does not trust: an attacker who can
             // answer QUIC with a bad certificate could otherwise choose the transport, and a
@@ -281,7 +285,9 @@ impl Connector {
                 ));
             }
         };
-        memory.record(&url.host, tcp_port, quic_port, winner);
+        if let Some(w) = winner {
+            memory.record(&url.host, tcp_port, quic_port, w);
+        }
         Ok(conn)
     }
 

@@ -159,7 +159,18 @@ impl Memory {
                 .ok_or_else(|| std::io::Error::other("no parent"))?;
             std::fs::create_dir_all(dir)?;
             let tmp = dir.join(format!(".transports.{}", std::process::id()));
-            std::fs::write(&tmp, text)?;
+            // 0600: the servers a user visits are nobody else's business.
+            {
+                use std::io::Write;
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&tmp)?;
+                f.write_all(text.as_bytes())?;
+            }
             std::fs::rename(&tmp, p)
         };
         if let Err(e) = write() {

@@ -29,7 +29,9 @@ pub struct SmbUrl {
 }
 
 fn bad(raw: &str, why: &str) -> String {
-    format!("{raw}: {why} (expected smb://[DOMAIN;]USER@HOST[:PORT]/SHARE[/PATH])")
+    format!(
+        "{raw}: {why} (expected smb://[DOMAIN;][USER@]HOST[:PORT]/SHARE[/PATH][?tcp-port=N&quic-port=N])"
+    )
 }
 
 fn parse_port(raw: &str, p: &str) -> Result<u16, String> {
