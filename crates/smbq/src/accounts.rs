@@ -229,8 +229,15 @@ impl LiveAccounts {
     /// unknown name waits for a check in progress, which may be reading that very name, and
     /// costs a `stat` at most: only a changed stamp reads the file.
     fn refresh(&self, unknown_name: bool) {
+        let asked = Instant::now();
         let mut checked = if unknown_name {
-            self.checked.lock().unwrap_or_else(PoisonError::into_inner)
+            let c = self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+            // Logons that queued behind one check are served by it: a flood of unknown names
+            // costs one `stat` per check in progress, not one per logon.
+            if c.at >= asked {
+                return;
+            }
+            c
         } else {
             match self.checked.try_lock() {
                 Ok(c) if c.at.elapsed() >= ACCOUNTS_POLL => c,
