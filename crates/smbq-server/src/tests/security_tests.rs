@@ -362,6 +362,29 @@ async fn children_inherit_and_parent_rules_apply() {
         NtStatus::ACCESS_DENIED
     );
     assert!(!h.path("ro/x").exists());
+    // Nor through a stream of a missing file, which creates the file (MS-FSA 2.1.5.1.1).
+    assert_eq!(
+        h.create("ro\\y:s", mask::GENERIC_ALL, D::CREATE, 0)
+            .await
+            .status,
+        NtStatus::ACCESS_DENIED
+    );
+    assert!(!h.path("ro/y").exists());
+    // A stream's new base file inherits like any new file.
+    let o = h.create("d\\g:s", mask::GENERIC_ALL, D::CREATE, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    h.close(o.id).await;
+    let o = h.create("d\\g", mask::READ_CONTROL, D::OPEN, 0).await;
+    let (_, got) = query_sd(&h, o.id, info::DACL_SECURITY_INFORMATION).await;
+    assert!(
+        got.unwrap()
+            .dacl
+            .unwrap()
+            .aces
+            .iter()
+            .all(|a| a.flags & ace_flags::INHERITED_ACE != 0)
+    );
+    h.close(o.id).await;
     // And without FILE_DELETE_CHILD there, a child's DELETE comes from its own DACL only.
 
     // Without any stored descriptor, new files keep the POSIX view (no xattr written).

@@ -73,17 +73,12 @@ fn create_base(o: &Opener<'_>, found: &Resolved) -> NewBase {
     if o.tree.read_only() {
         return NewBase::Failed(NtStatus::ACCESS_DENIED);
     }
-    let opts = OpenOptions {
-        read: true,
-        write: false,
-        create: CreateMode::CreateNew,
-        directory: Some(false),
-        mode: 0o644,
-    };
-    let file = match o.vfs.open(&found.path, &opts) {
-        Ok(opened) => opened.file,
-        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => return NewBase::Retry,
-        Err(e) => return NewBase::Failed(super::create_err(&e)),
+    // The same rules as any new file: the parent's descriptor must allow it (FILE_ADD_FILE)
+    // and the file gets the descriptor it inherits (MS-DTYP 2.5.3.4).
+    let file = match super::make_object(o, &found.path, false) {
+        Ok((file, _)) => file,
+        Err(NtStatus::OBJECT_NAME_COLLISION) => return NewBase::Retry,
+        Err(status) => return NewBase::Failed(status),
     };
     let st = match file.stat() {
         Ok(st) => st,
