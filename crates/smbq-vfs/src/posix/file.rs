@@ -338,33 +338,52 @@ impl VfsFile for PosixFile {
         // directory (never outside the share) and, with the l* calls, a symlink is not
         // followed; one syscall for the common entry without attributes.
         let path = format!("/proc/self/fd/{}/{entry}", self.fd.as_raw_fd());
-        let mut list = Vec::with_capacity(XATTR_LIST_MAX);
-        match rustix::fs::llistxattr(&path, rustix::buffer::spare_capacity(&mut list)) {
-            Ok(_) => {}
+        // Small buffers first: a listing calls this per entry, and most entries hold a few
+        // short xattrs or none.
+        let list = sized(XATTR_LIST_MAX, |buf| {
+            rustix::fs::llistxattr(&path, rustix::buffer::spare_capacity(buf))
+        });
+        let list = match list {
+            Ok(l) => l,
             // Gone since it was listed, a filesystem without xattrs, or a symlink's
             // user namespace (which Linux does not have).
             Err(Errno::NOENT | Errno::OPNOTSUPP | Errno::PERM) => return Ok(Vec::new()),
             Err(e) => return Err(errno(e)),
-        }
+        };
         let names = user_names(&list);
         let mut out = Vec::with_capacity(names.len());
-        let mut buf = Vec::new();
         for name in names.into_iter().filter(|n| want(n)) {
-            buf.clear();
-            buf.reserve(XATTR_SIZE_MAX);
             let full = format!("user.{name}");
-            match rustix::fs::lgetxattr(
-                &path,
-                full.as_str(),
-                rustix::buffer::spare_capacity(&mut buf),
-            ) {
-                Ok(_) => out.push((name, buf.clone())),
+            let value = sized(XATTR_SIZE_MAX, |buf| {
+                rustix::fs::lgetxattr(&path, full.as_str(), rustix::buffer::spare_capacity(buf))
+            });
+            match value {
+                Ok(v) => out.push((name, v)),
                 Err(Errno::NODATA | Errno::NOENT) => {}
                 Err(e) => return Err(errno(e)),
             }
         }
         Ok(out)
     }
+}
+
+/// Runs an xattr read into a 256-byte buffer, and again into a `max`-byte one only when that
+/// was too small (ERANGE); a value or list changed in between is read whole the second time.
+fn sized(
+    max: usize,
+    mut read: impl FnMut(&mut Vec<u8>) -> Result<usize, Errno>,
+) -> Result<Vec<u8>, Errno> {
+    let mut buf = Vec::with_capacity(256);
+    match read(&mut buf) {
+        Err(Errno::RANGE) => {
+            buf = Vec::with_capacity(max);
+            read(&mut buf)?;
+        }
+        r => {
+            r?;
+        }
+    }
+    Ok(buf)
 }
 
 /// The `user.` names of a NUL-separated `listxattr` result, prefix removed.
