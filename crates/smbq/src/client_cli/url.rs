@@ -446,7 +446,7 @@ mod tests {
     fn error_names_the_url_and_the_form() {
         let e = SmbUrl::parse("smb://u:pw@h/s").unwrap_err();
         assert!(e.starts_with("smb://u:pw@h/s: no passwords"), "{e}");
-        assert!(e.contains("smb://[DOMAIN;]USER@HOST"), "{e}");
+        assert!(e.contains("smb://[DOMAIN;][USER@]HOST"), "{e}");
     }
 
     #[test]
