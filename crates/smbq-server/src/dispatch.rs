@@ -78,7 +78,14 @@ fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<
     if srv.session_was_replaced(view.id) {
         return Err(NtStatus::USER_SESSION_DELETED);
     }
-    let session: Arc<SessionState> = srv.session_state(view.id);
+    let session: Arc<SessionState> = match srv.existing_session(view.id) {
+        Some(s) => s,
+        // The engine's SessionStarted normally made it; this connection is then its channel.
+        None => {
+            srv.session_started(view.id, conn.id);
+            srv.session_state(view.id)
+        }
+    };
     let tree: Option<Arc<Tree>> = if needs.tree {
         let t = session
             .tree(req.header.tree_id)

@@ -8,13 +8,10 @@
 //! and the FILETIME it asked for; as long as the inode's ctime is still that value nothing
 //! has changed the file since, and the client's value is reported.
 
-use std::collections::HashMap;
-
-use parking_lot::Mutex;
-use smbq_vfs::{FileKind, Stat, Timespec, VfsFile};
+use smbq_vfs::{FileKind, Stat, VfsFile};
 
 use crate::access::attr;
-use crate::byte_lock::FileKey;
+use crate::file_state::FileKey;
 use crate::{Server, meta};
 
 /// The xattr (`user.` is added by the VFS) holding a [`DosInfo`].
@@ -151,7 +148,7 @@ impl View {
 /// What `file` (an open of `key`, whose metadata is `st`) looks like to a client.
 pub fn view(srv: &Server, file: &dyn VfsFile, key: FileKey, st: &Stat, name: &str) -> View {
     let dos = DosInfo::read(file);
-    View::new(st, name, &dos, srv.change_times().get(key, st.ctime))
+    View::new(st, name, &dos, srv.files().change_time(key, st.ctime))
 }
 
 /// MS-FSCC 2.6: stored bits plus READONLY (mode) and DIRECTORY (type); a file with none left
@@ -170,41 +167,10 @@ pub fn attributes(st: &Stat, name: &str, dos: &DosInfo) -> u32 {
     if a == 0 { attr::NORMAL } else { a }
 }
 
-/// Client-set ChangeTimes, valid while the inode's ctime is unchanged (see the module docs).
-#[derive(Debug, Default)]
-pub struct ChangeTimes {
-    map: Mutex<HashMap<FileKey, (Timespec, u64)>>,
-}
-
-/// Entries are tiny, but a client could set times on millions of files; past this many the
-/// table starts over (forgetting only makes ChangeTime fall back to the real ctime).
-const MAX_CHANGE_TIMES: usize = 1 << 16;
-
-impl ChangeTimes {
-    /// Records that `key`, whose ctime is now `ctime`, should report `change`.
-    pub fn set(&self, key: FileKey, ctime: Timespec, change: u64) {
-        // Times belong to the file, whichever of its streams the client went through.
-        let key = key.base();
-        let mut m = self.map.lock();
-        if m.len() >= MAX_CHANGE_TIMES && !m.contains_key(&key) {
-            m.clear();
-        }
-        m.insert(key, (ctime, change));
-    }
-
-    /// The client's ChangeTime for `key` if nothing has changed the inode since it was set.
-    pub fn get(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
-        let m = self.map.lock();
-        match m.get(&key.base()) {
-            Some((c, v)) if *c == ctime => Some(*v),
-            _ => None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smbq_vfs::Timespec;
 
     fn stat(kind: FileKind, mode: u32) -> Stat {
         Stat {
@@ -318,18 +284,18 @@ mod tests {
 
     #[test]
     fn change_time_holds_until_the_inode_changes() {
-        let t = ChangeTimes::default();
+        let t = crate::file_state::FileStates::new();
         let key = FileKey {
             dev: 1,
             ino: 2,
             stream: 0,
         };
         let c1 = Timespec::new(100, 5);
-        t.set(key, c1, 42);
-        assert_eq!(t.get(key, c1), Some(42));
-        assert_eq!(t.get(key, Timespec::new(100, 6)), None);
+        t.set_change_time(key, c1, 42);
+        assert_eq!(t.change_time(key, c1), Some(42));
+        assert_eq!(t.change_time(key, Timespec::new(100, 6)), None);
         assert_eq!(
-            t.get(
+            t.change_time(
                 FileKey {
                     dev: 1,
                     ino: 3,

@@ -7,7 +7,6 @@
 pub mod access;
 pub mod admission;
 mod backlog;
-pub mod byte_lock;
 pub mod config;
 pub mod conn;
 mod dispatch;
@@ -15,17 +14,16 @@ mod dos;
 pub mod ea;
 pub mod errors;
 mod file_id;
+pub mod file_state;
 mod handlers;
 pub mod logon_guard;
 mod meta;
 pub mod notify;
-pub mod oplock;
 pub mod path;
 pub mod pipe;
 pub mod push;
 pub mod security;
 pub mod share;
-pub mod share_mode;
 pub mod short_name;
 pub mod streams;
 pub mod tables;
@@ -44,10 +42,9 @@ use smbq_proto::{ConnView, Request, Response};
 use smbq_vfs::{PosixOptions, PosixVfs, Vfs};
 use tokio_util::sync::CancellationToken;
 
-use crate::byte_lock::ByteLocks;
+use crate::file_state::FileStates;
 use crate::pipe::PipeIo;
 use crate::share::ShareRegistry;
-use crate::share_mode::FileTable;
 use crate::tables::{GenSlab, Open, OpenKind, SessionState};
 
 /// Makes the endpoint behind a named pipe open, or `None` for an unknown pipe.
@@ -66,10 +63,8 @@ pub struct Server {
     replaced: parking_lot::Mutex<HashSet<u64>>,
     /// `None` marks an id reserved by a CREATE still in progress.
     opens: RwLock<GenSlab<Option<Arc<Open>>>>,
-    files: FileTable,
-    locks: ByteLocks,
-    oplocks: oplock::Oplocks,
-    change_times: dos::ChangeTimes,
+    /// Everything opens share about each file: share modes, locks, oplocks (crate::file_state).
+    files: FileStates,
     /// CHANGE_NOTIFY watches (crate::notify).
     notify: notify::NotifyHub,
     pipes: RwLock<Arc<PipeFactory>>,
@@ -111,10 +106,7 @@ impl Server {
             sessions: RwLock::new(HashMap::new()),
             replaced: parking_lot::Mutex::new(HashSet::new()),
             opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL)),
-            files: FileTable::new(),
-            locks: ByteLocks::new(),
-            oplocks: oplock::Oplocks::new(),
-            change_times: dos::ChangeTimes::default(),
+            files: FileStates::new(),
             notify: notify::NotifyHub::new(),
             pipes: RwLock::new(srvsvc_pipes(&shares_for_rpc)),
             connections: RwLock::new(HashMap::new()),
@@ -173,19 +165,26 @@ impl Server {
         }
     }
 
+    /// The engine of connection `conn_id` established (or re-authenticated) session
+    /// `session_id`: its state exists from now on, and the connection is one of its channels.
+    pub fn session_started(&self, session_id: u64, conn_id: u64) {
+        self.session_state(session_id).add_channel(conn_id);
+    }
+
     /// A new session named this one as its PreviousSessionId: it ends now, and requests still
     /// reaching it through its old connection fail until that connection ends it too.
     pub fn session_replaced(&self, session_id: u64) {
         // Only a session some connection used is remembered, so the set stays bounded by live
         // sessions: that connection's end clears the id again.
-        let existed = self.sessions.read().contains_key(&session_id);
+        let channels = self.existing_session(session_id).map(|s| s.channels());
         self.session_ended(session_id);
-        if existed {
-            self.replaced.lock().insert(session_id);
-        }
-        // The connection that still holds the session (reconnects are rare; tell them all).
-        for tx in self.connections.read().values() {
-            let _ = tx.send(push::Push::RevokeSession(session_id));
+        let Some(channels) = channels else {
+            return;
+        };
+        self.replaced.lock().insert(session_id);
+        // Only the connections the session lives on hear of it.
+        for conn_id in channels {
+            self.push(conn_id, push::Push::RevokeSession(session_id));
         }
     }
 
@@ -211,6 +210,15 @@ impl Server {
             .read()
             .get(&conn_id)
             .is_some_and(|tx| tx.send(msg).is_ok())
+    }
+
+    /// Queues a message for session `session_id` on the first of its channels that is still
+    /// there (MS-SMB2 3.3.4.6, 3.3.4.7); false when none is.
+    pub(crate) fn push_to_session(&self, session_id: u64, msg: push::Push) -> bool {
+        let Some(s) = self.existing_session(session_id) else {
+            return false;
+        };
+        s.channels().into_iter().any(|c| self.push(c, msg.clone()))
     }
 
     /// The session's table, created on first use (the engine owns session setup).
@@ -260,16 +268,8 @@ impl Server {
         }
     }
 
-    pub(crate) fn files(&self) -> &FileTable {
+    pub(crate) fn files(&self) -> &FileStates {
         &self.files
-    }
-
-    pub(crate) fn locks(&self) -> &ByteLocks {
-        &self.locks
-    }
-
-    pub(crate) fn change_times(&self) -> &dos::ChangeTimes {
-        &self.change_times
     }
 
     /// Removes an open from every table and releases what it holds. Blocking when the file
@@ -288,13 +288,12 @@ impl Server {
         let OpenKind::File(f) = &open.kind else {
             return;
         };
-        self.locks.release_owner(f.key, open.volatile());
         let doc = open.delete_on_close.load(Ordering::Acquire);
         // CHANGE_NOTIFY waits on this open end; watchers hear of a delete-pending directory.
         self.notify_closing(open, doc);
-        let last = self.files.remove(f.key, open.volatile(), doc);
-        // After the share mode is gone, so a CREATE this wakes finds the file free.
-        self.oplock_release(open.volatile());
+        // Share mode, locks and oplock go in one step, so a CREATE or lock request this
+        // wakes finds the file free.
+        let last = self.files.release(f.key, open.volatile(), doc);
         if let Some(last) = &last
             && last.delete_stream
             && !last.delete

@@ -42,7 +42,7 @@ pub fn is_read_only(st: &Stat) -> bool {
 
 /// AllocationSize as Windows reports it: the size rounded up to 4 KiB clusters, or more
 /// while a client's preallocation (`requested`, MS-FSA Stream.AllocationSize, kept by
-/// `crate::share_mode::FileTable` until the last close as NTFS trims it then) is larger.
+/// `crate::file_state::FileStates` until the last close as NTFS trims it then) is larger.
 ///
 /// `st_blocks` is not used: ext4 counts a file's external xattr block (DOS attributes, EAs,
 /// named streams, security descriptors) there, which would make an empty file with EAs

@@ -295,6 +295,7 @@ impl ConnLoop {
                 if previous_session_id != 0 && previous_session_id != session_id {
                     self.rt.server.session_replaced(previous_session_id);
                 }
+                self.rt.server.session_started(session_id, self.engine.id());
             }
             Action::SessionEnded { session_id } => self.rt.server.session_ended(session_id),
             // Counted, logged and delayed by `LogonGuard::answer` in `take_frames`.

@@ -6,7 +6,7 @@ use smbq_wire::lock::{LockElement, LockRequest, LockResponse, lock_flags as lf};
 
 use super::{Ctx, bad, body};
 use crate::access::mask;
-use crate::byte_lock::WaitEnds;
+use crate::file_state::WaitEnds;
 
 /// 2.2.26.1: the flag combinations a lock element may carry.
 fn lock_kind(e: &LockElement) -> Result<(bool, bool), NtStatus> {
@@ -28,7 +28,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let first = req.locks.first().ok_or(NtStatus::INVALID_PARAMETER)?;
-    let locks = ctx.srv.locks();
+    let locks = ctx.srv.files();
     let owner = open.volatile();
     if first.flags & lf::UNLOCK != 0 {
         // 3.3.5.14.1: an unlock list; each entry must be a plain UNLOCK. Entries already
@@ -65,7 +65,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
                 closed: &open.closed,
             };
             locks
-                .lock_wait(f.key, owner, e.offset, e.length, exclusive, ends)
+                .lock_wait(f.key, owner, (e.offset, e.length), exclusive, ends)
                 .await
         };
         if let Err(status) = r {

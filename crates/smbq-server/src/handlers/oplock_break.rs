@@ -23,9 +23,11 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             o.file_id.persistent == id.persistent && o.session_id == ctx.view.id && !o.is_closed()
         })
         .ok_or(NtStatus::FILE_CLOSED)?;
+    // A pipe or other non-file open never holds an oplock.
+    let key = open.file().ok_or(NtStatus::INVALID_OPLOCK_PROTOCOL)?.key;
     let level = ctx
         .srv
-        .oplock_acknowledge(open.volatile(), ack.oplock_level)?;
+        .oplock_acknowledge(key, open.volatile(), ack.oplock_level)?;
     let resp = OplockBreak {
         oplock_level: level.to_wire(),
         file_id: open.file_id,

@@ -15,9 +15,9 @@ use smbq_wire::query_directory::{
 use super::{Ctx, bad, blocking, body};
 use crate::Server;
 use crate::access::mask;
-use crate::byte_lock::FileKey;
 use crate::dos::{self, DosInfo};
 use crate::errors::map_io_error;
+use crate::file_state::FileKey;
 use crate::meta;
 use crate::tables::open::{DirCursor, ListEntry};
 
@@ -217,7 +217,7 @@ impl Seen {
             st,
             &entry.name,
             &info,
-            srv.change_times().get(key, st.ctime),
+            srv.files().change_time(key, st.ctime),
         );
         let allocation = meta::allocation_with(st, srv.files().allocation(key));
         Seen {

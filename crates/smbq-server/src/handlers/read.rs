@@ -47,7 +47,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if req.offset > i64::MAX as u64 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    ctx.srv.locks().check_io(
+    ctx.srv.files().check_io(
         f.key,
         open.volatile(),
         req.offset,

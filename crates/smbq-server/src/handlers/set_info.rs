@@ -240,8 +240,8 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     // MS-FSA 2.1.5.15.2 (Open.UserSetChangeTime): once a client has set ChangeTime, the
     // changes made here do not move it again.
     let kept = srv
-        .change_times()
-        .get(f.key, f.file.stat().map_err(io)?.ctime);
+        .files()
+        .change_time(f.key, f.file.stat().map_err(io)?.ctime);
     let (atime, mtime) = (pick(a), pick(m));
     if atime.is_some() || mtime.is_some() {
         f.file.set_times(atime, mtime).map_err(io)?;
@@ -292,7 +292,7 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     };
     if let Some(v) = change {
         let st = f.file.stat().map_err(io)?;
-        srv.change_times().set(f.key, st.ctime, v);
+        srv.files().set_change_time(f.key, st.ctime, v);
     }
     Ok(())
 }
@@ -397,7 +397,7 @@ fn rename(
             if !replace {
                 return Err(NtStatus::OBJECT_NAME_COLLISION);
             }
-            let key = crate::byte_lock::FileKey {
+            let key = crate::file_state::FileKey {
                 dev: st.dev,
                 ino: st.ino,
                 stream: 0,
@@ -514,7 +514,7 @@ fn check_target_directory(
         // A missing parent fails the rename itself, with the right status.
         return Ok(());
     };
-    let key = crate::byte_lock::FileKey {
+    let key = crate::file_state::FileKey {
         dev: st.dev,
         ino: st.ino,
         stream: 0,
@@ -549,7 +549,7 @@ fn rename_stream(srv: &Server, open: &Open, target: &str, replace: bool) -> Resu
     match parsed.stream {
         Stream::Named(to) => {
             streams::xattr_name(&to).map_err(|_| NtStatus::INVALID_PARAMETER)?;
-            let to_key = crate::byte_lock::FileKey {
+            let to_key = crate::file_state::FileKey {
                 stream: streams::stream_id(&to),
                 ..f.key
             };

@@ -77,7 +77,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             }
             offset
         };
-        srv.locks()
+        srv.files()
             .check_io(f.key, open.volatile(), at, data.len() as u64, true)?;
         let n = f.file.write_at(at, &[data]).map_err(|e| map_io_error(&e))?;
         if write_through {

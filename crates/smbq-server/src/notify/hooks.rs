@@ -10,7 +10,7 @@ use smbq_wire::fscc::file_info::BasicInfo;
 
 use super::Event;
 use crate::Server;
-use crate::share_mode::LastClose;
+use crate::file_state::LastClose;
 use crate::tables::Open;
 
 fn name_filter(is_dir: bool) -> u32 {

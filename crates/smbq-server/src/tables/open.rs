@@ -9,7 +9,7 @@ use smbq_vfs::{RelPath, Stat, VfsFile};
 use smbq_wire::FileId;
 
 use super::tree::Tree;
-use crate::byte_lock::FileKey;
+use crate::file_state::FileKey;
 use crate::pipe::PipeOpen;
 use crate::streams::StreamRef;
 use smbq_wire::fscc::wildcard::Pattern;

@@ -197,3 +197,65 @@ async fn zero_byte_write_keeps_level_ii() {
     assert_eq!(n.oplock_level, oplock_level::NONE);
     assert!(rx.try_recv().is_err());
 }
+
+/// MS-SMB2 3.3.4.6: a break goes to the session owning the open, on any of its channels
+/// that is alive, not to the connection the open was made on.
+#[tokio::test]
+async fn break_reaches_the_session_on_another_channel() {
+    let h = H::new().await;
+    let _first = listen(&h);
+    let rw = mask::GENERIC_READ | mask::GENERIC_WRITE;
+    let a = open(&h, "f", rw, share::ALL, D::OPEN_IF, OplockLevel::BATCH).await;
+    assert_eq!(granted(&a), OplockLevel::BATCH);
+    let a_id = a.file_id.unwrap();
+    // The connection the open came on goes; the session lives on through a second one.
+    let other = h.conn.id + 1000;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    h.srv.register_connection(other, tx);
+    h.srv.session_started(h.session.id, other);
+    h.srv.connection_ended(h.conn.id);
+
+    let second = open(&h, "f", rw, share::ALL, D::OPEN, OplockLevel::BATCH);
+    let holder = async {
+        let wait = std::time::Duration::from_secs(5);
+        let got = tokio::time::timeout(wait, rx.recv()).await;
+        let n = notice(got.expect("no break on the live channel").unwrap());
+        assert_eq!(n.file_id, a_id);
+        assert_eq!(n.oplock_level, oplock_level::II);
+        assert_eq!(
+            ack(&h, a_id, oplock_level::II).await.status,
+            NtStatus::SUCCESS
+        );
+    };
+    let (b, ()) = tokio::join!(second, holder);
+    assert_eq!(b.status, NtStatus::SUCCESS);
+    assert_eq!(granted(&b), OplockLevel::II);
+}
+
+/// A replaced session's revocation goes only to the connections it lives on.
+#[tokio::test]
+async fn revocation_goes_to_the_session_channels_only() {
+    let h = H::new().await;
+    let mut mine = listen(&h);
+    let stranger = h.conn.id + 2000;
+    let (tx, mut theirs) = mpsc::unbounded_channel();
+    h.srv.register_connection(stranger, tx);
+    h.srv.session_started(h.session.id, h.conn.id);
+    h.srv.session_replaced(h.session.id);
+    assert!(matches!(
+        mine.try_recv(),
+        Ok(Push::RevokeSession(id)) if id == h.session.id
+    ));
+    assert!(theirs.try_recv().is_err());
+    // Requests still routed to it fail.
+    let r = open(
+        &h,
+        "f",
+        mask::GENERIC_READ,
+        share::ALL,
+        D::OPEN_IF,
+        OplockLevel::NONE,
+    )
+    .await;
+    assert_eq!(r.status, NtStatus::USER_SESSION_DELETED);
+}

@@ -24,7 +24,7 @@ use smbq_wire::{Command, FileId, NtStatus, Writer};
 
 use super::harness::{H, conn, msg, share as share_cfg};
 use crate::access::{mask, opts, share};
-use crate::byte_lock::FileKey;
+use crate::file_state::FileKey;
 use crate::tables::open::{FileOpen, Open, OpenKind};
 
 const CONTENT: &[u8] = b"0123456789";

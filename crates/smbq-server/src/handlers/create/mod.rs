@@ -26,14 +26,14 @@ use smbq_wire::{FileId, NtStatus};
 use super::{Ctx, bad, blocking, body};
 use crate::Server;
 use crate::access::{attr, mask, opts, share as share_bits};
-use crate::byte_lock::FileKey;
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
-use crate::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
+use crate::file_state::FileKey;
+use crate::file_state::NewOpen;
+use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::pipe::PipeOpen;
 use crate::security::Token;
 use crate::share::ShareKind;
-use crate::share_mode::NewOpen;
 use crate::tables::open::{DirCursor, FileOpen};
 use crate::tables::{Open, OpenKind, Tree};
 use crate::{dos, meta};
@@ -181,7 +181,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         done.action,
         CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED
     );
-    let oplock_level = srv.oplock_grant(&open, intent.oplock, overwrote, ctx.conn.id);
+    let oplock_level = srv.oplock_grant(&open, intent.oplock, overwrote);
     Ok(respond(&srv, &tree, &intent, &done, oplock_level))
 }
 
@@ -821,7 +821,7 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
         match r {
             Ok(s) => st = s,
             Err(e) => {
-                o.srv.files().remove(key, o.id, false);
+                o.srv.files().release(key, o.id, false);
                 return Err(map_io_error(&e).into());
             }
         }

@@ -186,7 +186,7 @@ fn admit(
     let Placed { file, stored, plan } = placed;
     let truncate = plan.truncates();
     let created = plan == Plan::Create;
-    let key = crate::byte_lock::FileKey {
+    let key = crate::file_state::FileKey {
         stream: streams::stream_id(&stored),
         ..key_of(&base.stat)
     };
@@ -209,7 +209,7 @@ fn admit(
     let (file, st) = match built {
         Ok(b) => b,
         Err(e) => {
-            o.srv.files().remove(key, o.id, false);
+            o.srv.files().release(key, o.id, false);
             return Err(map_io_error(&e).into());
         }
     };

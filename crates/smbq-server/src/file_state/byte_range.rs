@@ -1,46 +1,17 @@
-//! Byte-range locks (MS-FSA 2.1.5.8 lock, 2.1.5.9 unlock, 2.1.4.10 conflict check), kept per
-//! file and owned by opens. Blocking lock requests wait on a [`Notify`] that fires whenever
-//! any lock goes away, until they get their lock or are cancelled.
+//! Byte-range locks (MS-FSA 2.1.5.8 lock, 2.1.5.9 unlock, 2.1.4.10 conflict check) of one
+//! file, owned by opens. Pure: [`super::FileStates`] keeps one [`RangeLocks`] per file and
+//! wakes blocked lock requests when a lock goes away.
 
-use std::collections::HashMap;
-
-use parking_lot::Mutex;
 use smbq_wire::NtStatus;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// MS-ERREF: STATUS_INVALID_LOCK_RANGE (not among smbq-wire's named constants).
 pub const STATUS_INVALID_LOCK_RANGE: NtStatus = NtStatus(0xC000_01A1);
 
-/// Identity of a stream across opens: device, inode and which data stream of it. Share
-/// modes, oplocks and byte-range locks are per stream (MS-FSA 2.1.1: an Open is of a Stream), so a named
-/// stream (`crate::streams::stream_id`) is a key of its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FileKey {
-    pub dev: u64,
-    pub ino: u64,
-    /// 0 for the unnamed data stream (and directories).
-    pub stream: u64,
-}
-
-impl FileKey {
-    /// The key of the file (its unnamed stream) whose metadata is `st`.
-    pub fn of(st: &smbq_vfs::Stat) -> FileKey {
-        FileKey {
-            dev: st.dev,
-            ino: st.ino,
-            stream: 0,
-        }
-    }
-
-    /// The file itself (its unnamed stream), whatever stream `self` names.
-    pub fn base(self) -> FileKey {
-        FileKey { stream: 0, ..self }
-    }
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Lock {
+    /// `FileKey::stream` of the stream locked: locks of different streams never meet.
+    stream: u64,
     offset: u64,
     length: u64,
     exclusive: bool,
@@ -77,15 +48,23 @@ pub enum Access {
     ExclusiveLock,
 }
 
-/// Whether `access` by `owner` on the range conflicts with existing lock `l`.
+/// A range of one stream as a lock request or an IO names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Range {
+    pub stream: u64,
+    pub offset: u64,
+    pub length: u64,
+}
+
+/// Whether `access` by `owner` on `r` conflicts with existing lock `l`.
 ///
 /// - Exclusive locks of other opens block everything.
 /// - Shared locks block writes from anyone (MS-SMB2 3.3.5.14.2: a shared lock "disallows
 ///   writes to the region") and exclusive locks from anyone.
 /// - An open's own exclusive lock blocks its further exclusive locks, but not its own IO or
 ///   its shared locks (Windows and Samba stack a shared lock inside one's own exclusive one).
-fn conflicts(l: &Lock, owner: u64, access: Access, offset: u64, length: u64) -> bool {
-    if !overlaps(l.offset, l.length, offset, length) {
+fn conflicts(l: &Lock, owner: u64, access: Access, r: Range) -> bool {
+    if l.stream != r.stream || !overlaps(l.offset, l.length, r.offset, r.length) {
         return false;
     }
     let mine = l.owner == owner;
@@ -115,163 +94,81 @@ pub struct WaitEnds<'a> {
     pub closed: &'a std::sync::atomic::AtomicBool,
 }
 
-#[derive(Default)]
-pub struct ByteLocks {
-    files: Mutex<HashMap<FileKey, Vec<Lock>>>,
-    released: Notify,
+/// The byte-range locks held on one file, all its streams.
+#[derive(Debug, Default)]
+pub(crate) struct RangeLocks {
+    locks: Vec<Lock>,
 }
 
-impl ByteLocks {
-    pub fn new() -> Self {
-        Self::default()
+impl RangeLocks {
+    pub fn is_empty(&self) -> bool {
+        self.locks.is_empty()
     }
 
     /// Takes a lock now or fails with LOCK_NOT_GRANTED.
-    pub fn try_lock(
-        &self,
-        key: FileKey,
-        owner: u64,
-        offset: u64,
-        length: u64,
-        exclusive: bool,
-    ) -> Result<(), NtStatus> {
-        check_range(offset, length)?;
+    pub fn try_lock(&mut self, owner: u64, r: Range, exclusive: bool) -> Result<(), NtStatus> {
+        check_range(r.offset, r.length)?;
         let access = if exclusive {
             Access::ExclusiveLock
         } else {
             Access::SharedLock
         };
-        let mut files = self.files.lock();
-        let list = files.entry(key).or_default();
-        if list
-            .iter()
-            .any(|l| conflicts(l, owner, access, offset, length))
-        {
-            if list.is_empty() {
-                files.remove(&key);
-            }
+        if self.locks.iter().any(|l| conflicts(l, owner, access, r)) {
             return Err(NtStatus::LOCK_NOT_GRANTED);
         }
-        list.push(Lock {
-            offset,
-            length,
+        self.locks.push(Lock {
+            stream: r.stream,
+            offset: r.offset,
+            length: r.length,
             exclusive,
             owner,
         });
         Ok(())
     }
 
-    /// Waits until the lock is granted or `ends` says the request is over.
-    pub async fn lock_wait(
-        &self,
-        key: FileKey,
-        owner: u64,
-        offset: u64,
-        length: u64,
-        exclusive: bool,
-        ends: WaitEnds<'_>,
-    ) -> Result<(), NtStatus> {
-        let WaitEnds { cancel, closed } = ends;
-        loop {
-            // MS-SMB2 3.3.5.14.2 / Windows: a pending lock whose open is closed completes with
-            // RANGE_NOT_LOCKED (smbtorture lock.cancel, "cancel by close").
-            if closed.load(std::sync::atomic::Ordering::Acquire) {
-                return Err(NtStatus::RANGE_NOT_LOCKED);
-            }
-            // Registered before the attempt, so a release between the attempt and the wait
-            // still wakes us.
-            let released = self.released.notified();
-            tokio::pin!(released);
-            released.as_mut().enable();
-            match self.try_lock(key, owner, offset, length, exclusive) {
-                Err(NtStatus::LOCK_NOT_GRANTED) => {}
-                other => return other,
-            }
-            tokio::select! {
-                _ = &mut released => {}
-                _ = cancel.cancelled() => return Err(NtStatus::CANCELLED),
-            }
-        }
-    }
-
     /// MS-FSA 2.1.5.9: removes the lock of this owner with exactly this range (an exclusive
     /// one in preference), else RANGE_NOT_LOCKED.
-    pub fn unlock(
-        &self,
-        key: FileKey,
-        owner: u64,
-        offset: u64,
-        length: u64,
-    ) -> Result<(), NtStatus> {
-        check_range(offset, length)?;
-        let mut files = self.files.lock();
-        let Some(list) = files.get_mut(&key) else {
-            return Err(NtStatus::RANGE_NOT_LOCKED);
+    pub fn unlock(&mut self, owner: u64, r: Range) -> Result<(), NtStatus> {
+        check_range(r.offset, r.length)?;
+        let same = |l: &Lock| {
+            l.owner == owner && l.stream == r.stream && l.offset == r.offset && l.length == r.length
         };
-        let same = |l: &Lock| l.owner == owner && l.offset == offset && l.length == length;
-        let idx = list
+        let idx = self
+            .locks
             .iter()
             .position(|l| same(l) && l.exclusive)
-            .or_else(|| list.iter().position(same))
+            .or_else(|| self.locks.iter().position(same))
             .ok_or(NtStatus::RANGE_NOT_LOCKED)?;
-        list.remove(idx);
-        if list.is_empty() {
-            files.remove(&key);
-        }
-        drop(files);
-        self.released.notify_waiters();
+        self.locks.remove(idx);
         Ok(())
     }
 
-    /// Drops every lock of `owner` on `key` (the open is closing).
-    pub fn release_owner(&self, key: FileKey, owner: u64) {
-        let mut files = self.files.lock();
-        if let Some(list) = files.get_mut(&key) {
-            list.retain(|l| l.owner != owner);
-            if list.is_empty() {
-                files.remove(&key);
-            }
-        }
-        drop(files);
-        // Always wake: even without locks of its own, the closing owner may have a request
-        // waiting in `lock_wait`, which must now complete.
-        self.released.notify_waiters();
+    /// Drops every lock of `owner` (the open is closing).
+    pub fn release_owner(&mut self, owner: u64) {
+        self.locks.retain(|l| l.owner != owner);
     }
 
     /// MS-FSA 2.1.4.10 for READ/WRITE: FILE_LOCK_CONFLICT when another open's lock forbids it.
-    pub fn check_io(
-        &self,
-        key: FileKey,
-        owner: u64,
-        offset: u64,
-        length: u64,
-        write: bool,
-    ) -> Result<(), NtStatus> {
-        if length == 0 {
+    pub fn check_io(&self, owner: u64, r: Range, write: bool) -> Result<(), NtStatus> {
+        if r.length == 0 {
             return Ok(());
         }
         let access = if write { Access::Write } else { Access::Read };
-        let files = self.files.lock();
-        match files.get(&key) {
-            Some(list)
-                if list
-                    .iter()
-                    .any(|l| conflicts(l, owner, access, offset, length)) =>
-            {
-                Err(NtStatus::FILE_LOCK_CONFLICT)
-            }
-            _ => Ok(()),
+        if self.locks.iter().any(|l| conflicts(l, owner, access, r)) {
+            return Err(NtStatus::FILE_LOCK_CONFLICT);
         }
+        Ok(())
     }
 
     #[cfg(test)]
-    fn count(&self, key: FileKey) -> usize {
-        self.files.lock().get(&key).map_or(0, Vec::len)
+    pub fn count(&self) -> usize {
+        self.locks.len()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::{FileKey, FileStates};
     use super::*;
     use std::sync::atomic::AtomicBool;
 
@@ -294,14 +191,14 @@ mod tests {
 
     /// Each row: an operation and the status it must produce, applied in order.
     fn run(table: &[(Op, NtStatus)]) {
-        let m = ByteLocks::new();
+        let m = FileStates::new();
         for (i, (op, want)) in table.iter().enumerate() {
             let got = match *op {
                 Lock(o, off, len, ex) => m.try_lock(K, o, off, len, ex),
                 Unlock(o, off, len) => m.unlock(K, o, off, len),
                 Io(o, off, len, w) => m.check_io(K, o, off, len, w),
                 Close(o) => {
-                    m.release_owner(K, o);
+                    m.release(K, o, false);
                     Ok(())
                 }
             };
@@ -393,17 +290,17 @@ mod tests {
 
     #[test]
     fn close_releases_owner_locks_only() {
-        let m = ByteLocks::new();
+        let m = FileStates::new();
         m.try_lock(K, A, 0, 10, true).unwrap();
         m.try_lock(K, B, 20, 10, true).unwrap();
-        m.release_owner(K, A);
-        assert_eq!(m.count(K), 1);
+        m.release(K, A, false);
+        assert_eq!(m.lock_count(K), 1);
         run(&[(Close(A), OK), (Lock(B, 0, 1, true), OK)]);
     }
 
     #[tokio::test]
     async fn blocking_lock_waits_for_release_or_cancel() {
-        let m = std::sync::Arc::new(ByteLocks::new());
+        let m = std::sync::Arc::new(FileStates::new());
         m.try_lock(K, A, 0, 10, true).unwrap();
         let cancel = CancellationToken::new();
         let m2 = m.clone();
@@ -414,7 +311,7 @@ mod tests {
                 cancel: &c2,
                 closed: &closed,
             };
-            m2.lock_wait(K, B, 0, 10, true, ends).await
+            m2.lock_wait(K, B, (0, 10), true, ends).await
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
@@ -429,7 +326,7 @@ mod tests {
                 cancel: &c3,
                 closed: &closed,
             };
-            m3.lock_wait(K, A, 5, 1, false, ends).await
+            m3.lock_wait(K, A, (5, 1), false, ends).await
         });
         tokio::task::yield_now().await;
         cancel.cancel();
@@ -438,7 +335,7 @@ mod tests {
 
     #[tokio::test]
     async fn closing_the_waiting_open_ends_its_lock_request() {
-        let m = std::sync::Arc::new(ByteLocks::new());
+        let m = std::sync::Arc::new(FileStates::new());
         m.try_lock(K, A, 0, 10, true).unwrap();
         let closed = std::sync::Arc::new(AtomicBool::new(false));
         let (m2, c2) = (m.clone(), closed.clone());
@@ -447,14 +344,14 @@ mod tests {
                 cancel: &CancellationToken::new(),
                 closed: &c2,
             };
-            m2.lock_wait(K, B, 0, 10, true, ends).await
+            m2.lock_wait(K, B, (0, 10), true, ends).await
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
         // B closes (it holds no locks): its pending request completes, A's lock stays.
         closed.store(true, std::sync::atomic::Ordering::Release);
-        m.release_owner(K, B);
+        m.release(K, B, false);
         assert_eq!(waiter.await.unwrap(), Err(NtStatus::RANGE_NOT_LOCKED));
-        assert_eq!(m.count(K), 1);
+        assert_eq!(m.lock_count(K), 1);
     }
 }

@@ -1,20 +1,17 @@
-//! Which opens exist on each file (by device and inode), with their access and share modes
-//! (MS-FSA 2.1.5.1.2 share access check) and the file's delete-pending state
-//! (MS-FSA 2.1.5.4 / 2.1.5.14.3).
+//! Which opens exist on one file, with their access and share modes (MS-FSA 2.1.5.1.2 share
+//! access check) and the file's delete-pending state (MS-FSA 2.1.5.4 / 2.1.5.14.3). Pure:
+//! [`super::FileStates`] keeps one [`ShareModes`] per file that has opens.
 //!
 //! Opens of named streams (`crate::streams`) live in their file's entry, tagged with the
 //! stream: share modes are checked between opens of the same stream only, except that an
 //! open of the file itself asking for DELETE needs every open stream to share delete, and a
 //! delete-pending file refuses opens of any of its streams (smbtorture smb2.streams.delete).
 
-use std::collections::HashMap;
-
-use parking_lot::Mutex;
 use smbq_vfs::RelPath;
 use smbq_wire::NtStatus;
 
+use super::FileKey;
 use crate::access::{mask, share};
-use crate::byte_lock::FileKey;
 
 /// Rights that take part in share-mode checks; an open with none of them ("attribute-only")
 /// neither conflicts nor is conflicted with.
@@ -33,8 +30,9 @@ struct Entry {
     stream: u64,
 }
 
+/// The opens of one file and what they decided together.
 #[derive(Debug)]
-struct FileState {
+pub(crate) struct ShareModes {
     opens: Vec<Entry>,
     delete_pending: bool,
     /// Named streams marked for deletion when their last open closes.
@@ -74,7 +72,7 @@ fn conflicts(e: &Entry, access: u32, share_access: u32) -> bool {
         || (deletes(e.access) && share_access & share::DELETE == 0)
 }
 
-/// An open asking to be admitted to a file ([`FileTable::admit_checking`]).
+/// An open asking to be admitted to a file ([`super::FileStates::admit_checking`]).
 #[derive(Clone, Copy, Debug)]
 pub struct NewOpen<'a> {
     pub open_id: u64,
@@ -88,223 +86,128 @@ pub struct NewOpen<'a> {
     pub is_dir: bool,
 }
 
-#[derive(Default)]
-pub struct FileTable {
-    files: Mutex<HashMap<FileKey, FileState>>,
-}
-
-impl FileTable {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Checks share modes and delete-pending, then registers the open; atomic with respect
-    /// to other admissions of the same file.
-    pub fn admit(
-        &self,
-        key: FileKey,
-        open_id: u64,
-        access: u32,
-        share_access: u32,
-        path: &RelPath,
-        is_dir: bool,
-    ) -> Result<(), NtStatus> {
-        let new = NewOpen {
-            open_id,
-            checked: access,
-            access,
-            share_access,
-            path,
-            is_dir,
-        };
-        self.admit_checking(key, &new)
-    }
-
-    /// [`admit`](Self::admit), checking `new.checked` against the other opens but registering
-    /// `new.access`: an overwriting open is checked as the writer it is for a moment, then holds
-    /// only what it was granted.
-    pub fn admit_checking(&self, key: FileKey, new: &NewOpen<'_>) -> Result<(), NtStatus> {
-        let NewOpen {
-            open_id,
-            checked,
-            access,
-            share_access,
-            path,
-            is_dir,
-        } = *new;
-        let mut files = self.files.lock();
-        let st = files.entry(key.base()).or_insert_with(|| FileState {
+impl ShareModes {
+    pub fn new(path: &RelPath, is_dir: bool) -> Self {
+        ShareModes {
             opens: Vec::new(),
             delete_pending: false,
             stream_delete: Vec::new(),
             allocation: None,
             path: path.clone(),
             is_dir,
-        });
-        st.check(key, checked, share_access)?;
-        st.opens.push(Entry {
-            open_id,
-            access,
-            share: share_access,
+        }
+    }
+
+    /// Checks `new.checked` against the other opens, then registers `new.access`: an
+    /// overwriting open is checked as the writer it is for a moment, then holds only what it
+    /// was granted.
+    pub fn admit(&mut self, key: FileKey, new: &NewOpen<'_>) -> Result<(), NtStatus> {
+        self.check(key, new.checked, new.share_access)?;
+        self.opens.push(Entry {
+            open_id: new.open_id,
+            access: new.access,
+            share: new.share_access,
             stream: key.stream,
         });
         Ok(())
     }
 
-    /// The same checks as [`admit`](Self::admit) without registering anything (before a
-    /// destructive step such as truncation).
-    pub fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
-        let files = self.files.lock();
-        match files.get(&key.base()) {
-            Some(st) => st.check(key, access, share_access),
-            None => Ok(()),
-        }
+    pub fn is_empty(&self) -> bool {
+        self.opens.is_empty()
     }
 
-    /// Unregisters an open. When it was the last one, says where the file is and whether it
-    /// must now be deleted; `delete_on_close` marks the file delete-pending first
+    /// Unregisters an open. Says what its close must do: remove a delete-pending stream, or,
+    /// when it was the last open ([`is_empty`](Self::is_empty) afterwards), delete the file
+    /// if it is delete-pending. `delete_on_close` marks the file delete-pending first
     /// (MS-FSA 2.1.5.4: an open's DeleteOnClose becomes the file's at cleanup).
-    pub fn remove(&self, key: FileKey, open_id: u64, delete_on_close: bool) -> Option<LastClose> {
-        let mut files = self.files.lock();
-        let st = files.get_mut(&key.base())?;
+    pub fn remove(
+        &mut self,
+        key: FileKey,
+        open_id: u64,
+        delete_on_close: bool,
+    ) -> Option<LastClose> {
         // The stream the open has now (a stream rename may have moved it).
-        let stream = st
+        let stream = self
             .opens
             .iter()
             .find(|e| e.open_id == open_id)
             .map_or(key.stream, |e| e.stream);
-        st.opens.retain(|e| e.open_id != open_id);
+        self.opens.retain(|e| e.open_id != open_id);
         if delete_on_close {
-            st.mark_delete(stream, true);
+            self.mark_delete(stream, true);
         }
         let mut delete_stream = false;
         if stream != 0
-            && st.stream_delete.contains(&stream)
-            && !st.opens.iter().any(|e| e.stream == stream)
+            && self.stream_delete.contains(&stream)
+            && !self.opens.iter().any(|e| e.stream == stream)
         {
-            st.stream_delete.retain(|s| *s != stream);
+            self.stream_delete.retain(|s| *s != stream);
             delete_stream = true;
         }
-        if !st.opens.is_empty() {
-            return delete_stream.then(|| LastClose {
-                path: st.path.clone(),
-                is_dir: st.is_dir,
-                delete: false,
-                delete_stream,
-            });
-        }
-        let st = files.remove(&key.base())?;
-        Some(LastClose {
-            path: st.path,
-            is_dir: st.is_dir,
-            delete: st.delete_pending,
+        let last = self.opens.is_empty();
+        (last || delete_stream).then(|| LastClose {
+            path: self.path.clone(),
+            is_dir: self.is_dir,
+            delete: last && self.delete_pending,
             delete_stream,
         })
     }
 
-    /// Marks the file (or, for a named stream's key, that stream) delete-pending.
-    pub fn set_delete_pending(&self, key: FileKey, pending: bool) {
-        if let Some(st) = self.files.lock().get_mut(&key.base()) {
-            st.mark_delete(key.stream, pending);
-        }
-    }
-
     /// Whether the file, or the named stream `key` addresses, is delete-pending.
     pub fn delete_pending(&self, key: FileKey) -> bool {
-        self.files.lock().get(&key.base()).is_some_and(|s| {
-            s.delete_pending || (key.stream != 0 && s.stream_delete.contains(&key.stream))
-        })
+        self.delete_pending || (key.stream != 0 && self.stream_delete.contains(&key.stream))
     }
 
     /// Opens of the stream `key` addresses.
     pub fn open_count(&self, key: FileKey) -> usize {
-        self.files.lock().get(&key.base()).map_or(0, |s| {
-            s.opens.iter().filter(|e| e.stream == key.stream).count()
-        })
+        self.opens.iter().filter(|e| e.stream == key.stream).count()
     }
 
     /// Opens of the file, any stream.
-    pub fn open_count_any(&self, key: FileKey) -> usize {
-        self.files
-            .lock()
-            .get(&key.base())
-            .map_or(0, |s| s.opens.len())
+    pub fn open_count_any(&self) -> usize {
+        self.opens.len()
     }
 
     /// Whether a named stream of the file is open (MS-FSA 2.1.5.15.11: the file cannot be
     /// renamed then).
-    pub fn has_stream_opens(&self, key: FileKey) -> bool {
-        self.files
-            .lock()
-            .get(&key.base())
-            .is_some_and(|s| s.opens.iter().any(|e| e.stream != 0))
+    pub fn has_stream_opens(&self) -> bool {
+        self.opens.iter().any(|e| e.stream != 0)
     }
 
-    /// Records an AllocationInformation / AllocationSize request for the file's data.
-    pub fn set_allocation(&self, key: FileKey, size: u64) {
-        if key.stream != 0 {
-            return;
-        }
-        if let Some(st) = self.files.lock().get_mut(&key.base()) {
-            st.allocation = Some(size);
-        }
+    pub fn set_allocation(&mut self, size: u64) {
+        self.allocation = Some(size);
     }
 
-    /// The preallocation recorded for `key` while it is open.
-    pub fn allocation(&self, key: FileKey) -> Option<u64> {
-        if key.stream != 0 {
-            return None;
-        }
-        self.files
-            .lock()
-            .get(&key.base())
-            .and_then(|s| s.allocation)
+    pub fn allocation(&self) -> Option<u64> {
+        self.allocation
     }
 
     /// After a stream rename, open `open_id` addresses stream `to` of the file.
-    pub fn move_open(&self, key: FileKey, open_id: u64, to: u64) {
-        if let Some(st) = self.files.lock().get_mut(&key.base()) {
-            for e in st.opens.iter_mut().filter(|e| e.open_id == open_id) {
-                e.stream = to;
-            }
+    pub fn move_open(&mut self, open_id: u64, to: u64) {
+        for e in self.opens.iter_mut().filter(|e| e.open_id == open_id) {
+            e.stream = to;
         }
     }
 
-    /// The file's current path (after renames).
-    pub fn path(&self, key: FileKey) -> Option<RelPath> {
-        self.files.lock().get(&key.base()).map(|s| s.path.clone())
+    pub fn path(&self) -> &RelPath {
+        &self.path
     }
 
-    pub fn set_path(&self, key: FileKey, path: RelPath) {
-        if let Some(st) = self.files.lock().get_mut(&key.base()) {
-            st.path = path;
-        }
+    pub fn set_path(&mut self, path: RelPath) {
+        self.path = path;
     }
 
-    /// Whether any open file other than `except` lies strictly below `dir` (Windows refuses
-    /// to rename a directory while files inside it are open).
-    pub fn any_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
-        self.files
-            .lock()
-            .iter()
-            .any(|(k, s)| *k != except.base() && s.path != *dir && s.path.starts_with(dir))
-    }
-
-    /// Whether another open on `key` lacks FILE_SHARE_DELETE (rename and delete need every
-    /// other open to share delete).
+    /// Whether every open of `key`'s stream but `open_id` shares delete (rename and delete
+    /// need that).
     pub fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {
-        self.files.lock().get(&key.base()).is_none_or(|s| {
-            s.opens
-                .iter()
-                .filter(|e| e.open_id != open_id && e.stream == key.stream)
-                .all(|e| e.share & share::DELETE != 0)
-        })
+        self.opens
+            .iter()
+            .filter(|e| e.open_id != open_id && e.stream == key.stream)
+            .all(|e| e.share & share::DELETE != 0)
     }
-}
 
-impl FileState {
     /// The admission checks for an open of stream `key.stream` of this file.
-    fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
+    pub fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
         if self.delete_pending || (key.stream != 0 && self.stream_delete.contains(&key.stream)) {
             return Err(NtStatus::DELETE_PENDING);
         }
@@ -331,7 +234,7 @@ impl FileState {
         Ok(())
     }
 
-    fn mark_delete(&mut self, stream: u64, pending: bool) {
+    pub fn mark_delete(&mut self, stream: u64, pending: bool) {
         if stream == 0 {
             self.delete_pending = pending;
         } else if pending {
@@ -346,6 +249,7 @@ impl FileState {
 
 #[cfg(test)]
 mod tests {
+    use super::super::FileStates;
     use super::*;
 
     const K: FileKey = FileKey {
@@ -381,7 +285,7 @@ mod tests {
             (D, share::ALL, R, share::ALL, ok),
         ];
         for (i, (a1, s1, a2, s2, want)) in rows.into_iter().enumerate() {
-            let t = FileTable::new();
+            let t = FileStates::new();
             t.admit(K, 1, a1, s1, &p(), false).unwrap();
             let got = t
                 .admit(K, 2, a2, s2, &p(), false)
@@ -396,16 +300,16 @@ mod tests {
 
     #[test]
     fn delete_on_close_applies_at_last_close() {
-        let t = FileTable::new();
+        let t = FileStates::new();
         t.admit(K, 1, R, share::ALL, &p(), false).unwrap();
         t.admit(K, 2, R | D, share::ALL, &p(), false).unwrap();
-        assert_eq!(t.remove(K, 2, true), None);
+        assert_eq!(t.release(K, 2, true), None);
         // Delete pending now: new opens are refused.
         assert_eq!(
             t.admit(K, 3, R, share::ALL, &p(), false),
             Err(NtStatus::DELETE_PENDING)
         );
-        let last = t.remove(K, 1, false).unwrap();
+        let last = t.release(K, 1, false).unwrap();
         assert!(last.delete);
         assert_eq!(last.path, p());
         assert_eq!(t.open_count(K), 0);
@@ -417,7 +321,7 @@ mod tests {
     fn streams_share_modes_and_delete() {
         let s1 = FileKey { stream: 11, ..K };
         let s2 = FileKey { stream: 22, ..K };
-        let t = FileTable::new();
+        let t = FileStates::new();
         t.admit(s1, 1, W, 0, &p(), false).unwrap();
         t.admit(s2, 2, W, 0, &p(), false).unwrap();
         assert_eq!(
@@ -433,28 +337,28 @@ mod tests {
         assert_eq!(t.open_count(s1), 1);
         assert_eq!(t.open_count_any(K), 3);
         assert!(t.has_stream_opens(K));
-        assert!(t.remove(s2, 2, false).is_none());
-        assert!(t.remove(K, 4, false).is_none());
+        assert!(t.release(s2, 2, false).is_none());
+        assert!(t.release(K, 4, false).is_none());
         // A delete-pending stream goes with its last open, the file stays.
-        let last = t.remove(s1, 1, true).unwrap();
+        let last = t.release(s1, 1, true).unwrap();
         assert!(last.delete_stream && !last.delete);
         assert_eq!(t.open_count_any(K), 0);
         // A delete-pending file refuses its streams too, and is deleted at the very end.
         t.admit(s1, 6, R, share::ALL, &p(), false).unwrap();
         t.admit(K, 7, D, share::ALL, &p(), false).unwrap();
-        assert_eq!(t.remove(K, 7, true), None);
+        assert_eq!(t.release(K, 7, true), None);
         assert_eq!(
             t.admit(s2, 8, R, share::ALL, &p(), false),
             Err(NtStatus::DELETE_PENDING)
         );
-        let last = t.remove(s1, 6, false).unwrap();
+        let last = t.release(s1, 6, false).unwrap();
         assert!(last.delete && !last.delete_stream);
     }
 
     #[test]
     fn moved_opens_and_allocation() {
         let s1 = FileKey { stream: 11, ..K };
-        let t = FileTable::new();
+        let t = FileStates::new();
         t.admit(s1, 1, R, 0, &p(), false).unwrap();
         t.move_open(s1, 1, 33);
         assert_eq!(t.open_count(s1), 0);
@@ -462,18 +366,18 @@ mod tests {
         t.set_allocation(K, 8192);
         assert_eq!(t.allocation(K), Some(8192));
         assert_eq!(t.allocation(s1), None);
-        t.remove(s1, 1, false).unwrap();
+        t.release(s1, 1, false).unwrap();
         // Forgotten with the last open, as NTFS trims preallocation at cleanup.
         assert_eq!(t.allocation(K), None);
     }
 
     #[test]
     fn delete_pending_can_be_cleared() {
-        let t = FileTable::new();
+        let t = FileStates::new();
         t.admit(K, 1, D, share::ALL, &p(), false).unwrap();
         t.set_delete_pending(K, true);
         assert!(t.delete_pending(K));
         t.set_delete_pending(K, false);
-        assert!(!t.remove(K, 1, false).unwrap().delete);
+        assert!(!t.release(K, 1, false).unwrap().delete);
     }
 }

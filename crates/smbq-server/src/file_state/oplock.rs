@@ -1,24 +1,18 @@
 //! Oplocks (MS-SMB2 3.3.1.10 Open.OplockLevel/OplockState, 3.3.4.6 break notification,
 //! 3.3.5.9.8 grant, 3.3.5.22.1 acknowledgment; MS-FSA 2.1.5.17/2.1.5.18 break rules).
 //!
-//! [`OplockTable`] is the synchronous state machine (time is passed in, so it is tested
-//! without a clock); the `impl Server` block at the bottom sends the notifications through the
-//! owning connection and lets a CREATE wait for the acknowledgments.
+//! [`Holders`] is the synchronous state machine of one file's oplocks (time is passed in, so
+//! it is tested without a clock); [`super::FileStates`] keeps one per file, and
+//! `super::delivery` sends the notifications to the owning session and lets a CREATE wait for
+//! the acknowledgments.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-use smbq_wire::create::OplockLevel;
-use smbq_wire::oplock_break::{OplockBreak, oplock_level};
-use smbq_wire::{Command, FileId, NtStatus, Writer};
-use tokio_util::sync::CancellationToken;
+use smbq_wire::oplock_break::oplock_level;
+use smbq_wire::{FileId, NtStatus};
 
-use crate::Server;
+use super::FileKey;
 use crate::access::mask;
-use crate::byte_lock::FileKey;
-use crate::push::Push;
-use crate::tables::Open;
 
 /// How long a CREATE waits for a break acknowledgment before treating the holder as broken to
 /// none (MS-SMB2 3.3.2.1 Oplock Break Acknowledgment Timer; Windows and smbtorture's
@@ -29,7 +23,7 @@ pub const BREAK_TIMEOUT: Duration = Duration::from_secs(35);
 pub(crate) const MAX_BREAK_ROUNDS: usize = 8;
 
 /// What the oplock check before a CREATE admits an open decided
-/// ([`Server::oplock_before_open`], MS-FSA 2.1.5.1.2).
+/// (`Server::oplock_before_open`, MS-FSA 2.1.5.1.2).
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Admission {
@@ -40,15 +34,15 @@ pub(crate) enum Admission {
     /// smbtorture smb2.oplock.doc).
     Conflict(NtStatus),
     /// Breaks needing an acknowledgment are under way on the file: the CREATE waits for them
-    /// ([`Server::oplock_wait`]) and then looks at the file again.
+    /// (`Server::oplock_wait`) and then looks at the file again.
     MustWait(PendingBreaks),
 }
 
-/// The file whose breaks a CREATE must wait for; only [`Server::oplock_wait`] consumes it.
+/// The file whose breaks a CREATE must wait for; only `Server::oplock_wait` consumes it.
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct PendingBreaks {
-    key: FileKey,
+    pub(super) key: FileKey,
 }
 
 /// Rights that make an open more than a "stat open" (which neither breaks oplocks nor, when the
@@ -140,26 +134,28 @@ pub fn grant(requested: Level, stat_only: bool, others: usize, other_exclusive: 
     }
 }
 
-/// An oplock break notification to deliver (MS-SMB2 2.2.23.1).
+/// An oplock break notification to deliver (MS-SMB2 2.2.23.1) to the session owning the open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BreakNotice {
+    pub key: FileKey,
     pub open_id: u64,
-    pub conn_id: u64,
     pub session_id: u64,
     pub file_id: FileId,
     pub level: Level,
 }
 
-/// Where a granted oplock's notifications go.
+/// Where a granted oplock's notifications go: its session (on whichever of the session's
+/// channels is alive when the break happens), not the connection that made the open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Owner {
-    pub conn_id: u64,
     pub session_id: u64,
     pub file_id: FileId,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Holder {
+    /// `FileKey::stream` of the stream the open is of: oplocks are per stream.
+    stream: u64,
     open_id: u64,
     owner: Owner,
     level: Level,
@@ -168,10 +164,13 @@ struct Holder {
 }
 
 impl Holder {
-    fn notice(&self, level: Level) -> BreakNotice {
+    fn notice(&self, base: FileKey, level: Level) -> BreakNotice {
         BreakNotice {
+            key: FileKey {
+                stream: self.stream,
+                ..base
+            },
             open_id: self.open_id,
-            conn_id: self.owner.conn_id,
             session_id: self.owner.session_id,
             file_id: self.owner.file_id,
             level,
@@ -187,25 +186,25 @@ pub struct OpenCheck {
     pub wait: bool,
 }
 
-/// Oplocks held on every file, by open. Opens without an oplock are not kept.
+/// The oplocks held on one file (all its streams), by open. Opens without an oplock are not
+/// kept.
 #[derive(Debug, Default)]
-pub struct OplockTable {
-    files: HashMap<FileKey, Vec<Holder>>,
-    by_open: HashMap<u64, FileKey>,
+pub(crate) struct Holders {
+    holders: Vec<Holder>,
 }
 
-impl OplockTable {
-    pub fn new() -> Self {
-        Self::default()
+impl Holders {
+    pub fn is_empty(&self) -> bool {
+        self.holders.is_empty()
     }
 
-    /// Records the oplock granted to a new open.
+    /// Records the oplock granted to a new open of `key`.
     pub fn insert(&mut self, key: FileKey, open_id: u64, level: Level, owner: Owner) {
         if level == Level::None {
             return;
         }
-        self.by_open.insert(open_id, key);
-        self.files.entry(key).or_default().push(Holder {
+        self.holders.push(Holder {
+            stream: key.stream,
             open_id,
             owner,
             level,
@@ -213,52 +212,48 @@ impl OplockTable {
         });
     }
 
+    #[cfg(test)]
     pub fn level(&self, open_id: u64) -> Level {
         self.holder(open_id).map_or(Level::None, |h| h.level)
     }
 
+    #[cfg(test)]
     pub fn is_breaking(&self, open_id: u64) -> bool {
         self.holder(open_id).is_some_and(|h| h.breaking.is_some())
     }
 
+    #[cfg(test)]
     fn holder(&self, open_id: u64) -> Option<&Holder> {
-        let key = self.by_open.get(&open_id)?;
-        self.files.get(key)?.iter().find(|h| h.open_id == open_id)
+        self.holders.iter().find(|h| h.open_id == open_id)
     }
 
     fn holder_mut(&mut self, open_id: u64) -> Option<&mut Holder> {
-        let key = self.by_open.get(&open_id)?;
-        self.files
-            .get_mut(key)?
-            .iter_mut()
-            .find(|h| h.open_id == open_id)
+        self.holders.iter_mut().find(|h| h.open_id == open_id)
     }
 
     /// A new open on `key` (MS-FSA 2.1.5.1.2): starts the breaks it forces and says whether it
     /// must wait for acknowledgments, including breaks other opens started that it would
     /// have started too. II-to-none breaks need no acknowledgment (MS-SMB2 2.2.24.1).
     pub fn on_open(&mut self, key: FileKey, intent: OpenIntent, now: Instant) -> OpenCheck {
-        self.expire(key, now);
+        self.expire(now);
         let mut out = OpenCheck::default();
-        if let Some(holders) = self.files.get_mut(&key) {
-            for h in holders.iter_mut() {
-                if h.breaking.is_some() {
-                    out.wait |= break_on_open(h.level, intent).is_some();
-                    continue;
-                }
-                let Some(to) = break_on_open(h.level, intent) else {
-                    continue;
-                };
-                out.notices.push(h.notice(to));
-                if h.level == Level::II {
-                    h.level = Level::None;
-                } else {
-                    h.breaking = Some((to, now + BREAK_TIMEOUT));
-                    out.wait = true;
-                }
+        for h in self.holders.iter_mut().filter(|h| h.stream == key.stream) {
+            if h.breaking.is_some() {
+                out.wait |= break_on_open(h.level, intent).is_some();
+                continue;
+            }
+            let Some(to) = break_on_open(h.level, intent) else {
+                continue;
+            };
+            out.notices.push(h.notice(key, to));
+            if h.level == Level::II {
+                h.level = Level::None;
+            } else {
+                h.breaking = Some((to, now + BREAK_TIMEOUT));
+                out.wait = true;
             }
         }
-        self.prune(key);
+        self.prune();
         out
     }
 
@@ -266,62 +261,58 @@ impl OplockTable {
     /// breaks to none without acknowledgment (MS-FSA 2.1.4.12.2; smbtorture batch1/brl1).
     pub fn break_level2(&mut self, key: FileKey) -> Vec<BreakNotice> {
         let mut out = Vec::new();
-        if let Some(holders) = self.files.get_mut(&key) {
-            for h in holders
-                .iter_mut()
-                .filter(|h| h.level == Level::II && h.breaking.is_none())
-            {
-                out.push(h.notice(Level::None));
-                h.level = Level::None;
-            }
+        for h in self
+            .holders
+            .iter_mut()
+            .filter(|h| h.stream == key.stream && h.level == Level::II && h.breaking.is_none())
+        {
+            out.push(h.notice(key, Level::None));
+            h.level = Level::None;
         }
-        self.prune(key);
+        self.prune();
         out
     }
 
-    /// Whether any open on `key` holds an oplock or is being broken.
-    pub fn has_holders(&self, key: FileKey) -> bool {
-        self.files.contains_key(&key)
-    }
-
-    /// The earliest deadline among breaks still awaiting acknowledgment on `key`.
+    /// The earliest deadline among breaks of `key` still awaiting acknowledgment.
     pub fn pending_until(&self, key: FileKey) -> Option<Instant> {
-        self.files
-            .get(&key)?
+        self.holders
             .iter()
+            .filter(|h| h.stream == key.stream)
             .filter_map(|h| h.breaking.map(|(_, t)| t))
             .min()
     }
 
-    /// Whether an open other than `except` holds EXCLUSIVE or BATCH without a break under way.
+    /// Whether an open of `key` other than `except` holds EXCLUSIVE or BATCH without a break
+    /// under way.
     pub fn other_exclusive(&self, key: FileKey, except: u64) -> bool {
-        self.files.get(&key).is_some_and(|hs| {
-            hs.iter()
-                .any(|h| h.open_id != except && h.level >= Level::Exclusive && h.breaking.is_none())
+        self.holders.iter().any(|h| {
+            h.stream == key.stream
+                && h.open_id != except
+                && h.level >= Level::Exclusive
+                && h.breaking.is_none()
         })
     }
 
     /// Breaks whose wait is over complete to none (MS-SMB2 3.3.2.1: the client did not answer).
-    pub fn expire(&mut self, key: FileKey, now: Instant) {
-        if let Some(holders) = self.files.get_mut(&key) {
-            for h in holders.iter_mut() {
-                if h.breaking.is_some_and(|(_, t)| t <= now) {
-                    h.breaking = None;
-                    h.level = Level::None;
-                }
+    pub fn expire(&mut self, now: Instant) {
+        for h in self.holders.iter_mut() {
+            if h.breaking.is_some_and(|(_, t)| t <= now) {
+                h.breaking = None;
+                h.level = Level::None;
             }
         }
-        self.prune(key);
+        self.prune();
     }
 
-    /// The notification could not be delivered (connection gone): nobody will acknowledge,
-    /// so the break completes at once.
+    /// The notification could not be delivered (the session has no live channel): nobody will
+    /// acknowledge, so the break completes at once.
     pub fn undeliverable(&mut self, open_id: u64) {
         if let Some(h) = self.holder_mut(open_id)
             && let Some((to, _)) = h.breaking.take()
         {
             h.level = to;
         }
+        self.prune();
     }
 
     /// An OPLOCK_BREAK acknowledgment (MS-SMB2 3.3.5.22.1): the level now held, or the error
@@ -330,10 +321,6 @@ impl OplockTable {
     /// and Samba answer (smbtorture smb2.oplock.levelii500) and as MS-FSA 2.1.5.17 says for an
     /// oplock not in a breaking state.
     pub fn acknowledge(&mut self, open_id: u64, acked: u8) -> Result<Level, NtStatus> {
-        let key = *self
-            .by_open
-            .get(&open_id)
-            .ok_or(NtStatus::INVALID_OPLOCK_PROTOCOL)?;
         let h = self
             .holder_mut(open_id)
             .ok_or(NtStatus::INVALID_OPLOCK_PROTOCOL)?;
@@ -345,194 +332,19 @@ impl OplockTable {
             _ => Err(NtStatus::INVALID_OPLOCK_PROTOCOL),
         };
         h.level = *r.as_ref().unwrap_or(&Level::None);
-        self.prune(key);
+        self.prune();
         r
     }
 
     /// The open is closed: its oplock goes with it.
     pub fn release(&mut self, open_id: u64) {
-        let Some(key) = self.by_open.remove(&open_id) else {
-            return;
-        };
-        if let Some(holders) = self.files.get_mut(&key) {
-            holders.retain(|h| h.open_id != open_id);
-        }
-        self.prune(key);
+        self.holders.retain(|h| h.open_id != open_id);
     }
 
-    /// Drops holders left with no oplock and no break, and files left with no holders.
-    fn prune(&mut self, key: FileKey) {
-        let Some(holders) = self.files.get_mut(&key) else {
-            return;
-        };
-        let by_open = &mut self.by_open;
-        holders.retain(|h| {
-            let keep = h.level != Level::None || h.breaking.is_some();
-            if !keep {
-                by_open.remove(&h.open_id);
-            }
-            keep
-        });
-        if holders.is_empty() {
-            self.files.remove(&key);
-        }
-    }
-}
-
-/// The server's oplock state: the table and a signal for waiting CREATEs.
-#[derive(Debug, Default)]
-pub struct Oplocks {
-    table: Mutex<OplockTable>,
-    changed: tokio::sync::Notify,
-}
-
-impl Oplocks {
-    pub fn new() -> Self {
-        Self::default()
-    }
-}
-
-impl Server {
-    /// Sends break notifications (MS-SMB2 3.3.4.6) to the connections holding the opens.
-    fn send_breaks(&self, notices: &[BreakNotice]) {
-        for n in notices {
-            let mut w = Writer::new();
-            OplockBreak {
-                oplock_level: n.level.to_wire(),
-                file_id: n.file_id,
-            }
-            .encode(&mut w);
-            let push = Push::Notification {
-                session_id: n.session_id,
-                command: Command::OPLOCK_BREAK,
-                body: w.into_vec(),
-            };
-            tracing::debug!(open = n.open_id, level = ?n.level, "oplock break");
-            if !self.push(n.conn_id, push) {
-                self.oplocks.table.lock().undeliverable(n.open_id);
-                self.oplocks.changed.notify_waiters();
-            }
-        }
-    }
-
-    /// Before a CREATE admits an open to the existing file `key`: breaks the oplocks it
-    /// conflicts with (MS-FSA 2.1.5.1.2) and says whether the CREATE must wait for them
-    /// ([`Admission::MustWait`]); DELETE_PENDING is reported before any break (smbtorture
-    /// smb2.oplock.doc). Blocking-safe (no awaits).
-    pub(crate) fn oplock_before_open(
-        &self,
-        key: FileKey,
-        granted: u32,
-        share_access: u32,
-        overwrite: bool,
-    ) -> Admission {
-        // The common case: nobody holds an oplock on the file, nothing to break.
-        if !self.oplocks.table.lock().has_holders(key) {
-            return Admission::Granted;
-        }
-        let share_conflict = match self.files().check(key, granted, share_access) {
-            Ok(()) => false,
-            Err(NtStatus::SHARING_VIOLATION) => true,
-            Err(e) => return Admission::Conflict(e),
-        };
-        let intent = OpenIntent {
-            stat_only: is_stat_open(granted),
-            overwrite,
-            share_conflict,
-        };
-        let check = self
-            .oplocks
-            .table
-            .lock()
-            .on_open(key, intent, Instant::now());
-        self.send_breaks(&check.notices);
-        if check.wait {
-            Admission::MustWait(PendingBreaks { key })
-        } else {
-            Admission::Granted
-        }
-    }
-
-    /// Waits until the `pending` breaks are acknowledged, their holders closed, or
-    /// [`BREAK_TIMEOUT`] passed.
-    pub(crate) async fn oplock_wait(
-        &self,
-        pending: PendingBreaks,
-        cancel: &CancellationToken,
-    ) -> Result<(), NtStatus> {
-        let key = pending.key;
-        loop {
-            let notified = self.oplocks.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let until = {
-                let mut t = self.oplocks.table.lock();
-                t.expire(key, Instant::now());
-                t.pending_until(key)
-            };
-            let Some(until) = until else {
-                return Ok(());
-            };
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep_until(until.into()) => {}
-                _ = cancel.cancelled() => return Err(NtStatus::CANCELLED),
-            }
-        }
-    }
-
-    /// The oplock an admitted disk open gets (MS-SMB2 3.3.5.9.8); recorded for later breaks.
-    /// Directories get none (oplocks are for files; directory caching needs leases). An open
-    /// that overwrote the file is a data open whatever its access (smbtorture exclusive5).
-    pub(crate) fn oplock_grant(
-        &self,
-        open: &Open,
-        requested: OplockLevel,
-        overwrote: bool,
-        conn_id: u64,
-    ) -> OplockLevel {
-        let Some(f) = open.file() else {
-            return OplockLevel::NONE;
-        };
-        let Some(req) = Level::from_wire(requested.0).filter(|_| !f.is_dir) else {
-            return OplockLevel::NONE;
-        };
-        let others = self.files().open_count(f.key).saturating_sub(1);
-        let mut t = self.oplocks.table.lock();
-        let level = grant(
-            req,
-            is_stat_open(open.granted) && !overwrote,
-            others,
-            t.other_exclusive(f.key, open.volatile()),
-        );
-        let owner = Owner {
-            conn_id,
-            session_id: open.session_id,
-            file_id: open.file_id,
-        };
-        t.insert(f.key, open.volatile(), level, owner);
-        OplockLevel(level.to_wire())
-    }
-
-    /// A WRITE, LOCK or SET_INFO size change on `key` breaks every level II oplock on it.
-    pub(crate) fn oplock_break_level2(&self, key: FileKey) {
-        let notices = self.oplocks.table.lock().break_level2(key);
-        if !notices.is_empty() {
-            self.send_breaks(&notices);
-        }
-    }
-
-    /// An OPLOCK_BREAK acknowledgment for `open_id`; wakes the CREATEs waiting on it.
-    pub(crate) fn oplock_acknowledge(&self, open_id: u64, acked: u8) -> Result<Level, NtStatus> {
-        let r = self.oplocks.table.lock().acknowledge(open_id, acked);
-        self.oplocks.changed.notify_waiters();
-        r
-    }
-
-    /// The open is gone (CLOSE, logoff, disconnect); wakes the CREATEs waiting on it.
-    pub(crate) fn oplock_release(&self, open_id: u64) {
-        self.oplocks.table.lock().release(open_id);
-        self.oplocks.changed.notify_waiters();
+    /// Drops holders left with no oplock and no break.
+    fn prune(&mut self) {
+        self.holders
+            .retain(|h| h.level != Level::None || h.breaking.is_some());
     }
 }
 
@@ -549,7 +361,6 @@ mod tests {
 
     fn owner(id: u64) -> Owner {
         Owner {
-            conn_id: 10 + id,
             session_id: 20,
             file_id: FileId {
                 persistent: id,
@@ -635,14 +446,15 @@ mod tests {
 
     #[test]
     fn batch_break_acked_to_level2() {
-        let mut t = OplockTable::new();
+        let mut t = Holders::default();
         let now = Instant::now();
         t.insert(K, 1, Batch, owner(1));
         let c = t.on_open(K, intent(false, false, false), now);
         assert!(c.wait);
         assert_eq!(c.notices.len(), 1);
         assert_eq!(c.notices[0].level, II);
-        assert_eq!(c.notices[0].conn_id, 11);
+        assert_eq!(c.notices[0].session_id, 20);
+        assert_eq!(c.notices[0].key, K);
         assert_eq!(c.notices[0].file_id.volatile, 1);
         assert_eq!(t.pending_until(K), Some(now + BREAK_TIMEOUT));
         // A second open meanwhile waits for the same break without a new notification.
@@ -685,7 +497,7 @@ mod tests {
             ),
         ];
         for (i, (ow, acked, want, after)) in rows.into_iter().enumerate() {
-            let mut t = OplockTable::new();
+            let mut t = Holders::default();
             t.insert(K, 1, Exclusive, owner(1));
             let c = t.on_open(K, intent(false, ow, false), now);
             assert_eq!(c.notices[0].level, if ow { No } else { II }, "row {i}");
@@ -697,7 +509,7 @@ mod tests {
 
     #[test]
     fn unknown_open_ack_is_protocol_error() {
-        let mut t = OplockTable::new();
+        let mut t = Holders::default();
         assert_eq!(
             t.acknowledge(5, oplock_level::NONE),
             Err(NtStatus::INVALID_OPLOCK_PROTOCOL)
@@ -706,7 +518,7 @@ mod tests {
 
     #[test]
     fn level2_breaks_on_write_without_ack() {
-        let mut t = OplockTable::new();
+        let mut t = Holders::default();
         t.insert(K, 1, II, owner(1));
         t.insert(K, 2, II, owner(2));
         let n = t.break_level2(K);
@@ -727,7 +539,7 @@ mod tests {
 
     #[test]
     fn overwrite_breaks_level2_at_once() {
-        let mut t = OplockTable::new();
+        let mut t = Holders::default();
         t.insert(K, 1, II, owner(1));
         let c = t.on_open(K, intent(true, true, false), Instant::now());
         assert!(!c.wait);
@@ -737,13 +549,13 @@ mod tests {
 
     #[test]
     fn timeout_completes_to_none() {
-        let mut t = OplockTable::new();
+        let mut t = Holders::default();
         let now = Instant::now();
         t.insert(K, 1, Batch, owner(1));
         assert!(t.on_open(K, intent(false, false, false), now).wait);
-        t.expire(K, now + BREAK_TIMEOUT - Duration::from_millis(1));
+        t.expire(now + BREAK_TIMEOUT - Duration::from_millis(1));
         assert!(t.is_breaking(1));
-        t.expire(K, now + BREAK_TIMEOUT);
+        t.expire(now + BREAK_TIMEOUT);
         assert!(!t.is_breaking(1));
         assert_eq!(t.level(1), No);
         assert_eq!(t.pending_until(K), None);
@@ -751,7 +563,7 @@ mod tests {
 
     #[test]
     fn close_and_undeliverable_end_the_wait() {
-        let mut t = OplockTable::new();
+        let mut t = Holders::default();
         let now = Instant::now();
         t.insert(K, 1, Batch, owner(1));
         t.insert(K, 2, Exclusive, owner(2));
@@ -766,9 +578,8 @@ mod tests {
         t.undeliverable(2);
         assert_eq!(t.level(2), II);
         assert_eq!(t.pending_until(K), None);
-        assert!(t.has_holders(K));
+        assert!(!t.is_empty());
         t.release(2);
-        assert!(!t.has_holders(K));
-        assert!(t.files.is_empty() && t.by_open.is_empty());
+        assert!(t.is_empty());
     }
 }

@@ -1,0 +1,526 @@
+//! Per-file state, one owner: [`FileStates`] keeps one [`FileEntry`] per file (all its
+//! streams) holding everything opens share about it: the opens with their share modes and
+//! delete-pending ([`share_mode`]), byte-range locks ([`byte_range`]), oplock holders
+//! ([`oplock`]; leases will sit next to them) and a client-set ChangeTime.
+//!
+//! The parts are pure and return what must happen (admitted or a conflict, breaks to send, a
+//! wait); this module only finds the entry, under one lock per shard, so every decision about
+//! a file sees all of its state at once, and a closing open is taken out of all of it in one
+//! step ([`FileStates::release`]). Sending breaks to their sessions is [`delivery`]'s job.
+//!
+//! Entries exist while something is in them and go when the last part empties. Waiters
+//! (blocked byte-range locks, CREATEs waiting for oplock acknowledgments) sleep on their
+//! shard's [`Notify`], which fires whenever something in the shard is released.
+
+pub mod byte_range;
+mod delivery;
+mod key;
+pub mod oplock;
+pub mod share_mode;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use smbq_vfs::{RelPath, Timespec};
+use smbq_wire::NtStatus;
+use tokio::sync::Notify;
+
+pub use byte_range::WaitEnds;
+pub use key::FileKey;
+pub use share_mode::{LastClose, NewOpen};
+
+use byte_range::{Range, RangeLocks};
+use oplock::{BreakNotice, Holders, Level, OpenCheck, OpenIntent, Owner};
+use share_mode::ShareModes;
+
+/// Shards of the table: opens of different files rarely wait on each other's lock.
+const SHARDS: usize = 64;
+
+/// Client-set ChangeTimes are tiny, but a client could set times on millions of files; past
+/// this many in a shard they are forgotten (ChangeTime then falls back to the real ctime).
+const MAX_CHANGE_TIMES_PER_SHARD: usize = (1 << 16) / SHARDS;
+
+/// What opens share about one file.
+#[derive(Debug, Default)]
+struct FileEntry {
+    /// `None` while the file has no opens (only locks or a ChangeTime can outlive them
+    /// briefly, e.g. during a CREATE that is being undone).
+    opens: Option<ShareModes>,
+    locks: RangeLocks,
+    oplocks: Holders,
+    /// A client-set ChangeTime, valid while the inode's ctime is the one recorded (crate::dos).
+    change_time: Option<(Timespec, u64)>,
+}
+
+impl FileEntry {
+    fn is_idle(&self) -> bool {
+        self.opens.as_ref().is_none_or(ShareModes::is_empty)
+            && self.locks.is_empty()
+            && self.oplocks.is_empty()
+            && self.change_time.is_none()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Files {
+    map: HashMap<FileKey, FileEntry>,
+    /// Entries holding a ChangeTime, for the cap.
+    change_times: usize,
+}
+
+impl Files {
+    /// Runs `f` on `base`'s entry (made empty when absent) and drops the entry if `f` left it
+    /// idle.
+    fn update<R>(&mut self, base: FileKey, f: impl FnOnce(&mut FileEntry) -> R) -> R {
+        let e = self.map.entry(base).or_default();
+        let had_time = e.change_time.is_some();
+        let r = f(e);
+        let has_time = e.change_time.is_some();
+        let idle = e.is_idle();
+        if idle {
+            self.map.remove(&base);
+        }
+        match (had_time, has_time) {
+            (false, true) => self.change_times += 1,
+            (true, false) => self.change_times -= 1,
+            _ => {}
+        }
+        r
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    files: Mutex<Files>,
+    /// Something in the shard was released (a lock, an open, an oplock break ended).
+    changed: Notify,
+}
+
+/// Every open file's shared state (see the module docs).
+#[derive(Debug)]
+pub struct FileStates {
+    shards: Box<[Shard]>,
+}
+
+impl Default for FileStates {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FileStates {
+    pub fn new() -> Self {
+        FileStates {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+        }
+    }
+
+    fn shard(&self, key: FileKey) -> &Shard {
+        // Inode numbers are dense, so the low bits spread files well enough.
+        let h = key.ino ^ key.dev.rotate_left(32);
+        let i = usize::try_from(h % SHARDS as u64).unwrap_or(0);
+        match self.shards.get(i) {
+            Some(s) => s,
+            None => unreachable!("FileStates::new makes SHARDS shards and i < SHARDS"),
+        }
+    }
+
+    /// Reads `key`'s entry, if the file has one.
+    fn read<R>(&self, key: FileKey, f: impl FnOnce(&FileEntry) -> R) -> Option<R> {
+        self.shard(key).files.lock().map.get(&key.base()).map(f)
+    }
+
+    /// Changes `key`'s entry (see [`Files::update`]).
+    fn update<R>(&self, key: FileKey, f: impl FnOnce(&mut FileEntry) -> R) -> R {
+        self.shard(key).files.lock().update(key.base(), f)
+    }
+
+    /// Changes the share-mode part of an entry that has opens; nothing otherwise.
+    fn update_opens(&self, key: FileKey, f: impl FnOnce(&mut ShareModes)) {
+        let mut files = self.shard(key).files.lock();
+        if let Some(m) = files
+            .map
+            .get_mut(&key.base())
+            .and_then(|e| e.opens.as_mut())
+        {
+            f(m);
+        }
+    }
+
+    fn read_opens<R>(&self, key: FileKey, f: impl FnOnce(&ShareModes) -> R) -> Option<R> {
+        self.read(key, |e| e.opens.as_ref().map(f)).flatten()
+    }
+
+    // ---- opens and share modes (share_mode.rs) ----
+
+    /// Checks share modes and delete-pending, then registers the open.
+    #[cfg(test)]
+    pub fn admit(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        access: u32,
+        share_access: u32,
+        path: &RelPath,
+        is_dir: bool,
+    ) -> Result<(), NtStatus> {
+        let new = NewOpen {
+            open_id,
+            checked: access,
+            access,
+            share_access,
+            path,
+            is_dir,
+        };
+        self.admit_checking(key, &new)
+    }
+
+    /// Checks `new.checked` against the file's opens and delete-pending, then registers the
+    /// open with `new.access`; atomic with respect to other admissions of the same file.
+    pub fn admit_checking(&self, key: FileKey, new: &NewOpen<'_>) -> Result<(), NtStatus> {
+        self.update(key, |e| {
+            e.opens
+                .get_or_insert_with(|| ShareModes::new(new.path, new.is_dir))
+                .admit(key, new)
+        })
+    }
+
+    /// The same checks as [`admit_checking`](Self::admit_checking) without registering
+    /// anything (before a destructive step such as truncation).
+    pub fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
+        self.read_opens(key, |m| m.check(key, access, share_access))
+            .unwrap_or(Ok(()))
+    }
+
+    /// Takes open `open_id` of `key` out of everything it holds on the file: its share mode,
+    /// its byte-range locks and its oplock, in one step; wakes whoever waits on the file.
+    /// `delete_on_close` marks the file (or stream) delete-pending first (MS-FSA 2.1.5.4: an
+    /// open's DeleteOnClose becomes the file's at cleanup). Says what the close must do.
+    pub fn release(&self, key: FileKey, open_id: u64, delete_on_close: bool) -> Option<LastClose> {
+        let shard = self.shard(key);
+        let last = shard.files.lock().update(key.base(), |e| {
+            e.locks.release_owner(open_id);
+            e.oplocks.release(open_id);
+            let last = e
+                .opens
+                .as_mut()
+                .and_then(|m| m.remove(key, open_id, delete_on_close));
+            if e.opens.as_ref().is_some_and(ShareModes::is_empty) {
+                e.opens = None;
+            }
+            last
+        });
+        // Always wake: even without locks of its own, the closing open may have a lock
+        // request waiting, which must now complete; CREATEs waiting for its break go on.
+        shard.changed.notify_waiters();
+        last
+    }
+
+    /// Marks the file (or, for a named stream's key, that stream) delete-pending.
+    pub fn set_delete_pending(&self, key: FileKey, pending: bool) {
+        self.update_opens(key, |m| m.mark_delete(key.stream, pending));
+    }
+
+    /// Whether the file, or the named stream `key` addresses, is delete-pending.
+    pub fn delete_pending(&self, key: FileKey) -> bool {
+        self.read_opens(key, |m| m.delete_pending(key))
+            .unwrap_or(false)
+    }
+
+    /// Opens of the stream `key` addresses.
+    pub fn open_count(&self, key: FileKey) -> usize {
+        self.read_opens(key, |m| m.open_count(key)).unwrap_or(0)
+    }
+
+    /// Opens of the file, any stream.
+    pub fn open_count_any(&self, key: FileKey) -> usize {
+        self.read_opens(key, ShareModes::open_count_any)
+            .unwrap_or(0)
+    }
+
+    /// Whether a named stream of the file is open (MS-FSA 2.1.5.15.11: the file cannot be
+    /// renamed then).
+    pub fn has_stream_opens(&self, key: FileKey) -> bool {
+        self.read_opens(key, ShareModes::has_stream_opens)
+            .unwrap_or(false)
+    }
+
+    /// Records an AllocationInformation / AllocationSize request for the file's data.
+    pub fn set_allocation(&self, key: FileKey, size: u64) {
+        if key.stream == 0 {
+            self.update_opens(key, |m| m.set_allocation(size));
+        }
+    }
+
+    /// The preallocation recorded for `key` while it is open.
+    pub fn allocation(&self, key: FileKey) -> Option<u64> {
+        if key.stream != 0 {
+            return None;
+        }
+        self.read_opens(key, ShareModes::allocation).flatten()
+    }
+
+    /// After a stream rename, open `open_id` addresses stream `to` of the file.
+    pub fn move_open(&self, key: FileKey, open_id: u64, to: u64) {
+        self.update_opens(key, |m| m.move_open(open_id, to));
+    }
+
+    /// The file's current path (after renames).
+    pub fn path(&self, key: FileKey) -> Option<RelPath> {
+        self.read_opens(key, |m| m.path().clone())
+    }
+
+    pub fn set_path(&self, key: FileKey, path: RelPath) {
+        self.update_opens(key, |m| m.set_path(path));
+    }
+
+    /// Whether any open file other than `except` lies strictly below `dir` (Windows refuses
+    /// to rename a directory while files inside it are open). Visits every shard.
+    pub fn any_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
+        self.shards.iter().any(|s| {
+            s.files.lock().map.iter().any(|(k, e)| {
+                *k != except.base()
+                    && e.opens
+                        .as_ref()
+                        .is_some_and(|m| m.path() != dir && m.path().starts_with(dir))
+            })
+        })
+    }
+
+    /// Whether every other open on `key` shares delete (rename and delete need that).
+    pub fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {
+        self.read_opens(key, |m| m.others_share_delete(key, open_id))
+            .unwrap_or(true)
+    }
+
+    // ---- byte-range locks (byte_range.rs) ----
+
+    fn range(key: FileKey, offset: u64, length: u64) -> Range {
+        Range {
+            stream: key.stream,
+            offset,
+            length,
+        }
+    }
+
+    /// Takes a lock now or fails with LOCK_NOT_GRANTED.
+    pub fn try_lock(
+        &self,
+        key: FileKey,
+        owner: u64,
+        offset: u64,
+        length: u64,
+        exclusive: bool,
+    ) -> Result<(), NtStatus> {
+        let r = Self::range(key, offset, length);
+        self.update(key, |e| e.locks.try_lock(owner, r, exclusive))
+    }
+
+    /// Waits until the lock is granted or `ends` says the request is over.
+    pub async fn lock_wait(
+        &self,
+        key: FileKey,
+        owner: u64,
+        range: (u64, u64),
+        exclusive: bool,
+        ends: WaitEnds<'_>,
+    ) -> Result<(), NtStatus> {
+        let WaitEnds { cancel, closed } = ends;
+        let changed = &self.shard(key).changed;
+        loop {
+            // MS-SMB2 3.3.5.14.2 / Windows: a pending lock whose open is closed completes with
+            // RANGE_NOT_LOCKED (smbtorture lock.cancel, "cancel by close").
+            if closed.load(Ordering::Acquire) {
+                return Err(NtStatus::RANGE_NOT_LOCKED);
+            }
+            // Registered before the attempt, so a release between the attempt and the wait
+            // still wakes us.
+            let released = changed.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            match self.try_lock(key, owner, range.0, range.1, exclusive) {
+                Err(NtStatus::LOCK_NOT_GRANTED) => {}
+                other => return other,
+            }
+            tokio::select! {
+                _ = &mut released => {}
+                _ = cancel.cancelled() => return Err(NtStatus::CANCELLED),
+            }
+        }
+    }
+
+    /// MS-FSA 2.1.5.9: removes the lock of this owner with exactly this range, else
+    /// RANGE_NOT_LOCKED; wakes blocked lock requests.
+    pub fn unlock(
+        &self,
+        key: FileKey,
+        owner: u64,
+        offset: u64,
+        length: u64,
+    ) -> Result<(), NtStatus> {
+        let r = Self::range(key, offset, length);
+        let shard = self.shard(key);
+        shard
+            .files
+            .lock()
+            .update(key.base(), |e| e.locks.unlock(owner, r))?;
+        shard.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// MS-FSA 2.1.4.10 for READ/WRITE: FILE_LOCK_CONFLICT when another open's lock forbids it.
+    pub fn check_io(
+        &self,
+        key: FileKey,
+        owner: u64,
+        offset: u64,
+        length: u64,
+        write: bool,
+    ) -> Result<(), NtStatus> {
+        let r = Self::range(key, offset, length);
+        self.read(key, |e| e.locks.check_io(owner, r, write))
+            .unwrap_or(Ok(()))
+    }
+
+    #[cfg(test)]
+    pub fn lock_count(&self, key: FileKey) -> usize {
+        self.read(key, |e| e.locks.count()).unwrap_or(0)
+    }
+
+    // ---- oplocks (oplock.rs); sending and waiting live in delivery.rs ----
+
+    /// MS-FSA 2.1.5.1.2 for a CREATE about to open `key` with `granted` and `share_access`:
+    /// the breaks it forces and whether it must wait, or the status it fails with before
+    /// anything is broken (DELETE_PENDING, smbtorture smb2.oplock.doc).
+    fn oplock_check(
+        &self,
+        key: FileKey,
+        granted: u32,
+        share_access: u32,
+        overwrite: bool,
+        now: Instant,
+    ) -> Result<OpenCheck, NtStatus> {
+        self.update(key, |e| {
+            if e.oplocks.is_empty() {
+                return Ok(OpenCheck::default());
+            }
+            let share_conflict = match e
+                .opens
+                .as_ref()
+                .map(|m| m.check(key, granted, share_access))
+            {
+                None | Some(Ok(())) => false,
+                Some(Err(NtStatus::SHARING_VIOLATION)) => true,
+                Some(Err(other)) => return Err(other),
+            };
+            let intent = OpenIntent {
+                stat_only: oplock::is_stat_open(granted),
+                overwrite,
+                share_conflict,
+            };
+            Ok(e.oplocks.on_open(key, intent, now))
+        })
+    }
+
+    /// Records the level an admitted open gets (MS-SMB2 3.3.5.9.8), decided against the
+    /// file's other opens and holders in the same step.
+    fn oplock_grant(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        requested: Level,
+        stat_only: bool,
+        owner: Owner,
+    ) -> Level {
+        self.update(key, |e| {
+            let others = e
+                .opens
+                .as_ref()
+                .map_or(0, |m| m.open_count(key))
+                .saturating_sub(1);
+            let level = oplock::grant(
+                requested,
+                stat_only,
+                others,
+                e.oplocks.other_exclusive(key, open_id),
+            );
+            e.oplocks.insert(key, open_id, level, owner);
+            level
+        })
+    }
+
+    fn oplock_break_level2(&self, key: FileKey) -> Vec<BreakNotice> {
+        self.update(key, |e| e.oplocks.break_level2(key))
+    }
+
+    fn oplock_acknowledge(&self, key: FileKey, open_id: u64, acked: u8) -> Result<Level, NtStatus> {
+        let shard = self.shard(key);
+        let r = shard
+            .files
+            .lock()
+            .update(key.base(), |e| e.oplocks.acknowledge(open_id, acked));
+        shard.changed.notify_waiters();
+        r
+    }
+
+    fn oplock_undeliverable(&self, key: FileKey, open_id: u64) {
+        let shard = self.shard(key);
+        shard
+            .files
+            .lock()
+            .update(key.base(), |e| e.oplocks.undeliverable(open_id));
+        shard.changed.notify_waiters();
+    }
+
+    /// Completes timed-out breaks of `key`; the earliest deadline of those still pending.
+    fn oplock_pending_until(&self, key: FileKey, now: Instant) -> Option<Instant> {
+        self.update(key, |e| {
+            e.oplocks.expire(now);
+            e.oplocks.pending_until(key)
+        })
+    }
+
+    // ---- client-set ChangeTime (crate::dos) ----
+
+    /// Records that `key`'s file, whose ctime is now `ctime`, should report `change` (times
+    /// belong to the file, whichever of its streams the client went through).
+    pub fn set_change_time(&self, key: FileKey, ctime: Timespec, change: u64) {
+        let mut files = self.shard(key).files.lock();
+        let base = key.base();
+        let known = files
+            .map
+            .get(&base)
+            .is_some_and(|e| e.change_time.is_some());
+        if !known && files.change_times >= MAX_CHANGE_TIMES_PER_SHARD {
+            let full: Vec<FileKey> = files
+                .map
+                .iter()
+                .filter(|(_, e)| e.change_time.is_some())
+                .map(|(k, _)| *k)
+                .collect();
+            for k in full {
+                files.update(k, |e| e.change_time = None);
+            }
+        }
+        files.update(base, |e| e.change_time = Some((ctime, change)));
+    }
+
+    /// The client's ChangeTime for `key` if nothing has changed the inode since it was set.
+    pub fn change_time(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
+        self.read(key, |e| match e.change_time {
+            Some((c, v)) if c == ctime => Some(v),
+            _ => None,
+        })
+        .flatten()
+    }
+
+    #[cfg(test)]
+    fn entries(&self) -> usize {
+        self.shards.iter().map(|s| s.files.lock().map.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests;
