@@ -3,12 +3,14 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use smbq_auth::{Credentials, Initiator, nt_hash};
-use smbq_proto::engine::{Action, ChainItem, Completed, Env, ServerConnection, Transport};
+use smbq_proto::engine::{Action, Env, INTERIM_AFTER, ServerConnection, StreamId, Transport};
+use smbq_proto::framing::Deframer;
 use smbq_proto::{EngineConfig, Limits, Response, Violation};
 use smbq_wire::session_setup::SessionSetupResponse;
 use smbq_wire::transform::TransformHeader;
@@ -44,6 +46,10 @@ impl Sent {
 
 pub struct Driver {
     pub conn: ServerConnection,
+    deframer: Deframer,
+    /// Simulated monotonic time: moves only when the driver makes a request outlive the
+    /// interim deadline.
+    clock: Instant,
     rng: StdRng,
     next_session_id: Cell<u64>,
 }
@@ -59,17 +65,20 @@ impl Driver {
         let cfg = EngineConfig::new(Limits::default(), *b"smbq-fuzz-server", "FUZZSRV");
         Self {
             conn: ServerConnection::new(Arc::new(cfg), 1, "127.0.0.1:445".into(), Transport::Tcp),
+            deframer: Deframer::new(),
+            clock: Instant::now(),
             rng: StdRng::seed_from_u64(0x5eed),
             next_session_id: Cell::new(FIRST_SESSION_ID),
         }
     }
 
     /// Pushes stream bytes and processes every complete frame, as the connection's reader task
-    /// does. Stops at the first violation (the server would disconnect). Returns what was sent.
+    /// and loop do. Stops at the first violation (the server would disconnect). Returns what
+    /// was sent.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Sent>, Violation> {
-        self.conn.deframer().push(bytes);
+        self.deframer.push(bytes);
         let mut sent = Vec::new();
-        while let Some(frame) = self.conn.next_frame()? {
+        while let Some(frame) = self.deframer.next_frame(self.conn.frame_limit())? {
             self.on_frame(frame, &mut sent)?;
         }
         Ok(sent)
@@ -85,43 +94,29 @@ impl Driver {
         let mut env = Env {
             accounts: &accounts,
             now: NOW,
+            at: self.clock,
             rng: &mut self.rng,
             new_session_id: &new_session_id,
         };
-        let actions = self.conn.on_frame(frame, &mut env)?;
-        for action in actions {
-            match action {
-                Action::Send(segs) => sent.push(check_frame(&segs)),
-                Action::Run(chain) => {
-                    let mut done = Vec::with_capacity(chain.items.len());
-                    for item in chain.items {
-                        match item {
-                            ChainItem::Answered(c) => done.push(c),
-                            ChainItem::Run(req) => {
-                                let mut async_id = None;
-                                // Exercise the interim (STATUS_PENDING) path as a server would.
-                                if req.header.command == Command::CHANGE_NOTIFY {
-                                    let (id, segs) =
-                                        self.conn.interim(&req.header, chain.encrypted);
-                                    sent.push(check_frame(&segs));
-                                    async_id = Some(id);
-                                }
-                                done.push(Completed {
-                                    header: req.header.clone(),
-                                    response: canned_response(req.header.command),
-                                    async_id,
-                                });
-                            }
-                        }
-                    }
-                    let segs = self.conn.finish(&done, chain.encrypted);
-                    sent.push(check_frame(&segs));
+        self.conn.handle_frame(StreamId::CONTROL, frame, &mut env)?;
+        // Run every request the engine hands up, as a server would; a CHANGE_NOTIFY first
+        // outlives the interim deadline, to exercise the async path.
+        while let Some(action) = self.conn.poll_action() {
+            if let Action::Execute(x) = action {
+                let command = x.request.header.command;
+                if command == Command::CHANGE_NOTIFY {
+                    self.clock += INTERIM_AFTER;
+                    self.conn.handle_timeout(self.clock);
                 }
-                Action::Cancel { .. }
-                | Action::SessionStarted { .. }
-                | Action::SessionEnded { .. }
-                | Action::AuthFailed { .. } => {}
+                self.conn.complete(
+                    x.request.header.message_id,
+                    canned_response(command),
+                    self.clock,
+                );
             }
+        }
+        while let Some(t) = self.conn.poll_transmit() {
+            sent.push(check_frame(&t.frame));
         }
         Ok(())
     }

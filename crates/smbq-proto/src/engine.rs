@@ -1,14 +1,23 @@
 //! The server side of one SMB2/3 connection (MS-SMB2 3.3.5): turns frames into validated
 //! requests for the server and the server's responses into frames.
 //!
-//! Call order: feed stream bytes to [`ServerConnection::deframer`], take frames with
-//! [`ServerConnection::next_frame`], hand each to [`ServerConnection::on_frame`], run the
-//! [`Chain`]s it returns (in order within a chain), and give the results to
-//! [`ServerConnection::finish`]. Everything the engine answers itself (NEGOTIATE,
-//! SESSION_SETUP, LOGOFF, ECHO, errors) comes back as ready frames.
+//! Sans-IO in the style of quinn-proto: the shell deframes each transport stream (with
+//! [`ServerConnection::frame_limit`]) and hands every frame to
+//! [`ServerConnection::handle_frame`]; then it takes what the engine decided:
+//! [`poll_action`](ServerConnection::poll_action) (requests to run, cancels, session events),
+//! [`poll_transmit`](ServerConnection::poll_transmit) (frames to send, each tagged with the
+//! stream it goes back on) and [`poll_timeout`](ServerConnection::poll_timeout) (when to call
+//! [`handle_timeout`](ServerConnection::handle_timeout) for interim responses). The server runs
+//! each [`Action::Execute`] and gives the response to [`ServerConnection::complete`]; compound
+//! chaining, interim responses, CANCEL and credits stay here (`requests.rs`). Everything the
+//! engine answers itself (NEGOTIATE, SESSION_SETUP, LOGOFF, ECHO, errors) comes back as ready
+//! frames.
 
-use std::collections::HashMap;
+mod requests;
+
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
 use smbq_auth::{AcceptStep, Acceptor, AcceptorConfig, Accounts, AuthError};
@@ -26,9 +35,29 @@ use smbq_wire::{Command, Dialect, HEADER_LEN, Header, NtStatus, Writer};
 use crate::config::EngineConfig;
 use crate::credits::CreditWindow;
 use crate::error::Violation;
-use crate::framing::{Deframer, frame_header};
+use crate::framing::frame_header;
 use crate::request::{ConnView, Request, Response, SessionView};
 use crate::session::{Exchange, Session, SessionState};
+
+pub use requests::{Execute, INTERIM_AFTER};
+
+/// One transport stream of a connection. TCP has one; QUIC has the client's first
+/// bidirectional stream, and more once the multi-stream extension exists. Responses go back on
+/// the stream their request came on; unsolicited messages go on [`StreamId::CONTROL`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+impl StreamId {
+    /// The stream the connection began with.
+    pub const CONTROL: StreamId = StreamId(0);
+}
+
+/// A frame to send (segments of one frame, in order) and the stream it goes on.
+#[derive(Debug)]
+pub struct Transmit {
+    pub stream: StreamId,
+    pub frame: Vec<Bytes>,
+}
 
 /// Which transport carries the connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,19 +71,26 @@ pub struct Env<'a> {
     pub accounts: &'a dyn Accounts,
     /// Current time as a FILETIME.
     pub now: u64,
+    /// The same moment on the monotonic clock, for interim-response timing.
+    pub at: Instant,
     pub rng: &'a mut dyn rand::RngCore,
     /// Allocates a server-wide unique, non-zero session id.
     pub new_session_id: &'a dyn Fn() -> u64,
 }
 
-/// Work produced by one frame, in order.
+/// What the engine asks of the server, in order.
 #[derive(Debug)]
 pub enum Action {
-    /// A frame ready to send (segments of one frame).
-    Send(Vec<Bytes>),
-    /// Requests for the server; run them in order, then call [`ServerConnection::finish`].
-    Run(Chain),
-    /// CANCEL for an outstanding request (no response is sent for CANCEL itself).
+    /// A request to run; its response goes to [`ServerConnection::complete`].
+    Execute(Execute),
+    /// Responses of these requests of `chain` went out (`chain_done`: the chain's last).
+    Answered {
+        chain: u64,
+        message_ids: Vec<u64>,
+        chain_done: bool,
+    },
+    /// Stop a running request (a CANCEL for it, MS-SMB2 3.3.5.16, or the engine gave up on it);
+    /// its late response, if any, is still given to [`ServerConnection::complete`].
     Cancel {
         message_id: u64,
         async_id: Option<u64>,
@@ -79,22 +115,15 @@ pub enum Action {
     AuthFailed { user: String },
 }
 
-/// The requests of one frame (a compound chain) that the server must run in order.
+/// One message of a frame's chain, as validation left it.
 #[derive(Debug)]
-pub struct Chain {
-    pub items: Vec<ChainItem>,
-    /// The frame came inside a TRANSFORM_HEADER: the response is encrypted too.
-    pub encrypted: bool,
-}
-
-#[derive(Debug)]
-pub enum ChainItem {
+enum ChainItem {
     Run(Box<Request>),
     /// Already answered by the engine (an error found during validation, ECHO, LOGOFF...).
     Answered(Completed),
 }
 
-/// A finished request, ready for [`ServerConnection::finish`].
+/// A finished request, ready to be framed.
 #[derive(Debug, Clone)]
 pub struct Completed {
     pub header: Header,
@@ -122,7 +151,6 @@ pub struct ServerConnection {
     peer: String,
     transport: Transport,
     state: ConnState,
-    deframer: Deframer,
     credits: CreditWindow,
     sessions: HashMap<u64, Session>,
     next_async_id: u64,
@@ -130,6 +158,11 @@ pub struct ServerConnection {
     encrypted_frames: u64,
     /// The connection began with an SMB1 multi-protocol NEGOTIATE (MS-SMB2 3.3.5.3.1).
     smb1_upgrade: bool,
+    in_flight: requests::InFlight,
+    actions: VecDeque<Action>,
+    transmits: VecDeque<Transmit>,
+    /// The stream of the frame being handled: where its immediate answers go.
+    rx_stream: StreamId,
 }
 
 /// Size of the SMB2 ERROR response body (MS-SMB2 2.2.2): StructureSize 9 counts one data byte.
@@ -144,14 +177,32 @@ impl ServerConnection {
             peer,
             transport,
             state: ConnState::ExpectNegotiate { after_smb1: false },
-            deframer: Deframer::new(),
             credits,
             sessions: HashMap::new(),
             next_async_id: 1,
             smb1_upgrade: false,
             frames: 0,
             encrypted_frames: 0,
+            in_flight: requests::InFlight::default(),
+            actions: VecDeque::new(),
+            transmits: VecDeque::new(),
+            rx_stream: StreamId::CONTROL,
         }
+    }
+
+    /// The next thing the server must do, in order.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// The next frame to send, in order per stream.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// Whether requests are still running or waiting in a chain.
+    pub fn is_idle(&self) -> bool {
+        self.in_flight.is_empty()
     }
 
     pub fn id(&self) -> u64 {
@@ -164,11 +215,7 @@ impl ServerConnection {
         self.credits.set_ceiling(ceiling);
     }
 
-    pub fn deframer(&mut self) -> &mut Deframer {
-        &mut self.deframer
-    }
-
-    /// Frames are capped small until a session is authenticated.
+    /// The largest frame the deframers may accept now: small until a session is authenticated.
     pub fn frame_limit(&self) -> u32 {
         // Sessions are few (capped per connection); the limit drops back after the last logoff.
         if self.sessions.values().any(Session::is_valid) {
@@ -179,11 +226,6 @@ impl ServerConnection {
         } else {
             self.cfg.limits.preauth_frame
         }
-    }
-
-    pub fn next_frame(&mut self) -> Result<Option<Bytes>, Violation> {
-        let limit = self.frame_limit();
-        self.deframer.next_frame(limit)
     }
 
     pub fn conn_view(&self) -> Option<&ConnView> {
@@ -224,8 +266,20 @@ impl ServerConnection {
             .any(f)
     }
 
-    /// Processes one frame.
-    pub fn on_frame(&mut self, frame: Bytes, env: &mut Env<'_>) -> Result<Vec<Action>, Violation> {
+    /// Processes one frame that arrived on `stream`; what follows from it is polled.
+    pub fn handle_frame(
+        &mut self,
+        stream: StreamId,
+        frame: Bytes,
+        env: &mut Env<'_>,
+    ) -> Result<(), Violation> {
+        self.rx_stream = stream;
+        let actions = self.on_frame(frame, env)?;
+        self.actions.extend(actions);
+        Ok(())
+    }
+
+    fn on_frame(&mut self, frame: Bytes, env: &mut Env<'_>) -> Result<Vec<Action>, Violation> {
         self.frames += 1;
         match frame.get(..4) {
             Some([0xFF, b'S', b'M', b'B']) => self.on_smb1(&frame, env),
@@ -266,7 +320,8 @@ impl ServerConnection {
                 let body = self.negotiate_body(Dialect::WILDCARD, env.now, 0, Vec::new());
                 self.state = ConnState::ExpectNegotiate { after_smb1: true };
                 let frame = self.plain_response(&hdr, NtStatus::SUCCESS, &body)?;
-                Ok(vec![Action::Send(vec![frame])])
+                self.transmit(self.rx_stream, vec![frame]);
+                Ok(Vec::new())
             }
             Some(_) if self.dialect_allowed_any(|d| d == Dialect::SMB2_0_2) => {
                 // Only "SMB 2.002" offered: that is the final negotiate (MS-SMB2 3.3.5.3.1).
@@ -287,7 +342,8 @@ impl ServerConnection {
                     PreauthHash::new(),
                 );
                 let frame = self.plain_response(&hdr, NtStatus::SUCCESS, &body)?;
-                Ok(vec![Action::Send(vec![frame])])
+                self.transmit(self.rx_stream, vec![frame]);
+                Ok(Vec::new())
             }
             _ => Err(Violation::NoCommonDialect),
         }
@@ -436,8 +492,10 @@ impl ServerConnection {
             }
             offset = end;
         }
+        // Actions so far (session events) come before the chain's requests.
+        self.actions.extend(actions.drain(..));
         if !items.is_empty() {
-            actions.push(Action::Run(Chain { items, encrypted }));
+            self.start_chain(self.rx_stream, items, encrypted, env.at);
         }
         Ok(actions)
     }
@@ -469,12 +527,9 @@ impl ServerConnection {
             return Err(Violation::NotNegotiated);
         }
         if hdr.command == Command::CANCEL {
-            // MS-SMB2 3.3.5.16: no credits, no response.
-            actions.push(Action::Cancel {
-                message_id: hdr.message_id,
-                async_id: hdr.async_id,
-                session_id: hdr.session_id,
-            });
+            // MS-SMB2 3.3.5.16: no credits, no response. Earlier actions of this frame first.
+            self.actions.extend(actions.drain(..));
+            self.on_cancel(&hdr);
             return Ok(None);
         }
 
@@ -497,11 +552,11 @@ impl ServerConnection {
                 let mut rhdr = hdr.clone();
                 rhdr.credits = self.credits.grant(hdr.credits);
                 let frame = self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY)?;
-                actions.push(Action::Send(vec![frame]));
+                self.transmit(self.rx_stream, vec![frame]);
                 return Ok(None);
             }
             let frame = self.negotiate(&hdr, &msg, env)?;
-            actions.push(Action::Send(vec![frame]));
+            self.transmit(self.rx_stream, vec![frame]);
             return Ok(None);
         }
         let Some(dialect) = dialect else {
@@ -530,7 +585,7 @@ impl ServerConnection {
         match hdr.command {
             Command::SESSION_SETUP => {
                 let frame = self.session_setup(&hdr, &msg, encrypted, env, actions)?;
-                actions.push(Action::Send(vec![frame]));
+                self.transmit(self.rx_stream, vec![frame]);
                 return Ok(None);
             }
             Command::ECHO => {
@@ -1204,7 +1259,7 @@ impl ServerConnection {
 
     /// Sends STATUS_PENDING for a request that will complete later (MS-SMB2 3.3.4.2) and
     /// returns the async id its final response must carry.
-    pub fn interim(&mut self, req_hdr: &Header, encrypted: bool) -> (u64, Vec<Bytes>) {
+    fn interim(&mut self, req_hdr: &Header, encrypted: bool) -> (u64, Vec<Bytes>) {
         let async_id = self.next_async_id;
         self.next_async_id += 1;
         let mut h = req_hdr.clone();
@@ -1222,7 +1277,12 @@ impl ServerConnection {
     /// An unsolicited notification (oplock or lease break, MS-SMB2 3.3.4.6/3.3.4.7):
     /// MessageId all ones, SessionId 0, no credits, never signed; encrypted when the session
     /// the break concerns requires encryption.
-    pub fn notification(&mut self, session_id: u64, command: Command, body: &[u8]) -> Vec<Bytes> {
+    pub fn notification(&mut self, session_id: u64, command: Command, body: &[u8]) {
+        let frame = self.notification_frame(session_id, command, body);
+        self.transmit(StreamId::CONTROL, frame);
+    }
+
+    fn notification_frame(&mut self, session_id: u64, command: Command, body: &[u8]) -> Vec<Bytes> {
         let h = Header {
             command,
             flags: flags::SERVER_TO_REDIR,
@@ -1254,7 +1314,7 @@ impl ServerConnection {
 
     /// Builds the response frame for a finished chain: credits granted, compound joined and
     /// padded, each message signed as needed, the whole frame encrypted when required.
-    pub fn finish(&mut self, items: &[Completed], encrypted: bool) -> Vec<Bytes> {
+    fn finish(&mut self, items: &[Completed], encrypted: bool) -> Vec<Bytes> {
         let frames = self.build_frame(items, encrypted, false);
         for c in items {
             if c.header.command == Command::LOGOFF && c.response.status == NtStatus::SUCCESS {

@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use smbq_crypto::{Cipher, SigningAlgorithm};
-use smbq_proto::engine::{Action, ChainItem, Completed};
+use smbq_proto::engine::{Action, INTERIM_AFTER};
 use smbq_proto::{Request, Response};
 use smbq_wire::change_notify::ChangeNotifyRequest;
 use smbq_wire::header::flags;
@@ -63,13 +63,16 @@ fn cancel(client: &Client, message_id: u64, async_id: Option<u64>, signed: bool)
 /// Feeds a request the engine passes up and returns it.
 fn pass_up(server: &mut Server, bytes: &[u8]) -> Request {
     let actions = server.feed(bytes).unwrap();
-    let [Action::Run(chain)] = &actions[..] else {
-        panic!("expected one chain, got {actions:?}")
+    let [Action::Execute(x)] = &actions[..] else {
+        panic!("expected one request to run, got {actions:?}")
     };
-    let [ChainItem::Run(r)] = &chain.items[..] else {
-        panic!("expected one request, got {:?}", chain.items)
-    };
-    (**r).clone()
+    (*x.request).clone()
+}
+
+/// Lets the request run past the interim deadline and returns the interim response's frame.
+fn go_async(server: &mut Server) -> Vec<u8> {
+    server.advance(INTERIM_AFTER);
+    single(server.sent())
 }
 
 #[test]
@@ -99,6 +102,7 @@ fn cancel_is_reported_and_never_answered() {
         }
         other => panic!("expected Cancel, got {other:?}"),
     }
+    assert!(server.sent().is_empty(), "CANCEL itself is never answered");
     // CANCEL took no message id: the next id is still usable.
     assert_eq!(client.credits, credits_before);
     let echo = client.echo(true);
@@ -115,11 +119,11 @@ fn interim_then_final_async_response() {
     let req = pass_up(&mut server, &frame(&change_notify(&mut client, true)));
     let mid = req.header.message_id;
 
-    let (async_id, frames) = server.engine.interim(&req.header, req.encrypted);
-    assert_ne!(async_id, 0);
-    let interim = client.receive(&concat(&frames));
+    let interim = client.receive(&go_async(&mut server));
     assert!(!interim.encrypted);
     let m = interim.one();
+    let async_id = m.header.async_id.unwrap();
+    assert_ne!(async_id, 0);
     assert_eq!(m.status(), NtStatus::PENDING);
     assert_eq!(m.header.command, Command::CHANGE_NOTIFY);
     assert_eq!(m.header.message_id, mid);
@@ -145,15 +149,8 @@ fn interim_then_final_async_response() {
     );
 
     // The final response carries the async id and grants nothing more.
-    let out = server.engine.finish(
-        &[Completed {
-            header: req.header.clone(),
-            response: Response::error(NtStatus::CANCELLED),
-            async_id: Some(async_id),
-        }],
-        req.encrypted,
-    );
-    let last = client.receive(&concat(&out));
+    server.complete(mid, Response::error(NtStatus::CANCELLED));
+    let last = client.receive(&single(server.sent()));
     let m = last.one();
     assert_eq!(m.status(), NtStatus::CANCELLED);
     assert_eq!(m.header.message_id, mid);
@@ -173,11 +170,16 @@ fn interim_then_final_async_response() {
 #[test]
 fn async_ids_are_distinct() {
     let (mut server, mut client) = logged_in();
-    let a = pass_up(&mut server, &frame(&change_notify(&mut client, false)));
-    let b = pass_up(&mut server, &frame(&change_notify(&mut client, false)));
-    let (ia, _) = server.engine.interim(&a.header, false);
-    let (ib, _) = server.engine.interim(&b.header, false);
-    assert_ne!(ia, ib);
+    pass_up(&mut server, &frame(&change_notify(&mut client, false)));
+    pass_up(&mut server, &frame(&change_notify(&mut client, false)));
+    server.advance(INTERIM_AFTER);
+    let ids: Vec<u64> = server
+        .sent()
+        .iter()
+        .map(|f| client.receive(f).one().header.async_id.unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "both went async");
+    assert_ne!(ids[0], ids[1]);
 }
 
 #[test]
@@ -187,21 +189,16 @@ fn encrypted_request_gets_sealed_interim_and_final() {
     let sealed = client.seal(&m);
     let req = pass_up(&mut server, &sealed);
     assert!(req.encrypted);
-    let (async_id, frames) = server.engine.interim(&req.header, req.encrypted);
-    let interim = client.receive(&concat(&frames));
+    let interim = client.receive(&go_async(&mut server));
     assert!(interim.encrypted);
     assert_eq!(interim.one().status(), NtStatus::PENDING);
-    assert_eq!(interim.one().header.async_id, Some(async_id));
+    let async_id = interim.one().header.async_id.unwrap();
 
-    let out = server.engine.finish(
-        &[Completed {
-            header: req.header.clone(),
-            response: Response::error(NtStatus::NOTIFY_ENUM_DIR),
-            async_id: Some(async_id),
-        }],
-        true,
+    server.complete(
+        req.header.message_id,
+        Response::error(NtStatus::NOTIFY_ENUM_DIR),
     );
-    let last = client.receive(&concat(&out));
+    let last = client.receive(&single(server.sent()));
     assert!(last.encrypted);
     assert_eq!(last.one().header.async_id, Some(async_id));
     assert_eq!(last.one().header.credits, 0);
@@ -215,10 +212,10 @@ fn notifications_are_unsolicited_and_unsigned() {
     let body = [
         24u8, 0, 1, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0,
     ];
-    let out = server
+    server
         .engine
         .notification(client.session_id, Command::OPLOCK_BREAK, &body);
-    let n = client.receive(&concat(&out));
+    let n = client.receive(&single(server.sent()));
     assert!(!n.encrypted);
     let m = n.one();
     assert_eq!(m.header.message_id, u64::MAX);
@@ -230,10 +227,10 @@ fn notifications_are_unsolicited_and_unsigned() {
     let mut server = Server::new(config().encrypt(false, true));
     let mut client = Client::new(Offer::smb311(&[Cipher::Aes128Ccm], &[]));
     client.connect(&mut server);
-    let out = server
+    server
         .engine
         .notification(client.session_id, Command::OPLOCK_BREAK, &body);
-    let n = client.receive(&concat(&out));
+    let n = client.receive(&single(server.sent()));
     assert!(n.encrypted);
     assert_eq!(n.one().header.message_id, u64::MAX);
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use smbq_crypto::{Cipher, SigningAlgorithm};
-use smbq_proto::engine::{Action, Chain, ChainItem};
+use smbq_proto::engine::Action;
 use smbq_proto::{Request, Response, Violation};
 use smbq_wire::close::{CloseRequest, CloseResponse};
 use smbq_wire::create::{CreateAction, CreateDisposition, CreateRequest, CreateResponse};
@@ -113,31 +113,24 @@ fn handler(r: &Request) -> Response {
     }
 }
 
-fn only_chain(actions: Vec<Action>) -> Chain {
-    let mut chains: Vec<Chain> = actions
-        .into_iter()
-        .map(|a| match a {
-            Action::Run(c) => c,
-            other => panic!("unexpected action {other:?}"),
-        })
-        .collect();
-    assert_eq!(chains.len(), 1);
-    chains.pop().unwrap()
+/// Runs every request the actions ask for with [`handler`] and returns them in the order the
+/// engine handed them up, with the one frame sent.
+fn run_recording(server: &mut Server, actions: Vec<Action>) -> (Vec<Request>, Vec<u8>) {
+    let mut seen = Vec::new();
+    server.run_all(actions, &mut |r| {
+        seen.push(r.clone());
+        handler(r)
+    });
+    (seen, single(server.sent()))
 }
 
-fn runs(chain: &Chain) -> Vec<&Request> {
-    chain
-        .items
-        .iter()
-        .map(|i| match i {
-            ChainItem::Run(r) => &**r,
-            ChainItem::Answered(c) => panic!("engine answered {:?}", c.response.status),
-        })
-        .collect()
-}
-
-fn check_chain(chain: &Chain, client: &Client, sent: &[Vec<u8>], first_mid: u64) {
-    let reqs = runs(chain);
+fn check_chain(
+    reqs: &[Request],
+    encrypted: bool,
+    client: &Client,
+    sent: &[Vec<u8>],
+    first_mid: u64,
+) {
     assert_eq!(reqs.len(), 3);
     let cmds: Vec<Command> = reqs.iter().map(|r| r.command()).collect();
     assert_eq!(cmds, [Command::CREATE, Command::QUERY_INFO, Command::CLOSE]);
@@ -148,7 +141,7 @@ fn check_chain(chain: &Chain, client: &Client, sent: &[Vec<u8>], first_mid: u64)
         assert_eq!(r.header.tree_id, TREE, "TreeId of #{i}");
         assert_eq!(r.header.message_id, first_mid + i as u64);
         assert_eq!(r.session.as_ref().unwrap().id, client.session_id);
-        assert_eq!(r.encrypted, chain.encrypted);
+        assert_eq!(r.encrypted, encrypted);
         // The message handed up is the one sent (padding included), ready for the decoders.
         assert_eq!(&r.msg[..], &sent[i][..], "message #{i} as sent");
     }
@@ -156,7 +149,10 @@ fn check_chain(chain: &Chain, client: &Client, sent: &[Vec<u8>], first_mid: u64)
         QueryInfoRequest::decode(&reqs[1].msg).unwrap().file_id,
         FileId::RELATED
     );
-    assert_eq!(reqs[2].resolve_file_id(FileId::RELATED), FileId::RELATED);
+    // MS-SMB2 3.3.5.2.7.2: the FileId the CREATE produced is carried to what follows.
+    assert_eq!(reqs[0].related_file_id, None);
+    assert_eq!(reqs[1].resolve_file_id(FileId::RELATED), FID);
+    assert_eq!(reqs[2].resolve_file_id(FileId::RELATED), FID);
 }
 
 /// Splits the sent compound back into its messages (each with its padding).
@@ -204,11 +200,14 @@ fn signed_related_chain_is_split_and_joined() {
     let compound = client.compound(parts.into_iter().map(|m| (m, true)).collect());
     let sent = sent_parts(&compound);
 
-    let chain = only_chain(server.feed(&frame(&compound)).unwrap());
-    assert!(!chain.encrypted);
-    check_chain(&chain, &client, &sent, first_mid);
-
-    let out = server.run_chain(chain, &mut handler);
+    let actions = server.feed(&frame(&compound)).unwrap();
+    assert_eq!(
+        executes(&actions).len(),
+        1,
+        "one request at a time: {actions:?}"
+    );
+    let (reqs, out) = run_recording(&mut server, actions);
+    check_chain(&reqs, false, &client, &sent, first_mid);
     let resp = client.receive(&out);
     assert!(!resp.encrypted);
     check_response(&client, &resp, first_mid, true);
@@ -234,10 +233,9 @@ fn sealed_chain_comes_back_in_one_transform() {
     let sent = sent_parts(&compound);
     let sealed = client.seal(&compound);
 
-    let chain = only_chain(server.feed(&sealed).unwrap());
-    assert!(chain.encrypted);
-    check_chain(&chain, &client, &sent, first_mid);
-    let out = server.run_chain(chain, &mut handler);
+    let actions = server.feed(&sealed).unwrap();
+    let (reqs, out) = run_recording(&mut server, actions);
+    check_chain(&reqs, true, &client, &sent, first_mid);
     let resp = client.receive(&out);
     assert!(resp.encrypted);
     check_response(&client, &resp, first_mid, false);
@@ -251,16 +249,28 @@ fn bad_signature_inside_a_chain_fails_that_request() {
     let mut compound = client.compound(parts.into_iter().map(|m| (m, true)).collect());
     let second = Header::decode(&compound).unwrap().next_command as usize;
     compound[second + 50] ^= 0xFF;
-    let chain = only_chain(server.feed(&frame(&compound)).unwrap());
-    let kinds: Vec<Option<NtStatus>> = chain
-        .items
+    let actions = server.feed(&frame(&compound)).unwrap();
+    let (reqs, out) = run_recording(&mut server, actions);
+    let ran: Vec<Command> = reqs.iter().map(|r| r.command()).collect();
+    assert_eq!(
+        ran,
+        [Command::CREATE, Command::CLOSE],
+        "the bad one never ran"
+    );
+    let statuses: Vec<NtStatus> = client
+        .receive(&out)
+        .msgs
         .iter()
-        .map(|i| match i {
-            ChainItem::Run(_) => None,
-            ChainItem::Answered(c) => Some(c.response.status),
-        })
+        .map(|m| m.status())
         .collect();
-    assert_eq!(kinds, [None, Some(NtStatus::ACCESS_DENIED), None]);
+    assert_eq!(
+        statuses,
+        [
+            NtStatus::SUCCESS,
+            NtStatus::ACCESS_DENIED,
+            NtStatus::SUCCESS
+        ]
+    );
 }
 
 /// MS-SMB2 3.3.5.2.7.2: the first request of a chain cannot be related.
@@ -272,11 +282,17 @@ fn related_first_request_is_invalid_parameter() {
     let f = u32::from_le_bytes(first[16..20].try_into().unwrap()) | flags::RELATED_OPERATIONS;
     first[16..20].copy_from_slice(&f.to_le_bytes());
     let compound = client.compound(parts.into_iter().map(|m| (m, true)).collect());
-    let chain = only_chain(server.feed(&frame(&compound)).unwrap());
-    let ChainItem::Answered(c) = &chain.items[0] else {
-        panic!("first related request must be answered by the engine")
-    };
-    assert_eq!(c.response.status, NtStatus::INVALID_PARAMETER);
+    let actions = server.feed(&frame(&compound)).unwrap();
+    let (reqs, out) = run_recording(&mut server, actions);
+    assert!(reqs.is_empty(), "nothing runs: {reqs:?}");
+    let statuses: Vec<NtStatus> = client
+        .receive(&out)
+        .msgs
+        .iter()
+        .map(|m| m.status())
+        .collect();
+    // The CREATE the engine failed fails the related requests after it, with its status.
+    assert_eq!(statuses, [NtStatus::INVALID_PARAMETER; 3]);
 }
 
 #[test]

@@ -7,13 +7,15 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 use smbq_auth::{Credentials, Initiator, nt_hash};
 use smbq_crypto::{Cipher, PreauthHash, Role, Sealer, Signer, SigningAlgorithm, derive_keys};
-use smbq_proto::engine::{Action, Chain, ChainItem, Completed, Env, ServerConnection, Transport};
+use smbq_proto::engine::{Action, Env, ServerConnection, StreamId, Transport};
+use smbq_proto::framing::Deframer;
 use smbq_proto::{EngineConfig, Limits, Request, Response, Violation};
 use smbq_wire::header::{NEXT_COMMAND_OFFSET, flags};
 use smbq_wire::negotiate::{
@@ -38,11 +40,15 @@ pub fn config() -> EngineConfig {
     EngineConfig::new(Limits::default(), SERVER_GUID, "smbq")
 }
 
-/// The engine plus what `Env` borrows.
+/// The engine plus what `Env` borrows, a deframer as the connection's reader has, and a
+/// simulated monotonic clock (`advance`).
 pub struct Server {
     pub engine: ServerConnection,
     pub rng: StdRng,
     next_session: Cell<u64>,
+    deframer: Deframer,
+    /// The simulated time handed to the engine.
+    pub clock: Instant,
 }
 
 impl Server {
@@ -55,74 +61,110 @@ impl Server {
             engine: ServerConnection::new(Arc::new(cfg), 1, "test-peer".into(), transport),
             rng: StdRng::seed_from_u64(0x5e7e7),
             next_session: Cell::new(0x1000_0001),
+            deframer: Deframer::new(),
+            clock: Instant::now(),
         }
     }
 
-    /// Pushes stream bytes and processes every whole frame, as the connection task would.
+    /// Pushes stream bytes and hands every whole frame to the engine (on the control stream),
+    /// as the connection's reader and loop would. Returns the actions the engine asked for;
+    /// frames to send stay queued for [`Self::sent`].
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<Action>, Violation> {
+        self.feed_on(StreamId::CONTROL, bytes)
+    }
+
+    /// Like [`Self::feed`], on a given stream.
+    pub fn feed_on(&mut self, stream: StreamId, bytes: &[u8]) -> Result<Vec<Action>, Violation> {
         let Self {
             engine,
             rng,
             next_session,
+            deframer,
+            clock,
         } = self;
-        engine.deframer().push(bytes);
+        deframer.push(bytes);
         let new_id = || {
             let id = next_session.get();
             next_session.set(id + 1);
             id
         };
-        let mut out = Vec::new();
-        while let Some(frame) = engine.next_frame()? {
+        while let Some(frame) = deframer.next_frame(engine.frame_limit())? {
             let mut env = Env {
                 accounts: &accounts,
                 now: NOW,
+                at: *clock,
                 rng,
                 new_session_id: &new_id,
             };
-            out.extend(engine.on_frame(frame, &mut env)?);
+            engine.handle_frame(stream, frame, &mut env)?;
         }
-        Ok(out)
+        Ok(self.actions())
     }
 
-    /// Runs one chain the way the server does: answered items pass through, the rest go to
-    /// `handler`; then `finish` builds the frame.
-    pub fn run_chain(
-        &mut self,
-        chain: Chain,
-        handler: &mut dyn FnMut(&Request) -> Response,
-    ) -> Vec<u8> {
-        let items: Vec<Completed> = chain
-            .items
+    /// Every action the engine has queued.
+    pub fn actions(&mut self) -> Vec<Action> {
+        std::iter::from_fn(|| self.engine.poll_action()).collect()
+    }
+
+    /// Every frame the engine has queued to send, segments joined, in order.
+    pub fn sent(&mut self) -> Vec<Vec<u8>> {
+        self.sent_with_streams()
             .into_iter()
-            .map(|item| match item {
-                ChainItem::Answered(c) => c,
-                ChainItem::Run(req) => Completed {
-                    header: req.header.clone(),
-                    response: handler(&req),
-                    async_id: None,
-                },
-            })
-            .collect();
-        concat(&self.engine.finish(&items, chain.encrypted))
+            .map(|(_, f)| f)
+            .collect()
     }
 
-    /// Feeds bytes, runs every chain with `handler`, and returns the frames sent (in order)
-    /// and the remaining actions (session events, cancels).
+    /// Like [`Self::sent`] with the stream of each frame.
+    pub fn sent_with_streams(&mut self) -> Vec<(StreamId, Vec<u8>)> {
+        std::iter::from_fn(|| self.engine.poll_transmit())
+            .map(|t| (t.stream, concat(&t.frame)))
+            .collect()
+    }
+
+    /// Moves the simulated clock and lets the engine act on it.
+    pub fn advance(&mut self, by: Duration) {
+        self.clock += by;
+        self.engine.handle_timeout(self.clock);
+    }
+
+    /// Completes a request at the current simulated time.
+    pub fn complete(&mut self, message_id: u64, response: Response) {
+        self.engine.complete(message_id, response, self.clock);
+    }
+
+    /// Runs every request the actions ask for (and those their completions lead to) with
+    /// `handler`, at once; returns the other actions.
+    pub fn run_all(
+        &mut self,
+        mut actions: Vec<Action>,
+        handler: &mut dyn FnMut(&Request) -> Response,
+    ) -> Vec<Action> {
+        let mut other = Vec::new();
+        while !actions.is_empty() {
+            for a in std::mem::take(&mut actions) {
+                match a {
+                    Action::Execute(x) => {
+                        let r = handler(&x.request);
+                        self.complete(x.request.header.message_id, r);
+                        actions.extend(self.actions());
+                    }
+                    a => other.push(a),
+                }
+            }
+        }
+        other
+    }
+
+    /// Feeds bytes, runs every request with `handler`, and returns the frames sent (in order)
+    /// and the remaining actions (session events, cancels, answered chains).
     pub fn exchange(
         &mut self,
         bytes: &[u8],
         handler: &mut dyn FnMut(&Request) -> Response,
     ) -> Result<(Vec<Vec<u8>>, Vec<Action>), Violation> {
-        let mut frames = Vec::new();
-        let mut other = Vec::new();
-        for a in self.feed(bytes)? {
-            match a {
-                Action::Send(segs) => frames.push(concat(&segs)),
-                Action::Run(chain) => frames.push(self.run_chain(chain, handler)),
-                a => other.push(a),
-            }
-        }
-        Ok((frames, other))
+        let actions = self.feed(bytes)?;
+        let other = self.run_all(actions, handler);
+        Ok((self.sent(), other))
     }
 
     /// Like [`Self::exchange`] for requests the engine must answer itself.
@@ -134,6 +176,17 @@ impl Server {
             panic!("request {:?} unexpectedly passed up", r.header.command)
         })
     }
+}
+
+/// The requests an action list asks the server to run.
+pub fn executes(actions: &[Action]) -> Vec<&Request> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Execute(x) => Some(&*x.request),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The segments of one frame, joined.

@@ -1,57 +1,41 @@
-//! The loop that owns one connection's engine: it reads frames while the backlog has room,
-//! applies what the engine decides (send, run a chain, cancel, session events), hands
-//! finished chains back to the engine, and relays pushed notifications.
+//! The loop that owns one connection's engine. It moves bytes and runs handlers; the engine
+//! decides everything else. Events: frames from a stream's reader (taken only while the
+//! backlog has room), a finished request, a pushed notification, the engine's timer
+//! (interim responses), the writer draining, the unauthenticated deadline, shutdown. After
+//! each, it applies what the engine asks (`poll_action`) and sends what it built
+//! (`poll_transmit`) on the stream each frame names.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use smbq_proto::ConnView;
-use smbq_proto::engine::{Action, ChainItem, Env, ServerConnection, Transport};
-use smbq_transport::{ChunkRead, Connection, TransportKind};
-use tokio::sync::mpsc;
+use smbq_proto::engine::{Action, Env, ServerConnection, StreamId, Transmit, Transport};
+use smbq_transport::{Connection, TransportKind};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::chain::{FromTask, dispatch};
+use super::exec::{self, Done};
+use super::reader::{self, FrameLimit, Inbound};
 use super::{ConnError, Runtime, Shutdown, writer};
 use crate::backlog::Backlog;
 
 /// What woke the connection loop.
 enum Event {
-    Read(std::io::Result<Read>),
-    Task(Option<FromTask>),
+    Inbound(Option<Inbound>),
+    /// Frames delivered earlier can be taken now.
+    Waiting,
+    Done(Option<Done>),
     Push(Option<crate::push::Push>),
+    Timer,
     Idle,
     /// The writer sent something while the backlog was full.
     Drained,
     Shutdown,
-}
-
-enum Read {
-    /// A QUIC chunk, for the deframer to slice.
-    Chunk(Bytes),
-    /// Bytes were read straight into the deframer's buffer.
-    Filled,
-    Eof,
-}
-
-/// One read from the transport; cancel safe, as both `ChunkRead` methods are.
-async fn read_step(
-    reader: &mut dyn ChunkRead,
-    buf: &mut BytesMut,
-    chunked: bool,
-) -> std::io::Result<Read> {
-    if chunked {
-        return Ok(reader.read_chunk().await?.map_or(Read::Eof, Read::Chunk));
-    }
-    Ok(match reader.read_into(buf).await? {
-        0 => Read::Eof,
-        _ => Read::Filled,
-    })
 }
 
 fn filetime_now() -> u64 {
@@ -63,19 +47,23 @@ fn filetime_now() -> u64 {
         + u64::from(d.subsec_nanos() / 100)
 }
 
-/// The loop's state besides the transport halves and the channels it waits on.
+/// The loop's state besides the channels it waits on.
 struct ConnLoop {
     rt: Arc<Runtime>,
     shutdown: Shutdown,
     peer: SocketAddr,
     engine: ServerConnection,
     backlog: Backlog,
-    out_tx: mpsc::UnboundedSender<Vec<Bytes>>,
-    task_tx: mpsc::UnboundedSender<FromTask>,
-    /// Running requests by MessageId, for CANCEL.
+    /// One writer per stream.
+    writers: HashMap<StreamId, mpsc::UnboundedSender<Vec<Bytes>>>,
+    done_tx: mpsc::Sender<Done>,
+    /// Running requests by MessageId, for the engine's cancels.
     running: HashMap<u64, CancellationToken>,
-    /// AsyncId -> MessageId of requests that went async.
-    async_ids: HashMap<u64, u64>,
+    /// Chains with requests running, and the budget share their first request took.
+    chains: HashMap<u64, Option<OwnedSemaphorePermit>>,
+    /// Frames a reader delivered that wait for the backlog to drain (at most one batch).
+    waiting: VecDeque<(StreamId, Bytes)>,
+    frame_limit: FrameLimit,
     view: Option<Arc<ConnView>>,
     rng: rand::rngs::OsRng,
     authenticated: bool,
@@ -88,7 +76,7 @@ pub(super) async fn run_connection(
     shutdown: Shutdown,
 ) -> Result<(), ConnError> {
     let Connection {
-        mut reader,
+        reader,
         writer,
         peer,
         kind,
@@ -99,20 +87,30 @@ pub(super) async fn run_connection(
         TransportKind::Quic => Transport::Quic,
     };
     let engine = ServerConnection::new(rt.engine.clone(), id, peer.to_string(), transport);
-
-    // The channel is unbounded in messages but not in bytes: `backlog` counts what is in it
-    // and the loop stops reading while it is full (crate::backlog).
     let limits = &rt.engine.limits;
     let backlog = Backlog::new(
         limits.max_pending_bytes,
         limits.max_in_flight,
         limits.max_read.max(limits.max_write) as usize,
     );
+    // The writer channel is unbounded in messages but not in bytes: `backlog` counts what is
+    // in it and the loop stops taking frames while it is full (crate::backlog).
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Vec<Bytes>>();
     let writer_task = writer::spawn(writer, out_rx, backlog.queued.clone());
-    let (task_tx, mut task_rx) = mpsc::unbounded_channel::<FromTask>();
+    // Every running request sends one Done; `max_in_flight` bounds how many run.
+    let (done_tx, mut done_rx) = mpsc::channel::<Done>(limits.max_in_flight.max(1));
+    // Pushes are bounded by what the connection's sessions hold (one break per open at most).
     let (push_tx, mut push_rx) = mpsc::unbounded_channel::<crate::push::Push>();
     rt.server.register_connection(id, push_tx);
+    let frame_limit: FrameLimit = Arc::new(engine.frame_limit().into());
+    let (in_tx, mut in_rx) = mpsc::channel::<Inbound>(reader::QUEUED_BATCHES);
+    let reader_task = reader::spawn(
+        StreamId::CONTROL,
+        reader,
+        kind == TransportKind::Quic,
+        frame_limit.clone(),
+        in_tx,
+    );
     // A hard deadline from accept: a connection that trickles bytes does not extend it.
     let deadline = tokio::time::Instant::now()
         + Duration::from_secs(rt.engine.limits.unauthenticated_idle_secs);
@@ -122,111 +120,134 @@ pub(super) async fn run_connection(
         peer,
         engine,
         backlog,
-        out_tx,
-        task_tx,
+        writers: HashMap::from([(StreamId::CONTROL, out_tx)]),
+        done_tx,
         running: HashMap::new(),
-        async_ids: HashMap::new(),
+        chains: HashMap::new(),
+        waiting: VecDeque::new(),
+        frame_limit,
         view: None,
         rng: rand::rngs::OsRng,
         authenticated: false,
     };
-    // Whole frames may still sit in the deframer when the backlog filled up.
-    let mut frames_waiting = false;
 
-    // TCP reads straight into the deframer's buffer; QUIC hands over the chunks quinn
-    // decrypted in place, and the deframer slices whole frames out of them. Either way a frame
-    // is copied only when it spans QUIC chunks.
-    let chunked = kind == TransportKind::Quic;
     let result: Result<(), ConnError> = loop {
-        let mut buf = BytesMut::new();
-        if !chunked {
-            buf = std::mem::take(c.engine.deframer().buffer_mut());
-            if buf.capacity() - buf.len() < 64 * 1024 {
-                buf.reserve(256 * 1024);
-            }
-        }
         let full = c.backlog.full();
         c.engine.set_credit_ceiling(c.backlog.credit_ceiling());
-        let event = if frames_waiting && !full {
-            // Take the frames already buffered before reading more.
-            Event::Read(Ok(Read::Filled))
+        let timer = c.engine.poll_timeout();
+        let event = if !c.waiting.is_empty() && !full {
+            // Take the frames already delivered before reading more.
+            Event::Waiting
         } else {
             tokio::select! {
-                r = read_step(reader.as_mut(), &mut buf, chunked), if !full => Event::Read(r),
-                msg = task_rx.recv() => Event::Task(msg),
+                r = in_rx.recv(), if !full => Event::Inbound(r),
+                d = done_rx.recv() => Event::Done(d),
                 push = push_rx.recv() => Event::Push(push),
+                () = sleep_until(timer), if timer.is_some() => Event::Timer,
                 () = c.backlog.queued.drained(), if full => Event::Drained,
                 () = tokio::time::sleep_until(deadline), if !c.authenticated => Event::Idle,
                 () = shutdown.cancelled() => Event::Shutdown,
             }
         };
-        if !chunked {
-            *c.engine.deframer().buffer_mut() = buf;
-        }
-        match event {
-            Event::Read(r) => {
-                match r {
-                    Ok(Read::Eof) => break Ok(()),
-                    Err(e) => break Err(ConnError::Io(e)),
-                    Ok(Read::Chunk(chunk)) => c.engine.deframer().push_bytes(chunk),
-                    Ok(Read::Filled) => {}
-                }
-                match c.take_frames().await {
-                    Ok(waiting) => frames_waiting = waiting,
-                    Err(e) => break Err(e),
-                }
+        let step = match event {
+            Event::Inbound(Some(Inbound::Frames(stream, frames))) => {
+                c.waiting.extend(frames.into_iter().map(|f| (stream, f)));
+                c.take_frames().await
             }
-            Event::Task(Some(msg)) => {
-                if let Err(e) = c.on_task(msg) {
-                    break Err(e);
-                }
+            Event::Waiting => c.take_frames().await,
+            // The control stream's end is the connection's; no other stream exists yet.
+            Event::Inbound(Some(Inbound::Closed(stream, r))) if stream == StreamId::CONTROL => {
+                break r;
             }
-            Event::Push(Some(push)) => c.on_push(push),
-            Event::Task(None) | Event::Push(None) | Event::Drained => {}
+            Event::Inbound(Some(Inbound::Closed(..))) => Ok(()),
+            Event::Inbound(None) => break Ok(()),
+            Event::Done(Some(done)) => c.on_done(done),
+            Event::Push(Some(push)) => {
+                c.on_push(push);
+                Ok(())
+            }
+            Event::Timer => {
+                c.engine.handle_timeout(Instant::now());
+                c.drain();
+                Ok(())
+            }
+            Event::Done(None) | Event::Push(None) | Event::Drained => Ok(()),
             Event::Idle => break Err(ConnError::Unauthenticated),
             Event::Shutdown => break Ok(()),
+        };
+        if let Err(e) = step {
+            break Err(e);
         }
     };
     // Requests of a connection that is gone have nobody to answer.
     for t in c.running.values() {
         t.cancel();
     }
-    finish_conn(&rt, &c.engine, writer_task, c.out_tx, result).await
+    reader_task.abort();
+    let ConnLoop {
+        engine, writers, ..
+    } = c;
+    drop(writers);
+    finish_conn(&rt, &engine, writer_task, result).await
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+        None => std::future::pending().await,
+    }
 }
 
 impl ConnLoop {
-    fn send(&self, frame: Vec<Bytes>) {
-        self.backlog.queued.add(&frame);
-        let _ = self.out_tx.send(frame);
+    /// Sends a frame on its stream (the control stream if that one is gone).
+    fn send(&self, t: Transmit) {
+        let tx = self
+            .writers
+            .get(&t.stream)
+            .or_else(|| self.writers.get(&StreamId::CONTROL));
+        if let Some(tx) = tx {
+            self.backlog.queued.add(&t.frame);
+            let _ = tx.send(t.frame);
+        }
     }
 
-    /// Feeds the engine every whole frame the deframer holds, while the backlog has room.
-    /// `Ok(true)`: frames are left for when it drains.
-    async fn take_frames(&mut self) -> Result<bool, ConnError> {
-        loop {
-            if self.backlog.full() {
-                return Ok(true);
-            }
+    /// Applies every action the engine queued, then sends every frame it built.
+    fn drain(&mut self) {
+        while let Some(a) = self.engine.poll_action() {
+            self.apply(a);
+        }
+        while let Some(t) = self.engine.poll_transmit() {
+            self.send(t);
+        }
+    }
+
+    /// Hands the engine every waiting frame while the backlog has room.
+    async fn take_frames(&mut self) -> Result<(), ConnError> {
+        while !self.backlog.full() {
+            let Some((stream, frame)) = self.waiting.pop_front() else {
+                break;
+            };
             self.engine
                 .set_credit_ceiling(self.backlog.credit_ceiling());
-            let Some(frame) = self.engine.next_frame().map_err(ConnError::Violation)? else {
-                return Ok(false);
-            };
-            let actions = {
+            {
                 let rt = &self.rt;
                 let next_session = || rt.next_session_id.fetch_add(1, Ordering::Relaxed);
                 let mut env = Env {
                     accounts: rt.accounts.as_ref(),
                     now: filetime_now(),
+                    at: Instant::now(),
                     rng: &mut self.rng,
                     new_session_id: &next_session,
                 };
-                self.engine.on_frame(frame, &mut env)
+                self.engine.handle_frame(stream, frame, &mut env)
             }
             .map_err(ConnError::Violation)?;
+            self.frame_limit
+                .store(self.engine.frame_limit(), Ordering::Release);
             if self.view.is_none() {
                 self.view = self.engine.conn_view().cloned().map(Arc::new);
             }
+            let actions: Vec<Action> = std::iter::from_fn(|| self.engine.poll_action()).collect();
             // A failed logon's answer is held back by the throttle; only this connection
             // waits, and nothing it sends meanwhile is read.
             tokio::select! {
@@ -236,40 +257,41 @@ impl ConnLoop {
             for action in actions {
                 self.apply(action);
             }
+            self.drain();
         }
+        Ok(())
     }
 
     fn apply(&mut self, action: Action) {
         match action {
-            Action::Send(frame) => self.send(frame),
-            Action::Run(chain) => {
+            Action::Execute(x) => {
                 let Some(view) = self.view.clone() else {
                     return;
                 };
-                let budget = self
-                    .backlog
-                    .start_chain(chain.items.iter().filter_map(|item| match item {
-                        ChainItem::Run(r) => Some((r.header.message_id, r.header.credit_charge)),
-                        ChainItem::Answered(_) => None,
-                    }));
-                dispatch(
-                    chain,
-                    view,
-                    &self.rt.server,
-                    &self.task_tx,
-                    &mut self.running,
-                    budget,
-                );
+                let budget = x.chain_charges.as_ref().map(|charges| {
+                    self.chains.insert(x.chain, None);
+                    self.backlog.start_chain(charges.iter().copied())
+                });
+                let token = CancellationToken::new();
+                self.running
+                    .insert(x.request.header.message_id, token.clone());
+                exec::spawn(x, budget, view, &self.rt.server, token, &self.done_tx);
             }
-            Action::Cancel {
-                message_id,
-                async_id,
-                ..
+            Action::Answered {
+                chain,
+                message_ids,
+                chain_done,
             } => {
-                let mid = async_id
-                    .and_then(|a| self.async_ids.get(&a).copied())
-                    .unwrap_or(message_id);
-                if let Some(t) = self.running.get(&mid) {
+                for mid in message_ids {
+                    self.running.remove(&mid);
+                    self.backlog.finished(mid);
+                }
+                if chain_done {
+                    self.chains.remove(&chain);
+                }
+            }
+            Action::Cancel { message_id, .. } => {
+                if let Some(t) = self.running.get(&message_id) {
                     t.cancel();
                 }
             }
@@ -303,42 +325,23 @@ impl ConnLoop {
         }
     }
 
-    fn on_task(&mut self, msg: FromTask) -> Result<(), ConnError> {
-        match msg {
-            FromTask::Interim {
-                header,
-                encrypted,
-                reply,
-            } => {
-                let (async_id, frame) = self.engine.interim(&header, encrypted);
-                self.async_ids.insert(async_id, header.message_id);
-                self.send(frame);
-                let _ = reply.send(async_id);
-            }
-            FromTask::Done {
-                items,
-                encrypted,
-                message_ids,
-            } => {
-                if items.iter().any(|c| c.response.disconnect) {
-                    // MS-SMB2 3.3.5.15.12: a failed VALIDATE_NEGOTIATE_INFO drops the connection.
-                    return Err(ConnError::ValidateNegotiate);
-                }
-                for mid in message_ids {
-                    self.running.remove(&mid);
-                    self.backlog.finished(mid);
-                }
-                for c in &items {
-                    if let Some(a) = c.async_id {
-                        self.async_ids.remove(&a);
-                    }
-                }
-                self.engine
-                    .set_credit_ceiling(self.backlog.credit_ceiling());
-                let frame = self.engine.finish(&items, encrypted);
-                self.send(frame);
-            }
+    fn on_done(&mut self, done: Done) -> Result<(), ConnError> {
+        if done.response.disconnect {
+            // MS-SMB2 3.3.5.15.12: a failed VALIDATE_NEGOTIATE_INFO drops the connection.
+            return Err(ConnError::ValidateNegotiate);
         }
+        // The chain may be over already (the engine gave up on this request): the share of
+        // the budget goes back at once then.
+        if let Some(permit) = done.permit
+            && let Some(slot) = self.chains.get_mut(&done.chain)
+        {
+            *slot = Some(permit);
+        }
+        self.engine
+            .set_credit_ceiling(self.backlog.credit_ceiling());
+        self.engine
+            .complete(done.message_id, done.response, Instant::now());
+        self.drain();
         Ok(())
     }
 
@@ -348,12 +351,10 @@ impl ConnLoop {
                 session_id,
                 command,
                 body,
-            } => {
-                let frame = self.engine.notification(session_id, command, &body);
-                self.send(frame);
-            }
+            } => self.engine.notification(session_id, command, &body),
             crate::push::Push::RevokeSession(id) => self.engine.revoke_session(id),
         }
+        self.drain();
     }
 }
 
@@ -361,7 +362,6 @@ async fn finish_conn(
     rt: &Runtime,
     engine: &ServerConnection,
     writer_task: tokio::task::JoinHandle<()>,
-    out_tx: mpsc::UnboundedSender<Vec<Bytes>>,
     result: Result<(), ConnError>,
 ) -> Result<(), ConnError> {
     for s in engine.session_ids() {
@@ -371,7 +371,6 @@ async fn finish_conn(
     let (frames, encrypted) = engine.frame_counts();
     let smb1_upgrade = engine.upgraded_from_smb1();
     info!(frames, encrypted, smb1_upgrade, "connection closed");
-    drop(out_tx);
     // A peer that stopped reading would keep the writer (its socket and every unsent
     // response) forever: give it 2 s, then stop it.
     let abort = writer_task.abort_handle();

@@ -1,9 +1,11 @@
-//! The per-connection tasks: a loop that owns the engine (reads frames, dispatches requests,
-//! finishes responses; `event_loop`), request tasks that run handlers, many in flight as
-//! credits allow (`chain`), and a writer task that sends frames in order (`writer`).
+//! The per-connection tasks: one reader per transport stream, each with its own deframer
+//! (`reader`); a loop that owns the engine and applies what it decides (`event_loop`); request
+//! tasks that run handlers, many in flight as credits allow (`exec`); and one writer per
+//! stream that sends frames in order (`writer`).
 
-mod chain;
 mod event_loop;
+mod exec;
+mod reader;
 mod writer;
 
 use std::sync::Arc;

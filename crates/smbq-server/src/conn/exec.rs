@@ -1,0 +1,50 @@
+//! One request run as its own task, many in flight as credits and the backlog allow. What runs
+//! when, and what a compound, an interim response or a CANCEL means, the engine decides
+//! (smbq-proto `engine/requests.rs`); this only runs the handler and reports back.
+
+use std::sync::Arc;
+
+use smbq_proto::engine::Execute;
+use smbq_proto::{ConnView, Response};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::Server;
+use crate::backlog::ChainBudget;
+
+/// A finished request, for the loop to hand to the engine.
+pub(super) struct Done {
+    pub chain: u64,
+    pub message_id: u64,
+    pub response: Response,
+    /// The chain's share of the backlog budget, taken by its first request and held until the
+    /// chain's responses are handed to the writer.
+    pub permit: Option<OwnedSemaphorePermit>,
+}
+
+pub(super) fn spawn(
+    x: Execute,
+    budget: Option<ChainBudget>,
+    view: Arc<ConnView>,
+    server: &Arc<Server>,
+    cancel: CancellationToken,
+    tx: &mpsc::Sender<Done>,
+) {
+    let server = server.clone();
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        let permit = match budget {
+            Some(b) => b.acquire().await,
+            None => None,
+        };
+        let response = server.handle(&view, &x.request, cancel).await;
+        let done = Done {
+            chain: x.chain,
+            message_id: x.request.header.message_id,
+            response,
+            permit,
+        };
+        // The loop is gone only when the connection is: nobody is left to answer.
+        let _ = tx.send(done).await;
+    });
+}
