@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use smbq_auth::{Credentials, Initiator, nt_hash};
 use smbq_proto::engine::{Action, Env, INTERIM_AFTER, ServerConnection, StreamId, Transport};
 use smbq_proto::framing::Deframer;
-use smbq_proto::{EngineConfig, Limits, Response, Violation};
+use smbq_proto::{EngineConfig, Limits, Response, SessionTable, Violation};
 use smbq_wire::session_setup::SessionSetupResponse;
 use smbq_wire::transform::TransformHeader;
 use smbq_wire::{Command, FileId, HEADER_LEN, Header, NtStatus};
@@ -64,7 +64,13 @@ impl Driver {
     pub fn new() -> Self {
         let cfg = EngineConfig::new(Limits::default(), *b"smbq-fuzz-server", "FUZZSRV");
         Self {
-            conn: ServerConnection::new(Arc::new(cfg), 1, "127.0.0.1:445".into(), Transport::Tcp),
+            conn: ServerConnection::new(
+                Arc::new(cfg),
+                SessionTable::new(),
+                1,
+                "127.0.0.1:445".into(),
+                Transport::Tcp,
+            ),
             deframer: Deframer::new(),
             clock: Instant::now(),
             rng: StdRng::seed_from_u64(0x5eed),

@@ -38,6 +38,7 @@ use crate::error::Violation;
 use crate::framing::frame_header;
 use crate::request::{ConnView, Request, Response, SessionView};
 use crate::session::{Exchange, Session, SessionState};
+use crate::sessions::SessionTable;
 
 pub use requests::{Execute, INTERIM_AFTER};
 
@@ -152,7 +153,10 @@ pub struct ServerConnection {
     transport: Transport,
     state: ConnState,
     credits: CreditWindow,
+    /// This connection's part of each session it carries (MS-SMB2 3.3.1.8 Channel: the
+    /// exchange in progress, the keys), each holding the session's record in `table`.
     sessions: HashMap<u64, Session>,
+    table: Arc<SessionTable>,
     next_async_id: u64,
     frames: u64,
     encrypted_frames: u64,
@@ -169,7 +173,14 @@ pub struct ServerConnection {
 const ERROR_BODY: [u8; 9] = [9, 0, 0, 0, 0, 0, 0, 0, 0];
 
 impl ServerConnection {
-    pub fn new(cfg: Arc<EngineConfig>, id: u64, peer: String, transport: Transport) -> Self {
+    /// `table` is the server-wide session table every connection's engine shares.
+    pub fn new(
+        cfg: Arc<EngineConfig>,
+        table: Arc<SessionTable>,
+        id: u64,
+        peer: String,
+        transport: Transport,
+    ) -> Self {
         let credits = CreditWindow::new(cfg.limits.max_credits);
         Self {
             cfg,
@@ -179,6 +190,7 @@ impl ServerConnection {
             state: ConnState::ExpectNegotiate { after_smb1: false },
             credits,
             sessions: HashMap::new(),
+            table,
             next_async_id: 1,
             smb1_upgrade: false,
             frames: 0,
@@ -235,12 +247,6 @@ impl ServerConnection {
         }
     }
 
-    /// Forgets a session that was replaced by a reconnect on another connection (MS-SMB2
-    /// 3.3.5.5.3): its later requests, LOGOFF included, get USER_SESSION_DELETED.
-    pub fn revoke_session(&mut self, session_id: u64) {
-        self.sessions.remove(&session_id);
-    }
-
     /// Frames received, and how many of them arrived encrypted.
     pub fn frame_counts(&self) -> (u64, u64) {
         (self.frames, self.encrypted_frames)
@@ -274,6 +280,9 @@ impl ServerConnection {
         env: &mut Env<'_>,
     ) -> Result<(), Violation> {
         self.rx_stream = stream;
+        // A session ended elsewhere (a reconnect replaced it, MS-SMB2 3.3.5.5.3) is gone for
+        // this connection's requests from now on; responses already owed keep their keys.
+        self.sessions.retain(|_, s| !s.record.has_ended());
         let actions = self.on_frame(frame, env)?;
         self.actions.extend(actions);
         Ok(())
@@ -1067,8 +1076,13 @@ impl ServerConnection {
             }
             let id = (env.new_session_id)();
             let acceptor = new_acceptor(self.acceptor_config(), env);
+            // A repeated id would join another connection's session: refused, never shared.
+            let record = self
+                .table
+                .create(id)
+                .ok_or(NtStatus::INSUFFICIENT_RESOURCES)?;
             self.sessions
-                .insert(id, Session::new(id, acceptor, p.conn_preauth.clone()));
+                .insert(id, Session::new(record, acceptor, p.conn_preauth.clone()));
             return Ok(id);
         }
         let s = self
@@ -1122,7 +1136,7 @@ impl ServerConnection {
             && !reauth
         {
             // MS-SMB2 3.3.5.5.3: RejectUnencryptedAccess.
-            self.sessions.remove(&session_id);
+            self.forget_unannounced(session_id);
             return self.plain_response(rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
         }
         let user = identity.user.clone();
@@ -1202,14 +1216,25 @@ impl ServerConnection {
         };
         // MS-SMB2 3.3.5.5.3: a failed authentication removes the session, a valid
         // one being re-authenticated included.
-        self.sessions.remove(&session_id);
         if reauth {
+            // The server ends it (and its record) when it closes the session's opens.
+            self.sessions.remove(&session_id);
             actions.push(Action::SessionEnded { session_id });
+        } else {
+            self.forget_unannounced(session_id);
         }
         if status == NtStatus::LOGON_FAILURE {
             actions.push(Action::AuthFailed { user });
         }
         self.plain_response(rhdr, status, &ERROR_BODY)
+    }
+
+    /// Drops a session the server never heard of (its first authentication did not succeed):
+    /// its record goes with it. A session announced with [`Action::SessionStarted`] is ended by
+    /// the server instead, after its opens are closed.
+    fn forget_unannounced(&mut self, session_id: u64) {
+        self.sessions.remove(&session_id);
+        self.table.end(session_id);
     }
 
     /// A single unsigned, unencrypted response whose header fields (credits included) are set.

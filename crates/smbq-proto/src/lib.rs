@@ -12,9 +12,11 @@ pub mod framing;
 pub mod limits;
 pub mod request;
 mod session;
+pub mod sessions;
 pub mod transform;
 
 pub use config::EngineConfig;
 pub use error::Violation;
 pub use limits::Limits;
 pub use request::{ConnView, Request, Response, SessionView};
+pub use sessions::{SessionRecord, SessionTable};

@@ -22,6 +22,8 @@ pub(crate) enum SessionState {
 
 pub(crate) struct Session {
     pub id: u64,
+    /// The session's entry in the server-wide table: ended there, it is gone here too.
+    pub record: Arc<crate::sessions::SessionRecord>,
     pub state: SessionState,
     pub identity: Option<Arc<Identity>>,
     pub signer: Option<Signer>,
@@ -34,9 +36,14 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    pub fn new(id: u64, acceptor: Acceptor, preauth: PreauthHash) -> Self {
+    pub fn new(
+        record: Arc<crate::sessions::SessionRecord>,
+        acceptor: Acceptor,
+        preauth: PreauthHash,
+    ) -> Self {
         Self {
-            id,
+            id: record.id(),
+            record,
             state: SessionState::InProgress(Exchange {
                 acceptor: Box::new(acceptor),
                 preauth,

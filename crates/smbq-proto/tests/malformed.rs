@@ -508,11 +508,11 @@ fn session_limit_per_connection() {
 
 #[test]
 fn a_revoked_session_is_gone_for_logoff_too() {
-    // A reconnect elsewhere (PreviousSessionId) revokes the session on this connection.
+    // A reconnect elsewhere (PreviousSessionId) ends the session in the shared table.
     let mut server = Server::new(config());
     let mut client = Client::new(Offer::smb311(&[], &[SigningAlgorithm::AesCmac]));
     client.connect(&mut server);
-    server.engine.revoke_session(client.session_id);
+    server.table.end(client.session_id);
     let h = client.header(Command::LOGOFF, 1);
     let mut lo = Client::message(&h, &[4, 0, 0, 0]);
     client.sign(&mut lo);

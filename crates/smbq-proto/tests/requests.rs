@@ -504,3 +504,57 @@ fn responses_follow_their_request_stream() {
         .collect();
     assert_eq!(streams, [data, data, data, StreamId::CONTROL]);
 }
+
+/// One session table for every connection (MS-SMB2 3.3.1.5): a session ended there, as the
+/// server ends one a reconnect replaced (3.3.5.5.3), is gone for the engine that still holds
+/// it, without a message to that connection.
+#[test]
+fn a_session_ended_in_the_shared_table_is_gone_for_its_connection() {
+    let (mut server, mut client) = logged_in();
+    let rec = server
+        .table
+        .get(client.session_id)
+        .expect("setup made the record");
+    assert!(!rec.has_ended());
+    let mut other = Server::sharing(
+        config(),
+        smbq_proto::engine::Transport::Tcp,
+        server.table.clone(),
+    );
+    let mut second = Client::new(Offer::smb311(&[], &[SigningAlgorithm::AesGmac]));
+    second.connect(&mut other);
+    assert_ne!(second.session_id, client.session_id);
+    assert_eq!(
+        server.table.len(),
+        2,
+        "both connections' sessions in one table"
+    );
+
+    server.table.end(client.session_id);
+    assert!(rec.has_ended());
+    let echo = client.echo(true);
+    let (frames, _) = server.exchange_engine_only(&frame(&echo)).unwrap();
+    assert_eq!(
+        client.receive(&single(frames)).one().status(),
+        NtStatus::USER_SESSION_DELETED
+    );
+    // The other connection's session is untouched.
+    let echo = second.echo(true);
+    let (frames, _) = other.exchange_engine_only(&frame(&echo)).unwrap();
+    assert_eq!(
+        second.receive(&single(frames)).one().status(),
+        NtStatus::SUCCESS
+    );
+}
+
+/// A first authentication that fails leaves nothing in the table; a connection's sessions
+/// are the server's to end (it closes their opens first).
+#[test]
+fn a_failed_logon_leaves_no_record() {
+    let mut server = Server::new(config());
+    let mut client = Client::new(Offer::smb311(&[], &[SigningAlgorithm::AesGmac]));
+    client.negotiate(&mut server);
+    let s = client.session_setup(&mut server, USER, "wrong password");
+    assert_eq!(s.status, NtStatus::LOGON_FAILURE);
+    assert!(server.table.is_empty());
+}

@@ -75,17 +75,11 @@ fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<
     let needs = needs(req.command()).ok_or(NtStatus::NOT_SUPPORTED)?;
     // 3.3.5.2.9: the engine found no valid session for this SessionId.
     let view: &SessionView = req.session.as_ref().ok_or(NtStatus::USER_SESSION_DELETED)?;
-    if srv.session_was_replaced(view.id) {
-        return Err(NtStatus::USER_SESSION_DELETED);
-    }
-    let session: Arc<SessionState> = match srv.existing_session(view.id) {
-        Some(s) => s,
-        // The engine's SessionStarted normally made it; this connection is then its channel.
-        None => {
-            srv.session_started(view.id, conn.id);
-            srv.session_state(view.id)
-        }
-    };
+    // The session may have ended since the engine passed the request up (a reconnect
+    // replaced it, MS-SMB2 3.3.5.5.3).
+    let session: Arc<SessionState> = srv
+        .session_state(view.id)
+        .ok_or(NtStatus::USER_SESSION_DELETED)?;
     let tree: Option<Arc<Tree>> = if needs.tree {
         let t = session
             .tree(req.header.tree_id)

@@ -31,14 +31,14 @@ pub mod tables;
 pub use config::{EncryptPolicy, ServerConfig, ShareConfig};
 pub use logon_guard::LogonPolicy;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use parking_lot::RwLock;
 use smbq_auth::Identity;
-use smbq_proto::{ConnView, Request, Response};
+use smbq_proto::{ConnView, Request, Response, SessionTable};
 use smbq_vfs::{PosixOptions, PosixVfs, Vfs};
 use tokio_util::sync::CancellationToken;
 
@@ -57,10 +57,9 @@ const MAX_OPENS_TOTAL: u32 = 1 << 22;
 pub struct Server {
     cfg: ServerConfig,
     shares: ShareRegistry,
-    sessions: RwLock<HashMap<u64, Arc<SessionState>>>,
-    /// Sessions replaced by a reconnect (PreviousSessionId, MS-SMB2 3.3.5.5.3) that another
-    /// connection's engine may still route requests to; those get USER_SESSION_DELETED.
-    replaced: parking_lot::Mutex<HashSet<u64>>,
+    /// Every session, shared with the connections' engines (smbq_proto::sessions); the
+    /// server's part of each (trees, opens, channels) is its record's `SessionState`.
+    sessions: Arc<SessionTable>,
     /// `None` marks an id reserved by a CREATE still in progress.
     opens: RwLock<GenSlab<Option<Arc<Open>>>>,
     /// Everything opens share about each file: share modes, locks, oplocks (crate::file_state).
@@ -103,8 +102,7 @@ impl Server {
         Ok(Arc::new_cyclic(|me| Server {
             cfg,
             shares,
-            sessions: RwLock::new(HashMap::new()),
-            replaced: parking_lot::Mutex::new(HashSet::new()),
+            sessions: SessionTable::new(),
             opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL)),
             files: FileStates::new(),
             notify: notify::NotifyHub::new(),
@@ -152,44 +150,43 @@ impl Server {
         dispatch::dispatch(self, conn, req, cancel).await
     }
 
-    /// The session is gone (LOGOFF, expiry, or its last channel closed): close its trees and
-    /// opens, applying delete-on-close and releasing locks.
+    /// The session table every connection's engine shares with the server.
+    pub fn session_table(&self) -> &Arc<SessionTable> {
+        &self.sessions
+    }
+
+    /// The session is gone (LOGOFF, a failed re-authentication, its connection closed, or a
+    /// reconnect replaced it): it leaves the table, so every engine still holding it answers
+    /// USER_SESSION_DELETED from now on, and its trees and opens are closed, applying
+    /// delete-on-close and releasing locks.
     pub fn session_ended(&self, session_id: u64) {
-        self.replaced.lock().remove(&session_id);
-        let st = self.sessions.write().remove(&session_id);
-        if let Some(st) = st {
-            for id in st.open_ids() {
-                self.close_open_by_id(id);
-            }
-            st.take_trees();
+        let Some(st) = self
+            .sessions
+            .end(session_id)
+            .and_then(|rec| rec.ext::<SessionState>())
+        else {
+            return;
+        };
+        for id in st.open_ids() {
+            self.close_open_by_id(id);
         }
+        st.take_trees();
     }
 
     /// The engine of connection `conn_id` established (or re-authenticated) session
-    /// `session_id`: its state exists from now on, and the connection is one of its channels.
+    /// `session_id`: the connection is one of its channels.
     pub fn session_started(&self, session_id: u64, conn_id: u64) {
-        self.session_state(session_id).add_channel(conn_id);
-    }
-
-    /// A new session named this one as its PreviousSessionId: it ends now, and requests still
-    /// reaching it through its old connection fail until that connection ends it too.
-    pub fn session_replaced(&self, session_id: u64) {
-        // Only a session some connection used is remembered, so the set stays bounded by live
-        // sessions: that connection's end clears the id again.
-        let channels = self.existing_session(session_id).map(|s| s.channels());
-        self.session_ended(session_id);
-        let Some(channels) = channels else {
-            return;
-        };
-        self.replaced.lock().insert(session_id);
-        // Only the connections the session lives on hear of it.
-        for conn_id in channels {
-            self.push(conn_id, push::Push::RevokeSession(session_id));
+        let rec = self.sessions.insert(session_id);
+        if let Some(st) = self.state_of(&rec) {
+            st.add_channel(conn_id);
         }
     }
 
-    pub(crate) fn session_was_replaced(&self, session_id: u64) -> bool {
-        self.replaced.lock().contains(&session_id)
+    /// A new session named this one as its PreviousSessionId (MS-SMB2 3.3.5.5.3): it ends
+    /// now. The connection it lived on needs no message: its engine finds the session ended
+    /// in the table at its next request.
+    pub fn session_replaced(&self, session_id: u64) {
+        self.session_ended(session_id);
     }
 
     /// The connection is gone. Sessions outlive connections in SMB3 (multichannel, durable
@@ -221,27 +218,26 @@ impl Server {
         s.channels().into_iter().any(|c| self.push(c, msg.clone()))
     }
 
-    /// The session's table, created on first use (the engine owns session setup).
-    pub(crate) fn session_state(&self, id: u64) -> Arc<SessionState> {
-        if let Some(s) = self.sessions.read().get(&id) {
-            return s.clone();
-        }
-        let limits = &self.cfg.limits;
-        self.sessions
-            .write()
-            .entry(id)
-            .or_insert_with(|| {
-                Arc::new(SessionState::new(
-                    id,
-                    limits.max_trees_per_session,
-                    limits.max_opens_per_session,
-                ))
-            })
-            .clone()
+    /// The server's state of a live session, made on first use; `None` once it ended.
+    pub(crate) fn session_state(&self, id: u64) -> Option<Arc<SessionState>> {
+        let rec = self.sessions.get(id)?;
+        self.state_of(&rec)
     }
 
+    fn state_of(&self, rec: &smbq_proto::SessionRecord) -> Option<Arc<SessionState>> {
+        let limits = &self.cfg.limits;
+        rec.ext_or_init(|| {
+            SessionState::new(
+                rec.id(),
+                limits.max_trees_per_session,
+                limits.max_opens_per_session,
+            )
+        })
+    }
+
+    /// The server's state of a live session, if a request or a channel made it.
     pub(crate) fn existing_session(&self, id: u64) -> Option<Arc<SessionState>> {
-        self.sessions.read().get(&id).cloned()
+        self.sessions.get(id)?.ext::<SessionState>()
     }
 
     pub(crate) fn lookup_open(&self, volatile: u64) -> Option<Arc<Open>> {

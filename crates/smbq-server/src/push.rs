@@ -1,6 +1,6 @@
 //! Messages the server sends to a connection's task outside any request: unsolicited
 //! notifications (oplock and lease breaks, MS-SMB2 3.3.4.6/3.3.4.7), which the task frames
-//! through its engine, and session revocations.
+//! through its engine.
 
 use smbq_wire::Command;
 
@@ -14,9 +14,6 @@ pub enum Push {
         /// The encoded body (e.g. a 24-byte OPLOCK_BREAK notification).
         body: Vec<u8>,
     },
-    /// The session was replaced by a reconnect elsewhere (MS-SMB2 3.3.5.5.3,
-    /// PreviousSessionId): the connection that still has it must stop honouring it.
-    RevokeSession(u64),
 }
 
 pub type PushSender = tokio::sync::mpsc::UnboundedSender<Push>;

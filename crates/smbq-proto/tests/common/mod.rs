@@ -16,7 +16,7 @@ use smbq_auth::{Credentials, Initiator, nt_hash};
 use smbq_crypto::{Cipher, PreauthHash, Role, Sealer, Signer, SigningAlgorithm, derive_keys};
 use smbq_proto::engine::{Action, Env, ServerConnection, StreamId, Transport};
 use smbq_proto::framing::Deframer;
-use smbq_proto::{EngineConfig, Limits, Request, Response, Violation};
+use smbq_proto::{EngineConfig, Limits, Request, Response, SessionTable, Violation};
 use smbq_wire::header::{NEXT_COMMAND_OFFSET, flags};
 use smbq_wire::negotiate::{
     Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateRequest, NegotiateResponse,
@@ -49,6 +49,8 @@ pub struct Server {
     deframer: Deframer,
     /// The simulated time handed to the engine.
     pub clock: Instant,
+    /// The server-wide session table this engine shares.
+    pub table: Arc<SessionTable>,
 }
 
 impl Server {
@@ -57,10 +59,19 @@ impl Server {
     }
 
     pub fn with_transport(cfg: EngineConfig, transport: Transport) -> Self {
+        Self::sharing(cfg, transport, SessionTable::new())
+    }
+
+    /// A connection of a server whose other connections use `table` too.
+    pub fn sharing(cfg: EngineConfig, transport: Transport, table: Arc<SessionTable>) -> Self {
+        let first_id = 0x1000_0001 + (table.len() as u64) * 0x0100_0000;
         Self {
-            engine: ServerConnection::new(Arc::new(cfg), 1, "test-peer".into(), transport),
+            // Ids are server-wide: a second connection of the same test server counts from
+            // elsewhere.
+            table: table.clone(),
+            engine: ServerConnection::new(Arc::new(cfg), table, 1, "test-peer".into(), transport),
             rng: StdRng::seed_from_u64(0x5e7e7),
-            next_session: Cell::new(0x1000_0001),
+            next_session: Cell::new(first_id),
             deframer: Deframer::new(),
             clock: Instant::now(),
         }
@@ -81,6 +92,7 @@ impl Server {
             next_session,
             deframer,
             clock,
+            ..
         } = self;
         deframer.push(bytes);
         let new_id = || {

@@ -86,7 +86,13 @@ pub(super) async fn run_connection(
         TransportKind::Tcp => Transport::Tcp,
         TransportKind::Quic => Transport::Quic,
     };
-    let engine = ServerConnection::new(rt.engine.clone(), id, peer.to_string(), transport);
+    let engine = ServerConnection::new(
+        rt.engine.clone(),
+        rt.server.session_table().clone(),
+        id,
+        peer.to_string(),
+        transport,
+    );
     let limits = &rt.engine.limits;
     let backlog = Backlog::new(
         limits.max_pending_bytes,
@@ -346,14 +352,12 @@ impl ConnLoop {
     }
 
     fn on_push(&mut self, push: crate::push::Push) {
-        match push {
-            crate::push::Push::Notification {
-                session_id,
-                command,
-                body,
-            } => self.engine.notification(session_id, command, &body),
-            crate::push::Push::RevokeSession(id) => self.engine.revoke_session(id),
-        }
+        let crate::push::Push::Notification {
+            session_id,
+            command,
+            body,
+        } = push;
+        self.engine.notification(session_id, command, &body);
         self.drain();
     }
 }

@@ -319,6 +319,7 @@ async fn stale_and_foreign_file_ids_are_closed() {
         .encode(w)
     });
     let other = super::harness::session(0x99);
+    h.srv.session_started(other.id, h.conn.id);
     let r = h.send_with(m, Some(other), Default::default()).await;
     assert_eq!(r.status, NtStatus::NETWORK_NAME_DELETED);
     // Unknown tree and missing session.
@@ -347,5 +348,6 @@ async fn session_end_closes_opens_and_applies_delete_on_close() {
     assert!(h.path("doomed").exists());
     h.srv.session_ended(h.session.id);
     assert!(!h.path("doomed").exists());
-    assert_eq!(h.close(o.id).await.status, NtStatus::NETWORK_NAME_DELETED);
+    // An ended session is gone for requests still routed to it.
+    assert_eq!(h.close(o.id).await.status, NtStatus::USER_SESSION_DELETED);
 }

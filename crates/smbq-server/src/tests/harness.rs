@@ -123,6 +123,8 @@ impl H {
         let mut cfg = config(vec![share("data", dir.path())]);
         tweak(&mut cfg);
         let srv = Server::new(cfg).unwrap();
+        // What the engine's SessionStarted does for a session it set up.
+        srv.session_started(0x11, conn().id);
         let mut h = H {
             srv,
             conn: conn(),

@@ -46,9 +46,7 @@ async fn ack(h: &H, file_id: FileId, level: u8) -> Response {
 }
 
 fn notice(p: Push) -> OplockBreak {
-    let Push::Notification { command, body, .. } = p else {
-        panic!("expected a notification, got {p:?}");
-    };
+    let Push::Notification { command, body, .. } = p;
     assert_eq!(command, Command::OPLOCK_BREAK);
     let mut m = vec![0u8; 64];
     m.extend_from_slice(&body);
@@ -232,21 +230,39 @@ async fn break_reaches_the_session_on_another_channel() {
     assert_eq!(granted(&b), OplockLevel::II);
 }
 
-/// A replaced session's revocation goes only to the connections it lives on.
+/// A replaced session ends in the one session table: nothing is sent to any connection (its
+/// own engine finds it ended), its opens are closed, and requests still routed to it fail.
 #[tokio::test]
-async fn revocation_goes_to_the_session_channels_only() {
+async fn a_replaced_session_ends_without_messages() {
     let h = H::new().await;
     let mut mine = listen(&h);
     let stranger = h.conn.id + 2000;
     let (tx, mut theirs) = mpsc::unbounded_channel();
     h.srv.register_connection(stranger, tx);
-    h.srv.session_started(h.session.id, h.conn.id);
+    let held = h.srv.session_table().get(h.session.id).unwrap();
+    let o = open(
+        &h,
+        "held",
+        mask::GENERIC_READ | mask::GENERIC_WRITE,
+        0,
+        D::OPEN_IF,
+        OplockLevel::NONE,
+    )
+    .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
     h.srv.session_replaced(h.session.id);
-    assert!(matches!(
-        mine.try_recv(),
-        Ok(Push::RevokeSession(id)) if id == h.session.id
-    ));
+    assert!(
+        held.has_ended(),
+        "an engine holding the session sees it ended"
+    );
+    assert!(h.srv.session_table().get(h.session.id).is_none());
+    assert!(mine.try_recv().is_err());
     assert!(theirs.try_recv().is_err());
+    let fid = o.file_id.unwrap();
+    assert!(
+        h.srv.lookup_open(fid.volatile).is_none(),
+        "its open was closed"
+    );
     // Requests still routed to it fail.
     let r = open(
         &h,

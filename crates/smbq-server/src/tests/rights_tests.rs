@@ -573,7 +573,7 @@ async fn with_read_only_share() -> (H, H) {
 /// Installs an open of `name` on `ro`'s tree that holds `granted`, as if a grant had slipped
 /// through CREATE, to show the handlers still refuse to change anything on a read-only share.
 fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId {
-    let session = ro.srv.session_state(ro.session.id);
+    let session = ro.srv.session_state(ro.session.id).unwrap();
     let tree = session.tree(ro.tree).unwrap();
     let vfs = tree.share.vfs.clone().unwrap();
     let path = RelPath::parse(name).unwrap();

@@ -1,0 +1,171 @@
+//! The server-wide session table (MS-SMB2 3.3.1.5 GlobalSessionTable): one record per session,
+//! looked up by SessionId by every connection's engine and by the server.
+//!
+//! A record is the session's single owner of what outlives a connection: whether it is still
+//! alive, and the server's own state for it (trees, opens, channels) in `ext`, which this
+//! layer does not know. What belongs to one connection of a session (the authentication
+//! exchange in progress, the keys the engine signs and seals with, MS-SMB2 3.3.1.8 Channel)
+//! stays in that connection's engine, next to an `Arc` of the record.
+//!
+//! Ending a session (LOGOFF, a failed re-authentication, its connection gone, or a reconnect
+//! naming it as PreviousSessionId, MS-SMB2 3.3.5.5.3) removes its record and marks it ended,
+//! so every engine still holding it answers its requests USER_SESSION_DELETED without being
+//! told: no message to every connection.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
+
+#[derive(Default)]
+pub struct SessionTable {
+    map: RwLock<HashMap<u64, Arc<SessionRecord>>>,
+}
+
+impl std::fmt::Debug for SessionTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionTable")
+            .field("sessions", &self.len())
+            .finish()
+    }
+}
+
+pub struct SessionRecord {
+    id: u64,
+    ended: AtomicBool,
+    ext: OnceLock<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for SessionRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionRecord")
+            .field("id", &self.id)
+            .field("ended", &self.has_ended())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionTable {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// The record of session `id`, made now if there is none. Session ids come from one
+    /// server-wide counter, so an ended session's id is never made again.
+    pub fn insert(&self, id: u64) -> Arc<SessionRecord> {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        map.entry(id)
+            .or_insert_with(|| {
+                Arc::new(SessionRecord {
+                    id,
+                    ended: AtomicBool::new(false),
+                    ext: OnceLock::new(),
+                })
+            })
+            .clone()
+    }
+
+    /// A record for a new session `id`; `None` if the id is taken (ids come from one
+    /// server-wide counter, so only a broken allocator could repeat one).
+    pub fn create(&self, id: u64) -> Option<Arc<SessionRecord>> {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if map.contains_key(&id) {
+            return None;
+        }
+        let rec = Arc::new(SessionRecord {
+            id,
+            ended: AtomicBool::new(false),
+            ext: OnceLock::new(),
+        });
+        map.insert(id, rec.clone());
+        Some(rec)
+    }
+
+    /// The live session `id`.
+    pub fn get(&self, id: u64) -> Option<Arc<SessionRecord>> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.get(&id).cloned()
+    }
+
+    /// Ends session `id`: its record leaves the table and every holder sees it ended.
+    /// Returns it, for the server to release what `ext` holds.
+    pub fn end(&self, id: u64) -> Option<Arc<SessionRecord>> {
+        let rec = {
+            let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+            map.remove(&id)
+        }?;
+        rec.ended.store(true, Ordering::Release);
+        Some(rec)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl SessionRecord {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn has_ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+
+    /// The server's state for this session, made by `make` on first use.
+    /// `None` if a state of another type was stored first (a bug, never a client's doing).
+    pub fn ext_or_init<T: Send + Sync + 'static>(
+        &self,
+        make: impl FnOnce() -> T,
+    ) -> Option<Arc<T>> {
+        let any = self
+            .ext
+            .get_or_init(|| Arc::new(make()) as Arc<dyn Any + Send + Sync>);
+        any.clone().downcast::<T>().ok()
+    }
+
+    /// The server's state for this session, if it was made.
+    pub fn ext<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.ext.get()?.clone().downcast::<T>().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn ending_is_seen_by_every_holder_and_ids_are_not_revived_by_lookup() {
+        let t = SessionTable::new();
+        let held = t.insert(7);
+        assert!(Arc::ptr_eq(&held, &t.insert(7)), "one record per id");
+        assert!(!held.has_ended());
+        let st = held.ext_or_init(|| 41u32).unwrap();
+        assert_eq!(*st, 41);
+        assert_eq!(
+            *t.get(7).unwrap().ext::<u32>().unwrap(),
+            41,
+            "one state, shared"
+        );
+        assert!(
+            held.ext::<String>().is_none(),
+            "a wrong type is refused, not forced"
+        );
+
+        let ended = t.end(7).unwrap();
+        assert!(held.has_ended() && ended.has_ended());
+        assert!(t.get(7).is_none());
+        assert!(t.end(7).is_none(), "ending twice is harmless");
+        assert!(t.is_empty());
+        assert_eq!(
+            *ended.ext::<u32>().unwrap(),
+            41,
+            "the state is still there to release"
+        );
+    }
+}
