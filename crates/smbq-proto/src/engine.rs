@@ -1176,7 +1176,9 @@ impl ServerConnection {
         }
         // A first authentication or a re-authentication, done.
         session.state = SessionState::Valid { reauth: None };
-        session.identity = Some(Arc::new(identity));
+        let identity = Arc::new(identity);
+        session.record.set_owner(identity.clone());
+        session.identity = Some(identity);
         if session.encrypt_data {
             flags |= session_flags::ENCRYPT_DATA;
         }

@@ -17,6 +17,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
+use smbq_auth::Identity;
+
 #[derive(Default)]
 pub struct SessionTable {
     map: RwLock<HashMap<u64, Arc<SessionRecord>>>,
@@ -33,6 +35,8 @@ impl std::fmt::Debug for SessionTable {
 pub struct SessionRecord {
     id: u64,
     ended: AtomicBool,
+    /// Who authenticated it (set once, when its first authentication succeeds).
+    owner: OnceLock<Arc<Identity>>,
     ext: OnceLock<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -59,6 +63,7 @@ impl SessionTable {
                 Arc::new(SessionRecord {
                     id,
                     ended: AtomicBool::new(false),
+                    owner: OnceLock::new(),
                     ext: OnceLock::new(),
                 })
             })
@@ -75,6 +80,7 @@ impl SessionTable {
         let rec = Arc::new(SessionRecord {
             id,
             ended: AtomicBool::new(false),
+            owner: OnceLock::new(),
             ext: OnceLock::new(),
         });
         map.insert(id, rec.clone());
@@ -114,6 +120,32 @@ impl SessionRecord {
 
     pub fn has_ended(&self) -> bool {
         self.ended.load(Ordering::Acquire)
+    }
+
+    /// Who authenticated the session; `None` until its first authentication succeeded.
+    pub fn owner(&self) -> Option<&Arc<Identity>> {
+        self.owner.get()
+    }
+
+    /// Records the session's user; the first authentication's stays.
+    pub fn set_owner(&self, who: Arc<Identity>) {
+        let _ = self.owner.set(who);
+    }
+
+    /// Whether session `by` may end this one by naming it as its PreviousSessionId
+    /// (MS-SMB2 3.3.5.5.3: only when both belong to the same user, as Windows compares the
+    /// users' SIDs). Guest and anonymous sessions share no user, so they replace nothing; a
+    /// session nobody finished authenticating cannot be replaced either.
+    pub fn may_be_replaced_by(&self, by: &SessionRecord) -> bool {
+        let (Some(old), Some(new)) = (self.owner(), by.owner()) else {
+            return false;
+        };
+        let real = |i: &Identity| !i.is_guest && !i.is_anonymous;
+        self.id != by.id
+            && real(old)
+            && real(new)
+            && old.user.to_lowercase() == new.user.to_lowercase()
+            && old.domain.to_lowercase() == new.domain.to_lowercase()
     }
 
     /// The server's state for this session, made by `make` on first use.
@@ -166,6 +198,43 @@ mod tests {
             *ended.ext::<u32>().unwrap(),
             41,
             "the state is still there to release"
+        );
+    }
+
+    fn owned(t: &SessionTable, id: u64, user: &str, guest: bool) -> Arc<SessionRecord> {
+        let r = t.create(id).unwrap();
+        r.set_owner(Arc::new(Identity {
+            user: user.into(),
+            domain: "WORKGROUP".into(),
+            is_guest: guest,
+            is_anonymous: false,
+        }));
+        r
+    }
+
+    #[test]
+    fn only_the_same_user_replaces_a_session() {
+        let t = SessionTable::new();
+        let alice = owned(&t, 1, "alice", false);
+        let alice_again = owned(&t, 2, "ALICE", false);
+        let bob = owned(&t, 3, "bob", false);
+        let guest = owned(&t, 4, "alice", true);
+        let unfinished = t.create(5).unwrap();
+        assert!(
+            t.create(1).is_none(),
+            "an id in use is never handed out again"
+        );
+        assert!(alice.may_be_replaced_by(&alice_again));
+        assert!(
+            !alice.may_be_replaced_by(&bob),
+            "another user cannot end it"
+        );
+        assert!(!alice.may_be_replaced_by(&guest));
+        assert!(!guest.may_be_replaced_by(&alice));
+        assert!(!unfinished.may_be_replaced_by(&alice));
+        assert!(
+            !alice.may_be_replaced_by(&alice),
+            "a session does not replace itself"
         );
     }
 }

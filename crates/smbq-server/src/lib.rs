@@ -182,11 +182,25 @@ impl Server {
         }
     }
 
-    /// A new session named this one as its PreviousSessionId (MS-SMB2 3.3.5.5.3): it ends
-    /// now. The connection it lived on needs no message: its engine finds the session ended
-    /// in the table at its next request.
-    pub fn session_replaced(&self, session_id: u64) {
+    /// Session `by` named `session_id` as its PreviousSessionId (MS-SMB2 3.3.5.5.3): if both
+    /// belong to the same user, the old one ends now; otherwise nothing happens (a user must
+    /// not end another's session by guessing its id). The connection it lived on needs no
+    /// message: its engine finds the session ended in the table at its next request.
+    /// Returns whether it ended.
+    pub fn session_replaced(&self, session_id: u64, by: u64) -> bool {
+        let (Some(old), Some(new)) = (self.sessions.get(session_id), self.sessions.get(by)) else {
+            return false;
+        };
+        if !old.may_be_replaced_by(&new) {
+            tracing::info!(
+                previous = session_id,
+                session = by,
+                "PreviousSessionId names a session of another user; ignored"
+            );
+            return false;
+        }
         self.session_ended(session_id);
+        true
     }
 
     /// The connection is gone. Sessions outlive connections in SMB3 (multichannel, durable

@@ -320,8 +320,10 @@ impl ConnLoop {
                     encrypt_required,
                     "session established"
                 );
-                if previous_session_id != 0 && previous_session_id != session_id {
-                    self.rt.server.session_replaced(previous_session_id);
+                if previous_session_id != 0 {
+                    self.rt
+                        .server
+                        .session_replaced(previous_session_id, session_id);
                 }
                 self.rt.server.session_started(session_id, self.engine.id());
             }

@@ -250,7 +250,22 @@ async fn a_replaced_session_ends_without_messages() {
     )
     .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
-    h.srv.session_replaced(h.session.id);
+    // Another user cannot end it by naming it (MS-SMB2 3.3.5.5.3 wants the same user).
+    let as_user = |id: u64, user: &str| {
+        h.srv.session_started(id, h.conn.id + 3000);
+        let rec = h.srv.session_table().get(id).unwrap();
+        rec.set_owner(std::sync::Arc::new(smbq_auth::Identity {
+            user: user.into(),
+            ..(*h.session.identity).clone()
+        }));
+    };
+    held.set_owner(h.session.identity.clone());
+    as_user(0x5150, "mallory");
+    assert!(!h.srv.session_replaced(h.session.id, 0x5150));
+    assert!(!held.has_ended());
+    // The same user reconnecting does.
+    as_user(0x5151, &h.session.identity.user);
+    assert!(h.srv.session_replaced(h.session.id, 0x5151));
     assert!(
         held.has_ended(),
         "an engine holding the session sees it ended"
