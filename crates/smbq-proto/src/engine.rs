@@ -517,34 +517,35 @@ impl ServerConnection {
         env: &mut Env<'_>,
         actions: &mut Vec<Action>,
     ) -> Result<Option<ChainItem>, Violation> {
-        let InChain {
-            encrypted,
-            transform_session,
-            first,
-            orphaned,
-            checked,
-        } = at;
-        let answered = |hdr: &Header, status: NtStatus| {
-            Some(ChainItem::Answered(Completed {
-                header: hdr.clone(),
-                response: Response::error(status),
-                async_id: None,
-            }))
-        };
-
-        if hdr.command == Command::CANCEL && !matches!(self.state, ConnState::Negotiated(_)) {
-            return Err(Violation::NotNegotiated);
-        }
         if hdr.command == Command::CANCEL {
+            if !matches!(self.state, ConnState::Negotiated(_)) {
+                return Err(Violation::NotNegotiated);
+            }
             // MS-SMB2 3.3.5.16: no credits, no response. Earlier actions of this frame first.
             self.actions.extend(actions.drain(..));
             self.on_cancel(&hdr);
             return Ok(None);
         }
+        let (charge, multi_credit) = self.charge(&hdr)?;
+        if hdr.command == Command::NEGOTIATE {
+            self.on_negotiate_message(&hdr, &msg, env)?;
+            return Ok(None);
+        }
+        if !matches!(self.state, ConnState::Negotiated(_)) {
+            return Err(Violation::NotNegotiated);
+        }
+        if let Some(status) = chain_rules(&hdr, &msg, &at, charge, multi_credit)? {
+            return Ok(Some(answered(&hdr, status)));
+        }
+        self.on_session_message(hdr, msg, &at, env, actions)
+    }
 
-        let (dialect, multi_credit) = match &self.state {
-            ConnState::Negotiated(n) => (Some(n.view.dialect), n.view.dialect.0 >= 0x0210),
-            ConnState::ExpectNegotiate { .. } => (None, false),
+    /// Takes the message's credits from the window (MS-SMB2 3.3.5.2.3, 3.3.5.2.5): its charge,
+    /// and whether the dialect charges multiple credits.
+    fn charge(&mut self, hdr: &Header) -> Result<(u16, bool), Violation> {
+        let multi_credit = match &self.state {
+            ConnState::Negotiated(n) => n.view.dialect.0 >= 0x0210,
+            ConnState::ExpectNegotiate { .. } => false,
         };
         let charge = if multi_credit {
             hdr.credit_charge.max(1)
@@ -554,84 +555,62 @@ impl ServerConnection {
         if !self.credits.consume(hdr.message_id, charge) {
             return Err(Violation::BadMessageId(hdr.message_id));
         }
+        Ok((charge, multi_credit))
+    }
 
-        if hdr.command == Command::NEGOTIATE {
-            // MS-SMB2 3.3.5.2.4: a NEGOTIATE cannot be signed (no key exists yet).
-            if hdr.is_signed() && !matches!(self.state, ConnState::Negotiated(_)) {
-                let mut rhdr = hdr.clone();
-                rhdr.credits = self.credits.grant(hdr.credits);
-                let frame = self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY)?;
-                self.transmit(self.rx_stream, vec![frame]);
-                return Ok(None);
-            }
-            let frame = self.negotiate(&hdr, &msg, env)?;
+    fn on_negotiate_message(
+        &mut self,
+        hdr: &Header,
+        msg: &[u8],
+        env: &mut Env<'_>,
+    ) -> Result<(), Violation> {
+        // MS-SMB2 3.3.5.2.4: a NEGOTIATE cannot be signed (no key exists yet).
+        let frame = if hdr.is_signed() && !matches!(self.state, ConnState::Negotiated(_)) {
+            let mut rhdr = hdr.clone();
+            rhdr.credits = self.credits.grant(hdr.credits);
+            self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY)?
+        } else {
+            self.negotiate(hdr, msg, env)?
+        };
+        self.transmit(self.rx_stream, vec![frame]);
+        Ok(())
+    }
+
+    /// A message past the connection-level rules: SESSION_SETUP, ECHO and LOGOFF are the
+    /// engine's; everything else goes to the server once its session checks out.
+    fn on_session_message(
+        &mut self,
+        hdr: Header,
+        msg: Bytes,
+        at: &InChain,
+        env: &mut Env<'_>,
+        actions: &mut Vec<Action>,
+    ) -> Result<Option<ChainItem>, Violation> {
+        let (encrypted, checked) = (at.encrypted, at.checked);
+        if hdr.command == Command::SESSION_SETUP {
+            let frame = self.session_setup(&hdr, &msg, encrypted, env, actions)?;
             self.transmit(self.rx_stream, vec![frame]);
             return Ok(None);
         }
-        let Some(dialect) = dialect else {
-            return Err(Violation::NotNegotiated);
-        };
-
-        // MS-SMB2 3.3.5.2.7.2: the first request of a chain cannot be related.
-        if (first && hdr.is_related()) || orphaned {
-            return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
+        let needs_session = hdr.command != Command::ECHO;
+        let status = self.check_session_security(&hdr, &msg, encrypted, needs_session, checked);
+        if status != NtStatus::SUCCESS {
+            return Ok(Some(answered(&hdr, status)));
         }
-        // MS-SMB2 3.3.5.2: a command code we do not know.
-        if hdr.command.0 > Command::OPLOCK_BREAK.0 {
-            return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
-        }
-        if multi_credit
-            && let Some(need) = payload_credits(hdr.command, &msg)
-            && u32::from(charge) < need
-        {
-            return Ok(answered(&hdr, NtStatus::INVALID_PARAMETER));
-        }
-        if encrypted && transform_session.is_some_and(|s| s != hdr.session_id) {
-            // MS-SMB2 3.3.5.2.1.1: every message in an encrypted frame belongs to its session.
-            return Err(Violation::DecryptFailed);
-        }
-
         match hdr.command {
-            Command::SESSION_SETUP => {
-                let frame = self.session_setup(&hdr, &msg, encrypted, env, actions)?;
-                self.transmit(self.rx_stream, vec![frame]);
-                return Ok(None);
-            }
-            Command::ECHO => {
-                let status = self.check_session_security(&hdr, &msg, encrypted, false, checked);
-                if status != NtStatus::SUCCESS {
-                    return Ok(answered(&hdr, status));
-                }
-                // MS-SMB2 2.2.28: StructureSize 4, Reserved.
-                return Ok(Some(ChainItem::Answered(Completed {
-                    header: hdr,
-                    response: Response::ok(vec![4, 0, 0, 0]),
-                    async_id: None,
-                })));
+            // MS-SMB2 2.2.28 (ECHO) and 2.2.8 (LOGOFF): StructureSize 4, Reserved.
+            Command::ECHO => return Ok(Some(answered_ok(hdr, vec![4, 0, 0, 0]))),
+            Command::LOGOFF => {
+                // The response is signed with the session's key, so the session is removed
+                // only after the response is built (in finish).
+                actions.push(Action::SessionEnded {
+                    session_id: hdr.session_id,
+                });
+                return Ok(Some(answered_ok(hdr, vec![4, 0, 0, 0])));
             }
             _ => {}
         }
-
-        let status = self.check_session_security(&hdr, &msg, encrypted, true, checked);
-        if status != NtStatus::SUCCESS {
-            return Ok(answered(&hdr, status));
-        }
-
-        if hdr.command == Command::LOGOFF {
-            // The response is signed with the session's key, so the session is removed only
-            // after the response is built (in finish).
-            actions.push(Action::SessionEnded {
-                session_id: hdr.session_id,
-            });
-            return Ok(Some(ChainItem::Answered(Completed {
-                header: hdr,
-                response: Response::ok(vec![4, 0, 0, 0]),
-                async_id: None,
-            })));
-        }
-
-        let session = self.sessions.get(&hdr.session_id);
-        let view = session.and_then(|s| {
+        let view = self.sessions.get(&hdr.session_id).and_then(|s| {
             Some(SessionView {
                 id: s.id,
                 identity: s.identity.clone()?,
@@ -639,7 +618,6 @@ impl ServerConnection {
                 can_encrypt: s.encryptor.is_some(),
             })
         });
-        let _ = dialect;
         Ok(Some(ChainItem::Run(Box::new(Request {
             header: hdr,
             msg,
@@ -722,7 +700,8 @@ impl ServerConnection {
         w.into_vec()
     }
 
-    /// MS-SMB2 3.3.5.4.
+    /// MS-SMB2 3.3.5.4, its steps in the spec's order (the 3.1.1 contexts are settled in
+    /// `settle_contexts`); kept whole so the order stays readable against the spec.
     fn negotiate(
         &mut self,
         hdr: &Header,
@@ -1122,13 +1101,8 @@ impl ServerConnection {
             previous_session_id,
         } = done;
         let session_id = rhdr.session_id;
-        let (dialect, signing_algo, cipher, transport_security, client_can_encrypt) = (
-            p.dialect,
-            p.signing,
-            p.cipher,
-            p.transport_security,
-            p.client_can_encrypt,
-        );
+        let (dialect, signing_algo) = (p.dialect, p.signing);
+        let (transport_security, client_can_encrypt) = (p.transport_security, p.client_can_encrypt);
         let is_guest = identity.is_guest || identity.is_anonymous;
         if self.cfg.encrypt_required
             && !transport_security
@@ -1151,28 +1125,9 @@ impl ServerConnection {
         }
         // Keys come from the first authentication only; a re-authentication keeps them.
         if !reauth && !is_guest {
-            let keys = derive_keys(
-                dialect.0,
-                Role::Server,
-                &session_key[..],
-                (dialect == Dialect::SMB3_1_1).then_some(&hash),
-                // Keys exist even under transport-level security: the client may
-                // still encrypt (the Rust smb crate does); only the requirement goes.
-                cipher,
-            )
-            .map_err(|e| Violation::KeyDerivation(e.to_string()))?;
-            session.signer = Signer::new(signing_algo, keys.signing_key()).ok();
-            let mut prefix = [0u8; 4];
-            env.rng.fill_bytes(&mut prefix);
-            session.encryptor = keys
-                .encryptor()
-                .map(|e| crate::transform::TransformSealer::new(e, prefix));
-            session.decryptor = keys.decryptor();
+            install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
             session.signing_required = self.cfg.require_signing
                 || u16::from(client_security_mode) & security_mode::SIGNING_REQUIRED != 0;
-            session.encrypt_data = !transport_security
-                && client_can_encrypt
-                && (self.cfg.encrypt_required || self.cfg.encrypt_desired);
         }
         // A first authentication or a re-authentication, done.
         session.state = SessionState::Valid { reauth: None };
@@ -1356,91 +1311,25 @@ impl ServerConnection {
         let mut msgs: Vec<(Vec<u8>, Option<Bytes>)> = Vec::with_capacity(n);
         let mut encrypt_session = None;
         for (i, c) in items.iter().enumerate() {
-            let req = &c.header;
-            let r = &c.response;
-            let session = self.sessions.get(&req.session_id);
+            let session = self.sessions.get(&c.header.session_id);
             let enc =
                 session.is_some_and(|s| s.encryptor.is_some() && (encrypted || s.encrypt_data));
             if enc {
-                encrypt_session = Some(req.session_id);
+                encrypt_session = Some(c.header.session_id);
             }
-            let sign = !enc
-                && session
-                    .is_some_and(|s| s.signer.is_some() && (req.is_signed() || s.signing_required))
-                && r.status != NtStatus::USER_SESSION_DELETED;
+            let sign =
+                !enc && session.is_some_and(|s| {
+                    s.signer.is_some() && (c.header.is_signed() || s.signing_required)
+                }) && c.response.status != NtStatus::USER_SESSION_DELETED;
             let credits = if interim {
-                req.credits
+                c.header.credits
             } else if c.async_id.is_some() {
                 0
             } else {
-                self.credits.grant(req.credits)
+                self.credits.grant(c.header.credits)
             };
-            let mut h = Header {
-                credit_charge: req.credit_charge,
-                status: r.status,
-                command: req.command,
-                credits,
-                flags: flags::SERVER_TO_REDIR
-                    | (req.flags & flags::RELATED_OPERATIONS)
-                    | (req.flags & flags::PRIORITY_MASK)
-                    | if sign { flags::SIGNED } else { 0 },
-                next_command: 0,
-                message_id: req.message_id,
-                async_id: c.async_id,
-                tree_id: r.tree_id.unwrap_or(req.tree_id),
-                session_id: req.session_id,
-                signature: [0; 16],
-            };
-            if c.async_id.is_some() {
-                h.flags |= flags::ASYNC_COMMAND;
-            }
-            let mut w = Writer::with_capacity(HEADER_LEN + r.body.len() + 8);
-            h.encode(&mut w);
-            let error_body = r.body.is_empty() && r.status != NtStatus::SUCCESS;
-            if error_body {
-                w.bytes(&ERROR_BODY);
-            } else {
-                w.bytes(&r.body);
-            }
-            let mut m = w.into_vec();
-            let data = if error_body { None } else { r.data.clone() };
-            let last = i + 1 == n;
-            if n > 1 {
-                // Pad to 8 and link (MS-SMB2 3.3.4.1.3). Windows pads the last response of a
-                // compound too (smbtorture compound-padding); a lone response is not padded.
-                let total = m.len() + data.as_ref().map_or(0, |d| d.len());
-                let padded = total.div_ceil(8) * 8;
-                if let Some(d) = &data {
-                    m.extend_from_slice(d);
-                }
-                m.resize(padded, 0);
-                let next = if last { 0 } else { padded as u32 };
-                if let Some(f) = m.get_mut(
-                    smbq_wire::header::NEXT_COMMAND_OFFSET
-                        ..smbq_wire::header::NEXT_COMMAND_OFFSET + 4,
-                ) {
-                    f.copy_from_slice(&next.to_le_bytes())
-                }
-                if sign {
-                    self.sign_into(req.session_id, &mut m);
-                }
-                msgs.push((m, None));
-            } else if sign && let Some(d) = &data {
-                // Signed over header, body and data in one piece (one copy of the data, into
-                // a pooled buffer), then sent as its own segment.
-                let mut whole = smbq_buf::take(m.len() + d.len());
-                whole.extend_from_slice(&m);
-                whole.extend_from_slice(d);
-                self.sign_into(req.session_id, whole.as_mut_slice());
-                msgs.push((Vec::new(), Some(whole.freeze())));
-            } else if sign {
-                self.sign_into(req.session_id, &mut m);
-                msgs.push((m, None));
-            } else {
-                msgs.push((m, data));
-            }
+            msgs.push(self.encode_message(c, credits, sign, (n > 1).then_some(i + 1 == n)));
         }
-
         let total: usize = msgs
             .iter()
             .map(|(m, d)| m.len() + d.as_ref().map_or(0, |d| d.len()))
@@ -1450,22 +1339,80 @@ impl ServerConnection {
             // request out) rather than sent in the clear.
             return self.seal(sid, &msgs, total).into_iter().collect();
         }
-        // Data segments go out as they are; only headers and bodies are joined here.
-        let heads: usize = msgs.iter().map(|(m, _)| m.len()).sum();
-        let mut head = Vec::with_capacity(4 + heads);
-        head.extend_from_slice(&frame_header(total));
-        let mut out = Vec::new();
-        for (m, d) in msgs {
-            head.extend_from_slice(&m);
-            if let Some(d) = d {
-                out.push(Bytes::from(std::mem::take(&mut head)));
-                out.push(d);
+        join_frame(msgs, total)
+    }
+
+    /// One response message: header, body (or the ERROR body), data, signed when `sign`.
+    /// `in_compound` is `Some(last)` inside a compound: padded to 8 and linked (MS-SMB2
+    /// 3.3.4.1.3), data included. Returns the message and a data segment sent as it is.
+    fn encode_message(
+        &self,
+        c: &Completed,
+        credits: u16,
+        sign: bool,
+        in_compound: Option<bool>,
+    ) -> (Vec<u8>, Option<Bytes>) {
+        let (req, r) = (&c.header, &c.response);
+        let mut h = Header {
+            credit_charge: req.credit_charge,
+            status: r.status,
+            command: req.command,
+            credits,
+            flags: flags::SERVER_TO_REDIR
+                | (req.flags & flags::RELATED_OPERATIONS)
+                | (req.flags & flags::PRIORITY_MASK)
+                | if sign { flags::SIGNED } else { 0 },
+            next_command: 0,
+            message_id: req.message_id,
+            async_id: c.async_id,
+            tree_id: r.tree_id.unwrap_or(req.tree_id),
+            session_id: req.session_id,
+            signature: [0; 16],
+        };
+        if c.async_id.is_some() {
+            h.flags |= flags::ASYNC_COMMAND;
+        }
+        let mut w = Writer::with_capacity(HEADER_LEN + r.body.len() + 8);
+        h.encode(&mut w);
+        let error_body = r.body.is_empty() && r.status != NtStatus::SUCCESS;
+        w.bytes(if error_body { &ERROR_BODY } else { &r.body });
+        let mut m = w.into_vec();
+        let data = if error_body { None } else { r.data.clone() };
+        if let Some(last) = in_compound {
+            // Windows pads the last response of a compound too (smbtorture
+            // compound-padding); a lone response is not padded.
+            let total = m.len() + data.as_ref().map_or(0, |d| d.len());
+            let padded = total.div_ceil(8) * 8;
+            if let Some(d) = &data {
+                m.extend_from_slice(d);
             }
+            m.resize(padded, 0);
+            let next = if last { 0 } else { padded as u32 };
+            let at = smbq_wire::header::NEXT_COMMAND_OFFSET;
+            if let Some(f) = m.get_mut(at..at + 4) {
+                f.copy_from_slice(&next.to_le_bytes())
+            }
+            if sign {
+                self.sign_into(req.session_id, &mut m);
+            }
+            return (m, None);
         }
-        if !head.is_empty() {
-            out.push(Bytes::from(head));
+        match (&data, sign) {
+            (Some(d), true) => {
+                // Signed over header, body and data in one piece (one copy of the data, into
+                // a pooled buffer), then sent as its own segment.
+                let mut whole = smbq_buf::take(m.len() + d.len());
+                whole.extend_from_slice(&m);
+                whole.extend_from_slice(d);
+                self.sign_into(req.session_id, whole.as_mut_slice());
+                (Vec::new(), Some(whole.freeze()))
+            }
+            (None, true) => {
+                self.sign_into(req.session_id, &mut m);
+                (m, None)
+            }
+            (_, false) => (m, data),
         }
-        out
     }
 
     fn sign_into(&self, session_id: u64, m: &mut [u8]) {
@@ -1516,6 +1463,105 @@ fn encode_session_setup(flags: u16, token: &[u8]) -> Vec<u8> {
 
 /// Credits a request must be charged for its payload (MS-SMB2 3.3.5.2.5), from fixed offsets
 /// of the request body. `None` for commands without a large payload.
+/// A first authentication's keys (MS-SMB2 3.3.5.5.3): signing, sealing both ways, and whether
+/// the session must be encrypted.
+fn install_keys(
+    session: &mut Session,
+    cfg: &EngineConfig,
+    p: &SetupParams,
+    session_key: &[u8],
+    hash: &[u8; 64],
+    env: &mut Env<'_>,
+) -> Result<(), Violation> {
+    let keys = derive_keys(
+        p.dialect.0,
+        Role::Server,
+        session_key,
+        (p.dialect == Dialect::SMB3_1_1).then_some(hash),
+        // Keys exist even under transport-level security: the client may still encrypt (the
+        // Rust smb crate does); only the requirement goes.
+        p.cipher,
+    )
+    .map_err(|e| Violation::KeyDerivation(e.to_string()))?;
+    session.signer = Signer::new(p.signing, keys.signing_key()).ok();
+    let mut prefix = [0u8; 4];
+    env.rng.fill_bytes(&mut prefix);
+    session.encryptor = keys
+        .encryptor()
+        .map(|e| crate::transform::TransformSealer::new(e, prefix));
+    session.decryptor = keys.decryptor();
+    session.encrypt_data = !p.transport_security
+        && p.client_can_encrypt
+        && (cfg.encrypt_required || cfg.encrypt_desired);
+    Ok(())
+}
+
+/// The frame of unsealed messages: headers and bodies joined, data segments sent as they are.
+fn join_frame(msgs: Vec<(Vec<u8>, Option<Bytes>)>, total: usize) -> Vec<Bytes> {
+    let heads: usize = msgs.iter().map(|(m, _)| m.len()).sum();
+    let mut head = Vec::with_capacity(4 + heads);
+    head.extend_from_slice(&frame_header(total));
+    let mut out = Vec::new();
+    for (m, d) in msgs {
+        head.extend_from_slice(&m);
+        if let Some(d) = d {
+            out.push(Bytes::from(std::mem::take(&mut head)));
+            out.push(d);
+        }
+    }
+    if !head.is_empty() {
+        out.push(Bytes::from(head));
+    }
+    out
+}
+
+/// The rules a message of a negotiated connection must meet before its session is looked at:
+/// a status to answer it with, or a violation that costs the connection.
+fn chain_rules(
+    hdr: &Header,
+    msg: &[u8],
+    at: &InChain,
+    charge: u16,
+    multi_credit: bool,
+) -> Result<Option<NtStatus>, Violation> {
+    // MS-SMB2 3.3.5.2.7.2: the first request of a chain cannot be related.
+    if (at.first && hdr.is_related()) || at.orphaned {
+        return Ok(Some(NtStatus::INVALID_PARAMETER));
+    }
+    // MS-SMB2 3.3.5.2: a command code we do not know.
+    if hdr.command.0 > Command::OPLOCK_BREAK.0 {
+        return Ok(Some(NtStatus::INVALID_PARAMETER));
+    }
+    // MS-SMB2 3.3.5.2.5: the charge must cover the payload.
+    if multi_credit
+        && let Some(need) = payload_credits(hdr.command, msg)
+        && u32::from(charge) < need
+    {
+        return Ok(Some(NtStatus::INVALID_PARAMETER));
+    }
+    // MS-SMB2 3.3.5.2.1.1: every message in an encrypted frame belongs to its session.
+    if at.encrypted && at.transform_session.is_some_and(|s| s != hdr.session_id) {
+        return Err(Violation::DecryptFailed);
+    }
+    Ok(None)
+}
+
+fn answered(hdr: &Header, status: NtStatus) -> ChainItem {
+    ChainItem::Answered(Completed {
+        header: hdr.clone(),
+        response: Response::error(status),
+        async_id: None,
+    })
+}
+
+fn answered_ok(header: Header, body: Vec<u8>) -> ChainItem {
+    ChainItem::Answered(Completed {
+        header,
+        response: Response::ok(body),
+        async_id: None,
+    })
+}
+
 fn payload_credits(cmd: Command, msg: &[u8]) -> Option<u32> {
     let u32_at = |off: usize| -> Option<u32> {
         let b: [u8; 4] = msg

@@ -69,12 +69,53 @@ struct ConnLoop {
     authenticated: bool,
 }
 
+/// What the loop waits on besides its own state.
+struct Inputs {
+    inbound: mpsc::Receiver<Inbound>,
+    done: mpsc::Receiver<Done>,
+    push: mpsc::UnboundedReceiver<crate::push::Push>,
+    /// A hard deadline from accept: a connection that trickles bytes does not extend it.
+    deadline: tokio::time::Instant,
+}
+
+/// The connection's other tasks, stopped or awaited when it ends.
+struct Tasks {
+    reader: tokio::task::JoinHandle<()>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
 pub(super) async fn run_connection(
     id: u64,
     conn: Connection,
     rt: Arc<Runtime>,
     shutdown: Shutdown,
 ) -> Result<(), ConnError> {
+    let (mut c, mut inputs, tasks) = start(id, conn, &rt, &shutdown);
+    let result = loop {
+        let event = c.next_event(&mut inputs).await;
+        if let Some(end) = c.on_event(event).await {
+            break end;
+        }
+    };
+    // Requests of a connection that is gone have nobody to answer.
+    for t in c.running.values() {
+        t.cancel();
+    }
+    tasks.reader.abort();
+    let ConnLoop {
+        engine, writers, ..
+    } = c;
+    drop(writers);
+    finish_conn(&rt, &engine, tasks.writer, result).await
+}
+
+/// Builds the engine and spawns the stream's reader and writer.
+fn start(
+    id: u64,
+    conn: Connection,
+    rt: &Arc<Runtime>,
+    shutdown: &Shutdown,
+) -> (ConnLoop, Inputs, Tasks) {
     let Connection {
         reader,
         writer,
@@ -102,25 +143,25 @@ pub(super) async fn run_connection(
     // The writer channel is unbounded in messages but not in bytes: `backlog` counts what is
     // in it and the loop stops taking frames while it is full (crate::backlog).
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Vec<Bytes>>();
-    let writer_task = writer::spawn(writer, out_rx, backlog.queued.clone());
+    let writer = writer::spawn(writer, out_rx, backlog.queued.clone());
     // Every running request sends one Done; `max_in_flight` bounds how many run.
-    let (done_tx, mut done_rx) = mpsc::channel::<Done>(limits.max_in_flight.max(1));
+    let (done_tx, done) = mpsc::channel::<Done>(limits.max_in_flight.max(1));
     // Pushes are bounded by what the connection's sessions hold (one break per open at most).
-    let (push_tx, mut push_rx) = mpsc::unbounded_channel::<crate::push::Push>();
+    let (push_tx, push) = mpsc::unbounded_channel::<crate::push::Push>();
     rt.server.register_connection(id, push_tx);
     let frame_limit: FrameLimit = Arc::new(engine.frame_limit().into());
-    let (in_tx, mut in_rx) = mpsc::channel::<Inbound>(reader::QUEUED_BATCHES);
-    let reader_task = reader::spawn(
+    let (in_tx, inbound) = mpsc::channel::<Inbound>(reader::QUEUED_BATCHES);
+    let chunked = kind == TransportKind::Quic;
+    let reader = reader::spawn(
         StreamId::CONTROL,
         reader,
-        kind == TransportKind::Quic,
+        chunked,
         frame_limit.clone(),
         in_tx,
     );
-    // A hard deadline from accept: a connection that trickles bytes does not extend it.
     let deadline = tokio::time::Instant::now()
         + Duration::from_secs(rt.engine.limits.unauthenticated_idle_secs);
-    let mut c = ConnLoop {
+    let c = ConnLoop {
         rt: rt.clone(),
         shutdown: shutdown.clone(),
         peer,
@@ -136,65 +177,66 @@ pub(super) async fn run_connection(
         rng: rand::rngs::OsRng,
         authenticated: false,
     };
+    let inputs = Inputs {
+        inbound,
+        done,
+        push,
+        deadline,
+    };
+    (c, inputs, Tasks { reader, writer })
+}
 
-    let result: Result<(), ConnError> = loop {
-        let full = c.backlog.full();
-        c.engine.set_credit_ceiling(c.backlog.credit_ceiling());
-        let timer = c.engine.poll_timeout();
-        let event = if !c.waiting.is_empty() && !full {
-            // Take the frames already delivered before reading more.
-            Event::Waiting
-        } else {
-            tokio::select! {
-                r = in_rx.recv(), if !full => Event::Inbound(r),
-                d = done_rx.recv() => Event::Done(d),
-                push = push_rx.recv() => Event::Push(push),
-                () = sleep_until(timer), if timer.is_some() => Event::Timer,
-                () = c.backlog.queued.drained(), if full => Event::Drained,
-                () = tokio::time::sleep_until(deadline), if !c.authenticated => Event::Idle,
-                () = shutdown.cancelled() => Event::Shutdown,
-            }
-        };
+impl ConnLoop {
+    /// Waits for the next event. Frames are taken only while the backlog has room; those
+    /// already delivered go first.
+    async fn next_event(&mut self, inputs: &mut Inputs) -> Event {
+        let full = self.backlog.full();
+        self.engine
+            .set_credit_ceiling(self.backlog.credit_ceiling());
+        if !self.waiting.is_empty() && !full {
+            return Event::Waiting;
+        }
+        let timer = self.engine.poll_timeout();
+        tokio::select! {
+            r = inputs.inbound.recv(), if !full => Event::Inbound(r),
+            d = inputs.done.recv() => Event::Done(d),
+            push = inputs.push.recv() => Event::Push(push),
+            () = sleep_until(timer), if timer.is_some() => Event::Timer,
+            () = self.backlog.queued.drained(), if full => Event::Drained,
+            () = tokio::time::sleep_until(inputs.deadline), if !self.authenticated => Event::Idle,
+            () = self.shutdown.cancelled() => Event::Shutdown,
+        }
+    }
+
+    /// Handles one event; `Some` when the connection ends, with why.
+    async fn on_event(&mut self, event: Event) -> Option<Result<(), ConnError>> {
         let step = match event {
             Event::Inbound(Some(Inbound::Frames(stream, frames))) => {
-                c.waiting.extend(frames.into_iter().map(|f| (stream, f)));
-                c.take_frames().await
+                self.waiting.extend(frames.into_iter().map(|f| (stream, f)));
+                self.take_frames().await
             }
-            Event::Waiting => c.take_frames().await,
+            Event::Waiting => self.take_frames().await,
             // The control stream's end is the connection's; no other stream exists yet.
             Event::Inbound(Some(Inbound::Closed(stream, r))) if stream == StreamId::CONTROL => {
-                break r;
+                return Some(r);
             }
             Event::Inbound(Some(Inbound::Closed(..))) => Ok(()),
-            Event::Inbound(None) => break Ok(()),
-            Event::Done(Some(done)) => c.on_done(done),
+            Event::Inbound(None) | Event::Shutdown => return Some(Ok(())),
+            Event::Done(Some(done)) => self.on_done(done),
             Event::Push(Some(push)) => {
-                c.on_push(push);
+                self.on_push(push);
                 Ok(())
             }
             Event::Timer => {
-                c.engine.handle_timeout(Instant::now());
-                c.drain();
+                self.engine.handle_timeout(Instant::now());
+                self.drain();
                 Ok(())
             }
             Event::Done(None) | Event::Push(None) | Event::Drained => Ok(()),
-            Event::Idle => break Err(ConnError::Unauthenticated),
-            Event::Shutdown => break Ok(()),
+            Event::Idle => Err(ConnError::Unauthenticated),
         };
-        if let Err(e) = step {
-            break Err(e);
-        }
-    };
-    // Requests of a connection that is gone have nobody to answer.
-    for t in c.running.values() {
-        t.cancel();
+        step.err().map(Err)
     }
-    reader_task.abort();
-    let ConnLoop {
-        engine, writers, ..
-    } = c;
-    drop(writers);
-    finish_conn(&rt, &engine, writer_task, result).await
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -158,6 +158,9 @@ fn stream_suffix(open: &Open) -> String {
         .unwrap_or_default()
 }
 
+/// One arm per MS-FSCC 2.4 information class, each encoding its structure from the same
+/// stat and DOS view; long because the classes are many, kept together so FileAllInformation
+/// and its parts visibly agree.
 fn file_info(
     srv: &crate::Server,
     open: &Open,
@@ -407,6 +410,8 @@ fn pipe_info(class: FileInfoClass) -> Result<Answer, NtStatus> {
     })
 }
 
+/// One arm per MS-FSCC 2.5 file system information class (long for the same reason as
+/// `file_info`).
 fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
     let share = &open.tree.share;
     let vfs = share.vfs.as_ref().ok_or(NtStatus::INVALID_PARAMETER)?;

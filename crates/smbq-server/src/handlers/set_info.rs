@@ -163,33 +163,11 @@ fn set_file(
         }
         FileInfoClass::END_OF_FILE => {
             let e = EndOfFileInfo::decode(buf).map_err(short)?;
-            // MS-SMB2 3.3.5.21.1: FILE_WRITE_DATA, whichever way the size moves.
-            require(open, mask::FILE_WRITE_DATA)?;
-            if f.is_dir || e.end_of_file > i64::MAX as u64 {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
-            // A size change breaks level II oplocks (MS-FSA 2.1.5.14.4; smbtorture batch11).
-            srv.oplock_break_level2(f.key);
-            f.file.set_len(e.end_of_file).map_err(io)
+            set_end_of_file(srv, open, e.end_of_file)
         }
         FileInfoClass::ALLOCATION => {
             let a = AllocationInfo::decode(buf).map_err(short)?;
-            // MS-SMB2 3.3.5.21.1: FILE_WRITE_DATA (an allocation below EOF truncates).
-            require(open, mask::FILE_WRITE_DATA)?;
-            if f.is_dir || a.allocation_size > i64::MAX as u64 {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
-            // As for END_OF_FILE (MS-FSA 2.1.5.14.1; smbtorture batch12).
-            srv.oplock_break_level2(f.key);
-            // MS-FSA 2.1.5.15.1: an allocation below end of file truncates the file.
-            let size = f.file.stat().map_err(io)?.size;
-            if a.allocation_size < size {
-                f.file.set_len(a.allocation_size).map_err(io)?;
-            } else {
-                f.file.allocate(a.allocation_size).map_err(io)?;
-            }
-            srv.files().set_allocation(f.key, a.allocation_size);
-            Ok(())
+            set_allocation(srv, open, a.allocation_size)
         }
         FileInfoClass::POSITION => {
             let p = PositionInfo::decode(buf).map_err(short)?;
@@ -214,6 +192,40 @@ fn set_file(
         FileInfoClass::LINK => Err(NtStatus::NOT_SUPPORTED),
         _ => Err(NtStatus::INVALID_INFO_CLASS),
     }
+}
+
+/// MS-FSA 2.1.5.15.4 FileEndOfFileInformation.
+fn set_end_of_file(srv: &Arc<Server>, open: &Arc<Open>, end_of_file: u64) -> Result<(), NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    // MS-SMB2 3.3.5.21.1: FILE_WRITE_DATA, whichever way the size moves.
+    require(open, mask::FILE_WRITE_DATA)?;
+    if f.is_dir || end_of_file > i64::MAX as u64 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    // A size change breaks level II oplocks (MS-FSA 2.1.5.14.4; smbtorture batch11).
+    srv.oplock_break_level2(f.key);
+    f.file.set_len(end_of_file).map_err(io)
+}
+
+/// MS-FSA 2.1.5.15.1 FileAllocationInformation.
+fn set_allocation(srv: &Arc<Server>, open: &Arc<Open>, allocation: u64) -> Result<(), NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    // MS-SMB2 3.3.5.21.1: FILE_WRITE_DATA (an allocation below EOF truncates).
+    require(open, mask::FILE_WRITE_DATA)?;
+    if f.is_dir || allocation > i64::MAX as u64 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    // As for END_OF_FILE (MS-FSA 2.1.5.14.1; smbtorture batch12).
+    srv.oplock_break_level2(f.key);
+    // An allocation below end of file truncates the file.
+    let size = f.file.stat().map_err(io)?.size;
+    if allocation < size {
+        f.file.set_len(allocation).map_err(io)?;
+    } else {
+        f.file.allocate(allocation).map_err(io)?;
+    }
+    srv.files().set_allocation(f.key, allocation);
+    Ok(())
 }
 
 fn to_ts(ft: u64) -> Timespec {

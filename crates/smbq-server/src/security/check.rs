@@ -81,6 +81,7 @@ mod tests {
     const ME: &str = "S-1-5-21-1-2-3-1001";
     const OTHER: &str = "S-1-5-21-1-2-3-1002";
 
+    /// One row per AccessCheck case (MS-DTYP 2.5.3.2); long because it is a table.
     #[test]
     fn table() {
         let read = mask::FILE_GENERIC_READ;
