@@ -15,6 +15,7 @@
 pub mod byte_range;
 mod delivery;
 mod key;
+pub mod lease;
 pub mod oplock;
 pub mod share_mode;
 
