@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use smbq_crypto::{Cipher, SigningAlgorithm};
+use smbq_crypto::Cipher;
 use smbq_proto::engine::{Action, INTERIM_AFTER};
 use smbq_proto::{Request, Response};
 use smbq_wire::change_notify::ChangeNotifyRequest;
@@ -12,14 +12,7 @@ use smbq_wire::header::flags;
 use smbq_wire::{Command, FileId, Header, NtStatus, Writer};
 
 fn logged_in() -> (Server, Client) {
-    let mut server = Server::new(config());
-    let mut client = Client::new(Offer::smb311(
-        &[Cipher::Aes256Gcm],
-        &[SigningAlgorithm::AesGmac],
-    ));
-    client.connect(&mut server);
-    client.tree_id = 3;
-    (server, client)
+    logged_in_with(Cipher::Aes256Gcm, 3)
 }
 
 fn change_notify(client: &mut Client, signed: bool) -> Vec<u8> {

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use smbq_crypto::{Cipher, SigningAlgorithm};
+use smbq_crypto::Cipher;
 use smbq_proto::engine::Action;
 use smbq_proto::{Request, Response, Violation};
 use smbq_wire::close::{CloseRequest, CloseResponse};
@@ -22,14 +22,7 @@ const FID: FileId = FileId {
 };
 
 fn logged_in() -> (Server, Client) {
-    let mut server = Server::new(config());
-    let mut client = Client::new(Offer::smb311(
-        &[Cipher::Aes128Gcm],
-        &[SigningAlgorithm::AesGmac],
-    ));
-    client.connect(&mut server);
-    client.tree_id = TREE;
-    (server, client)
+    logged_in_with(Cipher::Aes128Gcm, TREE)
 }
 
 fn msg(h: &Header, encode: impl FnOnce(&mut Writer)) -> Vec<u8> {

@@ -20,14 +20,7 @@ const FID: FileId = FileId {
 };
 
 fn logged_in() -> (Server, Client) {
-    let mut server = Server::new(config());
-    let mut client = Client::new(Offer::smb311(
-        &[Cipher::Aes128Gcm],
-        &[SigningAlgorithm::AesGmac],
-    ));
-    client.connect(&mut server);
-    client.tree_id = 5;
-    (server, client)
+    logged_in_with(Cipher::Aes128Gcm, 5)
 }
 
 /// A request with a body the engine does not look into (32 zero bytes: no payload charge).

@@ -729,6 +729,16 @@ impl Client {
     }
 }
 
+/// A server and a 3.1.1 client logged on with `cipher` and AES-GMAC signing, the client's
+/// requests addressed to tree `tree_id`.
+pub fn logged_in_with(cipher: Cipher, tree_id: u32) -> (Server, Client) {
+    let mut server = Server::new(config());
+    let mut client = Client::new(Offer::smb311(&[cipher], &[SigningAlgorithm::AesGmac]));
+    client.connect(&mut server);
+    client.tree_id = tree_id;
+    (server, client)
+}
+
 /// The single frame an exchange must produce.
 pub fn single(frames: Vec<Vec<u8>>) -> Vec<u8> {
     assert_eq!(

@@ -3,11 +3,15 @@
 //! of one file's leases, with time passed in, next to [`super::oplock::Holders`].
 //!
 //! The rules are the ones Windows shows through smbtorture smb2.lease (request, upgrade,
-//! upgrade2, break, nobreakself): a lease is R, RH, RW or RWH (H or W without R is not
-//! granted); one lease per client and lease key, shared by that client's opens of the stream;
-//! another key's open takes W from every other lease (breaking RW to R, RWH to RH, and waiting
-//! for the acknowledgment) and is itself granted what it asked for without W; the same key
-//! asking again only upgrades, to a superset of what it holds.
+//! upgrade2, break, oplock, multibreak, nobreakself, and breaking's overwrite case): a lease is
+//! R, RH, RW or RWH (H or W without R is not granted); one lease per client and lease key,
+//! shared by that client's opens of the stream; any other open (another key's, or one without
+//! a lease) takes W from every lease (RW to R, RWH to RH) and waits for the acknowledgment,
+//! since the holder may have writes to flush; an overwrite takes everything (acknowledged when
+//! W or H went, waited for only when W did); a sharing conflict takes H too, so the holder can
+//! close its handles. A lease open is granted what it asked for without W when the stream has
+//! other opens, and only R while an oplock is held there; the same key asking again only
+//! upgrades, to a superset of what it holds.
 //!
 //! Not wired into CREATE yet (issue 13): [`super::FileStates`] will keep one [`Leases`] per
 //! file and `super::delivery` send the notices to the lease owner's session.
@@ -17,7 +21,7 @@ use std::time::Instant;
 use smbq_wire::NtStatus;
 use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 
-use super::oplock::BREAK_TIMEOUT;
+use super::oplock::{BREAK_TIMEOUT, OpenIntent};
 
 /// A lease's identity: the client (MS-SMB2 3.3.1.4 Lease.LeaseTable is per ClientGuid) and the
 /// key it chose.
@@ -37,6 +41,38 @@ pub fn grantable(requested: u32) -> u32 {
     } else {
         requested & RWH
     }
+}
+
+/// The break a new open forces on a lease it does not share (MS-FSA 2.1.5.1.2, as smbtorture
+/// smb2.lease shows it); `None` when the lease keeps its state.
+pub fn break_on_open(held: u32, intent: OpenIntent) -> Option<u32> {
+    if intent.stat_only && !intent.overwrite {
+        return None;
+    }
+    let to = if intent.overwrite {
+        0
+    } else if intent.share_conflict {
+        held & READ_CACHING
+    } else {
+        held & !WRITE_CACHING
+    };
+    (to != held).then_some(to)
+}
+
+/// A new open, as the lease rules see it.
+#[derive(Clone, Copy, Debug)]
+pub struct Opener {
+    /// The lease it asks for; `None` for an open without one.
+    pub key: Option<LeaseKey>,
+    pub stream: u64,
+    pub open_id: u64,
+    pub session_id: u64,
+    pub requested: u32,
+    pub intent: OpenIntent,
+    /// The stream has opens of other keys or without a lease (they exclude W).
+    pub other_opens: bool,
+    /// An oplock is held on the stream (leases beside it get R only).
+    pub oplock_held: bool,
 }
 
 /// A lease break notification to deliver (MS-SMB2 2.2.23.2) to the lease owner's session.
@@ -105,87 +141,101 @@ impl Leases {
             .map(|l| (l.state, l.epoch))
     }
 
-    /// A new open of `stream` asking for `requested` under `key` (MS-SMB2 3.3.5.9.8,
-    /// 3.3.5.9.11); `open` is (open id, owning session id). Other keys' leases lose W (with an
-    /// acknowledgment to wait for); the open's lease is made or upgraded. With `wait` set the
-    /// open must not be admitted yet: the caller waits for the acknowledgments and asks again
-    /// (nothing was granted).
-    pub fn on_open(
-        &mut self,
-        key: LeaseKey,
-        stream: u64,
-        open: (u64, u64),
-        requested: u32,
-        now: Instant,
-    ) -> LeaseOpen {
-        let (open_id, session_id) = open;
+    /// A new open of `stream` (MS-SMB2 3.3.5.9.8, 3.3.5.9.11; MS-FSA 2.1.5.1.2): the breaks it
+    /// forces on the other keys' leases, then, for a lease open, its lease made or upgraded.
+    /// With `wait` set the open must not be admitted yet: the caller waits for the
+    /// acknowledgments and asks again (nothing was granted).
+    pub fn on_open(&mut self, o: &Opener, now: Instant) -> LeaseOpen {
         self.expire(now);
         let mut out = LeaseOpen::default();
         for l in self
             .leases
             .iter_mut()
-            .filter(|l| l.stream == stream && l.key != key)
+            .filter(|l| l.stream == o.stream && Some(l.key) != o.key)
         {
             if let Some((to, _)) = l.breaking {
-                out.wait |= to & WRITE_CACHING != 0;
+                // A break under way that this open would have started must end first.
+                out.wait |= l.state & !to & WRITE_CACHING != 0;
                 continue;
             }
-            if l.state & WRITE_CACHING == 0 {
+            let Some(to) = break_on_open(l.state, o.intent) else {
                 continue;
-            }
-            let to = l.state & !WRITE_CACHING;
+            };
             l.epoch = l.epoch.wrapping_add(1);
+            let ack_required = l.state & (WRITE_CACHING | HANDLE_CACHING) != 0;
             out.notices.push(LeaseBreakNotice {
                 key: l.key,
                 session_id: l.session_id,
                 current: l.state,
                 new: to,
                 epoch: l.epoch,
-                ack_required: true,
+                ack_required,
             });
-            l.breaking = Some((to, now + BREAK_TIMEOUT));
-            out.wait = true;
+            let gone = l.state & !to;
+            if ack_required {
+                l.breaking = Some((to, now + BREAK_TIMEOUT));
+            } else {
+                l.state = to;
+            }
+            out.wait |= gone & WRITE_CACHING != 0
+                || (o.intent.share_conflict && gone & HANDLE_CACHING != 0);
         }
+        let Some(key) = o.key else {
+            return out;
+        };
         if out.wait {
             return out;
         }
-        let shared = self
+        let mut want = grantable(o.requested);
+        let other_leases = self
             .leases
             .iter()
-            .any(|l| l.stream == stream && l.key != key);
-        let mut want = grantable(requested);
-        if shared {
+            .any(|l| l.stream == o.stream && l.key != key);
+        if other_leases || o.other_opens {
             // MS-FSA 2.1.5.17.2: write caching only for the only key on the stream.
             want &= !WRITE_CACHING;
         }
-        match self.find(&key, stream) {
-            Some(l) => {
-                // smbtorture smb2.lease.upgrade2: only a superset of what is held upgrades.
-                if want & l.state == l.state && want != l.state {
-                    l.state = want;
-                    l.epoch = l.epoch.wrapping_add(1);
-                }
-                if !l.opens.contains(&open_id) {
-                    l.opens.push(open_id);
-                }
-                out.granted = l.state;
-                out.epoch = l.epoch;
-            }
-            None => {
-                self.leases.push(Lease {
-                    key,
-                    stream,
-                    session_id,
-                    state: want,
-                    breaking: None,
-                    epoch: u16::from(want != 0),
-                    opens: vec![open_id],
-                });
-                out.granted = want;
-                out.epoch = u16::from(want != 0);
-            }
+        if o.oplock_held {
+            // smbtorture smb2.lease.oplock: beside an oplock a lease caches reads only.
+            want &= READ_CACHING;
         }
+        out.granted = self.grant(key, o, want);
+        out.epoch = self.state(&key, o.stream).map_or(0, |(_, e)| e);
         out
+    }
+
+    /// Makes or upgrades `key`'s lease for the open; the state it holds after.
+    fn grant(&mut self, key: LeaseKey, o: &Opener, want: u32) -> u32 {
+        if let Some(l) = self.find(&key, o.stream) {
+            // smbtorture smb2.lease.upgrade2: only a superset of what is held upgrades.
+            if want & l.state == l.state && want != l.state && l.breaking.is_none() {
+                l.state = want;
+                l.epoch = l.epoch.wrapping_add(1);
+            }
+            if !l.opens.contains(&o.open_id) {
+                l.opens.push(o.open_id);
+            }
+            return l.state;
+        }
+        self.leases.push(Lease {
+            key,
+            stream: o.stream,
+            session_id: o.session_id,
+            state: want,
+            breaking: None,
+            epoch: u16::from(want != 0),
+            opens: vec![o.open_id],
+        });
+        want
+    }
+
+    /// Whether a lease on `stream` caches handles: an oplock asked for beside it gets none
+    /// (smbtorture smb2.lease.oplock: RH and RWH holders leave an oplock request nothing; R and
+    /// RW ones leave it level II).
+    pub fn caches_handles(&self, stream: u64) -> bool {
+        self.leases
+            .iter()
+            .any(|l| l.stream == stream && l.state & HANDLE_CACHING != 0)
     }
 
     /// A LEASE_BREAK acknowledgment (MS-SMB2 3.3.5.22.2): the state now held, or the error to
@@ -263,6 +313,27 @@ mod tests {
         }
     }
 
+    const PLAIN: OpenIntent = OpenIntent {
+        stat_only: false,
+        overwrite: false,
+        share_conflict: false,
+    };
+
+    /// An open of stream 0 by session 9 asking for `state` under `k` (`None`: no lease);
+    /// `others`: the stream has opens of other keys.
+    fn opener(k: Option<u8>, open_id: u64, state: &str, others: bool) -> Opener {
+        Opener {
+            key: k.map(key),
+            stream: 0,
+            open_id,
+            session_id: 9,
+            requested: ls(state),
+            intent: PLAIN,
+            other_opens: others,
+            oplock_held: false,
+        }
+    }
+
     /// smbtorture smb2.lease.request's table: what a lone open is granted.
     #[test]
     fn request_table() {
@@ -278,7 +349,7 @@ mod tests {
         ];
         for (asked, got) in rows {
             let mut l = Leases::default();
-            let o = l.on_open(key(1), 0, (1, 9), ls(asked), Instant::now());
+            let o = l.on_open(&opener(Some(1), 1, asked, false), Instant::now());
             assert_eq!(o.granted, ls(got), "asked {asked}");
             assert!(o.notices.is_empty() && !o.wait);
         }
@@ -287,45 +358,49 @@ mod tests {
     /// smbtorture smb2.lease.upgrade2's table: (held, asked again with the same key, result).
     #[test]
     fn upgrade_table() {
-        let t = ["", "R", "RH", "RW", "RHW"];
-        let expect = |held: &str, asked: &str| -> &'static str {
-            // Written out as smbtorture lists it.
-            match (held, asked) {
-                ("", a) => ["", "R", "RH", "RW", "RHW"][t.iter().position(|x| *x == a).unwrap()],
-                ("R", "") | ("R", "R") => "R",
-                ("R", "RH") => "RH",
-                ("R", "RW") => "RW",
-                ("R", "RHW") => "RHW",
-                ("RH", "RHW") => "RHW",
-                ("RH", _) => "RH",
-                ("RW", "RHW") => "RHW",
-                ("RW", _) => "RW",
-                ("RHW", _) => "RHW",
-                _ => unreachable!(),
-            }
-        };
-        for held in t {
-            for asked in t {
-                let mut l = Leases::default();
-                let now = Instant::now();
-                let first = l.on_open(key(1), 0, (1, 9), ls(held), now);
-                assert_eq!(first.granted, ls(held));
-                let second = l.on_open(key(1), 0, (2, 9), ls(asked), now);
-                assert_eq!(
-                    second.granted,
-                    ls(expect(held, asked)),
-                    "{held} then {asked}"
-                );
-                assert!(
-                    second.notices.is_empty(),
-                    "a key never breaks itself (nobreakself)"
-                );
-            }
+        let rows = [
+            ("", "", ""),
+            ("", "R", "R"),
+            ("", "RH", "RH"),
+            ("", "RW", "RW"),
+            ("", "RHW", "RHW"),
+            ("R", "", "R"),
+            ("R", "R", "R"),
+            ("R", "RH", "RH"),
+            ("R", "RW", "RW"),
+            ("R", "RHW", "RHW"),
+            ("RH", "", "RH"),
+            ("RH", "R", "RH"),
+            ("RH", "RH", "RH"),
+            ("RH", "RW", "RH"),
+            ("RH", "RHW", "RHW"),
+            ("RW", "", "RW"),
+            ("RW", "R", "RW"),
+            ("RW", "RH", "RW"),
+            ("RW", "RW", "RW"),
+            ("RW", "RHW", "RHW"),
+            ("RHW", "", "RHW"),
+            ("RHW", "R", "RHW"),
+            ("RHW", "RH", "RHW"),
+            ("RHW", "RW", "RHW"),
+            ("RHW", "RHW", "RHW"),
+        ];
+        for (held, asked, want) in rows {
+            let mut l = Leases::default();
+            let now = Instant::now();
+            let first = l.on_open(&opener(Some(1), 1, held, false), now);
+            assert_eq!(first.granted, ls(held));
+            let second = l.on_open(&opener(Some(1), 2, asked, false), now);
+            assert_eq!(second.granted, ls(want), "{held} then {asked}");
+            assert!(
+                second.notices.is_empty(),
+                "a key never breaks itself (nobreakself)"
+            );
         }
     }
 
     /// smbtorture smb2.lease.break's table: (held by key 1, asked by key 2, key 1 broken to,
-    /// key 2 granted), with key 1 acknowledging as smbtorture's handler does.
+    /// key 2 granted), key 1 acknowledging as smbtorture's handler does.
     #[test]
     fn break_table() {
         let rows = [
@@ -350,8 +425,9 @@ mod tests {
             let case = format!("{held} vs {asked}");
             let mut l = Leases::default();
             let now = Instant::now();
-            l.on_open(key(1), 0, (1, 9), ls(held), now);
-            let mut o = l.on_open(key(2), 0, (2, 8), ls(asked), now);
+            l.on_open(&opener(Some(1), 1, held, false), now);
+            let second = opener(Some(2), 2, asked, true);
+            let mut o = l.on_open(&second, now);
             if held != broken_to {
                 assert!(o.wait, "{case}: waits for the acknowledgment");
                 let [n] = &o.notices[..] else {
@@ -362,7 +438,7 @@ mod tests {
                 assert_eq!(n.session_id, 9, "to the holder's session");
                 assert!(n.ack_required);
                 assert_eq!(l.acknowledge(&key(1), n.new), Ok(n.new));
-                o = l.on_open(key(2), 0, (2, 8), ls(asked), now);
+                o = l.on_open(&second, now);
             }
             assert!(o.notices.is_empty() && !o.wait, "{case}");
             assert_eq!(o.granted, ls(granted), "{case}: granted");
@@ -370,11 +446,109 @@ mod tests {
         }
     }
 
+    /// smbtorture smb2.lease.oplock, the lease side: (held, broken to by an open asking for an
+    /// oplock, whether that open's oplock may cache handles' worth: none beside H).
+    #[test]
+    fn oplock_opens_contend_leases() {
+        let rows = [
+            ("R", "R", false),
+            ("RH", "RH", true),
+            ("RW", "R", false),
+            ("RHW", "RH", true),
+        ];
+        for (held, broken_to, blocks_oplock) in rows {
+            let mut l = Leases::default();
+            let now = Instant::now();
+            l.on_open(&opener(Some(1), 1, held, false), now);
+            let o = l.on_open(&opener(None, 2, "", true), now);
+            if held == broken_to {
+                assert!(o.notices.is_empty() && !o.wait, "{held}");
+            } else {
+                assert_eq!(o.notices[0].new, ls(broken_to), "{held}");
+                assert!(o.wait, "{held}: writes to flush first");
+                l.acknowledge(&key(1), ls(broken_to)).unwrap();
+            }
+            assert_eq!(l.caches_handles(0), blocks_oplock, "{held}");
+        }
+        // The other way round: beside an oplock a lease gets R only, whatever it asks.
+        for asked in ["R", "RH", "RW", "RHW"] {
+            let mut l = Leases::default();
+            let o = l.on_open(
+                &Opener {
+                    oplock_held: true,
+                    ..opener(Some(1), 1, asked, true)
+                },
+                Instant::now(),
+            );
+            assert_eq!(o.granted, ls("R"), "{asked}");
+        }
+    }
+
+    /// smbtorture smb2.lease.multibreak and breaking's overwrite case: an overwrite takes the
+    /// whole lease; acknowledged when H or W went, waited for only when W did.
+    #[test]
+    fn overwrite_takes_everything() {
+        let rows = [
+            ("R", false, false),
+            ("RH", true, false),
+            ("RW", true, true),
+            ("RHW", true, true),
+        ];
+        for (held, ack, wait) in rows {
+            let mut l = Leases::default();
+            let now = Instant::now();
+            l.on_open(&opener(Some(1), 1, held, false), now);
+            let over = Opener {
+                intent: OpenIntent {
+                    overwrite: true,
+                    ..PLAIN
+                },
+                ..opener(None, 2, "", true)
+            };
+            let o = l.on_open(&over, now);
+            let [n] = &o.notices[..] else {
+                panic!("{held}: one break")
+            };
+            assert_eq!(
+                (n.current, n.new, n.ack_required),
+                (ls(held), 0, ack),
+                "{held}"
+            );
+            assert_eq!(o.wait, wait, "{held}");
+        }
+    }
+
+    #[test]
+    fn stat_opens_break_nothing_and_conflicts_take_handles() {
+        let now = Instant::now();
+        let mut l = Leases::default();
+        l.on_open(&opener(Some(1), 1, "RHW", false), now);
+        let stat = Opener {
+            intent: OpenIntent {
+                stat_only: true,
+                ..PLAIN
+            },
+            ..opener(None, 2, "", true)
+        };
+        let o = l.on_open(&stat, now);
+        assert!(o.notices.is_empty() && !o.wait, "statopen");
+        let conflict = Opener {
+            intent: OpenIntent {
+                share_conflict: true,
+                ..PLAIN
+            },
+            ..opener(None, 3, "", true)
+        };
+        let o = l.on_open(&conflict, now);
+        assert_eq!(o.notices[0].new, ls("R"), "H goes so the holder can close");
+        assert!(o.wait);
+    }
+
     #[test]
     fn acknowledgment_rules_and_timeout() {
         let now = Instant::now();
         let mut l = Leases::default();
-        l.on_open(key(1), 0, (1, 9), ls("RHW"), now);
+        l.on_open(&opener(Some(1), 1, "RHW", false), now);
         assert_eq!(
             l.acknowledge(&key(1), ls("RH")),
             Err(NtStatus::UNSUCCESSFUL),
@@ -384,7 +558,7 @@ mod tests {
             l.acknowledge(&key(7), 0),
             Err(NtStatus::OBJECT_NAME_NOT_FOUND)
         );
-        let o = l.on_open(key(2), 0, (2, 8), ls("R"), now);
+        let o = l.on_open(&opener(Some(2), 2, "R", true), now);
         assert!(o.wait);
         assert_eq!(o.notices[0].epoch, 2, "the break moves the epoch");
         assert_eq!(l.pending_until(0), Some(now + BREAK_TIMEOUT));
@@ -397,10 +571,10 @@ mod tests {
 
         // A holder that never answers: the break completes at its deadline.
         let mut l = Leases::default();
-        l.on_open(key(1), 0, (1, 9), ls("RW"), now);
-        assert!(l.on_open(key(2), 0, (2, 8), ls("R"), now).wait);
+        l.on_open(&opener(Some(1), 1, "RW", false), now);
+        assert!(l.on_open(&opener(Some(2), 2, "R", true), now).wait);
         let later = now + BREAK_TIMEOUT;
-        let o = l.on_open(key(2), 0, (2, 8), ls("R"), later);
+        let o = l.on_open(&opener(Some(2), 2, "R", true), later);
         assert!(!o.wait);
         assert_eq!(o.granted, ls("R"));
         assert_eq!(l.state(&key(1), 0).unwrap().0, ls("R"));
@@ -410,11 +584,17 @@ mod tests {
     fn streams_are_leased_apart_and_leases_end_with_their_last_open() {
         let now = Instant::now();
         let mut l = Leases::default();
-        l.on_open(key(1), 0, (1, 9), ls("RHW"), now);
-        let s = l.on_open(key(2), 5, (2, 9), ls("RHW"), now);
+        l.on_open(&opener(Some(1), 1, "RHW", false), now);
+        let s = l.on_open(
+            &Opener {
+                stream: 5,
+                ..opener(Some(2), 2, "RHW", false)
+            },
+            now,
+        );
         assert_eq!(s.granted, ls("RHW"), "another stream is another object");
         assert!(s.notices.is_empty());
-        l.on_open(key(1), 0, (3, 9), ls("RHW"), now);
+        l.on_open(&opener(Some(1), 3, "RHW", false), now);
         l.release(1);
         assert!(l.state(&key(1), 0).is_some(), "open 3 still holds it");
         l.release(3);
