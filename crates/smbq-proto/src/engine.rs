@@ -280,9 +280,12 @@ impl ServerConnection {
         env: &mut Env<'_>,
     ) -> Result<(), Violation> {
         self.rx_stream = stream;
-        // A session ended elsewhere (a reconnect replaced it, MS-SMB2 3.3.5.5.3) is gone for
-        // this connection's requests from now on; responses already owed keep their keys.
-        self.sessions.retain(|_, s| !s.record.has_ended());
+        // A session ended elsewhere (a reconnect replaced it, MS-SMB2 3.3.5.5.3) takes no new
+        // requests (`Session::is_valid`); its keys stay while responses are still owed, so
+        // those go out signed and sealed as their requests were, then it is dropped here.
+        let in_flight = &self.in_flight;
+        self.sessions
+            .retain(|id, s| !s.record.has_ended() || in_flight.uses_session(*id));
         let actions = self.on_frame(frame, env)?;
         self.actions.extend(actions);
         Ok(())
@@ -1067,6 +1070,7 @@ impl ServerConnection {
         let s = self
             .sessions
             .get(&hdr.session_id)
+            .filter(|s| !s.record.has_ended())
             .ok_or(NtStatus::USER_SESSION_DELETED)?;
         // Re-authentication (MS-SMB2 3.3.5.5.2): a signed request is checked with the current
         // key; keys stay as they are.
@@ -1334,12 +1338,14 @@ impl ServerConnection {
             .iter()
             .map(|(m, d)| m.len() + d.as_ref().map_or(0, |d| d.len()))
             .sum();
-        if let Some(sid) = encrypt_session {
-            // Fails closed: a response that cannot be sealed is not sent (the client times the
-            // request out) rather than sent in the clear.
-            return self.seal(sid, &msgs, total).into_iter().collect();
+        // Fails closed: a response that cannot be sealed (or whose request came sealed and
+        // whose session's keys are gone) is not sent, rather than sent in the clear; the client
+        // times the request out.
+        match encrypt_session {
+            Some(sid) => self.seal(sid, &msgs, total).into_iter().collect(),
+            None if encrypted => Vec::new(),
+            None => join_frame(msgs, total),
         }
-        join_frame(msgs, total)
     }
 
     /// One response message: header, body (or the ERROR body), data, signed when `sign`.

@@ -57,8 +57,9 @@ impl Session {
         }
     }
 
+    /// Authenticated and not ended (in the server-wide table): new requests may use it.
     pub fn is_valid(&self) -> bool {
-        matches!(self.state, SessionState::Valid { .. })
+        matches!(self.state, SessionState::Valid { .. }) && !self.record.has_ended()
     }
 
     /// The exchange in progress, if any.

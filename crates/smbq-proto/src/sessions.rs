@@ -134,8 +134,10 @@ impl SessionRecord {
 
     /// Whether session `by` may end this one by naming it as its PreviousSessionId
     /// (MS-SMB2 3.3.5.5.3: only when both belong to the same user, as Windows compares the
-    /// users' SIDs). Guest and anonymous sessions share no user, so they replace nothing; a
-    /// session nobody finished authenticating cannot be replaced either.
+    /// users' SIDs). Accounts are local and named by user alone (the NTLM domain is whatever
+    /// the client typed), so the user name decides. Guest and anonymous sessions share no
+    /// user, so they replace nothing; a session nobody finished authenticating cannot be
+    /// replaced either.
     pub fn may_be_replaced_by(&self, by: &SessionRecord) -> bool {
         let (Some(old), Some(new)) = (self.owner(), by.owner()) else {
             return false;
@@ -145,7 +147,6 @@ impl SessionRecord {
             && real(old)
             && real(new)
             && old.user.to_lowercase() == new.user.to_lowercase()
-            && old.domain.to_lowercase() == new.domain.to_lowercase()
     }
 
     /// The server's state for this session, made by `make` on first use.
@@ -217,6 +218,13 @@ mod tests {
         let t = SessionTable::new();
         let alice = owned(&t, 1, "alice", false);
         let alice_again = owned(&t, 2, "ALICE", false);
+        // The same account logged on with another domain typed in.
+        let alice_elsewhere = t.create(6).unwrap();
+        alice_elsewhere.set_owner(Arc::new(Identity {
+            domain: "ELSEWHERE".into(),
+            ..(**alice.owner().unwrap()).clone()
+        }));
+        assert!(alice.may_be_replaced_by(&alice_elsewhere));
         let bob = owned(&t, 3, "bob", false);
         let guest = owned(&t, 4, "alice", true);
         let unfinished = t.create(5).unwrap();

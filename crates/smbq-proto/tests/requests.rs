@@ -551,3 +551,36 @@ fn a_failed_logon_leaves_no_record() {
     assert_eq!(s.status, NtStatus::LOGON_FAILURE);
     assert!(server.table.is_empty());
 }
+
+/// A session that ends while one of its requests runs (a reconnect elsewhere, or a LOGOFF)
+/// takes no new requests, but the response still owed goes out sealed as its request came,
+/// never in the clear.
+#[test]
+fn responses_owed_by_an_ended_session_keep_their_keys() {
+    let (mut server, mut client) = logged_in();
+    let mid = client.next_mid;
+    let create = request(&mut client, Command::CREATE, false);
+    let sealed = client.seal(&create);
+    server.feed(&sealed).unwrap();
+    server.table.end(client.session_id);
+    // Another frame on the connection: the session is gone for it.
+    let echo = client.echo(true);
+    let late = client.seal(&echo);
+    server.feed(&late).unwrap();
+    let answer = client.receive(&single(server.sent()));
+    assert_eq!(answer.one().status(), NtStatus::USER_SESSION_DELETED);
+    // The CREATE's response is still sealed with the session's key.
+    server.complete(mid, created());
+    server.actions();
+    let r = client.receive(&single(server.sent()));
+    assert!(r.encrypted, "an owed response is never sent in the clear");
+    assert_eq!(r.one().status(), NtStatus::SUCCESS);
+    // Once nothing is owed, the keys go.
+    let echo = client.echo(true);
+    let late = client.seal(&echo);
+    assert_eq!(
+        server.feed(&late).unwrap_err(),
+        Violation::DecryptFailed,
+        "nothing left to open it with"
+    );
+}

@@ -174,9 +174,13 @@ impl Server {
     }
 
     /// The engine of connection `conn_id` established (or re-authenticated) session
-    /// `session_id`: the connection is one of its channels.
+    /// `session_id`: the connection is one of its channels. A session that ended meanwhile
+    /// (a LOGOFF in the same compound, a reconnect elsewhere) stays ended: its record is never
+    /// made again, so nothing is left behind that no one would end.
     pub fn session_started(&self, session_id: u64, conn_id: u64) {
-        let rec = self.sessions.insert(session_id);
+        let Some(rec) = self.sessions.get(session_id) else {
+            return;
+        };
         if let Some(st) = self.state_of(&rec) {
             st.add_channel(conn_id);
         }

@@ -102,7 +102,11 @@ impl InFlight {
                 ChainItem::Answered(_) => false,
             });
             if waiting {
-                run.cancelled.push(mid);
+                // Bounded by the chain's length: CANCEL costs the client no credit, so a repeat
+                // must not cost the server memory.
+                if !run.cancelled.contains(&mid) {
+                    run.cancelled.push(mid);
+                }
                 return CancelTarget::Waiting;
             }
         }
@@ -111,6 +115,20 @@ impl InFlight {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.chains.is_empty()
+    }
+
+    /// Whether a chain in flight still owes a response on session `id`.
+    pub(crate) fn uses_session(&self, id: u64) -> bool {
+        self.chains.values().any(|c| {
+            c.current
+                .as_ref()
+                .is_some_and(|r| r.header.session_id == id)
+                || c.done.iter().any(|d| d.header.session_id == id)
+                || c.pending.iter().any(|i| match i {
+                    ChainItem::Run(r) => r.header.session_id == id,
+                    ChainItem::Answered(a) => a.header.session_id == id,
+                })
+        })
     }
 }
 

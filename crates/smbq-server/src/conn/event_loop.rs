@@ -35,6 +35,8 @@ enum Event {
     Idle,
     /// The writer sent something while the backlog was full.
     Drained,
+    /// The client left (its stream ended, or a write failed) while the backlog was full.
+    Gone,
     Shutdown,
 }
 
@@ -76,6 +78,8 @@ struct Inputs {
     push: mpsc::UnboundedReceiver<crate::push::Push>,
     /// A hard deadline from accept: a connection that trickles bytes does not extend it.
     deadline: tokio::time::Instant,
+    /// Cancelled by the reader at the stream's end and by the writer when a write fails.
+    gone: CancellationToken,
 }
 
 /// The connection's other tasks, stopped or awaited when it ends.
@@ -143,7 +147,8 @@ fn start(
     // The writer channel is unbounded in messages but not in bytes: `backlog` counts what is
     // in it and the loop stops taking frames while it is full (crate::backlog).
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Vec<Bytes>>();
-    let writer = writer::spawn(writer, out_rx, backlog.queued.clone());
+    let gone = CancellationToken::new();
+    let writer = writer::spawn(writer, out_rx, backlog.queued.clone(), gone.clone());
     // Every running request sends one Done; `max_in_flight` bounds how many run.
     let (done_tx, done) = mpsc::channel::<Done>(limits.max_in_flight.max(1));
     // Pushes are bounded by what the connection's sessions hold (one break per open at most).
@@ -158,6 +163,7 @@ fn start(
         chunked,
         frame_limit.clone(),
         in_tx,
+        gone.clone(),
     );
     let deadline = tokio::time::Instant::now()
         + Duration::from_secs(rt.engine.limits.unauthenticated_idle_secs);
@@ -182,6 +188,7 @@ fn start(
         done,
         push,
         deadline,
+        gone,
     };
     (c, inputs, Tasks { reader, writer })
 }
@@ -203,6 +210,9 @@ impl ConnLoop {
             push = inputs.push.recv() => Event::Push(push),
             () = sleep_until(timer), if timer.is_some() => Event::Timer,
             () = self.backlog.queued.drained(), if full => Event::Drained,
+            // Frames and the end of the stream wait in order behind a full backlog; a client
+            // that left must not keep its requests, opens and slot until they drain.
+            () = inputs.gone.cancelled(), if full => Event::Gone,
             () = tokio::time::sleep_until(inputs.deadline), if !self.authenticated => Event::Idle,
             () = self.shutdown.cancelled() => Event::Shutdown,
         }
@@ -221,7 +231,7 @@ impl ConnLoop {
                 return Some(r);
             }
             Event::Inbound(Some(Inbound::Closed(..))) => Ok(()),
-            Event::Inbound(None) | Event::Shutdown => return Some(Ok(())),
+            Event::Inbound(None) | Event::Shutdown | Event::Gone => return Some(Ok(())),
             Event::Done(Some(done)) => self.on_done(done),
             Event::Push(Some(push)) => {
                 self.on_push(push);

@@ -12,6 +12,7 @@ use smbq_proto::engine::StreamId;
 use smbq_proto::framing::Deframer;
 use smbq_transport::ChunkRead;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::ConnError;
 
@@ -31,14 +32,19 @@ pub(super) enum Inbound {
 /// by the loop after every frame.
 pub(super) type FrameLimit = Arc<AtomicU32>;
 
+/// `gone` is cancelled when the stream ends, besides the `Closed` sent after its frames: a loop
+/// whose backlog is full reads no frames (so no `Closed` either) but must still learn that
+/// the client left.
 pub(super) fn spawn(
     stream: StreamId,
     mut reader: Box<dyn ChunkRead>,
     chunked: bool,
     limit: FrameLimit,
     tx: mpsc::Sender<Inbound>,
+    gone: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let _gone = gone.drop_guard();
         let mut deframer = Deframer::new();
         loop {
             let eof = match read_step(reader.as_mut(), &mut deframer, chunked).await {

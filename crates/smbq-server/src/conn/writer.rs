@@ -4,16 +4,20 @@
 use bytes::Bytes;
 use smbq_transport::ChunkWrite;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::backlog::Queued;
 
 /// Segments gathered into one write when responses queue up (writev takes up to 1024).
 const WRITE_BATCH: usize = 256;
 
+/// `gone` is cancelled when a write fails: the unsent bytes then never drain, and a loop
+/// waiting for them must end the connection instead.
 pub(super) fn spawn(
     mut writer: Box<dyn ChunkWrite>,
     mut out_rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
     queued: Queued,
+    gone: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut batch: Vec<Bytes> = Vec::new();
@@ -31,6 +35,7 @@ pub(super) fn spawn(
             let r = writer.write_chunks(&mut batch).await;
             queued.written(bytes);
             if r.is_err() {
+                gone.cancel();
                 return;
             }
         }

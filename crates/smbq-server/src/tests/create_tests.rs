@@ -319,6 +319,7 @@ async fn stale_and_foreign_file_ids_are_closed() {
         .encode(w)
     });
     let other = super::harness::session(0x99);
+    h.srv.session_table().insert(other.id);
     h.srv.session_started(other.id, h.conn.id);
     let r = h.send_with(m, Some(other), Default::default()).await;
     assert_eq!(r.status, NtStatus::NETWORK_NAME_DELETED);

@@ -123,7 +123,8 @@ impl H {
         let mut cfg = config(vec![share("data", dir.path())]);
         tweak(&mut cfg);
         let srv = Server::new(cfg).unwrap();
-        // What the engine's SessionStarted does for a session it set up.
+        // What the engine does for a session it sets up: a record, then SessionStarted.
+        srv.session_table().insert(0x11);
         srv.session_started(0x11, conn().id);
         let mut h = H {
             srv,

@@ -252,6 +252,7 @@ async fn a_replaced_session_ends_without_messages() {
     assert_eq!(o.status, NtStatus::SUCCESS);
     // Another user cannot end it by naming it (MS-SMB2 3.3.5.5.3 wants the same user).
     let as_user = |id: u64, user: &str| {
+        h.srv.session_table().insert(id);
         h.srv.session_started(id, h.conn.id + 3000);
         let rec = h.srv.session_table().get(id).unwrap();
         rec.set_owner(std::sync::Arc::new(smbq_auth::Identity {
@@ -289,4 +290,15 @@ async fn a_replaced_session_ends_without_messages() {
     )
     .await;
     assert_eq!(r.status, NtStatus::USER_SESSION_DELETED);
+}
+
+/// A SessionStarted that arrives after its session ended (a LOGOFF in the same compound, a
+/// reconnect elsewhere meanwhile) must not bring the record back: nothing would end it again.
+#[tokio::test]
+async fn an_ended_session_is_not_revived() {
+    let h = H::new().await;
+    h.srv.session_ended(h.session.id);
+    h.srv.session_started(h.session.id, h.conn.id);
+    assert!(h.srv.session_table().get(h.session.id).is_none());
+    assert!(h.srv.session_table().is_empty());
 }

@@ -108,6 +108,7 @@ async fn set_sd(h: &H, id: FileId, addl: u32, d: &SecurityDescriptor) -> NtStatu
 /// A second user on the same server and share.
 async fn other_user(h: &H, name: &str) -> H {
     let mut s = session(0x22);
+    h.srv.session_table().insert(s.id);
     h.srv.session_started(s.id, h.conn.id);
     s.identity = Arc::new(Identity {
         user: name.into(),

@@ -165,6 +165,7 @@ async fn share_get_info(h: &H, id: FileId, call_id: u32, name: &str) -> u32 {
 /// NetrShareGetInfo WERROR for each of `probe`.
 async fn srvsvc_view(h: &mut H, identity: Identity, probe: &[&str]) -> (Vec<String>, Vec<u32>) {
     h.session.id += 1;
+    h.srv.session_table().insert(h.session.id);
     h.srv.session_started(h.session.id, h.conn.id);
     h.session.identity = Arc::new(identity);
     let r = h.tree_connect("\\\\host\\IPC$").await;
