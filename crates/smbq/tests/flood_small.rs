@@ -33,10 +33,8 @@ use std::time::{Duration, Instant};
 
 use common::raw::{MIB, Raw, RssPeak, Server, Wrote, client_tree, runtime};
 use smbq_client::OpenOptions;
-use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::access;
-use smbq_wire::query_info::{InfoType, QueryInfoRequest};
-use smbq_wire::{Command, FileId, Header, NtStatus, Writer};
+use smbq_wire::{FileId, Header, NtStatus};
 
 const PASSWORD: &str = "flood-small-test-password";
 /// `[limits] max_pending_bytes` for the server under test.
@@ -90,21 +88,6 @@ fn login_and_open(srv: &Server, name: &str) -> (Raw, FileId) {
     (raw, file_id)
 }
 
-/// One signed QUERY_INFO FileAllInformation of `file_id`: CreditCharge 1, CreditRequest 64.
-fn query_all(raw: &mut Raw, file_id: FileId) -> Vec<u8> {
-    let mut w = Writer::new();
-    QueryInfoRequest {
-        info_type: InfoType::FILE,
-        file_info_class: FileInfoClass::ALL.0,
-        output_buffer_length: 4096,
-        file_id,
-        ..Default::default()
-    }
-    .encode(&mut w);
-    let h = raw.header(Command::QUERY_INFO, 1, 64);
-    raw.signed(&h, &w.into_vec())
-}
-
 /// What the flooding thread saw.
 #[derive(Debug, Default)]
 struct FloodStats {
@@ -143,7 +126,7 @@ fn flood(mut raw: Raw, file_id: FileId, stop: &AtomicBool) -> (Raw, FloodStats) 
             if st.requests_written == TOTAL {
                 break;
             }
-            pending = Raw::frame(&query_all(&mut raw, file_id));
+            pending = Raw::frame(&raw.query_all(file_id));
             written = 0;
         }
         match raw.write_some(&pending[written..]) {
@@ -230,7 +213,7 @@ fn non_reading_small_request_flood_is_bounded() {
     let srv = start_server();
     let (mut raw, file_id) = login_and_open(&srv, TARGET);
     // One QUERY_INFO answered normally: the sizes the flood's accounting needs.
-    let probe = query_all(&mut raw, file_id);
+    let probe = raw.query_all(file_id);
     let request_len = Raw::frame(&probe).len() as u64;
     let resp = raw.call(&probe);
     assert_eq!(Header::decode(&resp).unwrap().status, NtStatus::SUCCESS);

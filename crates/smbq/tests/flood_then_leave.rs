@@ -15,10 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::raw::{MIB, Raw, Server, Wrote, client_tree, runtime};
 use smbq_client::OpenOptions;
-use smbq_wire::fscc::FileInfoClass;
+use smbq_wire::NtStatus;
 use smbq_wire::fscc::access;
-use smbq_wire::query_info::{InfoType, QueryInfoRequest};
-use smbq_wire::{Command, NtStatus, Writer};
 
 const PASSWORD: &str = "flood-then-leave-test-password";
 const TARGET: &str = "held-by-the-flooding-client.bin";
@@ -53,17 +51,7 @@ fn a_client_that_leaves_a_full_backlog_releases_its_opens() {
     let mut stalled = false;
     while start.elapsed() < Duration::from_secs(20) {
         if written == pending.len() {
-            let mut w = Writer::new();
-            QueryInfoRequest {
-                info_type: InfoType::FILE,
-                file_info_class: FileInfoClass::ALL.0,
-                output_buffer_length: 4096,
-                file_id,
-                ..Default::default()
-            }
-            .encode(&mut w);
-            let h = raw.header(Command::QUERY_INFO, 1, 64);
-            pending = Raw::frame(&raw.signed(&h, &w.into_vec()));
+            pending = Raw::frame(&raw.query_all(file_id));
             written = 0;
         }
         match raw.write_some(&pending[written..]) {

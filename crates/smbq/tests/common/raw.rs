@@ -24,7 +24,8 @@ use smbq_wire::create::{
     CreateDisposition, CreateRequest, CreateResponse, ImpersonationLevel, OplockLevel,
 };
 use smbq_wire::cursor::utf16le_encode;
-use smbq_wire::fscc::access;
+use smbq_wire::fscc::{FileInfoClass, access};
+use smbq_wire::query_info::{InfoType, QueryInfoRequest};
 use smbq_wire::tree_connect::TreeConnectRequest;
 use smbq_wire::{Command, FileId, Header, NtStatus, Writer};
 
@@ -406,6 +407,22 @@ impl Raw {
         assert_eq!(rh.status, NtStatus::SUCCESS, "TREE_CONNECT");
         raw.tree_id = rh.tree_id;
         raw
+    }
+
+    /// One signed QUERY_INFO FileAllInformation of `file_id`: CreditCharge 1, CreditRequest 64
+    /// (what the flood tests send without reading the answers).
+    pub fn query_all(&mut self, file_id: FileId) -> Vec<u8> {
+        let mut w = Writer::new();
+        QueryInfoRequest {
+            info_type: InfoType::FILE,
+            file_info_class: FileInfoClass::ALL.0,
+            output_buffer_length: 4096,
+            file_id,
+            ..Default::default()
+        }
+        .encode(&mut w);
+        let h = self.header(Command::QUERY_INFO, 1, 64);
+        self.signed(&h, &w.into_vec())
     }
 
     /// CREATE (open, shared for reading) of the existing file `name` with `desired_access`.
