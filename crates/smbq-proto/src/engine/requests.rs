@@ -407,3 +407,47 @@ fn record(run: &mut ChainRun, header: Header, response: Response, async_id: Opti
         async_id,
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CANCEL costs no credit, so a client may repeat one forever: the record of cancelled
+    /// requests a chain keeps must not grow with the repeats.
+    #[test]
+    fn repeated_cancels_of_a_waiting_request_keep_one_entry() {
+        let waiting = Request {
+            header: Header {
+                command: Command::READ,
+                message_id: 7,
+                ..Default::default()
+            },
+            msg: bytes::Bytes::new(),
+            session: None,
+            encrypted: false,
+            related_file_id: None,
+            async_id: None,
+        };
+        let run = ChainRun {
+            stream: StreamId::CONTROL,
+            encrypted: false,
+            count: 2,
+            index: 1,
+            pending: VecDeque::from([ChainItem::Run(Box::new(waiting))]),
+            done: Vec::new(),
+            related_fid: None,
+            failed: None,
+            current: None,
+            unanswered: vec![6, 7],
+            cancelled: Vec::new(),
+            had_charges: true,
+        };
+        let mut f = InFlight::default();
+        f.chains.insert(1, run);
+        for _ in 0..10_000 {
+            assert!(matches!(f.cancel_target(7, None), CancelTarget::Waiting));
+        }
+        assert!(matches!(f.cancel_target(99, None), CancelTarget::Unknown));
+        assert_eq!(f.chains.get(&1).map(|c| c.cancelled.len()), Some(1));
+    }
+}

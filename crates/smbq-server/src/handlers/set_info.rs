@@ -25,6 +25,7 @@ use crate::errors::map_io_error;
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::security::{Token, require};
 use crate::tables::Open;
+use crate::tables::open::FileOpen;
 use crate::{Server, meta};
 
 /// A buffer shorter than the class is INFO_LENGTH_MISMATCH (3.3.5.21.1); other decode errors
@@ -194,30 +195,29 @@ fn set_file(
     }
 }
 
-/// MS-FSA 2.1.5.15.4 FileEndOfFileInformation.
-fn set_end_of_file(srv: &Arc<Server>, open: &Arc<Open>, end_of_file: u64) -> Result<(), NtStatus> {
+/// The checks a size change (end of file or allocation) makes before touching the file: the
+/// open may write data (MS-SMB2 3.3.5.21.1: FILE_WRITE_DATA, whichever way the size moves, as an
+/// allocation below EOF truncates), it is a file, the size fits an i64; then level II oplocks
+/// break (MS-FSA 2.1.5.14.1/2.1.5.14.4; smbtorture batch11/batch12).
+fn size_change<'a>(srv: &Server, open: &'a Open, size: u64) -> Result<&'a FileOpen, NtStatus> {
     let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
-    // MS-SMB2 3.3.5.21.1: FILE_WRITE_DATA, whichever way the size moves.
     require(open, mask::FILE_WRITE_DATA)?;
-    if f.is_dir || end_of_file > i64::MAX as u64 {
+    if f.is_dir || size > i64::MAX as u64 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    // A size change breaks level II oplocks (MS-FSA 2.1.5.14.4; smbtorture batch11).
     srv.oplock_break_level2(f.key);
+    Ok(f)
+}
+
+/// MS-FSA 2.1.5.15.4 FileEndOfFileInformation.
+fn set_end_of_file(srv: &Arc<Server>, open: &Arc<Open>, end_of_file: u64) -> Result<(), NtStatus> {
+    let f = size_change(srv, open, end_of_file)?;
     f.file.set_len(end_of_file).map_err(io)
 }
 
-/// MS-FSA 2.1.5.15.1 FileAllocationInformation.
+/// MS-FSA 2.1.5.15.1 FileAllocationInformation: below end of file it truncates the file.
 fn set_allocation(srv: &Arc<Server>, open: &Arc<Open>, allocation: u64) -> Result<(), NtStatus> {
-    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
-    // MS-SMB2 3.3.5.21.1: FILE_WRITE_DATA (an allocation below EOF truncates).
-    require(open, mask::FILE_WRITE_DATA)?;
-    if f.is_dir || allocation > i64::MAX as u64 {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    // As for END_OF_FILE (MS-FSA 2.1.5.14.1; smbtorture batch12).
-    srv.oplock_break_level2(f.key);
-    // An allocation below end of file truncates the file.
+    let f = size_change(srv, open, allocation)?;
     let size = f.file.stat().map_err(io)?.size;
     if allocation < size {
         f.file.set_len(allocation).map_err(io)?;
