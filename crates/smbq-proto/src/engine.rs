@@ -732,7 +732,8 @@ impl ServerConnection {
 
         let mut caps = 0;
         if dialect.0 >= 0x0210 {
-            caps |= capabilities::LARGE_MTU;
+            // MS-SMB2 3.3.5.4: leasing from 2.1 on (the server grants leases).
+            caps |= capabilities::LARGE_MTU | capabilities::LEASING;
         }
         let salt: [u8; 32] = {
             let mut s = [0u8; 32];
@@ -889,7 +890,7 @@ impl ServerConnection {
         let size = |v: u32| if small { v.min(65536) } else { v };
         let mut server_caps = 0;
         if dialect.0 >= 0x0210 {
-            server_caps |= capabilities::LARGE_MTU;
+            server_caps |= capabilities::LARGE_MTU | capabilities::LEASING;
         }
         if dialect.is_smb3() && dialect != Dialect::SMB3_1_1 && cipher.is_some() {
             server_caps |= capabilities::ENCRYPTION;

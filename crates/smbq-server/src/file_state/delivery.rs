@@ -11,8 +11,8 @@ use smbq_wire::oplock_break::OplockBreak;
 use smbq_wire::{Command, NtStatus, Writer};
 use tokio_util::sync::CancellationToken;
 
-use super::FileKey;
 use super::oplock::{Admission, BreakNotice, Level, Owner, PendingBreaks, is_stat_open};
+use super::{FileKey, OpenRequest};
 use crate::Server;
 use crate::push::Push;
 use crate::tables::Open;
@@ -39,26 +39,18 @@ impl Server {
         }
     }
 
-    /// Before a CREATE admits an open to the existing file `key`: breaks the oplocks it
-    /// conflicts with (MS-FSA 2.1.5.1.2) and says whether the CREATE must wait for them
-    /// ([`Admission::MustWait`]); DELETE_PENDING is reported before any break (smbtorture
-    /// smb2.oplock.doc). Blocking-safe (no awaits).
-    pub(crate) fn oplock_before_open(
-        &self,
-        key: FileKey,
-        granted: u32,
-        share_access: u32,
-        overwrite: bool,
-    ) -> Admission {
+    /// Before a CREATE admits an open to the existing file `key`: breaks the oplocks and
+    /// leases it conflicts with (MS-FSA 2.1.5.1.2) and says whether the CREATE must wait for
+    /// them ([`Admission::MustWait`]); DELETE_PENDING is reported before any break
+    /// (smbtorture smb2.oplock.doc). Blocking-safe (no awaits).
+    pub(crate) fn oplock_before_open(&self, key: FileKey, open: &OpenRequest<'_>) -> Admission {
         let now = Instant::now();
-        match self
-            .files()
-            .oplock_check(key, granted, share_access, overwrite, now)
-        {
+        match self.files().oplock_check(key, open, now) {
             Err(status) => Admission::Conflict(status),
-            Ok(check) => {
-                self.send_breaks(&check.notices);
-                if check.wait {
+            Ok((oplocks, leases)) => {
+                self.send_breaks(&oplocks.notices);
+                self.send_lease_breaks(&leases.notices);
+                if oplocks.wait || leases.wait {
                     Admission::MustWait(PendingBreaks { key })
                 } else {
                     Admission::Granted
@@ -118,12 +110,12 @@ impl Server {
         OplockLevel(level.to_wire())
     }
 
-    /// A WRITE, LOCK or SET_INFO size change on `key` breaks every level II oplock on it.
-    pub(crate) fn oplock_break_level2(&self, key: FileKey) {
-        let notices = self.files().oplock_break_level2(key);
-        if !notices.is_empty() {
-            self.send_breaks(&notices);
-        }
+    /// A WRITE, LOCK or SET_INFO size change on `key` through open `writer` breaks every
+    /// level II oplock on it and every other lease key's read caching (MS-FSA 2.1.4.12).
+    pub(crate) fn oplock_break_level2(&self, key: FileKey, writer: u64) {
+        let (oplocks, leases) = self.files().break_for_write(key, writer, Instant::now());
+        self.send_breaks(&oplocks);
+        self.send_lease_breaks(&leases);
     }
 
     /// An OPLOCK_BREAK acknowledgment for `open_id` of `key`; wakes the CREATEs waiting on it.

@@ -13,8 +13,8 @@
 //! other opens, and only R while an oplock is held there; the same key asking again only
 //! upgrades, to a superset of what it holds.
 //!
-//! Not wired into CREATE yet (issue 13): [`super::FileStates`] will keep one [`Leases`] per
-//! file and `super::delivery` send the notices to the lease owner's session.
+//! [`super::FileStates`] keeps one [`Leases`] per file; `super::leasing` sends the notices to
+//! the lease owner's session and answers acknowledgments.
 
 use std::time::Instant;
 
@@ -29,6 +29,15 @@ use super::oplock::{BREAK_TIMEOUT, OpenIntent};
 pub struct LeaseKey {
     pub client_guid: [u8; 16],
     pub key: [u8; 16],
+}
+
+/// A CREATE's lease request (MS-SMB2 2.2.13.2.8 / 2.2.13.2.10), as the grant needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseAsk {
+    pub key: LeaseKey,
+    pub requested: u32,
+    /// The epoch of a V2 request; `None` for V1.
+    pub v2_epoch: Option<u16>,
 }
 
 const RWH: u32 = READ_CACHING | WRITE_CACHING | HANDLE_CACHING;
@@ -68,8 +77,12 @@ pub struct Opener {
     pub open_id: u64,
     pub session_id: u64,
     pub requested: u32,
+    /// A V2 lease request (MS-SMB2 2.2.13.2.10) and the epoch it carries; a V1 lease reports
+    /// epoch 0 everywhere.
+    pub v2: Option<u16>,
     pub intent: OpenIntent,
-    /// The stream has opens of other keys or without a lease (they exclude W).
+    /// The stream has data opens (not stat opens, smbtorture smb2.lease.statopen*) of other
+    /// keys or without a lease: they exclude W.
     pub other_opens: bool,
     /// An oplock is held on the stream (leases beside it get R only).
     pub oplock_held: bool,
@@ -79,25 +92,43 @@ pub struct Opener {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaseBreakNotice {
     pub key: LeaseKey,
+    pub stream: u64,
     pub session_id: u64,
     pub current: u32,
     pub new: u32,
-    /// The lease's epoch after the break (V2 leases carry it, MS-SMB2 3.3.4.7).
+    /// The lease's epoch after the break (V2 leases carry it, MS-SMB2 3.3.4.7; 0 for V1).
     pub epoch: u16,
     /// SMB2_NOTIFY_BREAK_LEASE_FLAG_ACK_REQUIRED: breaking from a state that caches writes or
     /// handles, which the client must flush or close first.
     pub ack_required: bool,
 }
 
-/// What a new open with a lease was granted, and what it set off.
+/// What the breaks a new open forces came to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LeaseOpen {
-    /// The state granted to the open's lease.
-    pub granted: u32,
-    /// The lease's epoch (V2), after the grant.
-    pub epoch: u16,
+pub struct Contention {
     pub notices: Vec<LeaseBreakNotice>,
     /// A break needing an acknowledgment is under way: the open waits, then asks again.
+    pub wait: bool,
+}
+
+/// What an admitted open's lease is (MS-SMB2 2.2.14.2.10 / 2.2.14.2.11).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Granted {
+    pub state: u32,
+    /// Lease.Epoch (0 for V1 leases).
+    pub epoch: u16,
+    /// SMB2_LEASE_FLAG_BREAK_IN_PROGRESS: the lease is being broken (the state is the one
+    /// held before the break).
+    pub breaking: bool,
+}
+
+/// What a new open with a lease was granted, and what it set off
+/// ([`Leases::on_open`]: contention and grant in one step).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LeaseOpen {
+    pub granted: u32,
+    pub epoch: u16,
+    pub notices: Vec<LeaseBreakNotice>,
     pub wait: bool,
 }
 
@@ -106,14 +137,50 @@ struct Lease {
     key: LeaseKey,
     /// `FileKey::stream`: leases are per stream (smbtorture smb2.lease.request).
     stream: u64,
+    /// Where its breaks go: the session of its latest open.
     session_id: u64,
     state: u32,
     /// Lease.Breaking: the state broken to and when the wait for the acknowledgment ends.
     breaking: Option<(u32, Instant)>,
-    /// Lease.Epoch (MS-SMB2 3.3.1.4), counted on every change of state.
-    epoch: u16,
+    /// Lease.Epoch (MS-SMB2 3.3.1.4), counted on every change of state; `None` for V1.
+    epoch: Option<u16>,
     /// Lease.LeaseOpens, by open id.
     opens: Vec<u64>,
+}
+
+impl Lease {
+    fn epoch(&self) -> u16 {
+        self.epoch.unwrap_or(0)
+    }
+
+    fn bump(&mut self) {
+        if let Some(e) = &mut self.epoch {
+            *e = e.wrapping_add(1);
+        }
+    }
+
+    /// Starts breaking the lease to `to`; the notice to send. A break from a state caching
+    /// writes or handles waits for the acknowledgment until `deadline`; one from R alone
+    /// completes at once.
+    fn start_break(&mut self, to: u32, deadline: Instant) -> LeaseBreakNotice {
+        self.bump();
+        let ack_required = self.state & (WRITE_CACHING | HANDLE_CACHING) != 0;
+        let notice = LeaseBreakNotice {
+            key: self.key,
+            stream: self.stream,
+            session_id: self.session_id,
+            current: self.state,
+            new: to,
+            epoch: self.epoch(),
+            ack_required,
+        };
+        if ack_required {
+            self.breaking = Some((to, deadline));
+        } else {
+            self.state = to;
+        }
+        notice
+    }
 }
 
 /// The leases held on one file (all its streams).
@@ -138,16 +205,47 @@ impl Leases {
         self.leases
             .iter()
             .find(|l| l.key == *key && l.stream == stream)
-            .map(|l| (l.state, l.epoch))
+            .map(|l| (l.state, l.epoch()))
     }
 
-    /// A new open of `stream` (MS-SMB2 3.3.5.9.8, 3.3.5.9.11; MS-FSA 2.1.5.1.2): the breaks it
-    /// forces on the other keys' leases, then, for a lease open, its lease made or upgraded.
-    /// With `wait` set the open must not be admitted yet: the caller waits for the
-    /// acknowledgments and asks again (nothing was granted).
+    /// The opens of `key`'s lease on `stream`.
+    pub fn opens_of(&self, key: &LeaseKey, stream: u64) -> &[u64] {
+        self.leases
+            .iter()
+            .find(|l| l.key == *key && l.stream == stream)
+            .map_or(&[], |l| &l.opens)
+    }
+
+    /// The lease open `open_id` holds, if any.
+    pub fn key_of_open(&self, open_id: u64) -> Option<LeaseKey> {
+        self.leases
+            .iter()
+            .find(|l| l.opens.contains(&open_id))
+            .map(|l| l.key)
+    }
+
+    /// A contest and a grant in one step, as a CREATE without other opens sees it.
     pub fn on_open(&mut self, o: &Opener, now: Instant) -> LeaseOpen {
+        let c = self.contend(o, now);
+        let mut out = LeaseOpen {
+            notices: c.notices,
+            wait: c.wait,
+            ..LeaseOpen::default()
+        };
+        if !out.wait && o.key.is_some() {
+            let g = self.grant(o);
+            out.granted = g.state;
+            out.epoch = g.epoch;
+        }
+        out
+    }
+
+    /// A new open of `o.stream`, before it is admitted (MS-FSA 2.1.5.1.2): the breaks it
+    /// forces on the other keys' leases. With `wait` set the open must not be admitted yet:
+    /// the caller waits for the acknowledgments and asks again.
+    pub fn contend(&mut self, o: &Opener, now: Instant) -> Contention {
         self.expire(now);
-        let mut out = LeaseOpen::default();
+        let mut out = Contention::default();
         for l in self
             .leases
             .iter_mut()
@@ -155,37 +253,29 @@ impl Leases {
         {
             if let Some((to, _)) = l.breaking {
                 // A break under way that this open would have started must end first.
-                out.wait |= l.state & !to & WRITE_CACHING != 0;
+                let would = break_on_open(to, o.intent).unwrap_or(to);
+                out.wait |= l.state & !would & WRITE_CACHING != 0
+                    || (o.intent.share_conflict && l.state & !would & HANDLE_CACHING != 0);
                 continue;
             }
             let Some(to) = break_on_open(l.state, o.intent) else {
                 continue;
             };
-            l.epoch = l.epoch.wrapping_add(1);
-            let ack_required = l.state & (WRITE_CACHING | HANDLE_CACHING) != 0;
-            out.notices.push(LeaseBreakNotice {
-                key: l.key,
-                session_id: l.session_id,
-                current: l.state,
-                new: to,
-                epoch: l.epoch,
-                ack_required,
-            });
             let gone = l.state & !to;
-            if ack_required {
-                l.breaking = Some((to, now + BREAK_TIMEOUT));
-            } else {
-                l.state = to;
-            }
+            out.notices.push(l.start_break(to, now + BREAK_TIMEOUT));
             out.wait |= gone & WRITE_CACHING != 0
                 || (o.intent.share_conflict && gone & HANDLE_CACHING != 0);
         }
+        out
+    }
+
+    /// Makes or upgrades the admitted open's lease (MS-SMB2 3.3.5.9.8 / 3.3.5.9.11): what it
+    /// asked for, without W beside other opens or leases, R only beside an oplock; the same key
+    /// asking again only upgrades, to a superset of what it holds, and not while breaking.
+    pub fn grant(&mut self, o: &Opener) -> Granted {
         let Some(key) = o.key else {
-            return out;
+            return Granted::default();
         };
-        if out.wait {
-            return out;
-        }
         let mut want = grantable(o.requested);
         let other_leases = self
             .leases
@@ -199,34 +289,40 @@ impl Leases {
             // smbtorture smb2.lease.oplock: beside an oplock a lease caches reads only.
             want &= READ_CACHING;
         }
-        out.granted = self.grant(key, o, want);
-        out.epoch = self.state(&key, o.stream).map_or(0, |(_, e)| e);
-        out
-    }
-
-    /// Makes or upgrades `key`'s lease for the open; the state it holds after.
-    fn grant(&mut self, key: LeaseKey, o: &Opener, want: u32) -> u32 {
         if let Some(l) = self.find(&key, o.stream) {
-            // smbtorture smb2.lease.upgrade2: only a superset of what is held upgrades.
             if want & l.state == l.state && want != l.state && l.breaking.is_none() {
                 l.state = want;
-                l.epoch = l.epoch.wrapping_add(1);
+                l.bump();
             }
             if !l.opens.contains(&o.open_id) {
                 l.opens.push(o.open_id);
             }
-            return l.state;
+            l.session_id = o.session_id;
+            return Granted {
+                state: l.state,
+                epoch: l.epoch(),
+                breaking: l.breaking.is_some(),
+            };
         }
-        self.leases.push(Lease {
+        let mut l = Lease {
             key,
             stream: o.stream,
             session_id: o.session_id,
             state: want,
             breaking: None,
-            epoch: u16::from(want != 0),
+            epoch: o.v2,
             opens: vec![o.open_id],
-        });
-        want
+        };
+        if want != 0 {
+            l.bump();
+        }
+        let g = Granted {
+            state: l.state,
+            epoch: l.epoch(),
+            breaking: false,
+        };
+        self.leases.push(l);
+        g
     }
 
     /// Whether a lease on `stream` caches handles: an oplock asked for beside it gets none
@@ -236,6 +332,30 @@ impl Leases {
         self.leases
             .iter()
             .any(|l| l.stream == stream && l.state & HANDLE_CACHING != 0)
+    }
+
+    /// A write, byte-range lock or size change on `stream` through `writer` (MS-FSA
+    /// 2.1.4.12, as Samba's contend_level2_oplocks does it): every other key's lease caching
+    /// reads breaks to none; the writer's own lease keeps its state. Nobody waits: an
+    /// acknowledgment is asked for when H goes too.
+    pub fn break_for_write(
+        &mut self,
+        stream: u64,
+        writer: u64,
+        now: Instant,
+    ) -> Vec<LeaseBreakNotice> {
+        self.expire(now);
+        let own = self.key_of_open(writer);
+        self.leases
+            .iter_mut()
+            .filter(|l| {
+                l.stream == stream
+                    && Some(l.key) != own
+                    && l.breaking.is_none()
+                    && l.state & READ_CACHING != 0
+            })
+            .map(|l| l.start_break(0, now + BREAK_TIMEOUT))
+            .collect()
     }
 
     /// A LEASE_BREAK acknowledgment (MS-SMB2 3.3.5.22.2): the state now held, or the error to
@@ -256,6 +376,16 @@ impl Leases {
         }
         l.state = acked;
         Ok(acked)
+    }
+
+    /// The notice for `key`'s lease could not be delivered (no channel of its session is
+    /// alive): nobody will acknowledge, so the break completes at once.
+    pub fn undeliverable(&mut self, key: &LeaseKey, stream: u64) {
+        if let Some(l) = self.find(key, stream)
+            && let Some((to, _)) = l.breaking.take()
+        {
+            l.state = to;
+        }
     }
 
     /// Breaks whose wait is over complete to the state broken to (MS-SMB2 3.3.2.5 Lease Break
@@ -281,11 +411,17 @@ impl Leases {
     }
 
     /// The open is closed; a lease whose last open closed goes with it (MS-SMB2 3.3.5.10).
-    pub fn release(&mut self, open_id: u64) {
+    /// Returns the keys of the leases that ended.
+    pub fn release(&mut self, open_id: u64) -> Vec<LeaseKey> {
+        let mut ended = Vec::new();
         for l in &mut self.leases {
             l.opens.retain(|o| *o != open_id);
+            if l.opens.is_empty() {
+                ended.push(l.key);
+            }
         }
         self.leases.retain(|l| !l.opens.is_empty());
+        ended
     }
 }
 
@@ -328,6 +464,7 @@ mod tests {
             open_id,
             session_id: 9,
             requested: ls(state),
+            v2: None,
             intent: PLAIN,
             other_opens: others,
             oplock_held: false,
@@ -548,7 +685,12 @@ mod tests {
     fn acknowledgment_rules_and_timeout() {
         let now = Instant::now();
         let mut l = Leases::default();
-        l.on_open(&opener(Some(1), 1, "RHW", false), now);
+        // A V2 lease asking with epoch 5: the grant moves it to 6 (smbtorture v2_request).
+        let v2 = Opener {
+            v2: Some(5),
+            ..opener(Some(1), 1, "RHW", false)
+        };
+        assert_eq!(l.on_open(&v2, now).epoch, 6);
         assert_eq!(
             l.acknowledge(&key(1), ls("RH")),
             Err(NtStatus::UNSUCCESSFUL),
@@ -560,7 +702,7 @@ mod tests {
         );
         let o = l.on_open(&opener(Some(2), 2, "R", true), now);
         assert!(o.wait);
-        assert_eq!(o.notices[0].epoch, 2, "the break moves the epoch");
+        assert_eq!(o.notices[0].epoch, 7, "the break moves the epoch");
         assert_eq!(l.pending_until(0), Some(now + BREAK_TIMEOUT));
         assert_eq!(
             l.acknowledge(&key(1), ls("RHW")),

@@ -1,7 +1,9 @@
 //! Per-file state, one owner: [`FileStates`] keeps one [`FileEntry`] per file (all its
 //! streams) holding everything opens share about it: the opens with their share modes and
 //! delete-pending ([`share_mode`]), byte-range locks ([`byte_range`]), oplock holders
-//! ([`oplock`]; leases will sit next to them) and a client-set ChangeTime.
+//! ([`oplock`]), leases ([`lease`]) and a client-set ChangeTime. Which file each lease key
+//! is on is kept beside the shards (MS-SMB2 3.3.1.4 LeaseTable), so an acknowledgment finds
+//! its file and a key cannot be used for two files.
 //!
 //! The parts are pure and return what must happen (admitted or a conflict, breaks to send, a
 //! wait); this module only finds the entry, under one lock per shard, so every decision about
@@ -16,6 +18,7 @@ pub mod byte_range;
 mod delivery;
 mod key;
 pub mod lease;
+mod leasing;
 pub mod oplock;
 pub mod share_mode;
 
@@ -33,8 +36,20 @@ pub use key::FileKey;
 pub use share_mode::{LastClose, NewOpen};
 
 use byte_range::{Range, RangeLocks};
+use lease::{Contention, Granted, LeaseAsk, LeaseBreakNotice, LeaseKey, Leases, Opener};
 use oplock::{BreakNotice, Holders, Level, OpenCheck, OpenIntent, Owner};
 use share_mode::ShareModes;
+
+/// A CREATE about to admit an open, as the oplock and lease checks see it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpenRequest<'a> {
+    /// The access checked against the other opens.
+    pub granted: u32,
+    pub share_access: u32,
+    /// SUPERSEDE, OVERWRITE or OVERWRITE_IF of the existing file.
+    pub overwrite: bool,
+    pub lease: Option<&'a LeaseAsk>,
+}
 
 /// Shards of the table: opens of different files rarely wait on each other's lock.
 const SHARDS: usize = 64;
@@ -51,6 +66,7 @@ struct FileEntry {
     opens: Option<ShareModes>,
     locks: RangeLocks,
     oplocks: Holders,
+    leases: Leases,
     /// A client-set ChangeTime, valid while the inode's ctime is the one recorded (crate::dos).
     change_time: Option<(Timespec, u64)>,
 }
@@ -60,6 +76,7 @@ impl FileEntry {
         self.opens.as_ref().is_none_or(ShareModes::is_empty)
             && self.locks.is_empty()
             && self.oplocks.is_empty()
+            && self.leases.is_empty()
             && self.change_time.is_none()
     }
 }
@@ -103,6 +120,9 @@ struct Shard {
 #[derive(Debug)]
 pub struct FileStates {
     shards: Box<[Shard]>,
+    /// The file (and stream) each live lease is on. Taken after a shard's lock, never
+    /// before; entries go with their lease's last open, so it is bounded by the open limits.
+    lease_files: Mutex<HashMap<LeaseKey, FileKey>>,
 }
 
 impl Default for FileStates {
@@ -115,6 +135,7 @@ impl FileStates {
     pub fn new() -> Self {
         FileStates {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            lease_files: Mutex::new(HashMap::new()),
         }
     }
 
@@ -201,9 +222,17 @@ impl FileStates {
     /// open's DeleteOnClose becomes the file's at cleanup). Says what the close must do.
     pub fn release(&self, key: FileKey, open_id: u64, delete_on_close: bool) -> Option<LastClose> {
         let shard = self.shard(key);
-        let last = shard.files.lock().update(key.base(), |e| {
+        let mut files = shard.files.lock();
+        let last = files.update(key.base(), |e| {
             e.locks.release_owner(open_id);
             e.oplocks.release(open_id);
+            let ended = e.leases.release(open_id);
+            if !ended.is_empty() {
+                let mut index = self.lease_files.lock();
+                for k in &ended {
+                    index.remove(k);
+                }
+            }
             let last = e
                 .opens
                 .as_mut()
@@ -213,6 +242,7 @@ impl FileStates {
             }
             last
         });
+        drop(files);
         // Always wake: even without locks of its own, the closing open may have a lock
         // request waiting, which must now complete; CREATEs waiting for its break go on.
         shard.changed.notify_waiters();
@@ -390,43 +420,65 @@ impl FileStates {
         self.read(key, |e| e.locks.count()).unwrap_or(0)
     }
 
-    // ---- oplocks (oplock.rs); sending and waiting live in delivery.rs ----
+    // ---- oplocks (oplock.rs) and leases (lease.rs); sending and waiting live in
+    // delivery.rs and leasing.rs ----
 
-    /// MS-FSA 2.1.5.1.2 for a CREATE about to open `key` with `granted` and `share_access`:
-    /// the breaks it forces and whether it must wait, or the status it fails with before
-    /// anything is broken (DELETE_PENDING, smbtorture smb2.oplock.doc).
+    /// MS-FSA 2.1.5.1.2 for a CREATE about to open `key` with `granted` and `share_access`
+    /// (asking for the lease `ask`, if any): the oplock and lease breaks it forces and whether
+    /// it must wait, or the status it fails with before anything is broken (DELETE_PENDING,
+    /// smbtorture smb2.oplock.doc).
     fn oplock_check(
         &self,
         key: FileKey,
-        granted: u32,
-        share_access: u32,
-        overwrite: bool,
+        open: &OpenRequest<'_>,
         now: Instant,
-    ) -> Result<OpenCheck, NtStatus> {
+    ) -> Result<(OpenCheck, Contention), NtStatus> {
         self.update(key, |e| {
-            if e.oplocks.is_empty() {
-                return Ok(OpenCheck::default());
+            if e.oplocks.is_empty() && e.leases.is_empty() {
+                return Ok(Default::default());
             }
             let share_conflict = match e
                 .opens
                 .as_ref()
-                .map(|m| m.check(key, granted, share_access))
+                .map(|m| m.check(key, open.granted, open.share_access))
             {
                 None | Some(Ok(())) => false,
                 Some(Err(NtStatus::SHARING_VIOLATION)) => true,
                 Some(Err(other)) => return Err(other),
             };
             let intent = OpenIntent {
-                stat_only: oplock::is_stat_open(granted),
-                overwrite,
+                stat_only: oplock::is_stat_open(open.granted),
+                overwrite: open.overwrite,
                 share_conflict,
             };
-            Ok(e.oplocks.on_open(key, intent, now))
+            let oplocks = e.oplocks.on_open(key, intent, now);
+            let opener = Opener {
+                key: open.lease.map(|a| a.key),
+                stream: key.stream,
+                open_id: 0,
+                session_id: 0,
+                requested: 0,
+                v2: None,
+                intent,
+                other_opens: false,
+                oplock_held: false,
+            };
+            Ok((oplocks, e.leases.contend(&opener, now)))
         })
     }
 
+    /// Whether lease key `lease` is in use on a file or stream other than `key` (MS-SMB2
+    /// 3.3.5.9.8: such a CREATE fails with STATUS_INVALID_PARAMETER).
+    pub fn lease_elsewhere(&self, lease: &LeaseKey, key: FileKey) -> bool {
+        self.lease_files
+            .lock()
+            .get(lease)
+            .is_some_and(|k| *k != key)
+    }
+
     /// Records the level an admitted open gets (MS-SMB2 3.3.5.9.8), decided against the
-    /// file's other opens and holders in the same step.
+    /// file's other opens, oplocks and leases in the same step: none beside a lease caching
+    /// handles (smbtorture smb2.lease.oplock).
     fn oplock_grant(
         &self,
         key: FileKey,
@@ -436,6 +488,9 @@ impl FileStates {
         owner: Owner,
     ) -> Level {
         self.update(key, |e| {
+            if e.leases.caches_handles(key.stream) {
+                return Level::None;
+            }
             let others = e
                 .opens
                 .as_ref()
@@ -452,8 +507,88 @@ impl FileStates {
         })
     }
 
-    fn oplock_break_level2(&self, key: FileKey) -> Vec<BreakNotice> {
-        self.update(key, |e| e.oplocks.break_level2(key))
+    /// Makes or upgrades the lease of an admitted open (MS-SMB2 3.3.5.9.8, 3.3.5.9.11);
+    /// `None` when the key went to another file meanwhile (no lease is granted then).
+    fn lease_grant(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        session_id: u64,
+        ask: &LeaseAsk,
+    ) -> Option<Granted> {
+        self.update(key, |e| {
+            {
+                let mut index = self.lease_files.lock();
+                match index.get(&ask.key) {
+                    Some(k) if *k != key => return None,
+                    Some(_) => {}
+                    None => {
+                        index.insert(ask.key, key);
+                    }
+                }
+            }
+            let mine = e.leases.opens_of(&ask.key, key.stream);
+            let other_opens = e.opens.as_ref().is_some_and(|m| {
+                m.data_opens(key)
+                    .any(|id| id != open_id && !mine.contains(&id))
+            });
+            let opener = Opener {
+                key: Some(ask.key),
+                stream: key.stream,
+                open_id,
+                session_id,
+                requested: ask.requested,
+                v2: ask.v2_epoch,
+                intent: OpenIntent {
+                    stat_only: false,
+                    overwrite: false,
+                    share_conflict: false,
+                },
+                other_opens,
+                oplock_held: e.oplocks.held_on(key.stream),
+            };
+            Some(e.leases.grant(&opener))
+        })
+    }
+
+    /// A write, lock or size change on `key` through open `writer`: every level II oplock
+    /// breaks to none, and every other key's lease caching reads.
+    fn break_for_write(
+        &self,
+        key: FileKey,
+        writer: u64,
+        now: Instant,
+    ) -> (Vec<BreakNotice>, Vec<LeaseBreakNotice>) {
+        self.update(key, |e| {
+            if e.oplocks.is_empty() && e.leases.is_empty() {
+                return Default::default();
+            }
+            (
+                e.oplocks.break_level2(key),
+                e.leases.break_for_write(key.stream, writer, now),
+            )
+        })
+    }
+
+    /// Runs `f` on the leases of the file `lease` is on, then wakes the file's waiters.
+    fn on_lease<R>(&self, lease: &LeaseKey, f: impl FnOnce(&mut Leases, u64) -> R) -> Option<R> {
+        let key = *self.lease_files.lock().get(lease)?;
+        let shard = self.shard(key);
+        let r = shard
+            .files
+            .lock()
+            .update(key.base(), |e| f(&mut e.leases, key.stream));
+        shard.changed.notify_waiters();
+        Some(r)
+    }
+
+    fn lease_acknowledge(&self, lease: &LeaseKey, acked: u32) -> Result<u32, NtStatus> {
+        self.on_lease(lease, |l, _| l.acknowledge(lease, acked))
+            .unwrap_or(Err(NtStatus::OBJECT_NAME_NOT_FOUND))
+    }
+
+    fn lease_undeliverable(&self, lease: &LeaseKey) {
+        self.on_lease(lease, |l, stream| l.undeliverable(lease, stream));
     }
 
     fn oplock_acknowledge(&self, key: FileKey, open_id: u64, acked: u8) -> Result<Level, NtStatus> {
@@ -475,12 +610,23 @@ impl FileStates {
         shard.changed.notify_waiters();
     }
 
-    /// Completes timed-out breaks of `key`; the earliest deadline of those still pending.
+    /// Completes timed-out breaks of `key`; the earliest deadline of those still pending,
+    /// oplock or lease.
     fn oplock_pending_until(&self, key: FileKey, now: Instant) -> Option<Instant> {
         self.update(key, |e| {
             e.oplocks.expire(now);
-            e.oplocks.pending_until(key)
+            e.leases.expire(now);
+            let o = e.oplocks.pending_until(key);
+            let l = e.leases.pending_until(key.stream);
+            o.into_iter().chain(l).min()
         })
+    }
+
+    /// The lease state of `lease` on `key`, for tests.
+    #[cfg(test)]
+    fn lease_state(&self, lease: &LeaseKey, key: FileKey) -> Option<(u32, u16)> {
+        self.read(key, |e| e.leases.state(lease, key.stream))
+            .flatten()
     }
 
     // ---- client-set ChangeTime (crate::dos) ----

@@ -336,6 +336,11 @@ impl Holders {
         r
     }
 
+    /// Whether an oplock is held (or being broken) on `stream`.
+    pub fn held_on(&self, stream: u64) -> bool {
+        self.holders.iter().any(|h| h.stream == stream)
+    }
+
     /// The open is closed: its oplock goes with it.
     pub fn release(&mut self, open_id: u64) {
         self.holders.retain(|h| h.open_id != open_id);

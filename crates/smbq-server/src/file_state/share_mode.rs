@@ -163,6 +163,15 @@ impl ShareModes {
         self.opens.iter().filter(|e| e.stream == key.stream).count()
     }
 
+    /// The opens of `key`'s stream that are more than stat opens (the ones a lease's write
+    /// caching must be alone among, smbtorture smb2.lease.statopen2-4).
+    pub fn data_opens(&self, key: FileKey) -> impl Iterator<Item = u64> + '_ {
+        self.opens
+            .iter()
+            .filter(move |e| e.stream == key.stream && !super::oplock::is_stat_open(e.access))
+            .map(|e| e.open_id)
+    }
+
     /// Opens of the file, any stream.
     pub fn open_count_any(&self) -> usize {
         self.opens.len()

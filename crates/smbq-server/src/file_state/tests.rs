@@ -6,9 +6,11 @@ use std::time::Instant;
 use smbq_vfs::{RelPath, Timespec};
 use smbq_wire::{FileId, NtStatus};
 
-use super::oplock::{Level, Owner};
-use super::{FileKey, FileStates, MAX_CHANGE_TIMES_PER_SHARD};
+use super::lease::{Contention, LeaseAsk, LeaseKey};
+use super::oplock::{Level, OpenCheck, Owner};
+use super::{FileKey, FileStates, MAX_CHANGE_TIMES_PER_SHARD, OpenRequest};
 use crate::access::{mask, share};
+use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 
 const K: FileKey = FileKey {
     dev: 3,
@@ -31,6 +33,32 @@ fn owner(id: u64) -> Owner {
     }
 }
 
+/// The oplock and lease check of a plain read-write open of `key`, asking for `lease`.
+fn check(
+    t: &FileStates,
+    key: FileKey,
+    lease: Option<&LeaseAsk>,
+) -> Result<(OpenCheck, Contention), NtStatus> {
+    let open = OpenRequest {
+        granted: RW,
+        share_access: share::ALL,
+        overwrite: false,
+        lease,
+    };
+    t.oplock_check(key, &open, Instant::now())
+}
+
+fn ask(n: u8) -> LeaseAsk {
+    LeaseAsk {
+        key: LeaseKey {
+            client_guid: [7; 16],
+            key: [n; 16],
+        },
+        requested: READ_CACHING | WRITE_CACHING | HANDLE_CACHING,
+        v2_epoch: None,
+    }
+}
+
 #[test]
 fn release_takes_an_open_out_of_everything_at_once() {
     let t = FileStates::new();
@@ -50,9 +78,7 @@ fn release_takes_an_open_out_of_everything_at_once() {
     assert_eq!(t.lock_count(K), 0);
     assert_eq!(t.open_count(K), 1);
     // No holder left: a data open breaks nothing and need not wait.
-    let c = t
-        .oplock_check(K, RW, share::ALL, false, Instant::now())
-        .unwrap();
+    let (c, _) = check(&t, K, None).unwrap();
     assert!(c.notices.is_empty() && !c.wait);
     t.try_lock(K, 2, 5, 1, true).unwrap();
 
@@ -82,16 +108,12 @@ fn streams_of_one_file_keep_their_own_locks_and_oplocks() {
         t.check_io(K, 1, 0, 1, false),
         Err(NtStatus::FILE_LOCK_CONFLICT)
     );
-    let c = t
-        .oplock_check(K, RW, share::ALL, false, Instant::now())
-        .unwrap();
+    let (c, _) = check(&t, K, None).unwrap();
     assert!(
         c.notices.is_empty(),
         "an open of the file breaks no stream's oplock"
     );
-    let c = t
-        .oplock_check(s, RW, share::ALL, false, Instant::now())
-        .unwrap();
+    let (c, _) = check(&t, s, None).unwrap();
     assert_eq!(c.notices.len(), 1);
     assert_eq!(c.notices[0].key, s);
     assert!(c.wait);
@@ -108,10 +130,7 @@ fn delete_pending_fails_before_any_break() {
         .unwrap();
     t.oplock_grant(K, 1, Level::Batch, false, owner(1));
     t.set_delete_pending(K, true);
-    assert_eq!(
-        t.oplock_check(K, RW, share::ALL, false, Instant::now()),
-        Err(NtStatus::DELETE_PENDING)
-    );
+    assert_eq!(check(&t, K, None), Err(NtStatus::DELETE_PENDING));
     assert_eq!(t.oplock_pending_until(K, Instant::now()), None);
 }
 
@@ -160,4 +179,90 @@ fn change_times_are_bounded_per_shard() {
         t.set_change_time(key(n + 1 + i), c, i);
     }
     assert_eq!(t.open_count(key(n)), 1);
+}
+
+/// MS-SMB2 3.3.5.9.8: a lease key names one file (one stream); the index follows the lease
+/// and empties with its last open, and an acknowledgment finds the lease through it.
+#[test]
+fn lease_keys_name_one_file_and_leave_with_their_last_open() {
+    let t = FileStates::new();
+    let other = FileKey { ino: 41, ..K };
+    let a = ask(1);
+    t.admit(K, 1, RW, share::ALL, &p(), false).unwrap();
+    let g = t.lease_grant(K, 1, 9, &a).unwrap();
+    assert_eq!(g.state, a.requested, "alone on the file: everything");
+    assert!(t.lease_elsewhere(&a.key, other));
+    assert!(t.lease_elsewhere(&a.key, FileKey { stream: 3, ..K }));
+    assert!(!t.lease_elsewhere(&a.key, K));
+    assert_eq!(
+        t.lease_grant(other, 5, 9, &a),
+        None,
+        "another file: no lease"
+    );
+
+    // A second key's data open breaks the first lease's W and waits for the acknowledgment.
+    let b = ask(2);
+    let (_, c) = check(&t, K, Some(&b)).unwrap();
+    assert!(c.wait);
+    assert_eq!(c.notices[0].new, READ_CACHING | HANDLE_CACHING);
+    assert!(t.oplock_pending_until(K, Instant::now()).is_some());
+    assert_eq!(
+        t.lease_acknowledge(&b.key, READ_CACHING),
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND),
+        "key 2 has no lease yet"
+    );
+    t.lease_acknowledge(&a.key, READ_CACHING | HANDLE_CACHING)
+        .unwrap();
+    assert_eq!(
+        t.lease_acknowledge(&a.key, READ_CACHING),
+        Err(NtStatus::UNSUCCESSFUL),
+        "no break under way any more"
+    );
+    assert_eq!(t.oplock_pending_until(K, Instant::now()), None);
+    t.admit(K, 2, RW, share::ALL, &p(), false).unwrap();
+    let g = t.lease_grant(K, 2, 9, &b).unwrap();
+    assert_eq!(
+        g.state,
+        READ_CACHING | HANDLE_CACHING,
+        "no W beside another key"
+    );
+
+    // A write through key 2's open breaks key 1 to none, not key 2 itself.
+    let (oplocks, leases) = t.break_for_write(K, 2, Instant::now());
+    assert!(oplocks.is_empty());
+    let [n] = &leases[..] else {
+        panic!("one break: {leases:?}")
+    };
+    assert_eq!((n.key, n.new, n.ack_required), (a.key, 0, true));
+
+    t.release(K, 1, false);
+    assert!(
+        !t.lease_elsewhere(&a.key, other),
+        "key 1 ended with its open"
+    );
+    assert_eq!(
+        t.lease_acknowledge(&a.key, 0),
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND)
+    );
+    assert!(t.lease_state(&b.key, K).is_some());
+    t.release(K, 2, false);
+    assert_eq!(t.entries(), 0);
+    assert!(t.lease_files.lock().is_empty());
+}
+
+/// smbtorture smb2.lease.statopen2/3: stat opens do not take W from a lease.
+#[test]
+fn stat_opens_leave_write_caching() {
+    let t = FileStates::new();
+    t.admit(K, 1, mask::FILE_READ_ATTRIBUTES, share::ALL, &p(), false)
+        .unwrap();
+    t.admit(K, 2, RW, share::ALL, &p(), false).unwrap();
+    let a = ask(1);
+    assert_eq!(t.lease_grant(K, 2, 9, &a).unwrap().state, a.requested);
+    // An oplock open beside a lease caching handles gets none.
+    t.admit(K, 3, RW, share::ALL, &p(), false).unwrap();
+    assert_eq!(
+        t.oplock_grant(K, 3, Level::Batch, false, owner(3)),
+        Level::None
+    );
 }

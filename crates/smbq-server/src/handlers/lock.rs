@@ -51,7 +51,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     // 3.3.5.14.2: only a single-element request may wait.
     let kinds: Vec<(bool, bool)> = req.locks.iter().map(lock_kind).collect::<Result<_, _>>()?;
     // MS-FSA 2.1.5.7: taking a byte-range lock breaks level II oplocks (smbtorture brl1).
-    ctx.srv.oplock_break_level2(f.key);
+    ctx.srv.oplock_break_level2(f.key, open.volatile());
     if req.locks.len() > 1 && kinds.iter().any(|(_, fail)| !fail) {
         return Err(NtStatus::INVALID_PARAMETER);
     }

@@ -205,7 +205,7 @@ fn size_change<'a>(srv: &Server, open: &'a Open, size: u64) -> Result<&'a FileOp
     if f.is_dir || size > i64::MAX as u64 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    srv.oplock_break_level2(f.key);
+    srv.oplock_break_level2(f.key, open.volatile());
     Ok(f)
 }
 

@@ -60,7 +60,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     }
     if let Some(f) = open.file() {
         // MS-FSA 2.1.4.12.2: a write breaks every level II oplock on the file.
-        ctx.srv.oplock_break_level2(f.key);
+        ctx.srv.oplock_break_level2(f.key, open.volatile());
     }
     let write_through = req.flags & write_flags::WRITE_THROUGH != 0;
     let srv = ctx.srv.self_arc();

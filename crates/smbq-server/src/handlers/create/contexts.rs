@@ -1,11 +1,14 @@
 //! Create contexts the server acts on (MS-SMB2 2.2.13.2): MxAc and QFid get answers, AlSi
-//! preallocates, SecD gives a new object its security descriptor; durable-handle and lease requests are ignored (no durable handles or leases
-//! are granted, which the absent response context tells the client), as are unknown ones.
+//! preallocates, SecD gives a new object its security descriptor, RqLs asks for a lease
+//! (answered with the lease granted, crate::file_state::lease); durable-handle requests are
+//! ignored (none are granted, which the absent response context tells the client), as are
+//! unknown ones.
 
 use smbq_wire::NtStatus;
 use smbq_wire::create::CreateRequest;
 use smbq_wire::create_context::{
-    CreateContext, CreateContextTag, MxAcRequest, MxAcResponse, QFidResponse, contexts_to_bytes,
+    CreateContext, CreateContextTag, Lease, LeaseV2, MxAcRequest, MxAcResponse, QFidResponse,
+    contexts_to_bytes, lease_flags,
 };
 use smbq_wire::security::SecurityDescriptor;
 
@@ -18,6 +21,9 @@ pub struct Requested {
     pub eas: Option<Vec<crate::ea::Ea>>,
     /// SMB2_CREATE_SD_BUFFER (2.2.13.2.2): the descriptor a created object starts with.
     pub sec_desc: Option<SecurityDescriptor>,
+    /// SMB2_CREATE_REQUEST_LEASE(_V2) (2.2.13.2.8 / 2.2.13.2.10), as sent; whether it is acted
+    /// on depends on RequestedOplockLevel and the dialect (`CreateIntent`).
+    pub lease: Option<Lease>,
 }
 
 pub fn parse(req: &CreateRequest<'_>) -> Result<Requested, NtStatus> {
@@ -45,13 +51,51 @@ pub fn parse(req: &CreateRequest<'_>) -> Result<Requested, NtStatus> {
             let sd =
                 SecurityDescriptor::decode(c.data).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
             out.sec_desc = Some(sd);
+        } else if tag == CreateContextTag::RQLS {
+            // A body of neither lease layout is ignored, as an unknown context would be.
+            out.lease = Lease::decode(c.data).ok();
         }
     }
     Ok(out)
 }
 
-/// The response context list for what was asked.
-pub fn respond(req: &Requested, maximal_access: u32, disk_file_id: u64, volume_id: u64) -> Vec<u8> {
+/// The RqLs response context (MS-SMB2 2.2.14.2.10 / 2.2.14.2.11) for the lease `asked` was
+/// granted as: the same layout as the request, the V2 parent key echoed.
+pub fn lease_response(asked: &Lease, state: u32, epoch: u16, breaking: bool) -> Vec<u8> {
+    let mut flags = if breaking {
+        lease_flags::BREAK_IN_PROGRESS
+    } else {
+        0
+    };
+    let v2 = asked.v2.map(|v| {
+        let parent = asked.flags & lease_flags::PARENT_LEASE_KEY_SET != 0;
+        if parent {
+            flags |= lease_flags::PARENT_LEASE_KEY_SET;
+        }
+        LeaseV2 {
+            parent_key: if parent { v.parent_key } else { [0; 16] },
+            epoch,
+        }
+    });
+    Lease {
+        key: asked.key,
+        state,
+        flags,
+        duration: 0,
+        v2,
+    }
+    .to_bytes()
+}
+
+/// The response context list for what was asked; `lease` is the RqLs response, if a lease
+/// was granted.
+pub fn respond(
+    req: &Requested,
+    maximal_access: u32,
+    disk_file_id: u64,
+    volume_id: u64,
+    lease: Option<&[u8]>,
+) -> Vec<u8> {
     let mxac = MxAcResponse {
         query_status: NtStatus::SUCCESS,
         maximal_access,
@@ -68,6 +112,9 @@ pub fn respond(req: &Requested, maximal_access: u32, disk_file_id: u64, volume_i
     }
     if req.query_on_disk_id {
         list.push(CreateContext::new(CreateContextTag::QFID, &qfid));
+    }
+    if let Some(l) = lease {
+        list.push(CreateContext::new(CreateContextTag::RQLS, l));
     }
     if list.is_empty() {
         Vec::new()

@@ -16,20 +16,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use parking_lot::Mutex;
-use smbq_proto::Response;
+use smbq_proto::{ConnView, Response};
 use smbq_vfs::{CreateMode, FileKind, OpenOptions, RelPath, Stat, Vfs, VfsFile};
 use smbq_wire::create::{
     CreateAction, CreateDisposition, CreateRequest, CreateResponse, ImpersonationLevel, OplockLevel,
 };
-use smbq_wire::{FileId, NtStatus};
+use smbq_wire::create_context::Lease;
+use smbq_wire::{Dialect, FileId, NtStatus};
 
 use super::{Ctx, bad, blocking, body};
 use crate::Server;
 use crate::access::{attr, mask, opts, share as share_bits};
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
-use crate::file_state::FileKey;
-use crate::file_state::NewOpen;
+use crate::file_state::lease::{Granted, LeaseAsk, LeaseKey};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
+use crate::file_state::{FileKey, NewOpen, OpenRequest};
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::pipe::PipeOpen;
 use crate::security::Token;
@@ -49,9 +50,12 @@ struct CreateIntent {
     disposition: CreateDisposition,
     options: u32,
     attributes: u32,
-    /// RequestedOplockLevel, granted once the open is admitted (3.3.5.9.8). A lease request
-    /// gets no oplock and no lease (contexts.rs).
+    /// RequestedOplockLevel, granted once the open is admitted (3.3.5.9.8).
     oplock: OplockLevel,
+    /// The lease asked for, when RequestedOplockLevel is LEASE, the request carries an RqLs
+    /// context and the dialect has leases (2.1 for V1, 3.x for V2; MS-SMB2 3.3.5.9.8,
+    /// 3.3.5.9.11). Then no oplock is granted.
+    lease: Option<LeaseAsk>,
     /// The create contexts the server acts on.
     contexts: contexts::Requested,
     /// The session's token, for the security-descriptor checks (crate::security).
@@ -59,7 +63,11 @@ struct CreateIntent {
 }
 
 impl CreateIntent {
-    fn from_request(req: &CreateRequest<'_>, token: Arc<Token>) -> Result<Self, NtStatus> {
+    fn from_request(
+        req: &CreateRequest<'_>,
+        token: Arc<Token>,
+        conn: &ConnView,
+    ) -> Result<Self, NtStatus> {
         validate(req)?;
         let name = req
             .name_string()
@@ -68,6 +76,7 @@ impl CreateIntent {
         if let Some(sd) = &contexts.sec_desc {
             secure::check_creator_sd(sd)?;
         }
+        let lease = lease_ask(req.requested_oplock_level, contexts.lease.as_ref(), conn);
         Ok(Self {
             name,
             desired: req.desired_access,
@@ -76,6 +85,7 @@ impl CreateIntent {
             options: req.create_options,
             attributes: req.file_attributes,
             oplock: req.requested_oplock_level,
+            lease,
             contexts,
             token,
         })
@@ -107,6 +117,22 @@ impl CreateIntent {
             ea_index: AtomicU32::new(0),
         })
     }
+}
+
+/// MS-SMB2 3.3.5.9.8 / 3.3.5.9.11: which lease the CREATE asks for, if any.
+fn lease_ask(level: OplockLevel, ctx: Option<&Lease>, conn: &ConnView) -> Option<LeaseAsk> {
+    let l = ctx.filter(|_| level == OplockLevel::LEASE)?;
+    if conn.dialect.0 < Dialect::SMB2_1.0 || (l.v2.is_some() && !conn.dialect.is_smb3()) {
+        return None;
+    }
+    Some(LeaseAsk {
+        key: LeaseKey {
+            client_guid: conn.client_guid,
+            key: l.key,
+        },
+        requested: l.state,
+        v2_epoch: l.v2.map(|v| v.epoch),
+    })
 }
 
 /// The request fields MS-SMB2 3.3.5.9 checks before anything is looked up.
@@ -142,7 +168,7 @@ fn validate(req: &CreateRequest<'_>) -> Result<(), NtStatus> {
 
 pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let req = CreateRequest::decode(&ctx.req.msg).map_err(bad)?;
-    let intent = Arc::new(CreateIntent::from_request(&req, ctx.token())?);
+    let intent = Arc::new(CreateIntent::from_request(&req, ctx.token(), ctx.conn)?);
     let tree = ctx.tree()?.clone();
     // MS-SMB2 3.3.5.9: Share.FileSecurity grants this user nothing on the share.
     if tree.maximal_access == 0 {
@@ -181,8 +207,14 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         done.action,
         CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED
     );
-    let oplock_level = srv.oplock_grant(&open, intent.oplock, overwrote);
-    Ok(respond(&srv, &tree, &intent, &done, oplock_level))
+    let (oplock_level, lease) = match &intent.lease {
+        Some(ask) => match srv.lease_grant(&open, ask) {
+            Some(g) => (OplockLevel::LEASE, Some(g)),
+            None => (OplockLevel::NONE, None),
+        },
+        None => (srv.oplock_grant(&open, intent.oplock, overwrote), None),
+    };
+    Ok(respond(&srv, &tree, &intent, &done, oplock_level, lease))
 }
 
 /// Opens the pipe, or the disk object. A disk open that must wait for oplock breaks
@@ -264,13 +296,23 @@ fn respond(
     intent: &CreateIntent,
     done: &Done,
     oplock_level: OplockLevel,
+    lease: Option<Granted>,
 ) -> Response {
     let open = &done.open;
     let (disk_id, volume) = match &done.view {
         Some(v) => (v.file_id, u64::from(tree.share.serial)),
         None => (0, 0),
     };
-    let ctx_bytes = contexts::respond(&intent.contexts, done.maximal, disk_id, volume);
+    let lease_ctx = lease
+        .zip(intent.contexts.lease.as_ref())
+        .map(|(g, asked)| contexts::lease_response(asked, g.state, g.epoch, g.breaking));
+    let ctx_bytes = contexts::respond(
+        &intent.contexts,
+        done.maximal,
+        disk_id,
+        volume,
+        lease_ctx.as_deref(),
+    );
     let resp = match (&done.stat, &done.view) {
         (Some(st), Some(v)) => CreateResponse {
             oplock_level,
@@ -401,11 +443,21 @@ impl Opener<'_> {
         truncate: bool,
         made_here: bool,
     ) -> Result<(), Stop> {
+        // MS-SMB2 3.3.5.9.8: a lease key in use for another file (or stream) is refused
+        // (smbtorture smb2.lease.request).
+        if let Some(ask) = &self.intent.lease
+            && self.srv.files().lease_elsewhere(&ask.key, key)
+        {
+            return Err(Stop::Failed(NtStatus::INVALID_PARAMETER));
+        }
         if !made_here {
-            match self
-                .srv
-                .oplock_before_open(key, new.checked, new.share_access, truncate)
-            {
+            let open = OpenRequest {
+                granted: new.checked,
+                share_access: new.share_access,
+                overwrite: truncate,
+                lease: self.intent.lease.as_ref(),
+            };
+            match self.srv.oplock_before_open(key, &open) {
                 Admission::Granted => {}
                 Admission::Conflict(e) => return Err(Stop::Failed(e)),
                 Admission::MustWait(pending) => return Err(Stop::MustWait(pending)),

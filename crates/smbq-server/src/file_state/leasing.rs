@@ -1,0 +1,63 @@
+//! Where lease decisions meet the network: LEASE_BREAK notifications (MS-SMB2 3.3.4.7) go to
+//! the session of the lease's latest open, on whichever of its channels is alive; a break
+//! nobody can receive completes at once. The grant after admission and the acknowledgment
+//! (MS-SMB2 3.3.5.22.2) are looked up here for the handlers.
+
+use smbq_wire::oplock_break::{LeaseBreakNotification, lease_break_flags};
+use smbq_wire::{Command, NtStatus, Writer};
+
+use super::lease::{Granted, LeaseAsk, LeaseBreakNotice, LeaseKey};
+use crate::Server;
+use crate::push::Push;
+use crate::tables::Open;
+
+impl Server {
+    /// Sends lease break notifications (MS-SMB2 2.2.23.2) to the lease owners' sessions.
+    pub(super) fn send_lease_breaks(&self, notices: &[LeaseBreakNotice]) {
+        for n in notices {
+            let mut w = Writer::new();
+            LeaseBreakNotification {
+                new_epoch: n.epoch,
+                flags: if n.ack_required {
+                    lease_break_flags::ACK_REQUIRED
+                } else {
+                    0
+                },
+                lease_key: n.key.key,
+                current_lease_state: n.current,
+                new_lease_state: n.new,
+                ..Default::default()
+            }
+            .encode(&mut w);
+            let push = Push::Notification {
+                session_id: n.session_id,
+                command: Command::OPLOCK_BREAK,
+                body: w.into_vec(),
+            };
+            tracing::debug!(
+                current = n.current,
+                new = n.new,
+                ack = n.ack_required,
+                "lease break"
+            );
+            if !self.push_to_session(n.session_id, push) {
+                self.files().lease_undeliverable(&n.key);
+            }
+        }
+    }
+
+    /// The lease an admitted open gets (MS-SMB2 3.3.5.9.8 / 3.3.5.9.11); `None` when none is
+    /// granted: for directories (no directory leasing is advertised) and for a key that went
+    /// to another file meanwhile.
+    pub(crate) fn lease_grant(&self, open: &Open, ask: &LeaseAsk) -> Option<Granted> {
+        let f = open.file().filter(|f| !f.is_dir)?;
+        self.files()
+            .lease_grant(f.key, open.volatile(), open.session_id, ask)
+    }
+
+    /// A LEASE_BREAK acknowledgment from the lease's client (MS-SMB2 3.3.5.22.2); wakes the
+    /// CREATEs waiting for it.
+    pub(crate) fn lease_acknowledge(&self, lease: &LeaseKey, acked: u32) -> Result<u32, NtStatus> {
+        self.files().lease_acknowledge(lease, acked)
+    }
+}
