@@ -120,6 +120,9 @@ pub struct Granted {
     /// SMB2_LEASE_FLAG_BREAK_IN_PROGRESS: the lease is being broken (the state is the one
     /// held before the break).
     pub breaking: bool,
+    /// The lease is a V2 lease: the response uses the V2 layout whatever the request's
+    /// (smbtorture smb2.lease.v2_epoch2/3).
+    pub v2: bool,
 }
 
 /// What a new open with a lease was granted, and what it set off
@@ -140,12 +143,26 @@ struct Lease {
     /// Where its breaks go: the session of its latest open.
     session_id: u64,
     state: u32,
-    /// Lease.Breaking: the state broken to and when the wait for the acknowledgment ends.
-    breaking: Option<(u32, Instant)>,
+    /// Lease.Breaking (MS-SMB2 3.3.1.4): a break awaiting its acknowledgment.
+    breaking: Option<Breaking>,
     /// Lease.Epoch (MS-SMB2 3.3.1.4), counted on every change of state; `None` for V1.
     epoch: Option<u16>,
     /// Lease.LeaseOpens, by open id.
     opens: Vec<u64>,
+}
+
+/// A break under way.
+#[derive(Clone, Copy, Debug)]
+struct Breaking {
+    /// Lease.BreakToLeaseState: the state the notification named; an acknowledgment may not
+    /// go beyond it.
+    to: u32,
+    /// What the opens waiting on the lease need it broken to; lower than `to` when an open
+    /// arrived during the break. Reached in further breaks after the acknowledgment, one
+    /// step at a time as Windows does (smbtorture smb2.lease.breaking3).
+    required: u32,
+    /// When the wait for the acknowledgment ends (MS-SMB2 3.3.2.5).
+    deadline: Instant,
 }
 
 impl Lease {
@@ -175,7 +192,11 @@ impl Lease {
             ack_required,
         };
         if ack_required {
-            self.breaking = Some((to, deadline));
+            self.breaking = Some(Breaking {
+                to,
+                required: to,
+                deadline,
+            });
         } else {
             self.state = to;
         }
@@ -251,11 +272,15 @@ impl Leases {
             .iter_mut()
             .filter(|l| l.stream == o.stream && Some(l.key) != o.key)
         {
-            if let Some((to, _)) = l.breaking {
-                // A break under way that this open would have started must end first.
-                let would = break_on_open(to, o.intent).unwrap_or(to);
-                out.wait |= l.state & !would & WRITE_CACHING != 0
-                    || (o.intent.share_conflict && l.state & !would & HANDLE_CACHING != 0);
+            if let Some(b) = &mut l.breaking {
+                // A break under way: what this open needs is added to what the break must
+                // reach, and the open waits if it needs W (or, on a sharing conflict, H)
+                // gone.
+                let need = break_on_open(l.state, o.intent).unwrap_or(l.state);
+                b.required &= need;
+                let gone = l.state & !need;
+                out.wait |= gone & WRITE_CACHING != 0
+                    || (o.intent.share_conflict && gone & HANDLE_CACHING != 0);
                 continue;
             }
             let Some(to) = break_on_open(l.state, o.intent) else {
@@ -289,8 +314,11 @@ impl Leases {
             // smbtorture smb2.lease.oplock: beside an oplock a lease caches reads only.
             want &= READ_CACHING;
         }
+        let full = want == grantable(o.requested);
         if let Some(l) = self.find(&key, o.stream) {
-            if want & l.state == l.state && want != l.state && l.breaking.is_none() {
+            // smbtorture smb2.lease.upgrade3: an upgrade happens whole or not at all (R asking
+            // RHW beside another key stays R, it does not become RH).
+            if full && want & l.state == l.state && want != l.state && l.breaking.is_none() {
                 l.state = want;
                 l.bump();
             }
@@ -302,6 +330,7 @@ impl Leases {
                 state: l.state,
                 epoch: l.epoch(),
                 breaking: l.breaking.is_some(),
+                v2: l.epoch.is_some(),
             };
         }
         let mut l = Lease {
@@ -320,6 +349,7 @@ impl Leases {
             state: l.state,
             epoch: l.epoch(),
             breaking: false,
+            v2: l.epoch.is_some(),
         };
         self.leases.push(l);
         g
@@ -358,45 +388,61 @@ impl Leases {
             .collect()
     }
 
-    /// A LEASE_BREAK acknowledgment (MS-SMB2 3.3.5.22.2): the state now held, or the error to
+    /// A LEASE_BREAK acknowledgment (MS-SMB2 3.3.5.22.2): the state now held and the further
+    /// break to send when opens that came during the break need less (to R first when H or
+    /// W is still held, as Windows does, smbtorture smb2.lease.breaking3), or the error to
     /// answer with: no lease, STATUS_OBJECT_NAME_NOT_FOUND; no break under way,
     /// STATUS_UNSUCCESSFUL; a state beyond the one broken to, STATUS_REQUEST_NOT_ACCEPTED
-    /// (the break then completes to the state broken to).
-    pub fn acknowledge(&mut self, key: &LeaseKey, acked: u32) -> Result<u32, NtStatus> {
+    /// (the break goes on, smbtorture smb2.lease.breaking2).
+    pub fn acknowledge(
+        &mut self,
+        key: &LeaseKey,
+        acked: u32,
+        now: Instant,
+    ) -> Result<(u32, Option<LeaseBreakNotice>), NtStatus> {
         let l = self
             .leases
             .iter_mut()
             .find(|l| l.key == *key)
             .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-        let (to, _) = l.breaking.ok_or(NtStatus::UNSUCCESSFUL)?;
-        l.breaking = None;
-        if acked & !to != 0 {
-            l.state = to;
+        let b = l.breaking.ok_or(NtStatus::UNSUCCESSFUL)?;
+        if acked & !b.to != 0 {
             return Err(NtStatus::REQUEST_NOT_ACCEPTED);
         }
+        l.breaking = None;
         l.state = acked;
-        Ok(acked)
+        if acked & !b.required == 0 {
+            return Ok((acked, None));
+        }
+        let mut next = b.required;
+        if acked & (WRITE_CACHING | HANDLE_CACHING) != 0 {
+            next |= READ_CACHING & acked;
+        }
+        let notice = l.start_break(next, now + BREAK_TIMEOUT);
+        if let Some(nb) = &mut l.breaking {
+            nb.required = b.required;
+        }
+        Ok((acked, Some(notice)))
     }
 
     /// The notice for `key`'s lease could not be delivered (no channel of its session is
-    /// alive): nobody will acknowledge, so the break completes at once.
+    /// alive): nobody will acknowledge, so the break completes at once, to what the waiting
+    /// opens need.
     pub fn undeliverable(&mut self, key: &LeaseKey, stream: u64) {
         if let Some(l) = self.find(key, stream)
-            && let Some((to, _)) = l.breaking.take()
+            && let Some(b) = l.breaking.take()
         {
-            l.state = to;
+            l.state = b.required;
         }
     }
 
-    /// Breaks whose wait is over complete to the state broken to (MS-SMB2 3.3.2.5 Lease Break
-    /// Acknowledgment Timer).
+    /// A break whose wait is over takes the whole lease (MS-SMB2 3.3.2.5 Lease Break
+    /// Acknowledgment Timer; smbtorture smb2.lease.timeout: the holder is left with none).
     pub fn expire(&mut self, now: Instant) {
         for l in &mut self.leases {
-            if let Some((to, t)) = l.breaking
-                && t <= now
-            {
+            if l.breaking.is_some_and(|b| b.deadline <= now) {
                 l.breaking = None;
-                l.state = to;
+                l.state = 0;
             }
         }
     }
@@ -406,7 +452,7 @@ impl Leases {
         self.leases
             .iter()
             .filter(|l| l.stream == stream)
-            .filter_map(|l| l.breaking.map(|(_, t)| t))
+            .filter_map(|l| l.breaking.map(|b| b.deadline))
             .min()
     }
 
@@ -574,7 +620,7 @@ mod tests {
                 assert_eq!(n.key, key(1));
                 assert_eq!(n.session_id, 9, "to the holder's session");
                 assert!(n.ack_required);
-                assert_eq!(l.acknowledge(&key(1), n.new), Ok(n.new));
+                assert_eq!(l.acknowledge(&key(1), n.new, now), Ok((n.new, None)));
                 o = l.on_open(&second, now);
             }
             assert!(o.notices.is_empty() && !o.wait, "{case}");
@@ -603,7 +649,7 @@ mod tests {
             } else {
                 assert_eq!(o.notices[0].new, ls(broken_to), "{held}");
                 assert!(o.wait, "{held}: writes to flush first");
-                l.acknowledge(&key(1), ls(broken_to)).unwrap();
+                l.acknowledge(&key(1), ls(broken_to), now).unwrap();
             }
             assert_eq!(l.caches_handles(0), blocks_oplock, "{held}");
         }
@@ -692,26 +738,32 @@ mod tests {
         };
         assert_eq!(l.on_open(&v2, now).epoch, 6);
         assert_eq!(
-            l.acknowledge(&key(1), ls("RH")),
+            l.acknowledge(&key(1), ls("RH"), now),
             Err(NtStatus::UNSUCCESSFUL),
             "no break under way"
         );
         assert_eq!(
-            l.acknowledge(&key(7), 0),
+            l.acknowledge(&key(7), 0, now),
             Err(NtStatus::OBJECT_NAME_NOT_FOUND)
         );
         let o = l.on_open(&opener(Some(2), 2, "R", true), now);
         assert!(o.wait);
         assert_eq!(o.notices[0].epoch, 7, "the break moves the epoch");
         assert_eq!(l.pending_until(0), Some(now + BREAK_TIMEOUT));
-        assert_eq!(
-            l.acknowledge(&key(1), ls("RHW")),
-            Err(NtStatus::REQUEST_NOT_ACCEPTED),
-            "more than the state broken to"
-        );
-        assert_eq!(l.state(&key(1), 0).unwrap().0, ls("RH"));
+        // smbtorture breaking2: states beyond the one broken to are refused and the break
+        // goes on.
+        for beyond in ["RHW", "RW", "W"] {
+            assert_eq!(
+                l.acknowledge(&key(1), ls(beyond), now),
+                Err(NtStatus::REQUEST_NOT_ACCEPTED),
+                "{beyond}"
+            );
+        }
+        assert_eq!(l.state(&key(1), 0).unwrap().0, ls("RHW"), "still breaking");
+        assert!(l.pending_until(0).is_some());
+        assert_eq!(l.acknowledge(&key(1), ls("R"), now), Ok((ls("R"), None)));
 
-        // A holder that never answers: the break completes at its deadline.
+        // A holder that never answers: at the deadline the break takes the whole lease.
         let mut l = Leases::default();
         l.on_open(&opener(Some(1), 1, "RW", false), now);
         assert!(l.on_open(&opener(Some(2), 2, "R", true), now).wait);
@@ -719,7 +771,74 @@ mod tests {
         let o = l.on_open(&opener(Some(2), 2, "R", true), later);
         assert!(!o.wait);
         assert_eq!(o.granted, ls("R"));
-        assert_eq!(l.state(&key(1), 0).unwrap().0, ls("R"));
+        assert_eq!(
+            l.state(&key(1), 0).unwrap().0,
+            0,
+            "smbtorture lease.timeout"
+        );
+    }
+
+    /// smbtorture smb2.lease.breaking3: opens arriving during a break add to what it must
+    /// reach; after the acknowledgment the rest is broken in steps, to R while H or W is held,
+    /// then to none without an acknowledgment.
+    #[test]
+    fn later_opens_deepen_a_break_in_steps() {
+        let now = Instant::now();
+        let mut l = Leases::default();
+        l.on_open(&opener(Some(1), 1, "RHW", false), now);
+        let plain = l.on_open(&opener(None, 2, "", true), now);
+        assert_eq!(plain.notices[0].new, ls("RH"));
+        assert!(plain.wait);
+        let over = Opener {
+            intent: OpenIntent {
+                overwrite: true,
+                ..PLAIN
+            },
+            ..opener(None, 3, "", true)
+        };
+        let o = l.on_open(&over, now);
+        assert!(o.notices.is_empty(), "no second notice during the break");
+        assert!(o.wait);
+        // The same key opening meanwhile sees the old state, flagged as breaking.
+        let g = l.grant(&opener(Some(1), 4, "", false));
+        assert_eq!((g.state, g.breaking), (ls("RHW"), true));
+
+        let (state, next) = l.acknowledge(&key(1), ls("RH"), now).unwrap();
+        assert_eq!(state, ls("RH"));
+        let next = next.unwrap();
+        assert_eq!(
+            (next.current, next.new, next.ack_required),
+            (ls("RH"), ls("R"), true)
+        );
+        let (_, last) = l.acknowledge(&key(1), ls("R"), now).unwrap();
+        let last = last.unwrap();
+        assert_eq!(
+            (last.current, last.new, last.ack_required),
+            (ls("R"), 0, false)
+        );
+        assert_eq!(l.pending_until(0), None, "nothing left to wait for");
+        assert!(!l.on_open(&over, now).wait);
+    }
+
+    /// smbtorture smb2.lease.upgrade3: an upgrade the other opens do not allow in full does
+    /// not happen at all.
+    #[test]
+    fn upgrades_are_whole_or_nothing() {
+        let rows = [
+            ("R", "R", "RW", "R"),
+            ("R", "R", "RH", "RH"),
+            ("R", "R", "RHW", "R"),
+            ("RH", "R", "RHW", "RH"),
+        ];
+        for (held1, held2, asked, want) in rows {
+            let now = Instant::now();
+            let mut l = Leases::default();
+            l.on_open(&opener(Some(1), 1, held1, false), now);
+            l.on_open(&opener(Some(2), 2, held2, true), now);
+            let o = l.on_open(&opener(Some(1), 3, asked, true), now);
+            assert_eq!(o.granted, ls(want), "{held1}/{held2} then {asked}");
+            assert!(o.notices.is_empty());
+        }
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! nobody can receive completes at once. The grant after admission and the acknowledgment
 //! (MS-SMB2 3.3.5.22.2) are looked up here for the handlers.
 
+use std::time::Instant;
+
 use smbq_wire::oplock_break::{LeaseBreakNotification, lease_break_flags};
 use smbq_wire::{Command, NtStatus, Writer};
 
@@ -58,6 +60,10 @@ impl Server {
     /// A LEASE_BREAK acknowledgment from the lease's client (MS-SMB2 3.3.5.22.2); wakes the
     /// CREATEs waiting for it.
     pub(crate) fn lease_acknowledge(&self, lease: &LeaseKey, acked: u32) -> Result<u32, NtStatus> {
-        self.files().lease_acknowledge(lease, acked)
+        let (state, next) = self
+            .files()
+            .lease_acknowledge(lease, acked, Instant::now())?;
+        self.send_lease_breaks(next.as_slice());
+        Ok(state)
     }
 }

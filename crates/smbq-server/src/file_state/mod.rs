@@ -582,8 +582,13 @@ impl FileStates {
         Some(r)
     }
 
-    fn lease_acknowledge(&self, lease: &LeaseKey, acked: u32) -> Result<u32, NtStatus> {
-        self.on_lease(lease, |l, _| l.acknowledge(lease, acked))
+    fn lease_acknowledge(
+        &self,
+        lease: &LeaseKey,
+        acked: u32,
+        now: Instant,
+    ) -> Result<(u32, Option<LeaseBreakNotice>), NtStatus> {
+        self.on_lease(lease, |l, _| l.acknowledge(lease, acked, now))
             .unwrap_or(Err(NtStatus::OBJECT_NAME_NOT_FOUND))
     }
 

@@ -207,14 +207,14 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
     assert_eq!(c.notices[0].new, READ_CACHING | HANDLE_CACHING);
     assert!(t.oplock_pending_until(K, Instant::now()).is_some());
     assert_eq!(
-        t.lease_acknowledge(&b.key, READ_CACHING),
+        t.lease_acknowledge(&b.key, READ_CACHING, Instant::now()),
         Err(NtStatus::OBJECT_NAME_NOT_FOUND),
         "key 2 has no lease yet"
     );
-    t.lease_acknowledge(&a.key, READ_CACHING | HANDLE_CACHING)
+    t.lease_acknowledge(&a.key, READ_CACHING | HANDLE_CACHING, Instant::now())
         .unwrap();
     assert_eq!(
-        t.lease_acknowledge(&a.key, READ_CACHING),
+        t.lease_acknowledge(&a.key, READ_CACHING, Instant::now()),
         Err(NtStatus::UNSUCCESSFUL),
         "no break under way any more"
     );
@@ -241,7 +241,7 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
         "key 1 ended with its open"
     );
     assert_eq!(
-        t.lease_acknowledge(&a.key, 0),
+        t.lease_acknowledge(&a.key, 0, Instant::now()),
         Err(NtStatus::OBJECT_NAME_NOT_FOUND)
     );
     assert!(t.lease_state(&b.key, K).is_some());

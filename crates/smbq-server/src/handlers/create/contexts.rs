@@ -12,6 +12,8 @@ use smbq_wire::create_context::{
 };
 use smbq_wire::security::SecurityDescriptor;
 
+use crate::file_state::lease::Granted;
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Requested {
     pub maximal_access: bool,
@@ -60,26 +62,28 @@ pub fn parse(req: &CreateRequest<'_>) -> Result<Requested, NtStatus> {
 }
 
 /// The RqLs response context (MS-SMB2 2.2.14.2.10 / 2.2.14.2.11) for the lease `asked` was
-/// granted as: the same layout as the request, the V2 parent key echoed.
-pub fn lease_response(asked: &Lease, state: u32, epoch: u16, breaking: bool) -> Vec<u8> {
-    let mut flags = if breaking {
+/// granted as: the layout of the lease's version (a V2 lease answers a V1 request in V2,
+/// smbtorture smb2.lease.v2_epoch2), the V2 parent key echoed.
+pub fn lease_response(asked: &Lease, g: &Granted) -> Vec<u8> {
+    let mut flags = if g.breaking {
         lease_flags::BREAK_IN_PROGRESS
     } else {
         0
     };
-    let v2 = asked.v2.map(|v| {
-        let parent = asked.flags & lease_flags::PARENT_LEASE_KEY_SET != 0;
-        if parent {
-            flags |= lease_flags::PARENT_LEASE_KEY_SET;
-        }
-        LeaseV2 {
-            parent_key: if parent { v.parent_key } else { [0; 16] },
-            epoch,
-        }
+    let parent = asked
+        .v2
+        .filter(|_| asked.flags & lease_flags::PARENT_LEASE_KEY_SET != 0)
+        .map(|v| v.parent_key);
+    if parent.is_some() && g.v2 {
+        flags |= lease_flags::PARENT_LEASE_KEY_SET;
+    }
+    let v2 = g.v2.then(|| LeaseV2 {
+        parent_key: parent.unwrap_or([0; 16]),
+        epoch: g.epoch,
     });
     Lease {
         key: asked.key,
-        state,
+        state: g.state,
         flags,
         duration: 0,
         v2,

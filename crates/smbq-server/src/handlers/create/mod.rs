@@ -305,7 +305,7 @@ fn respond(
     };
     let lease_ctx = lease
         .zip(intent.contexts.lease.as_ref())
-        .map(|(g, asked)| contexts::lease_response(asked, g.state, g.epoch, g.breaking));
+        .map(|(g, asked)| contexts::lease_response(asked, &g));
     let ctx_bytes = contexts::respond(
         &intent.contexts,
         done.maximal,
