@@ -22,6 +22,7 @@ use smbq_wire::NtStatus;
 use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 
 use super::oplock::{BREAK_TIMEOUT, OpenIntent};
+use crate::access::mask;
 
 /// A lease's identity: the client (MS-SMB2 3.3.1.4 Lease.LeaseTable is per ClientGuid) and the
 /// key it chose.
@@ -40,6 +41,17 @@ pub struct LeaseAsk {
     pub v2_epoch: Option<u16>,
 }
 
+/// Whether an open with `access` is a stat open for leases: it breaks no lease and does not
+/// take W from one. Leases count READ_CONTROL in too (smbtorture smb2.lease.statopen4, as
+/// Windows and Samba's is_lease_stat_open do).
+pub fn is_stat_open(access: u32) -> bool {
+    const BITS: u32 = mask::SYNCHRONIZE
+        | mask::FILE_READ_ATTRIBUTES
+        | mask::FILE_WRITE_ATTRIBUTES
+        | mask::READ_CONTROL;
+    access & BITS != 0 && access & !BITS == 0
+}
+
 const RWH: u32 = READ_CACHING | WRITE_CACHING | HANDLE_CACHING;
 
 /// What may be granted of `requested` (smbtorture smb2.lease.request): R, RH, RW or RWH; H or
@@ -53,7 +65,10 @@ pub fn grantable(requested: u32) -> u32 {
 }
 
 /// The break a new open forces on a lease it does not share (MS-FSA 2.1.5.1.2, as smbtorture
-/// smb2.lease shows it); `None` when the lease keeps its state.
+/// smb2.lease shows it); `None` when the lease keeps its state: an overwrite takes
+/// everything; a sharing conflict takes H only, so the holder can close its handles
+/// (break_twice: RWH to RW); any other data open takes W, and an open that will delete the
+/// file takes H too (unlink).
 pub fn break_on_open(held: u32, intent: OpenIntent) -> Option<u32> {
     if intent.stat_only && !intent.overwrite {
         return None;
@@ -61,7 +76,9 @@ pub fn break_on_open(held: u32, intent: OpenIntent) -> Option<u32> {
     let to = if intent.overwrite {
         0
     } else if intent.share_conflict {
-        held & READ_CACHING
+        held & !HANDLE_CACHING
+    } else if intent.deletes {
+        held & !(WRITE_CACHING | HANDLE_CACHING)
     } else {
         held & !WRITE_CACHING
     };
@@ -181,6 +198,12 @@ impl Lease {
     /// completes at once.
     fn start_break(&mut self, to: u32, deadline: Instant) -> LeaseBreakNotice {
         self.bump();
+        self.step_break(to, deadline)
+    }
+
+    /// A break that goes on from an acknowledged one keeps its epoch (smbtorture
+    /// smb2.lease.v2_breaking3).
+    fn step_break(&mut self, to: u32, deadline: Instant) -> LeaseBreakNotice {
         let ack_required = self.state & (WRITE_CACHING | HANDLE_CACHING) != 0;
         let notice = LeaseBreakNotice {
             key: self.key,
@@ -388,6 +411,29 @@ impl Leases {
             .collect()
     }
 
+    /// A rename of the file through open `by` (MS-FSA 2.1.5.15.11, as Windows does it in
+    /// smbtorture smb2.lease.rename_wait and v2_rename): every other key's lease caching
+    /// handles loses H, and the rename waits for the acknowledgments.
+    pub fn break_handles(&mut self, by: u64, now: Instant) -> Contention {
+        self.expire(now);
+        let own = self.key_of_open(by);
+        let mut out = Contention::default();
+        for l in self
+            .leases
+            .iter_mut()
+            .filter(|l| Some(l.key) != own && l.state & HANDLE_CACHING != 0)
+        {
+            out.wait = true;
+            if let Some(b) = &mut l.breaking {
+                b.required &= !HANDLE_CACHING;
+                continue;
+            }
+            let to = l.state & !HANDLE_CACHING;
+            out.notices.push(l.start_break(to, now + BREAK_TIMEOUT));
+        }
+        out
+    }
+
     /// A LEASE_BREAK acknowledgment (MS-SMB2 3.3.5.22.2): the state now held and the further
     /// break to send when opens that came during the break need less (to R first when H or
     /// W is still held, as Windows does, smbtorture smb2.lease.breaking3), or the error to
@@ -418,7 +464,7 @@ impl Leases {
         if acked & (WRITE_CACHING | HANDLE_CACHING) != 0 {
             next |= READ_CACHING & acked;
         }
-        let notice = l.start_break(next, now + BREAK_TIMEOUT);
+        let notice = l.step_break(next, now + BREAK_TIMEOUT);
         if let Some(nb) = &mut l.breaking {
             nb.required = b.required;
         }
@@ -499,6 +545,7 @@ mod tests {
         stat_only: false,
         overwrite: false,
         share_conflict: false,
+        deletes: false,
     };
 
     /// An open of stream 0 by session 9 asking for `state` under `k` (`None`: no lease);
@@ -723,7 +770,7 @@ mod tests {
             ..opener(None, 3, "", true)
         };
         let o = l.on_open(&conflict, now);
-        assert_eq!(o.notices[0].new, ls("R"), "H goes so the holder can close");
+        assert_eq!(o.notices[0].new, ls("RW"), "H goes so the holder can close");
         assert!(o.wait);
     }
 
@@ -862,5 +909,65 @@ mod tests {
         assert!(l.state(&key(1), 0).is_none());
         l.release(2);
         assert!(l.is_empty());
+    }
+
+    /// smbtorture smb2.lease.rename_wait / v2_rename: a rename takes H from the other keys
+    /// and waits for them; the renamer's own lease keeps its state.
+    #[test]
+    fn renames_take_handle_caching_from_other_keys() {
+        let now = Instant::now();
+        let mut l = Leases::default();
+        l.on_open(&opener(Some(1), 1, "RH", false), now);
+        l.on_open(&opener(Some(2), 2, "RH", true), now);
+        let c = l.break_handles(1, now);
+        assert!(c.wait);
+        let [n] = &c.notices[..] else {
+            panic!("one break: {:?}", c.notices)
+        };
+        assert_eq!((n.key, n.current, n.new), (key(2), ls("RH"), ls("R")));
+        assert_eq!(l.state(&key(1), 0).unwrap().0, ls("RH"));
+        assert!(
+            l.break_handles(1, now).wait,
+            "still waiting, no second notice"
+        );
+        l.acknowledge(&key(2), ls("R"), now).unwrap();
+        let c = l.break_handles(1, now);
+        assert!(!c.wait && c.notices.is_empty());
+    }
+
+    /// smbtorture smb2.lease.statopen4: for leases READ_CONTROL is a stat open too, and an
+    /// open with no access at all is not one.
+    #[test]
+    fn lease_stat_opens() {
+        assert!(is_stat_open(mask::READ_CONTROL));
+        assert!(is_stat_open(mask::FILE_READ_ATTRIBUTES | mask::SYNCHRONIZE));
+        assert!(!is_stat_open(0));
+        assert!(!is_stat_open(mask::FILE_READ_EA));
+        assert!(!is_stat_open(mask::READ_CONTROL | mask::FILE_READ_DATA));
+    }
+
+    /// smbtorture smb2.lease.v2_breaking3: the steps after an acknowledgment keep the epoch.
+    #[test]
+    fn step_breaks_keep_the_epoch() {
+        let now = Instant::now();
+        let mut l = Leases::default();
+        l.on_open(
+            &Opener {
+                v2: Some(0),
+                ..opener(Some(1), 1, "RHW", false)
+            },
+            now,
+        );
+        let first = l.on_open(&opener(None, 2, "", true), now).notices[0];
+        let over = Opener {
+            intent: OpenIntent {
+                overwrite: true,
+                ..PLAIN
+            },
+            ..opener(None, 3, "", true)
+        };
+        l.on_open(&over, now);
+        let (_, next) = l.acknowledge(&key(1), ls("RH"), now).unwrap();
+        assert_eq!(next.unwrap().epoch, first.epoch);
     }
 }

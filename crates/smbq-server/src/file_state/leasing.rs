@@ -8,7 +8,9 @@ use std::time::Instant;
 use smbq_wire::oplock_break::{LeaseBreakNotification, lease_break_flags};
 use smbq_wire::{Command, NtStatus, Writer};
 
+use super::FileKey;
 use super::lease::{Granted, LeaseAsk, LeaseBreakNotice, LeaseKey};
+use super::oplock::{Admission, PendingBreaks};
 use crate::Server;
 use crate::push::Push;
 use crate::tables::Open;
@@ -55,6 +57,19 @@ impl Server {
         let f = open.file().filter(|f| !f.is_dir)?;
         self.files()
             .lease_grant(f.key, open.volatile(), open.session_id, ask)
+    }
+
+    /// Before a rename of `key`'s file through open `by`: breaks the handle caching of the
+    /// other keys' leases and says whether the rename must wait for the acknowledgments
+    /// (`Server::oplock_wait`).
+    pub(crate) fn lease_handles_before_rename(&self, key: FileKey, by: u64) -> Admission {
+        let c = self.files().lease_break_handles(key, by, Instant::now());
+        self.send_lease_breaks(&c.notices);
+        if c.wait {
+            Admission::MustWait(PendingBreaks { key })
+        } else {
+            Admission::Granted
+        }
     }
 
     /// A LEASE_BREAK acknowledgment from the lease's client (MS-SMB2 3.3.5.22.2); wakes the

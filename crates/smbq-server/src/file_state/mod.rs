@@ -48,6 +48,8 @@ pub(crate) struct OpenRequest<'a> {
     pub share_access: u32,
     /// SUPERSEDE, OVERWRITE or OVERWRITE_IF of the existing file.
     pub overwrite: bool,
+    /// FILE_DELETE_ON_CLOSE.
+    pub deletes: bool,
     pub lease: Option<&'a LeaseAsk>,
 }
 
@@ -450,6 +452,7 @@ impl FileStates {
                 stat_only: oplock::is_stat_open(open.granted),
                 overwrite: open.overwrite,
                 share_conflict,
+                deletes: open.deletes,
             };
             let oplocks = e.oplocks.on_open(key, intent, now);
             let opener = Opener {
@@ -459,7 +462,10 @@ impl FileStates {
                 session_id: 0,
                 requested: 0,
                 v2: None,
-                intent,
+                intent: OpenIntent {
+                    stat_only: lease::is_stat_open(open.granted),
+                    ..intent
+                },
                 other_opens: false,
                 oplock_held: false,
             };
@@ -543,6 +549,7 @@ impl FileStates {
                     stat_only: false,
                     overwrite: false,
                     share_conflict: false,
+                    deletes: false,
                 },
                 other_opens,
                 oplock_held: e.oplocks.held_on(key.stream),
@@ -568,6 +575,11 @@ impl FileStates {
                 e.leases.break_for_write(key.stream, writer, now),
             )
         })
+    }
+
+    /// A rename of `key`'s file through open `by`: other keys' handle caching breaks.
+    fn lease_break_handles(&self, key: FileKey, by: u64, now: Instant) -> Contention {
+        self.update(key, |e| e.leases.break_handles(by, now))
     }
 
     /// Runs `f` on the leases of the file `lease` is on, then wakes the file's waiters.

@@ -95,6 +95,9 @@ pub struct OpenIntent {
     pub overwrite: bool,
     /// The share-mode check (MS-FSA 2.1.5.1.2.1) fails against an existing open.
     pub share_conflict: bool,
+    /// The open will delete the file (FILE_DELETE_ON_CLOSE): other keys' leases lose handle
+    /// caching (smbtorture smb2.lease.unlink). Oplocks do not look at it.
+    pub deletes: bool,
 }
 
 /// The break a new open forces on an open holding `held` (MS-FSA 2.1.5.1.2 and 2.1.4.12,
@@ -379,6 +382,7 @@ mod tests {
             stat_only,
             overwrite,
             share_conflict,
+            deletes: false,
         }
     }
 

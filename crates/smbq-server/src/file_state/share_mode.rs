@@ -168,7 +168,7 @@ impl ShareModes {
     pub fn data_opens(&self, key: FileKey) -> impl Iterator<Item = u64> + '_ {
         self.opens
             .iter()
-            .filter(move |e| e.stream == key.stream && !super::oplock::is_stat_open(e.access))
+            .filter(move |e| e.stream == key.stream && !super::lease::is_stat_open(e.access))
             .map(|e| e.open_id)
     }
 

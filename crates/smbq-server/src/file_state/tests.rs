@@ -43,6 +43,7 @@ fn check(
         granted: RW,
         share_access: share::ALL,
         overwrite: false,
+        deletes: false,
         lease,
     };
     t.oplock_check(key, &open, Instant::now())

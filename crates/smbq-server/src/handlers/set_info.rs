@@ -22,6 +22,7 @@ use super::{Ctx, bad, blocking, body};
 use crate::access::{attr, mask};
 use crate::dos::DosInfo;
 use crate::errors::map_io_error;
+use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::security::{Token, require};
 use crate::tables::Open;
@@ -62,6 +63,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let class = FileInfoClass(req.file_info_class);
+    if matches!(class, FileInfoClass::RENAME | FileInfoClass::RENAME_EX) {
+        wait_for_handle_breaks(ctx, &open).await?;
+    }
     let buf = req.buffer.to_vec();
     let srv = ctx.srv.self_arc();
     let token = ctx.token();
@@ -71,6 +75,23 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     ctx.srv
         .notify_set_info(&watched, class, req.buffer, &before);
     ok()
+}
+
+/// MS-FSA 2.1.5.15.11: before a rename, other keys' leases give up handle caching and the
+/// rename waits for their acknowledgments (smbtorture smb2.lease.rename_wait), at most
+/// [`MAX_BREAK_ROUNDS`] rounds.
+async fn wait_for_handle_breaks(ctx: &Ctx<'_>, open: &Open) -> Result<(), NtStatus> {
+    // Only a rename that may happen breaks anything: it needs DELETE on the source.
+    let Some(f) = open.file().filter(|_| open.granted & mask::DELETE != 0) else {
+        return Ok(());
+    };
+    for _ in 0..MAX_BREAK_ROUNDS {
+        match ctx.srv.lease_handles_before_rename(f.key, open.volatile()) {
+            Admission::MustWait(pending) => ctx.srv.oplock_wait(pending, &ctx.cancel).await?,
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
 }
 
 /// MS-SMB2 3.3.5.21.3, MS-FSA 2.1.5.16: the selected parts of the buffer replace those of the

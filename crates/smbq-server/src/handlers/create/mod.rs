@@ -455,6 +455,7 @@ impl Opener<'_> {
                 granted: new.checked,
                 share_access: new.share_access,
                 overwrite: truncate,
+                deletes: self.intent.options & opts::DELETE_ON_CLOSE != 0,
                 lease: self.intent.lease.as_ref(),
             };
             match self.srv.oplock_before_open(key, &open) {

@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""Regenerate docs/conformance.md: smbtorture results for smbq next to Samba's own smbd.
+
+For each selected smbtorture suite the script lists the suite's tests (`smbtorture --list`), runs
+every test in its own smbtorture process against a fresh smbq and against a fresh private Samba
+smbd, and records PASS, FAIL or SKIP for each server. It then rewrites the conformance document,
+keeping whatever follows its `<!-- notes -->` line.
+
+Usage:
+    python3 scripts/conformance.py           # default suites, writes docs/conformance.md
+    python3 scripts/conformance.py --suites smb2.lease,smb2.oplock
+    python3 scripts/conformance.py --tests smb2.lease.request,smb2.oplock.batch1   # print only
+    python3 scripts/conformance.py --out /tmp/c.md --json /tmp/c.json
+
+The servers come from the interop test fixtures (tests/interop): smbq is the already-built
+target/release/smbq (or $SMBQ_BIN); Samba needs root (smbd switches to the share user). Tests
+run one at a time on purpose: many of them are timing-sensitive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "interop"))
+
+from conftest import BINARY, USER, SmbqServer  # noqa: E402
+from samba_server import SambaServer  # noqa: E402
+# The smbq setup of the smbtorture interop test, so both measure the same server: the extra
+# `noperm` share and the per-test option overrides.
+from test_smbtorture import EXTRA_OPTIONS, NOPERM_CONFIG  # noqa: E402
+
+# Importing conftest pointed XDG_CACHE_HOME at a fresh temporary directory (so smbq's client
+# memory stays out of the user's cache); nothing here uses it afterwards.
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
+
+DEFAULT_SUITES = [
+    "smb2.lease",
+    "smb2.oplock",
+    "smb2.durable-open",
+    "smb2.durable-v2-open",
+    "smb2.durable-v2-delay",
+    "smb2.durable-open-disconnect",
+    "smb2.replay",
+]
+TEST_TIMEOUT = 300  # seconds per smbtorture run; a timeout counts as FAIL
+NOTES_MARKER = "<!-- notes -->"
+NOTES_PLACEHOLDER = "Notes on tests left out go here.\n"
+
+# Samba as shipped, with two share settings a Samba admin sets for these features: smbd grants
+# durable handles only with `posix locking = no` (besides `kernel oplocks = no` and `kernel share
+# modes = no`, the 4.17 defaults; see `durable handles` in smb.conf(5)), and it has no named
+# streams without a streams module, which several lease tests open (smb2.lease.request opens
+# `lease.dat:stream`). Samba's own selftest runs the durable and replay suites on a share with
+# those three settings (its `durable` share).
+# Encryption stays at Samba's default (offered, not required), as smbq's default is off.
+SAMBA_OPTIONS = dict(encrypt="default",
+                     extra_share=["posix locking = no", "vfs objects = streams_xattr"])
+
+
+# -- test discovery ------------------------------------------------------------------------------
+
+def list_tests() -> list[str]:
+    """Every runnable smbtorture test name, in --list order.
+
+    `--list` prints `suite.test.test` (the last component repeats the test's name inside its
+    testcase); the runnable name drops that repetition."""
+    out = subprocess.run(["smbtorture", "--list"], capture_output=True, text=True,
+                         check=True).stdout
+    names = []
+    for line in out.splitlines():
+        line = line.strip()
+        if not line or " " in line:  # the "smbtorture 4.17.x" banner
+            continue
+        parts = line.split(".")
+        if len(parts) > 2 and parts[-1] == parts[-2]:
+            parts.pop()
+        name = ".".join(parts)
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def suite_tests(all_tests: list[str], suite: str) -> list[str]:
+    # The trailing dot keeps smb2.durable-open from also taking smb2.durable-open-disconnect.
+    return [t for t in all_tests if t.startswith(suite + ".")]
+
+
+# -- running one test ----------------------------------------------------------------------------
+
+def classify(name: str, output: str) -> tuple[str, str]:
+    """(PASS|FAIL|SKIP, reason) from smbtorture's subunit output, with the interop test's rule:
+    a pass needs `success: NAME` and no `failure:` or `error:` line."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("failure:", "error:")):
+            return "FAIL", _reason(lines, i)
+    if f"success: {name}" in output:
+        return "PASS", ""
+    for i, line in enumerate(lines):
+        if line.startswith("skip:"):
+            return "SKIP", _reason(lines, i)
+    tail = [l for l in lines if l.strip()][-1:]
+    return "FAIL", "no result line" + (f" (last line: {tail[0].strip()})" if tail else "")
+
+
+def _reason(lines: list[str], i: int) -> str:
+    # Subunit puts details in a bracketed block after the result line (`failure: NAME [`,
+    # message lines, `]`); the first message line is the useful part.
+    line = lines[i].strip()
+    if line.endswith("[") and i + 1 < len(lines) and lines[i + 1].strip() != "]":
+        return f"{line.rstrip(' [')}: {lines[i + 1].strip()}"
+    return line.rstrip(" [")
+
+
+def run_smbtorture(name: str, unc: str, port: int, user: str, password: str) -> dict:
+    args = ["smbtorture", "-s", "/dev/null", unc, "-p", str(port), "-U", f"{user}%{password}",
+            "--fullname", "--format=subunit", "--option=torture:sharedelay=0",
+            *EXTRA_OPTIONS.get(name, []), name]
+    start = time.monotonic()
+    try:
+        p = subprocess.run(args, capture_output=True, text=True, timeout=TEST_TIMEOUT)
+        output = p.stdout + p.stderr
+        result, reason = classify(name, output)
+    except subprocess.TimeoutExpired as e:
+        output = _text(e.stdout) + _text(e.stderr)
+        result, reason = "FAIL", f"timeout after {TEST_TIMEOUT} s"
+    return {"result": result, "reason": reason, "seconds": round(time.monotonic() - start, 2),
+            # Enough of the output to see why a test did not pass, without bloating the JSON.
+            "output": "" if result == "PASS" else output[-4000:]}
+
+
+def _text(b: bytes | str | None) -> str:
+    if b is None:
+        return ""
+    return b if isinstance(b, str) else b.decode(errors="replace")
+
+
+def run_on_smbq(name: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="smbq-conformance-") as d:
+        workdir = pathlib.Path(d)
+        noperm = workdir / "noperm"
+        noperm.mkdir()
+        server = SmbqServer(workdir, config=NOPERM_CONFIG.format(noperm=noperm))
+        try:
+            r = run_smbtorture(name, "//127.0.0.1/share", server.port, USER, server.password)
+        finally:
+            rc = server.stop()
+        log = server.server_log()
+        # A server crash is a failure even if smbtorture happened to report success.
+        if "panicked" in log or rc != 0:
+            r["result"] = "FAIL"
+            r["reason"] = f"smbq exit code {rc}" + (", panicked" if "panicked" in log else "")
+            r["output"] += "\n--- smbq log ---\n" + log[-4000:]
+        return r
+
+
+def run_on_samba(name: str) -> dict:
+    # A fresh smbd per test, like smbq: Samba keeps disconnected durable handles and lease state
+    # in its databases after smbtorture exits, and a new file can reuse the inode such a stale
+    # record is keyed by, so one test's leftovers could change the next test's result. Starting
+    # smbd takes a fraction of a second. SambaServer(None) puts everything (share included) in
+    # a private temporary directory that stop() removes.
+    server = SambaServer(None, **SAMBA_OPTIONS)
+    try:
+        r = run_smbtorture(name, server.unc, server.port, server.user, server.password)
+        if r["result"] != "PASS":
+            r["output"] += "\n--- samba log ---\n" + server.log_tail(60)
+        return r
+    finally:
+        server.stop()
+
+
+# -- the document --------------------------------------------------------------------------------
+
+def versions() -> dict:
+    def first_line(cmd: list[str]) -> str:
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+            return (p.stdout.strip().splitlines() or ["unknown"])[0]
+        except OSError:
+            return "unknown"
+
+    def version(cmd: list[str]) -> str:
+        # "smbtorture 4.17.12-Debian", "Version 4.17.12-Debian", "smbq 0.1.0": the last word.
+        return first_line(cmd).split()[-1]
+
+    return {
+        "smbtorture": version(["smbtorture", "--version"]),
+        "samba-testsuite": first_line(["dpkg-query", "-W", "-f=${Version}", "samba-testsuite"]),
+        "smbd": version([shutil.which("smbd") or "/usr/sbin/smbd", "--version"]),
+        "smbq": version([str(BINARY), "--version"]),
+        "commit": first_line(["git", "-C", str(ROOT), "describe", "--always", "--dirty"]),
+    }
+
+
+def render(suites: dict[str, list[str]], results: dict[str, dict], ver: dict, date: str,
+           notes: str) -> str:
+    def count(tests, server):
+        return sum(results[t][server]["result"] == "PASS" for t in tests)
+
+    lines = [
+        "# smbtorture conformance",
+        "",
+        "This file is generated by `python3 scripts/conformance.py`; edit only the notes at the",
+        "end (everything after the `<!-- notes -->` line is kept when it is regenerated).",
+        "",
+        "Each test of the smbtorture suites below runs in its own `smbtorture` process against",
+        "a fresh smbq (`target/release/smbq serve`, default settings) and against a fresh private",
+        "Samba `smbd` on the same machine, so the two columns compare smbq with the reference",
+        "implementation under the same client. Samba runs with its stock settings plus two",
+        "share options it needs for these features: `posix locking = no` (else it grants no",
+        "durable handles) and `vfs objects = streams_xattr` (else it has no named streams).",
+        "PASS means smbtorture reported success; SKIP means the test skipped itself",
+        "(usually: the server does not offer the feature); FAIL includes errors, crashes and",
+        f"runs over {TEST_TIMEOUT} s.",
+        "",
+        f"- Date: {date}",
+        f"- smbtorture: {ver['smbtorture']} (Debian samba-testsuite {ver['samba-testsuite']}),"
+        f" options `--option=torture:sharedelay=0`",
+        f"- smbq: {ver['smbq']} (commit {ver['commit']})",
+        f"- Samba: smbd {ver['smbd']}",
+        "",
+        "## Summary",
+        "",
+        "| suite | tests | smbq passes | Samba passes |",
+        "|---|---:|---:|---:|",
+    ]
+    total = []
+    for suite, tests in suites.items():
+        total += tests
+        lines.append(f"| {suite} | {len(tests)} | {count(tests, 'smbq')} | "
+                     f"{count(tests, 'samba')} |")
+    if len(suites) > 1:
+        lines.append(f"| **total** | **{len(total)}** | **{count(total, 'smbq')}** | "
+                     f"**{count(total, 'samba')}** |")
+    lines.append("")
+    lines.append("## Results per test")
+    for suite, tests in suites.items():
+        lines += ["", f"### {suite}", "", "| test | smbq | Samba |", "|---|---|---|"]
+        for t in tests:
+            lines.append(f"| `{t}` | {results[t]['smbq']['result']} | "
+                         f"{results[t]['samba']['result']} |")
+    lines += ["", "## Notes", "", NOTES_MARKER]
+    return "\n".join(lines) + "\n" + notes
+
+
+def existing_notes(path: pathlib.Path) -> str:
+    """Everything after the notes marker line of the current document, verbatim."""
+    if path.exists():
+        text = path.read_text()
+        m = re.search(rf"^{re.escape(NOTES_MARKER)}[ \t]*(\r?\n|$)", text, re.MULTILINE)
+        if m:
+            return text[m.end():]
+    return NOTES_PLACEHOLDER
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description="Run smbtorture suites against smbq and Samba and write the comparison "
+                    "to docs/conformance.md.")
+    ap.add_argument("--suites", default=",".join(DEFAULT_SUITES),
+                    help="comma-separated smbtorture suites (default: %(default)s)")
+    ap.add_argument("--tests", help="comma-separated runnable test names (e.g. "
+                    "smb2.lease.request) within the selected suites; only these run and the "
+                    "results are printed, the document is not written")
+    ap.add_argument("--out", type=pathlib.Path, default=ROOT / "docs" / "conformance.md",
+                    help="document to write (default: docs/conformance.md)")
+    ap.add_argument("--json", type=pathlib.Path, help="also write the raw results here")
+    args = ap.parse_args()
+
+    all_tests = list_tests()
+    suites = {}
+    for suite in filter(None, (s.strip() for s in args.suites.split(","))):
+        tests = suite_tests(all_tests, suite)
+        if not tests:
+            ap.error(f"smbtorture --list has no tests in suite {suite!r}")
+        suites[suite] = tests
+    if args.tests:
+        wanted = [t.strip() for t in args.tests.split(",") if t.strip()]
+        selected = {t for tests in suites.values() for t in tests}
+        unknown = [t for t in wanted if t not in selected]
+        if unknown:
+            ap.error(f"not a test of the selected suites: {', '.join(unknown)}")
+        suites = {s: [t for t in tests if t in wanted] for s, tests in suites.items()}
+        suites = {s: tests for s, tests in suites.items() if tests}
+
+    ver = versions()
+    date = datetime.date.today().isoformat()
+    plan = [(suite, t) for suite, tests in suites.items() for t in tests]
+    results: dict[str, dict] = {}
+    started = time.monotonic()
+    for n, (suite, test) in enumerate(plan, 1):
+        results[test] = {"suite": suite, "smbq": run_on_smbq(test), "samba": run_on_samba(test)}
+        short = test[len(suite) + 1:]
+        print(f"[{n}/{len(plan)}] {suite} {short} smbq={results[test]['smbq']['result']} "
+              f"samba={results[test]['samba']['result']}", file=sys.stderr, flush=True)
+    print(f"{len(plan)} tests in {time.monotonic() - started:.0f} s", file=sys.stderr)
+
+    if args.json:
+        args.json.write_text(json.dumps({"date": date, "versions": ver, "suites": suites,
+                                         "results": results}, indent=2) + "\n")
+    if args.tests:
+        # A partial run must not overwrite the document; show the outcome instead.
+        for suite, test in plan:
+            r = results[test]
+            print(f"{test}: smbq={r['smbq']['result']} samba={r['samba']['result']}")
+            for server in ("smbq", "samba"):
+                if r[server]["reason"]:
+                    print(f"    {server}: {r[server]['reason']}")
+        return 0
+
+    doc = render(suites, results, ver, date, existing_notes(args.out))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(doc)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
