@@ -32,6 +32,14 @@ pub struct Limits {
     /// The last this many connection slots go only to addresses holding fewer than
     /// [`RESERVE_PER_IP`](Self::RESERVE_PER_IP) connections, so one address cannot take them.
     pub reserved_connections: usize,
+    /// Durable opens kept for clients whose connection broke (MS-SMB2 3.3.7.1), in all and
+    /// per user; past these a lost connection's opens are closed as if not durable.
+    pub max_durable_opens: usize,
+    pub max_durable_opens_per_user: usize,
+    /// How long a disconnected durable open waits for its client: durable v1 opens and v2
+    /// requests with Timeout 0 get the default, v2 requests at most the maximum.
+    pub durable_timeout_secs: u64,
+    pub max_durable_timeout_secs: u64,
 }
 
 impl Limits {
@@ -59,6 +67,10 @@ impl Default for Limits {
             max_pending_bytes: 64 * MIB as usize,
             max_connections_per_ip: 128,
             reserved_connections: 256,
+            max_durable_opens: 16384,
+            max_durable_opens_per_user: 4096,
+            durable_timeout_secs: 60,
+            max_durable_timeout_secs: 300,
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod conn;
 mod dispatch;
 mod dos;
+pub mod durable;
 pub mod ea;
 pub mod errors;
 mod file_id;
@@ -66,6 +67,8 @@ pub struct Server {
     files: FileStates,
     /// CHANGE_NOTIFY watches (crate::notify).
     notify: notify::NotifyHub,
+    /// Durable opens whose connection broke, waiting for their clients (crate::durable).
+    durable: durable::DurableStore,
     pipes: RwLock<Arc<PipeFactory>>,
     /// Where to send unsolicited messages for each live connection.
     connections: RwLock<HashMap<u64, push::PushSender>>,
@@ -106,6 +109,7 @@ impl Server {
             opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL)),
             files: FileStates::new(),
             notify: notify::NotifyHub::new(),
+            durable: durable::DurableStore::default(),
             pipes: RwLock::new(srvsvc_pipes(&shares_for_rpc)),
             connections: RwLock::new(HashMap::new()),
             me: me.clone(),
@@ -203,7 +207,8 @@ impl Server {
             );
             return false;
         }
-        self.session_ended(session_id);
+        // MS-SMB2 3.3.5.5.3: the old session goes, its durable opens wait for the reconnect.
+        self.session_lost(session_id);
         true
     }
 

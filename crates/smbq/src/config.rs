@@ -82,6 +82,10 @@ pub struct LimitsConfig {
     pub reserved_connections: Option<usize>,
     pub max_pending_bytes: Option<usize>,
     pub unauthenticated_timeout_secs: Option<u64>,
+    pub max_durable_opens: Option<usize>,
+    pub max_durable_opens_per_user: Option<usize>,
+    pub durable_timeout_secs: Option<u64>,
+    pub max_durable_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -166,6 +170,18 @@ impl FileConfig {
             unauthenticated_idle_secs: l
                 .unauthenticated_timeout_secs
                 .unwrap_or(d.unauthenticated_idle_secs)
+                .clamp(1, 3600),
+            max_durable_opens: l.max_durable_opens.unwrap_or(d.max_durable_opens),
+            max_durable_opens_per_user: l
+                .max_durable_opens_per_user
+                .unwrap_or(d.max_durable_opens_per_user),
+            durable_timeout_secs: l
+                .durable_timeout_secs
+                .unwrap_or(d.durable_timeout_secs)
+                .clamp(1, 3600),
+            max_durable_timeout_secs: l
+                .max_durable_timeout_secs
+                .unwrap_or(d.max_durable_timeout_secs)
                 .clamp(1, 3600),
             ..d
         }

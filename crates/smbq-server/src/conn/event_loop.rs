@@ -422,8 +422,9 @@ async fn finish_conn(
     writer_task: tokio::task::JoinHandle<()>,
     result: Result<(), ConnError>,
 ) -> Result<(), ConnError> {
+    // MS-SMB2 3.3.7.1: the sessions go with their connection; durable opens wait.
     for s in engine.session_ids() {
-        rt.server.session_ended(s);
+        rt.server.session_lost(s);
     }
     rt.server.connection_ended(engine.id());
     let (frames, encrypted) = engine.frame_counts();

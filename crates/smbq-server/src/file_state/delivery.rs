@@ -34,6 +34,10 @@ impl Server {
             };
             tracing::debug!(open = n.open_id, level = ?n.level, "oplock break");
             if !self.push_to_session(n.session_id, push) {
+                // A disconnected durable open cannot answer: it is purged, not waited for.
+                if n.ack_required && self.purge_parked(n.open_id) {
+                    continue;
+                }
                 self.files().oplock_undeliverable(n.key, n.open_id);
             }
         }

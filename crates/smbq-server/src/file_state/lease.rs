@@ -260,6 +260,35 @@ impl Leases {
             .map_or(&[], |l| &l.opens)
     }
 
+    /// The lease `open_id` holds as its client would see it in a CREATE response.
+    pub fn granted_of(&self, open_id: u64) -> Option<(LeaseKey, Granted)> {
+        self.leases
+            .iter()
+            .find(|l| l.opens.contains(&open_id))
+            .map(|l| {
+                (
+                    l.key,
+                    Granted {
+                        state: l.state,
+                        epoch: l.epoch(),
+                        breaking: l.breaking.is_some(),
+                        v2: l.epoch.is_some(),
+                    },
+                )
+            })
+    }
+
+    /// A durable open reconnected on another session: its lease's breaks go there.
+    pub fn rebind(&mut self, open_id: u64, session_id: u64) {
+        for l in self
+            .leases
+            .iter_mut()
+            .filter(|l| l.opens.contains(&open_id))
+        {
+            l.session_id = session_id;
+        }
+    }
+
     /// The lease open `open_id` holds, if any.
     pub fn key_of_open(&self, open_id: u64) -> Option<LeaseKey> {
         self.leases

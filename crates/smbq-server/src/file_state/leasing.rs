@@ -45,6 +45,12 @@ impl Server {
                 "lease break"
             );
             if !self.push_to_session(n.session_id, push) {
+                // The lease's disconnected durable opens cannot answer: they are purged.
+                if n.ack_required {
+                    for id in self.files().lease_opens(&n.key) {
+                        self.purge_parked(id);
+                    }
+                }
                 self.files().lease_undeliverable(&n.key);
             }
         }

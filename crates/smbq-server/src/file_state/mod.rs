@@ -604,6 +604,33 @@ impl FileStates {
             .unwrap_or(Err(NtStatus::OBJECT_NAME_NOT_FOUND))
     }
 
+    /// What open `open_id` of `key` holds: its oplock level and its lease, if any.
+    pub(crate) fn caching_of(
+        &self,
+        key: FileKey,
+        open_id: u64,
+    ) -> (Level, Option<(LeaseKey, Granted)>) {
+        self.read(key, |e| {
+            (e.oplocks.level(open_id), e.leases.granted_of(open_id))
+        })
+        .unwrap_or((Level::None, None))
+    }
+
+    /// A durable open of `key` reconnected on session `session_id`: its oplock and lease
+    /// breaks go there from now on.
+    pub(crate) fn rebind(&self, key: FileKey, open_id: u64, session_id: u64) {
+        self.update(key, |e| {
+            e.oplocks.rebind(open_id, session_id);
+            e.leases.rebind(open_id, session_id);
+        });
+    }
+
+    /// The opens sharing lease `lease`.
+    fn lease_opens(&self, lease: &LeaseKey) -> Vec<u64> {
+        self.on_lease(lease, |l, stream| l.opens_of(lease, stream).to_vec())
+            .unwrap_or_default()
+    }
+
     fn lease_undeliverable(&self, lease: &LeaseKey) {
         self.on_lease(lease, |l, stream| l.undeliverable(lease, stream));
     }

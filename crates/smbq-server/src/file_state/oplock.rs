@@ -145,6 +145,8 @@ pub struct BreakNotice {
     pub session_id: u64,
     pub file_id: FileId,
     pub level: Level,
+    /// The holder must acknowledge (it held EXCLUSIVE or BATCH; MS-SMB2 2.2.24.1).
+    pub ack_required: bool,
 }
 
 /// Where a granted oplock's notifications go: its session (on whichever of the session's
@@ -177,6 +179,7 @@ impl Holder {
             session_id: self.owner.session_id,
             file_id: self.owner.file_id,
             level,
+            ack_required: self.level > Level::II,
         }
     }
 }
@@ -215,9 +218,15 @@ impl Holders {
         });
     }
 
-    #[cfg(test)]
     pub fn level(&self, open_id: u64) -> Level {
         self.holder(open_id).map_or(Level::None, |h| h.level)
+    }
+
+    /// A durable open reconnected on another session (MS-SMB2 3.3.5.9.7): its breaks go there.
+    pub fn rebind(&mut self, open_id: u64, session_id: u64) {
+        if let Some(h) = self.holder_mut(open_id) {
+            h.owner.session_id = session_id;
+        }
     }
 
     #[cfg(test)]
@@ -225,7 +234,6 @@ impl Holders {
         self.holder(open_id).is_some_and(|h| h.breaking.is_some())
     }
 
-    #[cfg(test)]
     fn holder(&self, open_id: u64) -> Option<&Holder> {
         self.holders.iter().find(|h| h.open_id == open_id)
     }

@@ -67,6 +67,8 @@ pub struct Open {
     pub closed: AtomicBool,
     /// Where a FileFullEaInformation enumeration continues (MS-FSA Open.NextEaEntry).
     pub ea_index: AtomicU32,
+    /// Open.IsDurable: set when the CREATE granted a durable handle (crate::durable).
+    pub durable: Mutex<Option<crate::durable::DurableGrant>>,
 }
 
 impl std::fmt::Debug for Open {

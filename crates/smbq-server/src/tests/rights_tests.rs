@@ -624,6 +624,7 @@ fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId
         mode: AtomicU32::new(0),
         closed: AtomicBool::new(false),
         ea_index: AtomicU32::new(0),
+        durable: Mutex::new(None),
     }));
     file_id
 }

@@ -61,6 +61,15 @@ pub fn parse(req: &CreateRequest<'_>) -> Result<Requested, NtStatus> {
     Ok(out)
 }
 
+/// The RqLs context of `req`, if it has a well-formed one; nothing else is looked at (a
+/// durable reconnect reads only this, MS-SMB2 3.3.5.9.7).
+pub fn lease_of(req: &CreateRequest<'_>) -> Option<Lease> {
+    let list = req.parse_contexts().ok()?;
+    list.iter()
+        .find(|c| c.tag() == CreateContextTag::RQLS)
+        .and_then(|c| Lease::decode(c.data).ok())
+}
+
 /// The RqLs response context (MS-SMB2 2.2.14.2.10 / 2.2.14.2.11) for the lease `asked` was
 /// granted as: the layout of the lease's version (a V2 lease answers a V1 request in V2,
 /// smbtorture smb2.lease.v2_epoch2), the V2 parent key echoed.
@@ -91,14 +100,14 @@ pub fn lease_response(asked: &Lease, g: &Granted) -> Vec<u8> {
     .to_bytes()
 }
 
-/// The response context list for what was asked; `lease` is the RqLs response, if a lease
-/// was granted.
+/// The response context list for what was asked; `extra` are the lease and durable-handle
+/// responses, when they were granted.
 pub fn respond(
     req: &Requested,
     maximal_access: u32,
     disk_file_id: u64,
     volume_id: u64,
-    lease: Option<&[u8]>,
+    extra: &[(CreateContextTag<'static>, Vec<u8>)],
 ) -> Vec<u8> {
     let mxac = MxAcResponse {
         query_status: NtStatus::SUCCESS,
@@ -117,8 +126,8 @@ pub fn respond(
     if req.query_on_disk_id {
         list.push(CreateContext::new(CreateContextTag::QFID, &qfid));
     }
-    if let Some(l) = lease {
-        list.push(CreateContext::new(CreateContextTag::RQLS, l));
+    for (tag, data) in extra {
+        list.push(CreateContext::new(*tag, data));
     }
     if list.is_empty() {
         Vec::new()

@@ -7,6 +7,7 @@
 
 mod contexts;
 mod disposition;
+mod durable;
 mod eas;
 pub(crate) mod grant;
 mod secure;
@@ -21,14 +22,14 @@ use smbq_vfs::{CreateMode, FileKind, OpenOptions, RelPath, Stat, Vfs, VfsFile};
 use smbq_wire::create::{
     CreateAction, CreateDisposition, CreateRequest, CreateResponse, ImpersonationLevel, OplockLevel,
 };
-use smbq_wire::create_context::Lease;
+use smbq_wire::create_context::{CreateContextTag, Lease};
 use smbq_wire::{Dialect, FileId, NtStatus};
 
 use super::{Ctx, bad, blocking, body};
 use crate::Server;
 use crate::access::{attr, mask, opts, share as share_bits};
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
-use crate::file_state::lease::{Granted, LeaseAsk, LeaseKey};
+use crate::file_state::lease::{LeaseAsk, LeaseKey};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
 use crate::file_state::{FileKey, NewOpen, OpenRequest};
 use crate::path::{Stream, parse_smb_name, resolve};
@@ -115,6 +116,7 @@ impl CreateIntent {
             mode: AtomicU32::new(self.options & smbq_wire::fscc::file_info::mode::SETTABLE),
             closed: AtomicBool::new(false),
             ea_index: AtomicU32::new(0),
+            durable: Mutex::new(None),
         })
     }
 }
@@ -168,8 +170,12 @@ fn validate(req: &CreateRequest<'_>) -> Result<(), NtStatus> {
 
 pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let req = CreateRequest::decode(&ctx.req.msg).map_err(bad)?;
-    let intent = Arc::new(CreateIntent::from_request(&req, ctx.token(), ctx.conn)?);
+    let durability = durable::scan(&req, ctx.conn.dialect)?;
     let tree = ctx.tree()?.clone();
+    if let Some(rc) = durability.reconnect {
+        return durable::reconnect(ctx, &tree, &req, rc);
+    }
+    let intent = Arc::new(CreateIntent::from_request(&req, ctx.token(), ctx.conn)?);
     // MS-SMB2 3.3.5.9: Share.FileSecurity grants this user nothing on the share.
     if tree.maximal_access == 0 {
         return Err(NtStatus::ACCESS_DENIED);
@@ -214,7 +220,16 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         },
         None => (srv.oplock_grant(&open, intent.oplock, overwrote), None),
     };
-    Ok(respond(&srv, &tree, &intent, &done, oplock_level, lease))
+    let mut extra = Vec::new();
+    if let (Some(g), Some(asked)) = (&lease, &intent.contexts.lease) {
+        extra.push((CreateContextTag::RQLS, contexts::lease_response(asked, g)));
+    }
+    if let Some(ask) = durability.ask
+        && let Some(c) = durable::grant(ctx, ask, &open, oplock_level, lease.as_ref())
+    {
+        extra.push(c);
+    }
+    Ok(respond(&srv, &tree, &intent, &done, oplock_level, &extra))
 }
 
 /// Opens the pipe, or the disk object. A disk open that must wait for oplock breaks
@@ -296,23 +311,14 @@ fn respond(
     intent: &CreateIntent,
     done: &Done,
     oplock_level: OplockLevel,
-    lease: Option<Granted>,
+    extra: &[(CreateContextTag<'static>, Vec<u8>)],
 ) -> Response {
     let open = &done.open;
     let (disk_id, volume) = match &done.view {
         Some(v) => (v.file_id, u64::from(tree.share.serial)),
         None => (0, 0),
     };
-    let lease_ctx = lease
-        .zip(intent.contexts.lease.as_ref())
-        .map(|(g, asked)| contexts::lease_response(asked, &g));
-    let ctx_bytes = contexts::respond(
-        &intent.contexts,
-        done.maximal,
-        disk_id,
-        volume,
-        lease_ctx.as_deref(),
-    );
+    let ctx_bytes = contexts::respond(&intent.contexts, done.maximal, disk_id, volume, extra);
     let resp = match (&done.stat, &done.view) {
         (Some(st), Some(v)) => CreateResponse {
             oplock_level,

@@ -1,0 +1,296 @@
+//! Durable handles in CREATE: the request contexts DHnQ / DH2Q grant one (MS-SMB2 3.3.5.9.6,
+//! 3.3.5.9.10), the reconnect contexts DHnC / DH2C give a parked open back to its client on a
+//! new connection (3.3.5.9.7, 3.3.5.9.12). The store of disconnected opens is
+//! `crate::durable`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use smbq_proto::Response;
+use smbq_wire::create::{CreateAction, CreateRequest, CreateResponse, OplockLevel};
+use smbq_wire::create_context::{
+    self as cc, CreateContextTag, Dh2cRequest, Dh2qRequest, Dh2qResponse, Lease, contexts_to_bytes,
+};
+use smbq_wire::{Dialect, FileId, NtStatus};
+
+use super::contexts;
+use crate::durable::{DurableGrant, Parked};
+use crate::errors::map_io_error;
+use crate::file_state::lease::{Granted, LeaseKey};
+use crate::handlers::{Ctx, body};
+use crate::share::ShareKind;
+use crate::tables::{Open, Tree};
+use crate::{dos, meta};
+
+/// A durable handle request (DHnQ or DH2Q).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DurableAsk {
+    V1,
+    V2 {
+        timeout_ms: u32,
+        create_guid: [u8; 16],
+    },
+}
+
+/// A reconnect request (DHnC or DH2C).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Reconnect {
+    file_id: FileId,
+    /// `Some` for DH2C.
+    create_guid: Option<[u8; 16]>,
+}
+
+/// What the CREATE asks of durability, read before anything else is validated: a reconnect
+/// ignores every other field of the request (smbtorture smb2.durable-open.reopen2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Durability {
+    pub ask: Option<DurableAsk>,
+    pub reconnect: Option<Reconnect>,
+}
+
+/// Reads the durable contexts of `req` (v2 ones only on SMB 3.x). Combinations MS-SMB2 forbids
+/// are STATUS_INVALID_PARAMETER: DH2Q beside DHnQ or DHnC (3.3.5.9.10), DH2C beside any other
+/// durable context (3.3.5.9.12). A DHnQ beside a DHnC is ignored (3.3.5.9.7).
+pub(super) fn scan(req: &CreateRequest<'_>, dialect: Dialect) -> Result<Durability, NtStatus> {
+    let bad = |_| NtStatus::INVALID_PARAMETER;
+    let list = req.parse_contexts().map_err(bad)?;
+    let find = |tag: CreateContextTag<'_>| list.iter().find(|c| c.tag() == tag).map(|c| c.data);
+    let v2 = dialect.is_smb3();
+    let dhnq = find(CreateContextTag::DHNQ);
+    let dhnc = find(CreateContextTag::DHNC);
+    let dh2q = find(CreateContextTag::DH2Q).filter(|_| v2);
+    let dh2c = find(CreateContextTag::DH2C).filter(|_| v2);
+    if (dh2q.is_some() && (dhnq.is_some() || dhnc.is_some()))
+        || (dh2c.is_some() && (dhnq.is_some() || dhnc.is_some() || dh2q.is_some()))
+    {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let mut out = Durability::default();
+    if let Some(d) = dh2c {
+        let r = Dh2cRequest::decode(d).map_err(bad)?;
+        out.reconnect = Some(Reconnect {
+            file_id: r.file_id,
+            create_guid: Some(r.create_guid),
+        });
+    } else if let Some(d) = dhnc {
+        out.reconnect = Some(Reconnect {
+            file_id: cc::decode_dhnc(d).map_err(bad)?,
+            create_guid: None,
+        });
+    } else if let Some(d) = dh2q {
+        let r = Dh2qRequest::decode(d).map_err(bad)?;
+        // DH2_FLAG_PERSISTENT asks for a persistent handle, which needs a continuously
+        // available share; smbq has none, so the flag is never granted (the response's Flags
+        // say so) and the handle is durable only.
+        out.ask = Some(DurableAsk::V2 {
+            timeout_ms: r.timeout,
+            create_guid: r.create_guid,
+        });
+    } else if let Some(d) = dhnq {
+        if d.len() != cc::DHNQ_REQUEST_LEN {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        out.ask = Some(DurableAsk::V1);
+    }
+    Ok(out)
+}
+
+/// MS-SMB2 3.3.5.9.6 / 3.3.5.9.10: the open is made durable when it got a BATCH oplock or a
+/// lease caching handles (a client that may lose a handle without being told must not think
+/// it has one); the response context to add, if it was.
+pub(super) fn grant(
+    ctx: &Ctx<'_>,
+    ask: DurableAsk,
+    open: &Open,
+    oplock: OplockLevel,
+    lease: Option<&Granted>,
+) -> Option<(CreateContextTag<'static>, Vec<u8>)> {
+    open.file().filter(|f| !f.is_dir)?;
+    let handles = oplock == OplockLevel::BATCH
+        || lease.is_some_and(|g| g.state & cc::lease_state::HANDLE_CACHING != 0);
+    let who = &ctx.view.identity;
+    if !handles || who.is_guest || who.is_anonymous {
+        return None;
+    }
+    let limits = &ctx.srv.config().limits;
+    let default = Duration::from_secs(limits.durable_timeout_secs);
+    let max_ms = limits.max_durable_timeout_secs.saturating_mul(1000);
+    let (create_guid, timeout, reply) = match ask {
+        DurableAsk::V1 => (
+            None,
+            default,
+            (CreateContextTag::DHNQ, vec![0; cc::DHNQ_RESPONSE_LEN]),
+        ),
+        DurableAsk::V2 {
+            timeout_ms,
+            create_guid,
+        } => {
+            let ms = if timeout_ms == 0 {
+                u64::try_from(default.as_millis()).unwrap_or(max_ms)
+            } else {
+                u64::from(timeout_ms).min(max_ms)
+            };
+            let r = Dh2qResponse {
+                timeout: u32::try_from(ms).unwrap_or(u32::MAX),
+                flags: 0,
+            };
+            (
+                Some(create_guid),
+                Duration::from_millis(ms),
+                (CreateContextTag::DH2Q, r.to_bytes()),
+            )
+        }
+    };
+    *open.durable.lock() = Some(DurableGrant {
+        create_guid,
+        client_guid: ctx.conn.client_guid,
+        user: who.user.clone(),
+        timeout,
+    });
+    Some(reply)
+}
+
+/// MS-SMB2 3.3.5.9.7 / 3.3.5.9.12: gives the parked open named by the reconnect context back
+/// to its client on this session and tree, with its share mode, locks, oplock or lease as they
+/// are now. Not parked (never durable, still connected, timed out, purged), another client's
+/// CreateGuid, another share, or a lease that does not match: OBJECT_NAME_NOT_FOUND; another
+/// user: ACCESS_DENIED.
+pub(super) fn reconnect(
+    ctx: &Ctx<'_>,
+    tree: &Arc<Tree>,
+    req: &CreateRequest<'_>,
+    rc: Reconnect,
+) -> Result<Response, NtStatus> {
+    if tree.share.kind != ShareKind::Disk {
+        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+    }
+    let srv = ctx.srv;
+    // The lease the reconnect names, read leniently: nothing else of the request counts.
+    let asked = (req.requested_oplock_level == OplockLevel::LEASE)
+        .then(|| contexts::lease_of(req))
+        .flatten();
+    let asked_key = asked.map(|l| LeaseKey {
+        client_guid: ctx.conn.client_guid,
+        key: l.key,
+    });
+    let user = &ctx.view.identity.user;
+    let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
+    let accept = |p: &Parked| -> Result<(), NtStatus> {
+        let g = &p.grant;
+        let same_guid = match (rc.create_guid, g.create_guid) {
+            (Some(a), Some(b)) => a == b && g.client_guid == ctx.conn.client_guid,
+            (None, None) => true,
+            _ => false,
+        };
+        let key = p.open.file().map(|f| f.key).ok_or(not_found)?;
+        let (_, held) = srv.files().caching_of(key, p.open.volatile());
+        let lease_matches = match (held, asked_key) {
+            (Some((k, _)), Some(a)) => k == a,
+            (None, None) => true,
+            _ => false,
+        };
+        if p.open.file_id.persistent != rc.file_id.persistent
+            || !same_guid
+            || !lease_matches
+            || p.open.tree.share.cfg.name != tree.share.cfg.name
+        {
+            return Err(not_found);
+        }
+        if !g.user.eq_ignore_ascii_case(user) {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        Ok(())
+    };
+    let parked = srv
+        .durable_store()
+        .take_if(rc.file_id.persistent, not_found, accept)?;
+    let id = parked.open.volatile();
+    let mut open = match Arc::try_unwrap(parked.open) {
+        Ok(o) => o,
+        Err(still_used) => {
+            // A request of the lost connection still holds it: treat it as gone.
+            srv.close_parked_now(&still_used);
+            return Err(not_found);
+        }
+    };
+    open.session_id = ctx.session.id;
+    open.tree = tree.clone();
+    if let Some(g) = open.durable.get_mut() {
+        g.client_guid = ctx.conn.client_guid;
+    }
+    let open = Arc::new(open);
+    let key = open.file().map(|f| f.key).ok_or(NtStatus::INTERNAL_ERROR)?;
+    srv.files().rebind(key, id, ctx.session.id);
+    srv.install_open(open.clone());
+    if !ctx.session.add_open(id) {
+        srv.close_open_by_id(id);
+        return Err(NtStatus::INSUFFICIENT_RESOURCES);
+    }
+    tracing::info!(
+        open = id,
+        session = ctx.session.id,
+        "durable open reclaimed"
+    );
+    respond(ctx, &open, key, asked.as_ref(), rc.create_guid.is_some())
+}
+
+/// The CREATE response of a reconnect: the open as it is now (MS-SMB2 3.3.5.9.7: FILE_OPENED,
+/// the oplock or lease it holds, the durable context again).
+fn respond(
+    ctx: &Ctx<'_>,
+    open: &Open,
+    key: crate::file_state::FileKey,
+    asked: Option<&Lease>,
+    v2: bool,
+) -> Result<Response, NtStatus> {
+    let f = open.file().ok_or(NtStatus::INTERNAL_ERROR)?;
+    let st = f.file.stat().map_err(|e| map_io_error(&e))?;
+    let path = open.path();
+    let view = dos::view(
+        ctx.srv,
+        f.file.as_ref(),
+        key,
+        &st,
+        path.file_name().unwrap_or_default(),
+    );
+    let (level, lease) = ctx.srv.files().caching_of(key, open.volatile());
+    let timeout = open.durable.lock().as_ref().map_or(0, |g| {
+        u32::try_from(g.timeout.as_millis()).unwrap_or(u32::MAX)
+    });
+    let mut extra: Vec<(CreateContextTag<'static>, Vec<u8>)> = Vec::new();
+    let oplock_level = match (lease, asked) {
+        (Some((_, g)), Some(a)) => {
+            extra.push((CreateContextTag::RQLS, contexts::lease_response(a, &g)));
+            OplockLevel::LEASE
+        }
+        _ => OplockLevel(level.to_wire()),
+    };
+    if v2 {
+        let r = Dh2qResponse { timeout, flags: 0 };
+        extra.push((CreateContextTag::DH2Q, r.to_bytes()));
+    } else {
+        extra.push((CreateContextTag::DHNQ, vec![0; cc::DHNQ_RESPONSE_LEN]));
+    }
+    let list: Vec<cc::CreateContext<'_>> = extra
+        .iter()
+        .map(|(t, d)| cc::CreateContext::new(*t, d))
+        .collect();
+    let ctx_bytes = contexts_to_bytes(&list);
+    let resp = CreateResponse {
+        oplock_level,
+        flags: 0,
+        create_action: CreateAction::OPENED,
+        creation_time: view.creation,
+        last_access_time: view.last_access,
+        last_write_time: view.last_write,
+        change_time: view.change,
+        allocation_size: meta::allocation_with(&st, ctx.srv.files().allocation(key)),
+        end_of_file: meta::end_of_file(&st),
+        file_attributes: view.attributes,
+        file_id: open.file_id,
+        contexts: &ctx_bytes,
+    };
+    let mut r = Response::ok(body(|w| resp.encode(w)));
+    r.file_id = Some(open.file_id);
+    Ok(r)
+}
