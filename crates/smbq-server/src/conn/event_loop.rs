@@ -379,7 +379,9 @@ impl ConnLoop {
                 }
                 self.rt.server.session_started(session_id, self.engine.id());
             }
-            Action::SessionEnded { session_id } => self.rt.server.session_ended(session_id),
+            // LOGOFF and a failed re-authentication: durable opens stay for a reconnect, as
+            // Windows keeps them (smbtorture smb2.durable-open.reopen4).
+            Action::SessionEnded { session_id } => self.rt.server.session_lost(session_id),
             // Counted, logged and delayed by `LogonGuard::answer` in `take_frames`.
             Action::AuthFailed { .. } => {}
         }

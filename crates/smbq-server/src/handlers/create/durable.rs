@@ -18,6 +18,7 @@ use crate::durable::{DurableGrant, Parked};
 use crate::errors::map_io_error;
 use crate::file_state::lease::{Granted, LeaseKey};
 use crate::handlers::{Ctx, body};
+use crate::path::parse_smb_name;
 use crate::share::ShareKind;
 use crate::tables::{Open, Tree};
 use crate::{dos, meta};
@@ -165,10 +166,9 @@ pub(super) fn reconnect(
         return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
     }
     let srv = ctx.srv;
-    // The lease the reconnect names, read leniently: nothing else of the request counts.
-    let asked = (req.requested_oplock_level == OplockLevel::LEASE)
-        .then(|| contexts::lease_of(req))
-        .flatten();
+    // The lease the reconnect names, read leniently: nothing else of the request counts
+    // (not even RequestedOplockLevel, smbtorture smb2.durable-open.reopen1a-lease).
+    let asked = contexts::lease_of(req);
     let asked_key = asked.map(|l| LeaseKey {
         client_guid: ctx.conn.client_guid,
         key: l.key,
@@ -177,11 +177,14 @@ pub(super) fn reconnect(
     let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
     let accept = |p: &Parked| -> Result<(), NtStatus> {
         let g = &p.grant;
-        let same_guid = match (rc.create_guid, g.create_guid) {
-            (Some(a), Some(b)) => a == b && g.client_guid == ctx.conn.client_guid,
-            (None, None) => true,
-            _ => false,
-        };
+        // DH2C names the open by CreateGuid, a v1 open's being zero (smbtorture
+        // durable-open.reopen2-lease); DHnC reclaims v1 and v2 opens alike (durable-v2-open.
+        // reopen2b). The ClientGuid is not compared: Windows lets an oplock holder come back
+        // under another one (durable-v2-open.reopen1a), and a lease is tied to its client by
+        // the lease key anyway.
+        let same_guid = rc
+            .create_guid
+            .is_none_or(|a| a == g.create_guid.unwrap_or([0; 16]));
         let key = p.open.file().map(|f| f.key).ok_or(not_found)?;
         let (_, held) = srv.files().caching_of(key, p.open.volatile());
         let lease_matches = match (held, asked_key) {
@@ -198,6 +201,11 @@ pub(super) fn reconnect(
         }
         if !g.user.eq_ignore_ascii_case(user) {
             return Err(NtStatus::ACCESS_DENIED);
+        }
+        // With a lease the name must be the open's (unlike with an oplock, where it is
+        // ignored): INVALID_PARAMETER otherwise (smbtorture durable-open.reopen2-lease).
+        if held.is_some() && !names_the_open(req, &p.open) {
+            return Err(NtStatus::INVALID_PARAMETER);
         }
         Ok(())
     };
@@ -231,17 +239,35 @@ pub(super) fn reconnect(
         session = ctx.session.id,
         "durable open reclaimed"
     );
-    respond(ctx, &open, key, asked.as_ref(), rc.create_guid.is_some())
+    respond(ctx, &open, key, asked.as_ref())
+}
+
+/// Whether the CREATE's name is the path of `open` (case-insensitively, as names are looked
+/// up).
+fn names_the_open(req: &CreateRequest<'_>, open: &Open) -> bool {
+    let Ok(name) = req.name_string() else {
+        return false;
+    };
+    let Ok(parsed) = parse_smb_name(&name) else {
+        return false;
+    };
+    let path = open.path();
+    let mut mine = path.components();
+    parsed
+        .components
+        .iter()
+        .all(|c| mine.next().is_some_and(|m| m.eq_ignore_ascii_case(c)))
+        && mine.next().is_none()
 }
 
 /// The CREATE response of a reconnect: the open as it is now (MS-SMB2 3.3.5.9.7: FILE_OPENED,
-/// the oplock or lease it holds, the durable context again).
+/// the oplock or lease it holds). Windows sends no durable context back (smbtorture
+/// durable-open.reopen1a-lease, durable-v2-open.reopen1a).
 fn respond(
     ctx: &Ctx<'_>,
     open: &Open,
     key: crate::file_state::FileKey,
     asked: Option<&Lease>,
-    v2: bool,
 ) -> Result<Response, NtStatus> {
     let f = open.file().ok_or(NtStatus::INTERNAL_ERROR)?;
     let st = f.file.stat().map_err(|e| map_io_error(&e))?;
@@ -254,9 +280,6 @@ fn respond(
         path.file_name().unwrap_or_default(),
     );
     let (level, lease) = ctx.srv.files().caching_of(key, open.volatile());
-    let timeout = open.durable.lock().as_ref().map_or(0, |g| {
-        u32::try_from(g.timeout.as_millis()).unwrap_or(u32::MAX)
-    });
     let mut extra: Vec<(CreateContextTag<'static>, Vec<u8>)> = Vec::new();
     let oplock_level = match (lease, asked) {
         (Some((_, g)), Some(a)) => {
@@ -265,12 +288,6 @@ fn respond(
         }
         _ => OplockLevel(level.to_wire()),
     };
-    if v2 {
-        let r = Dh2qResponse { timeout, flags: 0 };
-        extra.push((CreateContextTag::DH2Q, r.to_bytes()));
-    } else {
-        extra.push((CreateContextTag::DHNQ, vec![0; cc::DHNQ_RESPONSE_LEN]));
-    }
     let list: Vec<cc::CreateContext<'_>> = extra
         .iter()
         .map(|(t, d)| cc::CreateContext::new(*t, d))
