@@ -4,6 +4,7 @@
 
 mod create_tests;
 mod dir_tests;
+mod durable_tests;
 mod file_id_tests;
 mod harness;
 mod info_tests;

@@ -1,0 +1,218 @@
+//! Durable handles through the handlers: granted with a batch oplock, parked when the session
+//! is lost, reclaimed by the same user only, purged by a conflicting open, timed out, bounded;
+//! every path leaves the tables empty.
+
+use std::sync::Arc;
+
+use smbq_auth::Identity;
+use smbq_wire::create::{CreateDisposition as D, CreateRequest, OplockLevel};
+use smbq_wire::create_context::{
+    CreateContext, CreateContextTag, contexts_to_bytes, parse_contexts,
+};
+use smbq_wire::cursor::utf16le_encode;
+use smbq_wire::{Command, FileId, NtStatus, Writer};
+
+use super::harness::{H, Open, msg, session};
+use crate::access::{mask, share};
+
+const DATA: u32 = mask::FILE_READ_DATA | mask::FILE_WRITE_DATA;
+
+/// A CREATE asking for a batch oplock and a durable v1 handle, sharing nothing.
+async fn durable_open(h: &H, name: &str) -> Open {
+    let dhnq = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DHNQ, &[0; 16])]);
+    let n = utf16le_encode(name);
+    let r = h
+        .send(msg(Command::CREATE, h.tree, h.session.id, |w| {
+            CreateRequest {
+                requested_oplock_level: OplockLevel::BATCH,
+                desired_access: DATA,
+                share_access: 0,
+                create_disposition: D::OPEN_IF,
+                name: &n,
+                contexts: &dhnq,
+                ..Default::default()
+            }
+            .encode(w)
+        }))
+        .await;
+    Open {
+        status: r.status,
+        id: r.file_id.unwrap_or_default(),
+        resp: Some(r),
+    }
+}
+
+/// A DHnC reconnect of `id` (every other field is ignored by the server).
+async fn reconnect(h: &H, id: FileId) -> Open {
+    let mut w = Writer::new();
+    id.encode(&mut w);
+    let blob = w.into_vec();
+    let dhnc = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DHNC, &blob)]);
+    let n = utf16le_encode("ignored");
+    let r = h
+        .send(msg(Command::CREATE, h.tree, h.session.id, |w| {
+            CreateRequest {
+                name: &n,
+                contexts: &dhnc,
+                ..Default::default()
+            }
+            .encode(w)
+        }))
+        .await;
+    Open {
+        status: r.status,
+        id: r.file_id.unwrap_or_default(),
+        resp: Some(r),
+    }
+}
+
+fn has_context(o: &Open, tag: CreateContextTag<'_>) -> bool {
+    parse_contexts(o.create().contexts)
+        .unwrap()
+        .iter()
+        .any(|c| c.tag() == tag)
+}
+
+/// Moves `h` onto a new session `id` of user `user` with its own tree connect, as a client
+/// that reconnected.
+async fn new_session(h: &mut H, id: u64, user: &str) {
+    h.srv.session_table().insert(id);
+    h.srv.session_started(id, h.conn.id);
+    h.session = session(id);
+    h.session.identity = Arc::new(Identity {
+        user: user.into(),
+        domain: "D".into(),
+        is_guest: false,
+        is_anonymous: false,
+    });
+    let r = h.tree_connect("\\\\srv\\data").await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    h.tree = r.tree_id.unwrap();
+}
+
+#[tokio::test]
+async fn a_lost_session_parks_the_open_and_its_user_reclaims_it() {
+    let mut h = H::new().await;
+    let o = durable_open(&h, "f").await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert_eq!(o.create().oplock_level, OplockLevel::BATCH);
+    assert!(has_context(&o, CreateContextTag::DHNQ), "durable granted");
+
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1);
+
+    // Another user may not take it, and the attempt leaves it parked.
+    new_session(&mut h, 0x12, "mallory").await;
+    assert_eq!(reconnect(&h, o.id).await.status, NtStatus::ACCESS_DENIED);
+    assert_eq!(h.srv.parked_opens(), 1);
+    // An id that was never durable is not found.
+    let wrong = FileId {
+        persistent: o.id.persistent + 1,
+        volatile: o.id.volatile + 1,
+    };
+    new_session(&mut h, 0x13, "alice").await;
+    assert_eq!(
+        reconnect(&h, wrong).await.status,
+        NtStatus::OBJECT_NAME_NOT_FOUND
+    );
+
+    let back = reconnect(&h, o.id).await;
+    assert_eq!(back.status, NtStatus::SUCCESS);
+    assert_eq!(back.id, o.id, "the same handle");
+    assert_eq!(back.create().oplock_level, OplockLevel::BATCH);
+    assert_eq!(h.srv.parked_opens(), 0);
+    assert_eq!(
+        h.write(back.id, 0, b"still mine").await.status,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(std::fs::read(h.path("f")).unwrap(), b"still mine");
+    assert_eq!(h.srv.files().open_count_any(key_of(&h, "f")), 0);
+}
+
+fn key_of(h: &H, name: &str) -> crate::file_state::FileKey {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(h.path(name)).unwrap();
+    crate::file_state::FileKey {
+        dev: m.dev(),
+        ino: m.ino(),
+        stream: 0,
+    }
+}
+
+/// smbtorture smb2.durable-open.oplock: an open that needs the parked open's batch oplock
+/// broken purges it, since its client cannot hear the break, and gets the file to itself.
+#[tokio::test]
+async fn a_conflicting_open_purges_a_parked_open() {
+    let mut h = H::new().await;
+    let o = durable_open(&h, "f").await;
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1);
+    new_session(&mut h, 0x12, "bob").await;
+    let other = durable_open(&h, "f").await;
+    assert_eq!(other.status, NtStatus::SUCCESS, "no sharing violation");
+    assert_eq!(other.create().oplock_level, OplockLevel::BATCH);
+    assert_eq!(h.srv.parked_opens(), 0);
+    assert_eq!(
+        reconnect(&h, o.id).await.status,
+        NtStatus::OBJECT_NAME_NOT_FOUND
+    );
+}
+
+/// A parked open nobody reclaims is closed at its timeout, and nothing of it remains.
+#[tokio::test]
+async fn parked_opens_time_out_and_leave_nothing() {
+    let h = H::with(|c| c.limits.durable_timeout_secs = 1).await;
+    let o = durable_open(&h, "f").await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let key = key_of(&h, "f");
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1);
+    assert_eq!(h.srv.files().open_count_any(key), 1, "the share mode stays");
+    for _ in 0..50 {
+        if h.srv.parked_opens() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(h.srv.parked_opens(), 0);
+    assert_eq!(h.srv.files().open_count_any(key), 0);
+    assert!(h.srv.lookup_open(o.id.volatile).is_none());
+}
+
+/// The store is bounded per user: past the limit a lost session's durable opens close.
+#[tokio::test]
+async fn the_store_is_bounded() {
+    let h = H::with(|c| c.limits.max_durable_opens_per_user = 2).await;
+    for name in ["a", "b", "c", "d"] {
+        assert_eq!(durable_open(&h, name).await.status, NtStatus::SUCCESS);
+    }
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 2);
+    let open_files = ["a", "b", "c", "d"]
+        .iter()
+        .filter(|n| h.srv.files().open_count_any(key_of(&h, n)) > 0)
+        .count();
+    assert_eq!(open_files, 2, "the others were closed");
+}
+
+/// Without a batch oplock (or an H lease) no durable handle is granted, and a lost session
+/// closes the open.
+#[tokio::test]
+async fn no_durable_handle_without_handle_caching() {
+    let h = H::new().await;
+    assert_eq!(durable_open(&h, "f").await.status, NtStatus::SUCCESS);
+    // An open asking for no oplock asks for a durable handle too: none is granted.
+    let dhnq = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DHNQ, &[0; 16])]);
+    let o = h
+        .create_req("g", DATA, D::OPEN_IF)
+        .share(share::ALL)
+        .contexts(&dhnq)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert!(!has_context(&o, CreateContextTag::DHNQ));
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1, "only the batch open");
+    assert_eq!(h.srv.files().open_count_any(key_of(&h, "g")), 0);
+}
