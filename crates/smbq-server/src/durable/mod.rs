@@ -26,6 +26,26 @@ pub struct DurableGrant {
     pub user: String,
     /// Open.DurableOpenTimeout.
     pub timeout: Duration,
+    /// What the CREATE answered, for a replay of it (MS-SMB2 3.3.5.9.10: a CREATE sent again
+    /// with SMB2_FLAGS_REPLAY_OPERATION gets the open it made, not a second one).
+    pub first: Option<FirstAnswer>,
+}
+
+/// The fields of a durable v2 open's CREATE response, kept for its replays.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FirstAnswer {
+    pub oplock: u8,
+    pub action: u32,
+    /// Creation, last access, last write, change.
+    pub times: [u64; 4],
+    pub allocation: u64,
+    pub end_of_file: u64,
+    pub attributes: u32,
+    /// The lease and durable contexts it carried.
+    pub contexts: Vec<(
+        smbq_wire::create_context::CreateContextTag<'static>,
+        Vec<u8>,
+    )>,
 }
 
 /// A disconnected durable open.

@@ -216,3 +216,78 @@ async fn no_durable_handle_without_handle_caching() {
     assert_eq!(h.srv.parked_opens(), 1, "only the batch open");
     assert_eq!(h.srv.files().open_count_any(key_of(&h, "g")), 0);
 }
+
+/// A durable v2 CREATE asking for `level`, sent with the replay flag when `replay`.
+async fn dh2q_open(h: &H, name: &str, guid: [u8; 16], level: OplockLevel, replay: bool) -> Open {
+    let dh2q = smbq_wire::create_context::Dh2qRequest {
+        timeout: 0,
+        flags: 0,
+        create_guid: guid,
+    }
+    .to_bytes();
+    let list = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DH2Q, &dh2q)]);
+    let n = utf16le_encode(name);
+    let m = msg(Command::CREATE, h.tree, h.session.id, |w| {
+        CreateRequest {
+            requested_oplock_level: level,
+            desired_access: DATA,
+            share_access: 0,
+            create_disposition: D::OPEN_IF,
+            name: &n,
+            contexts: &list,
+            ..Default::default()
+        }
+        .encode(w)
+    });
+    let m = if replay {
+        // Header.Flags is at offset 16.
+        let mut v = m.to_vec();
+        let f = u32::from_le_bytes(v[16..20].try_into().unwrap())
+            | smbq_wire::header::flags::REPLAY_OPERATION;
+        v[16..20].copy_from_slice(&f.to_le_bytes());
+        bytes::Bytes::from(v)
+    } else {
+        m
+    };
+    let r = h.send(m).await;
+    Open {
+        status: r.status,
+        id: r.file_id.unwrap_or_default(),
+        resp: Some(r),
+    }
+}
+
+/// MS-SMB2 3.3.5.9.10 (smbtorture smb2.replay.replay-dhv2-oplock1/2): a replayed durable v2
+/// CREATE is answered from the open it made, without opening again; one asking for less is
+/// answered with less, and the open keeps its oplock.
+#[tokio::test]
+async fn a_replayed_create_gets_its_first_answer() {
+    let h = H::new().await;
+    let guid = [9; 16];
+    let first = dh2q_open(&h, "f", guid, OplockLevel::BATCH, false).await;
+    assert_eq!(first.status, NtStatus::SUCCESS);
+    assert!(has_context(&first, CreateContextTag::DH2Q));
+
+    let again = dh2q_open(&h, "f", guid, OplockLevel::BATCH, true).await;
+    assert_eq!(
+        again.status,
+        NtStatus::SUCCESS,
+        "no sharing violation with itself"
+    );
+    assert_eq!(again.id, first.id);
+    assert_eq!(again.create().create_action, first.create().create_action);
+    assert!(has_context(&again, CreateContextTag::DH2Q));
+
+    let less = dh2q_open(&h, "f", guid, OplockLevel::NONE, true).await;
+    assert_eq!(less.id, first.id);
+    assert_eq!(less.create().oplock_level, OplockLevel::NONE);
+    assert!(!has_context(&less, CreateContextTag::DH2Q));
+
+    // Without the flag the same CreateGuid is a new open, which the first one's share mode
+    // refuses.
+    let fresh = dh2q_open(&h, "f", guid, OplockLevel::BATCH, false).await;
+    assert_eq!(fresh.status, NtStatus::SHARING_VIOLATION);
+    // The first open is still the only one, and still durable.
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1);
+}

@@ -147,6 +147,7 @@ pub(super) fn grant(
         client_guid: ctx.conn.client_guid,
         user: who.user.clone(),
         timeout,
+        first: None,
     });
     Some(reply)
 }
@@ -310,4 +311,77 @@ fn respond(
     let mut r = Response::ok(body(|w| resp.encode(w)));
     r.file_id = Some(open.file_id);
     Ok(r)
+}
+
+/// MS-SMB2 3.3.5.9.10: a durable v2 CREATE sent again with SMB2_FLAGS_REPLAY_OPERATION (the
+/// client never saw the answer) gets the open its first sending made, answered as it was then,
+/// and nothing is opened twice. A replay asking for a weaker oplock is answered with that
+/// level (and, below BATCH, without the durable context), while the open keeps what it has
+/// (smbtorture smb2.replay.replay-dhv2-oplock2). `None` when this is no such replay.
+pub(super) fn replay(
+    ctx: &Ctx<'_>,
+    req: &CreateRequest<'_>,
+    ask: Option<DurableAsk>,
+) -> Option<Response> {
+    let replaying = ctx.req.header.flags & smbq_wire::header::flags::REPLAY_OPERATION != 0;
+    let Some(DurableAsk::V2 { create_guid, .. }) = ask.filter(|_| replaying) else {
+        return None;
+    };
+    let (open, first) = ctx.session.open_ids().into_iter().find_map(|id| {
+        let open = ctx.srv.lookup_open(id)?;
+        let first = open
+            .durable
+            .lock()
+            .as_ref()
+            .filter(|g| g.create_guid == Some(create_guid) && g.client_guid == ctx.conn.client_guid)
+            .and_then(|g| g.first.clone())?;
+        Some((open, first))
+    })?;
+    let asked = req.requested_oplock_level;
+    let weaker = asked != OplockLevel::LEASE
+        && first.oplock != OplockLevel::LEASE.0
+        && asked.0 < first.oplock;
+    let (oplock, contexts) = if weaker {
+        let keep = asked == OplockLevel::BATCH;
+        let ctxs = first
+            .contexts
+            .iter()
+            .filter(|(t, _)| keep || *t != CreateContextTag::DH2Q)
+            .cloned()
+            .collect();
+        (asked, ctxs)
+    } else {
+        (OplockLevel(first.oplock), first.contexts.clone())
+    };
+    let list: Vec<cc::CreateContext<'_>> = contexts
+        .iter()
+        .map(|(t, d)| cc::CreateContext::new(*t, d))
+        .collect();
+    let ctx_bytes = if list.is_empty() {
+        Vec::new()
+    } else {
+        contexts_to_bytes(&list)
+    };
+    let [creation, access, write, change] = first.times;
+    let resp = CreateResponse {
+        oplock_level: oplock,
+        flags: 0,
+        create_action: CreateAction(first.action),
+        creation_time: creation,
+        last_access_time: access,
+        last_write_time: write,
+        change_time: change,
+        allocation_size: first.allocation,
+        end_of_file: first.end_of_file,
+        file_attributes: first.attributes,
+        file_id: open.file_id,
+        contexts: &ctx_bytes,
+    };
+    tracing::debug!(
+        open = open.volatile(),
+        "replayed CREATE answered from its open"
+    );
+    let mut r = Response::ok(body(|w| resp.encode(w)));
+    r.file_id = Some(open.file_id);
+    Some(r)
 }

@@ -28,6 +28,7 @@ use smbq_wire::{Dialect, FileId, NtStatus};
 use super::{Ctx, bad, blocking, body};
 use crate::Server;
 use crate::access::{attr, mask, opts, share as share_bits};
+use crate::durable::FirstAnswer;
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
 use crate::file_state::lease::{LeaseAsk, LeaseKey};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
@@ -174,6 +175,9 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let tree = ctx.tree()?.clone();
     if let Some(rc) = durability.reconnect {
         return durable::reconnect(ctx, &tree, &req, rc);
+    }
+    if let Some(r) = durable::replay(ctx, &req, durability.ask) {
+        return Ok(r);
     }
     let intent = Arc::new(CreateIntent::from_request(&req, ctx.token(), ctx.conn)?);
     // MS-SMB2 3.3.5.9: Share.FileSecurity grants this user nothing on the share.
@@ -346,6 +350,24 @@ fn respond(
             ..Default::default()
         },
     };
+    if let Some(g) = open.durable.lock().as_mut()
+        && g.create_guid.is_some()
+    {
+        g.first = Some(FirstAnswer {
+            oplock: resp.oplock_level.0,
+            action: resp.create_action.0,
+            times: [
+                resp.creation_time,
+                resp.last_access_time,
+                resp.last_write_time,
+                resp.change_time,
+            ],
+            allocation: resp.allocation_size,
+            end_of_file: resp.end_of_file,
+            attributes: resp.file_attributes,
+            contexts: extra.to_vec(),
+        });
+    }
     let mut r = Response::ok(body(|w| resp.encode(w)));
     r.file_id = Some(open.file_id);
     r
