@@ -103,6 +103,19 @@ impl Client {
 
     /// NTLMv2 through SPNEGO (MS-SMB2 3.2.4.2.3). An empty user logs on anonymously.
     pub async fn login(&self, user: &str, domain: &str, password: &str) -> Result<Session, Error> {
+        self.login_replacing(user, domain, password, 0).await
+    }
+
+    /// Logs on again after a broken connection, naming the session it replaces
+    /// (PreviousSessionId, MS-SMB2 3.2.4.2.3): the server ends that session and keeps its
+    /// durable opens for [`Tree::reclaim`](crate::Tree::reclaim).
+    pub async fn login_replacing(
+        &self,
+        user: &str,
+        domain: &str,
+        password: &str,
+        previous_session_id: u64,
+    ) -> Result<Session, Error> {
         let creds = if user.is_empty() {
             Credentials::anonymous()
         } else {
@@ -121,6 +134,7 @@ impl Client {
                 &mut rng,
                 now_filetime(),
             )
+            .replacing(previous_session_id)
         };
         let mut token = setup.first_token();
         let mut session_id = 0u64;

@@ -3,7 +3,7 @@
 //! the window instead of overrunning it (MS-SMB2 3.2.4.1.5, 3.2.5.1.4).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -11,6 +11,7 @@ use smbq_proto::client::{ClientConfig, Incoming, Negotiated, SessionCrypto, spli
 use smbq_proto::framing::{Deframer, frame_header};
 use smbq_transport::{ChunkRead, ChunkWrite, Connection, TransportKind};
 use smbq_wire::cancel::CancelRequest;
+use smbq_wire::oplock_break::{OplockBreak, OplockBreakFromServer};
 use smbq_wire::transform::{TRANSFORM_HEADER_LEN, TransformHeader};
 use smbq_wire::{Command, Header, NtStatus, Writer};
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -46,6 +47,18 @@ pub(crate) struct Shared {
     pub(crate) server_name: Mutex<String>,
     /// Woken when the reader task has ended (the connection is gone).
     ended: tokio::sync::Notify,
+    /// Opens holding an oplock, by FileId.Persistent: where their break acknowledgments go.
+    breaks: Mutex<HashMap<u64, BreakTarget>>,
+    /// Acknowledgments to send, taken by the task `start` spawns (the reader must not wait).
+    acks: mpsc::UnboundedSender<(BreakTarget, Vec<u8>)>,
+}
+
+/// The session and tree an oplock holder's acknowledgment is sent on.
+#[derive(Clone)]
+pub(crate) struct BreakTarget {
+    pub(crate) session_id: u64,
+    pub(crate) tree_id: u32,
+    pub(crate) protect: Protect,
 }
 
 /// How a request is protected.
@@ -109,6 +122,7 @@ pub(crate) struct Slot {
 impl Shared {
     pub(crate) fn start(conn: Connection, config: ClientConfig) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let (acks, ack_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Self {
             config,
             kind: conn.kind,
@@ -123,7 +137,10 @@ impl Shared {
             negotiated: Mutex::new(None),
             server_name: Mutex::new(conn.peer.ip().to_string()),
             ended: tokio::sync::Notify::new(),
+            breaks: Mutex::new(HashMap::new()),
+            acks,
         });
+        tokio::spawn(ack_task(ack_rx, Arc::downgrade(&shared)));
         tokio::spawn(writer_task(conn.writer, rx, Arc::downgrade(&shared)));
         tokio::spawn(reader_task(conn.reader, Arc::downgrade(&shared)));
         shared
@@ -135,6 +152,34 @@ impl Shared {
 
     pub(crate) fn add_session(&self, crypto: Arc<SessionCrypto>) {
         self.state.lock().sessions.insert(crypto.session_id, crypto);
+    }
+
+    /// Open `persistent` holds an oplock: its breaks are acknowledged on `target`.
+    pub(crate) fn watch_breaks(&self, persistent: u64, target: BreakTarget) {
+        self.breaks.lock().insert(persistent, target);
+    }
+
+    pub(crate) fn unwatch_breaks(&self, persistent: u64) {
+        self.breaks.lock().remove(&persistent);
+    }
+
+    /// An oplock break notification (MS-SMB2 2.2.23.1): acknowledged at once with the level
+    /// the server broke to (3.2.5.19.1), since this client caches nothing it would have to
+    /// flush first. Breaks for opens we do not know are dropped.
+    fn on_break(&self, m: &Incoming) {
+        let Ok(OplockBreakFromServer::Oplock(n)) = OplockBreakFromServer::decode(&m.msg) else {
+            return;
+        };
+        let Some(target) = self.breaks.lock().get(&n.file_id.persistent).cloned() else {
+            return;
+        };
+        let mut w = Writer::new();
+        OplockBreak {
+            oplock_level: n.oplock_level,
+            file_id: n.file_id,
+        }
+        .encode(&mut w);
+        let _ = self.acks.send((target, w.into_vec()));
     }
 
     pub(crate) fn remove_session(&self, id: u64) {
@@ -528,7 +573,10 @@ impl Shared {
         let h = &m.header;
         self.credits.add_permits(usize::from(h.credits));
         if h.message_id == UNSOLICITED {
-            // Oplock/lease breaks: we never ask for either, so there is nothing to do.
+            // Oplock breaks of our durable opens are acknowledged; we ask for no leases.
+            if h.command == Command::OPLOCK_BREAK {
+                self.on_break(&m);
+            }
             return;
         }
         let mut st = self.state.lock();
@@ -649,5 +697,28 @@ async fn reader_task(mut reader: Box<dyn ChunkRead>, shared: std::sync::Weak<Sha
     if let Some(s) = shared.upgrade() {
         s.die(reason);
         s.ended.notify_waiters();
+    }
+}
+
+/// Sends the oplock break acknowledgments `Shared::on_break` queued, each as its own request
+/// (its response only confirms the level).
+async fn ack_task(mut rx: mpsc::UnboundedReceiver<(BreakTarget, Vec<u8>)>, shared: Weak<Shared>) {
+    while let Some((target, body)) = rx.recv().await {
+        let Some(s) = shared.upgrade() else {
+            return;
+        };
+        let out = Outgoing {
+            command: Command::OPLOCK_BREAK,
+            session_id: target.session_id,
+            tree_id: target.tree_id,
+            body,
+            payload: None,
+            io_size: 0,
+        };
+        tokio::spawn(async move {
+            if let Err(e) = s.call(out, target.protect).await {
+                tracing::debug!(error = %e, "oplock break acknowledgment failed");
+            }
+        });
     }
 }

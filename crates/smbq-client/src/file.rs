@@ -63,6 +63,7 @@ impl Drop for Inner {
 }
 
 async fn close(tree: &Tree, id: FileId) -> Result<(), Error> {
+    tree.session().client().shared.unwatch_breaks(id.persistent);
     let mut w = Writer::new();
     CloseRequest {
         flags: 0,

@@ -13,6 +13,7 @@
 mod client;
 mod compound;
 mod conn;
+mod durable;
 mod error;
 mod file;
 mod session;
@@ -21,6 +22,7 @@ pub mod transfer;
 mod tree;
 
 pub use client::Client;
+pub use durable::DurableHandle;
 pub use error::{Error, describe, status_name};
 pub use file::File;
 pub use session::Session;

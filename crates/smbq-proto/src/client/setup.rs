@@ -32,9 +32,18 @@ pub struct SessionSetup {
     session_key: Option<zeroize::Zeroizing<Vec<u8>>>,
     signing_required: bool,
     nonce_prefix: [u8; 4],
+    /// PreviousSessionId (MS-SMB2 2.2.5): the session this one replaces after a reconnect.
+    previous_session_id: u64,
 }
 
 impl SessionSetup {
+    /// Names the session this one replaces (MS-SMB2 3.2.4.2.3: a client reconnecting after
+    /// its connection broke), so the server ends it and keeps its durable opens for us.
+    pub fn replacing(mut self, previous_session_id: u64) -> Self {
+        self.previous_session_id = previous_session_id;
+        self
+    }
+
     /// `conn_preauth` is the connection's hash after NEGOTIATE (3.1.1 only; ignored otherwise).
     pub fn new(
         creds: Credentials,
@@ -53,6 +62,7 @@ impl SessionSetup {
             session_key: None,
             signing_required,
             nonce_prefix,
+            previous_session_id: 0,
         }
     }
 
@@ -70,6 +80,7 @@ impl SessionSetup {
                 security_mode::SIGNING_ENABLED
             },
             security_buffer: token,
+            previous_session_id: self.previous_session_id,
             ..Default::default()
         };
         let mut w = Writer::new();

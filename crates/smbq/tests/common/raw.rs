@@ -109,6 +109,12 @@ impl Server {
         }
     }
 
+    /// Where `name` is in the served share.
+    #[allow(dead_code)]
+    pub fn share_path(&self, name: &str) -> std::path::PathBuf {
+        self._dir.path().join("share").join(name)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

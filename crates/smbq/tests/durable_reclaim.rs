@@ -1,0 +1,146 @@
+//! Issue 13, against the real binary with smbq's own client: a durable v2 open survives its
+//! TCP connection being cut (a proxy between client and server drops both sockets mid-upload);
+//! the client logs on again naming its old session, reclaims the open by its CreateGuid and
+//! finishes the upload on the same handle; the server logs the reclaim and the file is whole.
+//! And a durable open's batch oplock does not make other clients wait: the client
+//! acknowledges the break at once.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::raw::{Server, USER, runtime};
+use smbq_client::{Client, ClientConfig, OpenOptions};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+
+const PASSWORD: &str = "durable-reclaim-test-password";
+
+/// A TCP proxy to `target` for one connection; sending on the returned channel drops both
+/// sides at once, as a cut link followed by resets would.
+async fn cuttable_proxy(target: SocketAddr) -> (SocketAddr, oneshot::Sender<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (cut, cut_rx) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (mut a, _) = l.accept().await.unwrap();
+        let mut b = TcpStream::connect(target).await.unwrap();
+        tokio::select! {
+            _ = tokio::io::copy_bidirectional(&mut a, &mut b) => {}
+            _ = cut_rx => {}
+        }
+    });
+    (addr, cut)
+}
+
+async fn connect(addr: SocketAddr, guid: [u8; 16]) -> Client {
+    let conn = smbq_transport::connect_tcp(addr).await.unwrap();
+    let cfg = ClientConfig {
+        client_guid: guid,
+        ..ClientConfig::default()
+    };
+    Client::connect(conn, cfg).await.unwrap()
+}
+
+fn piece(i: u64) -> Bytes {
+    Bytes::from(vec![(i % 251) as u8; 64 * 1024])
+}
+
+#[test]
+fn an_upload_survives_a_cut_connection_by_reclaiming_its_durable_open() {
+    let srv = Server::start(PASSWORD, "", &[]);
+    runtime().block_on(async {
+        let guid = [0x5a; 16];
+        let (via, cut) = cuttable_proxy(srv.addr).await;
+        let client = connect(via, guid).await;
+        let session = client.login(USER, "", PASSWORD).await.unwrap();
+        let tree = session.tree_connect("share").await.unwrap();
+        let (file, handle) = tree
+            .open_durable("big.bin", &OpenOptions::create_truncate())
+            .await
+            .unwrap();
+        let handle = handle.expect("a durable handle with a batch oplock");
+        assert!(handle.timeout_ms >= 1000);
+        for i in 0..8 {
+            file.write_at(i * 64 * 1024, piece(i)).await.unwrap();
+        }
+
+        cut.send(()).unwrap();
+        let old_session = session.id();
+        // The client notices: its next request fails.
+        let mut failed = false;
+        for _ in 0..50 {
+            if file.write_at(8 * 64 * 1024, piece(8)).await.is_err() {
+                failed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(failed, "the cut connection kept working");
+        drop(file);
+
+        // Back on a new connection: the same user, naming the old session.
+        let client2 = connect(srv.addr, guid).await;
+        let session2 = client2
+            .login_replacing(USER, "", PASSWORD, old_session)
+            .await
+            .unwrap();
+        let tree2 = session2.tree_connect("share").await.unwrap();
+        let file = tree2.reclaim(&handle).await.unwrap();
+        for i in 8..16 {
+            file.write_at(i * 64 * 1024, piece(i)).await.unwrap();
+        }
+        file.close().await.unwrap();
+    });
+    let want: Vec<u8> = (0..16).flat_map(|i| piece(i).to_vec()).collect();
+    let got = std::fs::read(srv.share_path("big.bin")).unwrap();
+    assert!(got == want, "the file is whole ({} bytes)", got.len());
+    let log = srv.stderr_lines().join("\n");
+    assert!(log.contains("durable open kept for its client"), "{log}");
+    assert!(log.contains("durable open reclaimed"), "{log}");
+    srv.stop();
+}
+
+/// The client holds a batch oplock only for durability: another client's open must not wait
+/// the 35 s break timeout, because the holder acknowledges at once.
+#[test]
+fn a_durable_open_does_not_hold_up_other_clients() {
+    let srv = Server::start(PASSWORD, "", &[("shared.txt", b"hello")]);
+    runtime().block_on(async {
+        let a = connect(srv.addr, [1; 16]).await;
+        let ta = a
+            .login(USER, "", PASSWORD)
+            .await
+            .unwrap()
+            .tree_connect("share")
+            .await
+            .unwrap();
+        let (fa, handle) = ta
+            .open_durable("shared.txt", &OpenOptions::read())
+            .await
+            .unwrap();
+        assert!(handle.is_some());
+        let b = connect(srv.addr, [2; 16]).await;
+        let tb = b
+            .login(USER, "", PASSWORD)
+            .await
+            .unwrap()
+            .tree_connect("share")
+            .await
+            .unwrap();
+        let start = Instant::now();
+        let fb = tb.open("shared.txt", &OpenOptions::read()).await.unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the second open waited {:?} for the break",
+            start.elapsed()
+        );
+        assert_eq!(&fa.read_at(0, 5).await.unwrap()[..], b"hello");
+        fb.close().await.unwrap();
+        fa.close().await.unwrap();
+    });
+    srv.stop();
+}
