@@ -145,12 +145,37 @@ impl Connector {
 
     /// A logged-on session to the URL's server (reused when already open).
     pub async fn session(&mut self, url: &SmbUrl) -> Result<Session, CliError> {
-        let (key, id) = self.key(url);
+        let (key, _) = self.key(url);
         if let Some(s) = self.sessions.get(&key)
             && s.client().closed_reason().is_none()
         {
             return Ok(s.clone());
         }
+        self.log_on(url, 0).await
+    }
+
+    /// The URL's share on a new connection after the old one broke: logs on again naming
+    /// `previous_session_id` (MS-SMB2 PreviousSessionId), so the server keeps that session's
+    /// durable opens for `Tree::reclaim`.
+    pub async fn reconnect(
+        &mut self,
+        url: &SmbUrl,
+        previous_session_id: u64,
+    ) -> Result<Tree, CliError> {
+        let (key, _) = self.key(url);
+        self.sessions.remove(&key);
+        self.trees.retain(|(k, _), _| *k != key);
+        self.log_on(url, previous_session_id).await?;
+        self.tree(url).await
+    }
+
+    /// Connects and logs on (replacing `previous_session_id` when not 0).
+    async fn log_on(
+        &mut self,
+        url: &SmbUrl,
+        previous_session_id: u64,
+    ) -> Result<Session, CliError> {
+        let (key, id) = self.key(url);
         let password = self.password(&key, &id, &url.host)?;
         watchdog::touch();
         let conn = self.transport(url).await?;
@@ -160,7 +185,7 @@ impl Connector {
         client.set_server_name(&url.host);
         watchdog::touch();
         let session = client
-            .login(&id.user, &id.domain, &password)
+            .login_replacing(&id.user, &id.domain, &password, previous_session_id)
             .await
             .map_err(|e| {
                 let mut e = CliError::from(e);

@@ -11,10 +11,11 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use smbq_client::transfer::TransferOptions;
-use smbq_client::{Error, File, OpenOptions, Tree};
+use smbq_client::{DurableHandle, Error, File, OpenOptions, Tree};
 use smbq_wire::NtStatus;
 
 use super::Command;
@@ -76,23 +77,31 @@ pub fn resume_offset(part_size: u64, local_size: u64, backoff: u64) -> u64 {
     part_size.min(local_size).saturating_sub(backoff)
 }
 
+/// Why a windowed upload stopped early: the error, and the offset below which every byte is
+/// confirmed written (where a reclaimed open resumes).
+struct Stopped {
+    error: Error,
+    confirmed: u64,
+}
+
 /// Writes what `source` yields from `offset` on, `depth` WRITEs in flight, none starting
-/// more than `window` bytes past the first write not yet confirmed. Reports each confirmed
-/// write's length to `progress`. Returns the bytes written.
+/// more than `window` bytes past the first write not yet confirmed. Reports to `progress` as
+/// the confirmed prefix grows, so a resumed upload counts no byte twice. Returns the offset
+/// after the last byte written.
 async fn upload_window(
     file: &File,
     offset: u64,
     opts: TransferOptions,
     mut source: impl FnMut(usize) -> Result<Bytes, Error>,
     mut progress: impl FnMut(u64),
-) -> Result<u64, Error> {
+) -> Result<u64, Stopped> {
     let chunk = opts.chunk.min(file.max_write()).max(1) as usize;
     let depth = opts.depth.max(1);
     let window = window_of(opts, file);
     let mut set = tokio::task::JoinSet::new();
     let mut unconfirmed: BTreeSet<u64> = BTreeSet::new();
     let mut at = offset;
-    let mut done = 0u64;
+    let mut low = offset;
     let mut eof = false;
     loop {
         while !eof
@@ -101,7 +110,10 @@ async fn upload_window(
                 .first()
                 .is_none_or(|&low| at + chunk as u64 <= low + window)
         {
-            let data = source(chunk)?;
+            let data = source(chunk).map_err(|error| Stopped {
+                error,
+                confirmed: low,
+            })?;
             if data.is_empty() {
                 eof = true;
                 break;
@@ -114,22 +126,35 @@ async fn upload_window(
                 if u64::from(n) != len {
                     return Err(Error::Protocol(format!("short write: {n} of {len} bytes")));
                 }
-                Ok((pos, len))
+                Ok(pos)
             });
             unconfirmed.insert(pos);
             at += len;
         }
-        match set.join_next().await {
-            None => return Ok(done),
-            Some(Ok(Ok((pos, n)))) => {
+        let error = match set.join_next().await {
+            None => return Ok(at),
+            Some(Ok(Ok(pos))) => {
                 unconfirmed.remove(&pos);
-                done += n;
-                progress(n);
+                let new_low = unconfirmed.first().copied().unwrap_or(at);
+                if new_low > low {
+                    progress(new_low - low);
+                    low = new_low;
+                }
+                continue;
             }
-            Some(Ok(Err(e))) => return Err(e),
-            Some(Err(e)) => return Err(Error::Protocol(format!("write task failed: {e}"))),
-        }
+            Some(Ok(Err(e))) => e,
+            Some(Err(e)) => Error::Protocol(format!("write task failed: {e}")),
+        };
+        return Err(Stopped {
+            error,
+            confirmed: low,
+        });
     }
+}
+
+/// Errors after which a new connection may take the open back.
+fn connection_lost(e: &Error) -> bool {
+    matches!(e, Error::Disconnected(_) | Error::Io(_) | Error::Timeout(_))
 }
 
 fn window_of(opts: TransferOptions, file: &File) -> u64 {
@@ -138,8 +163,11 @@ fn window_of(opts: TransferOptions, file: &File) -> u64 {
 
 /// What every file of one `put` run shares: where the files go, how they are sent and the
 /// progress display they report to.
-struct Upload<'a> {
-    tree: &'a Tree,
+struct Upload<'a, 'c> {
+    /// The share; replaced when a broken connection is made again.
+    tree: std::sync::Mutex<Tree>,
+    /// Where a broken connection is made again (`reclaim`).
+    conn: &'a tokio::sync::Mutex<&'c mut Connector>,
     /// The URL given, for naming remote paths in messages.
     url: &'a SmbUrl,
     /// `--continue`: resume from a `.part`, skip files already complete.
@@ -158,16 +186,20 @@ enum Start {
     Complete,
 }
 
-impl Upload<'_> {
+impl Upload<'_, '_> {
+    fn tree(&self) -> Tree {
+        self.tree.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// What `--continue` finds for an upload of `size` bytes to `target` through `part`.
     async fn start(&self, part: &str, target: &str, size: u64) -> Result<Start, Error> {
         if !self.resume {
             return Ok(Start::Fresh);
         }
-        match self.tree.stat(part).await {
+        match self.tree().stat(part).await {
             Ok(m) if !m.is_dir() => Ok(Start::Resume(m.size)),
             Ok(_) => Ok(Start::Fresh),
-            Err(e) if not_found(&e) => match self.tree.stat(target).await {
+            Err(e) if not_found(&e) => match self.tree().stat(target).await {
                 Ok(m) if !m.is_dir() && m.size == size => Ok(Start::Complete),
                 Ok(_) => Ok(Start::Fresh),
                 Err(e) if not_found(&e) => Ok(Start::Fresh),
@@ -179,7 +211,7 @@ impl Upload<'_> {
 
     /// Uploads `local` (`size` bytes) to `target` through `target.part`.
     async fn put_file(&self, local: &Path, size: u64, target: &str) -> Result<(), CliError> {
-        let (tree, progress, opts) = (self.tree, self.progress, self.opts);
+        let (tree, progress, opts) = (&self.tree(), self.progress, self.opts);
         let part = remote_part(target);
         let shown_part = self.url.display_path(&part);
         let resumed = match self.start(&part, target, size).await? {
@@ -199,41 +231,67 @@ impl Upload<'_> {
         } else {
             OpenOptions::create_truncate()
         };
-        let f = tree.open(&part, &how).await?;
+        // A durable open (when the server grants one) lets the upload go on after the
+        // connection breaks: `reclaim` takes it back on a new connection.
+        let (mut f, handle) = tree.open_durable(&part, &how).await?;
+        let mut tree = tree.clone();
         let offset = resumed.map_or(0, |part_size| {
             resume_offset(part_size, size, window_of(opts, &f).max(MIN_RESUME_BACKOFF))
         });
         let mut src = fs::File::open(local).map_err(|e| local_err(local, e))?;
-        src.seek(SeekFrom::Start(offset))
-            .map_err(|e| local_err(local, e))?;
         set_partial(Some(shown_part.clone()));
         progress.skip(offset);
-        let mut read_err: Option<std::io::Error> = None;
-        let source = |n: usize| {
-            read_chunk(&mut src, n).map_err(|e| {
-                read_err = Some(e);
-                Error::Protocol("local read".into())
-            })
-        };
-        let r = upload_window(&f, offset, opts, source, |n| progress.add(n)).await;
         let kept = format!("the upload so far is kept in {shown_part} (resume with --continue)");
-        if let Some(e) = read_err {
-            set_partial(None);
-            let _ = f.close().await;
-            return Err(local_err(local, e).note(&kept));
-        }
-        let written = match r {
-            Ok(n) => n,
-            Err(e) => {
+        let mut from = offset;
+        let end = loop {
+            src.seek(SeekFrom::Start(from))
+                .map_err(|e| local_err(local, e))?;
+            let mut read_err: Option<std::io::Error> = None;
+            let source = |n: usize| {
+                read_chunk(&mut src, n).map_err(|e| {
+                    read_err = Some(e);
+                    Error::Protocol("local read".into())
+                })
+            };
+            let r = upload_window(&f, from, opts, source, |n| progress.add(n)).await;
+            if let Some(e) = read_err {
                 set_partial(None);
                 let _ = f.close().await;
-                return Err(CliError::from(e).note(&kept));
+                return Err(local_err(local, e).note(&kept));
+            }
+            match r {
+                Ok(end) => break end,
+                Err(stop) if connection_lost(&stop.error) && handle.is_some() => {
+                    let Some(h) = handle.as_ref() else {
+                        unreachable!("checked in the guard")
+                    };
+                    eprintln!(
+                        "smbq: connection lost at {} bytes ({}); reconnecting to go on",
+                        stop.confirmed, stop.error
+                    );
+                    let previous = tree.session().id();
+                    match self.reclaim(h, previous).await {
+                        Ok((t, file)) => {
+                            (tree, f) = (t, file);
+                            from = stop.confirmed;
+                        }
+                        Err(e) => {
+                            set_partial(None);
+                            return Err(e.note(&kept));
+                        }
+                    }
+                }
+                Err(stop) => {
+                    set_partial(None);
+                    let _ = f.close().await;
+                    return Err(CliError::from(stop.error).note(&kept));
+                }
             }
         };
         let finish = async {
             if resumed.is_some() {
                 // A longer .part (the local file shrank since) must not keep its old tail.
-                f.set_len(offset + written).await?;
+                f.set_len(end).await?;
             }
             f.close().await?;
             tree.rename(&part, target, true).await
@@ -246,6 +304,32 @@ impl Upload<'_> {
         Ok(())
     }
 
+    /// After the connection broke mid-upload: logs on again on a new connection (naming the
+    /// old session) and takes the durable open back, retrying while the server may still
+    /// keep it (its durable timeout, at most a minute).
+    async fn reclaim(&self, h: &DurableHandle, previous: u64) -> Result<(Tree, File), CliError> {
+        let limit = Duration::from_millis(u64::from(h.timeout_ms).min(60_000));
+        let give_up = Instant::now() + limit;
+        let mut wait = Duration::from_millis(250);
+        loop {
+            watchdog::touch();
+            let tree = self.conn.lock().await.reconnect(self.url, previous).await;
+            match tree {
+                Ok(tree) => {
+                    let f = tree.reclaim(h).await?;
+                    eprintln!("smbq: reconnected; the upload goes on");
+                    *self.tree.lock().unwrap_or_else(|p| p.into_inner()) = tree.clone();
+                    return Ok((tree, f));
+                }
+                Err(e) if Instant::now() + wait >= give_up => return Err(e),
+                Err(_) => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(4));
+                }
+            }
+        }
+    }
+
     /// Creates the directories and uploads the files of a planned tree, in order; stops at
     /// the first failure.
     async fn put_tree(&self, items: &[Item]) -> Result<(), CliError> {
@@ -253,7 +337,7 @@ impl Upload<'_> {
             match item {
                 Item::Dir(d) => {
                     if !d.is_empty() {
-                        ensure_dir(self.tree, d).await.map_err(|e| {
+                        ensure_dir(&self.tree(), d).await.map_err(|e| {
                             CliError::from(e).at("mkdir", &self.url.display_path(d))
                         })?;
                     }
@@ -436,6 +520,7 @@ async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
         )));
     }
     let tree = c.tree(u).await.map_err(at_url)?;
+    let conn = tokio::sync::Mutex::new(c);
     let target = remote_target(&tree, u, &name)
         .await
         .map_err(|e| at_url(e.into()))?;
@@ -443,7 +528,8 @@ async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
         let p = Progress::new("put", mode, meta.len());
         p.file(&name);
         let up = Upload {
-            tree: &tree,
+            tree: std::sync::Mutex::new(tree.clone()),
+            conn: &conn,
             url: u,
             resume: a.xfer.resume,
             opts,
@@ -471,7 +557,8 @@ async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
         .sum();
     let p = Progress::new("put", mode, total);
     let up = Upload {
-        tree: &tree,
+        tree: std::sync::Mutex::new(tree.clone()),
+        conn: &conn,
         url: u,
         resume: a.xfer.resume,
         opts,

@@ -157,7 +157,7 @@ pub(super) fn grant(
 /// are now. Not parked (never durable, still connected, timed out, purged), another client's
 /// CreateGuid, another share, or a lease that does not match: OBJECT_NAME_NOT_FOUND; another
 /// user: ACCESS_DENIED.
-pub(super) fn reconnect(
+pub(super) async fn reconnect(
     ctx: &Ctx<'_>,
     tree: &Arc<Tree>,
     req: &CreateRequest<'_>,
@@ -214,14 +214,11 @@ pub(super) fn reconnect(
         .durable_store()
         .take_if(rc.file_id.persistent, not_found, accept)?;
     let id = parked.open.volatile();
-    let mut open = match Arc::try_unwrap(parked.open) {
-        Ok(o) => o,
-        Err(still_used) => {
-            // A request of the lost connection still holds it: treat it as gone.
-            srv.close_parked_now(&still_used);
-            return Err(not_found);
-        }
-    };
+    let mut open = take_alone(parked.open).await.map_err(|still_used| {
+        // A request of the lost connection never let go of it: treat it as gone.
+        srv.close_parked_now(&still_used);
+        not_found
+    })?;
     open.session_id = ctx.session.id;
     open.tree = tree.clone();
     if let Some(g) = open.durable.get_mut() {
@@ -241,6 +238,19 @@ pub(super) fn reconnect(
         "durable open reclaimed"
     );
     respond(ctx, &open, key, asked.as_ref())
+}
+
+/// The open itself once no request of its lost connection holds it any more (they end
+/// within moments: their connection is gone); the open back after two seconds otherwise.
+async fn take_alone(mut open: Arc<Open>) -> Result<Open, Arc<Open>> {
+    for _ in 0..100 {
+        match Arc::try_unwrap(open) {
+            Ok(o) => return Ok(o),
+            Err(still) => open = still,
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Arc::try_unwrap(open)
 }
 
 /// Whether the CREATE's name is the path of `open` (case-insensitively, as names are looked

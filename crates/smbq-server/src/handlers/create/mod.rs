@@ -174,7 +174,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let durability = durable::scan(&req, ctx.conn.dialect)?;
     let tree = ctx.tree()?.clone();
     if let Some(rc) = durability.reconnect {
-        return durable::reconnect(ctx, &tree, &req, rc);
+        return durable::reconnect(ctx, &tree, &req, rc).await;
     }
     if let Some(r) = durable::replay(ctx, &req, durability.ask) {
         return Ok(r);
