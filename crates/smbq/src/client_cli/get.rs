@@ -11,6 +11,7 @@ use smbq_client::transfer::{self, TransferOptions};
 use smbq_client::{Error, File, OpenOptions, Tree};
 
 use super::Command;
+use super::again::{Again, connection_lost};
 use super::args::{ConnArgs, XferArgs};
 use super::connect::Connector;
 use super::exit::{CliError, Code};
@@ -140,13 +141,16 @@ async fn open_for_get(
     Ok(f)
 }
 
-/// Downloads the open remote `f` to `target` through `target.part`.
+/// Downloads the open remote `f` (at `remote`) to `target` through `target.part`. When the
+/// connection breaks, `again` connects anew and the download goes on where it was.
 async fn get_file(
     f: &File,
+    remote: &str,
     target: &Path,
     resume: bool,
     opts: TransferOptions,
     progress: &Progress,
+    again: &Again<'_, '_>,
 ) -> Result<(), CliError> {
     let size = f.metadata().size;
     if fs::metadata(target).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
@@ -186,7 +190,37 @@ async fn get_file(
     set_partial(Some(part.display().to_string()));
     progress.skip(offset);
     let mut local: Option<std::io::Error> = None;
-    let r = transfer::download(f, offset, size, opts, sink(&mut out, &mut local, progress)).await;
+    let mut file = f.clone();
+    let mut reopened = false;
+    let mut at = offset;
+    let r = loop {
+        let mut delivered = 0u64;
+        let mut put = sink(&mut out, &mut local, progress);
+        let r = transfer::download(&file, at, size, opts, |b| {
+            put(b)?;
+            delivered += b.len() as u64;
+            Ok(())
+        })
+        .await;
+        drop(put);
+        match r {
+            Err(e) if local.is_none() && connection_lost(&e) => {
+                at += delivered;
+                eprintln!("smbq: connection lost at {at} bytes ({e}); reconnecting to go on");
+                match again.reopen_for_read(remote).await {
+                    Ok(f2) => {
+                        file = f2;
+                        reopened = true;
+                    }
+                    Err(e2) => break Err(e2),
+                }
+            }
+            other => break other.map_err(CliError::from),
+        }
+    };
+    if reopened {
+        let _ = file.close().await;
+    }
     let flushed = out.flush();
     drop(out);
     let kept = || {
@@ -202,7 +236,7 @@ async fn get_file(
     }
     if let Err(e) = r {
         set_partial(None);
-        return Err(CliError::from(e).note(&kept()));
+        return Err(e.note(&kept()));
     }
     // Shorter than announced means the file shrank while we read: what we have is the file.
     fs::rename(&part, target).map_err(|e| local_err(target, e))?;
@@ -252,8 +286,9 @@ async fn plan(tree: &Tree, remote: &str, local: &Path, items: &mut Vec<Item>) ->
 
 /// What every file of one recursive `get` shares: where they come from, how they are read
 /// and the progress display they report to.
-struct Download<'a> {
-    tree: &'a Tree,
+struct Download<'a, 'c> {
+    /// The share, and how to connect again when the connection breaks.
+    again: &'a Again<'a, 'c>,
     /// The URL given, for naming remote paths in messages.
     url: &'a SmbUrl,
     /// `--continue`: resume from a `.part`, skip files already complete.
@@ -262,7 +297,7 @@ struct Download<'a> {
     progress: &'a Progress,
 }
 
-impl Download<'_> {
+impl Download<'_, '_> {
     /// Creates the directories and downloads the files of a planned tree, in order; stops at
     /// the first failure.
     async fn get_tree(&self, items: &[Item]) -> Result<(), CliError> {
@@ -272,10 +307,20 @@ impl Download<'_> {
                 Item::File { remote, local, .. } => {
                     let shown = self.url.display_path(remote);
                     self.progress.file(remote);
-                    let f = open_for_get(self.tree, remote, self.resume, self.opts)
+                    let tree = self.again.tree();
+                    let f = open_for_get(&tree, remote, self.resume, self.opts)
                         .await
                         .map_err(|e| CliError::from(e).at("get", &shown))?;
-                    let r = get_file(&f, local, self.resume, self.opts, self.progress).await;
+                    let r = get_file(
+                        &f,
+                        remote,
+                        local,
+                        self.resume,
+                        self.opts,
+                        self.progress,
+                        self.again,
+                    )
+                    .await;
                     let _ = f.close().await;
                     r.map_err(|e| e.at("get", &shown))?;
                 }
@@ -302,11 +347,13 @@ async fn run(a: GetArgs, c: &mut Connector) -> Result<(), CliError> {
     let f = open_for_get(&tree, &u.path, a.xfer.resume, opts)
         .await
         .map_err(|e| at(e.into()))?;
+    let conn = tokio::sync::Mutex::new(c);
+    let again = Again::new(&conn, u, tree.clone());
     let target = local_target(&a.local, u.basename());
     if !f.metadata().is_dir() {
         let p = Progress::new("get", mode, f.metadata().size);
         p.file(u.basename());
-        let r = get_file(&f, &target, a.xfer.resume, opts, &p).await;
+        let r = get_file(&f, &u.path, &target, a.xfer.resume, opts, &p, &again).await;
         let _ = f.close().await;
         return match r {
             Ok(()) => {
@@ -339,7 +386,7 @@ async fn run(a: GetArgs, c: &mut Connector) -> Result<(), CliError> {
         .sum();
     let p = Progress::new("get", mode, total);
     let download = Download {
-        tree: &tree,
+        again: &again,
         url: u,
         resume: a.xfer.resume,
         opts,

@@ -3,6 +3,7 @@
 //! Data goes to stdout (cat, ls, stat, shares); progress, notices and the one-line error go
 //! to stderr; the exit status says what kind of failure it was ([`exit::Code`]).
 
+mod again;
 mod args;
 mod connect;
 mod exit;

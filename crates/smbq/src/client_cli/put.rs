@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use smbq_client::transfer::TransferOptions;
@@ -19,6 +19,7 @@ use smbq_client::{DurableHandle, Error, File, OpenOptions, Tree};
 use smbq_wire::NtStatus;
 
 use super::Command;
+use super::again::{Again, connection_lost};
 use super::args::{ConnArgs, XferArgs};
 use super::connect::Connector;
 use super::exit::{CliError, Code};
@@ -152,11 +153,6 @@ async fn upload_window(
     }
 }
 
-/// Errors after which a new connection may take the open back.
-fn connection_lost(e: &Error) -> bool {
-    matches!(e, Error::Disconnected(_) | Error::Io(_) | Error::Timeout(_))
-}
-
 fn window_of(opts: TransferOptions, file: &File) -> u64 {
     u64::from(opts.chunk.min(file.max_write()).max(1)) * opts.depth.max(1) as u64
 }
@@ -164,10 +160,8 @@ fn window_of(opts: TransferOptions, file: &File) -> u64 {
 /// What every file of one `put` run shares: where the files go, how they are sent and the
 /// progress display they report to.
 struct Upload<'a, 'c> {
-    /// The share; replaced when a broken connection is made again.
-    tree: std::sync::Mutex<Tree>,
-    /// Where a broken connection is made again (`reclaim`).
-    conn: &'a tokio::sync::Mutex<&'c mut Connector>,
+    /// The share, and how to connect again when the connection breaks.
+    again: &'a Again<'a, 'c>,
     /// The URL given, for naming remote paths in messages.
     url: &'a SmbUrl,
     /// `--continue`: resume from a `.part`, skip files already complete.
@@ -188,7 +182,7 @@ enum Start {
 
 impl Upload<'_, '_> {
     fn tree(&self) -> Tree {
-        self.tree.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.again.tree()
     }
 
     /// What `--continue` finds for an upload of `size` bytes to `target` through `part`.
@@ -269,8 +263,7 @@ impl Upload<'_, '_> {
                         "smbq: connection lost at {} bytes ({}); reconnecting to go on",
                         stop.confirmed, stop.error
                     );
-                    let previous = tree.session().id();
-                    match self.reclaim(h, previous).await {
+                    match self.reclaim(h).await {
                         Ok((t, file)) => {
                             (tree, f) = (t, file);
                             from = stop.confirmed;
@@ -304,30 +297,13 @@ impl Upload<'_, '_> {
         Ok(())
     }
 
-    /// After the connection broke mid-upload: logs on again on a new connection (naming the
-    /// old session) and takes the durable open back, retrying while the server may still
-    /// keep it (its durable timeout, at most a minute).
-    async fn reclaim(&self, h: &DurableHandle, previous: u64) -> Result<(Tree, File), CliError> {
-        let limit = Duration::from_millis(u64::from(h.timeout_ms).min(60_000));
-        let give_up = Instant::now() + limit;
-        let mut wait = Duration::from_millis(250);
-        loop {
-            watchdog::touch();
-            let tree = self.conn.lock().await.reconnect(self.url, previous).await;
-            match tree {
-                Ok(tree) => {
-                    let f = tree.reclaim(h).await?;
-                    eprintln!("smbq: reconnected; the upload goes on");
-                    *self.tree.lock().unwrap_or_else(|p| p.into_inner()) = tree.clone();
-                    return Ok((tree, f));
-                }
-                Err(e) if Instant::now() + wait >= give_up => return Err(e),
-                Err(_) => {
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(4));
-                }
-            }
-        }
+    /// After the connection broke mid-upload: connects again (naming the old session) and
+    /// takes the durable open back, while the server may still keep it (its durable timeout).
+    async fn reclaim(&self, h: &DurableHandle) -> Result<(Tree, File), CliError> {
+        let limit = Duration::from_millis(u64::from(h.timeout_ms));
+        let tree = self.again.reconnect(limit).await?;
+        let f = tree.reclaim(h).await?;
+        Ok((tree, f))
     }
 
     /// Creates the directories and uploads the files of a planned tree, in order; stops at
@@ -521,6 +497,7 @@ async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
     }
     let tree = c.tree(u).await.map_err(at_url)?;
     let conn = tokio::sync::Mutex::new(c);
+    let again = Again::new(&conn, u, tree.clone());
     let target = remote_target(&tree, u, &name)
         .await
         .map_err(|e| at_url(e.into()))?;
@@ -528,8 +505,7 @@ async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
         let p = Progress::new("put", mode, meta.len());
         p.file(&name);
         let up = Upload {
-            tree: std::sync::Mutex::new(tree.clone()),
-            conn: &conn,
+            again: &again,
             url: u,
             resume: a.xfer.resume,
             opts,
@@ -557,8 +533,7 @@ async fn run(a: PutArgs, c: &mut Connector) -> Result<(), CliError> {
         .sum();
     let p = Progress::new("put", mode, total);
     let up = Upload {
-        tree: std::sync::Mutex::new(tree.clone()),
-        conn: &conn,
+        again: &again,
         url: u,
         resume: a.xfer.resume,
         opts,
