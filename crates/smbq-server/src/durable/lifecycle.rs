@@ -39,6 +39,13 @@ impl Server {
         let Some(grant) = open.durable.lock().clone() else {
             return false;
         };
+        // An open whose oplock or lease is being broken can no longer acknowledge: another
+        // open waits for it, so it is closed now rather than kept (as a purge would).
+        if let Some(f) = open.file()
+            && self.files.breaking_opens(f.key).contains(&id)
+        {
+            return false;
+        }
         let timeout = grant.timeout;
         let limits = &self.cfg.limits;
         let caps = (limits.max_durable_opens, limits.max_durable_opens_per_user);

@@ -55,6 +55,11 @@ impl Server {
                 self.send_breaks(&oplocks.notices);
                 self.send_lease_breaks(&leases.notices);
                 if oplocks.wait || leases.wait {
+                    // A disconnected durable open will never acknowledge a break started
+                    // before its connection went: it is purged rather than waited for.
+                    for id in self.files().breaking_opens(key) {
+                        self.purge_parked(id);
+                    }
                     Admission::MustWait(PendingBreaks { key })
                 } else {
                     Admission::Granted

@@ -278,6 +278,14 @@ impl Leases {
             })
     }
 
+    /// The opens of leases whose break awaits an acknowledgment.
+    pub fn breaking_opens(&self) -> impl Iterator<Item = u64> + '_ {
+        self.leases
+            .iter()
+            .filter(|l| l.breaking.is_some())
+            .flat_map(|l| l.opens.iter().copied())
+    }
+
     /// A durable open reconnected on another session: its lease's breaks go there.
     pub fn rebind(&mut self, open_id: u64, session_id: u64) {
         for l in self

@@ -616,6 +616,17 @@ impl FileStates {
         .unwrap_or((Level::None, None))
     }
 
+    /// The opens of `key`'s file with an oplock or lease break awaiting its acknowledgment.
+    pub(crate) fn breaking_opens(&self, key: FileKey) -> Vec<u64> {
+        self.read(key, |e| {
+            e.oplocks
+                .breaking()
+                .chain(e.leases.breaking_opens())
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
     /// A durable open of `key` reconnected on session `session_id`: its oplock and lease
     /// breaks go there from now on.
     pub(crate) fn rebind(&self, key: FileKey, open_id: u64, session_id: u64) {

@@ -222,6 +222,14 @@ impl Holders {
         self.holder(open_id).map_or(Level::None, |h| h.level)
     }
 
+    /// The opens whose oplock break awaits an acknowledgment.
+    pub fn breaking(&self) -> impl Iterator<Item = u64> + '_ {
+        self.holders
+            .iter()
+            .filter(|h| h.breaking.is_some())
+            .map(|h| h.open_id)
+    }
+
     /// A durable open reconnected on another session (MS-SMB2 3.3.5.9.7): its breaks go there.
     pub fn rebind(&mut self, open_id: u64, session_id: u64) {
         if let Some(h) = self.holder_mut(open_id) {

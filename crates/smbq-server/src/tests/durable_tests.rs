@@ -291,3 +291,26 @@ async fn a_replayed_create_gets_its_first_answer() {
     h.srv.session_lost(h.session.id);
     assert_eq!(h.srv.parked_opens(), 1);
 }
+
+/// A durable open whose break is under way when its connection goes can never acknowledge
+/// it: it is closed rather than kept, and the open waiting for the break goes on at once
+/// instead of after the 35 s timeout (the case of a killed QUIC client, issue 10).
+#[tokio::test]
+async fn an_open_lost_while_being_broken_is_closed_not_kept() {
+    let mut h = H::new().await;
+    let first = h.session.id;
+    assert_eq!(durable_open(&h, "f").await.status, NtStatus::SUCCESS);
+    // The first session's channel is alive: the break reaches it, and nobody answers.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    h.srv.register_connection(h.conn.id, tx);
+    new_session(&mut h, 0x12, "alice").await;
+    let start = std::time::Instant::now();
+    let (second, ()) = tokio::join!(durable_open(&h, "f"), async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(rx.try_recv().is_ok(), "the break was sent");
+        h.srv.session_lost(first);
+    });
+    assert_eq!(second.status, NtStatus::SUCCESS);
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(h.srv.parked_opens(), 0, "not kept");
+}
