@@ -38,6 +38,8 @@ pub struct Link {
     ns_b: Option<Namespace>,
     directions: Vec<Direction>,
     stop: Arc<AtomicBool>,
+    /// While set, both directions drop every packet (`set_down`).
+    down: Arc<AtomicBool>,
     a_to_b: Arc<Counters>,
     b_to_a: Arc<Counters>,
 }
@@ -65,6 +67,7 @@ impl Link {
         let read_a = AsyncDevice::new(tun_a)?;
         let read_b = AsyncDevice::new(tun_b)?;
         let stop = Arc::new(AtomicBool::new(false));
+        let down = Arc::new(AtomicBool::new(false));
         let counters_ab = Arc::new(Counters::default());
         let counters_ba = Arc::new(Counters::default());
         let mut link = Link {
@@ -74,6 +77,7 @@ impl Link {
             ns_b: Some(ns_b),
             directions: Vec::with_capacity(2),
             stop: stop.clone(),
+            down: down.clone(),
             a_to_b: counters_ab.clone(),
             b_to_a: counters_ba.clone(),
         };
@@ -85,6 +89,7 @@ impl Link {
             shaper_ab,
             counters_ab,
             stop.clone(),
+            down.clone(),
         )?);
         let shaper_ba = Shaper::new(&b_to_a, SALT_B_TO_A);
         link.directions.push(pump::start(
@@ -94,6 +99,7 @@ impl Link {
             shaper_ba,
             counters_ba,
             stop,
+            down,
         )?);
         tracing::info!(ns_a = %link.ns_a_name, ns_b = %link.ns_b_name, ?a_to_b, ?b_to_a, "link up");
         Ok(link)
@@ -117,6 +123,12 @@ impl Link {
     /// Side B's address, reachable from A.
     pub fn addr_b(&self) -> Ipv4Addr {
         ADDR_B
+    }
+
+    /// Cuts the link (every packet in both directions is dropped, as when a cable is pulled or
+    /// Wi-Fi drops) or restores it.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::Relaxed);
     }
 
     /// Counters of both directions so far.

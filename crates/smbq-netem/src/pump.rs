@@ -41,7 +41,8 @@ pub(crate) struct Direction {
     pub(crate) delay_line: std::thread::JoinHandle<()>,
 }
 
-/// Starts one direction: packets read from `from` go through `shaper` and come out on `to`.
+/// Starts one direction: packets read from `from` go through `shaper` and come out on `to`;
+/// while `down` is set every packet is dropped (a cut link).
 pub(crate) fn start(
     name: &str,
     from: AsyncDevice,
@@ -49,6 +50,7 @@ pub(crate) fn start(
     shaper: Shaper,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
+    down: Arc<AtomicBool>,
 ) -> io::Result<Direction> {
     let (tx, rx) = sync_channel(DELAY_LINE_PACKETS);
     let delay_line = std::thread::Builder::new()
@@ -57,7 +59,7 @@ pub(crate) fn start(
             let counters = counters.clone();
             move || delay_line(rx, to, &counters, &stop)
         })?;
-    let reader = tokio::spawn(read_loop(from, shaper, tx, counters));
+    let reader = tokio::spawn(read_loop(from, shaper, tx, counters, down));
     Ok(Direction { reader, delay_line })
 }
 
@@ -66,6 +68,7 @@ async fn read_loop(
     mut shaper: Shaper,
     tx: SyncSender<Packet>,
     counters: Arc<Counters>,
+    down: Arc<AtomicBool>,
 ) {
     let mut buf = vec![0u8; MAX_PACKET];
     loop {
@@ -82,6 +85,10 @@ async fn read_loop(
         let Some(packet) = buf.get(..len) else {
             continue;
         };
+        if down.load(Ordering::Relaxed) {
+            counters.lost();
+            continue;
+        }
         match shaper.decide(now, len) {
             Verdict::Deliver(deliver_at) => {
                 let bytes = packet.to_vec();

@@ -1,0 +1,142 @@
+//! Issue 13's end-to-end test: client and server in two network namespaces joined by the
+//! project's link emulator (20 ms round trip). `smbq put` sends 256 MiB over QUIC; a quarter
+//! of the way in the link drops every packet for 5 s, longer than the 3 s QUIC idle timeout
+//! the server sets, so the connection dies on both ends. The client connects again when the
+//! link is back, reclaims its durable open (the server logs it) and finishes; the file's bytes
+//! match.
+//!
+//! Needs root (CI runs as root), `/dev/net/tun` and iproute2, and does not skip.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use smbq_netem::{ADDR_B, Link, LinkSettings, command_in};
+
+use common::BIN;
+
+const PASSWORD: &str = "netem-reconnect-test-password";
+const SIZE: u32 = 256 << 20;
+const QUIC_PORT: u16 = 47_443;
+const TCP_PORT: u16 = 47_445;
+
+fn pattern() -> Vec<u8> {
+    (0..SIZE)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect()
+}
+
+#[test]
+fn a_quic_upload_survives_five_seconds_without_a_link() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let one_way = LinkSettings {
+        delay: Duration::from_millis(10),
+        ..LinkSettings::default()
+    };
+    let link = rt
+        .block_on(Link::start(one_way.clone(), one_way))
+        .expect("the link emulator (root, /dev/net/tun, iproute2)");
+
+    let dir = tempfile::tempdir().unwrap();
+    let share = dir.path().join("share");
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&share).unwrap();
+    let cfg = dir.path().join("smbq.toml");
+    std::fs::write(&cfg, "[quic]\nidle_timeout_secs = 3\nkeep_alive_secs = 1\n").unwrap();
+    let mut server = command_in(link.ns_b(), BIN)
+        .arg("serve")
+        .arg(&share)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--listen", &ADDR_B.to_string()])
+        .args(["--tcp-port", &TCP_PORT.to_string()])
+        .args(["--quic-port", &QUIC_PORT.to_string()])
+        .arg("--state-dir")
+        .arg(&state)
+        .env("SMBQ_USER", common::raw::USER)
+        .env("SMBQ_PASSWORD", PASSWORD)
+        .env_remove("SMBQ_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = common::lines_of(server.stdout.take().unwrap());
+    let err = server.stderr.take().unwrap();
+    let server_log = std::thread::spawn(move || {
+        BufReader::new(err)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    let ready = out.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(ready.starts_with("smbq: listening"), "{ready}");
+
+    let local = dir.path().join("big.bin");
+    let data = pattern();
+    std::fs::write(&local, &data).unwrap();
+    let mut put = command_in(link.ns_a(), BIN)
+        .arg("put")
+        .arg(&local)
+        .arg(format!(
+            "smb://{}@{ADDR_B}/share/big.bin",
+            common::raw::USER
+        ))
+        .args(["--transport", "quic", "--quic-port", &QUIC_PORT.to_string()])
+        .args(["--insecure", "-q", "--connect-timeout", "2"])
+        .env("SMBQ_PASSWORD", PASSWORD)
+        .env("HOME", dir.path())
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env_remove("SMBQ_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // A quarter of the way in, the link goes dark for 5 s.
+    let part = share.join("big.bin.part");
+    let start = Instant::now();
+    while std::fs::metadata(&part).map_or(0, |m| m.len()) < u64::from(SIZE / 4) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the upload never got going"
+        );
+        assert!(
+            put.try_wait().unwrap().is_none(),
+            "put ended before the cut"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    link.set_down(true);
+    std::thread::sleep(Duration::from_secs(5));
+    link.set_down(false);
+
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(s) = put.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "put did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut put.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "put failed: {stderr}");
+    assert!(stderr.contains("reconnecting"), "no reconnect: {stderr}");
+    let got = std::fs::read(share.join("big.bin")).unwrap();
+    assert!(got == data, "the file differs ({} bytes)", got.len());
+
+    let _ = server.kill();
+    let _ = server.wait();
+    let log = server_log.join().unwrap().join("\n");
+    assert!(log.contains("durable open reclaimed"), "{log}");
+    drop(link);
+}
