@@ -130,4 +130,10 @@ impl Server {
     pub fn parked_opens(&self) -> usize {
         self.durable.len()
     }
+
+    /// Open ids in use (live, reserved by a CREATE in progress, or kept for a parked open).
+    #[cfg(test)]
+    pub(crate) fn open_slots_in_use(&self) -> usize {
+        self.opens.read().len()
+    }
 }

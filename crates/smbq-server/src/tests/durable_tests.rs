@@ -314,3 +314,32 @@ async fn an_open_lost_while_being_broken_is_closed_not_kept() {
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
     assert_eq!(h.srv.parked_opens(), 0, "not kept");
 }
+
+/// Thousands of durable opens from one client: the store keeps what the per-user limit allows
+/// and closes the rest at once; at the timeout everything goes, and no table keeps anything.
+#[tokio::test]
+async fn thousands_of_durable_opens_leave_nothing_behind() {
+    let h = H::with(|c| {
+        c.limits.max_durable_opens_per_user = 1000;
+        c.limits.durable_timeout_secs = 1;
+    })
+    .await;
+    for i in 0..2000 {
+        let o = durable_open(&h, &format!("f{i}")).await;
+        assert_eq!(o.status, NtStatus::SUCCESS, "open {i}");
+    }
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1000);
+    for _ in 0..100 {
+        if h.srv.parked_opens() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(h.srv.parked_opens(), 0);
+    let held = (0..2000)
+        .filter(|i| h.srv.files().open_count_any(key_of(&h, &format!("f{i}"))) > 0)
+        .count();
+    assert_eq!(held, 0, "every share mode released");
+    assert_eq!(h.srv.open_slots_in_use(), 0, "every open id freed");
+}
