@@ -363,6 +363,35 @@ pub(super) fn replay(
     } else {
         (OplockLevel(first.oplock), first.contexts.clone())
     };
+    // A lease is answered as it is now (smbtorture smb2.replay.replay-dhv2-lease1: upgraded
+    // by another open of the same key since).
+    let current = open
+        .file()
+        .and_then(|f| ctx.srv.files().caching_of(f.key, open.volatile()).1);
+    // A replay asking for a lease the open does not hold (it has an oplock, or another key's
+    // lease) is not this CREATE again: STATUS_ACCESS_DENIED, as Windows answers
+    // (smbtorture replay-dhv2-oplock-lease, replay-dhv2-lease3).
+    if let Some(asked) = contexts::lease_of(req).filter(|_| asked == OplockLevel::LEASE) {
+        let same = current
+            .as_ref()
+            .is_some_and(|(k, _)| k.key == asked.key && k.client_guid == ctx.conn.client_guid);
+        if !same {
+            return Some(Response::error(NtStatus::ACCESS_DENIED));
+        }
+    }
+    let contexts: Vec<(CreateContextTag<'static>, Vec<u8>)> = contexts
+        .into_iter()
+        .map(|(t, d)| {
+            match (
+                t == CreateContextTag::RQLS,
+                &current,
+                contexts::lease_of(req),
+            ) {
+                (true, Some((_, g)), Some(asked)) => (t, contexts::lease_response(&asked, g)),
+                _ => (t, d),
+            }
+        })
+        .collect();
     let list: Vec<cc::CreateContext<'_>> = contexts
         .iter()
         .map(|(t, d)| cc::CreateContext::new(*t, d))
