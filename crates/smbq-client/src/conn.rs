@@ -21,6 +21,10 @@ use crate::Error;
 /// Message id the server uses for oplock/lease break notifications (MS-SMB2 3.3.4.6).
 const UNSOLICITED: u64 = u64::MAX;
 
+/// Break acknowledgments waiting to be sent; more are dropped (a server breaking one open
+/// this often is misbehaving, and its break completes at its timeout anyway).
+const MAX_QUEUED_ACKS: usize = 64;
+
 struct Pending {
     /// None once the caller gave up (the response still returns its credits).
     tx: Option<oneshot::Sender<Result<Incoming, Error>>>,
@@ -50,7 +54,8 @@ pub(crate) struct Shared {
     /// Opens holding an oplock, by FileId.Persistent: where their break acknowledgments go.
     breaks: Mutex<HashMap<u64, BreakTarget>>,
     /// Acknowledgments to send, taken by the task `start` spawns (the reader must not wait).
-    acks: mpsc::UnboundedSender<(BreakTarget, Vec<u8>)>,
+    /// Bounded: a server flooding breaks gets the excess dropped, not our memory.
+    acks: mpsc::Sender<(BreakTarget, Vec<u8>)>,
 }
 
 /// The session and tree an oplock holder's acknowledgment is sent on.
@@ -122,7 +127,7 @@ pub(crate) struct Slot {
 impl Shared {
     pub(crate) fn start(conn: Connection, config: ClientConfig) -> Arc<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let (acks, ack_rx) = mpsc::unbounded_channel();
+        let (acks, ack_rx) = mpsc::channel(MAX_QUEUED_ACKS);
         let shared = Arc::new(Self {
             config,
             kind: conn.kind,
@@ -179,7 +184,9 @@ impl Shared {
             file_id: n.file_id,
         }
         .encode(&mut w);
-        let _ = self.acks.send((target, w.into_vec()));
+        if self.acks.try_send((target, w.into_vec())).is_err() {
+            tracing::debug!("oplock break acknowledgment dropped: too many queued");
+        }
     }
 
     pub(crate) fn remove_session(&self, id: u64) {
@@ -700,9 +707,9 @@ async fn reader_task(mut reader: Box<dyn ChunkRead>, shared: std::sync::Weak<Sha
     }
 }
 
-/// Sends the oplock break acknowledgments `Shared::on_break` queued, each as its own request
-/// (its response only confirms the level).
-async fn ack_task(mut rx: mpsc::UnboundedReceiver<(BreakTarget, Vec<u8>)>, shared: Weak<Shared>) {
+/// Sends the oplock break acknowledgments `Shared::on_break` queued, one at a time (each
+/// response only confirms the level).
+async fn ack_task(mut rx: mpsc::Receiver<(BreakTarget, Vec<u8>)>, shared: Weak<Shared>) {
     while let Some((target, body)) = rx.recv().await {
         let Some(s) = shared.upgrade() else {
             return;
@@ -715,10 +722,8 @@ async fn ack_task(mut rx: mpsc::UnboundedReceiver<(BreakTarget, Vec<u8>)>, share
             payload: None,
             io_size: 0,
         };
-        tokio::spawn(async move {
-            if let Err(e) = s.call(out, target.protect).await {
-                tracing::debug!(error = %e, "oplock break acknowledgment failed");
-            }
-        });
+        if let Err(e) = s.call(out, target.protect).await {
+            tracing::debug!(error = %e, "oplock break acknowledgment failed");
+        }
     }
 }

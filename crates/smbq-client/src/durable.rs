@@ -7,19 +7,18 @@
 //! holds the oplock only because the server makes durability depend on one.
 
 use rand::RngCore;
-use smbq_wire::create::{CreateRequest, CreateResponse, ImpersonationLevel, OplockLevel};
+use smbq_wire::create::{CreateResponse, OplockLevel};
 use smbq_wire::create_context::{
     CreateContext, CreateContextTag, Dh2cRequest, Dh2qRequest, Dh2qResponse, contexts_to_bytes,
     parse_contexts,
 };
-use smbq_wire::cursor::utf16le_encode;
-use smbq_wire::{Command, FileId, Writer};
+use smbq_wire::{Command, FileId};
 
 use crate::Error;
 use crate::conn::BreakTarget;
 use crate::file::File;
 use crate::session::check;
-use crate::tree::{OpenOptions, Tree, smb_path};
+use crate::tree::{OpenOptions, Tree, create_body_with};
 
 /// What the server granted: enough to reclaim the open on a new connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,25 +28,6 @@ pub struct DurableHandle {
     pub create_guid: [u8; 16],
     /// How long the server keeps it for us after the connection breaks (milliseconds).
     pub timeout_ms: u32,
-}
-
-fn create_body(path: &str, o: &OpenOptions, level: OplockLevel, contexts: &[u8]) -> Vec<u8> {
-    let name = utf16le_encode(&smb_path(path));
-    let mut w = Writer::new();
-    CreateRequest {
-        requested_oplock_level: level,
-        impersonation_level: ImpersonationLevel::IMPERSONATION,
-        desired_access: o.access,
-        file_attributes: o.attributes,
-        share_access: o.share,
-        create_disposition: o.disposition,
-        create_options: o.options,
-        name: &name,
-        contexts,
-        ..Default::default()
-    }
-    .encode(&mut w);
-    w.into_vec()
 }
 
 impl Tree {
@@ -68,7 +48,7 @@ impl Tree {
         }
         .to_bytes();
         let list = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DH2Q, &dh2q)]);
-        let body = create_body(path, o, OplockLevel::BATCH, &list);
+        let body = create_body_with(path, o, OplockLevel::BATCH, &list);
         let r = self.send(Command::CREATE, body, None, 0).await?;
         check(&r, "CREATE")?;
         let c = CreateResponse::decode(&r.msg)?;
@@ -100,7 +80,7 @@ impl Tree {
         }
         .to_bytes();
         let list = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DH2C, &dh2c)]);
-        let body = create_body(&h.path, &OpenOptions::read(), OplockLevel::BATCH, &list);
+        let body = create_body_with(&h.path, &OpenOptions::read(), OplockLevel::BATCH, &list);
         let r = self.send(Command::CREATE, body, None, 0).await?;
         check(&r, "CREATE (durable reconnect)")?;
         let c = CreateResponse::decode(&r.msg)?;

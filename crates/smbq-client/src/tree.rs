@@ -250,10 +250,20 @@ impl Tree {
 
 /// A CREATE request's body (MS-SMB2 2.2.13): no oplock or lease, no contexts.
 pub(crate) fn create_body(path: &str, o: &OpenOptions) -> Vec<u8> {
+    create_body_with(path, o, OplockLevel::NONE, &[])
+}
+
+/// A CREATE request's body asking for oplock `level`, with a create context list.
+pub(crate) fn create_body_with(
+    path: &str,
+    o: &OpenOptions,
+    level: OplockLevel,
+    contexts: &[u8],
+) -> Vec<u8> {
     let name = utf16le_encode(&smb_path(path));
     let mut w = Writer::new();
     CreateRequest {
-        requested_oplock_level: OplockLevel::NONE,
+        requested_oplock_level: level,
         impersonation_level: ImpersonationLevel::IMPERSONATION,
         desired_access: o.access,
         file_attributes: o.attributes,
@@ -261,6 +271,7 @@ pub(crate) fn create_body(path: &str, o: &OpenOptions) -> Vec<u8> {
         create_disposition: o.disposition,
         create_options: o.options,
         name: &name,
+        contexts,
         ..Default::default()
     }
     .encode(&mut w);

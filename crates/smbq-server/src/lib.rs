@@ -159,11 +159,19 @@ impl Server {
         &self.sessions
     }
 
-    /// The session is gone (LOGOFF, a failed re-authentication, its connection closed, or a
-    /// reconnect replaced it): it leaves the table, so every engine still holding it answers
-    /// USER_SESSION_DELETED from now on, and its trees and opens are closed, applying
-    /// delete-on-close and releasing locks.
+    /// The session is gone and takes everything with it: it leaves the table, so every
+    /// engine still holding it answers USER_SESSION_DELETED from now on, and its trees and
+    /// opens, durable ones too, are closed, applying delete-on-close and releasing locks.
+    /// (LOGOFF, a lost connection and a replaced session keep durable opens instead:
+    /// [`session_lost`](Self::session_lost).)
     pub fn session_ended(&self, session_id: u64) {
+        self.end_session(session_id, false);
+    }
+
+    /// Ends session `session_id` (see [`session_ended`](Self::session_ended)); with
+    /// `keep_durable` its durable opens are parked for a reconnect (crate::durable) rather
+    /// than closed.
+    fn end_session(&self, session_id: u64, keep_durable: bool) {
         let Some(st) = self
             .sessions
             .end(session_id)
@@ -172,7 +180,9 @@ impl Server {
             return;
         };
         for id in st.open_ids() {
-            self.close_open_by_id(id);
+            if !(keep_durable && self.park_open(id)) {
+                self.close_open_by_id(id);
+            }
         }
         st.take_trees();
     }

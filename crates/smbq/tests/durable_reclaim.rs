@@ -45,6 +45,13 @@ async fn connect(addr: SocketAddr, guid: [u8; 16]) -> Client {
     Client::connect(conn, cfg).await.unwrap()
 }
 
+/// A new client with ClientGuid `guid`, logged on and connected to the share.
+async fn share(addr: SocketAddr, guid: [u8; 16]) -> smbq_client::Tree {
+    let client = connect(addr, guid).await;
+    let session = client.login(USER, "", PASSWORD).await.unwrap();
+    session.tree_connect("share").await.unwrap()
+}
+
 fn piece(i: u64) -> Bytes {
     Bytes::from(vec![(i % 251) as u8; 64 * 1024])
 }
@@ -110,27 +117,13 @@ fn an_upload_survives_a_cut_connection_by_reclaiming_its_durable_open() {
 fn a_durable_open_does_not_hold_up_other_clients() {
     let srv = Server::start(PASSWORD, "", &[("shared.txt", b"hello")]);
     runtime().block_on(async {
-        let a = connect(srv.addr, [1; 16]).await;
-        let ta = a
-            .login(USER, "", PASSWORD)
-            .await
-            .unwrap()
-            .tree_connect("share")
-            .await
-            .unwrap();
+        let ta = share(srv.addr, [1; 16]).await;
         let (fa, handle) = ta
             .open_durable("shared.txt", &OpenOptions::read())
             .await
             .unwrap();
         assert!(handle.is_some());
-        let b = connect(srv.addr, [2; 16]).await;
-        let tb = b
-            .login(USER, "", PASSWORD)
-            .await
-            .unwrap()
-            .tree_connect("share")
-            .await
-            .unwrap();
+        let tb = share(srv.addr, [2; 16]).await;
         let start = Instant::now();
         let fb = tb.open("shared.txt", &OpenOptions::read()).await.unwrap();
         assert!(

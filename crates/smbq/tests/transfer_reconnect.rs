@@ -141,40 +141,17 @@ fn put_goes_on_after_the_connection_is_cut() {
     let (via, conns) = proxy(srv.addr, false);
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("big.bin");
-    let data: Vec<u8> = (0..32u32 << 20)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
+    let data = pattern();
     std::fs::write(&local, &data).unwrap();
-    let out = Proc::new(BIN)
-        .arg("put")
-        .arg(&local)
-        .arg(format!("smb://{USER}@127.0.0.1/share/big.bin"))
-        .args([
-            "--transport",
-            "tcp",
-            "--tcp-port",
-            &via.port().to_string(),
-            "-q",
-        ])
-        .env("SMBQ_PASSWORD", PASSWORD)
-        .env("HOME", dir.path())
-        .env("XDG_CACHE_HOME", dir.path().join("cache"))
-        .env_remove("SMBQ_LOG")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "put failed: {stderr}");
+    let url = format!("smb://{USER}@127.0.0.1/share/big.bin");
+    let (ok, stderr) = cli(dir.path(), via, &["put", local.to_str().unwrap(), &url]);
+    assert!(ok, "put failed: {stderr}");
     assert!(
         stderr.contains("reconnecting"),
         "no reconnect seen: {stderr}"
     );
     // It went on from what was confirmed, not from the start.
-    let at: u64 = stderr
-        .split("connection lost at ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap();
+    let at = lost_at(&stderr);
     assert!(at >= 8 << 20, "resumed from {at}");
     assert!(conns.load(Ordering::SeqCst) >= 2);
     let got = std::fs::read(srv.share_path("big.bin")).unwrap();

@@ -8,31 +8,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::Server;
-use crate::tables::{Open, SessionState};
+use crate::tables::Open;
 
 impl Server {
     /// Session `session_id` lost its connection (or a reconnect named it as its
     /// PreviousSessionId): it ends like [`session_ended`](Self::session_ended), except that
     /// its durable opens are parked for their clients instead of closed.
     pub fn session_lost(&self, session_id: u64) {
-        let Some(st) = self
-            .sessions
-            .end(session_id)
-            .and_then(|rec| rec.ext::<SessionState>())
-        else {
-            return;
-        };
-        for id in st.open_ids() {
-            if !self.park_open(id) {
-                self.close_open_by_id(id);
-            }
-        }
-        st.take_trees();
+        self.end_session(session_id, true);
     }
 
     /// Moves a durable open out of the live tables into the store; false (nothing changed)
     /// for an open that is not durable or does not fit the store's limits.
-    fn park_open(&self, id: u64) -> bool {
+    pub(crate) fn park_open(&self, id: u64) -> bool {
         let Some(open) = self.lookup_open(id) else {
             return false;
         };

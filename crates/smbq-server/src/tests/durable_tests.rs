@@ -17,29 +17,32 @@ use crate::access::{mask, share};
 
 const DATA: u32 = mask::FILE_READ_DATA | mask::FILE_WRITE_DATA;
 
-/// A CREATE asking for a batch oplock and a durable v1 handle, sharing nothing.
-async fn durable_open(h: &H, name: &str) -> Open {
-    let dhnq = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DHNQ, &[0; 16])]);
+/// Sends `req` (with the name `name`) as a CREATE on `h`'s tree.
+async fn send_create(h: &H, name: &str, req: CreateRequest<'_>) -> Open {
     let n = utf16le_encode(name);
-    let r = h
-        .send(msg(Command::CREATE, h.tree, h.session.id, |w| {
-            CreateRequest {
-                requested_oplock_level: OplockLevel::BATCH,
-                desired_access: DATA,
-                share_access: 0,
-                create_disposition: D::OPEN_IF,
-                name: &n,
-                contexts: &dhnq,
-                ..Default::default()
-            }
-            .encode(w)
-        }))
-        .await;
+    let m = msg(Command::CREATE, h.tree, h.session.id, |w| {
+        CreateRequest { name: &n, ..req }.encode(w)
+    });
+    let r = h.send(m).await;
     Open {
         status: r.status,
         id: r.file_id.unwrap_or_default(),
         resp: Some(r),
     }
+}
+
+/// A CREATE asking for a batch oplock and a durable v1 handle, sharing nothing.
+async fn durable_open(h: &H, name: &str) -> Open {
+    let dhnq = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DHNQ, &[0; 16])]);
+    let req = CreateRequest {
+        requested_oplock_level: OplockLevel::BATCH,
+        desired_access: DATA,
+        share_access: 0,
+        create_disposition: D::OPEN_IF,
+        contexts: &dhnq,
+        ..Default::default()
+    };
+    send_create(h, name, req).await
 }
 
 /// A DHnC reconnect of `id` (every other field is ignored by the server).
@@ -48,22 +51,11 @@ async fn reconnect(h: &H, id: FileId) -> Open {
     id.encode(&mut w);
     let blob = w.into_vec();
     let dhnc = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DHNC, &blob)]);
-    let n = utf16le_encode("ignored");
-    let r = h
-        .send(msg(Command::CREATE, h.tree, h.session.id, |w| {
-            CreateRequest {
-                name: &n,
-                contexts: &dhnc,
-                ..Default::default()
-            }
-            .encode(w)
-        }))
-        .await;
-    Open {
-        status: r.status,
-        id: r.file_id.unwrap_or_default(),
-        resp: Some(r),
-    }
+    let req = CreateRequest {
+        contexts: &dhnc,
+        ..Default::default()
+    };
+    send_create(h, "ignored", req).await
 }
 
 fn has_context(o: &Open, tag: CreateContextTag<'_>) -> bool {

@@ -40,6 +40,12 @@ impl<'a, 'c> Again<'a, 'c> {
         }
     }
 
+    /// Says the connection broke `at` bytes into the transfer: a warning, shown even with
+    /// `--quiet` (as the other warnings are), since the transfer took a detour.
+    pub fn report_lost(at: u64, e: &Error) {
+        eprintln!("smbq: warning: connection lost at {at} bytes ({e}); reconnecting to go on");
+    }
+
     /// The share on the connection in use.
     pub fn tree(&self) -> Tree {
         self.tree.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -56,7 +62,7 @@ impl<'a, 'c> Again<'a, 'c> {
             match self.conn.lock().await.reconnect(self.url, previous).await {
                 Ok(tree) => {
                     *self.tree.lock().unwrap_or_else(|p| p.into_inner()) = tree.clone();
-                    eprintln!("smbq: reconnected; the transfer goes on");
+                    tracing::info!("reconnected; the transfer goes on");
                     return Ok(tree);
                 }
                 Err(e) if Instant::now() + wait >= give_up => return Err(e),

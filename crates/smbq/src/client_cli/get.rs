@@ -206,7 +206,7 @@ async fn get_file(
         match r {
             Err(e) if local.is_none() && connection_lost(&e) => {
                 at += delivered;
-                eprintln!("smbq: connection lost at {at} bytes ({e}); reconnecting to go on");
+                Again::report_lost(at, &e);
                 match again.reopen_for_read(remote).await {
                     Ok(f2) => {
                         file = f2;

@@ -259,10 +259,7 @@ impl Upload<'_, '_> {
                     let Some(h) = handle.as_ref() else {
                         unreachable!("checked in the guard")
                     };
-                    eprintln!(
-                        "smbq: connection lost at {} bytes ({}); reconnecting to go on",
-                        stop.confirmed, stop.error
-                    );
+                    Again::report_lost(stop.confirmed, &stop.error);
                     match self.reclaim(h).await {
                         Ok((t, file)) => {
                             (tree, f) = (t, file);
