@@ -101,6 +101,12 @@ impl Client {
         self.shared.kind
     }
 
+    /// Frames sent on this connection so far (requests, compounds, acknowledgments and
+    /// cancels each count once): what a caller counting round trips compares.
+    pub fn frames_sent(&self) -> u64 {
+        self.shared.frames_sent()
+    }
+
     /// NTLMv2 through SPNEGO (MS-SMB2 3.2.4.2.3). An empty user logs on anonymously.
     pub async fn login(&self, user: &str, domain: &str, password: &str) -> Result<Session, Error> {
         self.login_replacing(user, domain, password, 0).await

@@ -3,6 +3,7 @@
 //! the window instead of overrunning it (MS-SMB2 3.2.4.1.5, 3.2.5.1.4).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::{Bytes, BytesMut};
@@ -11,7 +12,9 @@ use smbq_proto::client::{ClientConfig, Incoming, Negotiated, SessionCrypto, spli
 use smbq_proto::framing::{Deframer, frame_header};
 use smbq_transport::{ChunkRead, ChunkWrite, Connection, TransportKind};
 use smbq_wire::cancel::CancelRequest;
-use smbq_wire::oplock_break::{OplockBreak, OplockBreakFromServer};
+use smbq_wire::oplock_break::{
+    LeaseBreakAck, OplockBreak, OplockBreakFromServer, lease_break_flags,
+};
 use smbq_wire::transform::{TRANSFORM_HEADER_LEN, TransformHeader};
 use smbq_wire::{Command, Header, NtStatus, Writer};
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -51,11 +54,31 @@ pub(crate) struct Shared {
     pub(crate) server_name: Mutex<String>,
     /// Woken when the reader task has ended (the connection is gone).
     ended: tokio::sync::Notify,
-    /// Opens holding an oplock, by FileId.Persistent: where their break acknowledgments go.
+    /// Opens holding an oplock or a lease, by FileId.Persistent: where their break
+    /// acknowledgments go. One entry per open the caller holds.
     breaks: Mutex<HashMap<u64, BreakTarget>>,
+    /// The leases this connection's opens hold, by LeaseKey (crate::lease).
+    leases: Mutex<HashMap<[u8; 16], LeaseWatch>>,
+    /// Frames sent on this connection, for callers counting round trips.
+    frames_sent: AtomicU64,
     /// Acknowledgments to send, taken by the task `start` spawns (the reader must not wait).
     /// Bounded: a server flooding breaks gets the excess dropped, not our memory.
     acks: mpsc::Sender<(BreakTarget, Vec<u8>)>,
+}
+
+/// A lease held through open `persistent`: its breaks are acknowledged on that open's
+/// target, and `holder` (a cache) hears of them first.
+pub(crate) struct LeaseWatch {
+    /// 0 until the CREATE's answer names the open.
+    pub(crate) persistent: u64,
+    pub(crate) target: BreakTarget,
+    pub(crate) holder: Option<Weak<dyn LeaseHolder>>,
+}
+
+/// What is cached under a lease: told the state the server broke the lease to, before the
+/// acknowledgment goes (MS-SMB2 3.2.5.19.2: the client gives up what it may no longer keep).
+pub(crate) trait LeaseHolder: Send + Sync {
+    fn broken(&self, new_state: u32);
 }
 
 /// The session and tree an oplock holder's acknowledgment is sent on.
@@ -143,6 +166,8 @@ impl Shared {
             server_name: Mutex::new(conn.peer.ip().to_string()),
             ended: tokio::sync::Notify::new(),
             breaks: Mutex::new(HashMap::new()),
+            leases: Mutex::new(HashMap::new()),
+            frames_sent: AtomicU64::new(0),
             acks,
         });
         tokio::spawn(ack_task(ack_rx, Arc::downgrade(&shared)));
@@ -164,28 +189,93 @@ impl Shared {
         self.breaks.lock().insert(persistent, target);
     }
 
-    pub(crate) fn unwatch_breaks(&self, persistent: u64) {
-        self.breaks.lock().remove(&persistent);
+    /// Open `persistent` holds lease `key`: its breaks go to `holder` and are acknowledged
+    /// on the open's target (set by [`Self::watch_breaks`] too).
+    pub(crate) fn watch_lease(
+        &self,
+        key: [u8; 16],
+        persistent: u64,
+        target: BreakTarget,
+        holder: Option<Weak<dyn LeaseHolder>>,
+    ) {
+        self.leases.lock().insert(
+            key,
+            LeaseWatch {
+                persistent,
+                target,
+                holder,
+            },
+        );
     }
 
-    /// An oplock break notification (MS-SMB2 2.2.23.1): acknowledged at once with the level
-    /// the server broke to (3.2.5.19.1), since this client caches nothing it would have to
-    /// flush first. Breaks for opens we do not know are dropped.
-    fn on_break(&self, m: &Incoming) {
-        let Ok(OplockBreakFromServer::Oplock(n)) = OplockBreakFromServer::decode(&m.msg) else {
-            return;
-        };
-        let Some(target) = self.breaks.lock().get(&n.file_id.persistent).cloned() else {
-            return;
-        };
-        let mut w = Writer::new();
-        OplockBreak {
-            oplock_level: n.oplock_level,
-            file_id: n.file_id,
+    /// The lease `key`, watched before its CREATE went, is held through open `persistent`.
+    pub(crate) fn lease_open_is(&self, key: &[u8; 16], persistent: u64) {
+        if let Some(w) = self.leases.lock().get_mut(key) {
+            w.persistent = persistent;
         }
-        .encode(&mut w);
-        if self.acks.try_send((target, w.into_vec())).is_err() {
-            tracing::debug!("oplock break acknowledgment dropped: too many queued");
+    }
+
+    pub(crate) fn unwatch_lease(&self, key: &[u8; 16]) {
+        self.leases.lock().remove(key);
+    }
+
+    pub(crate) fn unwatch_breaks(&self, persistent: u64) {
+        self.breaks.lock().remove(&persistent);
+        self.leases.lock().retain(|_, w| w.persistent != persistent);
+    }
+
+    /// How many frames this connection has sent.
+    pub(crate) fn frames_sent(&self) -> u64 {
+        self.frames_sent.load(Ordering::Relaxed)
+    }
+
+    /// An oplock or lease break notification (MS-SMB2 2.2.23.1, 2.2.23.2). Oplock breaks are
+    /// acknowledged at once with the level the server broke to (3.2.5.19.1): this client
+    /// caches nothing under an oplock. A lease break first drops what its cache may no
+    /// longer keep, then is acknowledged with the new state when the server asks
+    /// (3.2.5.19.2); this client never caches writes, so there is nothing to flush. Breaks for
+    /// opens we do not know are dropped.
+    fn on_break(&self, m: &Incoming) {
+        let (target, body) = match OplockBreakFromServer::decode(&m.msg) {
+            Ok(OplockBreakFromServer::Oplock(n)) => {
+                let Some(target) = self.breaks.lock().get(&n.file_id.persistent).cloned() else {
+                    return;
+                };
+                let mut w = Writer::new();
+                OplockBreak {
+                    oplock_level: n.oplock_level,
+                    file_id: n.file_id,
+                }
+                .encode(&mut w);
+                (target, w.into_vec())
+            }
+            Ok(OplockBreakFromServer::LeaseNotification(n)) => {
+                let (target, holder) = {
+                    let leases = self.leases.lock();
+                    let Some(w) = leases.get(&n.lease_key) else {
+                        return;
+                    };
+                    (w.target.clone(), w.holder.as_ref().and_then(Weak::upgrade))
+                };
+                if let Some(h) = holder {
+                    h.broken(n.new_lease_state);
+                }
+                if n.flags & lease_break_flags::ACK_REQUIRED == 0 {
+                    return;
+                }
+                let mut w = Writer::new();
+                LeaseBreakAck {
+                    lease_key: n.lease_key,
+                    lease_state: n.new_lease_state,
+                    ..Default::default()
+                }
+                .encode(&mut w);
+                (target, w.into_vec())
+            }
+            _ => return,
+        };
+        if self.acks.try_send((target, body)).is_err() {
+            tracing::debug!("break acknowledgment dropped: too many queued");
         }
     }
 
@@ -473,6 +563,7 @@ impl Shared {
     }
 
     fn send_frame(&self, segs: Vec<Bytes>) -> Result<(), Error> {
+        self.frames_sent.fetch_add(1, Ordering::Relaxed);
         self.tx.send(segs).map_err(|_| {
             Error::Disconnected(self.is_dead().unwrap_or_else(|| "writer stopped".into()))
         })
@@ -580,7 +671,7 @@ impl Shared {
         let h = &m.header;
         self.credits.add_permits(usize::from(h.credits));
         if h.message_id == UNSOLICITED {
-            // Oplock breaks of our durable opens are acknowledged; we ask for no leases.
+            // Oplock and lease breaks (crate::lease).
             if h.command == Command::OPLOCK_BREAK {
                 self.on_break(&m);
             }

@@ -1,10 +1,11 @@
-//! Durable handles from the client's side (MS-SMB2 3.2.4.3.x): an open that asks for a batch
-//! oplock and a durable v2 handle survives a broken connection; after logging on again with
-//! [`Client::login_replacing`](crate::Client::login_replacing) and connecting the share, the
-//! client takes it back with [`Tree::reclaim`] and goes on where it was.
+//! Durable handles from the client's side (MS-SMB2 3.2.4.3.x): an open that asks for an RWH
+//! lease (a batch oplock on 2.0.2) and a durable v2 handle survives a broken connection;
+//! after logging on again with [`Client::login_replacing`](crate::Client::login_replacing)
+//! on a connection with the same ClientGuid and connecting the share, the client takes it
+//! back with [`Tree::reclaim`] and goes on where it was.
 //!
-//! The oplock's breaks are acknowledged at once (`conn.rs`): this client caches nothing, it
-//! holds the oplock only because the server makes durability depend on one.
+//! Breaks are acknowledged at once (`conn.rs`): these opens cache nothing, they hold the
+//! lease only because the server makes durability depend on one.
 
 use rand::RngCore;
 use smbq_wire::create::{CreateResponse, OplockLevel};
@@ -14,11 +15,10 @@ use smbq_wire::create_context::{
 };
 use smbq_wire::{Command, FileId};
 
-use crate::Error;
-use crate::conn::BreakTarget;
 use crate::file::File;
 use crate::session::check;
 use crate::tree::{OpenOptions, Tree, create_body_with};
+use crate::{Error, lease};
 
 /// What the server granted: enough to reclaim the open on a new connection.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,12 +28,15 @@ pub struct DurableHandle {
     pub create_guid: [u8; 16],
     /// How long the server keeps it for us after the connection breaks (milliseconds).
     pub timeout_ms: u32,
+    /// The lease the open holds (reclaimed with it), when the server granted one.
+    pub lease_key: Option<[u8; 16]>,
 }
 
 impl Tree {
-    /// CREATE asking for a batch oplock and a durable v2 handle with the server's default
-    /// timeout (MS-SMB2 2.2.13.2.11). The handle is `None` when the server granted none (no
-    /// batch oplock, because the file is open elsewhere, or no support).
+    /// CREATE asking for a durable v2 handle with the server's default timeout (MS-SMB2
+    /// 2.2.13.2.11) and what durability depends on: an RWH lease where the connection has
+    /// leases, a batch oplock otherwise. The handle is `None` when the server granted none
+    /// (the file is open elsewhere, or no support).
     pub async fn open_durable(
         &self,
         path: &str,
@@ -47,9 +50,11 @@ impl Tree {
             create_guid,
         }
         .to_bytes();
-        let list = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DH2Q, &dh2q)]);
-        let body = create_body_with(path, o, OplockLevel::BATCH, &list);
-        let r = self.send(Command::CREATE, body, None, 0).await?;
+        let key = lease::new_key();
+        let rqls = self.lease_request(key, lease::R | lease::W | lease::H);
+        let r = self
+            .send_durable(path, o, (CreateContextTag::DH2Q, &dh2q), rqls.as_deref())
+            .await?;
         check(&r, "CREATE")?;
         let c = CreateResponse::decode(&r.msg)?;
         let granted = parse_contexts(c.contexts)?
@@ -57,21 +62,21 @@ impl Tree {
             .find(|x| x.tag() == CreateContextTag::DH2Q)
             .and_then(|x| Dh2qResponse::decode(x.data).ok());
         let file = File::from_create(self.clone(), &r)?;
-        if c.oplock_level != OplockLevel::NONE {
-            self.watch_breaks(c.file_id);
-        }
+        let lease_key = self.watch_grant(&r, key, rqls.is_some())?;
         let handle = granted.map(|g| DurableHandle {
             path: path.to_string(),
             file_id: c.file_id,
             create_guid,
             timeout_ms: g.timeout,
+            lease_key,
         });
         Ok((file, handle))
     }
 
     /// Takes back a durable open on this (new) tree (MS-SMB2 2.2.13.2.12, DH2C): the same
-    /// FileId, with the locks and oplock it had. Fails with OBJECT_NAME_NOT_FOUND when the
-    /// server no longer keeps it (timed out, or purged by another client's open).
+    /// FileId, with the locks and lease (or oplock) it had. The connection must have the
+    /// ClientGuid the open was made with. Fails with OBJECT_NAME_NOT_FOUND when the server no
+    /// longer keeps it (timed out, or purged by another client's open).
     pub async fn reclaim(&self, h: &DurableHandle) -> Result<File, Error> {
         let dh2c = Dh2cRequest {
             file_id: h.file_id,
@@ -79,26 +84,66 @@ impl Tree {
             flags: 0,
         }
         .to_bytes();
-        let list = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DH2C, &dh2c)]);
-        let body = create_body_with(&h.path, &OpenOptions::read(), OplockLevel::BATCH, &list);
-        let r = self.send(Command::CREATE, body, None, 0).await?;
+        let rqls = h
+            .lease_key
+            .and_then(|k| self.lease_request(k, lease::R | lease::W | lease::H));
+        let r = self
+            .send_durable(
+                &h.path,
+                &OpenOptions::read(),
+                (CreateContextTag::DH2C, &dh2c),
+                rqls.as_deref(),
+            )
+            .await?;
         check(&r, "CREATE (durable reconnect)")?;
-        let c = CreateResponse::decode(&r.msg)?;
-        if c.oplock_level != OplockLevel::NONE {
-            self.watch_breaks(c.file_id);
+        if let Some(k) = h.lease_key {
+            self.watch_grant(&r, k, rqls.is_some())?;
+        } else {
+            self.watch_grant(&r, [0; 16], false)?;
         }
         File::from_create(self.clone(), &r)
     }
 
-    fn watch_breaks(&self, id: FileId) {
-        let target = BreakTarget {
-            session_id: self.session.id(),
-            tree_id: self.id,
-            protect: self.session.protect(self.encrypt),
+    /// A CREATE with durable context `durable` and, when given, the lease request `rqls`
+    /// (oplock level LEASE), else a batch oplock request.
+    async fn send_durable(
+        &self,
+        path: &str,
+        o: &OpenOptions,
+        durable: (CreateContextTag<'_>, &[u8]),
+        rqls: Option<&[u8]>,
+    ) -> Result<smbq_proto::client::Incoming, Error> {
+        let mut list = vec![CreateContext::new(durable.0, durable.1)];
+        let level = match rqls {
+            Some(data) => {
+                list.push(CreateContext::new(CreateContextTag::RQLS, data));
+                OplockLevel::LEASE
+            }
+            None => OplockLevel::BATCH,
         };
-        self.session
-            .client()
-            .shared
-            .watch_breaks(id.persistent, target);
+        let body = create_body_with(path, o, level, &contexts_to_bytes(&list));
+        self.send(Command::CREATE, body, None, 0).await
+    }
+
+    /// Routes the breaks of what the CREATE `r` granted (a lease under `key` when `leased`,
+    /// else an oplock) to the acknowledgment task; the lease key when a lease was granted.
+    fn watch_grant(
+        &self,
+        r: &smbq_proto::client::Incoming,
+        key: [u8; 16],
+        leased: bool,
+    ) -> Result<Option<[u8; 16]>, Error> {
+        let c = CreateResponse::decode(&r.msg)?;
+        if leased && lease::granted(r, &key)? != 0 {
+            self.watch_lease(r, key, None)?;
+            return Ok(Some(key));
+        }
+        if c.oplock_level != OplockLevel::NONE {
+            self.session
+                .client()
+                .shared
+                .watch_breaks(c.file_id.persistent, self.break_target());
+        }
+        Ok(None)
     }
 }

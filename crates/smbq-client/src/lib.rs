@@ -7,20 +7,25 @@
 //! Client::connect(transport, config) -> login(user, domain, password) -> Session
 //! Session::tree_connect("share") -> Tree -> open / stat / list / mkdir / rmdir / remove / rename
 //! File: read_at / write_at / flush / set_len / close;  transfer::{download, upload}
+//! Tree::open_durable / reclaim (durable v2 under an RWH lease);  Tree::cached -> CachedTree
+//! (stats and reads served from RH leases)
 //! ```
 #![forbid(unsafe_code)]
 
+mod cache;
 mod client;
 mod compound;
 mod conn;
 mod durable;
 mod error;
 mod file;
+mod lease;
 mod session;
 mod shares;
 pub mod transfer;
 mod tree;
 
+pub use cache::{CacheLimits, CachedTree};
 pub use client::Client;
 pub use durable::DurableHandle;
 pub use error::{Error, describe, status_name};

@@ -29,6 +29,8 @@ pub struct EngineConfig {
     pub anonymous_ok: bool,
     /// Over QUIC, honour SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (MS-SMB2 3.3.5.4).
     pub accept_transport_security: bool,
+    /// Grant leases on directories (SMB2_GLOBAL_CAP_DIRECTORY_LEASING, 3.x clients that ask).
+    pub directory_leases: bool,
 }
 
 impl EngineConfig {
@@ -61,6 +63,7 @@ impl EngineConfig {
             guest_ok: false,
             anonymous_ok: true,
             accept_transport_security: true,
+            directory_leases: true,
         }
     }
 

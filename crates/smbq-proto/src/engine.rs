@@ -730,11 +730,7 @@ impl ServerConnection {
             return self.plain_response(&rhdr, NtStatus::NOT_SUPPORTED, &ERROR_BODY);
         };
 
-        let mut caps = 0;
-        if dialect.0 >= 0x0210 {
-            // MS-SMB2 3.3.5.4: leasing from 2.1 on (the server grants leases).
-            caps |= capabilities::LARGE_MTU | capabilities::LEASING;
-        }
+        let mut caps = self.lease_caps(dialect, req.capabilities);
         let salt: [u8; 32] = {
             let mut s = [0u8; 32];
             env.rng.fill_bytes(&mut s);
@@ -876,6 +872,22 @@ impl ServerConnection {
         Ok(s)
     }
 
+    /// MS-SMB2 3.3.5.4: leasing from 2.1 on; directory leasing for a 3.x client that asks for
+    /// it (as Samba's "smb3 directory leases" and Windows Server do).
+    fn lease_caps(&self, dialect: Dialect, client_caps: u32) -> u32 {
+        let mut caps = 0;
+        if dialect.0 >= 0x0210 {
+            caps |= capabilities::LARGE_MTU | capabilities::LEASING;
+        }
+        if dialect.is_smb3()
+            && self.cfg.directory_leases
+            && client_caps & capabilities::DIRECTORY_LEASING != 0
+        {
+            caps |= capabilities::DIRECTORY_LEASING;
+        }
+        caps
+    }
+
     fn enter_negotiated(
         &mut self,
         dialect: Dialect,
@@ -888,10 +900,7 @@ impl ServerConnection {
         let small = dialect == Dialect::SMB2_0_2;
         let lim = &self.cfg.limits;
         let size = |v: u32| if small { v.min(65536) } else { v };
-        let mut server_caps = 0;
-        if dialect.0 >= 0x0210 {
-            server_caps |= capabilities::LARGE_MTU | capabilities::LEASING;
-        }
+        let mut server_caps = self.lease_caps(dialect, client.capabilities);
         if dialect.is_smb3() && dialect != Dialect::SMB3_1_1 && cipher.is_some() {
             server_caps |= capabilities::ENCRYPTION;
         }

@@ -35,6 +35,8 @@ pub struct FileConfig {
     #[serde(default)]
     pub require_signing: bool,
     pub refuse_hardlinks: Option<bool>,
+    /// Grant leases on directories to SMB 3.x clients that ask (default true).
+    pub directory_leases: Option<bool>,
     #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default, rename = "share")]

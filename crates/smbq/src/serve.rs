@@ -279,6 +279,7 @@ fn server_configs(
         .guest_ok(file.guest_ok)
         .anonymous_ok(file.anonymous_ok.unwrap_or(true));
     engine_cfg.accept_transport_security = file.quic.transport_security.unwrap_or(true);
+    engine_cfg.directory_leases = file.directory_leases.unwrap_or(true);
     (server_cfg, engine_cfg)
 }
 

@@ -2,7 +2,7 @@
 //! TCP connection being cut (a proxy between client and server drops both sockets mid-upload);
 //! the client logs on again naming its old session, reclaims the open by its CreateGuid and
 //! finishes the upload on the same handle; the server logs the reclaim and the file is whole.
-//! And a durable open's batch oplock does not make other clients wait: the client
+//! And a durable open's RWH lease does not make other clients wait: the client
 //! acknowledges the break at once.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
@@ -69,7 +69,11 @@ fn an_upload_survives_a_cut_connection_by_reclaiming_its_durable_open() {
             .open_durable("big.bin", &OpenOptions::create_truncate())
             .await
             .unwrap();
-        let handle = handle.expect("a durable handle with a batch oplock");
+        let handle = handle.expect("a durable handle under an RWH lease");
+        assert!(
+            handle.lease_key.is_some(),
+            "the durable open holds no lease"
+        );
         assert!(handle.timeout_ms >= 1000);
         for i in 0..8 {
             file.write_at(i * 64 * 1024, piece(i)).await.unwrap();
@@ -111,8 +115,9 @@ fn an_upload_survives_a_cut_connection_by_reclaiming_its_durable_open() {
     srv.stop();
 }
 
-/// The client holds a batch oplock only for durability: another client's open must not wait
-/// the 35 s break timeout, because the holder acknowledges at once.
+/// The client holds its lease only for durability: another client's open, which breaks the
+/// lease's write caching, must not wait the 35 s break timeout, because the holder
+/// acknowledges at once.
 #[test]
 fn a_durable_open_does_not_hold_up_other_clients() {
     let srv = Server::start(PASSWORD, "", &[("shared.txt", b"hello")]);
@@ -122,7 +127,7 @@ fn a_durable_open_does_not_hold_up_other_clients() {
             .open_durable("shared.txt", &OpenOptions::read())
             .await
             .unwrap();
-        assert!(handle.is_some());
+        assert!(handle.is_some_and(|h| h.lease_key.is_some()));
         let tb = share(srv.addr, [2; 16]).await;
         let start = Instant::now();
         let fb = tb.open("shared.txt", &OpenOptions::read()).await.unwrap();

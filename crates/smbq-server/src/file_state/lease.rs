@@ -39,6 +39,9 @@ pub struct LeaseAsk {
     pub requested: u32,
     /// The epoch of a V2 request; `None` for V1.
     pub v2_epoch: Option<u16>,
+    /// The V2 ParentLeaseKey (with SMB2_LEASE_FLAG_PARENT_LEASE_KEY_SET): the client's lease
+    /// on the parent directory, which changes made through this open do not break.
+    pub parent: Option<LeaseKey>,
 }
 
 /// Whether an open with `access` is a stat open for leases: it breaks no lease and does not
@@ -467,6 +470,29 @@ impl Leases {
             }
             let to = l.state & !HANDLE_CACHING;
             out.notices.push(l.start_break(to, now + BREAK_TIMEOUT));
+        }
+        out
+    }
+
+    /// Something in the directory these leases are on changed (a child created, deleted,
+    /// renamed or modified): every lease caching reads or handles breaks to none, except the
+    /// one whose key the change named as its parent lease key (its holder made the change;
+    /// as Windows Server 2025 and Samba 4.22's contend_dirleases do). Nobody waits.
+    pub fn break_for_child_change(
+        &mut self,
+        except: Option<&LeaseKey>,
+        now: Instant,
+    ) -> Vec<LeaseBreakNotice> {
+        self.expire(now);
+        let mut out = Vec::new();
+        for l in self.leases.iter_mut().filter(|l| Some(&l.key) != except) {
+            if let Some(b) = &mut l.breaking {
+                b.required = 0;
+                continue;
+            }
+            if l.state & (READ_CACHING | HANDLE_CACHING) != 0 {
+                out.push(l.start_break(0, now + BREAK_TIMEOUT));
+            }
         }
         out
     }
@@ -970,6 +996,46 @@ mod tests {
         l.acknowledge(&key(2), ls("R"), now).unwrap();
         let c = l.break_handles(1, now);
         assert!(!c.wait && c.notices.is_empty());
+    }
+
+    /// A change inside a leased directory (crate::file_state::dir_lease): every lease but the
+    /// one named as the changer's parent breaks to none; a break under way is carried to
+    /// none after its acknowledgment; a lease already at none hears nothing.
+    #[test]
+    fn child_changes_break_directory_leases_to_none() {
+        let now = Instant::now();
+        let mut l = Leases::default();
+        l.on_open(&opener(Some(1), 1, "RH", false), now);
+        l.on_open(&opener(Some(2), 2, "RH", true), now);
+        l.on_open(&opener(Some(3), 3, "R", true), now);
+        let notices = l.break_for_child_change(Some(&key(2)), now);
+        let got: Vec<_> = notices
+            .iter()
+            .map(|n| (n.key, n.current, n.new, n.ack_required))
+            .collect();
+        assert_eq!(
+            got,
+            [(key(1), ls("RH"), 0, true), (key(3), ls("R"), 0, false),]
+        );
+        assert_eq!(
+            l.state(&key(2), 0).unwrap().0,
+            ls("RH"),
+            "the changer's own"
+        );
+        assert_eq!(l.state(&key(3), 0).unwrap().0, 0, "R alone goes at once");
+        assert!(
+            l.break_for_child_change(None, now)
+                .iter()
+                .all(|n| n.key == key(2)),
+            "key 1 is already breaking and key 3 holds nothing"
+        );
+        // Key 1 acknowledges to none: done, nothing further.
+        assert_eq!(l.acknowledge(&key(1), 0, now).unwrap(), (0, None));
+        // Key 2 was breaking to none too: acknowledging R (beyond "none") is refused.
+        assert_eq!(
+            l.acknowledge(&key(2), ls("R"), now),
+            Err(NtStatus::REQUEST_NOT_ACCEPTED)
+        );
     }
 
     /// smbtorture smb2.lease.statopen4: for leases READ_CONTROL is a stat open too, and an

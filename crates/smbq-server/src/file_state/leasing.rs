@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use smbq_wire::create_context::lease_state::WRITE_CACHING;
 use smbq_wire::oplock_break::{LeaseBreakNotification, lease_break_flags};
 use smbq_wire::{Command, NtStatus, Writer};
 
@@ -57,12 +58,25 @@ impl Server {
     }
 
     /// The lease an admitted open gets (MS-SMB2 3.3.5.9.8 / 3.3.5.9.11); `None` when none is
-    /// granted: for directories (no directory leasing is advertised) and for a key that went
-    /// to another file meanwhile.
-    pub(crate) fn lease_grant(&self, open: &Open, ask: &LeaseAsk) -> Option<Granted> {
-        let f = open.file().filter(|f| !f.is_dir)?;
+    /// granted: for a directory on a connection without directory leasing, and for a key
+    /// that went to another file meanwhile. A directory's lease never caches writes (Windows
+    /// Server 2022 drops W rather than failing, as Samba notes; crate::file_state::dir_lease).
+    pub(crate) fn lease_grant(
+        &self,
+        open: &Open,
+        ask: &LeaseAsk,
+        dir_leasing: bool,
+    ) -> Option<Granted> {
+        let f = open.file()?;
+        if f.is_dir && !dir_leasing {
+            return None;
+        }
+        let mut ask = *ask;
+        if f.is_dir {
+            ask.requested &= !WRITE_CACHING;
+        }
         self.files()
-            .lease_grant(f.key, open.volatile(), open.session_id, ask)
+            .lease_grant(f.key, open.volatile(), open.session_id, &ask, f.is_dir)
     }
 
     /// Before a rename of `key`'s file through open `by`: breaks the handle caching of the

@@ -16,13 +16,14 @@
 
 pub mod byte_range;
 mod delivery;
+mod dir_lease;
 mod key;
 pub mod lease;
 mod leasing;
 pub mod oplock;
 pub mod share_mode;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -125,6 +126,10 @@ pub struct FileStates {
     /// The file (and stream) each live lease is on. Taken after a shard's lock, never
     /// before; entries go with their lease's last open, so it is bounded by the open limits.
     lease_files: Mutex<HashMap<LeaseKey, FileKey>>,
+    /// The directories with a lease (crate::file_state::dir_lease), so a change in a
+    /// directory without one costs nothing. Taken after a shard's lock, never before; an
+    /// entry goes with its directory's last lease.
+    dir_leased: Mutex<HashSet<FileKey>>,
 }
 
 impl Default for FileStates {
@@ -138,6 +143,7 @@ impl FileStates {
         FileStates {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             lease_files: Mutex::new(HashMap::new()),
+            dir_leased: Mutex::new(HashSet::new()),
         }
     }
 
@@ -233,6 +239,9 @@ impl FileStates {
                 let mut index = self.lease_files.lock();
                 for k in &ended {
                     index.remove(k);
+                }
+                if e.leases.is_empty() {
+                    self.dir_leased.lock().remove(&key.base());
                 }
             }
             let last = e
@@ -521,6 +530,7 @@ impl FileStates {
         open_id: u64,
         session_id: u64,
         ask: &LeaseAsk,
+        dir: bool,
     ) -> Option<Granted> {
         self.update(key, |e| {
             {
@@ -554,7 +564,11 @@ impl FileStates {
                 other_opens,
                 oplock_held: e.oplocks.held_on(key.stream),
             };
-            Some(e.leases.grant(&opener))
+            let g = e.leases.grant(&opener);
+            if dir {
+                self.dir_leased.lock().insert(key.base());
+            }
+            Some(g)
         })
     }
 

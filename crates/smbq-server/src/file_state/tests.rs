@@ -57,6 +57,7 @@ fn ask(n: u8) -> LeaseAsk {
         },
         requested: READ_CACHING | WRITE_CACHING | HANDLE_CACHING,
         v2_epoch: None,
+        parent: None,
     }
 }
 
@@ -190,13 +191,13 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
     let other = FileKey { ino: 41, ..K };
     let a = ask(1);
     t.admit(K, 1, RW, share::ALL, &p(), false).unwrap();
-    let g = t.lease_grant(K, 1, 9, &a).unwrap();
+    let g = t.lease_grant(K, 1, 9, &a, false).unwrap();
     assert_eq!(g.state, a.requested, "alone on the file: everything");
     assert!(t.lease_elsewhere(&a.key, other));
     assert!(t.lease_elsewhere(&a.key, FileKey { stream: 3, ..K }));
     assert!(!t.lease_elsewhere(&a.key, K));
     assert_eq!(
-        t.lease_grant(other, 5, 9, &a),
+        t.lease_grant(other, 5, 9, &a, false),
         None,
         "another file: no lease"
     );
@@ -221,7 +222,7 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
     );
     assert_eq!(t.oplock_pending_until(K, Instant::now()), None);
     t.admit(K, 2, RW, share::ALL, &p(), false).unwrap();
-    let g = t.lease_grant(K, 2, 9, &b).unwrap();
+    let g = t.lease_grant(K, 2, 9, &b, false).unwrap();
     assert_eq!(
         g.state,
         READ_CACHING | HANDLE_CACHING,
@@ -259,7 +260,10 @@ fn stat_opens_leave_write_caching() {
         .unwrap();
     t.admit(K, 2, RW, share::ALL, &p(), false).unwrap();
     let a = ask(1);
-    assert_eq!(t.lease_grant(K, 2, 9, &a).unwrap().state, a.requested);
+    assert_eq!(
+        t.lease_grant(K, 2, 9, &a, false).unwrap().state,
+        a.requested
+    );
     // An oplock open beside a lease caching handles gets none.
     t.admit(K, 3, RW, share::ALL, &p(), false).unwrap();
     assert_eq!(

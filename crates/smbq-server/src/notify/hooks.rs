@@ -1,6 +1,8 @@
 //! What each handler reports to the watches (MS-FSA 2.1.5.x "FsRtlNotifyFilterReportChange"
 //! steps): the filter bits and actions per operation, so the handlers call one line each.
 
+use std::sync::atomic::Ordering;
+
 use smbq_vfs::RelPath;
 use smbq_wire::change_notify::{NotifyAction, completion_filter as cf};
 use smbq_wire::create::CreateAction;
@@ -58,6 +60,14 @@ impl Server {
     /// overwritten file.
     pub(crate) fn notify_created(&self, open: &Open, action: CreateAction) {
         let Some(f) = open.file() else { return };
+        if f.stream.is_none()
+            && matches!(
+                action,
+                CreateAction::CREATED | CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED
+            )
+        {
+            self.break_parent_leases(open, &open.path()); // crate::file_state::dir_lease
+        }
         match action {
             CreateAction::CREATED if f.stream.is_some() => {
                 self.notify_open(open, NotifyAction::ADDED_STREAM, cf::STREAM_NAME)
@@ -76,6 +86,8 @@ impl Server {
 
     /// WRITE (MS-FSA 2.1.5.3).
     pub(crate) fn notify_write(&self, open: &Open) {
+        // The directory's leases break when this open closes (crate::file_state::dir_lease).
+        open.modified.store(true, Ordering::Relaxed);
         self.notify_open(open, NotifyAction::MODIFIED, cf::LAST_WRITE | cf::SIZE);
     }
 
@@ -120,6 +132,8 @@ impl Server {
         };
         if filter != 0 {
             self.notify_open(open, NotifyAction::MODIFIED, filter);
+            // What a listing shows changed (crate::file_state::dir_lease).
+            self.break_parent_leases(open, &open.path());
         }
     }
 
@@ -148,6 +162,8 @@ impl Server {
         };
         self.notify
             .report(&Self::share_key(open), &[ev(before, old), ev(&after, new)]);
+        self.break_parent_leases(open, before); // crate::file_state::dir_lease
+        self.break_parent_leases(open, &after);
         if !f.is_dir {
             self.notify.mark_renamed(open.volatile());
         }
@@ -167,10 +183,18 @@ impl Server {
         if renamed && !delete_on_close {
             self.notify_open(open, NotifyAction::MODIFIED, cf::ATTRIBUTES);
         }
+        if open.modified.load(Ordering::Relaxed) && !delete_on_close {
+            // smbtorture smb2.lease.v2_request: the close, not the write, breaks the
+            // directory's leases (crate::file_state::dir_lease).
+            self.break_parent_leases(open, &open.path());
+        }
     }
 
     /// The last close deleted the file, directory or named stream.
     pub(crate) fn notify_removed(&self, open: &Open, last: &LastClose, stream: Option<&str>) {
+        if stream.is_none() {
+            self.break_parent_leases(open, &last.path); // crate::file_state::dir_lease
+        }
         let (action, filter) = match stream {
             Some(_) => (NotifyAction::REMOVED_STREAM, cf::STREAM_NAME),
             None => (NotifyAction::REMOVED, name_filter(last.is_dir)),

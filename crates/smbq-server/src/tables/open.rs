@@ -69,6 +69,12 @@ pub struct Open {
     pub ea_index: AtomicU32,
     /// Open.IsDurable: set when the CREATE granted a durable handle (crate::durable).
     pub durable: Mutex<Option<crate::durable::DurableGrant>>,
+    /// The client's lease on the parent directory, named in the CREATE (V2 ParentLeaseKey):
+    /// changes made through this open leave that directory lease alone.
+    pub parent_lease: Option<crate::file_state::lease::LeaseKey>,
+    /// Data or size was changed through this open: its close breaks the parent directory's
+    /// leases (the listing's size and times changed; smbtorture smb2.lease.v2_request).
+    pub modified: AtomicBool,
 }
 
 impl std::fmt::Debug for Open {

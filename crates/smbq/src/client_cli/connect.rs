@@ -55,6 +55,9 @@ pub struct Connector {
     prompted: HashMap<SessionKey, String>,
     trees: HashMap<(SessionKey, String), Tree>,
     warned_insecure: bool,
+    /// One ClientGuid for every connection this run makes: a durable open's lease belongs to
+    /// its client's GUID, so a reconnect must present the same one to reclaim it.
+    client_guid: [u8; 16],
 }
 
 impl Connector {
@@ -77,6 +80,7 @@ impl Connector {
             prompted: HashMap::new(),
             trees: HashMap::new(),
             warned_insecure: false,
+            client_guid: rand::random(),
         })
     }
 
@@ -180,7 +184,9 @@ impl Connector {
         watchdog::touch();
         let conn = self.transport(url).await?;
         watchdog::touch();
-        let client = Client::connect(conn, self.args.client_config()).await?;
+        let mut config = self.args.client_config();
+        config.client_guid = self.client_guid;
+        let client = Client::connect(conn, config).await?;
         // TREE_CONNECT paths name the server as the user did (\\HOST\share), not its address.
         client.set_server_name(&url.host);
         watchdog::touch();

@@ -22,7 +22,8 @@ use smbq_vfs::{CreateMode, FileKind, OpenOptions, RelPath, Stat, Vfs, VfsFile};
 use smbq_wire::create::{
     CreateAction, CreateDisposition, CreateRequest, CreateResponse, ImpersonationLevel, OplockLevel,
 };
-use smbq_wire::create_context::{CreateContextTag, Lease};
+use smbq_wire::create_context::{CreateContextTag, Lease, lease_flags};
+use smbq_wire::negotiate::capabilities;
 use smbq_wire::{Dialect, FileId, NtStatus};
 
 use super::{Ctx, bad, blocking, body};
@@ -118,6 +119,8 @@ impl CreateIntent {
             closed: AtomicBool::new(false),
             ea_index: AtomicU32::new(0),
             durable: Mutex::new(None),
+            parent_lease: self.lease.as_ref().and_then(|l| l.parent),
+            modified: AtomicBool::new(false),
         })
     }
 }
@@ -135,7 +138,20 @@ fn lease_ask(level: OplockLevel, ctx: Option<&Lease>, conn: &ConnView) -> Option
         },
         requested: l.state,
         v2_epoch: l.v2.map(|v| v.epoch),
+        parent: l
+            .v2
+            .filter(|_| l.flags & lease_flags::PARENT_LEASE_KEY_SET != 0)
+            .map(|v| LeaseKey {
+                client_guid: conn.client_guid,
+                key: v.parent_key,
+            }),
     })
+}
+
+/// SMB2_GLOBAL_CAP_DIRECTORY_LEASING was negotiated (3.x, the client asked, the server
+/// allows it): leases on directories are granted.
+fn dir_leasing(conn: &ConnView) -> bool {
+    conn.server_capabilities & capabilities::DIRECTORY_LEASING != 0
 }
 
 /// The request fields MS-SMB2 3.3.5.9 checks before anything is looked up.
@@ -218,7 +234,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED
     );
     let (oplock_level, lease) = match &intent.lease {
-        Some(ask) => match srv.lease_grant(&open, ask) {
+        Some(ask) => match srv.lease_grant(&open, ask, dir_leasing(ctx.conn)) {
             Some(g) => (OplockLevel::LEASE, Some(g)),
             None => (OplockLevel::NONE, None),
         },
