@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Server;
 use crate::config::EncryptPolicy;
 use crate::handlers::{self, Ctx};
-use crate::tables::{Open, SessionState, Tree};
+use crate::tables::{Open, SessionState, Tree, channel_seq};
 
 /// Where a command's FileId sits, and whether it must name an open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,12 +62,61 @@ pub(crate) async fn dispatch(
     match resolve(srv, conn, req) {
         Ok(ctx) => {
             let ctx = Ctx { cancel, ..ctx };
+            let _counted = match channel_sequence(conn, req, ctx.open.as_ref()) {
+                Ok(c) => c,
+                Err(status) => return Response::error(status),
+            };
+            if let Some(open) = &ctx.open {
+                // The client has the CREATE's answer: no replay of it can come any more
+                // (crate::durable::replay; smbtorture smb2.replay.replay6).
+                open.replay.lock().take();
+            }
             match handlers::run(&ctx).await {
                 Ok(r) => r,
                 Err(status) => Response::error(status),
             }
         }
         Err(status) => Response::error(status),
+    }
+}
+
+/// MS-SMB2 3.3.5.2.10 (crate::tables::channel_seq): on SMB 3.x a request naming an open is
+/// counted under its ChannelSequence (the low 16 bits of the header's Status); a WRITE,
+/// SET_INFO or IOCTL from a channel sequence the open has moved past is refused with
+/// STATUS_FILE_NOT_AVAILABLE. The count is given back when the returned guard drops.
+fn channel_sequence(
+    conn: &ConnView,
+    req: &Request,
+    open: Option<&Arc<Open>>,
+) -> Result<Option<Counted>, NtStatus> {
+    let Some(open) = open.filter(|_| conn.dialect.is_smb3()) else {
+        return Ok(None);
+    };
+    let csn = req.header.status.0 as u16;
+    let replay = req.header.flags & smbq_wire::header::flags::REPLAY_OPERATION != 0;
+    let modifies = matches!(
+        req.command(),
+        Command::WRITE | Command::SET_INFO | Command::IOCTL
+    );
+    match open.channel.lock().enter(csn, replay, modifies) {
+        Ok(Some(c)) => Ok(Some(Counted {
+            open: open.clone(),
+            c,
+        })),
+        Ok(None) => Ok(None),
+        Err(channel_seq::Stale) => Err(NtStatus::FILE_NOT_AVAILABLE),
+    }
+}
+
+/// A request counted against its open's channel sequence, until it is answered.
+struct Counted {
+    open: Arc<Open>,
+    c: channel_seq::Counted,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.open.channel.lock().leave(self.c);
     }
 }
 

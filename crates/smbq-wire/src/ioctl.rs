@@ -206,6 +206,25 @@ fn write_buffers(w: &mut Writer, start: usize, input: &[u8], output: &[u8]) {
     }
 }
 
+/// NETWORK_RESILIENCY_REQUEST (MS-SMB2 2.2.31.3), FSCTL_LMR_REQUEST_RESILIENCY's input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NetworkResiliencyRequest {
+    /// Milliseconds the server keeps the open after its connection breaks (0: its default).
+    pub timeout_ms: u32,
+}
+
+impl NetworkResiliencyRequest {
+    pub const LEN: usize = 8;
+
+    /// Decodes the IOCTL input buffer (Timeout, then a Reserved field that is ignored).
+    pub fn decode(input: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(input);
+        let timeout_ms = r.u32()?;
+        let _reserved = r.u32()?;
+        Ok(Self { timeout_ms })
+    }
+}
+
 /// VALIDATE_NEGOTIATE_INFO request payload (MS-SMB2 2.2.31.4).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct ValidateNegotiateInfoRequest {

@@ -63,23 +63,25 @@ fn an_rh_lease_serves_repeated_stats_and_reads_and_a_change_breaks_it() {
     std::fs::create_dir_all(&share_dir).unwrap();
     let first = content(1, 100 * 1024);
     std::fs::write(share_dir.join(FILE), &first).unwrap();
-    let mut server = command_in(link.ns_b(), BIN)
-        .arg("serve")
-        .arg(&share_dir)
-        .args(["--listen", &ADDR_B.to_string()])
-        .args(["--tcp-port", &TCP_PORT.to_string(), "--quic-port", "0"])
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .env("SMBQ_USER", common::raw::USER)
-        .env("SMBQ_PASSWORD", PASSWORD)
-        .env_remove("SMBQ_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = common::lines_of(server.stdout.take().unwrap());
-    let err = server.stderr.take().unwrap();
+    let mut server = common::Reaped(
+        command_in(link.ns_b(), BIN)
+            .arg("serve")
+            .arg(&share_dir)
+            .args(["--listen", &ADDR_B.to_string()])
+            .args(["--tcp-port", &TCP_PORT.to_string(), "--quic-port", "0"])
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .env("SMBQ_USER", common::raw::USER)
+            .env("SMBQ_PASSWORD", PASSWORD)
+            .env_remove("SMBQ_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = common::lines_of(server.0.stdout.take().unwrap());
+    let err = server.0.stderr.take().unwrap();
     let server_log = std::thread::spawn(move || {
         BufReader::new(err)
             .lines()
@@ -156,8 +158,7 @@ fn an_rh_lease_serves_repeated_stats_and_reads_and_a_change_breaks_it() {
     });
     rt.block_on(body).unwrap();
 
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     let log = server_log.join().unwrap().join("\n");
     assert!(!log.contains("panicked"), "{log}");
     drop(link);

@@ -3,7 +3,12 @@
 //! of the way in the link drops every packet for 5 s, longer than the 3 s QUIC idle timeout
 //! the server sets, so the connection dies on both ends. The client connects again when the
 //! link is back, reclaims its durable open (the server logs it) and finishes; the file's bytes
-//! match.
+//! match. A second variant has another client open the half-written file from the server's
+//! side during the outage: its open breaks the upload's lease, which the lost client cannot
+//! acknowledge, so the open waits at most until the server sees the connection gone and then
+//! goes on (the durable open is closed, as MS-SMB2 3.3.4.6 has it for an open mid-break);
+//! the uploader finds its open gone, opens the file again and finishes from the bytes the
+//! server had acknowledged.
 //!
 //! Needs root (CI runs as root), `/dev/net/tun` and iproute2, and does not skip.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -31,6 +36,18 @@ fn pattern() -> Vec<u8> {
 
 #[test]
 fn a_quic_upload_survives_five_seconds_without_a_link() {
+    let log = upload_through_outage(false);
+    assert!(log.contains("durable open reclaimed"), "{log}");
+}
+
+#[test]
+fn a_conflicting_open_during_the_outage_does_not_wait_for_the_lost_client() {
+    upload_through_outage(true);
+}
+
+/// Runs the upload through a 5 s outage (with another client's open of the file during it
+/// when `conflict`); returns the server's log.
+fn upload_through_outage(conflict: bool) -> String {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -50,26 +67,28 @@ fn a_quic_upload_survives_five_seconds_without_a_link() {
     std::fs::create_dir_all(&share).unwrap();
     let cfg = dir.path().join("smbq.toml");
     std::fs::write(&cfg, "[quic]\nidle_timeout_secs = 3\nkeep_alive_secs = 1\n").unwrap();
-    let mut server = command_in(link.ns_b(), BIN)
-        .arg("serve")
-        .arg(&share)
-        .arg("--config")
-        .arg(&cfg)
-        .args(["--listen", &ADDR_B.to_string()])
-        .args(["--tcp-port", &TCP_PORT.to_string()])
-        .args(["--quic-port", &QUIC_PORT.to_string()])
-        .arg("--state-dir")
-        .arg(&state)
-        .env("SMBQ_USER", common::raw::USER)
-        .env("SMBQ_PASSWORD", PASSWORD)
-        .env_remove("SMBQ_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = common::lines_of(server.stdout.take().unwrap());
-    let err = server.stderr.take().unwrap();
+    let mut server = common::Reaped(
+        command_in(link.ns_b(), BIN)
+            .arg("serve")
+            .arg(&share)
+            .arg("--config")
+            .arg(&cfg)
+            .args(["--listen", &ADDR_B.to_string()])
+            .args(["--tcp-port", &TCP_PORT.to_string()])
+            .args(["--quic-port", &QUIC_PORT.to_string()])
+            .arg("--state-dir")
+            .arg(&state)
+            .env("SMBQ_USER", common::raw::USER)
+            .env("SMBQ_PASSWORD", PASSWORD)
+            .env_remove("SMBQ_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = common::lines_of(server.0.stdout.take().unwrap());
+    let err = server.0.stderr.take().unwrap();
     let server_log = std::thread::spawn(move || {
         BufReader::new(err)
             .lines()
@@ -82,24 +101,26 @@ fn a_quic_upload_survives_five_seconds_without_a_link() {
     let local = dir.path().join("big.bin");
     let data = pattern();
     std::fs::write(&local, &data).unwrap();
-    let mut put = command_in(link.ns_a(), BIN)
-        .arg("put")
-        .arg(&local)
-        .arg(format!(
-            "smb://{}@{ADDR_B}/share/big.bin",
-            common::raw::USER
-        ))
-        .args(["--transport", "quic", "--quic-port", &QUIC_PORT.to_string()])
-        .args(["--insecure", "-q", "--connect-timeout", "2"])
-        .env("SMBQ_PASSWORD", PASSWORD)
-        .env("HOME", dir.path())
-        .env("XDG_CACHE_HOME", dir.path().join("cache"))
-        .env_remove("SMBQ_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut put = common::Reaped(
+        command_in(link.ns_a(), BIN)
+            .arg("put")
+            .arg(&local)
+            .arg(format!(
+                "smb://{}@{ADDR_B}/share/big.bin",
+                common::raw::USER
+            ))
+            .args(["--transport", "quic", "--quic-port", &QUIC_PORT.to_string()])
+            .args(["--insecure", "-q", "--connect-timeout", "2"])
+            .env("SMBQ_PASSWORD", PASSWORD)
+            .env("HOME", dir.path())
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .env_remove("SMBQ_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
 
     // A quarter of the way in, the link goes dark for 5 s.
     let part = share.join("big.bin.part");
@@ -110,33 +131,74 @@ fn a_quic_upload_survives_five_seconds_without_a_link() {
             "the upload never got going"
         );
         assert!(
-            put.try_wait().unwrap().is_none(),
+            put.0.try_wait().unwrap().is_none(),
             "put ended before the cut"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
     link.set_down(true);
-    std::thread::sleep(Duration::from_secs(5));
+    let reader = conflict.then(|| {
+        std::thread::sleep(Duration::from_secs(1));
+        let start = Instant::now();
+        let status = command_in(link.ns_b(), BIN)
+            .arg("get")
+            .arg(format!(
+                "smb://{}@{ADDR_B}/share/big.bin.part",
+                common::raw::USER
+            ))
+            .arg(dir.path().join("peek.bin"))
+            .args(["--transport", "tcp", "--tcp-port", &TCP_PORT.to_string()])
+            .args(["-q", "--connect-timeout", "5"])
+            .env("SMBQ_PASSWORD", PASSWORD)
+            .env("HOME", dir.path())
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .env_remove("SMBQ_LOG")
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        (status, start.elapsed())
+    });
+    std::thread::sleep(
+        Duration::from_secs(5).saturating_sub(
+            reader
+                .as_ref()
+                .map_or(Duration::ZERO, |(_, took)| *took + Duration::from_secs(1)),
+        ),
+    );
     link.set_down(false);
+    if let Some((status, took)) = reader {
+        assert!(status.success(), "the other client's get failed");
+        // The break timeout is 35 s; the lost client's open goes when its connection does.
+        assert!(
+            took < Duration::from_secs(20),
+            "the other open waited {took:?}"
+        );
+        eprintln!("the conflicting open took {took:?}");
+    }
 
     let deadline = Instant::now() + Duration::from_secs(180);
     let status = loop {
-        if let Some(s) = put.try_wait().unwrap() {
+        if let Some(s) = put.0.try_wait().unwrap() {
             break s;
         }
         assert!(Instant::now() < deadline, "put did not finish");
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut put.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::io::Read::read_to_string(&mut put.0.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(status.success(), "put failed: {stderr}");
     assert!(stderr.contains("reconnecting"), "no reconnect: {stderr}");
     let got = std::fs::read(share.join("big.bin")).unwrap();
     assert!(got == data, "the file differs ({} bytes)", got.len());
 
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     let log = server_log.join().unwrap().join("\n");
-    assert!(log.contains("durable open reclaimed"), "{log}");
     drop(link);
+    if conflict {
+        assert!(
+            stderr.contains("no longer kept the open upload"),
+            "the upload's open was not lost: {stderr}"
+        );
+    }
+    log
 }

@@ -28,11 +28,15 @@ impl Server {
             return false;
         };
         // An open whose oplock or lease is being broken can no longer acknowledge: another
-        // open waits for it, so it is closed now rather than kept (as a purge would).
+        // open waits for it, so it is closed now rather than kept (as a purge would). A
+        // resilient open is kept anyway, its break completed here (MS-SMB2 3.3.7.1).
         if let Some(f) = open.file()
             && self.files.breaking_opens(f.key).contains(&id)
         {
-            return false;
+            if !grant.resilient {
+                return false;
+            }
+            self.files.complete_breaks(f.key, id);
         }
         let timeout = grant.timeout;
         let limits = &self.cfg.limits;
@@ -87,7 +91,16 @@ impl Server {
 
     /// Closes the parked open `id` now (another open needs its oplock or lease broken and
     /// its client cannot hear the break); false if `id` is not parked.
+    /// A parked resilient open is not closed: its break completes at once instead (MS-SMB2
+    /// 3.3.4.6; it keeps its share mode and locks for its timeout, as Windows does); true
+    /// then too.
     pub(crate) fn purge_parked(&self, id: u64) -> bool {
+        if let Some(open) = self.durable.resilient(id) {
+            if let Some(f) = open.file() {
+                self.files.complete_breaks(f.key, id);
+            }
+            return true;
+        }
         match self.durable.take(id) {
             Some(p) => {
                 tracing::info!(open = id, "durable open purged by a conflicting open");

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 mod lifecycle;
+pub mod replay;
+mod resilient;
 
 /// What made an open durable (MS-SMB2 3.3.5.9.6 / 3.3.5.9.10), kept with the open.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,14 +26,15 @@ pub struct DurableGrant {
     /// The account that opened it (user names compare case-insensitively); only the same
     /// account may reconnect (MS-SMB2 3.3.5.9.7).
     pub user: String,
-    /// Open.DurableOpenTimeout.
+    /// Open.DurableOpenTimeout, or Open.ResiliencyTimeout.
     pub timeout: Duration,
-    /// What the CREATE answered, for a replay of it (MS-SMB2 3.3.5.9.10: a CREATE sent again
-    /// with SMB2_FLAGS_REPLAY_OPERATION gets the open it made, not a second one).
-    pub first: Option<FirstAnswer>,
+    /// Open.IsResilient (FSCTL_LMR_REQUEST_RESILIENCY, MS-SMB2 3.3.5.15.9) rather than
+    /// durable: kept whatever its oplock or lease, never purged by a break (the break
+    /// completes at once instead), reclaimed by DHnC only.
+    pub resilient: bool,
 }
 
-/// The fields of a durable v2 open's CREATE response, kept for its replays.
+/// The fields of a CREATE response, kept for its replays (crate::durable::replay).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FirstAnswer {
     pub oplock: u8,
@@ -69,6 +72,8 @@ struct Inner {
 #[derive(Debug, Default)]
 pub struct DurableStore {
     inner: Mutex<Inner>,
+    /// CREATEs with a durable v2 request still running (crate::durable::replay).
+    pub creating: replay::CreatesInFlight,
 }
 
 /// Why an open could not be parked.
@@ -137,6 +142,16 @@ impl DurableStore {
             Some(p) => Ok(p),
             None => unreachable!("the parked open was found under the same lock"),
         }
+    }
+
+    /// The parked open `id`, if it is resilient (a break does not purge it).
+    pub fn resilient(&self, id: u64) -> Option<std::sync::Arc<crate::tables::Open>> {
+        let inner = self.inner.lock();
+        inner
+            .by_id
+            .get(&id)
+            .filter(|p| p.grant.resilient)
+            .map(|p| p.open.clone())
     }
 
     /// Takes the parked open `id` out whatever it is (a purge).

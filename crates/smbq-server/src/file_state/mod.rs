@@ -641,6 +641,19 @@ impl FileStates {
         .unwrap_or_default()
     }
 
+    /// The breaks awaiting open `open_id`'s acknowledgment complete now, as if it had
+    /// acknowledged what they asked (a parked resilient open, which cannot hear them).
+    pub(crate) fn complete_breaks(&self, key: FileKey, open_id: u64) {
+        let shard = self.shard(key);
+        shard.files.lock().update(key.base(), |e| {
+            e.oplocks.undeliverable(open_id);
+            if let Some(lease) = e.leases.key_of_open(open_id) {
+                e.leases.undeliverable(&lease, key.stream);
+            }
+        });
+        shard.changed.notify_waiters();
+    }
+
     /// A durable open of `key` reconnected on session `session_id`: its oplock and lease
     /// breaks go there from now on.
     pub(crate) fn rebind(&self, key: FileKey, open_id: u64, session_id: u64) {

@@ -3,7 +3,7 @@
 
 use smbq_proto::Response;
 use smbq_wire::ioctl::{
-    CtlCode, IoctlRequest, IoctlResponse, ValidateNegotiateInfoRequest,
+    CtlCode, IoctlRequest, IoctlResponse, NetworkResiliencyRequest, ValidateNegotiateInfoRequest,
     ValidateNegotiateInfoResponse, flags,
 };
 use smbq_wire::{Dialect, NtStatus};
@@ -87,6 +87,22 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             if f.is_dir {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
+            Ok(reply(NtStatus::SUCCESS, &[]))
+        }
+        CtlCode::LMR_REQUEST_RESILIENCY => {
+            // MS-SMB2 3.3.5.15.9 (crate::durable::resilient).
+            if ctx.conn.dialect == Dialect::SMB2_0_2 {
+                return Err(NtStatus::INVALID_DEVICE_REQUEST);
+            }
+            let who = &ctx.view.identity;
+            if who.is_guest || who.is_anonymous {
+                // Nobody could prove to be its owner when reclaiming it.
+                return Err(NtStatus::NOT_SUPPORTED);
+            }
+            let r = NetworkResiliencyRequest::decode(req.input)
+                .map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            ctx.srv
+                .make_resilient(ctx.open()?, &who.user, ctx.conn.client_guid, r.timeout_ms)?;
             Ok(reply(NtStatus::SUCCESS, &[]))
         }
         CtlCode::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),

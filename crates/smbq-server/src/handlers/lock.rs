@@ -7,6 +7,7 @@ use smbq_wire::lock::{LockElement, LockRequest, LockResponse, lock_flags as lf};
 use super::{Ctx, bad, body};
 use crate::access::mask;
 use crate::file_state::WaitEnds;
+use crate::tables::lock_seq::{self, Check};
 
 /// 2.2.26.1: the flag combinations a lock element may carry.
 fn lock_kind(e: &LockElement) -> Result<(bool, bool), NtStatus> {
@@ -28,6 +29,21 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let first = req.locks.first().ok_or(NtStatus::INVALID_PARAMETER)?;
+    // 3.3.5.14: a resent LOCK of a durable or resilient open is answered, not done again
+    // (crate::tables::lock_seq); recorded below only when the whole request succeeded.
+    let kept = open.durable.lock().is_some();
+    let seq = lock_seq::slot(req.lock_sequence, ctx.conn.dialect, kept);
+    if let Some(s) = seq
+        && open.lock_seq.lock().check(s) == Check::Replay
+    {
+        return Ok(Response::ok(body(|w| LockResponse.encode(w))));
+    }
+    let done = || {
+        if let Some(s) = seq {
+            open.lock_seq.lock().record(s);
+        }
+        Response::ok(body(|w| LockResponse.encode(w)))
+    };
     let locks = ctx.srv.files();
     let owner = open.volatile();
     if first.flags & lf::UNLOCK != 0 {
@@ -39,7 +55,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             }
             locks.unlock(f.key, owner, e.offset, e.length)?;
         }
-        return Ok(Response::ok(body(|w| LockResponse.encode(w))));
+        return Ok(done());
     }
     // Taking a lock blocks other users' reads and writes of the range, so a handle opened
     // only for attributes may not (MS-CIFS 3.3.5.15: at minimum read permission; Windows'
@@ -76,5 +92,5 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         }
         taken.push(e);
     }
-    Ok(Response::ok(body(|w| LockResponse.encode(w))))
+    Ok(done())
 }

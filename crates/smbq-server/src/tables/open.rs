@@ -69,6 +69,12 @@ pub struct Open {
     pub ea_index: AtomicU32,
     /// Open.IsDurable: set when the CREATE granted a durable handle (crate::durable).
     pub durable: Mutex<Option<crate::durable::DurableGrant>>,
+    /// Open.CreateGuid and the first answer, for replays (crate::durable::replay).
+    pub replay: Mutex<Option<crate::durable::replay::ReplayRecord>>,
+    /// Open.ChannelSequence and the requests counted under it (MS-SMB2 3.3.5.2.10).
+    pub channel: Mutex<super::channel_seq::ChannelSeq>,
+    /// Open.LockSequenceArray (MS-SMB2 3.3.5.14).
+    pub lock_seq: Mutex<super::lock_seq::LockSequences>,
     /// The client's lease on the parent directory, named in the CREATE (V2 ParentLeaseKey):
     /// changes made through this open leave that directory lease alone.
     pub parent_lease: Option<crate::file_state::lease::LeaseKey>,

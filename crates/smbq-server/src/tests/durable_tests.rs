@@ -275,10 +275,17 @@ async fn a_replayed_create_gets_its_first_answer() {
     assert_eq!(less.create().oplock_level, OplockLevel::NONE);
     assert!(!has_context(&less, CreateContextTag::DH2Q));
 
-    // Without the flag the same CreateGuid is a new open, which the first one's share mode
-    // refuses.
+    // Without the flag, while the answer may still be replayed, the same CreateGuid is
+    // refused as a duplicate (smbtorture smb2.replay.replay6)...
+    let dup = dh2q_open(&h, "f", guid, OplockLevel::BATCH, false).await;
+    assert_eq!(dup.status, NtStatus::DUPLICATE_OBJECTID);
+    // ...and once the client used the handle (it has the answer), it is a new open, which
+    // the first one's share mode refuses; a replay no longer finds the first one either.
+    assert_eq!(h.write(first.id, 0, b"x").await.status, NtStatus::SUCCESS);
     let fresh = dh2q_open(&h, "f", guid, OplockLevel::BATCH, false).await;
     assert_eq!(fresh.status, NtStatus::SHARING_VIOLATION);
+    let late = dh2q_open(&h, "f", guid, OplockLevel::BATCH, true).await;
+    assert_eq!(late.status, NtStatus::SHARING_VIOLATION);
     // The first open is still the only one, and still durable.
     h.srv.session_lost(h.session.id);
     assert_eq!(h.srv.parked_opens(), 1);
@@ -334,4 +341,85 @@ async fn thousands_of_durable_opens_leave_nothing_behind() {
         .count();
     assert_eq!(held, 0, "every share mode released");
     assert_eq!(h.srv.open_slots_in_use(), 0, "every open id freed");
+}
+
+/// FSCTL_LMR_REQUEST_RESILIENCY on `id` with `input` as its buffer.
+async fn request_resiliency(h: &H, id: FileId, input: &[u8]) -> NtStatus {
+    use smbq_wire::ioctl::{CtlCode, IoctlRequest, flags};
+    let m = msg(Command::IOCTL, h.tree, h.session.id, |w| {
+        IoctlRequest {
+            ctl_code: CtlCode::LMR_REQUEST_RESILIENCY,
+            file_id: id,
+            flags: flags::IS_FSCTL,
+            input,
+            ..Default::default()
+        }
+        .encode(w)
+    });
+    h.send(m).await.status
+}
+
+/// MS-SMB2 3.3.5.15.9 and 3.3.7.1: a resilient open needs no oplock to be kept; a
+/// conflicting open meanwhile finds its share mode (it is not purged), the same user takes it
+/// back with DHnC, and at its timeout it goes with nothing left behind. Bad requests get
+/// STATUS_INVALID_PARAMETER.
+#[tokio::test]
+async fn a_resilient_open_is_kept_without_an_oplock_and_not_purged() {
+    let mut h = H::with(|c| c.limits.max_durable_timeout_secs = 60).await;
+    let req = CreateRequest {
+        desired_access: DATA,
+        share_access: 0,
+        create_disposition: D::OPEN_IF,
+        ..Default::default()
+    };
+    let o = send_create(&h, "r", req.clone()).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert_eq!(o.create().oplock_level, OplockLevel::NONE);
+    assert_eq!(
+        request_resiliency(&h, o.id, &[0; 4]).await,
+        NtStatus::INVALID_PARAMETER,
+        "input shorter than NETWORK_RESILIENCY_REQUEST"
+    );
+    let too_long = 61_000u32.to_le_bytes();
+    assert_eq!(
+        request_resiliency(&h, o.id, &[&too_long[..], &[0; 4]].concat()).await,
+        NtStatus::INVALID_PARAMETER,
+        "past the maximum: refused, not clamped"
+    );
+    let one_second = 1000u32.to_le_bytes();
+    let input = [&one_second[..], &[0; 4]].concat();
+    assert_eq!(
+        request_resiliency(&h, o.id, &input).await,
+        NtStatus::SUCCESS
+    );
+
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1, "kept without an oplock");
+    new_session(&mut h, 0x12, "bob").await;
+    let other = send_create(&h, "r", req.clone()).await;
+    assert_eq!(
+        other.status,
+        NtStatus::SHARING_VIOLATION,
+        "its share mode holds"
+    );
+    assert_eq!(h.srv.parked_opens(), 1, "not purged");
+
+    new_session(&mut h, 0x13, "alice").await;
+    let back = reconnect(&h, o.id).await;
+    assert_eq!(back.status, NtStatus::SUCCESS);
+    assert_eq!(back.id, o.id);
+    assert_eq!(h.write(back.id, 0, b"kept").await.status, NtStatus::SUCCESS);
+
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1);
+    for _ in 0..60 {
+        if h.srv.parked_opens() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(h.srv.parked_opens(), 0, "gone at its one-second timeout");
+    assert_eq!(h.srv.files().open_count_any(key_of(&h, "r")), 0);
+    assert_eq!(h.srv.open_slots_in_use(), 0);
+    assert_eq!(std::fs::read(h.path("r")).unwrap(), b"kept");
 }

@@ -625,6 +625,9 @@ fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId
         closed: AtomicBool::new(false),
         ea_index: AtomicU32::new(0),
         durable: Mutex::new(None),
+        replay: Mutex::new(None),
+        channel: Mutex::new(Default::default()),
+        lock_seq: Mutex::new(Default::default()),
         parent_lease: None,
         modified: AtomicBool::new(false),
     }));

@@ -227,7 +227,7 @@ impl Upload<'_, '_> {
         };
         // A durable open (when the server grants one) lets the upload go on after the
         // connection breaks: `reclaim` takes it back on a new connection.
-        let (mut f, handle) = tree.open_durable(&part, &how).await?;
+        let (mut f, mut handle) = tree.open_durable(&part, &how).await?;
         let mut tree = tree.clone();
         let offset = resumed.map_or(0, |part_size| {
             resume_offset(part_size, size, window_of(opts, &f).max(MIN_RESUME_BACKOFF))
@@ -260,9 +260,12 @@ impl Upload<'_, '_> {
                         unreachable!("checked in the guard")
                     };
                     Again::report_lost(stop.confirmed, &stop.error);
-                    match self.reclaim(h).await {
-                        Ok((t, file)) => {
+                    match self.reclaim(h, stop.confirmed).await {
+                        Ok((t, file, renewed)) => {
                             (tree, f) = (t, file);
+                            if let Some(new) = renewed {
+                                handle = new;
+                            }
                             from = stop.confirmed;
                         }
                         Err(e) => {
@@ -296,11 +299,30 @@ impl Upload<'_, '_> {
 
     /// After the connection broke mid-upload: connects again (naming the old session) and
     /// takes the durable open back, while the server may still keep it (its durable timeout).
-    async fn reclaim(&self, h: &DurableHandle) -> Result<(Tree, File), CliError> {
+    /// When the server no longer does (it timed out, or another client's open purged it, as
+    /// MS-SMB2 3.3.4.6 has it for a break a disconnected open cannot hear), the `.part` is
+    /// opened again: the bytes below `confirmed` were acknowledged, so they are on the server
+    /// whatever became of the open. The new durable handle is returned when there is one.
+    async fn reclaim(
+        &self,
+        h: &DurableHandle,
+        confirmed: u64,
+    ) -> Result<(Tree, File, Option<Option<DurableHandle>>), CliError> {
         let limit = Duration::from_millis(u64::from(h.timeout_ms));
         let tree = self.again.reconnect(limit).await?;
-        let f = tree.reclaim(h).await?;
-        Ok((tree, f))
+        match tree.reclaim(h).await {
+            Ok(f) => Ok((tree, f, None)),
+            Err(e) if e.status() == Some(NtStatus::OBJECT_NAME_NOT_FOUND) => {
+                eprintln!(
+                    "smbq: warning: the server no longer kept the open upload; opening it again to go on from {confirmed} bytes"
+                );
+                let (f, renewed) = tree
+                    .open_durable(&h.path, &OpenOptions::create_keep())
+                    .await?;
+                Ok((tree, f, Some(renewed)))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Creates the directories and uploads the files of a planned tree, in order; stops at

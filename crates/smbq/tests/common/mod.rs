@@ -11,6 +11,17 @@ use std::sync::mpsc::{Receiver, channel};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_smbq");
 
+/// A child killed and reaped when this goes out of scope, so a failing test leaves no
+/// server (or client) running behind it.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub fn free_tcp_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -147,7 +147,7 @@ pub(super) fn grant(
         client_guid: ctx.conn.client_guid,
         user: who.user.clone(),
         timeout,
-        first: None,
+        resilient: false,
     });
     Some(reply)
 }
@@ -193,7 +193,11 @@ pub(super) async fn reconnect(
             (None, None) => true,
             _ => false,
         };
+        // A resilient open is reclaimed by DHnC only (MS-SMB2 3.3.5.9.7; DH2C is for
+        // durable v2 opens, 3.3.5.9.12).
+        let v2_for_resilient = g.resilient && rc.create_guid.is_some();
         if p.open.file_id.persistent != rc.file_id.persistent
+            || v2_for_resilient
             || !same_guid
             || !lease_matches
             || p.open.tree.share.cfg.name != tree.share.cfg.name
@@ -223,6 +227,9 @@ pub(super) async fn reconnect(
     open.tree = tree.clone();
     if let Some(g) = open.durable.get_mut() {
         g.client_guid = ctx.conn.client_guid;
+    }
+    if let Some(r) = open.replay.get_mut() {
+        r.client_guid = ctx.conn.client_guid;
     }
     let open = Arc::new(open);
     let key = open.file().map(|f| f.key).ok_or(NtStatus::INTERNAL_ERROR)?;
@@ -327,26 +334,34 @@ fn respond(
 /// client never saw the answer) gets the open its first sending made, answered as it was then,
 /// and nothing is opened twice. A replay asking for a weaker oplock is answered with that
 /// level (and, below BATCH, without the durable context), while the open keeps what it has
-/// (smbtorture smb2.replay.replay-dhv2-oplock2). `None` when this is no such replay.
+/// (smbtorture smb2.replay.replay-dhv2-oplock2). The same CreateGuid without the replay
+/// flag, while that answer may still be replayed (the client has not used the handle yet),
+/// is STATUS_DUPLICATE_OBJECTID. `None` when this is neither.
 pub(super) fn replay(
     ctx: &Ctx<'_>,
     req: &CreateRequest<'_>,
     ask: Option<DurableAsk>,
 ) -> Option<Response> {
     let replaying = ctx.req.header.flags & smbq_wire::header::flags::REPLAY_OPERATION != 0;
-    let Some(DurableAsk::V2 { create_guid, .. }) = ask.filter(|_| replaying) else {
+    let Some(DurableAsk::V2 { create_guid, .. }) = ask else {
         return None;
     };
     let (open, first) = ctx.session.open_ids().into_iter().find_map(|id| {
         let open = ctx.srv.lookup_open(id)?;
         let first = open
-            .durable
+            .replay
             .lock()
             .as_ref()
-            .filter(|g| g.create_guid == Some(create_guid) && g.client_guid == ctx.conn.client_guid)
-            .and_then(|g| g.first.clone())?;
+            .filter(|r| r.create_guid == create_guid && r.client_guid == ctx.conn.client_guid)
+            .map(|r| r.first.clone())?;
         Some((open, first))
     })?;
+    if !replaying {
+        // The same CreateGuid again without the replay flag, while the first open's answer
+        // may still be replayed: not a second open (as Windows and Samba answer, smbtorture
+        // smb2.replay.replay6).
+        return Some(Response::error(NtStatus::DUPLICATE_OBJECTID));
+    }
     let asked = req.requested_oplock_level;
     let weaker = asked != OplockLevel::LEASE
         && first.oplock != OplockLevel::LEASE.0

@@ -30,6 +30,7 @@ use super::{Ctx, bad, blocking, body};
 use crate::Server;
 use crate::access::{attr, mask, opts, share as share_bits};
 use crate::durable::FirstAnswer;
+use crate::durable::replay::ReplayRecord;
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
 use crate::file_state::lease::{LeaseAsk, LeaseKey};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
@@ -42,6 +43,7 @@ use crate::tables::open::{DirCursor, FileOpen};
 use crate::tables::{Open, OpenKind, Tree};
 use crate::{dos, meta};
 use disposition::{Plan, plan};
+use durable::DurableAsk;
 
 /// What the client asked this CREATE to do, validated once from the decoded request
 /// (MS-SMB2 2.2.13, 3.3.5.9) and read by every step after.
@@ -119,6 +121,9 @@ impl CreateIntent {
             closed: AtomicBool::new(false),
             ea_index: AtomicU32::new(0),
             durable: Mutex::new(None),
+            replay: Mutex::new(None),
+            channel: Mutex::new(Default::default()),
+            lock_seq: Mutex::new(Default::default()),
             parent_lease: self.lease.as_ref().and_then(|l| l.parent),
             modified: AtomicBool::new(false),
         })
@@ -192,6 +197,23 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if let Some(rc) = durability.reconnect {
         return durable::reconnect(ctx, &tree, &req, rc).await;
     }
+    // MS-SMB2 3.3.5.9.10 (crate::durable::replay): a CREATE whose first sending is still
+    // running (waiting for a break) is answered FILE_NOT_AVAILABLE, before it can open or
+    // break anything; held until this one answers, so a replay finds it running or finished.
+    let replay_guid = match durability.ask {
+        Some(DurableAsk::V2 { create_guid, .. }) => Some(create_guid),
+        _ => None,
+    };
+    let _running = match replay_guid {
+        Some(g) => Some(
+            ctx.srv
+                .durable_store()
+                .creating
+                .start(ctx.conn.client_guid, g)
+                .ok_or(NtStatus::FILE_NOT_AVAILABLE)?,
+        ),
+        None => None,
+    };
     if let Some(r) = durable::replay(ctx, &req, durability.ask) {
         return Ok(r);
     }
@@ -249,7 +271,13 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     {
         extra.push(c);
     }
-    Ok(respond(&srv, &tree, &intent, &done, oplock_level, &extra))
+    let answer = Answer {
+        oplock_level,
+        extra: &extra,
+        replay_guid,
+        client_guid: ctx.conn.client_guid,
+    };
+    Ok(respond(&srv, &tree, &intent, &done, &answer))
 }
 
 /// Opens the pipe, or the disk object. A disk open that must wait for oplock breaks
@@ -325,14 +353,23 @@ async fn close_installed(srv: &Arc<Server>, id: u64, status: NtStatus) -> NtStat
 }
 
 /// The CREATE response (MS-SMB2 2.2.14) for an admitted open.
+/// What the CREATE decided besides the open itself.
+struct Answer<'a> {
+    oplock_level: OplockLevel,
+    extra: &'a [(CreateContextTag<'static>, Vec<u8>)],
+    /// The durable v2 request's CreateGuid: the answer is kept for replays.
+    replay_guid: Option<[u8; 16]>,
+    client_guid: [u8; 16],
+}
+
 fn respond(
     srv: &Server,
     tree: &Tree,
     intent: &CreateIntent,
     done: &Done,
-    oplock_level: OplockLevel,
-    extra: &[(CreateContextTag<'static>, Vec<u8>)],
+    answer: &Answer<'_>,
 ) -> Response {
+    let (oplock_level, extra) = (answer.oplock_level, answer.extra);
     let open = &done.open;
     let (disk_id, volume) = match &done.view {
         Some(v) => (v.file_id, u64::from(tree.share.serial)),
@@ -366,10 +403,8 @@ fn respond(
             ..Default::default()
         },
     };
-    if let Some(g) = open.durable.lock().as_mut()
-        && g.create_guid.is_some()
-    {
-        g.first = Some(FirstAnswer {
+    if let Some(create_guid) = answer.replay_guid {
+        let first = FirstAnswer {
             oplock: resp.oplock_level.0,
             action: resp.create_action.0,
             times: [
@@ -382,6 +417,11 @@ fn respond(
             end_of_file: resp.end_of_file,
             attributes: resp.file_attributes,
             contexts: extra.to_vec(),
+        };
+        *open.replay.lock() = Some(ReplayRecord {
+            create_guid,
+            client_guid: answer.client_guid,
+            first,
         });
     }
     let mut r = Response::ok(body(|w| resp.encode(w)));
