@@ -107,6 +107,9 @@ pub(crate) struct Outgoing {
     pub(crate) payload: Option<Bytes>,
     /// Bytes the request moves, which sets the credit charge (MS-SMB2 3.2.4.1.5).
     pub(crate) io_size: usize,
+    /// Sent again after a broken connection, not answered the first time: flagged
+    /// SMB2_FLAGS_REPLAY_OPERATION (MS-SMB2 2.2.1, 3.x only).
+    pub(crate) replay: bool,
 }
 
 /// Removes the pending entries and cancels the requests when the caller's future is dropped
@@ -341,6 +344,7 @@ impl Shared {
             tree_id,
             body,
             payload,
+            replay,
             ..
         } = out;
         let p = protect.clone();
@@ -350,7 +354,15 @@ impl Shared {
             tree_id,
             charge,
             protect,
-            move |s, h| s.seal_or_sign(h, body, payload, &p),
+            move |s, h| {
+                if replay {
+                    let mut h = h.clone();
+                    h.flags |= smbq_wire::header::flags::REPLAY_OPERATION;
+                    s.seal_or_sign(&h, body, payload, &p)
+                } else {
+                    s.seal_or_sign(h, body, payload, &p)
+                }
+            },
         )
         .await
     }
@@ -812,6 +824,7 @@ async fn ack_task(mut rx: mpsc::Receiver<(BreakTarget, Vec<u8>)>, shared: Weak<S
             body,
             payload: None,
             io_size: 0,
+            replay: false,
         };
         if let Err(e) = s.call(out, target.protect).await {
             tracing::debug!(error = %e, "oplock break acknowledgment failed");

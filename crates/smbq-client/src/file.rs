@@ -1,7 +1,7 @@
 //! An open file or directory: READ, WRITE, FLUSH, QUERY/SET_INFO, QUERY_DIRECTORY, CLOSE.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use smbq_proto::client::Incoming;
@@ -20,6 +20,7 @@ use smbq_wire::write::{WriteRequest, WriteResponse};
 use smbq_wire::{Command, FileId, NtStatus, Writer};
 
 use crate::compound::Part;
+use crate::conn::Outgoing;
 use crate::session::check;
 use crate::tree::Tree;
 use crate::{DirEntry, Error, Metadata};
@@ -38,6 +39,8 @@ struct Inner {
     /// A READ that went with the CREATE (offset, length asked, data), for the first
     /// [`crate::transfer::download`] to take instead of asking again.
     prefetch: parking_lot::Mutex<Option<(u64, u32, Bytes)>>,
+    /// WRITEs that start below this offset are replays (see [`File::replay_writes_below`]).
+    replay_below: AtomicU64,
 }
 
 /// An open handle. Cheap to clone; several requests may use it at once. Closed by
@@ -84,6 +87,7 @@ impl File {
                 created,
                 closed: AtomicBool::new(false),
                 prefetch: parking_lot::Mutex::new(None),
+                replay_below: AtomicU64::new(0),
             }),
         }
     }
@@ -170,13 +174,28 @@ impl File {
         }
         .encode_header(len, &mut w);
         let body = w.into_vec();
-        let r = self
-            .inner
-            .tree
-            .send(Command::WRITE, body, Some(data), len as usize)
-            .await?;
+        let tree = &self.inner.tree;
+        let out = Outgoing {
+            command: Command::WRITE,
+            session_id: tree.session().id(),
+            tree_id: tree.id(),
+            body,
+            payload: Some(data),
+            io_size: len as usize,
+            replay: offset < self.inner.replay_below.load(Ordering::Relaxed)
+                && tree.session().client().negotiated().dialect.is_smb3(),
+        };
+        let r = tree.session().send_out(out, tree.encrypt).await?;
         check(&r, "WRITE")?;
         Ok(WriteResponse::decode(&r.msg)?.count)
+    }
+
+    /// This open was taken back after its connection broke (a durable reclaim), and the WRITEs
+    /// below `offset` may have reached the server without their answers reaching us: when
+    /// sent again they carry SMB2_FLAGS_REPLAY_OPERATION (MS-SMB2 3.2.4.1.x on 3.x
+    /// dialects), so the server's replay checks see them as what they are.
+    pub fn replay_writes_below(&self, offset: u64) {
+        self.inner.replay_below.store(offset, Ordering::Relaxed);
     }
 
     /// FLUSH (MS-SMB2 3.2.4.17): the server has the data on stable storage when it returns.

@@ -87,16 +87,30 @@ impl Session {
         payload: Option<bytes::Bytes>,
         io_size: usize,
     ) -> Result<smbq_proto::client::Incoming, Error> {
+        self.send_out(
+            Outgoing {
+                command,
+                session_id: self.id(),
+                tree_id,
+                body,
+                payload,
+                io_size,
+                replay: false,
+            },
+            tree_encrypt,
+        )
+        .await
+    }
+
+    /// Sends a request built by the caller (its header fields and flags).
+    pub(crate) async fn send_out(
+        &self,
+        out: Outgoing,
+        tree_encrypt: bool,
+    ) -> Result<smbq_proto::client::Incoming, Error> {
         self.client
             .call(
-                Outgoing {
-                    command,
-                    session_id: self.id(),
-                    tree_id,
-                    body,
-                    payload,
-                    io_size,
-                },
+                out,
                 self.protect(tree_encrypt),
             )
             .await

@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::raw::{Server, USER, runtime};
 use smbq_client::{Client, ClientConfig, OpenOptions};
+use std::sync::{Arc, Mutex};
+
+use smbq_wire::Command;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
@@ -34,6 +38,54 @@ async fn cuttable_proxy(target: SocketAddr) -> (SocketAddr, oneshot::Sender<()>)
         }
     });
     (addr, cut)
+}
+
+/// The (command, flags) of each SMB2 message a client sends through it.
+type Seen = Arc<Mutex<Vec<(u16, u32)>>>;
+
+/// A TCP proxy to `target` for one connection that notes the command and header flags of
+/// every message the client sends (frames are NetBIOS-length-prefixed; compounds followed by
+/// NextCommand; anything else, such as a sealed frame, is forwarded unread).
+async fn recording_proxy(target: SocketAddr) -> (SocketAddr, Seen) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let seen: Seen = Arc::default();
+    let noted = seen.clone();
+    tokio::spawn(async move {
+        let (a, _) = l.accept().await.unwrap();
+        let b = TcpStream::connect(target).await.unwrap();
+        let (mut ar, mut aw) = a.into_split();
+        let (mut br, mut bw) = b.into_split();
+        tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut br, &mut aw).await;
+        });
+        loop {
+            let mut len = [0u8; 4];
+            if ar.read_exact(&mut len).await.is_err() {
+                return;
+            }
+            let n = u32::from_be_bytes(len) as usize;
+            let mut msg = vec![0u8; n];
+            if ar.read_exact(&mut msg).await.is_err() {
+                return;
+            }
+            let mut at = 0;
+            while msg.len() >= at + 24 && msg[at..at + 4] == *b"\xfeSMB" {
+                let command = u16::from_le_bytes([msg[at + 12], msg[at + 13]]);
+                let flags = u32::from_le_bytes(msg[at + 16..at + 20].try_into().unwrap());
+                noted.lock().unwrap().push((command, flags));
+                let next = u32::from_le_bytes(msg[at + 20..at + 24].try_into().unwrap());
+                if next == 0 {
+                    break;
+                }
+                at += next as usize;
+            }
+            if bw.write_all(&len).await.is_err() || bw.write_all(&msg).await.is_err() {
+                return;
+            }
+        }
+    });
+    (addr, seen)
 }
 
 async fn connect(addr: SocketAddr, guid: [u8; 16]) -> Client {
@@ -94,17 +146,31 @@ fn an_upload_survives_a_cut_connection_by_reclaiming_its_durable_open() {
         drop(file);
 
         // Back on a new connection: the same user, naming the old session.
-        let client2 = connect(srv.addr, guid).await;
+        let (via2, seen) = recording_proxy(srv.addr).await;
+        let client2 = connect(via2, guid).await;
         let session2 = client2
             .login_replacing(USER, "", PASSWORD, old_session)
             .await
             .unwrap();
         let tree2 = session2.tree_connect("share").await.unwrap();
         let file = tree2.reclaim(&handle).await.unwrap();
+        // The WRITE of piece 8 went out on the cut connection unanswered: sent again, it is
+        // flagged as a replay; the ones after it are not.
+        file.replay_writes_below(9 * 64 * 1024);
         for i in 8..16 {
             file.write_at(i * 64 * 1024, piece(i)).await.unwrap();
         }
         file.close().await.unwrap();
+        let writes: Vec<u32> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(c, _)| *c == Command::WRITE.0)
+            .map(|(_, f)| *f & smbq_wire::header::flags::REPLAY_OPERATION)
+            .collect();
+        assert_eq!(writes.len(), 8, "{writes:?}");
+        assert_ne!(writes[0], 0, "the resent WRITE is flagged as a replay");
+        assert!(writes[1..].iter().all(|f| *f == 0), "{writes:?}");
     });
     let want: Vec<u8> = (0..16).flat_map(|i| piece(i).to_vec()).collect();
     let got = std::fs::read(srv.share_path("big.bin")).unwrap();

@@ -423,3 +423,83 @@ async fn a_resilient_open_is_kept_without_an_oplock_and_not_purged() {
     assert_eq!(h.srv.open_slots_in_use(), 0);
     assert_eq!(std::fs::read(h.path("r")).unwrap(), b"kept");
 }
+
+/// A durable v2 CREATE (CreateGuid `guid`) under an RWH V2 lease with key `key`, or its
+/// reconnect (DH2C naming `id`) when `id` is given.
+async fn leased_v2(h: &H, guid: [u8; 16], key: [u8; 16], id: Option<FileId>) -> Open {
+    use smbq_wire::create_context::{Dh2cRequest, Dh2qRequest, Lease, LeaseV2, lease_state};
+    let lease = Lease {
+        key,
+        state: lease_state::READ_CACHING | lease_state::WRITE_CACHING | lease_state::HANDLE_CACHING,
+        v2: Some(LeaseV2::default()),
+        ..Default::default()
+    }
+    .to_bytes();
+    let (tag, durable) = match id {
+        Some(file_id) => (
+            CreateContextTag::DH2C,
+            Dh2cRequest {
+                file_id,
+                create_guid: guid,
+                flags: 0,
+            }
+            .to_bytes(),
+        ),
+        None => (
+            CreateContextTag::DH2Q,
+            Dh2qRequest {
+                timeout: 0,
+                flags: 0,
+                create_guid: guid,
+            }
+            .to_bytes(),
+        ),
+    };
+    let list = contexts_to_bytes(&[
+        CreateContext::new(tag, &durable),
+        CreateContext::new(CreateContextTag::RQLS, &lease),
+    ]);
+    let req = CreateRequest {
+        requested_oplock_level: OplockLevel::LEASE,
+        desired_access: DATA,
+        share_access: 0,
+        create_disposition: D::OPEN_IF,
+        contexts: &list,
+        ..Default::default()
+    };
+    send_create(h, "leased", req).await
+}
+
+/// MS-SMB2 3.3.5.9.12: a reconnect naming the open with another CreateGuid, or coming from a
+/// client with another ClientGuid (the lease is that client's), is OBJECT_NAME_NOT_FOUND and
+/// leaves the open parked for its own client, which then takes it back.
+#[tokio::test]
+async fn reconnects_with_the_wrong_guids_are_not_found() {
+    let mut h = H::new().await;
+    let (guid, key) = ([0x61; 16], [0x62; 16]);
+    let o = leased_v2(&h, guid, key, None).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert_eq!(o.create().oplock_level, OplockLevel::LEASE);
+    assert!(has_context(&o, CreateContextTag::DH2Q), "durable under an H lease");
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1);
+
+    new_session(&mut h, 0x12, "alice").await;
+    let wrong_guid = leased_v2(&h, [0x63; 16], key, Some(o.id)).await;
+    assert_eq!(wrong_guid.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+    let first_client = h.conn.client_guid;
+    h.conn.client_guid = [0x64; 16];
+    let other_client = leased_v2(&h, guid, key, Some(o.id)).await;
+    assert_eq!(other_client.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+    assert_eq!(h.srv.parked_opens(), 1, "still kept for its client");
+
+    h.conn.client_guid = first_client;
+    let back = leased_v2(&h, guid, key, Some(o.id)).await;
+    assert_eq!(back.status, NtStatus::SUCCESS);
+    assert_eq!(back.id, o.id);
+    assert_eq!(back.create().oplock_level, OplockLevel::LEASE);
+    assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.srv.parked_opens(), 0);
+    assert_eq!(h.srv.files().open_count_any(key_of(&h, "leased")), 0);
+    assert_eq!(h.srv.open_slots_in_use(), 0);
+}

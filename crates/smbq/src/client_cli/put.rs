@@ -78,11 +78,13 @@ pub fn resume_offset(part_size: u64, local_size: u64, backoff: u64) -> u64 {
     part_size.min(local_size).saturating_sub(backoff)
 }
 
-/// Why a windowed upload stopped early: the error, and the offset below which every byte is
-/// confirmed written (where a reclaimed open resumes).
+/// Why a windowed upload stopped early: the error, the offset below which every byte is
+/// confirmed written (where a reclaimed open resumes), and the offset up to which WRITEs
+/// were sent (those past `confirmed` may have been done without their answers arriving).
 struct Stopped {
     error: Error,
     confirmed: u64,
+    sent: u64,
 }
 
 /// Writes what `source` yields from `offset` on, `depth` WRITEs in flight, none starting
@@ -114,6 +116,7 @@ async fn upload_window(
             let data = source(chunk).map_err(|error| Stopped {
                 error,
                 confirmed: low,
+                sent: at,
             })?;
             if data.is_empty() {
                 eof = true;
@@ -149,6 +152,7 @@ async fn upload_window(
         return Err(Stopped {
             error,
             confirmed: low,
+            sent: at,
         });
     }
 }
@@ -262,10 +266,13 @@ impl Upload<'_, '_> {
                     Again::report_lost(stop.confirmed, &stop.error);
                     match self.reclaim(h, stop.confirmed).await {
                         Ok((t, file, renewed)) => {
-                            (tree, f) = (t, file);
-                            if let Some(new) = renewed {
-                                handle = new;
+                            match renewed {
+                                Some(new) => handle = new,
+                                // The same open: WRITEs it may have done unanswered go
+                                // again as replays.
+                                None => file.replay_writes_below(stop.sent),
                             }
+                            (tree, f) = (t, file);
                             from = stop.confirmed;
                         }
                         Err(e) => {
