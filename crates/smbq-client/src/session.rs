@@ -108,12 +108,7 @@ impl Session {
         out: Outgoing,
         tree_encrypt: bool,
     ) -> Result<smbq_proto::client::Incoming, Error> {
-        self.client
-            .call(
-                out,
-                self.protect(tree_encrypt),
-            )
-            .await
+        self.client.call(out, self.protect(tree_encrypt)).await
     }
 
     /// TREE_CONNECT to `\\server\share` (MS-SMB2 3.2.4.2.4).

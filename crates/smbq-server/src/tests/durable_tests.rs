@@ -480,7 +480,10 @@ async fn reconnects_with_the_wrong_guids_are_not_found() {
     let o = leased_v2(&h, guid, key, None).await;
     assert_eq!(o.status, NtStatus::SUCCESS);
     assert_eq!(o.create().oplock_level, OplockLevel::LEASE);
-    assert!(has_context(&o, CreateContextTag::DH2Q), "durable under an H lease");
+    assert!(
+        has_context(&o, CreateContextTag::DH2Q),
+        "durable under an H lease"
+    );
     h.srv.session_lost(h.session.id);
     assert_eq!(h.srv.parked_opens(), 1);
 
