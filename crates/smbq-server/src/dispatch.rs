@@ -76,8 +76,27 @@ pub(crate) async fn dispatch(
                 Err(status) => Response::error(status),
             }
         }
+        Err(NtStatus::FILE_CLOSED) if notify_overtaken(srv, req) => {
+            // A CHANGE_NOTIFY sent before the CLOSE of its handle but started after it: the
+            // answer it would have had waiting (MS-SMB2 3.3.5.10: STATUS_NOTIFY_CLEANUP), not
+            // FILE_CLOSED for a handle that was open when it was sent (smbtorture
+            // smb2.notify.dir under load).
+            Response::error(NtStatus::NOTIFY_CLEANUP)
+        }
         Err(status) => Response::error(status),
     }
+}
+
+fn notify_overtaken(srv: &Server, req: &Request) -> bool {
+    if req.command() != Command::CHANGE_NOTIFY {
+        return false;
+    }
+    let (Some(view), Ok(id)) = (req.session.as_ref(), read_file_id(req, 8)) else {
+        return false;
+    };
+    let id = req.resolve_file_id(id);
+    srv.session_state(view.id)
+        .is_some_and(|s| s.closed_after(id.volatile, req.header.message_id))
 }
 
 /// MS-SMB2 3.3.5.2.10 (crate::tables::channel_seq): on SMB 3.x a request naming an open is

@@ -19,6 +19,10 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     // Delete-on-close is only ever set on an open holding DELETE (MS-SMB2 3.3.5.9, MS-FSA
     // 2.1.5.15.3); checked again here, where the delete happens, so a flag set by mistake
     // cannot remove a file the open may not delete or one on a read-only share.
+    // Requests sent before this CLOSE may still be starting (each runs as its own task):
+    // they learn it closed after them (dispatch.rs).
+    ctx.session
+        .note_closing(open.volatile(), ctx.req.header.message_id);
     if crate::security::require(&open, mask::DELETE).is_err() {
         open.delete_on_close.store(false, Ordering::Release);
     }

@@ -29,7 +29,13 @@ pub struct SessionState {
     /// The session's security token, with the identity it was computed for (a
     /// re-authentication may only keep the same user, but the cache never assumes it).
     token: Mutex<Option<(smbq_auth::Identity, Arc<Token>)>>,
+    /// The last opens CLOSEd, with the CLOSE's MessageId (at most [`RECENT_CLOSES`]): a
+    /// request sent before that CLOSE but run after it is answered as if it had run first.
+    closed_recently: Mutex<std::collections::VecDeque<(u64, u64)>>,
 }
+
+/// How many CLOSEs a session remembers for [`SessionState::closed_after`].
+const RECENT_CLOSES: usize = 32;
 
 fn slab_to_tree_id(id: u64) -> u32 {
     (((id >> 32) as u32) << TREE_INDEX_BITS) | (id as u32 & 0xFFFF)
@@ -49,7 +55,25 @@ impl SessionState {
             max_opens,
             channels: Mutex::new(Vec::new()),
             token: Mutex::new(None),
+            closed_recently: Mutex::new(std::collections::VecDeque::new()),
         }
+    }
+
+    /// A CLOSE with MessageId `close_mid` of open `volatile` is starting.
+    pub fn note_closing(&self, volatile: u64, close_mid: u64) {
+        let mut r = self.closed_recently.lock();
+        if r.len() >= RECENT_CLOSES {
+            r.pop_front();
+        }
+        r.push_back((volatile, close_mid));
+    }
+
+    /// Whether open `volatile` was closed by a CLOSE sent after the request `mid`.
+    pub fn closed_after(&self, volatile: u64, mid: u64) -> bool {
+        self.closed_recently
+            .lock()
+            .iter()
+            .any(|&(v, c)| v == volatile && c > mid)
     }
 
     /// The session is (also) established on connection `conn_id`. Bounded: a session has one

@@ -107,3 +107,35 @@ async fn cancel_ends_a_wait() {
     );
     assert_eq!(r.status, NtStatus::CANCELLED);
 }
+
+/// `m` with MessageId `mid` (requests of one connection have increasing ids).
+fn with_mid(m: Bytes, mid: u64) -> Bytes {
+    let mut v = m.to_vec();
+    v[24..32].copy_from_slice(&mid.to_le_bytes());
+    Bytes::from(v)
+}
+
+/// Requests run as separate tasks, so a CLOSE may run before a CHANGE_NOTIFY sent just before
+/// it: that notify gets the NOTIFY_CLEANUP it would have had waiting, not FILE_CLOSED
+/// (smbtorture smb2.notify.dir under load); one sent after the CLOSE gets FILE_CLOSED.
+#[tokio::test]
+async fn a_notify_overtaken_by_the_close_of_its_handle_is_cleaned_up() {
+    let h = H::new().await;
+    let d = dir(&h, "d", mask::GENERIC_ALL).await;
+    let close = msg(Command::CLOSE, h.tree, h.session.id, |w| {
+        smbq_wire::close::CloseRequest {
+            flags: 0,
+            file_id: d,
+        }
+        .encode(w)
+    });
+    assert_eq!(h.send(with_mid(close, 10)).await.status, NtStatus::SUCCESS);
+    let before = h
+        .send(with_mid(notify_msg(&h, d, cf::FILE_NAME, 1000), 9))
+        .await;
+    assert_eq!(before.status, NtStatus::NOTIFY_CLEANUP);
+    let after = h
+        .send(with_mid(notify_msg(&h, d, cf::FILE_NAME, 1000), 11))
+        .await;
+    assert_eq!(after.status, NtStatus::FILE_CLOSED);
+}
