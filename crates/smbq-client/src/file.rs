@@ -20,7 +20,6 @@ use smbq_wire::write::{WriteRequest, WriteResponse};
 use smbq_wire::{Command, FileId, NtStatus, Writer};
 
 use crate::compound::Part;
-use crate::conn::Outgoing;
 use crate::session::check;
 use crate::tree::Tree;
 use crate::{DirEntry, Error, Metadata};
@@ -175,17 +174,11 @@ impl File {
         .encode_header(len, &mut w);
         let body = w.into_vec();
         let tree = &self.inner.tree;
-        let out = Outgoing {
-            command: Command::WRITE,
-            session_id: tree.session().id(),
-            tree_id: tree.id(),
-            body,
-            payload: Some(data),
-            io_size: len as usize,
-            replay: offset < self.inner.replay_below.load(Ordering::Relaxed)
-                && tree.session().client().negotiated().dialect.is_smb3(),
-        };
-        let r = tree.session().send_out(out, tree.encrypt).await?;
+        let replay = offset < self.inner.replay_below.load(Ordering::Relaxed)
+            && tree.session().client().negotiated().dialect.is_smb3();
+        let r = tree
+            .send_as(Command::WRITE, body, Some(data), len as usize, replay)
+            .await?;
         check(&r, "WRITE")?;
         Ok(WriteResponse::decode(&r.msg)?.count)
     }

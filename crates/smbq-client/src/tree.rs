@@ -120,9 +120,28 @@ impl Tree {
         payload: Option<bytes::Bytes>,
         io_size: usize,
     ) -> Result<smbq_proto::client::Incoming, Error> {
-        self.session
-            .send(command, self.id, self.encrypt, body, payload, io_size)
-            .await
+        self.send_as(command, body, payload, io_size, false).await
+    }
+
+    /// [`Self::send`], flagged as a replay when `replay` (see `File::replay_writes_below`).
+    pub(crate) async fn send_as(
+        &self,
+        command: Command,
+        body: Vec<u8>,
+        payload: Option<bytes::Bytes>,
+        io_size: usize,
+        replay: bool,
+    ) -> Result<smbq_proto::client::Incoming, Error> {
+        let out = crate::conn::Outgoing {
+            command,
+            session_id: self.session.id(),
+            tree_id: self.id,
+            body,
+            payload,
+            io_size,
+            replay,
+        };
+        self.session.send_out(out, self.encrypt).await
     }
 
     /// CREATE (MS-SMB2 3.2.4.3).

@@ -10,16 +10,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use smbq_client::{CacheLimits, Client, ClientConfig, OpenOptions, Tree};
-use smbq_netem::{ADDR_B, Link, LinkSettings, command_in, in_namespace};
-
-use common::BIN;
+use smbq_netem::{ADDR_B, Link, LinkSettings, in_namespace};
 
 const PASSWORD: &str = "lease-cache-test-password";
 const TCP_PORT: u16 = 47_446;
@@ -63,33 +59,24 @@ fn an_rh_lease_serves_repeated_stats_and_reads_and_a_change_breaks_it() {
     std::fs::create_dir_all(&share_dir).unwrap();
     let first = content(1, 100 * 1024);
     std::fs::write(share_dir.join(FILE), &first).unwrap();
-    let mut server = common::Reaped(
-        command_in(link.ns_b(), BIN)
-            .arg("serve")
-            .arg(&share_dir)
-            .args(["--listen", &ADDR_B.to_string()])
-            .args(["--tcp-port", &TCP_PORT.to_string(), "--quic-port", "0"])
-            .arg("--state-dir")
-            .arg(dir.path().join("state"))
-            .env("SMBQ_USER", common::raw::USER)
-            .env("SMBQ_PASSWORD", PASSWORD)
-            .env_remove("SMBQ_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let state = dir.path().join("state");
+    let addr_b = ADDR_B.to_string();
+    let tcp_port = TCP_PORT.to_string();
+    let (server, server_log) = common::serve_in_namespace(
+        link.ns_b(),
+        &[
+            share_dir.as_os_str(),
+            "--listen".as_ref(),
+            addr_b.as_ref(),
+            "--tcp-port".as_ref(),
+            tcp_port.as_ref(),
+            "--quic-port".as_ref(),
+            "0".as_ref(),
+            "--state-dir".as_ref(),
+            state.as_os_str(),
+        ],
+        PASSWORD,
     );
-    let out = common::lines_of(server.0.stdout.take().unwrap());
-    let err = server.0.stderr.take().unwrap();
-    let server_log = std::thread::spawn(move || {
-        BufReader::new(err)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<_>>()
-    });
-    let ready = out.recv_timeout(Duration::from_secs(30)).unwrap();
-    assert!(ready.starts_with("smbq: listening"), "{ready}");
 
     // The client's sockets belong to namespace A: its runtime's threads start there.
     let rt = in_namespace(link.ns_a(), || {

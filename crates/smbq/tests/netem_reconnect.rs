@@ -17,7 +17,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -80,36 +79,25 @@ fn upload_through_outage(transport: &str, conflict: bool) -> String {
     std::fs::create_dir_all(&share).unwrap();
     let cfg = dir.path().join("smbq.toml");
     std::fs::write(&cfg, "[quic]\nidle_timeout_secs = 3\nkeep_alive_secs = 1\n").unwrap();
-    let mut server = common::Reaped(
-        command_in(link.ns_b(), BIN)
-            .arg("serve")
-            .arg(&share)
-            .arg("--config")
-            .arg(&cfg)
-            .args(["--listen", &ADDR_B.to_string()])
-            .args(["--tcp-port", &TCP_PORT.to_string()])
-            .args(["--quic-port", &QUIC_PORT.to_string()])
-            .arg("--state-dir")
-            .arg(&state)
-            .env("SMBQ_USER", common::raw::USER)
-            .env("SMBQ_PASSWORD", PASSWORD)
-            .env_remove("SMBQ_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let addr_b = ADDR_B.to_string();
+    let (tcp_port, quic_port) = (TCP_PORT.to_string(), QUIC_PORT.to_string());
+    let (server, server_log) = common::serve_in_namespace(
+        link.ns_b(),
+        &[
+            share.as_os_str(),
+            "--config".as_ref(),
+            cfg.as_os_str(),
+            "--listen".as_ref(),
+            addr_b.as_ref(),
+            "--tcp-port".as_ref(),
+            tcp_port.as_ref(),
+            "--quic-port".as_ref(),
+            quic_port.as_ref(),
+            "--state-dir".as_ref(),
+            state.as_os_str(),
+        ],
+        PASSWORD,
     );
-    let out = common::lines_of(server.0.stdout.take().unwrap());
-    let err = server.0.stderr.take().unwrap();
-    let server_log = std::thread::spawn(move || {
-        BufReader::new(err)
-            .lines()
-            .map_while(Result::ok)
-            .collect::<Vec<_>>()
-    });
-    let ready = out.recv_timeout(Duration::from_secs(30)).unwrap();
-    assert!(ready.starts_with("smbq: listening"), "{ready}");
 
     let local = dir.path().join("big.bin");
     let data = pattern();

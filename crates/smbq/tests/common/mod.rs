@@ -22,6 +22,42 @@ impl Drop for Reaped {
     }
 }
 
+/// `smbq serve ARGS` inside network namespace `ns` (the link emulator's), with the test user
+/// and `password`; returns once it listens, with the server (killed when dropped) and a
+/// thread that yields its stderr lines when it has exited.
+pub fn serve_in_namespace(
+    ns: &str,
+    args: &[&std::ffi::OsStr],
+    password: &str,
+) -> (Reaped, std::thread::JoinHandle<Vec<String>>) {
+    let mut server = Reaped(
+        smbq_netem::command_in(ns, BIN)
+            .arg("serve")
+            .args(args)
+            .env("SMBQ_USER", raw::USER)
+            .env("SMBQ_PASSWORD", password)
+            .env_remove("SMBQ_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let out = lines_of(server.0.stdout.take().unwrap());
+    let err = server.0.stderr.take().unwrap();
+    let log = std::thread::spawn(move || {
+        BufReader::new(err)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<_>>()
+    });
+    let ready = out
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .unwrap();
+    assert!(ready.starts_with("smbq: listening"), "{ready}");
+    (server, log)
+}
+
 pub fn free_tcp_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -352,7 +352,6 @@ async fn close_installed(srv: &Arc<Server>, id: u64, status: NtStatus) -> NtStat
     }
 }
 
-/// The CREATE response (MS-SMB2 2.2.14) for an admitted open.
 /// What the CREATE decided besides the open itself.
 struct Answer<'a> {
     oplock_level: OplockLevel,
@@ -362,6 +361,7 @@ struct Answer<'a> {
     client_guid: [u8; 16],
 }
 
+/// The CREATE response (MS-SMB2 2.2.14) for an admitted open.
 fn respond(
     srv: &Server,
     tree: &Tree,
