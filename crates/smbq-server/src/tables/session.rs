@@ -148,3 +148,22 @@ impl SessionState {
         self.opens.lock().len()
     }
 }
+
+#[cfg(test)]
+mod recent_close_tests {
+    use super::*;
+
+    /// A session remembers a bounded number of CLOSEs, newest kept: a client closing
+    /// thousands of handles grows nothing.
+    #[test]
+    fn recent_closes_are_bounded_and_ordered_by_message_id() {
+        let s = SessionState::new(1, 4, 4);
+        for v in 0..1000u64 {
+            s.note_closing(v, 10_000 + v);
+        }
+        assert_eq!(s.closed_recently.lock().len(), RECENT_CLOSES);
+        assert!(!s.closed_after(0, 1), "the oldest was forgotten");
+        assert!(s.closed_after(999, 10_998), "sent before the CLOSE");
+        assert!(!s.closed_after(999, 11_000), "sent after the CLOSE");
+    }
+}

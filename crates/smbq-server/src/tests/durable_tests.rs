@@ -506,3 +506,41 @@ async fn reconnects_with_the_wrong_guids_are_not_found() {
     assert_eq!(h.srv.files().open_count_any(key_of(&h, "leased")), 0);
     assert_eq!(h.srv.open_slots_in_use(), 0);
 }
+
+/// MS-SMB2 3.3.5.15.9: no resiliency on 2.0.2 (INVALID_DEVICE_REQUEST) nor for a guest, who
+/// could never prove to be the open's owner when reclaiming it (NOT_SUPPORTED).
+#[tokio::test]
+async fn resiliency_is_refused_on_2_0_2_and_to_guests() {
+    let mut h = H::new().await;
+    let req = CreateRequest {
+        desired_access: DATA,
+        create_disposition: D::OPEN_IF,
+        ..Default::default()
+    };
+    let o = send_create(&h, "g", req).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let input = [0u8; 8];
+    h.conn.dialect = smbq_wire::Dialect::SMB2_0_2;
+    assert_eq!(
+        request_resiliency(&h, o.id, &input).await,
+        NtStatus::INVALID_DEVICE_REQUEST
+    );
+    h.conn.dialect = smbq_wire::Dialect::SMB3_1_1;
+    h.session.identity = Arc::new(Identity {
+        user: "guest".into(),
+        domain: "D".into(),
+        is_guest: true,
+        is_anonymous: false,
+    });
+    assert_eq!(
+        request_resiliency(&h, o.id, &input).await,
+        NtStatus::NOT_SUPPORTED
+    );
+    assert!(has_no_durable_grant(&h, o.id));
+}
+
+fn has_no_durable_grant(h: &H, id: FileId) -> bool {
+    h.srv
+        .lookup_open(id.volatile)
+        .is_some_and(|o| o.durable.lock().is_none())
+}
