@@ -46,9 +46,12 @@ impl std::fmt::Debug for CertEntry {
 
 /// The parsed, immutable set a handshake resolves against; swapped whole by `replace`.
 #[derive(Debug)]
-struct Resolved {
+pub(crate) struct Resolved {
     /// Entry order, the first being the default.
     keys: Vec<Arc<CertifiedKey>>,
+    /// The same entries as PEM (chain, key), for a QUIC stack that loads its own TLS.
+    #[cfg(feature = "msquic")]
+    pub(crate) pem: Vec<PemPair>,
     /// Lower-case name (exact or `*.domain`) -> index into `keys`; first entry naming it wins.
     by_name: HashMap<String, usize>,
 }
@@ -93,16 +96,59 @@ impl CertStore {
     /// The certificate for an SNI value (None when the client sent none, e.g. it dialled an IP).
     pub(crate) fn lookup(&self, sni: Option<&str>) -> Option<Arc<CertifiedKey>> {
         let set = self.snapshot();
-        let idx = sni
-            .map(normalize)
+        set.keys.get(set.index_of(sni)).cloned()
+    }
+
+    /// The current set (swapped whole by `replace`, so an `Arc::ptr_eq` tells a reload).
+    #[cfg(feature = "msquic")]
+    pub(crate) fn current(&self) -> Arc<Resolved> {
+        self.snapshot()
+    }
+}
+
+impl Resolved {
+    /// Entry for an SNI value: exact name, then `*.parent`, then the first entry.
+    pub(crate) fn index_of(&self, sni: Option<&str>) -> usize {
+        sni.map(normalize)
             .and_then(|name| {
-                set.by_name.get(&name).copied().or_else(|| {
+                self.by_name.get(&name).copied().or_else(|| {
                     let (_, parent) = name.split_once('.')?;
-                    set.by_name.get(&format!("*.{parent}")).copied()
+                    self.by_name.get(&format!("*.{parent}")).copied()
                 })
             })
-            .unwrap_or(0);
-        set.keys.get(idx).cloned()
+            .unwrap_or(0)
+    }
+}
+
+/// One entry as PEM text: the chain (leaf first) and its key, zeroed when dropped.
+#[cfg(feature = "msquic")]
+pub(crate) struct PemPair {
+    pub(crate) chain: String,
+    pub(crate) key: zeroize::Zeroizing<String>,
+}
+
+#[cfg(feature = "msquic")]
+impl std::fmt::Debug for PemPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PemPair").finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "msquic")]
+fn pem_pair(chain: &[CertificateDer<'_>], key: &PrivateKeyDer<'_>) -> PemPair {
+    let chain = chain
+        .iter()
+        .map(|c| pem::encode(&pem::Pem::new("CERTIFICATE", c.as_ref())))
+        .collect::<String>();
+    let tag = match key {
+        PrivateKeyDer::Pkcs1(_) => "RSA PRIVATE KEY",
+        PrivateKeyDer::Sec1(_) => "EC PRIVATE KEY",
+        _ => "PRIVATE KEY",
+    };
+    let der = zeroize::Zeroizing::new(key.secret_der().to_vec());
+    PemPair {
+        chain,
+        key: zeroize::Zeroizing::new(pem::encode(&pem::Pem::new(tag, der.as_slice()))),
     }
 }
 
@@ -124,12 +170,16 @@ fn resolve_entries(
         return Err(TlsError::NoCertificates);
     }
     let mut keys = Vec::with_capacity(entries.len());
+    #[cfg(feature = "msquic")]
+    let mut pem = Vec::with_capacity(entries.len());
     let mut by_name = HashMap::new();
     for (idx, entry) in entries.into_iter().enumerate() {
         let label = entry.names.first().cloned().unwrap_or_default();
         if entry.chain.is_empty() {
             return Err(TlsError::EmptyChain(label));
         }
+        #[cfg(feature = "msquic")]
+        pem.push(pem_pair(&entry.chain, &entry.key));
         // Parses the key and checks it belongs to the leaf, so a mismatch fails at load
         // time instead of in every handshake.
         let key = CertifiedKey::from_der(entry.chain, entry.key, provider)
@@ -139,7 +189,12 @@ fn resolve_entries(
         }
         keys.push(Arc::new(key));
     }
-    Ok(Resolved { keys, by_name })
+    Ok(Resolved {
+        keys,
+        #[cfg(feature = "msquic")]
+        pem,
+        by_name,
+    })
 }
 
 #[cfg(test)]

@@ -208,6 +208,42 @@ impl ClientTls {
 
     /// The configuration for one handshake, where its verifier records a refusal, and whether
     /// the server asked for a client certificate.
+    /// Judges a server's leaf certificate for a stack that does its own TLS (MsQuic): the same
+    /// anchor as the rustls path; the stack proves the server holds the certificate's key.
+    /// Intermediates are not passed, so under a CA the server's leaf must be issued by a
+    /// trusted certificate directly (pins and self-signed certificates are unaffected).
+    #[cfg(feature = "msquic")]
+    pub(crate) fn verify_leaf(&self, der: &[u8], server_name: &str) -> Result<(), VerifyFailure> {
+        let leaf = CertificateDer::from(der.to_vec());
+        match &self.anchor {
+            Anchor::WebPki(v) => {
+                let name = ServerName::try_from(server_name.to_owned())
+                    .map_err(|e| VerifyFailure::Untrusted(e.to_string()))?;
+                v.verify_server_cert(&leaf, &[], &name, &[], UnixTime::now())
+                    .map(|_| ())
+                    .map_err(|e| VerifyFailure::Untrusted(e.to_string()))
+            }
+            Anchor::Pin(expected) => {
+                let got = fingerprint(&leaf);
+                if got == *expected {
+                    Ok(())
+                } else {
+                    Err(VerifyFailure::Pin {
+                        expected: *expected,
+                        got,
+                    })
+                }
+            }
+            Anchor::Insecure => {
+                tracing::warn!(
+                    fingerprint = %fingerprint_hex(&fingerprint(&leaf)),
+                    "server certificate accepted without verification"
+                );
+                Ok(())
+            }
+        }
+    }
+
     pub(crate) fn for_handshake(&self) -> (rustls::ClientConfig, FailureSlot, CertAsked) {
         let failure = FailureSlot::default();
         let asked = CertAsked::default();

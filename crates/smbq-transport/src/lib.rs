@@ -4,7 +4,8 @@
 //!
 //! The QUIC part is split so a second stack can join quinn: `quic`, `tls`, `client_tls`,
 //! `certs` and `client_auth` hold what does not depend on the stack; `quinn/` holds the quinn
-//! listener and client; `stack` is the seam a second stack would implement.
+//! listener and client; `msquic/` the MsQuic ones (feature `msquic`, its raw-pointer parts in
+//! the smbq-msquic-ffi crate); `stack` is the seam both implement.
 #![forbid(unsafe_code)]
 
 pub mod tcp;
@@ -13,6 +14,8 @@ mod certs;
 mod chunk_io;
 mod client_auth;
 mod client_tls;
+#[cfg(feature = "msquic")]
+mod msquic;
 mod quic;
 mod quinn;
 mod stack;

@@ -1,7 +1,7 @@
-//! The seam for a second QUIC stack. quinn is the only implementation today; s2n-quic is
-//! meant to join behind these traits for A/B throughput runs (quic-stacks.md 7.1). Everything
-//! a stack must not decide on its own (TLS configuration, certificates, client policy, ALPN,
-//! tuning values) comes from the stack-independent modules, so both stacks serve the same.
+//! The seam between smbq and its QUIC stacks: quinn (the default) and MsQuic (feature
+//! `msquic`, `[quic] stack = "msquic"`; issue 11 item 7). Everything a stack must not decide
+//! on its own (certificates, client policy, ALPN, tuning values) comes from the
+//! stack-independent modules, so both stacks serve the same.
 
 use std::future::Future;
 use std::io;
@@ -46,8 +46,56 @@ pub trait QuicConnector: Send + Sync {
 /// Which QUIC implementation to run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum QuicStack {
+    /// quinn 0.11 with rustls on AWS-LC, driven by the caller's tokio runtime.
     #[default]
     Quinn,
+    /// Microsoft's MsQuic (with quictls), on its own worker threads: the stack of Windows'
+    /// SMB over QUIC and of the Fusion prototype. Only in builds with the `msquic` feature.
+    MsQuic,
+}
+
+impl QuicStack {
+    pub const ALL: [QuicStack; 2] = [QuicStack::Quinn, QuicStack::MsQuic];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Quinn => "quinn",
+            Self::MsQuic => "msquic",
+        }
+    }
+
+    /// Whether this build has the stack.
+    pub fn available(self) -> bool {
+        match self {
+            Self::Quinn => true,
+            Self::MsQuic => cfg!(feature = "msquic"),
+        }
+    }
+}
+
+impl std::fmt::Display for QuicStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for QuicStack {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown QUIC stack {s:?} (quinn, msquic)"))
+    }
+}
+
+#[cfg(not(feature = "msquic"))]
+fn no_msquic() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "this build has no MsQuic stack (built without the msquic feature)",
+    )
 }
 
 impl QuicStack {
@@ -60,6 +108,12 @@ impl QuicStack {
     ) -> io::Result<Arc<dyn QuicAcceptor>> {
         match self {
             Self::Quinn => Ok(Arc::new(QuicListener::bind(addr, tls, settings)?)),
+            #[cfg(feature = "msquic")]
+            Self::MsQuic => Ok(Arc::new(crate::msquic::MsQuicListener::bind(
+                addr, tls, settings,
+            )?)),
+            #[cfg(not(feature = "msquic"))]
+            Self::MsQuic => Err(no_msquic()),
         }
     }
 
@@ -71,6 +125,10 @@ impl QuicStack {
     ) -> io::Result<Arc<dyn QuicConnector>> {
         match self {
             Self::Quinn => Ok(Arc::new(QuicClient::new(cfg, bind)?)),
+            #[cfg(feature = "msquic")]
+            Self::MsQuic => Ok(Arc::new(crate::msquic::MsQuicClient::new(cfg, bind)?)),
+            #[cfg(not(feature = "msquic"))]
+            Self::MsQuic => Err(no_msquic()),
         }
     }
 }
@@ -109,5 +167,48 @@ impl QuicConnector for QuicClient {
     }
     fn local_addr(&self) -> io::Result<SocketAddr> {
         QuicClient::local_addr(self)
+    }
+}
+
+#[cfg(feature = "msquic")]
+mod msquic_impls {
+    use super::*;
+    use crate::msquic::{MsQuicClient, MsQuicListener};
+
+    impl QuicAcceptor for MsQuicListener {
+        fn accept(&self) -> BoxFuture<'_, Option<io::Result<Connection>>> {
+            Box::pin(MsQuicListener::accept(self))
+        }
+        fn local_addr(&self) -> io::Result<SocketAddr> {
+            MsQuicListener::local_addr(self)
+        }
+        fn set_tls(&self, tls: TlsSettings) -> Result<(), TlsError> {
+            MsQuicListener::set_tls(self, tls)
+        }
+        fn stats(&self) -> QuicListenerStats {
+            MsQuicListener::stats(self)
+        }
+        fn udp_buffers(&self) -> UdpBuffers {
+            MsQuicListener::udp_buffers(self)
+        }
+        fn shutdown(&self) -> BoxFuture<'_, ()> {
+            Box::pin(MsQuicListener::shutdown(self))
+        }
+    }
+
+    impl QuicConnector for MsQuicClient {
+        fn connect<'a>(
+            &'a self,
+            addr: SocketAddr,
+            server_name: &'a str,
+        ) -> BoxFuture<'a, Result<Connection, QuicConnectError>> {
+            Box::pin(MsQuicClient::connect(self, addr, server_name))
+        }
+        fn rebind(&self, socket: std::net::UdpSocket) -> io::Result<()> {
+            MsQuicClient::rebind(self, socket)
+        }
+        fn local_addr(&self) -> io::Result<SocketAddr> {
+            MsQuicClient::local_addr(self)
+        }
     }
 }
