@@ -122,6 +122,9 @@ pub struct QuicSettings {
     /// raw QUIC +10%, but SMB over QUIC S1 read -10..25%, so off by default; a server with
     /// cores to spare and clients elsewhere may gain from it.
     pub io_thread: bool,
+    /// The QUIC implementation: quinn (default) or MsQuic (builds with the `msquic`
+    /// feature). Both serve the same ALPN, certificates and tuning (`crate::stack`).
+    pub stack: crate::QuicStack,
 }
 
 impl Default for QuicSettings {
@@ -139,6 +142,7 @@ impl Default for QuicSettings {
             accept_transport_security: true,
             congestion: Congestion::Bbr,
             io_thread: false,
+            stack: crate::QuicStack::Quinn,
         }
     }
 }

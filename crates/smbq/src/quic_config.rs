@@ -51,6 +51,8 @@ pub struct QuicConfig {
     pub congestion: Option<String>,
     /// quinn's drivers on a thread of their own (true), or on the shared worker threads.
     pub io_thread: Option<bool>,
+    /// QUIC implementation: "quinn" (default) or "msquic" (in builds with the msquic feature).
+    pub stack: Option<String>,
     /// Append TLS secrets (NSS key-log format) to this file; `SSLKEYLOGFILE` does the same.
     pub keylog: Option<PathBuf>,
 }
@@ -195,6 +197,24 @@ impl QuicConfig {
         if let Some(c) = &self.congestion {
             c.parse::<smbq_transport::Congestion>()
                 .map_err(|e| format!("[quic] congestion: {e}"))?;
+        }
+        if let Some(name) = &self.stack {
+            let stack = name
+                .parse::<smbq_transport::QuicStack>()
+                .map_err(|e| format!("[quic] stack: {e}"))?;
+            if !stack.available() {
+                return Err(format!(
+                    "[quic] stack = \"{stack}\": this smbq was built without it (cargo build --release -p smbq --features {stack}; needs cmake and libnuma-dev)"
+                ));
+            }
+            if stack == smbq_transport::QuicStack::MsQuic {
+                if self.client_auth == ClientAuthMode::Required {
+                    return Err("[quic] client_auth = \"required\" is not supported with stack = \"msquic\"".into());
+                }
+                if self.congestion.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("newreno")) {
+                    return Err("[quic] congestion = \"newreno\" is not available with stack = \"msquic\" (cubic, bbr)".into());
+                }
+            }
         }
         if self.max_connections_per_ip == Some(0) {
             return Err("[quic] max_connections_per_ip must be at least 1".into());

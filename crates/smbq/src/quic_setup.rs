@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smbq_server::conn::{Runtime, Shutdown, spawn_connection};
-use smbq_transport::{CertEntry, CertStore, ClientAuth, ClientPolicy, QuicListener, QuicSettings};
+use smbq_transport::{CertEntry, CertStore, ClientAuth, ClientPolicy, QuicAcceptor, QuicSettings};
 use tokio::signal::unix::Signal;
 use tracing::{error, info, warn};
 
@@ -45,6 +45,11 @@ pub fn settings(q: &QuicConfig) -> QuicSettings {
             .and_then(|c| c.parse().ok())
             .unwrap_or(d.congestion),
         io_thread: q.io_thread.unwrap_or(d.io_thread),
+        stack: q
+            .stack
+            .as_deref()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(d.stack),
     }
 }
 
@@ -128,7 +133,7 @@ pub fn print_fingerprints(store: &CertStore, reloaded: bool) {
 }
 
 /// Hands every QUIC connection to the same per-connection machinery as TCP.
-pub async fn serve_quic(listener: Arc<QuicListener>, rt: Arc<Runtime>, shutdown: Shutdown) {
+pub async fn serve_quic(listener: Arc<dyn QuicAcceptor>, rt: Arc<Runtime>, shutdown: Shutdown) {
     loop {
         let next = tokio::select! {
             c = listener.accept() => c,

@@ -53,6 +53,10 @@ pub struct ServeArgs {
     /// shares with `encrypt = true` are). SMB over QUIC is always inside TLS 1.3.
     #[arg(long, value_name = "POLICY")]
     encrypt: Option<String>,
+    /// QUIC implementation, overriding `[quic] stack`: quinn (the default) or msquic
+    /// (Microsoft's MsQuic, in builds with the msquic feature).
+    #[arg(long, value_name = "STACK")]
+    quic_stack: Option<String>,
 }
 
 /// `smbq serve --help`, after the flags: what the first start does and how to drive it.
@@ -174,10 +178,13 @@ impl Startup {
 /// The TOML file (if any), checked: a bad setting fails the start before anything is written
 /// (accounts, certificate).
 fn load_config(args: &ServeArgs) -> Result<FileConfig, String> {
-    let file = match &args.config {
+    let mut file = match &args.config {
         Some(p) => FileConfig::load(p)?,
         None => FileConfig::default(),
     };
+    if let Some(stack) = &args.quic_stack {
+        file.quic.stack = Some(stack.clone());
+    }
     file.quic.validate()?;
     Ok(file)
 }
@@ -422,7 +429,7 @@ struct Listeners {
 
 /// A bound QUIC listener and what its certificate reloader needs.
 struct BoundQuic {
-    listener: Arc<smbq_transport::QuicListener>,
+    listener: Arc<dyn smbq_transport::QuicAcceptor>,
     local: SocketAddr,
     store: Arc<smbq_transport::CertStore>,
     sources: Vec<crate::quic_config::CertSource>,
@@ -456,11 +463,11 @@ fn bind_listeners(
         sources,
         spec,
     } = plan;
-    let quic = match smbq_transport::QuicListener::bind(addr, tls, settings) {
+    let quic = match settings.stack.listen(addr, tls, settings.clone()) {
         Ok(l) => {
             let local = l.local_addr().map_err(|e| e.to_string())?;
             Some(BoundQuic {
-                listener: Arc::new(l),
+                listener: l,
                 local,
                 store,
                 sources,
@@ -495,7 +502,7 @@ fn start_tcp(
 
 /// A QUIC listener accepting connections.
 struct StartedQuic {
-    listener: Arc<smbq_transport::QuicListener>,
+    listener: Arc<dyn smbq_transport::QuicAcceptor>,
     local: SocketAddr,
     /// The certificate served by default, for the `smbq: try:` line.
     fingerprint: Option<[u8; 32]>,
@@ -569,7 +576,7 @@ impl Tasks {
 
     /// Cancels the tasks, closes the QUIC endpoint (telling clients) and gives each task up
     /// to 5 s to finish.
-    async fn stop(self, quic: Option<Arc<smbq_transport::QuicListener>>) {
+    async fn stop(self, quic: Option<Arc<dyn smbq_transport::QuicAcceptor>>) {
         self.shutdown.cancel();
         if let Some(l) = &quic {
             l.shutdown().await;

@@ -74,6 +74,10 @@ pub struct ConnArgs {
     /// 6500, with `[quic] mtu_upper_bound` on the server) for about twice the throughput.
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(1200..=6500))]
     pub quic_mtu: Option<u16>,
+    /// QUIC implementation: quinn (the default) or msquic (Microsoft's MsQuic, in builds with
+    /// the msquic feature).
+    #[arg(long, value_name = "STACK", value_parser = |s: &str| s.parse::<smbq_transport::QuicStack>())]
+    pub quic_stack: Option<smbq_transport::QuicStack>,
     /// Seconds to wait for a transport to connect.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub connect_timeout: f64,

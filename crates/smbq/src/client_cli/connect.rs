@@ -11,7 +11,7 @@ use std::time::Duration;
 use smbq_client::{Client, Session, Tree};
 use smbq_transport::rustls::pki_types::CertificateDer;
 use smbq_transport::{
-    Connection, QuicClient, QuicClientConfig, QuicConnectError, QuicSettings, ServerTrust,
+    Connection, QuicClientConfig, QuicConnector, QuicConnectError, QuicSettings, ServerTrust,
     connect_tcp,
 };
 
@@ -368,7 +368,8 @@ impl Connector {
             return Err(QuicConnectError::Other("QUIC is off".into()));
         };
         let keylog = keylog().map_err(QuicConnectError::Io)?;
-        let mut clients: Vec<(bool, Arc<QuicClient>)> = Vec::new();
+        let stack = self.args.quic_stack.unwrap_or_default();
+        let mut clients: Vec<(bool, Arc<dyn QuicConnector>)> = Vec::new();
         for v6 in [false, true] {
             if !addrs.iter().any(|a| a.is_ipv6() == v6) {
                 continue;
@@ -384,6 +385,7 @@ impl Connector {
                         .args
                         .quic_mtu
                         .unwrap_or(QuicSettings::default().mtu_upper_bound),
+                    stack,
                     ..QuicSettings::default()
                 },
                 keylog: keylog.clone(),
@@ -393,7 +395,7 @@ impl Connector {
             } else {
                 (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
             };
-            clients.push((v6, Arc::new(QuicClient::new(cfg, bind)?)));
+            clients.push((v6, stack.client(cfg, bind)?));
         }
         let timeout = self.connect_timeout();
         let mut set = tokio::task::JoinSet::new();
