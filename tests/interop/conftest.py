@@ -19,6 +19,19 @@ USER = "tester"
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="smbq-test-cache-")
 
 
+# The QUIC stacks every QUIC interop test runs on (the binary is built with the msquic
+# feature by scripts/test.sh; one without it fails the msquic cases at the server's start).
+QUIC_STACKS = ["quinn", "msquic"]
+
+# Transports of the smbq client tests: TCP, and QUIC on each stack (server and client alike).
+TRANSPORTS = ["tcp", "quic", "quic-msquic"]
+
+
+def stack_of(transport: str) -> str | None:
+    """The QUIC stack a TRANSPORTS entry names (None: the default, or TCP)."""
+    return "msquic" if transport == "quic-msquic" else None
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -40,7 +53,7 @@ class SmbqServer:
 
     def __init__(self, workdir: pathlib.Path, extra_args=(), config: str | None = None,
                  quic_port: int = 0, tcp: bool = True, env: dict | None = None,
-                 password: str | None = None):
+                 password: str | None = None, quic_stack: str | None = None):
         self.workdir = workdir
         self.share = workdir / "share"
         self.share.mkdir(parents=True, exist_ok=True)
@@ -55,6 +68,9 @@ class SmbqServer:
             cfg = workdir / "smbq.toml"
             cfg.write_text(config)
             args += ["--config", str(cfg)]
+        if quic_stack is not None:
+            args += ["--quic-stack", quic_stack]
+        self.quic_stack = quic_stack or "quinn"
         args += list(extra_args)
         env = {**os.environ, "SMBQ_USER": USER, "SMBQ_PASSWORD": self.password,
                "SMBQ_LOG": os.environ.get("SMBQ_LOG", "info"), **(env or {})}

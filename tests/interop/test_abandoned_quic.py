@@ -8,17 +8,21 @@ import signal
 import subprocess
 import time
 
-from conftest import BINARY, SmbqServer, free_udp_port
+import pytest
+
+from conftest import BINARY, TRANSPORTS, SmbqServer, free_udp_port, stack_of
 from test_client import make_file, sha256, smbq_cli
 
 IDLE = 3
 
 
-def test_killed_quic_client_releases_its_opens_at_the_idle_timeout(workdir):
+@pytest.mark.parametrize("transport", [t for t in TRANSPORTS if t.startswith("quic")])
+def test_killed_quic_client_releases_its_opens_at_the_idle_timeout(workdir, transport):
     config = f"[quic]\nidle_timeout_secs = {IDLE}\nkeep_alive_secs = 1\n"
-    server = SmbqServer(workdir, quic_port=free_udp_port(), config=config)
+    server = SmbqServer(workdir, quic_port=free_udp_port(), config=config,
+                        quic_stack=stack_of(transport))
     try:
-        cli = smbq_cli(server, "quic")
+        cli = smbq_cli(server, transport)
         src = workdir / "src.bin"
         make_file(src, 256 << 20)
         env = {**os.environ, "SMBQ_PASSWORD": cli.password}

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import BINARY, USER, SmbqServer, free_udp_port
+from conftest import BINARY, TRANSPORTS, USER, SmbqServer, free_udp_port, stack_of
 
 BIG_MB = int(os.environ.get("SMBQ_CLIENT_BIG_MB", "1024"))
 
@@ -78,15 +78,20 @@ class Cli:
 
 
 def smbq_cli(server: SmbqServer, transport: str, extra=()) -> Cli:
-    if transport == "quic":
+    if transport.startswith("quic"):
         port = int(server.quic_addr.rsplit(":", 1)[1])
+        stack = stack_of(transport)
+        extra = list(extra) + (["--quic-stack", stack] if stack else [])
         return Cli("127.0.0.1", port, USER, server.password, "share", "quic", extra, server.state)
     return Cli("127.0.0.1", server.port, USER, server.password, "share", "tcp", extra)
 
 
 @pytest.fixture
-def smbq(workdir):
-    s = SmbqServer(workdir, quic_port=free_udp_port())
+def smbq(workdir, request):
+    """A server on TCP and QUIC; a test parametrized by `transport` gets its QUIC stack."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    s = SmbqServer(workdir, quic_port=free_udp_port(),
+                   quic_stack=stack_of(params.get("transport", "")))
     yield s
     rc = s.stop()
     assert "panicked" not in s.server_log(), s.server_log()
@@ -122,12 +127,12 @@ def exercise_every_command(cli: Cli, share_dir: pathlib.Path | None, local: path
     assert "IPC$" in shares, shares
 
 
-@pytest.mark.parametrize("transport", ["tcp", "quic"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_every_command(smbq, workdir, transport):
     exercise_every_command(smbq_cli(smbq, transport), smbq.share, workdir / "local")
 
 
-@pytest.mark.parametrize("transport", ["tcp", "quic"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_big_round_trip(smbq, workdir, transport):
     cli = smbq_cli(smbq, transport)
     src = workdir / "big.bin"
@@ -144,7 +149,7 @@ def test_big_round_trip(smbq, workdir, transport):
     src.unlink()
 
 
-@pytest.mark.parametrize("transport", ["tcp", "quic"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_recursive_thousand_files(smbq, workdir, transport):
     cli = smbq_cli(smbq, transport)
     tree = workdir / "tree"
@@ -289,10 +294,10 @@ def test_error_cases_have_distinct_exit_codes(smbq, workdir):
     assert b"pin" in p.stderr.lower() or b"fingerprint" in p.stderr.lower(), p.stderr
 
 
-@pytest.mark.parametrize("transport", ["tcp", "quic"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_server_gone_mid_transfer_then_continue(workdir, transport):
     quic_port = free_udp_port()
-    s = SmbqServer(workdir, quic_port=quic_port)
+    s = SmbqServer(workdir, quic_port=quic_port, quic_stack=stack_of(transport))
     cli = smbq_cli(s, transport)
     size = 400 << 20
     src = workdir / "src.bin"
@@ -322,7 +327,8 @@ def test_server_gone_mid_transfer_then_continue(workdir, transport):
     assert 0 < partial < size
 
     # The server comes back (same account); --continue resumes from the partial file.
-    s2 = SmbqServer(workdir, quic_port=quic_port, password=s.password)
+    s2 = SmbqServer(workdir, quic_port=quic_port, password=s.password,
+                    quic_stack=stack_of(transport))
     try:
         cli2 = smbq_cli(s2, transport)
         p = cli2.run("get", "--continue", cli2.url("src.bin"), str(out))

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, BINARY, USER, SmbqServer, free_udp_port
+from conftest import ROOT, BINARY, QUIC_STACKS, USER, SmbqServer, free_udp_port
 
 TOOL_DIR = ROOT / "interop" / "smb-rs-quic"
 TOOL = pathlib.Path(os.environ.get("SMB_RS_QUIC_BIN", TOOL_DIR / "target" / "release" / "smb-rs-quic"))
@@ -70,9 +70,10 @@ def stop_clean(s: SmbqServer):
     assert rc == 0, f"server exit code {rc}\n{log}"
 
 
-@pytest.fixture
-def qserver(workdir):
-    s = start(workdir)
+@pytest.fixture(params=QUIC_STACKS)
+def qserver(workdir, request):
+    """A server on each QUIC stack: the third-party client meets quinn and MsQuic alike."""
+    s = start(workdir, quic_stack=request.param)
     yield s
     stop_clean(s)
 

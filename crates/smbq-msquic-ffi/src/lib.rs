@@ -28,6 +28,33 @@ use msquic::{
     StreamEvent, StreamOpenFlags, StreamRef, StreamShutdownFlags, StreamStartFlags,
 };
 
+// The library entry point, from the libmsquic.a the msquic crate links (its own declaration is
+// private to it).
+#[allow(unsafe_code)]
+unsafe extern "C" {
+    fn MsQuicOpenVersion(version: u32, api: *mut *const c_void) -> u32;
+}
+
+/// Takes one more reference on the MsQuic library, never given back, so that the msquic
+/// crate's process-exit destructor (its MsQuicClose) does not tear the library down while a
+/// registration is still closing on another thread or a connection is still open: MsQuic
+/// asserts on that. At exit the kernel reclaims what the library holds.
+/// Returns MsQuic's status if the open failed (the first registration then fails too).
+pub fn hold_library_open() -> Result<(), u32> {
+    static HELD: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let status = *HELD.get_or_init(|| {
+        let mut table: *const c_void = std::ptr::null();
+        // SAFETY: MsQuicOpenVersion writes one pointer to `table` (a valid, writable local)
+        // and returns a status; version 2 is the API table the msquic crate also opens. The
+        // table it allocates is deliberately never closed.
+        #[allow(unsafe_code)]
+        unsafe {
+            MsQuicOpenVersion(2, &mut table)
+        }
+    });
+    if status == 0 { Ok(()) } else { Err(status) }
+}
+
 /// What a stream's handler returns: `Ok` for success, or a status such as PENDING.
 pub type HandlerResult = Result<(), Status>;
 

@@ -211,7 +211,11 @@ impl QuicConfig {
                 if self.client_auth == ClientAuthMode::Required {
                     return Err("[quic] client_auth = \"required\" is not supported with stack = \"msquic\"".into());
                 }
-                if self.congestion.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("newreno")) {
+                if self
+                    .congestion
+                    .as_deref()
+                    .is_some_and(|c| c.eq_ignore_ascii_case("newreno"))
+                {
                     return Err("[quic] congestion = \"newreno\" is not available with stack = \"msquic\" (cubic, bbr)".into());
                 }
             }

@@ -52,6 +52,12 @@ pub(super) struct Reg(Option<Registration>);
 
 impl Reg {
     fn open(name: &str) -> io::Result<Arc<Self>> {
+        if let Err(status) = smbq_msquic_ffi::hold_library_open() {
+            tracing::warn!(
+                status = format!("{status:#x}"),
+                "MsQuic: could not hold the library open"
+            );
+        }
         let reg = Registration::new(&RegistrationConfig::new().set_app_name(name.to_owned()))
             .map_err(|s| status_error("registration", s))?;
         Ok(Arc::new(Self(Some(reg))))

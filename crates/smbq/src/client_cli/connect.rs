@@ -11,7 +11,7 @@ use std::time::Duration;
 use smbq_client::{Client, Session, Tree};
 use smbq_transport::rustls::pki_types::CertificateDer;
 use smbq_transport::{
-    Connection, QuicClientConfig, QuicConnector, QuicConnectError, QuicSettings, ServerTrust,
+    Connection, QuicClientConfig, QuicConnectError, QuicConnector, QuicSettings, ServerTrust,
     connect_tcp,
 };
 
