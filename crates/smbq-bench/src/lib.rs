@@ -98,6 +98,13 @@ pub struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1200..=6500))]
     pub quic_mtu: Option<u16>,
 
+    /// QUIC stacks to measure, repeatable: quinn, msquic (default: every stack this build
+    /// has). MsQuic rows run on loopback only: its sockets live in the network namespace of
+    /// the thread that first started it, not the emulated link's.
+    #[arg(long = "quic-stack", value_parser = |s: &str| s.parse::<smbq_transport::QuicStack>())]
+    #[serde(skip)] // recorded as settings.quic_stacks
+    pub quic_stacks: Vec<smbq_transport::QuicStack>,
+
     /// TCP congestion controller inside the emulated link's namespaces (e.g. cubic, bbr;
     /// default: the kernel's net.ipv4.tcp_congestion_control, which namespaces inherit)
     #[arg(long)]
@@ -212,6 +219,43 @@ impl Ctx {
             .unwrap_or(smbq_transport::QuicSettings::default().congestion)
     }
 
+    /// The QUIC stacks this run measures: quinn first, then MsQuic when this build has it and
+    /// the link is loopback (see `--quic-stack`).
+    pub fn quic_stacks(&self) -> Vec<smbq_transport::QuicStack> {
+        use smbq_transport::QuicStack;
+        let asked = if self.args.quic_stacks.is_empty() {
+            QuicStack::ALL.to_vec()
+        } else {
+            self.args.quic_stacks.clone()
+        };
+        QuicStack::ALL
+            .into_iter()
+            .filter(|s| asked.contains(s) && s.available())
+            .filter(|s| *s == QuicStack::Quinn || self.args.link == LinkMode::Loopback)
+            // MsQuic has Cubic and BBR only.
+            .filter(|s| {
+                *s == QuicStack::Quinn || self.congestion() != smbq_transport::Congestion::NewReno
+            })
+            .collect()
+    }
+
+    /// Whether this run measures MsQuic beside quinn.
+    pub fn msquic(&self) -> bool {
+        self.quic_stacks()
+            .contains(&smbq_transport::QuicStack::MsQuic)
+    }
+
+    /// QUIC settings of the bench's own QUIC ends on one stack.
+    pub fn quic_settings_on(
+        &self,
+        stack: smbq_transport::QuicStack,
+    ) -> smbq_transport::QuicSettings {
+        smbq_transport::QuicSettings {
+            stack,
+            ..self.quic_settings()
+        }
+    }
+
     /// QUIC settings of the bench's own QUIC ends (raw baseline server, every client).
     pub fn quic_settings(&self) -> smbq_transport::QuicSettings {
         let d = smbq_transport::QuicSettings::default();
@@ -227,6 +271,17 @@ impl Ctx {
         net: &Net,
         encrypt: bool,
         tag: &str,
+    ) -> Result<SmbqServer, String> {
+        self.start_smbq_on(net, encrypt, tag, smbq_transport::QuicStack::Quinn)
+    }
+
+    /// An smbq server whose QUIC listener runs on `stack`.
+    pub fn start_smbq_on(
+        &mut self,
+        net: &Net,
+        encrypt: bool,
+        tag: &str,
+        stack: smbq_transport::QuicStack,
     ) -> Result<SmbqServer, String> {
         self.servers_started += 1;
         let work = self
@@ -246,7 +301,7 @@ impl Ctx {
                 quic_port,
                 user: &self.user,
                 password: &self.password,
-                quic_settings: self.quic_settings(),
+                quic_settings: self.quic_settings_on(stack),
             },
         )
     }
@@ -293,6 +348,9 @@ fn versions(bin: &Path, samba: bool, ssh: bool, openssl: bool) -> serde_json::Va
         "smbq": sys::command_line_output(&bin.to_string_lossy(), &["--version"]),
         "git": sys::command_line_output("git", &["describe", "--always", "--dirty"]),
         "quic_stack": "quinn 0.11 + rustls (aws-lc-rs)",
+        "quic_stack_msquic": smbq_transport::QuicStack::MsQuic
+            .available()
+            .then_some("MsQuic 2.5.1 (msquic crate 2.5.1-beta, quictls)"),
         "samba": if samba { servers::samba::version() } else { None },
         "openssh": if ssh { servers::sshd::version() } else { None },
         "openssl": if openssl { sys::command_line_output("openssl", &["version"]) } else { None },
@@ -310,6 +368,7 @@ fn settings(ctx: &Ctx) -> serde_json::Value {
         "quic": format!("{:?}", ctx.quic_settings()),
         "quic_congestion": ctx.congestion().name(),
         "quic_mtu_upper_bound": ctx.quic_settings().effective_mtu_upper_bound(),
+        "quic_stacks": ctx.quic_stacks().iter().map(|s| s.name()).collect::<Vec<_>>(),
         "tcp_congestion_kernel": sys::tcp_congestion(),
         "tcp_congestion_emulated": ctx.args.tcp_congestion.clone().or_else(sys::tcp_congestion),
         "client": {
@@ -447,6 +506,20 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
         servers_started: 0,
         seed: 0x5eed,
     };
+    if ctx.msquic() {
+        // Started from a thread of their own name, MsQuic's workers are counted as the bench
+        // client's CPU where only the client uses them (fio) and apart where both ends do.
+        let started = std::thread::Builder::new()
+            .name(net::MSQUIC_THREADS.into())
+            .spawn(|| smbq_transport::QuicStack::MsQuic.start_threads())
+            .map_err(|e| e.to_string())
+            .and_then(|t| t.join().map_err(|_| "MsQuic start panicked".to_string()))
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        if let Err(e) = started {
+            ctx.note_error(format!("MsQuic not started ({e}); its rows are skipped"));
+            ctx.args.quic_stacks = vec![smbq_transport::QuicStack::Quinn];
+        }
+    }
     eprintln!(
         "bench: {} run of {} with {} (scratch {})",
         if args.quick { "quick" } else { "full" },

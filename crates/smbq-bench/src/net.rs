@@ -20,6 +20,8 @@ use tokio::runtime::{Builder, Runtime};
 pub const CLIENT_THREADS: &str = "bench-client";
 pub const SERVER_THREADS: &str = "bench-server";
 pub const NETEM_THREADS: &str = "bench-netem";
+/// MsQuic's worker threads (they inherit the name of the thread that started them).
+pub const MSQUIC_THREADS: &str = "bench-msquic";
 
 /// The link settings one measurement ran under, as recorded in the results.
 #[derive(Clone, Debug, serde::Serialize, PartialEq)]

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use smbq_client::{Client, ClientConfig, Session, Tree};
-use smbq_transport::{QuicClient, QuicClientConfig, QuicSettings, ServerTrust};
+use smbq_transport::{QuicClientConfig, QuicConnector, QuicSettings, QuicStack, ServerTrust};
 
 /// The server/transport/security combinations the study compares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -15,6 +15,10 @@ pub enum Target {
     /// (MS-SMB2 2.2.3.1.5 transport-level security).
     #[serde(rename = "smbq-quic")]
     SmbqQuic,
+    /// smbq over QUIC on MsQuic (server and client), otherwise as `SmbqQuic` (issue 11
+    /// item 7: the QUIC library of the Fusion prototype the thesis measured).
+    #[serde(rename = "smbq-msquic")]
+    SmbqMsQuic,
     /// smbq over TCP with SMB3 encryption (AES-128-GCM).
     #[serde(rename = "smbq-tcp-enc")]
     SmbqTcpEnc,
@@ -27,8 +31,9 @@ pub enum Target {
 }
 
 impl Target {
-    pub const ALL: [Target; 4] = [
+    pub const ALL: [Target; 5] = [
         Target::SmbqQuic,
+        Target::SmbqMsQuic,
         Target::SmbqTcpEnc,
         Target::SmbqTcpPlain,
         Target::SambaTcpEnc,
@@ -37,6 +42,7 @@ impl Target {
     pub fn name(self) -> &'static str {
         match self {
             Target::SmbqQuic => "smbq-quic",
+            Target::SmbqMsQuic => "smbq-msquic",
             Target::SmbqTcpEnc => "smbq-tcp-enc",
             Target::SmbqTcpPlain => "smbq-tcp-plain",
             Target::SambaTcpEnc => "samba-tcp-enc",
@@ -46,10 +52,16 @@ impl Target {
     pub fn label(self) -> &'static str {
         match self {
             Target::SmbqQuic => "smbq QUIC",
+            Target::SmbqMsQuic => "smbq QUIC (MsQuic)",
             Target::SmbqTcpEnc => "smbq TCP+enc",
             Target::SmbqTcpPlain => "smbq TCP plain",
             Target::SambaTcpEnc => "Samba TCP+enc",
         }
+    }
+
+    /// Whether the target runs over QUIC.
+    pub fn is_quic(self) -> bool {
+        matches!(self, Target::SmbqQuic | Target::SmbqMsQuic)
     }
 
     /// Whether the SMB3 layer must encrypt (QUIC relies on TLS instead).
@@ -66,7 +78,7 @@ pub struct Endpoint {
     pub user: String,
     pub password: String,
     pub share: String,
-    quic: Option<Arc<QuicClient>>,
+    quic: Option<Arc<dyn QuicConnector>>,
 }
 
 /// The client configuration every target gets: the library defaults, plus transport-level
@@ -90,8 +102,9 @@ impl Endpoint {
         }
     }
 
-    /// A QUIC endpoint; must be made on the client runtime (the UDP socket belongs to the
-    /// namespace of the thread that creates it). Trusts exactly the pinned certificate.
+    /// A QUIC endpoint on the stack `settings.stack` names (target `SmbqQuic` for quinn,
+    /// `SmbqMsQuic` for MsQuic); must be made on the client runtime (the UDP socket belongs to
+    /// the namespace of the thread that creates it). Trusts exactly the pinned certificate.
     pub fn quic(
         addr: SocketAddr,
         pin: [u8; 32],
@@ -104,18 +117,24 @@ impl Endpoint {
         } else {
             "[::]:0".parse().map_err(|_| "bind address")?
         };
+        let stack = settings.stack;
         let cfg = QuicClientConfig {
             settings,
             ..QuicClientConfig::new(ServerTrust::Pin(pin))
         };
-        let client = QuicClient::new(cfg, bind).map_err(|e| format!("QUIC client: {e}"))?;
+        let client = stack
+            .client(cfg, bind)
+            .map_err(|e| format!("QUIC client ({stack}): {e}"))?;
         Ok(Self {
-            target: Target::SmbqQuic,
+            target: match stack {
+                QuicStack::Quinn => Target::SmbqQuic,
+                QuicStack::MsQuic => Target::SmbqMsQuic,
+            },
             addr,
             user: user.into(),
             password: password.into(),
             share: "share".into(),
-            quic: Some(Arc::new(client)),
+            quic: Some(client),
         })
     }
 

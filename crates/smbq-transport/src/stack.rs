@@ -99,6 +99,19 @@ fn no_msquic() -> io::Error {
 }
 
 impl QuicStack {
+    /// Starts the stack's own threads now, from the calling thread: MsQuic's worker threads
+    /// inherit its name, which lets a caller (the bench) tell their CPU time apart. quinn runs
+    /// on the caller's runtime and has none.
+    pub fn start_threads(self) -> io::Result<()> {
+        match self {
+            Self::Quinn => Ok(()),
+            #[cfg(feature = "msquic")]
+            Self::MsQuic => crate::msquic::start_threads(),
+            #[cfg(not(feature = "msquic"))]
+            Self::MsQuic => Err(no_msquic()),
+        }
+    }
+
     /// Binds a listener on this stack. Must run inside a tokio runtime.
     pub fn listen(
         self,

@@ -99,6 +99,12 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
                 fmt_summary(&r.server_cpu_s_per_gb)
             );
         }
+        if raw.iter().any(|r| r.transport == "quic-msquic") {
+            o.push_str(
+                "\nquic-msquic: both ends run in the bench process on MsQuic's shared worker \
+                 threads, so their CPU is not split (no CPU figures).\n",
+            );
+        }
         o.push_str("\n![raw](raw.svg)\n\n");
     }
     if let Some(fio) = &res.fio {

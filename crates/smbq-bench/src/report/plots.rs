@@ -70,8 +70,9 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
     let mut out = Vec::new();
     if let Some(raw) = &res.raw {
         let cats = vec!["upload".to_string(), "download".to_string()];
-        let series = ["tcp", "quic"]
+        let series = crate::scenarios::raw::TRANSPORTS
             .into_iter()
+            .filter(|t| raw.iter().any(|r| r.transport == *t))
             .map(|t| {
                 let vals = cats
                     .iter()
@@ -81,7 +82,11 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
                             .and_then(|r| bar(&r.mb_s))
                     })
                     .collect();
-                (format!("raw {}", t.to_uppercase()), vals)
+                let name = match t {
+                    "quic-msquic" => "raw QUIC (MsQuic)".to_string(),
+                    t => format!("raw {}", t.to_uppercase()),
+                };
+                (name, vals)
             })
             .collect::<Vec<_>>();
         out.push((

@@ -64,6 +64,45 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
                 });
             }
         }
+        if fio.iter().any(|r| r.target == Target::SmbqMsQuic) {
+            // Issue 11 item 7: the thesis's prototype (Tuxera Fusion on MsQuic) reached
+            // 0.50x / 0.65x of encrypted TCP in S1 (shared/reference/studies.md); smbq on
+            // the same QUIC library, and smbq's two stacks against each other.
+            for (rw, published) in [("read", 0.50), ("write", 0.65)] {
+                out.push(Ratio {
+                    kind: "QUIC / encrypted TCP, Fusion + MsQuic (thesis, published)",
+                    case: format!("S1 {rw}"),
+                    value: Some(published),
+                    goal: None,
+                });
+            }
+            for job in jobs {
+                for rw in ["read", "write"] {
+                    out.push(Ratio {
+                        kind: "QUIC / encrypted TCP (smbq + MsQuic)",
+                        case: format!("{job} {rw}"),
+                        value: ratio(
+                            fio_mb(fio, job, rw, Target::SmbqMsQuic),
+                            fio_mb(fio, job, rw, Target::SmbqTcpEnc),
+                        ),
+                        goal: None,
+                    });
+                }
+            }
+            for job in jobs {
+                for rw in ["read", "write"] {
+                    out.push(Ratio {
+                        kind: "smbq QUIC: MsQuic / quinn",
+                        case: format!("{job} {rw}"),
+                        value: ratio(
+                            fio_mb(fio, job, rw, Target::SmbqMsQuic),
+                            fio_mb(fio, job, rw, Target::SmbqQuic),
+                        ),
+                        goal: None,
+                    });
+                }
+            }
+        }
         for job in jobs {
             for rw in ["read", "write"] {
                 out.push(Ratio {
@@ -91,6 +130,17 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
                 value: ratio(fio_mb(fio, "S1", rw, Target::SmbqQuic), raw_mb("quic", dir)),
                 goal: Some(0.9),
             });
+            if raw.iter().any(|r| r.transport == "quic-msquic") {
+                out.push(Ratio {
+                    kind: "SMB over QUIC / raw QUIC (MsQuic)",
+                    case: format!("S1 {rw} / raw {dir}"),
+                    value: ratio(
+                        fio_mb(fio, "S1", rw, Target::SmbqMsQuic),
+                        raw_mb("quic-msquic", dir),
+                    ),
+                    goal: None,
+                });
+            }
             out.push(Ratio {
                 kind: "SMB over TCP / raw TCP",
                 case: format!("S1 {rw} (encrypted) / raw {dir}"),
@@ -100,6 +150,23 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
                 ),
                 goal: None,
             });
+        }
+    }
+    if let Some(raw) = &res.raw {
+        let mb = |transport: &str, dir: &str| {
+            raw.iter()
+                .find(|r| r.transport == transport && r.direction == dir)
+                .map(|r| r.mb_s.median)
+        };
+        if raw.iter().any(|r| r.transport == "quic-msquic") {
+            for dir in ["upload", "download"] {
+                out.push(Ratio {
+                    kind: "raw QUIC: MsQuic / quinn",
+                    case: dir.to_string(),
+                    value: ratio(mb("quic-msquic", dir), mb("quic", dir)),
+                    goal: None,
+                });
+            }
         }
     }
     if let Some(sweep) = &res.sweep {

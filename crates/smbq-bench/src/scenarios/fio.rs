@@ -21,7 +21,7 @@ use bytes::Bytes;
 use rand::{Rng, SeedableRng};
 use smbq_client::{File, OpenOptions, Tree};
 
-use crate::net::{CLIENT_THREADS, Net};
+use crate::net::{CLIENT_THREADS, MSQUIC_THREADS, Net};
 use crate::progress::Progress;
 use crate::stats::{Summary, percentile_sorted};
 use crate::sys;
@@ -214,10 +214,12 @@ async fn run_job(
         });
     }
     tokio::time::sleep_until(measure.into()).await;
-    let c0 = sys::threads_cpu(CLIENT_THREADS);
+    // MsQuic's workers (started under their own name) do the client's QUIC work when the
+    // target is MsQuic; otherwise they are idle.
+    let c0 = sys::threads_cpu(CLIENT_THREADS) + sys::threads_cpu(MSQUIC_THREADS);
     let s0 = server_cpu();
     tokio::time::sleep_until(end.into()).await;
-    let c1 = sys::threads_cpu(CLIENT_THREADS);
+    let c1 = sys::threads_cpu(CLIENT_THREADS) + sys::threads_cpu(MSQUIC_THREADS);
     let s1 = server_cpu();
     let mut ios = 0;
     let mut lat_us = Vec::new();
@@ -274,6 +276,19 @@ fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<FioRow>, String> {
             return Err(e);
         }
     };
+    // The same `--encrypt required` server once more, its QUIC on MsQuic.
+    let msquic = if ctx.msquic() {
+        match ctx.start_smbq_on(net, true, "fio-msquic", smbq_transport::QuicStack::MsQuic) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                let _ = enc.stop();
+                let _ = plain.stop();
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
     let samba = if ctx.samba_owner.is_some() {
         match ctx.start_samba(net) {
             Ok(s) => Some(s),
@@ -289,17 +304,20 @@ fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<FioRow>, String> {
     let servers = Servers {
         enc: &enc,
         plain: &plain,
+        msquic: msquic.as_ref(),
         samba: samba.as_ref(),
     };
     let result = measure(ctx, net, &shapes, JobTimes { ramp, runtime }, &servers);
     let stop_enc = enc.stop();
     let stop_plain = plain.stop();
+    let stop_msquic = msquic.map(|m| m.stop()).unwrap_or(Ok(()));
     if let Some(s) = samba {
         s.stop();
     }
     let rows = result?;
     stop_enc?;
     stop_plain?;
+    stop_msquic?;
     Ok(rows)
 }
 
@@ -309,6 +327,8 @@ struct Servers<'a> {
     enc: &'a crate::servers::smbq::SmbqServer,
     /// `--encrypt off`: the plain TCP target.
     plain: &'a crate::servers::smbq::SmbqServer,
+    /// `--encrypt required` with `[quic] stack = "msquic"`: the MsQuic target, when measured.
+    msquic: Option<&'a crate::servers::smbq::SmbqServer>,
     /// None when Samba could not run (not root, no smbd).
     samba: Option<&'a crate::servers::samba::Samba>,
 }
@@ -323,7 +343,12 @@ struct JobTimes {
 
 /// Connects to every target and opens its tree, checking each protects data as its name says.
 fn connect_targets(ctx: &Ctx, net: &Net, servers: &Servers) -> Result<Vec<Running>, String> {
-    let Servers { enc, plain, samba } = *servers;
+    let Servers {
+        enc,
+        plain,
+        msquic,
+        samba,
+    } = *servers;
     let (user, pw) = (ctx.user.clone(), ctx.password.clone());
     let mut targets = Vec::new();
     let enc_pid = enc.pid();
@@ -338,6 +363,20 @@ fn connect_targets(ctx: &Ctx, net: &Net, servers: &Servers) -> Result<Vec<Runnin
         tree: None,
         cpu: Arc::new(move || sys::tree_cpu(enc_pid)),
     });
+    if let Some(m) = msquic {
+        let pid = m.pid();
+        let addr = m.quic.ok_or("smbq (MsQuic) printed no QUIC address")?;
+        let (pin, settings) = (m.pin, m.quic_settings.clone());
+        let (u, p) = (user.clone(), pw.clone());
+        let endpoint =
+            net.on_client(async move { Endpoint::quic(addr, pin, settings, &u, &p) })??;
+        targets.push(Running {
+            target: Target::SmbqMsQuic,
+            endpoint,
+            tree: None,
+            cpu: Arc::new(move || sys::tree_cpu(pid)),
+        });
+    }
     targets.push(Running {
         target: Target::SmbqTcpEnc,
         endpoint: Endpoint::tcp(

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use smbq_transport::tcp::TcpListener;
 use smbq_transport::{
-    CertEntry, CertStore, ClientAuth, Connection, QuicListener, QuicSettings, TlsSettings,
+    CertEntry, CertStore, ClientAuth, Connection, QuicConnector, QuicSettings, QuicStack,
+    TlsSettings,
 };
 
 use crate::net::{CLIENT_THREADS, Net, SERVER_THREADS};
@@ -32,9 +33,22 @@ const BATCH: usize = 4;
 const UPLOAD: u8 = b'U';
 const DOWNLOAD: u8 = b'D';
 
+/// The raw transports: TCP, QUIC on quinn, QUIC on MsQuic.
+pub const TRANSPORTS: [&str; 3] = ["tcp", "quic", "quic-msquic"];
+
+/// The QUIC stack of a raw transport (None: TCP).
+fn stack_of(transport: &str) -> Option<QuicStack> {
+    match transport {
+        "quic" => Some(QuicStack::Quinn),
+        "quic-msquic" => Some(QuicStack::MsQuic),
+        _ => None,
+    }
+}
+
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RawRow {
-    /// "tcp" or "quic".
+    /// "tcp", "quic" (quinn) or "quic-msquic". MsQuic rows carry no CPU figures: both ends
+    /// run in this process on MsQuic's shared worker threads, so their CPU cannot be split.
     pub transport: &'static str,
     /// "upload" (client to server) or "download".
     pub direction: &'static str,
@@ -145,7 +159,8 @@ async fn client_run(
 
 struct RawServers {
     tcp: SocketAddr,
-    quic: SocketAddr,
+    /// One QUIC listener per stack measured.
+    quic: Vec<(QuicStack, SocketAddr)>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -153,7 +168,7 @@ fn start_servers(
     net: &Net,
     smbq: &SmbqServer,
     tcp_port: u16,
-    quic_port: u16,
+    quic_ports: Vec<(QuicStack, u16)>,
     settings: QuicSettings,
 ) -> Result<RawServers, String> {
     let ip = net.server_ip();
@@ -175,12 +190,9 @@ fn start_servers(
                 client_auth: ClientAuth::Off,
                 keylog: None,
             };
-            let quic = QuicListener::bind(SocketAddr::new(ip, quic_port), tls, settings)
-                .map_err(|e| e.to_string())?;
             let tcp_addr = tcp.local_addr().map_err(|e| e.to_string())?;
-            let quic_addr = quic.local_addr().map_err(|e| e.to_string())?;
             let d1 = data.clone();
-            let t1 = tokio::spawn(async move {
+            let mut tasks = vec![tokio::spawn(async move {
                 while let Ok(c) = tcp.accept().await {
                     let d = d1.clone();
                     tokio::spawn(async move {
@@ -189,22 +201,37 @@ fn start_servers(
                         }
                     });
                 }
-            });
-            let t2 = tokio::spawn(async move {
-                while let Some(c) = quic.accept().await {
-                    let Ok(c) = c else { continue };
-                    let d = data.clone();
-                    tokio::spawn(async move {
-                        if let Err(e) = serve(c, d).await {
-                            tracing::debug!(error = %e, "raw quic");
-                        }
-                    });
-                }
-            });
+            })];
+            let mut quic_addrs = Vec::new();
+            for (stack, port) in quic_ports {
+                let quic = stack
+                    .listen(
+                        SocketAddr::new(ip, port),
+                        tls.clone(),
+                        QuicSettings {
+                            stack,
+                            ..settings.clone()
+                        },
+                    )
+                    .map_err(|e| format!("raw QUIC listener ({stack}): {e}"))?;
+                quic_addrs.push((stack, quic.local_addr().map_err(|e| e.to_string())?));
+                let data = data.clone();
+                tasks.push(tokio::spawn(async move {
+                    while let Some(c) = quic.accept().await {
+                        let Ok(c) = c else { continue };
+                        let d = data.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = serve(c, d).await {
+                                tracing::debug!(error = %e, "raw quic");
+                            }
+                        });
+                    }
+                }));
+            }
             Ok::<_, String>(RawServers {
                 tcp: tcp_addr,
-                quic: quic_addr,
-                tasks: vec![t1, t2],
+                quic: quic_addrs,
+                tasks,
             })
         }))
         .map_err(|e| format!("raw server task: {e}"))?
@@ -219,8 +246,11 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<RawRow>, String> {
 
 fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<RawRow>, String> {
     let smbq = ctx.start_smbq(net, true, "raw")?;
-    let (tp, qp) = (ctx.ports.take(net), ctx.ports.take(net));
-    let servers = start_servers(net, &smbq, tp, qp, ctx.quic_settings());
+    let stacks = ctx.quic_stacks();
+    let tp = ctx.ports.take(net);
+    let quic_ports: Vec<(QuicStack, u16)> =
+        stacks.iter().map(|&s| (s, ctx.ports.take(net))).collect();
+    let servers = start_servers(net, &smbq, tp, quic_ports, ctx.quic_settings());
     let servers = match servers {
         Ok(s) => s,
         Err(e) => {
@@ -234,25 +264,29 @@ fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<RawRow>, String> {
     });
     let repeats = ctx.repeats();
     let pin = smbq.pin;
-    let quic_addr = servers.quic;
     let tcp_addr = servers.tcp;
     let quic_settings = ctx.quic_settings();
-    let quic_client = net.on_client(async move {
-        let bind: SocketAddr = "0.0.0.0:0".parse().map_err(|_| "bind")?;
-        let cfg = smbq_transport::QuicClientConfig {
-            settings: quic_settings.clone(),
-            ..smbq_transport::QuicClientConfig::new(smbq_transport::ServerTrust::Pin(pin))
+    let mut clients: Vec<(QuicStack, SocketAddr, Arc<dyn QuicConnector>)> = Vec::new();
+    for &(stack, addr) in &servers.quic {
+        let settings = QuicSettings {
+            stack,
+            ..quic_settings.clone()
         };
-        smbq_transport::QuicClient::new(cfg, bind)
-            .map(Arc::new)
-            .map_err(|e| e.to_string())
-    })??;
-    let combos = [
-        ("tcp", true),
-        ("tcp", false),
-        ("quic", true),
-        ("quic", false),
-    ];
+        let client = net.on_client(async move {
+            let bind: SocketAddr = "0.0.0.0:0".parse().map_err(|_| "bind")?;
+            let cfg = smbq_transport::QuicClientConfig {
+                settings,
+                ..smbq_transport::QuicClientConfig::new(smbq_transport::ServerTrust::Pin(pin))
+            };
+            stack.client(cfg, bind).map_err(|e| e.to_string())
+        })??;
+        clients.push((stack, addr, client));
+    }
+    let combos: Vec<(&'static str, bool)> = TRANSPORTS
+        .into_iter()
+        .filter(|t| stack_of(t).is_none_or(|s| stacks.contains(&s)))
+        .flat_map(|t| [(t, true), (t, false)])
+        .collect();
     let mut prog = Progress::new("raw", combos.len() * repeats);
     let mut samples: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = vec![Default::default(); combos.len()];
     let data = payload();
@@ -261,19 +295,24 @@ fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<RawRow>, String> {
         for (i, &(transport, upload)) in combos.iter().enumerate() {
             let dir = if upload { "upload" } else { "download" };
             prog.step(&format!("{transport} {dir} (repeat {})", r + 1));
-            let qc = quic_client.clone();
+            let quic = stack_of(transport).and_then(|stack| {
+                clients
+                    .iter()
+                    .find(|c| c.0 == stack)
+                    .map(|c| (c.1, c.2.clone()))
+            });
             let d = data.clone();
             let c0 = sys::threads_cpu(CLIENT_THREADS);
             let s0 = sys::threads_cpu(SERVER_THREADS);
             let res = net.on_client(async move {
-                let conn = if transport == "tcp" {
-                    smbq_transport::connect_tcp(tcp_addr)
+                let conn = match quic {
+                    None => smbq_transport::connect_tcp(tcp_addr)
                         .await
-                        .map_err(|e| e.to_string())?
-                } else {
-                    qc.connect(quic_addr, &quic_addr.ip().to_string())
+                        .map_err(|e| e.to_string())?,
+                    Some((addr, qc)) => qc
+                        .connect(addr, &addr.ip().to_string())
                         .await
-                        .map_err(|e| e.to_string())?
+                        .map_err(|e| e.to_string())?,
                 };
                 client_run(conn, upload, dur, d).await
             });
@@ -284,8 +323,11 @@ fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<RawRow>, String> {
                     let gb = bytes as f64 / 1e9;
                     let s = samples.get_mut(i).ok_or("index")?;
                     s.0.push(bytes as f64 / 1e6 / secs);
-                    s.1.push((c1 - c0) / gb);
-                    s.2.push((s1 - s0) / gb);
+                    // MsQuic's threads serve both ends here: no split (see RawRow).
+                    if stack_of(transport) != Some(QuicStack::MsQuic) {
+                        s.1.push((c1 - c0) / gb);
+                        s.2.push((s1 - s0) / gb);
+                    }
                 }
                 Ok(_) => {
                     failure = Some(format!("raw {transport} {dir}: nothing moved"));
@@ -301,7 +343,7 @@ fn run_on(ctx: &mut Ctx, net: &Net) -> Result<Vec<RawRow>, String> {
     for t in &servers.tasks {
         t.abort();
     }
-    drop(quic_client);
+    drop(clients);
     prog.finish();
     smbq.stop()?;
     if let Some(f) = failure {

@@ -65,9 +65,10 @@ impl SmbqServer {
         std::fs::write(
             &config,
             format!(
-                "[quic]\ncongestion = \"{}\"\nmtu_upper_bound = {}\n",
+                "[quic]\ncongestion = \"{}\"\nmtu_upper_bound = {}\nstack = \"{}\"\n",
                 o.quic_settings.congestion.name(),
-                o.quic_settings.mtu_upper_bound
+                o.quic_settings.mtu_upper_bound,
+                o.quic_settings.stack
             ),
         )
         .map_err(|e| format!("{}: {e}", config.display()))?;

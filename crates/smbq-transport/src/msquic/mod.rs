@@ -88,6 +88,11 @@ impl Drop for Reg {
     }
 }
 
+/// MsQuic starts its worker threads with the first registration of the process.
+pub(crate) fn start_threads() -> io::Result<()> {
+    Reg::open("smbq").map(drop)
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
