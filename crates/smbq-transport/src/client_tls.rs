@@ -4,8 +4,8 @@
 //! "untrusted" or "pin mismatch" rather than only a TLS alert number.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
@@ -115,11 +115,54 @@ impl VerifyFailure {
     }
 }
 
-/// Where one handshake's verifier leaves its refusal.
-pub(crate) type FailureSlot = Arc<Mutex<Option<VerifyFailure>>>;
+/// What the client's one verifier and one certificate resolver saw, time-stamped, so that a
+/// handshake reads only what happened after it began. Both are shared by every handshake of a
+/// [`ClientTls`]: rustls resumes a session only under the same verifier and resolver objects
+/// (`Tls13ClientSessionValue::compatible_config`), so per-handshake ones would rule out TLS
+/// resumption and cost every connection a full certificate check.
+#[derive(Debug, Default)]
+pub(crate) struct Observations {
+    failure: Mutex<Option<(Instant, VerifyFailure)>>,
+    asked: Mutex<Option<Instant>>,
+}
 
-pub(crate) fn take_failure(slot: &FailureSlot) -> Option<VerifyFailure> {
-    slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+impl Observations {
+    fn record(&self, f: VerifyFailure) {
+        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), f));
+    }
+
+    fn note_asked(&self) {
+        *self.asked.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+}
+
+/// One handshake's view of the [`Observations`]. Two handshakes at once (the client races a
+/// server's addresses) may see each other's verdict; both concern the same server.
+#[derive(Clone, Debug)]
+pub(crate) struct Handshake {
+    seen: Arc<Observations>,
+    started: Instant,
+}
+
+impl Handshake {
+    /// The verifier's refusal during this handshake, if any.
+    pub(crate) fn failure(&self) -> Option<VerifyFailure> {
+        let slot = self.seen.failure.lock().unwrap_or_else(|p| p.into_inner());
+        slot.as_ref()
+            .filter(|(at, _)| *at >= self.started)
+            .map(|(_, f)| f.clone())
+    }
+
+    /// Whether the server sent a CertificateRequest (RFC 8446 4.3.2) during this handshake:
+    /// only then can it still refuse the client after the client's handshake is done (its
+    /// verdict on the certificate, or on its absence, comes after the client Finished).
+    pub(crate) fn cert_asked(&self) -> bool {
+        self.seen
+            .asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|at| at >= self.started)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -136,9 +179,11 @@ struct NotPinned;
 /// The client TLS configuration, built once per client; each handshake gets a copy with its
 /// own recording verifier.
 pub(crate) struct ClientTls {
-    base: rustls::ClientConfig,
+    /// One configuration for every handshake, so sessions resume (see [`Observations`]).
+    config: Arc<rustls::ClientConfig>,
+    seen: Arc<Observations>,
+    #[cfg(feature = "msquic")]
     anchor: Anchor,
-    provider: Arc<CryptoProvider>,
 }
 
 fn invalid(e: impl std::fmt::Display) -> io::Error {
@@ -180,10 +225,11 @@ impl ClientTls {
             ServerTrust::Pin(fp) => Anchor::Pin(fp),
             ServerTrust::Insecure => Anchor::Insecure,
         };
+        let seen = Arc::new(Observations::default());
         let verifier = Arc::new(RecordingVerifier {
             anchor: anchor.clone(),
             provider: provider.clone(),
-            failure: FailureSlot::default(),
+            seen: seen.clone(),
         });
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])
@@ -199,15 +245,30 @@ impl ClientTls {
         if let Some(keylog) = cfg.keylog {
             base.key_log = keylog;
         }
+        base.client_auth_cert_resolver = Arc::new(AskRecorder {
+            inner: base.client_auth_cert_resolver.clone(),
+            seen: seen.clone(),
+        });
         Ok(Self {
-            base,
+            config: Arc::new(base),
+            seen,
+            #[cfg(feature = "msquic")]
             anchor,
-            provider,
         })
     }
 
-    /// The configuration for one handshake, where its verifier records a refusal, and whether
-    /// the server asked for a client certificate.
+    /// The configuration every handshake uses, and this handshake's view of what its verifier
+    /// and resolver see.
+    pub(crate) fn for_handshake(&self) -> (Arc<rustls::ClientConfig>, Handshake) {
+        (
+            self.config.clone(),
+            Handshake {
+                seen: self.seen.clone(),
+                started: Instant::now(),
+            },
+        )
+    }
+
     /// Judges a server's leaf certificate for a stack that does its own TLS (MsQuic): the same
     /// anchor as the rustls path; the stack proves the server holds the certificate's key.
     /// Intermediates are not passed, so under a CA the server's leaf must be issued by a
@@ -243,43 +304,13 @@ impl ClientTls {
             }
         }
     }
-
-    pub(crate) fn for_handshake(&self) -> (rustls::ClientConfig, FailureSlot, CertAsked) {
-        let failure = FailureSlot::default();
-        let asked = CertAsked::default();
-        let mut config = self.base.clone();
-        config
-            .dangerous()
-            .set_certificate_verifier(Arc::new(RecordingVerifier {
-                anchor: self.anchor.clone(),
-                provider: self.provider.clone(),
-                failure: failure.clone(),
-            }));
-        config.client_auth_cert_resolver = Arc::new(AskRecorder {
-            inner: self.base.client_auth_cert_resolver.clone(),
-            asked: asked.clone(),
-        });
-        (config, failure, asked)
-    }
-}
-
-/// Set when the server sent a CertificateRequest (RFC 8446 4.3.2) in this handshake.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct CertAsked(Arc<AtomicBool>);
-
-impl CertAsked {
-    /// Only then can the server still refuse the client after the client's handshake is done
-    /// (its verdict on the certificate, or on its absence, comes after the client Finished).
-    pub(crate) fn get(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
 }
 
 /// Passes every question to the configured resolver, noting that it was asked.
 #[derive(Debug)]
 struct AskRecorder {
     inner: Arc<dyn ResolvesClientCert>,
-    asked: CertAsked,
+    seen: Arc<Observations>,
 }
 
 impl ResolvesClientCert for AskRecorder {
@@ -288,7 +319,7 @@ impl ResolvesClientCert for AskRecorder {
         root_hint_subjects: &[&[u8]],
         sigschemes: &[SignatureScheme],
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        self.asked.0.store(true, Ordering::Release);
+        self.seen.note_asked();
         self.inner.resolve(root_hint_subjects, sigschemes)
     }
 
@@ -314,12 +345,12 @@ fn webpki(
 struct RecordingVerifier {
     anchor: Anchor,
     provider: Arc<CryptoProvider>,
-    failure: FailureSlot,
+    seen: Arc<Observations>,
 }
 
 impl RecordingVerifier {
     fn record(&self, f: VerifyFailure) {
-        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+        self.seen.record(f);
     }
 }
 

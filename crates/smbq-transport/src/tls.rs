@@ -57,13 +57,26 @@ pub fn server_config(tls: &TlsSettings) -> Result<rustls::ServerConfig, TlsError
     let provider = Arc::new(crypto_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?;
-    let builder = match &tls.client_auth {
-        ClientAuth::Off => builder.with_no_client_auth(),
-        ClientAuth::Required(policy) => {
-            builder.with_client_cert_verifier(PolicyVerifier::new(policy.clone(), provider)?)
-        }
+    let (builder, resume) = match &tls.client_auth {
+        ClientAuth::Off => (builder.with_no_client_auth(), true),
+        ClientAuth::Required(policy) => (
+            builder.with_client_cert_verifier(PolicyVerifier::new(policy.clone(), provider)?),
+            false,
+        ),
     };
     let mut config = builder.with_cert_resolver(tls.certs.clone());
+    if resume {
+        // TLS 1.3 resumption: a client connecting again skips the certificate and its
+        // signature (issue 11 item 6: ephemeral connections). Stateless tickets, sealed
+        // under keys that rotate every 6 hours, so the server keeps nothing per client.
+        config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
+    } else {
+        // A resumed session would skip the client-certificate policy, so a certificate
+        // denied since (a reload of deny_fingerprints) could still come back in: every
+        // client under client_auth pays a full handshake instead.
+        config.send_tls13_tickets = 0;
+        config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    }
     config.alpn_protocols = vec![ALPN.to_vec()];
     // The server's suite order wins, so AES-128-GCM is used whenever the client offers it.
     config.ignore_client_order = true;

@@ -321,3 +321,55 @@ async fn the_stack_seam_serves_and_connects() {
     within(acceptor.shutdown()).await;
     assert!(within(acceptor.accept()).await.is_none());
 }
+
+/// Issue 11 item 6: a client connecting again resumes its TLS session (the server's ticket),
+/// skipping the certificate and its signature. Shown by what only resumption explains: once
+/// the server's certificate is replaced, the client that pinned the old one still gets in on
+/// its session, while a new client pinning the old certificate is refused. Under client
+/// authentication the server issues no tickets, so every client is checked against the
+/// policy in force.
+#[tokio::test]
+async fn a_client_resumes_its_tls_session_but_never_under_client_auth() {
+    let cert = server_cert("files.test");
+    let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
+    let listener = listen(store.clone(), ClientAuth::Off, test_settings());
+    let addr = listener.local_addr().unwrap();
+    let pinned = ServerTrust::Pin(fingerprint(&cert.der));
+    let client = client_for(addr, client_cfg(pinned.clone()));
+    // The first connection carries data both ways, so the server's tickets have arrived.
+    let first = within(client.connect(addr, "files.test")).await.unwrap();
+    echo_through(&listener, first, 1000).await;
+    store
+        .replace(vec![server_cert("files.test").entry(&["files.test"])])
+        .unwrap();
+    let again = within(client.connect(addr, "files.test")).await;
+    assert!(again.is_ok(), "not resumed: {:?}", again.err());
+    echo_through(&listener, again.unwrap(), 1000).await;
+    assert!(matches!(
+        within(client_for(addr, client_cfg(pinned)).connect(addr, "files.test")).await,
+        Err(QuicConnectError::PinMismatch { .. })
+    ));
+
+    // Client authentication: no tickets, so a reconnect is a full handshake.
+    let ca = Ca::new("client CA");
+    let me = ca.issue_client("me.test");
+    let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
+    let policy = smbq_transport::ClientPolicy {
+        trusted_cas: vec![ca.der()],
+        ..Default::default()
+    };
+    let listener = listen(store.clone(), ClientAuth::Required(policy), test_settings());
+    let addr = listener.local_addr().unwrap();
+    let mut cfg = client_cfg(ServerTrust::Pin(fingerprint(&cert.der)));
+    cfg.client_cert = Some(me.chain_and_key(&[]));
+    let client = client_for(addr, cfg);
+    let first = within(client.connect(addr, "files.test")).await.unwrap();
+    echo_through(&listener, first, 1000).await;
+    store
+        .replace(vec![server_cert("files.test").entry(&["files.test"])])
+        .unwrap();
+    assert!(matches!(
+        within(client.connect(addr, "files.test")).await,
+        Err(QuicConnectError::PinMismatch { .. })
+    ));
+}

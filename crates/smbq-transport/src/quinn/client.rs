@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::stream::split;
 use super::{Role, endpoint_config, transport_config, tune_socket, udp_socket};
-use crate::client_tls::{ClientTls, FailureSlot, QuicClientConfig, QuicConnectError, take_failure};
+use crate::client_tls::{ClientTls, Handshake, QuicClientConfig, QuicConnectError};
 use crate::quic::{CLOSE_NORMAL, UdpBuffers};
 use crate::{Connection, TransportKind};
 
@@ -26,7 +26,9 @@ const CONFIRM_POLL_MAX: Duration = Duration::from_millis(20);
 pub struct QuicClient {
     endpoint: Endpoint,
     tls: ClientTls,
-    transport: Arc<TransportConfig>,
+    /// Built once: every connection shares one rustls configuration, which is what lets a
+    /// reconnect resume its TLS session instead of checking the certificate again.
+    config: ::quinn::ClientConfig,
     socket_buffer: usize,
 }
 
@@ -43,8 +45,13 @@ impl QuicClient {
     /// loads the trust anchors. Must run inside a tokio runtime.
     pub fn new(cfg: QuicClientConfig, bind: SocketAddr) -> io::Result<Self> {
         let settings = cfg.settings.clone();
-        let transport = Arc::new(transport_config(&settings, Role::Client)?);
+        let transport: Arc<TransportConfig> = Arc::new(transport_config(&settings, Role::Client)?);
         let tls = ClientTls::new(cfg)?;
+        let (rustls_config, _) = tls.for_handshake();
+        let crypto = ::quinn::crypto::rustls::QuicClientConfig::try_from(rustls_config)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let mut config = ::quinn::ClientConfig::new(Arc::new(crypto));
+        config.transport_config(transport);
         let (socket, buffers) = udp_socket(bind, settings.socket_buffer)?;
         warn_if_capped(buffers);
         let endpoint = Endpoint::new(
@@ -56,7 +63,7 @@ impl QuicClient {
         Ok(Self {
             endpoint,
             tls,
-            transport,
+            config,
             socket_buffer: settings.socket_buffer,
         })
     }
@@ -69,30 +76,26 @@ impl QuicClient {
         addr: SocketAddr,
         server_name: &str,
     ) -> Result<Connection, QuicConnectError> {
-        let (tls, failure, cert_asked) = self.tls.for_handshake();
-        let crypto = ::quinn::crypto::rustls::QuicClientConfig::try_from(tls)
-            .map_err(|e| QuicConnectError::Other(e.to_string()))?;
-        let mut config = ::quinn::ClientConfig::new(Arc::new(crypto));
-        config.transport_config(self.transport.clone());
+        let (_, handshake) = self.tls.for_handshake();
         let connecting = self
             .endpoint
-            .connect_with(config, addr, server_name)
+            .connect_with(self.config.clone(), addr, server_name)
             .map_err(|e| QuicConnectError::Other(e.to_string()))?;
         let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
         let conn = match tokio::time::timeout_at(deadline, connecting).await {
             Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(connect_error(e, &failure)),
+            Ok(Err(e)) => return Err(connect_error(e, &handshake)),
             Err(_) => return Err(QuicConnectError::Timeout),
         };
         // Without a CertificateRequest the server has nothing left to judge: its Finished,
         // which the client has verified, already accepted the handshake.
-        if cert_asked.get() {
-            confirmed(&conn, deadline, &failure).await?;
+        if handshake.cert_asked() {
+            confirmed(&conn, deadline, &handshake).await?;
         }
         let (send, recv) = conn
             .open_bi()
             .await
-            .map_err(|e| connect_error(e, &failure))?;
+            .map_err(|e| connect_error(e, &handshake))?;
         let local = self.endpoint.local_addr()?;
         let local = conn
             .local_ip()
@@ -139,7 +142,7 @@ impl QuicClient {
 async fn confirmed(
     conn: &::quinn::Connection,
     deadline: Instant,
-    failure: &FailureSlot,
+    handshake: &Handshake,
 ) -> Result<(), QuicConnectError> {
     let mut pause = Duration::from_millis(1);
     loop {
@@ -150,7 +153,7 @@ async fn confirmed(
             return Err(QuicConnectError::Timeout);
         }
         tokio::select! {
-            e = conn.closed() => return Err(connect_error(e, failure)),
+            e = conn.closed() => return Err(connect_error(e, handshake)),
             () = tokio::time::sleep(pause) => {}
         }
         pause = (pause * 2).min(CONFIRM_POLL_MAX);
@@ -165,8 +168,8 @@ fn alert_of(code: ::quinn::TransportErrorCode) -> Option<rustls::AlertDescriptio
         .then(|| rustls::AlertDescription::from((raw & 0xff) as u8))
 }
 
-fn connect_error(e: ConnectionError, failure: &FailureSlot) -> QuicConnectError {
-    if let Some(f) = take_failure(failure) {
+fn connect_error(e: ConnectionError, handshake: &Handshake) -> QuicConnectError {
+    if let Some(f) = handshake.failure() {
         return f.into_error();
     }
     match e {
