@@ -340,8 +340,9 @@ def test_congestion_controller_is_configurable(workdir, tool):
     assert p.returncode != 0 and "congestion" in p.stderr and "vegas" in p.stderr, p.stderr
 
 
-def test_transport_capabilities_only_over_quic(workdir, tool):
-    s = start(workdir)
+@pytest.mark.parametrize("stack", QUIC_STACKS)
+def test_transport_capabilities_only_over_quic(workdir, tool, stack):
+    s = start(workdir, quic_stack=stack)
     try:
         r = raw(s, "negotiate", "--transport-caps")
         assert r.get("outcome") == "response", r["_text"]
@@ -364,7 +365,7 @@ def test_transport_capabilities_only_over_quic(workdir, tool):
 
     # Switched off in the configuration: QUIC answers like TCP.
     off = workdir / "off"
-    s = start(off, config="[quic]\ntransport_security = false\n")
+    s = start(off, config="[quic]\ntransport_security = false\n", quic_stack=stack)
     try:
         r = raw(s, "negotiate", "--transport-caps")
         _, dialect, ctx = parse_negotiate_response(bytes.fromhex(r["response_hex"]))

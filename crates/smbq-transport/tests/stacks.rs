@@ -182,3 +182,56 @@ async fn msquic_refuses_what_it_does_not_offer() {
             .is_err()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn msquic_server_counts_connections_per_address_after_the_handshake() {
+    let cert = server_cert("files.test");
+    let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
+    let settings = QuicSettings {
+        max_connections_per_ip: 2,
+        ..test_settings()
+    };
+    let acceptor = QuicStack::MsQuic
+        .listen(BIND.parse().unwrap(), tls_for(store), settings)
+        .unwrap();
+    let addr = acceptor.local_addr().unwrap();
+    let client = QuicStack::Quinn
+        .client(client_cfg(trusting(&[&cert])), BIND.parse().unwrap())
+        .unwrap();
+    // Two connections that wrote their first bytes hold both slots of 127.0.0.1.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut conn = within(client.connect(addr, "files.test")).await.unwrap();
+        within(
+            conn.writer
+                .write_chunks(&mut [bytes::Bytes::from_static(b"hi")]),
+        )
+        .await
+        .unwrap();
+        let mut server_side = within(acceptor.accept()).await.unwrap().unwrap();
+        assert_eq!(read_n(server_side.reader.as_mut(), 2).await, b"hi");
+        held.push((conn, server_side));
+    }
+    // The third completes its handshake, then is closed: its stream never reaches accept.
+    let mut third = within(client.connect(addr, "files.test")).await.unwrap();
+    let _ = third
+        .writer
+        .write_chunks(&mut [bytes::Bytes::from_static(b"hi")])
+        .await;
+    assert_eq!(within(read_to_end(third.reader.as_mut())).await, None);
+    assert_eq!(acceptor.stats().refused, 1);
+    // A slot given back admits the next one.
+    drop(held.pop());
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let mut fourth = within(client.connect(addr, "files.test")).await.unwrap();
+    within(
+        fourth
+            .writer
+            .write_chunks(&mut [bytes::Bytes::from_static(b"ok")]),
+    )
+    .await
+    .unwrap();
+    let mut server_side = within(acceptor.accept()).await.unwrap().unwrap();
+    assert_eq!(read_n(server_side.reader.as_mut(), 2).await, b"ok");
+    within(acceptor.shutdown()).await;
+}
