@@ -39,6 +39,9 @@ impl MsQuicClient {
         if cfg.client_cert.is_some() {
             return Err(unsupported("a client certificate"));
         }
+        if cfg.keylog.is_some() {
+            tracing::warn!("MsQuic: TLS key logging is not available; no keys are logged");
+        }
         if !bind.ip().is_unspecified() || bind.port() != 0 {
             tracing::debug!(%bind, "MsQuic client: the bind address is left to MsQuic");
         }
