@@ -331,9 +331,14 @@ impl ConnState {
     }
 
     fn hand_up(&self, stream: OwnedStream) {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let slot = self.slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let Some(conn) = conn else {
+        // No slot: the connection was refused after its handshake (its close is under way),
+        // so its stream must not reach `accept`. The stream is closed off MsQuic's thread.
+        let Some(slot) = self.slot.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            self.shared.rt.spawn_blocking(move || drop(stream));
+            return;
+        };
+        let Some(conn) = self.conn.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            self.shared.rt.spawn_blocking(move || drop(stream));
             return;
         };
         let (reader, writer) = split(Closer {
@@ -343,7 +348,7 @@ impl ConnState {
             reg: self.shared.reg.clone(),
             written: Default::default(),
             rt: self.shared.rt.clone(),
-            on_close: slot.map(|s| Box::new(s) as Box<dyn Send + Sync>),
+            on_close: Some(Box::new(slot)),
         });
         let connection = Connection {
             reader: Box::new(reader),
