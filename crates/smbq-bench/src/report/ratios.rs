@@ -34,36 +34,43 @@ fn fio_mb(rows: &[FioRow], job: &str, rw: &str, t: Target) -> Option<f64> {
         .map(|r| r.mb_s.median)
 }
 
+/// One ratio per fio job and direction: target `a`'s MB/s over target `b`'s.
+fn per_job(
+    out: &mut Vec<Ratio>,
+    fio: &[FioRow],
+    kind: &'static str,
+    (a, b): (Target, Target),
+    goal: impl Fn(&str) -> Option<f64>,
+) {
+    for job in ["S1", "S2", "S3"] {
+        for rw in ["read", "write"] {
+            out.push(Ratio {
+                kind,
+                case: format!("{job} {rw}"),
+                value: ratio(fio_mb(fio, job, rw, a), fio_mb(fio, job, rw, b)),
+                goal: goal(job),
+            });
+        }
+    }
+}
+
 pub fn compute(res: &Results) -> Vec<Ratio> {
     let mut out = Vec::new();
-    let jobs = ["S1", "S2", "S3"];
     if let Some(fio) = &res.fio {
-        for job in jobs {
-            for rw in ["read", "write"] {
-                out.push(Ratio {
-                    kind: "QUIC / encrypted TCP (smbq)",
-                    case: format!("{job} {rw}"),
-                    value: ratio(
-                        fio_mb(fio, job, rw, Target::SmbqQuic),
-                        fio_mb(fio, job, rw, Target::SmbqTcpEnc),
-                    ),
-                    goal: (job == "S1").then_some(1.0),
-                });
-            }
-        }
-        for job in jobs {
-            for rw in ["read", "write"] {
-                out.push(Ratio {
-                    kind: "smbq / Samba (encrypted TCP)",
-                    case: format!("{job} {rw}"),
-                    value: ratio(
-                        fio_mb(fio, job, rw, Target::SmbqTcpEnc),
-                        fio_mb(fio, job, rw, Target::SambaTcpEnc),
-                    ),
-                    goal: Some(if job == "S1" { 2.0 } else { 1.5 }),
-                });
-            }
-        }
+        per_job(
+            &mut out,
+            fio,
+            "QUIC / encrypted TCP (smbq)",
+            (Target::SmbqQuic, Target::SmbqTcpEnc),
+            |job| (job == "S1").then_some(1.0),
+        );
+        per_job(
+            &mut out,
+            fio,
+            "smbq / Samba (encrypted TCP)",
+            (Target::SmbqTcpEnc, Target::SambaTcpEnc),
+            |job| Some(if job == "S1" { 2.0 } else { 1.5 }),
+        );
         if fio.iter().any(|r| r.target == Target::SmbqMsQuic) {
             // Issue 11 item 7: the thesis's prototype (Tuxera Fusion on MsQuic) reached
             // 0.50x / 0.65x of encrypted TCP in S1 (shared/reference/studies.md); smbq on
@@ -76,46 +83,28 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
                     goal: None,
                 });
             }
-            for job in jobs {
-                for rw in ["read", "write"] {
-                    out.push(Ratio {
-                        kind: "QUIC / encrypted TCP (smbq + MsQuic)",
-                        case: format!("{job} {rw}"),
-                        value: ratio(
-                            fio_mb(fio, job, rw, Target::SmbqMsQuic),
-                            fio_mb(fio, job, rw, Target::SmbqTcpEnc),
-                        ),
-                        goal: None,
-                    });
-                }
-            }
-            for job in jobs {
-                for rw in ["read", "write"] {
-                    out.push(Ratio {
-                        kind: "smbq QUIC: MsQuic / quinn",
-                        case: format!("{job} {rw}"),
-                        value: ratio(
-                            fio_mb(fio, job, rw, Target::SmbqMsQuic),
-                            fio_mb(fio, job, rw, Target::SmbqQuic),
-                        ),
-                        goal: None,
-                    });
-                }
-            }
+            per_job(
+                &mut out,
+                fio,
+                "QUIC / encrypted TCP (smbq + MsQuic)",
+                (Target::SmbqMsQuic, Target::SmbqTcpEnc),
+                |_| None,
+            );
+            per_job(
+                &mut out,
+                fio,
+                "smbq QUIC: MsQuic / quinn",
+                (Target::SmbqMsQuic, Target::SmbqQuic),
+                |_| None,
+            );
         }
-        for job in jobs {
-            for rw in ["read", "write"] {
-                out.push(Ratio {
-                    kind: "encrypted / plain TCP (smbq)",
-                    case: format!("{job} {rw}"),
-                    value: ratio(
-                        fio_mb(fio, job, rw, Target::SmbqTcpEnc),
-                        fio_mb(fio, job, rw, Target::SmbqTcpPlain),
-                    ),
-                    goal: None,
-                });
-            }
-        }
+        per_job(
+            &mut out,
+            fio,
+            "encrypted / plain TCP (smbq)",
+            (Target::SmbqTcpEnc, Target::SmbqTcpPlain),
+            |_| None,
+        );
     }
     if let (Some(fio), Some(raw)) = (&res.fio, &res.raw) {
         let raw_mb = |transport: &str, dir: &str| {
