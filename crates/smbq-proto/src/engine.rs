@@ -23,6 +23,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use smbq_auth::{AcceptStep, Acceptor, AcceptorConfig, Accounts, AuthError};
 use smbq_crypto::{Cipher, PreauthHash, Role, Signer, SigningAlgorithm, derive_keys};
 use smbq_wire::header::flags;
+use smbq_wire::multi_stream::MultiStream;
 use smbq_wire::negotiate::{
     Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateContextType, NegotiateRequest,
     NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, security_mode,
@@ -144,6 +145,8 @@ struct Negotiated {
     cipher: Option<Cipher>,
     /// Connection preauth hash after NEGOTIATE (3.1.1); sessions start from it.
     preauth: PreauthHash,
+    /// Data streams granted by the multi-stream context (docs/multistream.md); 0 if none.
+    data_streams: u16,
 }
 
 pub struct ServerConnection {
@@ -167,7 +170,20 @@ pub struct ServerConnection {
     transmits: VecDeque<Transmit>,
     /// The stream of the frame being handled: where its immediate answers go.
     rx_stream: StreamId,
+    /// Data streams the transport can carry for this connection (docs/multistream.md); 0 when
+    /// it cannot (TCP, MsQuic) or the server turned the extension off.
+    data_stream_limit: u16,
 }
+
+/// Requests that travel on the control stream only (docs/multistream.md 5.1).
+const CONTROL_ONLY: [Command; 6] = [
+    Command::NEGOTIATE,
+    Command::SESSION_SETUP,
+    Command::LOGOFF,
+    Command::ECHO,
+    Command::CANCEL,
+    Command::CHANGE_NOTIFY,
+];
 
 /// Size of the SMB2 ERROR response body (MS-SMB2 2.2.2): StructureSize 9 counts one data byte.
 const ERROR_BODY: [u8; 9] = [9, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -199,6 +215,22 @@ impl ServerConnection {
             actions: VecDeque::new(),
             transmits: VecDeque::new(),
             rx_stream: StreamId::CONTROL,
+            data_stream_limit: 0,
+        }
+    }
+
+    /// How many data streams the transport can accept for this connection; the multi-stream
+    /// negotiate context is answered only when this is above 0 (docs/multistream.md 3.3).
+    pub fn set_data_stream_limit(&mut self, limit: u16) {
+        self.data_stream_limit = limit.min(smbq_wire::multi_stream::MAX_STREAMS);
+    }
+
+    /// Data streams granted in NEGOTIATE (0: one stream only). The shell lets the client open
+    /// them once the first session is valid (docs/multistream.md 4.2).
+    pub fn granted_data_streams(&self) -> u16 {
+        match &self.state {
+            ConnState::Negotiated(n) => n.data_streams,
+            ConnState::ExpectNegotiate { .. } => 0,
         }
     }
 
@@ -520,6 +552,7 @@ impl ServerConnection {
         env: &mut Env<'_>,
         actions: &mut Vec<Action>,
     ) -> Result<Option<ChainItem>, Violation> {
+        self.check_stream(&hdr)?;
         if hdr.command == Command::CANCEL {
             if !matches!(self.state, ConnState::Negotiated(_)) {
                 return Err(Violation::NotNegotiated);
@@ -541,6 +574,21 @@ impl ServerConnection {
             return Ok(Some(answered(&hdr, status)));
         }
         self.on_session_message(hdr, msg, &at, env, actions)
+    }
+
+    /// docs/multistream.md 5.1 and 8: a data stream exists only after a grant, and never
+    /// carries the control-only requests.
+    fn check_stream(&self, hdr: &Header) -> Result<(), Violation> {
+        if self.rx_stream == StreamId::CONTROL {
+            return Ok(());
+        }
+        if self.granted_data_streams() == 0 {
+            return Err(Violation::DataStreamNotGranted);
+        }
+        if CONTROL_ONLY.contains(&hdr.command) {
+            return Err(Violation::ControlOnly(hdr.command));
+        }
+        Ok(())
     }
 
     /// Takes the message's credits from the window (MS-SMB2 3.3.5.2.3, 3.3.5.2.5): its charge,
@@ -745,6 +793,7 @@ impl ServerConnection {
                 SigningAlgorithm::HmacSha256
             },
             transport_security: false,
+            data_streams: 0,
         };
         if dialect == Dialect::SMB3_1_1 {
             settled = match self.settle_contexts(&req, settled) {
@@ -763,11 +812,16 @@ impl ServerConnection {
             cipher,
             signing,
             transport_security,
+            data_streams,
         } = settled;
         let mut out_ctx: Vec<NegotiateContext<'_>> = out_ctx;
         // The salt must be filled in the encoded context; rebuild the preauth context with it.
         if let Some(NegotiateContext::PreauthIntegrity { salt: s, .. }) = out_ctx.first_mut() {
             *s = &salt;
+        }
+        let multi_stream = MultiStream::new(data_streams).encode();
+        if data_streams > 0 {
+            out_ctx.push(MultiStream::context(&multi_stream));
         }
 
         let body = self.negotiate_body(dialect, env.now, caps, out_ctx);
@@ -791,6 +845,9 @@ impl ServerConnection {
             transport_security,
             preauth,
         );
+        if let ConnState::Negotiated(n) = &mut self.state {
+            n.data_streams = data_streams;
+        }
         let _ = caps;
         Ok(frame)
     }
@@ -869,6 +926,15 @@ impl ServerConnection {
                 _ => {}
             }
         }
+        // docs/multistream.md 3.3: answered only over QUIC, when offered and possible; a
+        // context we cannot take is ignored, never a reason to fail the NEGOTIATE.
+        if self.transport == Transport::Quic
+            && self.data_stream_limit > 0
+            && let Some(m) = MultiStream::find(&req.contexts)
+            && m.acceptable_request()
+        {
+            s.data_streams = m.streams.min(self.data_stream_limit);
+        }
         Ok(s)
     }
 
@@ -933,6 +999,7 @@ impl ServerConnection {
             signing,
             cipher,
             preauth,
+            data_streams: 0,
         }));
     }
 
@@ -1604,6 +1671,8 @@ struct Settled {
     cipher: Option<Cipher>,
     signing: SigningAlgorithm,
     transport_security: bool,
+    /// Data streams to grant (the response context is added by the caller).
+    data_streams: u16,
 }
 
 /// What SESSION_SETUP needs from the negotiation, copied out once.

@@ -48,4 +48,11 @@ pub enum Violation {
     UnexpectedResponse,
     #[error("validate negotiate mismatch")]
     ValidateNegotiateMismatch,
+    /// A frame on a QUIC data stream of a connection that was granted none
+    /// (docs/multistream.md 8).
+    #[error("data stream without a multi-stream grant")]
+    DataStreamNotGranted,
+    /// A control-only request on a data stream (docs/multistream.md 5.1).
+    #[error("{0:?} on a data stream (control stream only)")]
+    ControlOnly(smbq_wire::Command),
 }

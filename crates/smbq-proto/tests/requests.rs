@@ -474,19 +474,25 @@ fn credits_come_back_when_the_ceiling_lifts() {
 /// unsolicited notifications go on the control stream.
 #[test]
 fn responses_follow_their_request_stream() {
-    let (mut server, mut client) = logged_in();
+    let mut server = Server::with_transport(config(), smbq_proto::engine::Transport::Quic);
+    server.engine.set_data_stream_limit(4);
+    let mut offer = Offer::smb311(&[Cipher::Aes128Gcm], &[SigningAlgorithm::AesGmac]);
+    offer.data_streams = 2;
+    let mut client = Client::new(offer);
+    client.connect(&mut server);
+    client.tree_id = 5;
     let data = StreamId(4);
     let a = client.next_mid;
     server
-        .feed_on(
-            data,
-            &frame(&request(&mut client, Command::CHANGE_NOTIFY, false)),
-        )
+        .feed_on(data, &frame(&request(&mut client, Command::LOCK, false)))
         .unwrap();
-    let echo = client.echo(false);
-    server.feed_on(data, &frame(&echo)).unwrap();
+    let b = client.next_mid;
+    server
+        .feed_on(data, &frame(&request(&mut client, Command::FLUSH, false)))
+        .unwrap();
     server.advance(INTERIM_AFTER);
     server.complete(a, Response::error(NtStatus::CANCELLED));
+    server.complete(b, Response::ok(vec![4, 0, 0, 0]));
     server
         .engine
         .notification(client.session_id, Command::OPLOCK_BREAK, &[0; 24]);
@@ -495,7 +501,8 @@ fn responses_follow_their_request_stream() {
         .into_iter()
         .map(|(s, _)| s)
         .collect();
-    assert_eq!(streams, [data, data, data, StreamId::CONTROL]);
+    // Two interims, two finals on the data stream; the break on the control stream.
+    assert_eq!(streams, [data, data, data, data, StreamId::CONTROL]);
 }
 
 /// One session table for every connection (MS-SMB2 3.3.1.5): a session ended there, as the

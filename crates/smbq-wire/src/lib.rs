@@ -24,6 +24,7 @@ pub mod echo;
 pub mod error_response;
 pub mod ioctl;
 pub mod logoff;
+pub mod multi_stream;
 pub mod negotiate;
 pub mod oplock_break;
 pub mod session_setup;

@@ -41,6 +41,8 @@ crate::open_enum! {
         RDMA_TRANSFORM_CAPABILITIES = 0x0007,
         SIGNING_CAPABILITIES = 0x0008,
         CONTEXTTYPE_RESERVED = 0x0100,
+        /// smbq's multi-stream extension over QUIC (docs/multistream.md, `multi_stream`).
+        SMBQ_MULTI_STREAM = 0x5351,
     }
 }
 

@@ -26,6 +26,9 @@ pub struct ClientConfig {
     pub signing_required: bool,
     /// Offer SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (MS-SMB2 2.2.3.1.5): only over QUIC.
     pub transport_security: bool,
+    /// Data streams to ask for with smbq's multi-stream extension (docs/multistream.md); 0
+    /// offers none. Only offered over QUIC, where the transport can open them.
+    pub data_streams: u16,
     /// Start with an SMB1 multi-protocol NEGOTIATE as the Windows client does (MS-SMB2 3.2.4.2.1).
     pub smb1_first: bool,
     pub client_guid: [u8; 16],
@@ -57,6 +60,7 @@ impl Default for ClientConfig {
             encryption: EncryptionPolicy::Auto,
             signing_required: true,
             transport_security: false,
+            data_streams: 4,
             smb1_first: false,
             client_guid: [0; 16],
             credit_request: 512,

@@ -1,9 +1,11 @@
 //! NEGOTIATE from the client's side (MS-SMB2 3.2.4.2.2, 3.2.5.2).
 
 use smbq_crypto::{Cipher, SigningAlgorithm};
+use smbq_wire::multi_stream::MultiStream;
 use smbq_wire::negotiate::{
-    Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateRequest, NegotiateResponse,
-    SigningAlgorithm as WireSigning, capabilities, security_mode, transport_flags,
+    Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateContextType, NegotiateRequest,
+    NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, security_mode,
+    transport_flags,
 };
 use smbq_wire::smb1_negotiate::{DIALECT_SMB2_002, DIALECT_SMB2_WILDCARD, Smb1NegotiateRequest};
 use smbq_wire::{Command, Dialect, Header, NtStatus, Writer};
@@ -26,6 +28,8 @@ pub struct Negotiated {
     pub transport_security: bool,
     /// The server's SPNEGO hint (negTokenInit2), for mechanism selection.
     pub security_blob: Vec<u8>,
+    /// Data streams the server granted (docs/multistream.md 3); 0 if none.
+    pub data_streams: u16,
 }
 
 impl Negotiated {
@@ -52,6 +56,7 @@ pub fn smb1_negotiate_request() -> Vec<u8> {
 
 /// An SMB2 NEGOTIATE request (header included) with the 3.1.1 contexts when 3.1.1 is offered.
 pub fn negotiate_request(cfg: &ClientConfig, header: &Header, salt: &[u8; 32]) -> Vec<u8> {
+    let multi_stream = MultiStream::new(cfg.data_streams).encode();
     let mut contexts = Vec::new();
     let mut caps = capabilities::LARGE_MTU;
     if cfg.dialects.iter().any(|d| d.is_smb3()) {
@@ -84,6 +89,9 @@ pub fn negotiate_request(cfg: &ClientConfig, header: &Header, salt: &[u8; 32]) -
             contexts.push(NegotiateContext::Transport {
                 flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY,
             });
+        }
+        if cfg.data_streams > 0 {
+            contexts.push(MultiStream::context(&multi_stream));
         }
     }
     let req = NegotiateRequest {
@@ -135,6 +143,7 @@ pub fn parse_negotiate_response(cfg: &ClientConfig, msg: &[u8]) -> Result<Negoti
         max_write: r.max_write_size,
         transport_security: false,
         security_blob: r.security_buffer.to_vec(),
+        data_streams: 0,
     };
     if r.dialect == Dialect::SMB3_1_1 {
         let mut preauth = 0;
@@ -173,6 +182,20 @@ pub fn parse_negotiate_response(cfg: &ClientConfig, msg: &[u8]) -> Result<Negoti
                 NegotiateContext::Transport { flags } => {
                     n.transport_security = cfg.transport_security
                         && flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0;
+                }
+                // docs/multistream.md 3, rule 5: only an answer to our offer, within it.
+                NegotiateContext::Other { context_type, data }
+                    if *context_type == NegotiateContextType::SMBQ_MULTI_STREAM =>
+                {
+                    let granted = MultiStream::decode(data)
+                        .ok()
+                        .filter(|m| cfg.data_streams > 0 && m.acceptable_response(cfg.data_streams))
+                        .ok_or_else(|| {
+                            ClientError::protocol(
+                                "multi-stream context not offered or out of range",
+                            )
+                        })?;
+                    n.data_streams = granted.streams;
                 }
                 _ => {}
             }

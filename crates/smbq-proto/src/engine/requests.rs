@@ -301,6 +301,40 @@ impl ServerConnection {
         }
     }
 
+    /// A data stream was reset by the client (docs/multistream.md 7.2): every request that
+    /// came on it and is not answered is cancelled as a CANCEL would (MS-SMB2 3.3.5.16). Their
+    /// responses still go out on the stream.
+    pub fn cancel_stream(&mut self, stream: StreamId) {
+        let mut running = Vec::new();
+        for run in self.in_flight.chains.values_mut() {
+            if run.stream != stream {
+                continue;
+            }
+            if let Some(cur) = &run.current {
+                running.push((cur.header.message_id, cur.async_id, cur.header.session_id));
+            }
+            for item in &run.pending {
+                if let ChainItem::Run(r) = item
+                    && !run.cancelled.contains(&r.header.message_id)
+                {
+                    run.cancelled.push(r.header.message_id);
+                }
+            }
+        }
+        for (message_id, async_id, session_id) in running {
+            self.actions.push_back(Action::Cancel {
+                message_id,
+                async_id,
+                session_id,
+            });
+        }
+    }
+
+    /// Whether a request that came on `stream` still owes its response.
+    pub fn stream_busy(&self, stream: StreamId) -> bool {
+        self.in_flight.chains.values().any(|c| c.stream == stream)
+    }
+
     /// Runs the chain forward until a request must go to the server or the chain is done.
     fn advance(&mut self, chain: u64, now: Instant, mut charges: Option<Vec<(u64, u16)>>) {
         let Some(run) = self.in_flight.chains.get_mut(&chain) else {

@@ -18,9 +18,10 @@ use smbq_proto::engine::{Action, Env, ServerConnection, StreamId, Transport};
 use smbq_proto::framing::Deframer;
 use smbq_proto::{EngineConfig, Limits, Request, Response, SessionTable, Violation};
 use smbq_wire::header::{NEXT_COMMAND_OFFSET, flags};
+use smbq_wire::multi_stream::MultiStream;
 use smbq_wire::negotiate::{
-    Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateRequest, NegotiateResponse,
-    SigningAlgorithm as WireSigning, capabilities, transport_flags,
+    Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateContextType, NegotiateRequest,
+    NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, transport_flags,
 };
 use smbq_wire::session_setup::{SessionSetupRequest, SessionSetupResponse, security_mode};
 use smbq_wire::transform::{TRANSFORM_HEADER_LEN, TransformHeader};
@@ -281,6 +282,10 @@ pub struct Offer {
     pub setup_security_mode: u8,
     /// Offer SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (as a QUIC client does).
     pub transport_security: bool,
+    /// Data streams asked for with smbq's multi-stream context (docs/multistream.md); 0: none.
+    pub data_streams: u16,
+    /// Send this raw Data in the multi-stream context instead (malformed offers).
+    pub data_streams_raw: Option<Vec<u8>>,
 }
 
 impl Offer {
@@ -292,6 +297,8 @@ impl Offer {
             capabilities: capabilities::LARGE_MTU,
             setup_security_mode: security_mode::SIGNING_ENABLED,
             transport_security: false,
+            data_streams: 0,
+            data_streams_raw: None,
         }
     }
 
@@ -316,6 +323,8 @@ impl Offer {
                 security_mode::SIGNING_ENABLED | security_mode::SIGNING_REQUIRED
             },
             transport_security: false,
+            data_streams: 0,
+            data_streams_raw: None,
         }
     }
 }
@@ -332,6 +341,8 @@ pub struct Negotiated {
     pub salt_len: usize,
     /// The server answered SMB2_TRANSPORT_CAPABILITIES with ACCEPT_TRANSPORT_LEVEL_SECURITY.
     pub transport_security: bool,
+    /// The multi-stream context the server answered, if any.
+    pub multi_stream: Option<MultiStream>,
 }
 
 /// The result of a whole SESSION_SETUP exchange.
@@ -506,6 +517,8 @@ impl Client {
     pub fn negotiate_request(&mut self) -> Vec<u8> {
         let mut contexts = Vec::new();
         let salt = [0x42u8; 32];
+        let multi = MultiStream::new(self.offer.data_streams).encode();
+        let raw = self.offer.data_streams_raw.clone().unwrap_or_default();
         if self.offer.dialects.contains(&Dialect::SMB3_1_1) {
             contexts.push(NegotiateContext::PreauthIntegrity {
                 hash_algorithms: vec![HashAlgorithm::SHA512],
@@ -525,6 +538,14 @@ impl Client {
                 contexts.push(NegotiateContext::Transport {
                     flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY,
                 });
+            }
+            if self.offer.data_streams_raw.is_some() {
+                contexts.push(NegotiateContext::Other {
+                    context_type: NegotiateContextType::SMBQ_MULTI_STREAM,
+                    data: &raw,
+                });
+            } else if self.offer.data_streams > 0 {
+                contexts.push(MultiStream::context(&multi));
             }
             if !self.offer.signing.is_empty() {
                 contexts.push(NegotiateContext::Signing {
@@ -559,6 +580,7 @@ impl Client {
         let mut signing = SigningAlgorithm::default_for_dialect(r.dialect.0);
         let mut salt_len = 0;
         let mut transport_security = false;
+        let multi_stream = MultiStream::find(&r.contexts);
         if r.dialect == Dialect::SMB3_1_1 {
             self.conn_preauth.update(req);
             self.conn_preauth.update(&resp.bytes);
@@ -598,6 +620,7 @@ impl Client {
             contexts_seen: r.contexts.len(),
             salt_len,
             transport_security,
+            multi_stream,
         };
         self.negotiated = Some(n.clone());
         n
