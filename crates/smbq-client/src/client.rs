@@ -101,6 +101,13 @@ impl Client {
         self.shared.kind
     }
 
+    /// Data streams open on this connection (smbq's multi-stream extension over QUIC,
+    /// docs/multistream.md); they open as requests need them, up to the number granted in
+    /// [`Self::negotiated`].
+    pub async fn data_streams(&self) -> usize {
+        self.shared.data_streams().await
+    }
+
     /// Frames sent on this connection so far (requests, compounds, acknowledgments and
     /// cancels each count once): what a caller counting round trips compares.
     pub fn frames_sent(&self) -> u64 {

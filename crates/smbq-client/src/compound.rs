@@ -111,9 +111,14 @@ impl Shared {
             })
             .collect();
         let p = protect.clone();
-        self.call_many(&slots, session_id, tree_id, protect, move |_, headers| {
-            layout(headers, parts, &p)
-        })
+        self.call_many(
+            &slots,
+            session_id,
+            tree_id,
+            protect,
+            crate::conn::Lane::Any,
+            move |_, headers| layout(headers, parts, &p),
+        )
         .await
     }
 }

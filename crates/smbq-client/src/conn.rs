@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use smbq_proto::client::{ClientConfig, Incoming, Negotiated, SessionCrypto, split_compound};
 use smbq_proto::framing::{Deframer, frame_header};
-use smbq_transport::{ChunkRead, ChunkWrite, Connection, TransportKind};
+use smbq_transport::{ChunkRead, ChunkWrite, Connection, StreamOpener, TransportKind};
 use smbq_wire::cancel::CancelRequest;
 use smbq_wire::oplock_break::{
     LeaseBreakAck, OplockBreak, OplockBreakFromServer, lease_break_flags,
@@ -45,6 +45,8 @@ struct State {
 }
 
 pub(crate) struct Shared {
+    /// This connection itself, for the tasks of streams opened later.
+    me: Weak<Shared>,
     pub(crate) config: ClientConfig,
     pub(crate) kind: TransportKind,
     state: Mutex<State>,
@@ -64,6 +66,48 @@ pub(crate) struct Shared {
     /// Acknowledgments to send, taken by the task `start` spawns (the reader must not wait).
     /// Bounded: a server flooding breaks gets the excess dropped, not our memory.
     acks: mpsc::Sender<(BreakTarget, Vec<u8>)>,
+    /// The data streams of smbq's multi-stream extension (docs/multistream.md). An async
+    /// lock: a stream is opened under it the first time a request needs it.
+    lanes: tokio::sync::Mutex<Lanes>,
+}
+
+/// Which stream a request goes on (docs/multistream.md 10).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// The next data stream round-robin (requests without an open: CREATE, TREE_CONNECT).
+    #[default]
+    Any,
+    /// Every request naming this open (FileId.Persistent) on one data stream.
+    Open(u64),
+    /// The control stream.
+    Control,
+}
+
+/// Data streams and what opens them.
+struct Lanes {
+    opener: Option<Arc<dyn StreamOpener>>,
+    /// One slot per granted stream, filled when a request first needs it.
+    writers: Vec<Option<mpsc::UnboundedSender<Vec<Bytes>>>>,
+    next: usize,
+    /// Opening failed or timed out: everything stays on the control stream.
+    off: bool,
+}
+
+/// How long opening a data stream may wait for the server's grant (it comes with the first
+/// session, docs/multistream.md 4.2) before the client gives up on data streams.
+const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Requests that travel on the control stream only (docs/multistream.md 5.1).
+fn control_only(command: Command) -> bool {
+    matches!(
+        command,
+        Command::NEGOTIATE
+            | Command::SESSION_SETUP
+            | Command::LOGOFF
+            | Command::ECHO
+            | Command::CANCEL
+            | Command::CHANGE_NOTIFY
+    )
 }
 
 /// A lease held through open `persistent`: its breaks are acknowledged on that open's
@@ -110,6 +154,8 @@ pub(crate) struct Outgoing {
     /// Sent again after a broken connection, not answered the first time: flagged
     /// SMB2_FLAGS_REPLAY_OPERATION (MS-SMB2 2.2.1, 3.x only).
     pub(crate) replay: bool,
+    /// The stream it goes on when the connection has data streams.
+    pub(crate) lane: Lane,
 }
 
 /// Removes the pending entries and cancels the requests when the caller's future is dropped
@@ -151,10 +197,15 @@ pub(crate) struct Slot {
 }
 
 impl Shared {
-    pub(crate) fn start(conn: Connection, config: ClientConfig) -> Arc<Self> {
+    pub(crate) fn start(conn: Connection, mut config: ClientConfig) -> Arc<Self> {
+        // Offered only where the transport can open the streams (docs/multistream.md 3.1).
+        if conn.opener.is_none() {
+            config.data_streams = 0;
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let (acks, ack_rx) = mpsc::channel(MAX_QUEUED_ACKS);
-        let shared = Arc::new(Self {
+        let shared = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             config,
             kind: conn.kind,
             state: Mutex::new(State {
@@ -172,11 +223,81 @@ impl Shared {
             leases: Mutex::new(HashMap::new()),
             frames_sent: AtomicU64::new(0),
             acks,
+            lanes: tokio::sync::Mutex::new(Lanes {
+                opener: conn.opener,
+                writers: Vec::new(),
+                next: 0,
+                off: false,
+            }),
         });
         tokio::spawn(ack_task(ack_rx, Arc::downgrade(&shared)));
-        tokio::spawn(writer_task(conn.writer, rx, Arc::downgrade(&shared)));
-        tokio::spawn(reader_task(conn.reader, Arc::downgrade(&shared)));
+        tokio::spawn(writer_task(conn.writer, rx, Arc::downgrade(&shared), true));
+        tokio::spawn(reader_task(conn.reader, Arc::downgrade(&shared), true));
         shared
+    }
+
+    /// How many data streams are open (docs/multistream.md); they open as requests need them.
+    pub(crate) async fn data_streams(&self) -> usize {
+        self.lanes.lock().await.writers.iter().flatten().count()
+    }
+
+    /// The writer a request goes to (docs/multistream.md 10): control-only requests and
+    /// connections without data streams use the control stream; a request naming an open
+    /// uses the stream its FileId maps to, others the next one round-robin. A stream is
+    /// opened the first time a request needs it; only after the first session is valid does
+    /// the server grant them (4.2), and requests sent before that use the control stream.
+    async fn writer_for(&self, lane: Lane, command: Command) -> mpsc::UnboundedSender<Vec<Bytes>> {
+        let granted = self
+            .negotiated
+            .lock()
+            .as_ref()
+            .map_or(0, |n| usize::from(n.data_streams));
+        let has_session = !self.state.lock().sessions.is_empty();
+        if granted == 0 || !has_session || lane == Lane::Control || control_only(command) {
+            return self.tx.clone();
+        }
+        let mut lanes = self.lanes.lock().await;
+        if lanes.off {
+            return self.tx.clone();
+        }
+        if lanes.writers.len() != granted {
+            lanes.writers.resize(granted, None);
+        }
+        let i = match lane {
+            Lane::Open(persistent) => (persistent % granted as u64) as usize,
+            _ => {
+                lanes.next = lanes.next.wrapping_add(1);
+                lanes.next % granted
+            }
+        };
+        if let Some(Some(tx)) = lanes.writers.get(i) {
+            return tx.clone();
+        }
+        let Some(opener) = lanes.opener.clone() else {
+            return self.tx.clone();
+        };
+        let stream = match tokio::time::timeout(OPEN_TIMEOUT, opener.open()).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "data stream not opened; using the control stream");
+                lanes.off = true;
+                return self.tx.clone();
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "the server granted no data stream in time; using the control stream"
+                );
+                lanes.off = true;
+                return self.tx.clone();
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(writer_task(stream.writer, rx, self.me.clone(), false));
+        tokio::spawn(reader_task(stream.reader, self.me.clone(), false));
+        if let Some(slot) = lanes.writers.get_mut(i) {
+            *slot = Some(tx.clone());
+        }
+        tx
     }
 
     pub(crate) fn set_negotiated(&self, n: Negotiated) {
@@ -345,15 +466,16 @@ impl Shared {
             body,
             payload,
             replay,
+            lane,
             ..
         } = out;
         let p = protect.clone();
         self.call_with(
-            command,
+            Slot { command, charge },
             session_id,
             tree_id,
-            charge,
             protect,
+            lane,
             move |s, h| {
                 if replay {
                     let mut h = h.clone();
@@ -376,11 +498,11 @@ impl Shared {
         build: impl FnOnce(&Header) -> Vec<u8>,
     ) -> Result<Incoming, Error> {
         self.call_with(
-            command,
+            Slot { command, charge: 1 },
             session_id,
             0,
-            1,
             Protect::default(),
+            Lane::Control,
             move |_, h| {
                 let m = build(h);
                 Ok(vec![
@@ -394,19 +516,20 @@ impl Shared {
 
     async fn call_with(
         &self,
-        command: Command,
+        slot: Slot,
         session_id: u64,
         tree_id: u32,
-        charge: u16,
         protect: Protect,
+        lane: Lane,
         build: impl FnOnce(&Self, &Header) -> Result<Vec<Bytes>, Error>,
     ) -> Result<Incoming, Error> {
         let mut answers = self
             .call_many(
-                &[Slot { command, charge }],
+                &[slot],
                 session_id,
                 tree_id,
                 protect,
+                lane,
                 move |s, headers| match headers.first() {
                     Some(h) => build(s, h),
                     None => Err(Error::Protocol("no header".into())),
@@ -427,6 +550,7 @@ impl Shared {
         session_id: u64,
         tree_id: u32,
         protect: Protect,
+        lane: Lane,
         build: impl FnOnce(&Self, &[Header]) -> Result<Vec<Bytes>, Error>,
     ) -> Result<Vec<Result<Incoming, Error>>, Error> {
         let total: u32 = slots.iter().map(|s| u32::from(s.charge)).sum();
@@ -484,8 +608,9 @@ impl Shared {
                 ..Default::default()
             })
             .collect();
+        let first = slots.first().map_or(Command::ECHO, |s| s.command);
         match build(self, &headers) {
-            Ok(segs) => self.send_frame(segs)?,
+            Ok(segs) => self.send_frame_on(self.writer_for(lane, first).await, segs)?,
             Err(e) => {
                 waiter.done = true;
                 let mut st = self.state.lock();
@@ -569,14 +694,25 @@ impl Shared {
         if self.is_dead().is_some() {
             return;
         }
-        // An empty batch tells the writer to shut the stream down.
+        // An empty batch tells a writer to shut its stream down.
+        for lane in self.lanes.lock().await.writers.drain(..).flatten() {
+            let _ = lane.send(Vec::new());
+        }
         let _ = self.tx.send(Vec::new());
         let _ = tokio::time::timeout(timeout, ended).await;
     }
 
     fn send_frame(&self, segs: Vec<Bytes>) -> Result<(), Error> {
+        self.send_frame_on(self.tx.clone(), segs)
+    }
+
+    fn send_frame_on(
+        &self,
+        tx: mpsc::UnboundedSender<Vec<Bytes>>,
+        segs: Vec<Bytes>,
+    ) -> Result<(), Error> {
         self.frames_sent.fetch_add(1, Ordering::Relaxed);
-        self.tx.send(segs).map_err(|_| {
+        tx.send(segs).map_err(|_| {
             Error::Disconnected(self.is_dead().unwrap_or_else(|| "writer stopped".into()))
         })
     }
@@ -742,11 +878,17 @@ fn verify(
     }
 }
 
+/// Sends one stream's frames in order. On a data stream each batch goes at the priority its
+/// size gives (docs/multistream.md 9): metadata ahead of WRITE data on the other streams.
 async fn writer_task(
     mut writer: Box<dyn ChunkWrite>,
     mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
     shared: std::sync::Weak<Shared>,
+    control: bool,
 ) {
+    if control {
+        writer.set_priority(smbq_transport::PRIORITY_CONTROL);
+    }
     while let Some(first) = rx.recv().await {
         if first.is_empty() {
             break;
@@ -764,6 +906,11 @@ async fn writer_task(
                 Err(_) => break,
             }
         }
+        if !control {
+            writer.set_priority(smbq_transport::priority_for(
+                chunks.iter().map(Bytes::len).sum(),
+            ));
+        }
         if let Err(e) = writer.write_chunks(&mut chunks).await {
             if let Some(s) = shared.upgrade() {
                 s.die(format!("send failed: {e}"));
@@ -774,11 +921,18 @@ async fn writer_task(
     let _ = writer.shutdown().await;
 }
 
-async fn reader_task(mut reader: Box<dyn ChunkRead>, shared: std::sync::Weak<Shared>) {
+/// Reads one stream's frames. The control stream's end is the connection's; a data stream
+/// ends quietly after the server finished it (docs/multistream.md 7.1).
+async fn reader_task(
+    mut reader: Box<dyn ChunkRead>,
+    shared: std::sync::Weak<Shared>,
+    control: bool,
+) {
     let mut deframer = Deframer::new();
     let reason = loop {
         let chunk = match reader.read_chunk().await {
             Ok(Some(c)) => c,
+            Ok(None) if !control => return,
             Ok(None) => break "the server closed the connection".to_string(),
             Err(e) => break format!("receive failed: {e}"),
         };
@@ -825,6 +979,7 @@ async fn ack_task(mut rx: mpsc::Receiver<(BreakTarget, Vec<u8>)>, shared: Weak<S
             payload: None,
             io_size: 0,
             replay: false,
+            lane: Lane::Control,
         };
         if let Err(e) = s.call(out, target.protect).await {
             tracing::debug!(error = %e, "oplock break acknowledgment failed");

@@ -72,7 +72,9 @@ async fn close(tree: &Tree, id: FileId) -> Result<(), Error> {
         file_id: id,
     }
     .encode(&mut w);
-    let r = tree.send(Command::CLOSE, w.into_vec(), None, 0).await?;
+    let r = tree
+        .send_for(id, Command::CLOSE, w.into_vec(), None, 0, false)
+        .await?;
     check(&r, "CLOSE")
 }
 
@@ -149,11 +151,13 @@ impl File {
         let r = self
             .inner
             .tree
-            .send(
+            .send_for(
+                self.inner.id,
                 Command::READ,
                 read_body(self.inner.id, offset, len),
                 None,
                 len as usize,
+                false,
             )
             .await?;
         read_data(&r, len)
@@ -177,7 +181,14 @@ impl File {
         let replay = offset < self.inner.replay_below.load(Ordering::Relaxed)
             && tree.session().client().negotiated().dialect.is_smb3();
         let r = tree
-            .send_as(Command::WRITE, body, Some(data), len as usize, replay)
+            .send_for(
+                self.inner.id,
+                Command::WRITE,
+                body,
+                Some(data),
+                len as usize,
+                replay,
+            )
             .await?;
         check(&r, "WRITE")?;
         Ok(WriteResponse::decode(&r.msg)?.count)
@@ -201,7 +212,7 @@ impl File {
         let r = self
             .inner
             .tree
-            .send(Command::FLUSH, w.into_vec(), None, 0)
+            .send_for(self.inner.id, Command::FLUSH, w.into_vec(), None, 0, false)
             .await?;
         check(&r, "FLUSH")
     }
@@ -220,7 +231,14 @@ impl File {
         let r = self
             .inner
             .tree
-            .send(Command::QUERY_INFO, w.into_vec(), None, max as usize)
+            .send_for(
+                self.inner.id,
+                Command::QUERY_INFO,
+                w.into_vec(),
+                None,
+                max as usize,
+                false,
+            )
             .await?;
         check(&r, "QUERY_INFO")?;
         let b = QueryInfoResponse::decode(&r.msg)?.buffer;
@@ -232,11 +250,13 @@ impl File {
         let r = self
             .inner
             .tree
-            .send(
+            .send_for(
+                self.inner.id,
                 Command::SET_INFO,
                 set_info_body(self.inner.id, class, &buffer),
                 None,
                 buffer.len(),
+                false,
             )
             .await?;
         check(&r, "SET_INFO")
@@ -265,7 +285,14 @@ impl File {
         let part = query_dir_part(self.inner.id, pattern, restart);
         self.inner
             .tree
-            .send(part.command, part.body, None, part.io_size)
+            .send_for(
+                self.inner.id,
+                part.command,
+                part.body,
+                None,
+                part.io_size,
+                false,
+            )
             .await
     }
 

@@ -96,6 +96,7 @@ impl Session {
                 payload,
                 io_size,
                 replay: false,
+                lane: crate::conn::Lane::Any,
             },
             tree_encrypt,
         )

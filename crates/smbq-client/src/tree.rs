@@ -11,6 +11,7 @@ use smbq_wire::fscc::file_info::RenameInfo;
 use smbq_wire::tree_connect::TreeDisconnectRequest;
 use smbq_wire::{Command, FileId, NtStatus, Writer};
 
+use crate::conn::Lane;
 use crate::file::File;
 use crate::session::{Session, check};
 use crate::{DirEntry, Error, Metadata};
@@ -123,6 +124,27 @@ impl Tree {
         self.send_as(command, body, payload, io_size, false).await
     }
 
+    /// [`Self::send`] for a request naming an open: on its data stream, if any.
+    pub(crate) async fn send_for(
+        &self,
+        open: FileId,
+        command: Command,
+        body: Vec<u8>,
+        payload: Option<bytes::Bytes>,
+        io_size: usize,
+        replay: bool,
+    ) -> Result<smbq_proto::client::Incoming, Error> {
+        self.send_out(
+            command,
+            body,
+            payload,
+            io_size,
+            replay,
+            Lane::Open(open.persistent),
+        )
+        .await
+    }
+
     /// [`Self::send`], flagged as a replay when `replay` (see `File::replay_writes_below`).
     pub(crate) async fn send_as(
         &self,
@@ -132,6 +154,19 @@ impl Tree {
         io_size: usize,
         replay: bool,
     ) -> Result<smbq_proto::client::Incoming, Error> {
+        self.send_out(command, body, payload, io_size, replay, Lane::Any)
+            .await
+    }
+
+    async fn send_out(
+        &self,
+        command: Command,
+        body: Vec<u8>,
+        payload: Option<bytes::Bytes>,
+        io_size: usize,
+        replay: bool,
+        lane: Lane,
+    ) -> Result<smbq_proto::client::Incoming, Error> {
         let out = crate::conn::Outgoing {
             command,
             session_id: self.session.id(),
@@ -140,6 +175,7 @@ impl Tree {
             payload,
             io_size,
             replay,
+            lane,
         };
         self.session.send_out(out, self.encrypt).await
     }

@@ -52,6 +52,10 @@ pub trait ChunkWrite: Send {
     /// Ends the stream (QUIC FIN / TCP `shutdown(Write)`); bytes written before are still
     /// delivered.
     fn shutdown(&mut self) -> IoFuture<'_, ()>;
+
+    /// Sending priority of this stream against the connection's others (higher first; QUIC
+    /// only, local: nothing is signalled). A no-op where there is one stream.
+    fn set_priority(&mut self, _priority: i32) {}
 }
 
 /// Drops the first `n` written bytes from `chunks`, emptying whole chunks first; returns the

@@ -14,6 +14,7 @@ mod certs;
 mod chunk_io;
 mod client_auth;
 mod client_tls;
+mod more_streams;
 #[cfg(feature = "msquic")]
 mod msquic;
 mod quic;
@@ -25,9 +26,13 @@ pub use crate::certs::{CertEntry, CertStore, fingerprint, fingerprint_hex};
 pub use crate::chunk_io::{ChunkRead, ChunkWrite, IoFuture};
 pub use crate::client_auth::{ClientAuth, ClientPolicy};
 pub use crate::client_tls::{QuicClientConfig, QuicConnectError, ServerTrust};
+pub use crate::more_streams::{
+    BULK_BYTES, DataStream, PRIORITY_BULK, PRIORITY_CONTROL, PRIORITY_SMALL, StreamGate,
+    StreamOpener, priority_for,
+};
 pub use crate::quic::{
-    ALPN, CLOSE_EXTRA_STREAM, CLOSE_NO_STREAM, CLOSE_NORMAL, Congestion, MAX_MTU_UPPER_BOUND,
-    MIN_MTU, QuicListenerStats, QuicSettings, UdpBuffers,
+    ALPN, CLOSE_EXTRA_STREAM, CLOSE_NO_STREAM, CLOSE_NORMAL, Congestion, MAX_DATA_STREAMS,
+    MAX_MTU_UPPER_BOUND, MIN_MTU, QuicListenerStats, QuicSettings, UdpBuffers,
 };
 pub use crate::quinn::{QuicClient, QuicListener};
 pub use crate::stack::{QuicAcceptor, QuicConnector, QuicStack};
@@ -54,6 +59,11 @@ pub struct Connection {
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub kind: TransportKind,
+    /// Server side of a QUIC connection that may carry data streams (docs/multistream.md);
+    /// None on TCP, on MsQuic, and with `[quic] max_streams = 0`.
+    pub gate: Option<Box<dyn StreamGate>>,
+    /// Client side: opens data streams on the same QUIC connection.
+    pub opener: Option<std::sync::Arc<dyn StreamOpener>>,
 }
 
 impl std::fmt::Debug for Connection {

@@ -19,6 +19,9 @@ pub const CLOSE_NO_STREAM: u32 = 2;
 /// admitted meanwhile). Before the handshake the refusal is QUIC's CONNECTION_REFUSED.
 pub const CLOSE_REFUSED: u32 = 3;
 
+/// The most data streams one connection may be granted (docs/multistream.md 3, rule 4).
+pub const MAX_DATA_STREAMS: u16 = 64;
+
 /// The largest MTU-discovery bound that is safe: quinn batches up to 10 segments per GSO send
 /// and the kernel rejects batches over 64 KiB (quinn #2201), so 10 x 6500 must stay below it.
 pub const MAX_MTU_UPPER_BOUND: u16 = 6500;
@@ -125,6 +128,9 @@ pub struct QuicSettings {
     /// The QUIC implementation: quinn (default) or MsQuic (builds with the `msquic`
     /// feature). Both serve the same ALPN, certificates and tuning (`crate::stack`).
     pub stack: crate::QuicStack,
+    /// Data streams a connection may be granted by smbq's multi-stream extension
+    /// (docs/multistream.md), 0..=64; 0 turns it off (8).
+    pub max_streams: u16,
 }
 
 impl Default for QuicSettings {
@@ -142,6 +148,7 @@ impl Default for QuicSettings {
             accept_transport_security: true,
             congestion: Congestion::Bbr,
             io_thread: false,
+            max_streams: 8,
             stack: crate::QuicStack::Quinn,
         }
     }

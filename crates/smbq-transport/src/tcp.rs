@@ -68,6 +68,8 @@ fn connection(stream: TcpStream, peer: SocketAddr) -> io::Result<Connection> {
         peer,
         local,
         kind: TransportKind::Tcp,
+        gate: None,
+        opener: None,
     })
 }
 

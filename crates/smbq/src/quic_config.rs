@@ -53,6 +53,9 @@ pub struct QuicConfig {
     pub io_thread: Option<bool>,
     /// QUIC implementation: "quinn" (default) or "msquic" (in builds with the msquic feature).
     pub stack: Option<String>,
+    /// Data streams granted per connection to clients of smbq's multi-stream extension
+    /// (docs/multistream.md), 0..=64; 0 = off. Default 8.
+    pub max_streams: Option<u16>,
     /// Append TLS secrets (NSS key-log format) to this file; `SSLKEYLOGFILE` does the same.
     pub keylog: Option<PathBuf>,
 }
@@ -182,6 +185,14 @@ impl QuicConfig {
                     "[quic] {name} = {v}: must be 65536..={WINDOW_MAX} bytes"
                 ));
             }
+        }
+        if let Some(n) = self.max_streams
+            && n > smbq_transport::MAX_DATA_STREAMS
+        {
+            return Err(format!(
+                "[quic] max_streams = {n}: must be 0..={}",
+                smbq_transport::MAX_DATA_STREAMS
+            ));
         }
         if self.idle_timeout_secs == Some(0) {
             return Err("[quic] idle_timeout_secs must be at least 1".into());

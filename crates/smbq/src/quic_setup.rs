@@ -45,6 +45,7 @@ pub fn settings(q: &QuicConfig) -> QuicSettings {
             .and_then(|c| c.parse().ok())
             .unwrap_or(d.congestion),
         io_thread: q.io_thread.unwrap_or(d.io_thread),
+        max_streams: q.max_streams.unwrap_or(d.max_streams),
         stack: q
             .stack
             .as_deref()

@@ -44,6 +44,11 @@ pub async fn start(encrypt: EncryptPolicy) -> TestServer {
 }
 
 pub async fn start_with(encrypt: EncryptPolicy, quic: bool) -> TestServer {
+    start_quic_with(encrypt, quic.then(QuicSettings::default)).await
+}
+
+/// A server whose QUIC listener (if any) runs with `quic`.
+pub async fn start_quic_with(encrypt: EncryptPolicy, quic: Option<QuicSettings>) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let share = dir.path().join("share");
     std::fs::create_dir(&share).unwrap();
@@ -78,8 +83,8 @@ pub async fn start_with(encrypt: EncryptPolicy, quic: bool) -> TestServer {
     };
     let rt = Runtime::new(server, Arc::new(engine), Arc::new(accounts));
     let shutdown = Shutdown::new();
-    let (quic, pin) = if quic {
-        let (listener, pin) = quic_listener();
+    let (quic, pin) = if let Some(settings) = quic {
+        let (listener, pin) = quic_listener(settings);
         let addr = listener.local_addr().unwrap();
         let rt = rt.clone();
         let sd = shutdown.clone();
@@ -163,7 +168,7 @@ pub async fn get(tree: &Tree, path: &str) -> Vec<u8> {
 }
 
 /// A QUIC listener on loopback with a fresh self-signed certificate; returns its pin.
-fn quic_listener() -> (QuicListener, [u8; 32]) {
+fn quic_listener(settings: QuicSettings) -> (QuicListener, [u8; 32]) {
     let key = rcgen::KeyPair::generate().unwrap();
     let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
     let cert = params.self_signed(&key).unwrap();
@@ -180,7 +185,6 @@ fn quic_listener() -> (QuicListener, [u8; 32]) {
         client_auth: ClientAuth::default(),
         keylog: None,
     };
-    let l =
-        QuicListener::bind("127.0.0.1:0".parse().unwrap(), tls, QuicSettings::default()).unwrap();
+    let l = QuicListener::bind("127.0.0.1:0".parse().unwrap(), tls, settings).unwrap();
     (l, pin)
 }

@@ -5,7 +5,7 @@
 //! each, it applies what the engine asks (`poll_action`) and sends what it built
 //! (`poll_transmit`) on the stream each frame names.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use smbq_proto::ConnView;
 use smbq_proto::engine::{Action, Env, ServerConnection, StreamId, Transmit, Transport};
-use smbq_transport::{Connection, TransportKind};
+use smbq_transport::{Connection, DataStream, StreamGate, TransportKind};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -23,6 +23,10 @@ use super::exec::{self, Done};
 use super::reader::{self, FrameLimit, Inbound};
 use super::{ConnError, Runtime, Shutdown, writer};
 use crate::backlog::Backlog;
+
+mod data_streams;
+
+use data_streams::{DataStreams, accept_stream};
 
 /// What woke the connection loop.
 enum Event {
@@ -37,6 +41,11 @@ enum Event {
     Drained,
     /// The client left (its stream ended, or a write failed) while the backlog was full.
     Gone,
+    /// A data stream the client opened (docs/multistream.md 4); None once the gate is closed.
+    Stream(Option<DataStream>),
+    /// Sending on a data stream failed: the client stopped reading responses it is owed
+    /// (docs/multistream.md 7.3).
+    StreamFailed,
     Shutdown,
 }
 
@@ -69,6 +78,8 @@ struct ConnLoop {
     view: Option<Arc<ConnView>>,
     rng: rand::rngs::OsRng,
     authenticated: bool,
+    /// The data streams (docs/multistream.md), when the transport can carry them.
+    streams: DataStreams,
 }
 
 /// What the loop waits on besides its own state.
@@ -80,6 +91,8 @@ struct Inputs {
     deadline: tokio::time::Instant,
     /// Cancelled by the reader at the stream's end and by the writer when a write fails.
     gone: CancellationToken,
+    /// The QUIC connection's further streams, if it may have any.
+    gate: Option<Box<dyn StreamGate>>,
 }
 
 /// The connection's other tasks, stopped or awaited when it ends.
@@ -106,6 +119,9 @@ pub(super) async fn run_connection(
         t.cancel();
     }
     tasks.reader.abort();
+    for r in &c.streams.readers {
+        r.abort();
+    }
     let ConnLoop {
         engine, writers, ..
     } = c;
@@ -125,19 +141,21 @@ fn start(
         writer,
         peer,
         kind,
+        gate,
         ..
     } = conn;
     let transport = match kind {
         TransportKind::Tcp => Transport::Tcp,
         TransportKind::Quic => Transport::Quic,
     };
-    let engine = ServerConnection::new(
+    let mut engine = ServerConnection::new(
         rt.engine.clone(),
         rt.server.session_table().clone(),
         id,
         peer.to_string(),
         transport,
     );
+    engine.set_data_stream_limit(gate.as_ref().map_or(0, |g| g.limit()));
     let limits = &rt.engine.limits;
     let backlog = Backlog::new(
         limits.max_pending_bytes,
@@ -148,7 +166,13 @@ fn start(
     // in it and the loop stops taking frames while it is full (crate::backlog).
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Vec<Bytes>>();
     let gone = CancellationToken::new();
-    let writer = writer::spawn(writer, out_rx, backlog.queued.clone(), gone.clone());
+    let writer = writer::spawn(
+        writer,
+        out_rx,
+        backlog.queued.clone(),
+        gone.clone(),
+        writer::Role::Control,
+    );
     // Every running request sends one Done; `max_in_flight` bounds how many run.
     let (done_tx, done) = mpsc::channel::<Done>(limits.max_in_flight.max(1));
     // Pushes are bounded by what the connection's sessions hold (one break per open at most).
@@ -157,6 +181,15 @@ fn start(
     let frame_limit: FrameLimit = Arc::new(engine.frame_limit().into());
     let (in_tx, inbound) = mpsc::channel::<Inbound>(reader::QUEUED_BATCHES);
     let chunked = kind == TransportKind::Quic;
+    let streams = DataStreams {
+        to_grant: None,
+        granted: false,
+        next_id: 1,
+        closing: HashSet::new(),
+        readers: Vec::new(),
+        inbound: in_tx.clone(),
+        failed: CancellationToken::new(),
+    };
     let reader = reader::spawn(
         StreamId::CONTROL,
         reader,
@@ -182,6 +215,7 @@ fn start(
         view: None,
         rng: rand::rngs::OsRng,
         authenticated: false,
+        streams,
     };
     let inputs = Inputs {
         inbound,
@@ -189,6 +223,7 @@ fn start(
         push,
         deadline,
         gone,
+        gate,
     };
     (c, inputs, Tasks { reader, writer })
 }
@@ -203,6 +238,11 @@ impl ConnLoop {
         if !self.waiting.is_empty() && !full {
             return Event::Waiting;
         }
+        if let (Some(n), Some(gate)) = (self.streams.to_grant.take(), inputs.gate.as_mut()) {
+            gate.grant(n);
+            self.streams.granted = true;
+        }
+        let accepting = self.streams.granted && inputs.gate.is_some();
         let timer = self.engine.poll_timeout();
         tokio::select! {
             r = inputs.inbound.recv(), if !full => Event::Inbound(r),
@@ -214,6 +254,14 @@ impl ConnLoop {
             // that left must not keep its requests, opens and slot until they drain.
             () = inputs.gone.cancelled(), if full => Event::Gone,
             () = tokio::time::sleep_until(inputs.deadline), if !self.authenticated => Event::Idle,
+            s = accept_stream(&mut inputs.gate), if accepting => {
+                if s.is_none() {
+                    // The QUIC connection is gone; its control stream tells the rest.
+                    inputs.gate = None;
+                }
+                Event::Stream(s)
+            }
+            () = self.streams.failed.cancelled() => Event::StreamFailed,
             () = self.shutdown.cancelled() => Event::Shutdown,
         }
     }
@@ -226,11 +274,21 @@ impl ConnLoop {
                 self.take_frames().await
             }
             Event::Waiting => self.take_frames().await,
-            // The control stream's end is the connection's; no other stream exists yet.
+            // The control stream's end is the connection's (docs/multistream.md 7).
             Event::Inbound(Some(Inbound::Closed(stream, r))) if stream == StreamId::CONTROL => {
                 return Some(r);
             }
-            Event::Inbound(Some(Inbound::Closed(..))) => Ok(()),
+            Event::Inbound(Some(Inbound::Closed(stream, r))) => self.data_stream_ended(stream, r),
+            Event::Stream(Some(s)) => {
+                self.add_stream(s);
+                Ok(())
+            }
+            // The gate is gone with the QUIC connection; the control stream notices too.
+            Event::Stream(None) => Ok(()),
+            Event::StreamFailed => Err(ConnError::Io(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "client stopped reading a data stream it is owed responses on",
+            ))),
             Event::Inbound(None) | Event::Shutdown | Event::Gone => return Some(Ok(())),
             Event::Done(Some(done)) => self.on_done(done),
             Event::Push(Some(push)) => {
@@ -277,6 +335,7 @@ impl ConnLoop {
         while let Some(t) = self.engine.poll_transmit() {
             self.send(t);
         }
+        self.retire_streams();
     }
 
     /// Hands the engine every waiting frame while the backlog has room.
@@ -378,6 +437,11 @@ impl ConnLoop {
                         .session_replaced(previous_session_id, session_id);
                 }
                 self.rt.server.session_started(session_id, self.engine.id());
+                // docs/multistream.md 4.2: data streams open once a session is valid.
+                let n = self.engine.granted_data_streams();
+                if n > 0 && !self.streams.granted {
+                    self.streams.to_grant = Some(n);
+                }
             }
             // LOGOFF and a failed re-authentication: durable opens stay for a reconnect, as
             // Windows keeps them (smbtorture smb2.durable-open.reopen4).

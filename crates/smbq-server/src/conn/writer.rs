@@ -11,6 +11,13 @@ use crate::backlog::Queued;
 /// Segments gathered into one write when responses queue up (writev takes up to 1024).
 const WRITE_BATCH: usize = 256;
 
+/// Which stream a writer serves, for its sending priority (docs/multistream.md 9).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    Control,
+    Data,
+}
+
 /// `gone` is cancelled when a write fails: the unsent bytes then never drain, and a loop
 /// waiting for them must end the connection instead.
 pub(super) fn spawn(
@@ -18,8 +25,12 @@ pub(super) fn spawn(
     mut out_rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
     queued: Queued,
     gone: CancellationToken,
+    role: Role,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        if role == Role::Control {
+            writer.set_priority(smbq_transport::PRIORITY_CONTROL);
+        }
         let mut batch: Vec<Bytes> = Vec::new();
         while let Some(frame) = out_rx.recv().await {
             batch.clear();
@@ -32,6 +43,10 @@ pub(super) fn spawn(
                 }
             }
             let bytes = batch.iter().map(Bytes::len).sum();
+            if role == Role::Data {
+                // Metadata answers overtake READ data on the connection's other streams.
+                writer.set_priority(smbq_transport::priority_for(bytes));
+            }
             let r = writer.write_chunks(&mut batch).await;
             queued.written(bytes);
             if r.is_err() {

@@ -148,6 +148,8 @@ impl MsQuicClient {
                 0,
             ),
             kind: TransportKind::Quic,
+            gate: None,
+            opener: None,
         })
     }
 

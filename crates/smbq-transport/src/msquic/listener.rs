@@ -356,6 +356,9 @@ impl ConnState {
             peer: self.peer,
             local: self.local,
             kind: TransportKind::Quic,
+            // Data streams are not offered on MsQuic yet (docs/multistream.md 12).
+            gate: None,
+            opener: None,
         };
         tracing::debug!(peer = %self.peer, "SMB over QUIC connection ready (msquic)");
         if let Err(e) = self.shared.ready.try_send(Ok(connection)) {

@@ -102,6 +102,8 @@ impl QuicClient {
             .map_or(local, |ip| SocketAddr::new(ip, local.port()));
         let peer = conn.remote_address();
         let (reader, writer, gone) = split(send, recv);
+        let opener: Arc<dyn crate::StreamOpener> =
+            Arc::new(super::multi::QuinnOpener(conn.clone()));
         tokio::spawn(async move {
             tokio::select! {
                 streams = gone.ended() => {
@@ -118,6 +120,8 @@ impl QuicClient {
             peer,
             local,
             kind: TransportKind::Quic,
+            gate: None,
+            opener: Some(opener),
         })
     }
 

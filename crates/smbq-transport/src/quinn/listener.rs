@@ -22,7 +22,8 @@ use ::quinn::{Endpoint, Incoming, ServerConfig, TransportConfig, VarInt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::stream::{Gone, split};
+use super::multi;
+use super::stream::{Gone, data_stream, split};
 use super::{Role, endpoint_config, invalid, transport_config, udp_socket};
 use crate::quic::{
     CLOSE_EXTRA_STREAM, CLOSE_NO_STREAM, CLOSE_NORMAL, CLOSE_REFUSED, MIN_MTU, QuicListenerStats,
@@ -408,15 +409,27 @@ fn admit(incoming: Incoming, shared: &Arc<Shared>, tx: &mpsc::Sender<io::Result<
             .local_ip()
             .map_or(shared.local, |ip| SocketAddr::new(ip, shared.local.port()));
         let (reader, writer, gone) = split(send, recv);
+        let (gate, feed) = match shared.settings.max_streams {
+            0 => (None, None),
+            n => {
+                let (gate, feed) = multi::gate(n.min(crate::quic::MAX_DATA_STREAMS));
+                (
+                    Some(Box::new(gate) as Box<dyn crate::StreamGate>),
+                    Some(feed),
+                )
+            }
+        };
         let connection = Connection {
             reader: Box::new(reader),
             writer: Box::new(writer),
             peer: conn.remote_address(),
             local,
             kind: TransportKind::Quic,
+            gate,
+            opener: None,
         };
         tracing::debug!(%peer, "SMB over QUIC connection ready");
-        tokio::spawn(watch(conn, gone, slot, shared));
+        tokio::spawn(watch(conn, gone, slot, shared, feed));
         let _ = tx.send(Ok(connection)).await;
     });
 }
@@ -433,24 +446,69 @@ fn retry(incoming: Incoming, shared: &Shared) {
     }
 }
 
-/// Owns the QUIC connection beside the SMB stream: refuses any further stream (MS-SMB2
-/// product note <2>) and closes with code 0 once the SMB side has dropped both halves.
-async fn watch(conn: ::quinn::Connection, gone: Gone, _slot: IpSlot, shared: Arc<Shared>) {
+/// Owns the QUIC connection beside the SMB stream and closes it with code 0 once the SMB side
+/// has dropped both halves. Until the SMB layer grants data streams (docs/multistream.md 4),
+/// a further stream breaks MS-SMB2 product note <2> and closes the connection; quinn's own
+/// stream limit (1) already keeps a well-behaved peer from opening one. After the grant,
+/// further bidirectional streams go to the gate.
+async fn watch(
+    conn: ::quinn::Connection,
+    gone: Gone,
+    _slot: IpSlot,
+    shared: Arc<Shared>,
+    feed: Option<multi::GateFeed>,
+) {
     let extra = |shared: &Shared| {
         shared.extra_streams.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(peer = %conn.remote_address(), "QUIC peer opened a second stream; closing");
+        tracing::warn!(peer = %conn.remote_address(), "QUIC peer opened a stream it was not granted; closing");
         conn.close(
             VarInt::from_u32(CLOSE_EXTRA_STREAM),
             b"one stream per SMB connection",
         );
     };
-    tokio::select! {
-        streams = gone.ended() => {
-            conn.close(VarInt::from_u32(CLOSE_NORMAL), b"");
-            drop(streams);
+    let (mut grant, streams) = match feed {
+        Some(f) => (Some(f.grant), Some(f.streams)),
+        None => (None, None),
+    };
+    let mut granted = false;
+    let ended = gone.ended();
+    tokio::pin!(ended);
+    loop {
+        tokio::select! {
+            streams = &mut ended => {
+                conn.close(VarInt::from_u32(CLOSE_NORMAL), b"");
+                drop(streams);
+                break;
+            }
+            n = async { grant.as_mut()?.await.ok() }, if grant.is_some() && !granted => {
+                grant = None;
+                if let Some(n) = n.filter(|n| *n > 0) {
+                    granted = true;
+                    multi::allow(&conn, n);
+                    tracing::debug!(peer = %conn.remote_address(), streams = n, "QUIC data streams granted");
+                }
+            }
+            r = conn.accept_bi() => match r {
+                Ok((send, recv)) if granted => {
+                    if let Some(tx) = &streams {
+                        // Bounded by the QUIC limit; a stream the SMB side cannot take is
+                        // dropped (finished and stopped), never queued without bound.
+                        let _ = tx.try_send(data_stream(send, recv));
+                    }
+                }
+                Ok(_) => {
+                    extra(&shared);
+                    break;
+                }
+                Err(_) => break,
+            },
+            r = conn.accept_uni() => {
+                if r.is_ok() {
+                    extra(&shared);
+                }
+                break;
+            }
         }
-        r = conn.accept_bi() => if r.is_ok() { extra(&shared) },
-        r = conn.accept_uni() => if r.is_ok() { extra(&shared) },
     }
     // The per-IP slot is held until the connection is really gone.
     let _ = conn.closed().await;

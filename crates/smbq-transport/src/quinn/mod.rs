@@ -6,6 +6,7 @@ mod client;
 mod congestion;
 mod io_thread;
 mod listener;
+mod multi;
 mod stream;
 
 pub use client::QuicClient;

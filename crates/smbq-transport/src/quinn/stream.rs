@@ -41,6 +41,25 @@ pub(super) fn split(send: SendStream, recv: RecvStream) -> (QuicReader, QuicWrit
     )
 }
 
+/// A data stream's halves (docs/multistream.md). They do not own the connection: dropped, the
+/// send side is finished (quinn finishes a dropped stream) and the receive side stopped.
+pub(super) fn data_stream(send: SendStream, recv: RecvStream) -> crate::DataStream {
+    crate::DataStream {
+        reader: Box::new(QuicReader {
+            inner: Some(recv),
+            batch: vec![Bytes::new(); CHUNK_BATCH],
+            next: 0,
+            filled: 0,
+            handoff: None,
+        }),
+        writer: Box::new(QuicWriter {
+            inner: Some(send),
+            written: false,
+            handoff: None,
+        }),
+    }
+}
+
 /// Resolves through [`Gone::ended`] when the SMB side has dropped both halves.
 pub(super) struct Gone {
     reader: oneshot::Receiver<RecvStream>,
@@ -149,6 +168,13 @@ impl ChunkWrite for QuicWriter {
             let _ = self.stream()?.finish();
             Ok(())
         })
+    }
+
+    fn set_priority(&mut self, priority: i32) {
+        if let Some(s) = &self.inner {
+            // A closed stream has nothing left to schedule.
+            let _ = s.set_priority(priority);
+        }
     }
 }
 

@@ -69,6 +69,12 @@ pub struct ConnArgs {
     /// Over QUIC, do not offer to rely on TLS instead of SMB3 encryption.
     #[arg(long)]
     pub no_transport_security: bool,
+    /// Over QUIC, data streams to ask an smbq server for besides the control stream
+    /// (smbq's multi-stream extension, docs/multistream.md): requests of different files
+    /// then do not wait behind each other's lost packets. 0 keeps one stream, as Windows
+    /// does. Default: 4.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
+    pub streams: Option<u16>,
     /// Largest QUIC packet to probe for and accept (MTU-discovery bound, bytes). The default,
     /// 1452, is safe on the internet; on a LAN with jumbo frames raise it on both ends (up to
     /// 6500, with `[quic] mtu_upper_bound` on the server) for about twice the throughput.
@@ -111,6 +117,9 @@ impl ConnArgs {
         c.smb1_first = self.smb1_negotiate;
         // Client::connect turns it off again over TCP (MS-SMB2 2.2.3.1.5 is QUIC only).
         c.transport_security = !self.no_transport_security;
+        if let Some(n) = self.streams {
+            c.data_streams = n;
+        }
         c
     }
 }
@@ -237,6 +246,7 @@ mod tests {
             encrypt: true,
             smb1_negotiate: true,
             no_transport_security: true,
+            streams: Some(0),
             ..ConnArgs::default()
         };
         let c = a.client_config();
@@ -246,7 +256,9 @@ mod tests {
         assert_eq!(c.encryption, EncryptionPolicy::Required);
         assert!(c.smb1_first);
         assert!(!c.transport_security);
+        assert_eq!(c.data_streams, 0);
         let d = ConnArgs::default().client_config();
+        assert_eq!(d.data_streams, 4);
         assert_eq!(d.dialects, ClientConfig::all_dialects());
         assert!(d.transport_security);
         assert_eq!(d.encryption, EncryptionPolicy::Auto);
