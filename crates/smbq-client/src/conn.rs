@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -91,6 +92,37 @@ struct Lanes {
     next: usize,
     /// Opening failed or timed out: everything stays on the control stream.
     off: bool,
+    /// The stream each open's requests go on (FileId.Persistent -> index), chosen by its
+    /// first request and dropped with its CLOSE; as many entries as the caller holds opens.
+    opens: HashMap<u64, usize>,
+    /// Until when each stream counts as carrying bulk data (a READ or WRITE of more than
+    /// one credit, 64 KiB): new opens avoid it, so a small file does not share a stream with
+    /// a large transfer.
+    bulk_until: Vec<Option<Instant>>,
+}
+
+/// How long a stream that carried bulk data is avoided for new opens.
+const BULK_MEMORY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Lanes {
+    /// The next stream round-robin that has carried no bulk data lately, else the next one.
+    fn pick(&mut self, granted: usize, now: Instant) -> usize {
+        for _ in 0..granted {
+            self.next = self.next.wrapping_add(1);
+            let i = self.next % granted;
+            let busy = self
+                .bulk_until
+                .get(i)
+                .copied()
+                .flatten()
+                .is_some_and(|t| t > now);
+            if !busy {
+                return i;
+            }
+        }
+        self.next = self.next.wrapping_add(1);
+        self.next % granted
+    }
 }
 
 /// How long opening a data stream may wait for the server's grant (it comes with the first
@@ -228,6 +260,8 @@ impl Shared {
                 writers: Vec::new(),
                 next: 0,
                 off: false,
+                opens: HashMap::new(),
+                bulk_until: Vec::new(),
             }),
         });
         tokio::spawn(ack_task(ack_rx, Arc::downgrade(&shared)));
@@ -242,11 +276,18 @@ impl Shared {
     }
 
     /// The writer a request goes to (docs/multistream.md 10): control-only requests and
-    /// connections without data streams use the control stream; a request naming an open
-    /// uses the stream its FileId maps to, others the next one round-robin. A stream is
-    /// opened the first time a request needs it; only after the first session is valid does
-    /// the server grant them (4.2), and requests sent before that use the control stream.
-    async fn writer_for(&self, lane: Lane, command: Command) -> mpsc::UnboundedSender<Vec<Bytes>> {
+    /// connections without data streams use the control stream; every request naming an open
+    /// goes on the stream its first request got; others, and an open's first request, take
+    /// the next stream round-robin that has not carried bulk data lately. A stream is opened
+    /// the first time a request needs it; only after the first session is valid does the
+    /// server grant them (4.2), and requests sent before that use the control stream. `bulk`:
+    /// the request moves more than 64 KiB.
+    async fn writer_for(
+        &self,
+        lane: Lane,
+        command: Command,
+        bulk: bool,
+    ) -> mpsc::UnboundedSender<Vec<Bytes>> {
         let granted = self
             .negotiated
             .lock()
@@ -262,14 +303,28 @@ impl Shared {
         }
         if lanes.writers.len() != granted {
             lanes.writers.resize(granted, None);
+            lanes.bulk_until.resize(granted, None);
         }
+        let now = Instant::now();
         let i = match lane {
-            Lane::Open(persistent) => (persistent % granted as u64) as usize,
-            _ => {
-                lanes.next = lanes.next.wrapping_add(1);
-                lanes.next % granted
-            }
+            Lane::Open(persistent) => match lanes.opens.get(&persistent).copied() {
+                Some(i) => i,
+                None => {
+                    let i = lanes.pick(granted, now);
+                    lanes.opens.insert(persistent, i);
+                    i
+                }
+            },
+            _ => lanes.pick(granted, now),
         };
+        if let Lane::Open(persistent) = lane
+            && command == Command::CLOSE
+        {
+            lanes.opens.remove(&persistent);
+        }
+        if bulk && let Some(t) = lanes.bulk_until.get_mut(i) {
+            *t = Some(now + BULK_MEMORY);
+        }
         if let Some(Some(tx)) = lanes.writers.get(i) {
             return tx.clone();
         }
@@ -609,8 +664,9 @@ impl Shared {
             })
             .collect();
         let first = slots.first().map_or(Command::ECHO, |s| s.command);
+        let bulk = slots.iter().any(|s| s.charge > 1);
         match build(self, &headers) {
-            Ok(segs) => self.send_frame_on(self.writer_for(lane, first).await, segs)?,
+            Ok(segs) => self.send_frame_on(self.writer_for(lane, first, bulk).await, segs)?,
             Err(e) => {
                 waiter.done = true;
                 let mut st = self.state.lock();
