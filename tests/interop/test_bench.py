@@ -1,6 +1,6 @@
 """`smbq bench --quick`: every scenario runs (raw baselines, fio jobs against smbq and Samba,
-the file-size sweep, connection setup through the link emulator, loss/delay against scp, the
-crypto micro-benchmark against `openssl speed`) and
+the file-size sweep, connection setup through the link emulator, loss/delay against scp, small
+operations during a bulk read, the crypto micro-benchmark against `openssl speed`) and
 leaves numbers, the ratio table and parseable SVG figures behind.
 
 Needs root (network namespaces for the emulated link, a Unix account and smbd for Samba, sshd
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import BINARY
 
-SCENARIOS = ["raw", "fio", "sweep", "setup", "loss", "crypto"]
+SCENARIOS = ["raw", "fio", "sweep", "setup", "loss", "interactive", "crypto"]
 CRYPTO = {"AES-128-GMAC": ("sign", "verify"), "AES-128-CMAC": ("sign", "verify"),
           "HMAC-SHA256": ("sign", "verify"), "AES-128-GCM": ("seal", "open"),
           "AES-256-GCM": ("seal", "open"), "AES-128-CCM": ("seal", "open"),
@@ -30,7 +30,7 @@ CRYPTO_SIZES = (1024, 65536, 1048576)
 TARGETS = {"smbq-quic", "smbq-msquic", "smbq-tcp-enc", "smbq-tcp-plain", "samba-tcp-enc"}
 FIGURES = ["raw.svg", "fio_s1.svg", "fio_s2.svg", "fio_s3.svg", "sweep.svg", "sweep_cpu.svg",
            "setup.svg", "loss_files_delay.svg", "loss_files_loss.svg", "loss_big_delay.svg",
-           "loss_big_loss.svg"]
+           "loss_big_loss.svg", "interactive.svg"]
 # The whole quick run measures about 2.5 minutes on 2 cores (crypto's `openssl speed`
 # references alone take 33 s); this bounds a hang.
 TIMEOUT = 600
@@ -113,7 +113,7 @@ def test_every_scenario_produced_numbers(quick_run):
         assert r["first_byte_p50_ms"] >= 3 * r["rtt_ms"], r
 
     loss = sc["loss"]
-    assert {r["method"] for r in loss} == {"smbq-tcp-enc", "smbq-quic", "scp"}
+    assert {r["method"] for r in loss} == {"smbq-tcp-enc", "smbq-quic", "smbq-quic-multi", "scp"}
     assert {r["group"] for r in loss} == {"files", "big"}
     assert any(r["one_way_delay_ms"] > 0 and r["loss_pct"] > 0 for r in loss)
     kernel_cc = pathlib.Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
@@ -131,6 +131,14 @@ def test_every_scenario_produced_numbers(quick_run):
     goal = [r for r in loss if r["group"] == "files" and r["loss_pct"] == 2
             and r["one_way_delay_ms"] == 10]
     assert {r["tcp_congestion"] for r in goal} == {kernel_cc, "cubic"}
+    inter = sc["interactive"]
+    assert {(r["method"], r["loss_pct"]) for r in inter} == {
+        (m, l) for m in ("smbq-tcp-enc", "smbq-quic", "smbq-quic-multi") for l in (0, 2)}
+    for r in inter:
+        assert r["ops"] > 0 and r["timeouts"] == 0, r
+        assert positive(r["bulk_mb_s"]["median"]), r
+        # Every small operation crosses the 20 ms round trip at least once.
+        assert r["p99_ms"] >= r["p50_ms"] >= 2 * r["one_way_delay_ms"], r
     assert res["settings"]["quic_congestion"] == "bbr"
     assert res["settings"]["tcp_congestion_kernel"] == kernel_cc
 
@@ -153,7 +161,7 @@ def test_crypto_has_every_algorithm_and_size_against_openssl(quick_run):
         assert r["openssl_command"].startswith("openssl speed -mr"), r
     assert res["versions"]["openssl"].startswith("OpenSSL")
     md = (out / "results.md").read_text()
-    assert "## 6. Crypto micro-benchmark" in md
+    assert "## 7. Crypto micro-benchmark" in md
     assert "| AES-128-GCM | seal | 1 MiB |" in md
 
 
@@ -166,7 +174,11 @@ def test_markdown_has_the_ratio_table(quick_run):
                  "QUIC / encrypted TCP, Fusion + MsQuic (thesis, published)",
                  "QUIC / encrypted TCP (smbq + MsQuic)", "smbq QUIC: MsQuic / quinn",
                  "SMB over QUIC / raw QUIC (MsQuic)", "raw QUIC: MsQuic / quinn",
-                 "time of scp / time over QUIC", "time over TCP / time over QUIC"):
+                 "time of scp / time over QUIC", "time over TCP / time over QUIC",
+                 "time over TCP / time over QUIC with data streams",
+                 "time over one QUIC stream / time with data streams",
+                 "3 RTT / p99 with data streams",
+                 "p99 on one QUIC stream / p99 with data streams"):
         assert kind in md, kind
     # Every goal-bearing ratio was measured and judged.
     goals = [r for r in res["ratios"] if r["goal"] is not None]

@@ -6,7 +6,10 @@
 //!   Samba (TCP encrypted), all through smbq's client;
 //! - `sweep`: copies of 1 KB to 1 GB (10 GB) files, persistent and ephemeral sessions;
 //! - `setup`: nothing to the first byte of a 1 KB file at 0, 10 and 50 ms RTT;
-//! - `loss`: 100 files and one big file under delay and loss, smbq TCP/QUIC against scp;
+//! - `loss`: 100 files and one big file under delay and loss, smbq TCP/QUIC (one stream and
+//!   data streams) against scp;
+//! - `interactive`: stats, 4 KiB reads and listings while the same connection reads 1 GiB, at
+//!   20 ms round trip with and without loss: TCP, QUIC on one stream, QUIC with data streams;
 //! - `crypto`: smbq-crypto's signing and encryption in GB/s at 1 KiB to 1 MiB, one thread,
 //!   against `openssl speed` on the same primitives.
 //!
@@ -38,7 +41,15 @@ use crate::servers::smbq::{SmbqOptions, SmbqServer};
 use crate::servers::sshd::Sshd;
 
 /// Scenario names in the order they run.
-pub const SCENARIOS: [&str; 6] = ["raw", "fio", "sweep", "setup", "loss", "crypto"];
+pub const SCENARIOS: [&str; 7] = [
+    "raw",
+    "fio",
+    "sweep",
+    "setup",
+    "loss",
+    "interactive",
+    "crypto",
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 pub enum LinkMode {
@@ -57,7 +68,7 @@ pub struct BenchArgs {
     /// Where results.json, results.md and the SVG figures go.
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
-    /// Scenarios to run: raw, fio, sweep, setup, loss, crypto (default: all).
+    /// Scenarios to run: raw, fio, sweep, setup, loss, interactive, crypto (default: all).
     #[arg(value_name = "SCENARIO")]
     pub scenarios: Vec<String>,
     /// Link for raw, fio and sweep (setup and loss always use the emulator, which sets their
@@ -548,6 +559,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             "sweep" => scenarios::sweep::run(&mut ctx).map(|v| results.sweep = Some(v)),
             "setup" => scenarios::setup::run(&mut ctx).map(|v| results.setup = Some(v)),
             "crypto" => scenarios::crypto::run(&mut ctx).map(|v| results.crypto = Some(v)),
+            "interactive" => {
+                scenarios::interactive::run(&mut ctx).map(|v| results.interactive = Some(v))
+            }
             "loss" => {
                 // Each condition's rows are written as soon as it ends: the full grid takes
                 // most of an hour, and a stopped run keeps what it finished.

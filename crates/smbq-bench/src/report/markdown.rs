@@ -195,7 +195,7 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
         );
         let _ = writeln!(
             o,
-            "| Group | One-way delay ms | Loss % (measured) | TCP / QUIC congestion control | smbq TCP+enc | smbq QUIC | scp |\n|---|---|---|---|---|---|---|"
+            "| Group | One-way delay ms | Loss % (measured) | TCP / QUIC congestion control | smbq TCP+enc | smbq QUIC, 1 stream | smbq QUIC, data streams | scp |\n|---|---|---|---|---|---|---|---|"
         );
         // One line per condition: the first row of each run of rows that share it.
         let mut conds: Vec<&crate::scenarios::loss::LossRow> = Vec::new();
@@ -232,10 +232,11 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
             let measured = measured.map(|m| format!(" ({m:.2})")).unwrap_or_default();
             let _ = writeln!(
                 o,
-                "| {g} ({files} files, {:.1} MB) | {d} | {l}{measured} | {cc} / {qcc} | {} | {} | {} |",
+                "| {g} ({files} files, {:.1} MB) | {d} | {l}{measured} | {cc} / {qcc} | {} | {} | {} | {} |",
                 bytes as f64 / 1e6,
                 t("smbq-tcp-enc"),
                 t("smbq-quic"),
+                t("smbq-quic-multi"),
                 t("scp")
             );
         }
@@ -243,6 +244,9 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
             "\n![files vs delay](loss_files_delay.svg) ![files vs loss](loss_files_loss.svg) \
              ![big vs delay](loss_big_delay.svg) ![big vs loss](loss_big_loss.svg)\n\n",
         );
+    }
+    if let Some(rows) = &res.interactive {
+        interactive_table(&mut o, rows);
     }
     if let Some(crypto) = &res.crypto {
         crypto_table(&mut o, crypto, meta);
@@ -269,7 +273,7 @@ fn crypto_table(
     use crate::scenarios::crypto::size_name;
     let _ = writeln!(
         o,
-        "## 6. Crypto micro-benchmark (one thread, GB/s = 10^9 bytes per CPU second)\n"
+        "## 7. Crypto micro-benchmark (one thread, GB/s = 10^9 bytes per CPU second)\n"
     );
     let _ = writeln!(
         o,
@@ -332,6 +336,48 @@ fn crypto_table(
     }
 }
 
+/// Scenario `interactive`: latency of small operations beside a bulk read on one connection.
+fn interactive_table(o: &mut String, rows: &[crate::scenarios::interactive::InteractiveRow]) {
+    let _ = writeln!(
+        o,
+        "## 6. Small operations during a bulk read on the same connection (latency, ms)\n"
+    );
+    let _ = writeln!(
+        o,
+        "Stats, 4 KiB reads of open files and directory listings, one at a time, while the \
+         connection reads a large file; pooled over the repeats. \"3 RTT\" is the goal's \
+         budget for the p99 with data streams.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| One-way delay ms | Loss % | Method | Ops | p50 | p99 | max | stat p99 | 4 KiB read p99 | listing p99 | p99 in RTTs | bulk read MB/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in rows {
+        let mark = if r.timeouts > 0 { "*" } else { "" };
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {}{mark} |",
+            r.one_way_delay_ms,
+            r.loss_pct,
+            r.method,
+            r.ops,
+            r.p50_ms,
+            r.p99_ms,
+            r.max_ms,
+            r.stat_p99_ms,
+            r.read_p99_ms,
+            r.list_p99_ms,
+            if r.rtt_ms() > 0.0 {
+                r.p99_ms / r.rtt_ms()
+            } else {
+                0.0
+            },
+            fmt_summary(&r.bulk_mb_s)
+        );
+    }
+    o.push_str("\n![interactive latency](interactive.svg)\n\n");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,7 +417,7 @@ mod tests {
         };
         let meta = serde_json::json!({"versions": {"openssl": "OpenSSL 3.0.19 27 Jan 2026"}});
         let md = render(&res, &[], &meta);
-        assert!(md.contains("## 6. Crypto micro-benchmark"), "{md}");
+        assert!(md.contains("## 7. Crypto micro-benchmark"), "{md}");
         assert!(md.contains("(OpenSSL 3.0.19 27 Jan 2026)"), "{md}");
         assert!(
             md.contains("| AES-128-CCM | seal | 64 KiB | 1.10 (1.00–1.20) | 2.20 | 0.50x |"),

@@ -21,6 +21,7 @@ pub struct Results {
     pub sweep: Option<Vec<SweepRow>>,
     pub setup: Option<Vec<SetupRow>>,
     pub loss: Option<Vec<LossRow>>,
+    pub interactive: Option<Vec<crate::scenarios::interactive::InteractiveRow>>,
     pub crypto: Option<Vec<crate::scenarios::crypto::CryptoRow>>,
 }
 

@@ -243,7 +243,7 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
                 xs.sort_by(f64::total_cmp);
                 xs.dedup();
                 let ticks: Vec<(f64, String)> = xs.iter().map(|x| (*x, format!("{x}"))).collect();
-                let series: Vec<(String, Vec<(f64, f64)>)> = ["smbq-tcp-enc", "smbq-quic", "scp"]
+                let series: Vec<(String, Vec<(f64, f64)>)> = crate::scenarios::loss::METHODS
                     .into_iter()
                     .map(|m| {
                         (
@@ -278,6 +278,38 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
                 ));
             }
         }
+    }
+    if let Some(rows) = &res.interactive {
+        let mut losses: Vec<f64> = rows.iter().map(|r| r.loss_pct).collect();
+        losses.dedup();
+        let cats: Vec<String> = losses.iter().map(|l| format!("{l} % loss")).collect();
+        let series = crate::scenarios::interactive::METHODS
+            .into_iter()
+            .map(|m| {
+                let vals = losses
+                    .iter()
+                    .map(|l| {
+                        rows.iter()
+                            .find(|r| r.loss_pct == *l && r.method == m)
+                            .map(|r| Bar {
+                                median: r.p99_ms,
+                                min: r.p99_ms,
+                                max: r.p99_ms,
+                            })
+                    })
+                    .collect();
+                (m.to_string(), vals)
+            })
+            .collect();
+        out.push((
+            "interactive".to_string(),
+            bars(
+                "p99 of small operations during a bulk read, 20 ms RTT",
+                "ms",
+                cats,
+                series,
+            ),
+        ));
     }
     out
 }
@@ -397,7 +429,7 @@ mod tests {
         for group in ["files", "big"] {
             let conditions = [(0.0, 0.0), (10.0, 0.0), (50.0, 0.0), (0.0, 1.0), (0.0, 5.0)];
             for (delay, loss_pct) in conditions {
-                for (i, method) in ["smbq-tcp-enc", "smbq-quic", "scp"].into_iter().enumerate() {
+                for (i, method) in crate::scenarios::loss::METHODS.into_iter().enumerate() {
                     loss.push(LossRow {
                         group,
                         one_way_delay_ms: delay,

@@ -54,6 +54,43 @@ fn per_job(
     }
 }
 
+/// Scenario `interactive`: the p99 of small operations against the 3-RTT budget (issue 14:
+/// met when the budget over the p99 is at least 1), and how the methods compare.
+fn interactive(out: &mut Vec<Ratio>, rows: &[crate::scenarios::interactive::InteractiveRow]) {
+    let p99 = |loss: f64, m: &str| {
+        rows.iter()
+            .find(|r| r.loss_pct == loss && r.method == m)
+            .map(|r| r.p99_ms)
+    };
+    let mut losses: Vec<f64> = rows.iter().map(|r| r.loss_pct).collect();
+    losses.dedup();
+    for loss in losses {
+        let rtt = rows
+            .iter()
+            .find(|r| r.loss_pct == loss)
+            .map(crate::scenarios::interactive::InteractiveRow::rtt_ms);
+        let case = format!("small ops under a bulk read, {loss} % loss");
+        out.push(Ratio {
+            kind: "3 RTT / p99 with data streams",
+            case: case.clone(),
+            value: ratio(rtt.map(|r| 3.0 * r), p99(loss, "smbq-quic-multi")),
+            goal: Some(1.0),
+        });
+        out.push(Ratio {
+            kind: "p99 on one QUIC stream / p99 with data streams",
+            case: case.clone(),
+            value: ratio(p99(loss, "smbq-quic"), p99(loss, "smbq-quic-multi")),
+            goal: None,
+        });
+        out.push(Ratio {
+            kind: "p99 over TCP / p99 with data streams",
+            case,
+            value: ratio(p99(loss, "smbq-tcp-enc"), p99(loss, "smbq-quic-multi")),
+            goal: None,
+        });
+    }
+}
+
 pub fn compute(res: &Results) -> Vec<Ratio> {
     let mut out = Vec::new();
     if let Some(fio) = &res.fio {
@@ -227,6 +264,24 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
                 goal: goal_point.then_some(2.0),
             });
             out.push(Ratio {
+                kind: "time over TCP / time over QUIC with data streams",
+                case: case.clone(),
+                value: ratio(
+                    time(group, d, l, "smbq-tcp-enc"),
+                    time(group, d, l, "smbq-quic-multi"),
+                ),
+                goal: goal_point.then_some(2.0),
+            });
+            out.push(Ratio {
+                kind: "time over one QUIC stream / time with data streams",
+                case: case.clone(),
+                value: ratio(
+                    time(group, d, l, "smbq-quic"),
+                    time(group, d, l, "smbq-quic-multi"),
+                ),
+                goal: goal_point.then_some(1.3),
+            });
+            out.push(Ratio {
                 kind: "time of scp / time over QUIC",
                 case: case.clone(),
                 value: ratio(time(group, d, l, "scp"), time(group, d, l, "smbq-quic")),
@@ -239,6 +294,9 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
                 goal: None,
             });
         }
+    }
+    if let Some(rows) = &res.interactive {
+        interactive(&mut out, rows);
     }
     out
 }

@@ -27,6 +27,12 @@ use crate::target::Endpoint;
 use crate::{Ctx, Scale};
 
 const SET_DIR: &str = "loss/set";
+/// The methods each condition is timed with: smbq over TCP (SMB3 encryption), over QUIC on one
+/// stream (as Windows uses it), over QUIC with smbq's data streams (docs/multistream.md), and
+/// scp.
+pub const METHODS: [&str; 4] = ["smbq-tcp-enc", "smbq-quic", "smbq-quic-multi", "scp"];
+/// Data streams the multi-stream method asks for.
+pub const MULTI_STREAMS: u16 = 8;
 const BIG_FILE: &str = "loss/big.iso";
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -35,7 +41,7 @@ pub struct LossRow {
     pub group: &'static str,
     pub one_way_delay_ms: f64,
     pub loss_pct: f64,
-    /// "smbq-tcp-enc", "smbq-quic" or "scp".
+    /// One of [`METHODS`].
     pub method: &'static str,
     /// Repeats stopped at the time limit; they count as the limit in `seconds`.
     pub timeouts: usize,
@@ -230,7 +236,7 @@ pub fn run(
     let conds = conditions(ctx.scale, &default_cc);
     let steps: usize = conds
         .iter()
-        .map(|c| (usize::from(c.files) + usize::from(c.big)) * 3 * work.repeats)
+        .map(|c| (usize::from(c.files) + usize::from(c.big)) * METHODS.len() * work.repeats)
         .sum();
     let mut prog = Progress::new("loss", steps);
     let mut rows = Vec::new();
@@ -319,6 +325,7 @@ fn measure(
         server.quic_settings.clone(),
     );
     let quic = net.on_client(async move { Endpoint::quic(qa, pin, cc, &u, &p) })??;
+    let quic_multi = quic.clone().with_data_streams(MULTI_STREAMS);
     let tcp = Endpoint::tcp(
         crate::target::Target::SmbqTcpEnc,
         server.tcp.ok_or("no TCP address")?,
@@ -337,10 +344,10 @@ fn measure(
     let mut rows = Vec::new();
     for (group, files) in groups {
         let want: u64 = files.iter().map(|f| f.1).sum();
-        let mut times: [Vec<f64>; 3] = Default::default();
-        let mut timeouts = [0usize; 3];
+        let mut times: [Vec<f64>; METHODS.len()] = Default::default();
+        let mut timeouts = [0usize; METHODS.len()];
         for r in 0..repeats {
-            for (mi, method) in ["smbq-tcp-enc", "smbq-quic", "scp"].into_iter().enumerate() {
+            for (mi, method) in METHODS.into_iter().enumerate() {
                 prog.step(&format!(
                     "{group} {method} at {} ms one-way, {} % loss (repeat {})",
                     c.delay_ms,
@@ -368,10 +375,10 @@ fn measure(
                         }
                     }
                     _ => {
-                        let ep = if method == "smbq-quic" {
-                            quic.clone()
-                        } else {
-                            tcp.clone()
+                        let ep = match method {
+                            "smbq-quic" => quic.clone(),
+                            "smbq-quic-multi" => quic_multi.clone(),
+                            _ => tcp.clone(),
                         };
                         let job = smb_download(ep, files.clone(), dest.clone());
                         match net
@@ -401,7 +408,7 @@ fn measure(
                 times.get_mut(mi).ok_or("index")?.push(secs);
             }
         }
-        for (mi, method) in ["smbq-tcp-enc", "smbq-quic", "scp"].into_iter().enumerate() {
+        for (mi, method) in METHODS.into_iter().enumerate() {
             rows.push(LossRow {
                 group,
                 one_way_delay_ms: c.delay_ms,
@@ -418,7 +425,7 @@ fn measure(
         }
     }
     let _ = std::fs::remove_dir_all(&dest);
-    let _ = net.on_client(async move { drop(quic) });
+    let _ = net.on_client(async move { drop((quic, quic_multi)) });
     Ok(rows)
 }
 

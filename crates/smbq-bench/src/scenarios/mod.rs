@@ -3,6 +3,7 @@
 
 pub mod crypto;
 pub mod fio;
+pub mod interactive;
 pub mod loss;
 pub mod raw;
 pub mod setup;
