@@ -305,38 +305,10 @@ impl File {
     ) -> Result<Vec<DirEntry>, Error> {
         let mut out = Vec::new();
         let mut r = first;
-        loop {
-            if r.header.status == NtStatus::NO_MORE_FILES {
-                return Ok(out);
-            }
-            check(&r, "QUERY_DIRECTORY")?;
-            let buf = QueryDirectoryResponse::decode(&r.msg)?.buffer;
-            let entries = decode_dir_list(DirClass::IdBothDirectory, buf)?;
-            if entries.is_empty() {
-                return Ok(out);
-            }
-            for e in entries {
-                if e.name == "." || e.name == ".." {
-                    continue;
-                }
-                if out.len() == MAX_LISTING {
-                    return Err(Error::Protocol("directory listing too long".into()));
-                }
-                out.push(DirEntry {
-                    name: e.name.into_owned(),
-                    meta: Metadata {
-                        size: e.end_of_file,
-                        allocation: e.allocation_size,
-                        attributes: e.file_attributes,
-                        created: e.creation_time,
-                        accessed: e.last_access_time,
-                        modified: e.last_write_time,
-                        changed: e.change_time,
-                    },
-                });
-            }
+        while append_dir_entries(&mut out, &r)? {
             r = self.query_dir(pattern, false).await?;
         }
+        Ok(out)
     }
 
     /// CLOSE (MS-SMB2 3.2.4.5).
@@ -437,4 +409,39 @@ pub(crate) fn query_dir_part(file_id: FileId, pattern: &str, restart: bool) -> P
         body: w.into_vec(),
         io_size: DIR_BUFFER as usize,
     }
+}
+
+/// Appends the entries of one QUERY_DIRECTORY response (without `.` and `..`); false once the
+/// listing is complete (NO_MORE_FILES, or an empty answer).
+pub(crate) fn append_dir_entries(out: &mut Vec<DirEntry>, r: &Incoming) -> Result<bool, Error> {
+    if r.header.status == NtStatus::NO_MORE_FILES {
+        return Ok(false);
+    }
+    check(r, "QUERY_DIRECTORY")?;
+    let buf = QueryDirectoryResponse::decode(&r.msg)?.buffer;
+    let entries = decode_dir_list(DirClass::IdBothDirectory, buf)?;
+    if entries.is_empty() {
+        return Ok(false);
+    }
+    for e in entries {
+        if e.name == "." || e.name == ".." {
+            continue;
+        }
+        if out.len() == MAX_LISTING {
+            return Err(Error::Protocol("directory listing too long".into()));
+        }
+        out.push(DirEntry {
+            name: e.name.into_owned(),
+            meta: Metadata {
+                size: e.end_of_file,
+                allocation: e.allocation_size,
+                attributes: e.file_attributes,
+                created: e.creation_time,
+                accessed: e.last_access_time,
+                modified: e.last_write_time,
+                changed: e.change_time,
+            },
+        });
+    }
+    Ok(true)
 }

@@ -199,18 +199,34 @@ impl Tree {
         crate::file::metadata_of(&create)
     }
 
-    /// Every entry of a directory except `.` and `..`. The open and the first
-    /// QUERY_DIRECTORY go as one compound.
+    /// Every entry of a directory except `.` and `..`. CREATE, two QUERY_DIRECTORYs and CLOSE
+    /// go as one compound, so a directory whose entries fit in the two answers (about 500
+    /// with short names) costs one round trip; the second answers NO_MORE_FILES when the first
+    /// held everything (smbtorture smb2.compound_find does the same against Windows). A larger
+    /// one is listed again on a handle kept open until NO_MORE_FILES.
     pub async fn list(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
-        let o = OpenOptions {
-            access: access::FILE_LIST_DIRECTORY
-                | access::FILE_READ_ATTRIBUTES
-                | access::SYNCHRONIZE,
-            options: create_options::DIRECTORY_FILE,
-            ..OpenOptions::read()
-        };
+        let o = list_options();
+        let parts = vec![
+            crate::file::query_dir_part(FileId::RELATED, "*", true),
+            crate::file::query_dir_part(FileId::RELATED, "*", false),
+        ];
+        let (_, rest) = self.compound_on(path, &o, parts, true).await?;
+        let mut out = Vec::new();
+        for r in rest {
+            if !crate::file::append_dir_entries(&mut out, &r?)? {
+                return Ok(out);
+            }
+        }
+        self.list_on_handle(path).await
+    }
+
+    /// A listing on a handle that stays open until the server says NO_MORE_FILES: the open
+    /// and the first QUERY_DIRECTORY go as one compound.
+    async fn list_on_handle(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
         let first = crate::file::query_dir_part(FileId::RELATED, "*", true);
-        let (create, mut rest) = self.compound_on(path, &o, vec![first], false).await?;
+        let (create, mut rest) = self
+            .compound_on(path, &list_options(), vec![first], false)
+            .await?;
         let dir = File::from_create(self.clone(), &create)?;
         let first = rest
             .pop()
@@ -331,4 +347,13 @@ pub(crate) fn create_body_with(
     }
     .encode(&mut w);
     w.into_vec()
+}
+
+/// How a directory is opened to be listed.
+fn list_options() -> OpenOptions {
+    OpenOptions {
+        access: access::FILE_LIST_DIRECTORY | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
+        options: create_options::DIRECTORY_FILE,
+        ..OpenOptions::read()
+    }
 }
