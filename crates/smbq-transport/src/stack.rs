@@ -112,6 +112,20 @@ impl QuicStack {
         }
     }
 
+    /// Waits (at most `timeout`) for the stack's closing work to finish before the process
+    /// exits: MsQuic closes registrations on threads of their own (`msquic::Reg`).
+    pub fn wait_for_closes(self, timeout: std::time::Duration) {
+        match self {
+            Self::Quinn => {}
+            #[cfg(feature = "msquic")]
+            Self::MsQuic => crate::msquic::wait_for_closes(timeout),
+            #[cfg(not(feature = "msquic"))]
+            Self::MsQuic => {
+                let _ = timeout;
+            }
+        }
+    }
+
     /// Binds a listener on this stack. Must run inside a tokio runtime.
     pub fn listen(
         self,

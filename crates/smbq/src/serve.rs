@@ -374,6 +374,9 @@ async fn serve(s: Startup) -> Result<(), String> {
     wait_for_signal(signals.stop).await;
     tracing::info!("shutting down");
     tasks.stop(quic.map(|q| q.listener)).await;
+    // The listener's MsQuic registration closes on a thread of its own; exiting under it
+    // would panic in the msquic crate's exit handler.
+    smbq_transport::QuicStack::MsQuic.wait_for_closes(std::time::Duration::from_secs(5));
     Ok(())
 }
 

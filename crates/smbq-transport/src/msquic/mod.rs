@@ -75,13 +75,37 @@ impl std::ops::Deref for Reg {
     }
 }
 
+/// Registrations being closed on their threads. A process that exits while one is closing
+/// has the msquic crate's exit handler clear its API table under that thread, which then
+/// panics (seen at `smbq serve` shutdown): `wait_for_closes` lets the exit wait for them.
+static CLOSING: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+static CLOSED: std::sync::Condvar = std::sync::Condvar::new();
+
+fn closing() -> std::sync::MutexGuard<'static, usize> {
+    CLOSING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits (at most `timeout`) until every registration dropped so far has closed.
+pub(crate) fn wait_for_closes(timeout: Duration) {
+    let guard = closing();
+    let _ = CLOSED.wait_timeout_while(guard, timeout, |n| *n > 0);
+}
+
 impl Drop for Reg {
     fn drop(&mut self) {
         if let Some(reg) = self.0.take() {
-            let closing = std::thread::Builder::new()
+            *closing() += 1;
+            let closing_thread = std::thread::Builder::new()
                 .name("smbq-msquic-close".into())
-                .spawn(move || drop(reg));
-            if let Err(e) = closing {
+                .spawn(move || {
+                    drop(reg);
+                    let mut n = closing();
+                    *n = n.saturating_sub(1);
+                    CLOSED.notify_all();
+                });
+            if let Err(e) = closing_thread {
+                let mut n = closing();
+                *n = n.saturating_sub(1);
                 tracing::warn!(error = %e, "MsQuic registration left open (no thread to close it)");
             }
         }
