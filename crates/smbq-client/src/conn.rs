@@ -131,15 +131,7 @@ const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Requests that travel on the control stream only (docs/multistream.md 5.1).
 fn control_only(command: Command) -> bool {
-    matches!(
-        command,
-        Command::NEGOTIATE
-            | Command::SESSION_SETUP
-            | Command::LOGOFF
-            | Command::ECHO
-            | Command::CANCEL
-            | Command::CHANGE_NOTIFY
-    )
+    smbq_wire::multi_stream::CONTROL_ONLY.contains(&command)
 }
 
 /// A lease held through open `persistent`: its breaks are acknowledged on that open's

@@ -175,16 +175,6 @@ pub struct ServerConnection {
     data_stream_limit: u16,
 }
 
-/// Requests that travel on the control stream only (docs/multistream.md 5.1).
-const CONTROL_ONLY: [Command; 6] = [
-    Command::NEGOTIATE,
-    Command::SESSION_SETUP,
-    Command::LOGOFF,
-    Command::ECHO,
-    Command::CANCEL,
-    Command::CHANGE_NOTIFY,
-];
-
 /// Size of the SMB2 ERROR response body (MS-SMB2 2.2.2): StructureSize 9 counts one data byte.
 const ERROR_BODY: [u8; 9] = [9, 0, 0, 0, 0, 0, 0, 0, 0];
 
@@ -585,7 +575,7 @@ impl ServerConnection {
         if self.granted_data_streams() == 0 {
             return Err(Violation::DataStreamNotGranted);
         }
-        if CONTROL_ONLY.contains(&hdr.command) {
+        if smbq_wire::multi_stream::CONTROL_ONLY.contains(&hdr.command) {
             return Err(Violation::ControlOnly(hdr.command));
         }
         Ok(())

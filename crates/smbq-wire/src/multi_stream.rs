@@ -3,6 +3,7 @@
 
 use crate::cursor::{Reader, Writer};
 use crate::error::DecodeError;
+use crate::header::Command;
 use crate::negotiate::{NegotiateContext, NegotiateContextType};
 
 /// The only version defined.
@@ -11,6 +12,16 @@ pub const VERSION: u16 = 1;
 pub const MAX_STREAMS: u16 = 64;
 /// Bytes of the context's Data.
 pub const DATA_LEN: usize = 8;
+/// Requests that travel on the control stream only (section 5.1); the server refuses them on
+/// a data stream, the client never sends them there.
+pub const CONTROL_ONLY: [Command; 6] = [
+    Command::NEGOTIATE,
+    Command::SESSION_SETUP,
+    Command::LOGOFF,
+    Command::ECHO,
+    Command::CANCEL,
+    Command::CHANGE_NOTIFY,
+];
 
 /// The context's Data, in a request (streams wanted) or a response (streams granted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
