@@ -24,7 +24,7 @@ use crate::servers::smbq::SmbqServer;
 use crate::servers::sshd::Sshd;
 use crate::stats::{Summary, normal_quantile};
 use crate::target::Endpoint;
-use crate::{Ctx, Scale};
+use crate::{Ctx, LossPoints, Scale};
 
 const SET_DIR: &str = "loss/set";
 /// The methods each condition is timed with: smbq over TCP (SMB3 encryption), over QUIC on one
@@ -90,7 +90,7 @@ fn time_limit(scale: Scale) -> Duration {
     }
 }
 
-fn conditions(scale: Scale, default_tcp_cc: &str) -> Vec<Condition> {
+fn conditions(scale: Scale, points: LossPoints, default_tcp_cc: &str) -> Vec<Condition> {
     let c = |delay_ms, loss_pct, files, big| Condition {
         delay_ms,
         loss_pct,
@@ -103,6 +103,11 @@ fn conditions(scale: Scale, default_tcp_cc: &str) -> Vec<Condition> {
         tcp_cc: Some("cubic"),
         ..c(10.0, 2.0, true, false)
     });
+    if points == LossPoints::Goal {
+        let mut v = vec![c(10.0, 2.0, true, false)];
+        v.extend(cubic_goal);
+        return v;
+    }
     match scale {
         Scale::Quick => {
             let mut v = vec![
@@ -220,20 +225,22 @@ pub fn run(
         write_random(&ctx.data.join(&name), s, &block)?;
         set_files.push((name, s));
     }
-    write_random(&ctx.data.join(BIG_FILE), big_size, &block)?;
-    drop(block);
-    let work = Workload {
-        set_files,
-        big_size,
-        repeats: ctx.repeats(),
-    };
     let default_cc = ctx
         .args
         .tcp_congestion
         .clone()
         .or_else(crate::sys::tcp_congestion)
         .unwrap_or_default();
-    let conds = conditions(ctx.scale, &default_cc);
+    let conds = conditions(ctx.scale, ctx.args.loss_points, &default_cc);
+    if conds.iter().any(|c| c.big) {
+        write_random(&ctx.data.join(BIG_FILE), big_size, &block)?;
+    }
+    drop(block);
+    let work = Workload {
+        set_files,
+        big_size,
+        repeats: ctx.repeats(),
+    };
     let steps: usize = conds
         .iter()
         .map(|c| (usize::from(c.files) + usize::from(c.big)) * METHODS.len() * work.repeats)
@@ -444,5 +451,21 @@ mod tests {
         assert!((mean - 658_000.0).abs() < 0.05 * 658_000.0, "mean {mean}");
         let quick = set_sizes(20);
         assert!(quick.iter().sum::<u64>() * 19 < s.iter().sum::<u64>());
+    }
+
+    #[test]
+    fn goal_points_are_only_the_goal_and_its_cubic_twin() {
+        for scale in [Scale::Quick, Scale::Full] {
+            let v = conditions(scale, LossPoints::Goal, "bbr");
+            assert_eq!(v.len(), 2);
+            for c in &v {
+                assert!(c.files && !c.big && c.delay_ms == 10.0 && c.loss_pct == 2.0);
+            }
+            assert_eq!(v[1].tcp_cc, Some("cubic"));
+            assert_eq!(conditions(scale, LossPoints::Goal, "cubic").len(), 1);
+        }
+        let all = conditions(Scale::Full, LossPoints::All, "bbr");
+        assert_eq!(all.len(), 6 + 5 + 2);
+        assert!(all.iter().any(|c| c.big));
     }
 }
