@@ -113,7 +113,11 @@ impl ChunkRead for QuicReader {
                 let Some(inner) = self.inner.as_mut() else {
                     return Err(io::ErrorKind::NotConnected.into());
                 };
-                match inner.read_chunks(&mut self.batch).await? {
+                match inner
+                    .read_chunks(&mut self.batch)
+                    .await
+                    .map_err(read_error)?
+                {
                     Some(n) => {
                         self.filled = n;
                         self.next = 0;
@@ -125,6 +129,18 @@ impl ChunkRead for QuicReader {
             self.next += 1;
             Ok(chunk)
         })
+    }
+}
+
+/// quinn's own conversion says only "connection lost"; the reason (idle timeout, closed by the
+/// peer with its code, reset) is what a user or a log needs.
+fn read_error(e: ::quinn::ReadError) -> io::Error {
+    let kind = io::Error::from(e.clone()).kind();
+    match e {
+        ::quinn::ReadError::ConnectionLost(c) => {
+            io::Error::new(kind, format!("connection lost: {c}"))
+        }
+        other => io::Error::new(kind, other.to_string()),
     }
 }
 
