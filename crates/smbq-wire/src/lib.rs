@@ -20,6 +20,7 @@ pub mod open_enum;
 // Session and connection level messages.
 pub mod cancel;
 pub mod change_notify;
+pub mod copychunk;
 pub mod echo;
 pub mod error_response;
 pub mod ioctl;
