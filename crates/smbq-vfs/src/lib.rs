@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod case;
+mod copy;
 mod error;
 mod mem;
 mod path;
@@ -12,6 +13,7 @@ mod posix;
 mod types;
 
 pub use case::simple_lowercase_eq;
+pub use copy::{COPY_PIECE, copy_range};
 pub use error::{VfsError, is_confinement_error};
 pub use mem::MemVfs;
 pub use path::{PathError, RelPath};
@@ -66,6 +68,11 @@ pub trait VfsFile: Send + Sync {
     /// Permission bits; setuid and setgid are always dropped (a client must not mint them).
     fn set_mode(&self, mode: u32) -> io::Result<()>;
     fn fsync(&self) -> io::Result<()>;
+    /// The open file's descriptor, so [`copy_range`] can copy between two files inside the
+    /// kernel; `None` where files are not descriptors (the default; [`MemVfs`]).
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
     /// All entries of a directory except `.` and `..`, each with its [`Stat`]; names that are
     /// not UTF-8 are skipped. A symlink entry reports its target when that stays inside the
     /// share, else itself (kind [`FileKind::Symlink`]).

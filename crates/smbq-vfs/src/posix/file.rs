@@ -128,6 +128,11 @@ pub(crate) fn list_names(fd: &OwnedFd) -> io::Result<Vec<(String, FileType)>> {
 }
 
 impl VfsFile for PosixFile {
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        Some(self.fd.as_fd())
+    }
+
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         let size = fstatx(&self.fd)?.size;
         // Sized by the file, not by the request: a huge `len` on a small file allocates little.
