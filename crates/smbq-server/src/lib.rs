@@ -23,6 +23,7 @@ pub mod notify;
 pub mod path;
 pub mod pipe;
 pub mod push;
+mod resume_key;
 pub mod security;
 pub mod share;
 pub mod short_name;
@@ -72,6 +73,8 @@ pub struct Server {
     pipes: RwLock<Arc<PipeFactory>>,
     /// Where to send unsolicited messages for each live connection.
     connections: RwLock<HashMap<u64, push::PushSender>>,
+    /// Mints and checks the resume keys of server-side copies (crate::resume_key).
+    resume_keys: resume_key::ResumeKeys,
     /// Handlers move work to the blocking pool, which needs an owned handle on the server.
     me: Weak<Server>,
 }
@@ -112,6 +115,7 @@ impl Server {
             durable: durable::DurableStore::default(),
             pipes: RwLock::new(srvsvc_pipes(&shares_for_rpc)),
             connections: RwLock::new(HashMap::new()),
+            resume_keys: resume_key::ResumeKeys::new(),
             me: me.clone(),
         }))
     }
@@ -271,6 +275,10 @@ impl Server {
     /// The server's state of a live session, if a request or a channel made it.
     pub(crate) fn existing_session(&self, id: u64) -> Option<Arc<SessionState>> {
         self.sessions.get(id)?.ext::<SessionState>()
+    }
+
+    pub(crate) fn resume_keys(&self) -> &resume_key::ResumeKeys {
+        &self.resume_keys
     }
 
     pub(crate) fn lookup_open(&self, volatile: u64) -> Option<Arc<Open>> {

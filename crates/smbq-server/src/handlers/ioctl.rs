@@ -1,5 +1,5 @@
-//! IOCTL (MS-SMB2 3.3.5.15): pipe transceive, validate negotiate, and the few FSCTLs a file
-//! server is expected to answer.
+//! IOCTL (MS-SMB2 3.3.5.15): pipe transceive, validate negotiate, server-side copy
+//! (`copychunk`), and the few FSCTLs a file server is expected to answer.
 
 use smbq_proto::Response;
 use smbq_wire::ioctl::{
@@ -109,8 +109,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         CtlCode::DFS_GET_REFERRALS | CtlCode::DFS_GET_REFERRALS_EX => {
             Err(NtStatus::FS_DRIVER_REQUIRED)
         }
-        CtlCode::SRV_COPYCHUNK | CtlCode::SRV_COPYCHUNK_WRITE | CtlCode::SRV_REQUEST_RESUME_KEY => {
-            Err(NtStatus::NOT_SUPPORTED)
+        CtlCode::SRV_REQUEST_RESUME_KEY => super::copychunk::resume_key(ctx, &req),
+        CtlCode::SRV_COPYCHUNK | CtlCode::SRV_COPYCHUNK_WRITE => {
+            super::copychunk::copy(ctx, &req).await
         }
         _ => Err(NtStatus::INVALID_DEVICE_REQUEST),
     }

@@ -2,6 +2,7 @@
 //! resolved by the dispatch table, and returns a response or an NTSTATUS.
 
 mod close;
+mod copychunk;
 pub(crate) mod create;
 mod flush;
 mod ioctl;

@@ -1,0 +1,182 @@
+//! Server-side copy (MS-SMB2 3.3.5.15.5, 3.3.5.15.6): FSCTL_SRV_REQUEST_RESUME_KEY names a
+//! source open; FSCTL_SRV_COPYCHUNK(_WRITE), sent on the destination open, copies chunks of
+//! it inside the server, so a copy within the server never crosses the network. The order of
+//! the checks and the statuses are Windows Server 2012's, which smbtorture's smb2.ioctl
+//! copy_chunk_* tests pin down (where MS-SMB2 says END_OF_FILE for a source range past the end,
+//! Windows answers INVALID_VIEW_SIZE: MS-SMB2 footnote on 3.3.5.15.6).
+
+use std::sync::Arc;
+
+use smbq_proto::Response;
+use smbq_wire::NtStatus;
+use smbq_wire::copychunk::{CopyChunkCopy, CopyChunkResponse, ResumeKeyResponse};
+use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse};
+
+use super::{Ctx, blocking, body};
+use crate::access::mask;
+use crate::errors::map_io_error;
+use crate::resume_key::ResumeKeys;
+use crate::tables::Open;
+
+/// Server limits (MS-SMB2 3.3.5.15.6, Windows' values, returned in the response when a
+/// request breaks one of them).
+pub const MAX_CHUNKS: u32 = 256;
+pub const MAX_CHUNK_BYTES: u32 = 1 << 20;
+pub const MAX_TOTAL_BYTES: u32 = 16 << 20;
+
+fn ioctl_reply(req: &IoctlRequest<'_>, status: NtStatus, output: &[u8]) -> Response {
+    let r = IoctlResponse {
+        ctl_code: req.ctl_code,
+        file_id: req.file_id,
+        input: &[],
+        output,
+        flags: 0,
+    };
+    Response::with_status(status, body(|w| r.encode(w)))
+}
+
+/// MS-SMB2 3.3.5.15.5. Needs no access right (smbtorture asks on a handle with
+/// READ_ATTRIBUTES only); the copy checks the source's rights when the key is used.
+pub(super) fn resume_key(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Response, NtStatus> {
+    let open = ctx.open()?;
+    if open.file().is_none() {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    if (req.max_output_response as usize) < ResumeKeyResponse::LEN {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let out = ResumeKeyResponse {
+        resume_key: ctx.srv.resume_keys().key_for(open.file_id),
+    };
+    let mut w = smbq_wire::Writer::new();
+    out.encode(&mut w);
+    Ok(ioctl_reply(req, NtStatus::SUCCESS, w.as_slice()))
+}
+
+/// MS-SMB2 3.3.5.15.6.
+pub(super) async fn copy(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Response, NtStatus> {
+    let dst = ctx.open()?.clone();
+    // Too small for the 12-byte answer: a plain error, nothing else checked.
+    if (req.max_output_response as usize) < CopyChunkResponse::LEN {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let answer = |status: NtStatus, r: CopyChunkResponse| {
+        let mut w = smbq_wire::Writer::new();
+        r.encode(&mut w);
+        ioctl_reply(req, status, w.as_slice())
+    };
+    let cc =
+        CopyChunkCopy::decode(req.input, MAX_CHUNKS).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    // 3.3.5.15.6.2: a broken limit is answered with the limits, before anything is copied.
+    let total: u64 = cc.chunks.iter().map(|c| u64::from(c.length)).sum();
+    if cc.chunk_count > MAX_CHUNKS
+        || cc
+            .chunks
+            .iter()
+            .any(|c| c.length == 0 || c.length > MAX_CHUNK_BYTES)
+        || total > u64::from(MAX_TOTAL_BYTES)
+    {
+        return Ok(answer(
+            NtStatus::INVALID_PARAMETER,
+            CopyChunkResponse {
+                chunks_written: MAX_CHUNKS,
+                chunk_bytes_written: MAX_CHUNK_BYTES,
+                total_bytes_written: MAX_TOTAL_BYTES,
+            },
+        ));
+    }
+    if cc.chunks.is_empty() {
+        return Ok(answer(NtStatus::SUCCESS, CopyChunkResponse::default()));
+    }
+    let mut done = CopyChunkResponse::default();
+    let src = match source(ctx, &cc.source_key, &dst, req.ctl_code) {
+        Ok(s) => s,
+        Err(status) => return Ok(answer(status, done)),
+    };
+    let (Some(sf), Some(df)) = (src.file(), dst.file()) else {
+        return Ok(answer(NtStatus::ACCESS_DENIED, done));
+    };
+    let (skey, dkey) = (sf.key, df.key);
+    // Level II oplocks on the destination break as for a WRITE (MS-FSA 2.1.4.12.2).
+    ctx.srv.oplock_break_level2(dkey, dst.volatile());
+    let srv = ctx.srv.self_arc();
+    let chunks = cc.chunks;
+    let (s2, d2) = (src.clone(), dst.clone());
+    // 3.3.5.15.6.1: chunks in order; the first failure ends the copy, and the answer counts
+    // what was copied before it (those bytes stay written).
+    let (status, copied) = blocking(move || {
+        let mut copied = CopyChunkResponse::default();
+        let (Some(sf), Some(df)) = (s2.file(), d2.file()) else {
+            return Ok((NtStatus::ACCESS_DENIED, copied));
+        };
+        for c in &chunks {
+            let len = u64::from(c.length);
+            if c.source_offset > i64::MAX as u64 - len || c.target_offset > i64::MAX as u64 - len {
+                return Ok((NtStatus::INVALID_PARAMETER, copied));
+            }
+            let size = match sf.file.stat() {
+                Ok(st) => st.size,
+                Err(e) => return Ok((map_io_error(&e), copied)),
+            };
+            if size < c.source_offset + len {
+                return Ok((NtStatus::INVALID_VIEW_SIZE, copied));
+            }
+            let files = srv.files();
+            if let Err(s) = files
+                .check_io(skey, s2.volatile(), c.source_offset, len, false)
+                .and_then(|()| files.check_io(dkey, d2.volatile(), c.target_offset, len, true))
+            {
+                return Ok((s, copied));
+            }
+            match smbq_vfs::copy_range(
+                sf.file.as_ref(),
+                c.source_offset,
+                df.file.as_ref(),
+                c.target_offset,
+                len,
+            ) {
+                Ok(n) if n == len => {}
+                // The source shrank between the size check and the copy.
+                Ok(_) => return Ok((NtStatus::INVALID_VIEW_SIZE, copied)),
+                Err(e) => return Ok((map_io_error(&e), copied)),
+            }
+            copied.chunks_written += 1;
+            copied.total_bytes_written += c.length;
+        }
+        Ok((NtStatus::SUCCESS, copied))
+    })
+    .await?;
+    done = copied;
+    if done.total_bytes_written > 0 {
+        ctx.srv.notify_write(&dst); // CHANGE_NOTIFY and the parent's leases (crate::notify)
+    }
+    Ok(answer(status, done))
+}
+
+/// The open a resume key names, if this session may copy from it into `dst` (Samba and
+/// Windows: same session, both data files, read access on the source, write access on the
+/// destination, and read access there too unless the request is COPYCHUNK_WRITE).
+fn source(
+    ctx: &Ctx<'_>,
+    key: &[u8; smbq_wire::copychunk::RESUME_KEY_LEN],
+    dst: &Arc<Open>,
+    ctl: CtlCode,
+) -> Result<Arc<Open>, NtStatus> {
+    let keys = ctx.srv.resume_keys();
+    let src = ctx
+        .srv
+        .lookup_open(ResumeKeys::volatile_of(key))
+        .filter(|o| keys.verify(key, o.file_id))
+        .filter(|o| !o.closed.load(std::sync::atomic::Ordering::Acquire))
+        .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
+    if src.session_id != dst.session_id || src.is_dir() || dst.is_dir() {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    if !src.has(mask::FILE_READ_DATA | mask::FILE_EXECUTE)
+        || !dst.has(mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)
+        || (ctl == CtlCode::SRV_COPYCHUNK && !dst.has(mask::FILE_READ_DATA))
+    {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(src)
+}
