@@ -36,7 +36,7 @@ impl Code {
 
 /// Shown at the end of `smbq --help`.
 pub const EXIT_CODES_HELP: &str = "\
-Client commands (ls stat cat get put rm mkdir rmdir mv shares) take
+Client commands (ls stat cat get put rm mkdir rmdir mv cp shares) take
 smb://[DOMAIN;][USER@]HOST[:PORT]/SHARE[/PATH][?tcp-port=N&quic-port=N]. Without USER@ they log
 on as the local user name (--anonymous: a null session). They race SMB over QUIC (port 443)
 and TCP (port 445): QUIC first, TCP after 250 ms or as soon as QUIC fails; the first to connect

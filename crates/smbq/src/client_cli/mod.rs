@@ -6,6 +6,7 @@
 mod again;
 mod args;
 mod connect;
+mod cp;
 mod exit;
 mod get;
 mod ls;
@@ -52,6 +53,8 @@ pub enum ClientCmd {
     Rmdir(simple::RmdirArgs),
     /// Rename URL to NEWPATH (share-relative, or a URL on the same share).
     Mv(simple::MvArgs),
+    /// Copy URL to NEWPATH inside the server (no data over the network): within a share, or to a URL on another share of the same server.
+    Cp(cp::CpArgs),
     /// List the server's shares: name, type, comment (URL: smb://USER@HOST[:PORT]).
     Shares(shares::SharesArgs),
 }
@@ -70,6 +73,7 @@ impl ClientCmd {
             Self::Mkdir(a) => run_command(a).await,
             Self::Rmdir(a) => run_command(a).await,
             Self::Mv(a) => run_command(a).await,
+            Self::Cp(a) => run_command(a).await,
             Self::Shares(a) => run_command(a).await,
         }
     }
