@@ -61,3 +61,19 @@ pub fn copy_range(
     }
     Ok(done)
 }
+
+/// Writes zeros over `[offset, offset + len)`, clipped to the end of the file (a file that
+/// cannot deallocate still reads zeros there, and does not grow).
+pub(crate) fn write_zeros<F: VfsFile + ?Sized>(file: &F, offset: u64, len: u64) -> io::Result<()> {
+    let end = offset.saturating_add(len).min(file.stat()?.size);
+    let zeros = bytes::Bytes::from(vec![0u8; COPY_PIECE]);
+    let mut at = offset;
+    while at < end {
+        let n = usize::try_from(end - at)
+            .unwrap_or(usize::MAX)
+            .min(COPY_PIECE);
+        file.write_at(at, &[zeros.slice(..n)])?;
+        at += n as u64;
+    }
+    Ok(())
+}

@@ -68,6 +68,22 @@ pub trait VfsFile: Send + Sync {
     /// Permission bits; setuid and setgid are always dropped (a client must not mint them).
     fn set_mode(&self, mode: u32) -> io::Result<()>;
     fn fsync(&self) -> io::Result<()>;
+    /// Deallocates `[offset, offset + len)` without changing the size (the range then reads
+    /// as zeros; FSCTL_SET_ZERO_DATA on a sparse file). The default writes zeros up to the end
+    /// of the file.
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        copy::write_zeros(self, offset, len)
+    }
+    /// Where data starts at or after `offset` (lseek SEEK_DATA), `None` past the last data;
+    /// FSCTL_QUERY_ALLOCATED_RANGES. The default reports every byte before the end as data.
+    fn next_data(&self, offset: u64) -> io::Result<Option<u64>> {
+        Ok((offset < self.stat()?.size).then_some(offset))
+    }
+    /// Where the hole after `offset` starts (lseek SEEK_HOLE; the end of the file counts as
+    /// one). The default: the end of the file.
+    fn next_hole(&self, offset: u64) -> io::Result<u64> {
+        Ok(self.stat()?.size.max(offset))
+    }
     /// The open file's descriptor, so [`copy_range`] can copy between two files inside the
     /// kernel; `None` where files are not descriptors (the default; [`MemVfs`]).
     fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {

@@ -129,8 +129,42 @@ pub(crate) fn list_names(fd: &OwnedFd) -> io::Result<Vec<(String, FileType)>> {
 
 impl VfsFile for PosixFile {
     fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        use std::os::fd::AsFd;
         Some(self.fd.as_fd())
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        use rustix::fs::FallocateFlags as F;
+        check_range(offset, len)?;
+        match retry_intr(|| {
+            rustix::fs::fallocate(&self.fd, F::PUNCH_HOLE | F::KEEP_SIZE, offset, len)
+        }) {
+            // A file system that cannot deallocate (or a kernel without it): zeros instead.
+            Err(e) if e.raw_os_error() == Some(Errno::OPNOTSUPP.raw_os_error()) => {
+                crate::copy::write_zeros(self, offset, len)
+            }
+            r => r,
+        }
+    }
+
+    fn next_data(&self, offset: u64) -> io::Result<Option<u64>> {
+        check_range(offset, 0)?;
+        match retry_intr(|| rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Data(offset))) {
+            Ok(at) => Ok(Some(at)),
+            Err(e) if e.raw_os_error() == Some(Errno::NXIO.raw_os_error()) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn next_hole(&self, offset: u64) -> io::Result<u64> {
+        check_range(offset, 0)?;
+        match retry_intr(|| rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Hole(offset))) {
+            Ok(at) => Ok(at),
+            // Past the end: the end itself is the hole.
+            Err(e) if e.raw_os_error() == Some(Errno::NXIO.raw_os_error()) => {
+                Ok(fstatx(&self.fd)?.size.max(offset))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
