@@ -9,7 +9,6 @@ use smbq_wire::ioctl::{
 use smbq_wire::{Dialect, NtStatus};
 
 use super::{Ctx, bad, body};
-use crate::access::mask;
 
 /// Dialects this server implements, for the greatest-common-dialect check.
 const IMPLEMENTED: [Dialect; 5] = [
@@ -74,20 +73,22 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             Ok(reply(NtStatus::SUCCESS, &out))
         }
         CtlCode::SET_SPARSE => {
-            // Nothing is stored (files here are sparse as the host file system makes them),
-            // but success says the attribute changed, so the change's rules apply: MS-FSA
-            // FSCTL_SET_SPARSE wants FILE_WRITE_DATA, FILE_WRITE_ATTRIBUTES or
-            // FILE_APPEND_DATA, and refuses directories.
-            let open = ctx.open()?;
-            let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
-            crate::security::require_any(
-                open,
-                mask::FILE_WRITE_DATA | mask::FILE_WRITE_ATTRIBUTES | mask::FILE_APPEND_DATA,
-            )?;
-            if f.is_dir {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
+            super::sparse::set_sparse(ctx.open()?, req.input).await?;
             Ok(reply(NtStatus::SUCCESS, &[]))
+        }
+        CtlCode::SET_ZERO_DATA => {
+            super::sparse::zero_data(ctx.srv, ctx.open()?, req.input).await?;
+            Ok(reply(NtStatus::SUCCESS, &[]))
+        }
+        CtlCode::QUERY_ALLOCATED_RANGES => {
+            let (out, more) =
+                super::sparse::allocated_ranges(ctx.open()?, req.input, max_out).await?;
+            let status = if more {
+                NtStatus::BUFFER_OVERFLOW
+            } else {
+                NtStatus::SUCCESS
+            };
+            Ok(reply(status, &out))
         }
         CtlCode::LMR_REQUEST_RESILIENCY => {
             // MS-SMB2 3.3.5.15.9 (crate::durable::resilient).

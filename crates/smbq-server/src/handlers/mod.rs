@@ -13,6 +13,7 @@ mod query_directory;
 mod query_info;
 mod read;
 mod set_info;
+mod sparse;
 mod tree_connect;
 mod write;
 

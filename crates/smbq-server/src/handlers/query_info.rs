@@ -457,6 +457,7 @@ fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
         FsInfoClass::ATTRIBUTE => enc(16, |w| {
             AttributeInfo {
                 file_system_attributes: fs_info::FILE_CASE_PRESERVED_NAMES
+                    | fs_info::FILE_SUPPORTS_SPARSE_FILES
                     | fs_info::FILE_UNICODE_ON_DISK
                     | fs_info::FILE_PERSISTENT_ACLS,
                 maximum_component_name_length: u32::try_from(fs.name_max.min(255)).unwrap_or(255),

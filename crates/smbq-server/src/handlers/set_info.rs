@@ -295,7 +295,9 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
         } else {
             attr::STORED
         };
-        dos.attributes = Some(attrs & keep);
+        // SPARSE_FILE stays as FSCTL_SET_SPARSE left it (MS-FSCC 2.6: not settable here).
+        let sparse = dos.attributes.unwrap_or(0) & attr::SPARSE_FILE;
+        dos.attributes = Some((attrs & keep & !attr::SPARSE_FILE) | sparse);
         if !f.is_dir {
             let st = f.file.stat().map_err(io)?;
             let perm = st.mode & 0o7777;

@@ -17,6 +17,7 @@ mod oplock_tests;
 mod rights_tests;
 mod security_tests;
 mod set_info_tests;
+mod sparse_tests;
 mod stream_tests;
 mod tree_tests;
 mod truncate_tests;

@@ -833,7 +833,9 @@ fn make_object(
 
 /// A new object's DOS attributes, file id, READONLY mode and preallocation, each best effort.
 fn stamp_new(o: &Opener<'_>, file: &dyn VfsFile, ino: u64, is_dir: bool) {
-    let attributes = o.intent.attributes;
+    // SPARSE_FILE is reported, never set by a CREATE: only FSCTL_SET_SPARSE makes a file
+    // sparse (Windows and Samba; smbtorture smb2.ioctl.sparse_file_attr).
+    let attributes = o.intent.attributes & !attr::SPARSE_FILE;
     // MS-FSA 2.1.5.1.1: a new file gets the requested attributes plus ARCHIVE, and a
     // FileId64 no other file on the volume has had (crate::file_id).
     let dos = dos::DosInfo {
