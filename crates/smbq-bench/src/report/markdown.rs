@@ -240,10 +240,32 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
                 t("scp")
             );
         }
-        o.push_str(
-            "\n![files vs delay](loss_files_delay.svg) ![files vs loss](loss_files_loss.svg) \
-             ![big vs delay](loss_big_delay.svg) ![big vs loss](loss_big_loss.svg)\n\n",
-        );
+        // The figures plots.rs draws: a group's curve over delay (rows without loss) or over
+        // loss (rows without delay); a goal-point-only run has none.
+        let figures: Vec<String> = [
+            ("files", "delay"),
+            ("files", "loss"),
+            ("big", "delay"),
+            ("big", "loss"),
+        ]
+        .into_iter()
+        .filter(|(g, axis)| {
+            loss.iter().any(|r| {
+                r.group == *g
+                    && if *axis == "delay" {
+                        r.loss_pct == 0.0
+                    } else {
+                        r.one_way_delay_ms == 0.0
+                    }
+            })
+        })
+        .map(|(g, axis)| format!("![{g} vs {axis}](loss_{g}_{axis}.svg)"))
+        .collect();
+        if figures.is_empty() {
+            o.push('\n');
+        } else {
+            let _ = writeln!(o, "\n{}\n", figures.join(" "));
+        }
     }
     if let Some(rows) = &res.interactive {
         interactive_table(&mut o, rows);
