@@ -90,6 +90,19 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             };
             Ok(reply(status, &out))
         }
+        CtlCode::GET_COMPRESSION => {
+            let out = super::compression::get(ctx.open()?, max_out)?;
+            Ok(reply(NtStatus::SUCCESS, &out))
+        }
+        CtlCode::SET_COMPRESSION => {
+            super::compression::set(ctx.open()?, req.input)?;
+            Ok(reply(NtStatus::SUCCESS, &[]))
+        }
+        CtlCode::SRV_ENUMERATE_SNAPSHOTS => {
+            ctx.open()?;
+            let out = super::snapshots::enumerate(max_out)?;
+            Ok(reply(NtStatus::SUCCESS, &out))
+        }
         CtlCode::LMR_REQUEST_RESILIENCY => {
             // MS-SMB2 3.3.5.15.9 (crate::durable::resilient).
             if ctx.conn.dialect == Dialect::SMB2_0_2 {

@@ -2,6 +2,7 @@
 //! resolved by the dispatch table, and returns a response or an NTSTATUS.
 
 mod close;
+mod compression;
 mod copychunk;
 pub(crate) mod create;
 mod flush;
@@ -13,6 +14,7 @@ mod query_directory;
 mod query_info;
 mod read;
 mod set_info;
+mod snapshots;
 mod sparse;
 mod tree_connect;
 mod write;

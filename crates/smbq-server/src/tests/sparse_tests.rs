@@ -310,3 +310,59 @@ async fn zero_data_needs_write_data_and_meets_other_opens_locks() {
             .all(|&x| x == 7)
     );
 }
+
+#[tokio::test]
+async fn compression_is_none_and_snapshots_are_an_empty_list() {
+    let h = H::new().await;
+    h.put("f", b"x").await;
+    let o = h.create("f", ALL, D::OPEN, 0).await;
+    let (s, out) = fsctl(&h, CtlCode::GET_COMPRESSION, o.id, &[], 2).await;
+    assert_eq!((s, out), (NtStatus::SUCCESS, vec![0, 0]));
+    assert_eq!(
+        fsctl(&h, CtlCode::GET_COMPRESSION, o.id, &[], 1).await.0,
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        fsctl(&h, CtlCode::SET_COMPRESSION, o.id, &[0, 0], 0)
+            .await
+            .0,
+        NtStatus::SUCCESS
+    );
+    for format in [1u8, 2] {
+        assert_eq!(
+            fsctl(&h, CtlCode::SET_COMPRESSION, o.id, &[format, 0], 0)
+                .await
+                .0,
+            NtStatus::NOT_SUPPORTED
+        );
+    }
+    assert_eq!(
+        fsctl(&h, CtlCode::SET_COMPRESSION, o.id, &[0], 0).await.0,
+        NtStatus::INVALID_PARAMETER
+    );
+    let ro = h.create("f", mask::FILE_READ_DATA, D::OPEN, 0).await;
+    assert_eq!(
+        fsctl(&h, CtlCode::SET_COMPRESSION, ro.id, &[0, 0], 0)
+            .await
+            .0,
+        NtStatus::ACCESS_DENIED
+    );
+    // Snapshots: counts only with 16 bytes of room, the empty name list with more.
+    let (s, out) = fsctl(&h, CtlCode::SRV_ENUMERATE_SNAPSHOTS, o.id, &[], 16).await;
+    assert_eq!((s, out.len()), (NtStatus::SUCCESS, 16));
+    assert_eq!(out[8..12], 2u32.to_le_bytes());
+    let (s, out) = fsctl(&h, CtlCode::SRV_ENUMERATE_SNAPSHOTS, o.id, &[], 4096).await;
+    assert_eq!(
+        (s, out),
+        (
+            NtStatus::SUCCESS,
+            vec![0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0]
+        )
+    );
+    assert_eq!(
+        fsctl(&h, CtlCode::SRV_ENUMERATE_SNAPSHOTS, o.id, &[], 15)
+            .await
+            .0,
+        NtStatus::INVALID_PARAMETER
+    );
+}
