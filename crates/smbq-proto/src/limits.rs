@@ -55,7 +55,7 @@ impl Default for Limits {
             frame: 8 * MIB + 64 * 1024,
             max_read: 8 * MIB,
             max_write: 8 * MIB,
-            max_transact: MIB,
+            max_transact: 8 * MIB,
             max_credits: 8192,
             max_compound: 64,
             max_in_flight: 512,

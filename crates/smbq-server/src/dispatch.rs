@@ -71,10 +71,17 @@ pub(crate) async fn dispatch(
                 // (crate::durable::replay; smbtorture smb2.replay.replay6).
                 open.replay.lock().take();
             }
-            match handlers::run(&ctx).await {
+            let mut r = match handlers::run(&ctx).await {
                 Ok(r) => r,
                 Err(status) => Response::error(status),
+            };
+            // MS-SMB2 3.3.5.2.7.2: a related request that follows works on this request's
+            // open, not only on one a CREATE made (a FLUSH then a related CLOSE: smbtorture
+            // smb2.compound_async.flush_close).
+            if r.file_id.is_none() {
+                r.file_id = ctx.open.as_ref().map(|o| o.file_id);
             }
+            r
         }
         Err(NtStatus::FILE_CLOSED) if notify_overtaken(srv, req) => {
             // A CHANGE_NOTIFY sent before the CLOSE of its handle but started after it: the

@@ -289,6 +289,10 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
         if !f.is_dir && attrs & attr::DIRECTORY != 0 {
             return Err(NtStatus::INVALID_PARAMETER);
         }
+        // MS-FSA 2.1.5.14.2: a directory cannot be TEMPORARY (smb2.create.dosattr_tmp_dir).
+        if f.is_dir && attrs & attr::TEMPORARY != 0 {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
         // A directory keeps READONLY as a stored attribute (smb2.winattr); a file's is the mode.
         let keep = if f.is_dir {
             attr::STORED | attr::READONLY

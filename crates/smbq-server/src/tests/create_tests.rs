@@ -254,6 +254,15 @@ async fn delete_on_close() {
         .create("ro", mask::DELETE, D::OPEN, opts::DELETE_ON_CLOSE)
         .await;
     assert_eq!(o.status, NtStatus::CANNOT_DELETE);
+    // A new file asked to be READONLY and deleted on close: CANNOT_DELETE, nothing created.
+    let o = h
+        .create_req("new-ro", mask::GENERIC_ALL, D::CREATE)
+        .options(opts::DELETE_ON_CLOSE | opts::NON_DIRECTORY_FILE)
+        .attrs(attr::READONLY)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::CANNOT_DELETE);
+    assert!(!h.path("new-ro").exists());
     assert_eq!(
         h.create("ro", mask::GENERIC_WRITE, D::OPEN, 0).await.status,
         NtStatus::ACCESS_DENIED

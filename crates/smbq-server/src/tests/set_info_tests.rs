@@ -180,3 +180,40 @@ async fn disposition_eof_and_basic() {
         NtStatus::INVALID_INFO_CLASS
     );
 }
+
+#[tokio::test]
+async fn a_directory_cannot_be_temporary_and_sparse_is_not_settable() {
+    let h = H::new().await;
+    let d = h
+        .create(
+            "d",
+            mask::GENERIC_ALL,
+            D::CREATE,
+            smbq_wire::create::create_options::DIRECTORY_FILE,
+        )
+        .await;
+    let basic = |file_attributes| {
+        BasicInfo {
+            file_attributes,
+            ..Default::default()
+        }
+        .to_bytes()
+    };
+    assert_eq!(
+        set(&h, d.id, 4, &basic(attr::DIRECTORY | attr::TEMPORARY)).await,
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        set(&h, d.id, 4, &basic(attr::HIDDEN)).await,
+        NtStatus::SUCCESS
+    );
+    // SPARSE_FILE in FileBasicInformation changes nothing either way (only FSCTL_SET_SPARSE).
+    h.put("f", b"x").await;
+    let f = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
+    assert_eq!(
+        set(&h, f.id, 4, &basic(attr::SPARSE_FILE)).await,
+        NtStatus::SUCCESS
+    );
+    let g = h.create("f", mask::FILE_READ_ATTRIBUTES, D::OPEN, 0).await;
+    assert_eq!(g.create().file_attributes & attr::SPARSE_FILE, 0);
+}

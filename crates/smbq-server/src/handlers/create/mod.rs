@@ -777,7 +777,10 @@ fn create_new_steps(o: &Opener<'_>, path: &RelPath) -> Result<Done, Stop> {
     let is_dir = o.intent.options & opts::DIRECTORY_FILE != 0;
     let maximal = o.tree.maximal_access;
     let granted = grant::grant(o.intent.desired, maximal)?;
-    check_delete_on_close(o.intent, granted, false, path)?;
+    // MS-FSA 2.1.5.1.1: a new object asked to be READONLY cannot be deleted on close
+    // (CANNOT_DELETE, and nothing is created; smb2.delete-on-close-perms.READONLY).
+    let read_only = o.intent.attributes & attr::READONLY != 0;
+    check_delete_on_close(o.intent, granted, read_only, path)?;
     let (file, ino) = make_object(o, path, is_dir)?;
     stamp_new(o, file.as_ref(), ino, is_dir);
     let st = file.stat().map_err(|e| map_io_error(&e))?;
