@@ -114,9 +114,19 @@ fn set_security(
     if addl & applied == 0 {
         return Ok(());
     }
-    let new = SecurityDescriptor::decode(buf).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
+    let mut new = SecurityDescriptor::decode(buf).map_err(|_| NtStatus::INVALID_SECURITY_DESCR)?;
     if !new.is_encodable() {
         return Err(NtStatus::INVALID_SECURITY_DESCR);
+    }
+    // Stored as Windows stores it: the generic rights of ACEs that apply to this object mapped
+    // to the file rights they stand for (MS-DTYP 2.5.3.4, GENERIC_MAPPING); an inherit-only
+    // ACE keeps them for the children it is passed to (smbtorture smb2.acls.GENERIC).
+    for acl in [new.dacl.as_mut(), new.sacl.as_mut()].into_iter().flatten() {
+        for ace in &mut acl.aces {
+            if ace.flags & smbq_wire::security::ace_flags::INHERIT_ONLY_ACE == 0 {
+                ace.mask = crate::access::map_generic(ace.mask);
+            }
+        }
     }
     let st = f.file.stat().map_err(io)?;
     let current = store::effective(f.file.as_ref(), &st);

@@ -456,3 +456,51 @@ async fn posix_view_round_trips_through_set_info() {
     assert_eq!(got.unwrap().dacl, orig.dacl);
     h.close(id).await;
 }
+
+#[tokio::test]
+async fn generic_rights_are_stored_mapped_and_attributes_readable_through_the_parent() {
+    let h = H::new().await;
+    let me = token(&h).user;
+    h.put("f", b"x").await;
+    let (_, id) = open(&h, "f", mask::GENERIC_ALL).await;
+    let d = sd(
+        Some(me.clone()),
+        Some(vec![
+            Ace::allowed(me.clone(), mask::GENERIC_READ, 0),
+            // Inherit-only: kept generic for the children it would go to.
+            Ace::allowed(
+                me.clone(),
+                mask::GENERIC_WRITE,
+                ace_flags::INHERIT_ONLY_ACE | ace_flags::OBJECT_INHERIT_ACE,
+            ),
+        ]),
+    );
+    let addl = info::DACL_SECURITY_INFORMATION | info::OWNER_SECURITY_INFORMATION;
+    assert_eq!(set_sd(&h, id, addl, &d).await, NtStatus::SUCCESS);
+    let (_, got) = query_sd(&h, id, info::DACL_SECURITY_INFORMATION).await;
+    let aces = got.unwrap().dacl.unwrap().aces;
+    assert_eq!(aces[0].mask, mask::FILE_GENERIC_READ);
+    assert_eq!(aces[1].mask, mask::GENERIC_WRITE);
+    h.close(id).await;
+    // A DACL granting nothing: the owner still gets READ_CONTROL and WRITE_DAC, DELETE and
+    // FILE_READ_ATTRIBUTES come through the (listable) parent.
+    let (s, id) = open(&h, "f", mask::WRITE_DAC).await;
+    assert_eq!(s, NtStatus::SUCCESS, "the owner may always change the DACL");
+    let nothing = sd(Some(me.clone()), Some(vec![Ace::allowed(me.clone(), 0, 0)]));
+    let dacl = info::DACL_SECURITY_INFORMATION;
+    assert_eq!(set_sd(&h, id, dacl, &nothing).await, NtStatus::SUCCESS);
+    h.close(id).await;
+    let o = h.create("f", mask::MAXIMUM_ALLOWED, D::OPEN, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let maximal = mask::WRITE_DAC | mask::READ_CONTROL | mask::FILE_READ_ATTRIBUTES | mask::DELETE;
+    let r = h.srv.lookup_open(o.id.volatile).unwrap();
+    assert_eq!(r.granted, maximal);
+    assert_eq!(
+        open(&h, "f", mask::FILE_READ_ATTRIBUTES).await.0,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(
+        open(&h, "f", mask::FILE_READ_DATA).await.0,
+        NtStatus::ACCESS_DENIED
+    );
+}

@@ -21,20 +21,19 @@ pub fn parent_sd(vfs: &dyn Vfs, path: &RelPath) -> Option<SecurityDescriptor> {
     store::read(dir.as_ref())
 }
 
-/// Whether the parent lets a child be deleted although the child's own DACL does not
-/// (MS-FSA 2.1.5.1.2.1: DELETE through the parent's FILE_DELETE_CHILD).
-/// A parent without a stored descriptor grants what the share grants.
-fn parent_grants_delete(vfs: &dyn Vfs, path: &RelPath, token: &Token, tree_max: u32) -> bool {
-    let parent = match parent_sd(vfs, path) {
+/// What the parent directory grants `token` (a parent without a stored descriptor grants what
+/// the share grants), for the rights a child gets through it.
+fn parent_access(vfs: &dyn Vfs, path: &RelPath, token: &Token, tree_max: u32) -> u32 {
+    match parent_sd(vfs, path) {
         Some(sd) => check::maximal_access(&sd, token),
         None => tree_max,
-    };
-    parent & mask::FILE_DELETE_CHILD != 0
+    }
 }
 
 /// The most an open of an existing file may get once its stored descriptor is applied:
-/// `maximal` (share and READONLY bounds) narrowed to what the DACL grants, plus DELETE when
-/// the parent allows deleting children. Without a stored descriptor, `maximal` unchanged.
+/// `maximal` (share and READONLY bounds) narrowed to what the DACL grants, plus DELETE and
+/// FILE_READ_ATTRIBUTES where the parent passes them on. Without a stored descriptor,
+/// `maximal` unchanged.
 pub fn existing_maximal(
     vfs: &dyn Vfs,
     path: &RelPath,
@@ -47,8 +46,18 @@ pub fn existing_maximal(
         return maximal;
     };
     let mut allowed = check::maximal_access(&sd, token);
-    if allowed & mask::DELETE == 0 && parent_grants_delete(vfs, path, token, tree_max) {
-        allowed |= mask::DELETE;
+    // MS-FSA 2.1.5.1.2.1 (access to an existing file): DELETE through the parent's
+    // FILE_DELETE_CHILD, and FILE_READ_ATTRIBUTES through its FILE_LIST_DIRECTORY (whoever
+    // can list a directory sees its entries' attributes; smbtorture smb2.acls.GENERIC).
+    let through_parent = mask::DELETE | mask::FILE_READ_ATTRIBUTES;
+    if allowed & through_parent != through_parent {
+        let parent = parent_access(vfs, path, token, tree_max);
+        if parent & mask::FILE_DELETE_CHILD != 0 {
+            allowed |= mask::DELETE;
+        }
+        if parent & mask::FILE_LIST_DIRECTORY != 0 {
+            allowed |= mask::FILE_READ_ATTRIBUTES;
+        }
     }
     maximal & allowed
 }
