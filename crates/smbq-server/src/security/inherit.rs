@@ -19,7 +19,17 @@ const GENERIC: u32 =
 /// replace CREATOR OWNER / CREATOR GROUP in the ACEs that take effect on the child; an ACE
 /// that both takes effect and passes on to grandchildren is split in two so the placeholder
 /// survives for them (MS-DTYP 2.5.3.4.2).
-pub fn inherited_aces(parent: &Acl, is_dir: bool, owner: &Sid, group: &Sid) -> Vec<Ace> {
+///
+/// `auto`: the parent's DACL is auto-inherited (SE_DACL_AUTO_INHERITED), so the copies are
+/// marked INHERITED_ACE (MS-DTYP 2.5.3.4.2 with DACL_AUTO_INHERIT); without it Windows and
+/// Samba leave the mark off (smbtorture smb2.acls.INHERITANCE).
+pub fn inherited_aces(
+    parent: &Acl,
+    is_dir: bool,
+    owner: &Sid,
+    group: &Sid,
+    auto: bool,
+) -> Vec<Ace> {
     let mut out = Vec::new();
     for ace in &parent.aces {
         let oi = ace.flags & ace_flags::OBJECT_INHERIT_ACE != 0;
@@ -27,7 +37,8 @@ pub fn inherited_aces(parent: &Acl, is_dir: bool, owner: &Sid, group: &Sid) -> V
         let np = ace.flags & ace_flags::NO_PROPAGATE_INHERIT_ACE != 0;
         let audit =
             ace.flags & (ace_flags::SUCCESSFUL_ACCESS_ACE_FLAG | ace_flags::FAILED_ACCESS_ACE_FLAG);
-        let base = ace_flags::INHERITED_ACE | audit;
+        let inherited = if auto { ace_flags::INHERITED_ACE } else { 0 };
+        let base = inherited | audit;
         // (applies to the child, flags it keeps for its own children)
         let (effective, passes_on) = if is_dir {
             if ci {
@@ -121,12 +132,12 @@ pub fn new_object_sd(
     let group = creator
         .and_then(|c| c.group.clone())
         .unwrap_or_else(|| token.primary_group.clone());
+    let parent_auto = parent.is_some_and(|p| p.control & control::SE_DACL_AUTO_INHERITED != 0);
     let inherited = parent
         .filter(|p| p.control & control::SE_DACL_PRESENT != 0 || p.dacl.is_some())
         .and_then(|p| p.dacl.as_ref())
-        .map(|d| inherited_aces(d, is_dir, &owner, &group))
+        .map(|d| inherited_aces(d, is_dir, &owner, &group, parent_auto))
         .filter(|aces| !aces.is_empty());
-    let parent_auto = parent.is_some_and(|p| p.control & control::SE_DACL_AUTO_INHERITED != 0);
     let mut ctl = control::SE_SELF_RELATIVE | control::SE_DACL_PRESENT;
     let dacl = match creator {
         Some(c) if c.control & control::SE_DACL_PRESENT != 0 => {
@@ -238,7 +249,7 @@ mod tests {
         let t = token();
         for &(flags, is_dir, want) in rows {
             let p = Acl::new(vec![Ace::allowed(Sid::everyone(), R, flags)]);
-            let got: Vec<u8> = inherited_aces(&p, is_dir, &t.user, &t.primary_group)
+            let got: Vec<u8> = inherited_aces(&p, is_dir, &t.user, &t.primary_group, true)
                 .iter()
                 .map(|a| a.flags)
                 .collect();
@@ -254,7 +265,7 @@ mod tests {
             mask::GENERIC_ALL,
             OBJECT_INHERIT_ACE | CONTAINER_INHERIT_ACE,
         )]);
-        let file = inherited_aces(&p, false, &t.user, &t.primary_group);
+        let file = inherited_aces(&p, false, &t.user, &t.primary_group, true);
         assert_eq!(
             file,
             vec![Ace::allowed(
@@ -263,7 +274,7 @@ mod tests {
                 INHERITED_ACE
             )]
         );
-        let dir = inherited_aces(&p, true, &t.user, &t.primary_group);
+        let dir = inherited_aces(&p, true, &t.user, &t.primary_group, true);
         assert_eq!(dir.len(), 2);
         assert_eq!(
             dir[0],
@@ -280,7 +291,7 @@ mod tests {
             R,
             OBJECT_INHERIT_ACE,
         )]);
-        let file = inherited_aces(&g, false, &t.user, &t.primary_group);
+        let file = inherited_aces(&g, false, &t.user, &t.primary_group, true);
         assert_eq!(file[0].sid, t.primary_group);
     }
 
@@ -296,6 +307,17 @@ mod tests {
         let sd = new_object_sd(None, Some(&inh), false, &t).unwrap();
         assert_eq!(sd.owner.as_ref(), Some(&t.user));
         assert_eq!(sd.group.as_ref(), Some(&t.primary_group));
+        assert_eq!(
+            sd.dacl.unwrap().aces,
+            vec![Ace::allowed(Sid::everyone(), R, 0)]
+        );
+        // Under an auto-inherited parent the copies are marked inherited, and so is the DACL.
+        let auto = SecurityDescriptor {
+            control: inh.control | control::SE_DACL_AUTO_INHERITED,
+            ..inh.clone()
+        };
+        let sd = new_object_sd(None, Some(&auto), false, &t).unwrap();
+        assert_ne!(sd.control & control::SE_DACL_AUTO_INHERITED, 0);
         assert_eq!(
             sd.dacl.unwrap().aces,
             vec![Ace::allowed(Sid::everyone(), R, INHERITED_ACE)]

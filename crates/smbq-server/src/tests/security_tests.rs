@@ -342,12 +342,9 @@ async fn children_inherit_and_parent_rules_apply() {
     assert_eq!(
         got.dacl.unwrap().aces,
         vec![
-            Ace::allowed(
-                Sid::everyone(),
-                mask::FILE_ALL_ACCESS,
-                ace_flags::INHERITED_ACE
-            ),
-            Ace::allowed(me, mask::FILE_ALL_ACCESS, ace_flags::INHERITED_ACE),
+            // The parent's DACL is not auto-inherited: no INHERITED_ACE mark (as Windows).
+            Ace::allowed(Sid::everyone(), mask::FILE_ALL_ACCESS, 0),
+            Ace::allowed(me, mask::FILE_ALL_ACCESS, 0),
         ]
     );
     h.close(o.id).await;
@@ -378,13 +375,12 @@ async fn children_inherit_and_parent_rules_apply() {
     h.close(o.id).await;
     let o = h.create("d\\g", mask::READ_CONTROL, D::OPEN, 0).await;
     let (_, got) = query_sd(&h, o.id, info::DACL_SECURITY_INFORMATION).await;
-    assert!(
-        got.unwrap()
-            .dacl
-            .unwrap()
-            .aces
-            .iter()
-            .all(|a| a.flags & ace_flags::INHERITED_ACE != 0)
+    assert_eq!(
+        got.unwrap().dacl.unwrap().aces,
+        vec![
+            Ace::allowed(Sid::everyone(), mask::FILE_ALL_ACCESS, 0),
+            Ace::allowed(token(&h).user, mask::FILE_ALL_ACCESS, 0),
+        ]
     );
     h.close(o.id).await;
     // And without FILE_DELETE_CHILD there, a child's DELETE comes from its own DACL only.
