@@ -173,10 +173,12 @@ fn source(
         return Err(NtStatus::ACCESS_DENIED);
     }
     if !src.has(mask::FILE_READ_DATA | mask::FILE_EXECUTE)
-        || !dst.has(mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)
         || (ctl == CtlCode::SRV_COPYCHUNK && !dst.has(mask::FILE_READ_DATA))
     {
         return Err(NtStatus::ACCESS_DENIED);
     }
+    // Writing is checked as a WRITE is, with the read-only share refused again at the point of
+    // change (crate::security::refuse_on_read_only).
+    crate::security::require_any(dst, mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)?;
     Ok(src)
 }
