@@ -5,12 +5,12 @@ use smbq_wire::copychunk::{
     Chunk, CopyChunkCopy, CopyChunkResponse, RESUME_KEY_LEN, ResumeKeyResponse,
 };
 use smbq_wire::create::CreateDisposition as D;
-use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse, flags};
+use smbq_wire::ioctl::CtlCode;
 use smbq_wire::lock::{LockElement, LockRequest, lock_flags as lf};
 use smbq_wire::{Command, FileId, NtStatus};
 use tokio_util::sync::CancellationToken;
 
-use super::harness::{H, msg, session};
+use super::harness::{H, ioctl_msg, msg, session};
 use crate::access::mask;
 
 const ALL: u32 = mask::FILE_ALL_ACCESS;
@@ -21,46 +21,9 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn ioctl_msg(
-    h: &H,
-    sid: u64,
-    ctl: CtlCode,
-    id: FileId,
-    input: &[u8],
-    max_out: u32,
-) -> bytes::Bytes {
-    msg(Command::IOCTL, h.tree, sid, |w| {
-        IoctlRequest {
-            ctl_code: ctl,
-            file_id: id,
-            input,
-            max_output_response: max_out,
-            flags: flags::IS_FSCTL,
-            ..Default::default()
-        }
-        .encode(w)
-    })
-}
-
-fn output(r: &smbq_proto::Response) -> Vec<u8> {
-    let mut m = vec![0u8; 64];
-    m.extend_from_slice(&r.body);
-    IoctlResponse::decode(&m).unwrap().output.to_vec()
-}
-
 async fn key(h: &H, id: FileId) -> [u8; RESUME_KEY_LEN] {
-    let r = h
-        .send(ioctl_msg(
-            h,
-            h.session.id,
-            CtlCode::SRV_REQUEST_RESUME_KEY,
-            id,
-            &[],
-            32,
-        ))
-        .await;
-    assert_eq!(r.status, NtStatus::SUCCESS);
-    let out = output(&r);
+    let (status, out) = h.fsctl(CtlCode::SRV_REQUEST_RESUME_KEY, id, &[], 32).await;
+    assert_eq!(status, NtStatus::SUCCESS);
     assert_eq!(
         out.len(),
         ResumeKeyResponse::LEN,
@@ -79,6 +42,18 @@ fn chunks(list: &[(u64, u64, u32)]) -> Vec<Chunk> {
         .collect()
 }
 
+/// SRV_COPYCHUNK_COPY naming `key` and the (source, target, length) chunks.
+fn copy_input(key: [u8; RESUME_KEY_LEN], list: &[(u64, u64, u32)]) -> Vec<u8> {
+    let c = CopyChunkCopy {
+        source_key: key,
+        chunk_count: list.len() as u32,
+        chunks: chunks(list),
+    };
+    let mut w = smbq_wire::Writer::new();
+    c.encode(&mut w);
+    w.into_vec()
+}
+
 /// Sends a COPYCHUNK(_WRITE) on `dst`; the status and, when the answer has one, its counts.
 async fn copy(
     h: &H,
@@ -87,18 +62,9 @@ async fn copy(
     key: [u8; RESUME_KEY_LEN],
     list: &[(u64, u64, u32)],
 ) -> (NtStatus, Option<CopyChunkResponse>) {
-    let c = CopyChunkCopy {
-        source_key: key,
-        chunk_count: list.len() as u32,
-        chunks: chunks(list),
-    };
-    let mut w = smbq_wire::Writer::new();
-    c.encode(&mut w);
-    let r = h
-        .send(ioctl_msg(h, h.session.id, ctl, dst, w.as_slice(), 12))
-        .await;
-    let counts = (!r.body.is_empty()).then(|| CopyChunkResponse::decode(&output(&r)).unwrap());
-    (r.status, counts)
+    let (status, out) = h.fsctl(ctl, dst, &copy_input(key, list), 12).await;
+    let counts = (!out.is_empty()).then(|| CopyChunkResponse::decode(&out).unwrap());
+    (status, counts)
 }
 
 fn counts(c: u32, t: u32) -> Option<CopyChunkResponse> {
@@ -188,38 +154,14 @@ async fn limits_are_answered_with_the_limits_and_nothing_is_written() {
         (NtStatus::SUCCESS, counts(0, 0))
     );
     // Room for less than the 12-byte answer: a plain error.
-    let c = CopyChunkCopy {
-        source_key: k,
-        chunk_count: 1,
-        chunks: chunks(&[(0, 0, 10)]),
-    };
-    let mut w = smbq_wire::Writer::new();
-    c.encode(&mut w);
-    let r = h
-        .send(ioctl_msg(
-            &h,
-            h.session.id,
-            CtlCode::SRV_COPYCHUNK,
-            d,
-            w.as_slice(),
-            11,
-        ))
-        .await;
-    assert_eq!((r.status, r.body.len()), (NtStatus::INVALID_PARAMETER, 0));
+    let input = copy_input(k, &[(0, 0, 10)]);
+    let (status, out) = h.fsctl(CtlCode::SRV_COPYCHUNK, d, &input, 11).await;
+    assert_eq!((status, out.len()), (NtStatus::INVALID_PARAMETER, 0));
     // A count larger than the bytes that follow it: malformed.
     let mut w = smbq_wire::Writer::new();
     w.bytes(&k).u32(3).u32(0).zeros(24);
-    let r = h
-        .send(ioctl_msg(
-            &h,
-            h.session.id,
-            CtlCode::SRV_COPYCHUNK,
-            d,
-            w.as_slice(),
-            12,
-        ))
-        .await;
-    assert_eq!(r.status, NtStatus::INVALID_PARAMETER);
+    let (status, _) = h.fsctl(CtlCode::SRV_COPYCHUNK, d, w.as_slice(), 12).await;
+    assert_eq!(status, NtStatus::INVALID_PARAMETER);
 }
 
 #[tokio::test]
@@ -393,24 +335,8 @@ async fn a_key_from_another_session_is_refused() {
         .await
         .file_id
         .unwrap();
-    let c = CopyChunkCopy {
-        source_key: k,
-        chunk_count: 1,
-        chunks: chunks(&[(0, 0, 4096)]),
-    };
-    let mut w = smbq_wire::Writer::new();
-    c.encode(&mut w);
-    let req = msg(Command::IOCTL, tree, 0x22, |wr| {
-        IoctlRequest {
-            ctl_code: CtlCode::SRV_COPYCHUNK,
-            file_id: d,
-            input: w.as_slice(),
-            max_output_response: 12,
-            flags: flags::IS_FSCTL,
-            ..Default::default()
-        }
-        .encode(wr)
-    });
+    let input = copy_input(k, &[(0, 0, 4096)]);
+    let req = ioctl_msg(tree, 0x22, CtlCode::SRV_COPYCHUNK, d, &input, 12);
     let r = h
         .send_with(req, Some(other), CancellationToken::new())
         .await;

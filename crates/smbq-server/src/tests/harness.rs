@@ -6,6 +6,7 @@ use smbq_proto::{ConnView, Limits, Request, Response, SessionView};
 use smbq_wire::close::CloseRequest;
 use smbq_wire::create::{CreateDisposition, CreateRequest, CreateResponse};
 use smbq_wire::cursor::utf16le_encode;
+use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse, flags as ioctl_flags};
 use smbq_wire::read::ReadRequest;
 use smbq_wire::tree_connect::{TreeConnectRequest, TreeConnectResponse};
 use smbq_wire::write::WriteRequest;
@@ -113,7 +114,60 @@ impl Open {
     }
 }
 
+/// An FSCTL (IOCTL with SMB2_0_IOCTL_IS_FSCTL) on `id` in `tree` of session `sid`.
+pub fn ioctl_msg(
+    tree: u32,
+    sid: u64,
+    ctl: CtlCode,
+    id: FileId,
+    input: &[u8],
+    max_out: u32,
+) -> Bytes {
+    msg(Command::IOCTL, tree, sid, |w| {
+        IoctlRequest {
+            ctl_code: ctl,
+            file_id: id,
+            input,
+            max_output_response: max_out,
+            flags: ioctl_flags::IS_FSCTL,
+            ..Default::default()
+        }
+        .encode(w)
+    })
+}
+
+/// The output buffer of an IOCTL response; empty for an SMB2 ERROR response.
+pub fn ioctl_output(r: &Response) -> Vec<u8> {
+    if r.body.is_empty() {
+        return Vec::new();
+    }
+    let mut m = vec![0u8; 64];
+    m.extend_from_slice(&r.body);
+    IoctlResponse::decode(&m).unwrap().output.to_vec()
+}
+
 impl H {
+    /// An FSCTL on `id` in this session and tree: its status and output buffer.
+    pub async fn fsctl(
+        &self,
+        ctl: CtlCode,
+        id: FileId,
+        input: &[u8],
+        max_out: u32,
+    ) -> (NtStatus, Vec<u8>) {
+        let r = self
+            .send(ioctl_msg(
+                self.tree,
+                self.session.id,
+                ctl,
+                id,
+                input,
+                max_out,
+            ))
+            .await;
+        (r.status, ioctl_output(&r))
+    }
+
     pub async fn new() -> H {
         Self::with(|_| {}).await
     }

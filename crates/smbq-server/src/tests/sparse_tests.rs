@@ -4,7 +4,7 @@
 
 use smbq_wire::create::CreateDisposition as D;
 use smbq_wire::create::create_options;
-use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse, flags};
+use smbq_wire::ioctl::CtlCode;
 use smbq_wire::lock::{LockElement, LockRequest, lock_flags as lf};
 use smbq_wire::{Command, FileId, NtStatus};
 
@@ -14,30 +14,6 @@ use crate::access::{attr, mask};
 const ALL: u32 = mask::FILE_ALL_ACCESS;
 const K64: u64 = 64 * 1024;
 
-async fn fsctl(h: &H, ctl: CtlCode, id: FileId, input: &[u8], max_out: u32) -> (NtStatus, Vec<u8>) {
-    let r = h
-        .send(msg(Command::IOCTL, h.tree, h.session.id, |w| {
-            IoctlRequest {
-                ctl_code: ctl,
-                file_id: id,
-                input,
-                max_output_response: max_out,
-                flags: flags::IS_FSCTL,
-                ..Default::default()
-            }
-            .encode(w)
-        }))
-        .await;
-    let out = if r.body.is_empty() {
-        Vec::new()
-    } else {
-        let mut m = vec![0u8; 64];
-        m.extend_from_slice(&r.body);
-        IoctlResponse::decode(&m).unwrap().output.to_vec()
-    };
-    (r.status, out)
-}
-
 fn pair(a: u64, b: u64) -> Vec<u8> {
     let mut v = a.to_le_bytes().to_vec();
     v.extend_from_slice(&b.to_le_bytes());
@@ -45,14 +21,14 @@ fn pair(a: u64, b: u64) -> Vec<u8> {
 }
 
 async fn qar(h: &H, id: FileId, off: u64, len: u64, max_out: u32) -> (NtStatus, Vec<(u64, u64)>) {
-    let (s, out) = fsctl(
-        h,
-        CtlCode::QUERY_ALLOCATED_RANGES,
-        id,
-        &pair(off, len),
-        max_out,
-    )
-    .await;
+    let (s, out) = h
+        .fsctl(
+            CtlCode::QUERY_ALLOCATED_RANGES,
+            id,
+            &pair(off, len),
+            max_out,
+        )
+        .await;
     let ranges = out
         .chunks(16)
         .map(|c| {
@@ -86,24 +62,24 @@ async fn only_set_sparse_sets_the_attribute_and_it_stays_with_the_file() {
     assert_eq!(attributes(&h, "f").await & attr::SPARSE_FILE, 0);
     // No buffer: set; again: still set; [0]: clear; 100 bytes starting 0xFF: set.
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, o.id, &[], 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, o.id, &[], 0).await.0,
         NtStatus::SUCCESS
     );
     assert_ne!(attributes(&h, "f").await & attr::SPARSE_FILE, 0);
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, o.id, &[], 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, o.id, &[], 0).await.0,
         NtStatus::SUCCESS
     );
     assert_ne!(attributes(&h, "f").await & attr::SPARSE_FILE, 0);
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, o.id, &[0], 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, o.id, &[0], 0).await.0,
         NtStatus::SUCCESS
     );
     assert_eq!(attributes(&h, "f").await & attr::SPARSE_FILE, 0);
     let mut big = vec![0u8; 100];
     big[0] = 0xFF;
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, o.id, &big, 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, o.id, &big, 0).await.0,
         NtStatus::SUCCESS
     );
     h.close(o.id).await;
@@ -116,13 +92,13 @@ async fn only_set_sparse_sets_the_attribute_and_it_stays_with_the_file() {
     // Rights: WRITE_EA alone is not enough; a directory is refused.
     let ea = h.create("f", mask::FILE_WRITE_EA, D::OPEN, 0).await;
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, ea.id, &[0], 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, ea.id, &[0], 0).await.0,
         NtStatus::ACCESS_DENIED
     );
     assert_ne!(attributes(&h, "f").await & attr::SPARSE_FILE, 0);
     let wa = h.create("f", mask::FILE_WRITE_ATTRIBUTES, D::OPEN, 0).await;
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, wa.id, &[0], 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, wa.id, &[0], 0).await.0,
         NtStatus::SUCCESS
     );
     let dir = h
@@ -134,7 +110,7 @@ async fn only_set_sparse_sets_the_attribute_and_it_stays_with_the_file() {
         )
         .await;
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, dir.id, &[], 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, dir.id, &[], 0).await.0,
         NtStatus::INVALID_PARAMETER
     );
 }
@@ -173,7 +149,7 @@ async fn allocated_ranges_of_a_plain_file_are_the_window_up_to_its_end() {
         NtStatus::INVALID_PARAMETER
     );
     assert_eq!(
-        fsctl(&h, CtlCode::QUERY_ALLOCATED_RANGES, o.id, &[0; 8], 1024)
+        h.fsctl(CtlCode::QUERY_ALLOCATED_RANGES, o.id, &[0; 8], 1024)
             .await
             .0,
         NtStatus::INVALID_PARAMETER
@@ -191,12 +167,14 @@ async fn zero_data_punches_holes_that_allocated_ranges_skip() {
     std::fs::write(h.path("f"), &data).unwrap();
     let o = h.create("f", ALL, D::OPEN, 0).await;
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, o.id, &[], 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, o.id, &[], 0).await.0,
         NtStatus::SUCCESS
     );
     for i in 0..10u64 {
         let at = i * 2 * K64;
-        let (s, _) = fsctl(&h, CtlCode::SET_ZERO_DATA, o.id, &pair(at, at + K64), 0).await;
+        let (s, _) = h
+            .fsctl(CtlCode::SET_ZERO_DATA, o.id, &pair(at, at + K64), 0)
+            .await;
         assert_eq!(s, NtStatus::SUCCESS);
     }
     let on_disk = std::fs::read(h.path("f")).unwrap();
@@ -223,25 +201,27 @@ async fn zero_data_punches_holes_that_allocated_ranges_skip() {
     );
     // Beyond the end nothing grows.
     let end = data.len() as u64;
-    let (s, _) = fsctl(&h, CtlCode::SET_ZERO_DATA, o.id, &pair(end, end + 4096), 0).await;
+    let (s, _) = h
+        .fsctl(CtlCode::SET_ZERO_DATA, o.id, &pair(end, end + 4096), 0)
+        .await;
     assert_eq!(s, NtStatus::SUCCESS);
     assert_eq!(std::fs::metadata(h.path("f")).unwrap().len(), end);
     // Invalid ranges, and an empty one that succeeds at once.
     assert_eq!(
-        fsctl(&h, CtlCode::SET_ZERO_DATA, o.id, &pair(4096, 4095), 0)
+        h.fsctl(CtlCode::SET_ZERO_DATA, o.id, &pair(4096, 4095), 0)
             .await
             .0,
         NtStatus::INVALID_PARAMETER
     );
     assert_eq!(
-        fsctl(&h, CtlCode::SET_ZERO_DATA, o.id, &pair(4095, 4095), 0)
+        h.fsctl(CtlCode::SET_ZERO_DATA, o.id, &pair(4095, 4095), 0)
             .await
             .0,
         NtStatus::SUCCESS
     );
     // Once not sparse, the whole window counts as allocated again; the zeros stay.
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, o.id, &[0], 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, o.id, &[0], 0).await.0,
         NtStatus::SUCCESS
     );
     assert_eq!(
@@ -263,7 +243,7 @@ async fn zero_data_needs_write_data_and_meets_other_opens_locks() {
         )
         .await;
     assert_eq!(
-        fsctl(&h, CtlCode::SET_ZERO_DATA, append.id, &pair(0, 10), 0)
+        h.fsctl(CtlCode::SET_ZERO_DATA, append.id, &pair(0, 10), 0)
             .await
             .0,
         NtStatus::ACCESS_DENIED
@@ -284,20 +264,20 @@ async fn zero_data_needs_write_data_and_meets_other_opens_locks() {
     });
     assert_eq!(h.send(lock).await.status, NtStatus::SUCCESS);
     assert_eq!(
-        fsctl(&h, CtlCode::SET_ZERO_DATA, a.id, &pair(0, 4096), 0)
+        h.fsctl(CtlCode::SET_ZERO_DATA, a.id, &pair(0, 4096), 0)
             .await
             .0,
         NtStatus::FILE_LOCK_CONFLICT
     );
     assert_eq!(
-        fsctl(&h, CtlCode::SET_ZERO_DATA, a.id, &pair(K64, K64 + 4096), 0)
+        h.fsctl(CtlCode::SET_ZERO_DATA, a.id, &pair(K64, K64 + 4096), 0)
             .await
             .0,
         NtStatus::SUCCESS
     );
     // Setting the flag and asking for ranges meet no lock.
     assert_eq!(
-        fsctl(&h, CtlCode::SET_SPARSE, a.id, &[], 0).await.0,
+        h.fsctl(CtlCode::SET_SPARSE, a.id, &[], 0).await.0,
         NtStatus::SUCCESS
     );
     assert_eq!(
@@ -316,42 +296,42 @@ async fn compression_is_none_and_snapshots_are_an_empty_list() {
     let h = H::new().await;
     h.put("f", b"x").await;
     let o = h.create("f", ALL, D::OPEN, 0).await;
-    let (s, out) = fsctl(&h, CtlCode::GET_COMPRESSION, o.id, &[], 2).await;
+    let (s, out) = h.fsctl(CtlCode::GET_COMPRESSION, o.id, &[], 2).await;
     assert_eq!((s, out), (NtStatus::SUCCESS, vec![0, 0]));
     assert_eq!(
-        fsctl(&h, CtlCode::GET_COMPRESSION, o.id, &[], 1).await.0,
+        h.fsctl(CtlCode::GET_COMPRESSION, o.id, &[], 1).await.0,
         NtStatus::INVALID_PARAMETER
     );
     assert_eq!(
-        fsctl(&h, CtlCode::SET_COMPRESSION, o.id, &[0, 0], 0)
-            .await
-            .0,
+        h.fsctl(CtlCode::SET_COMPRESSION, o.id, &[0, 0], 0).await.0,
         NtStatus::SUCCESS
     );
     for format in [1u8, 2] {
         assert_eq!(
-            fsctl(&h, CtlCode::SET_COMPRESSION, o.id, &[format, 0], 0)
+            h.fsctl(CtlCode::SET_COMPRESSION, o.id, &[format, 0], 0)
                 .await
                 .0,
             NtStatus::NOT_SUPPORTED
         );
     }
     assert_eq!(
-        fsctl(&h, CtlCode::SET_COMPRESSION, o.id, &[0], 0).await.0,
+        h.fsctl(CtlCode::SET_COMPRESSION, o.id, &[0], 0).await.0,
         NtStatus::INVALID_PARAMETER
     );
     let ro = h.create("f", mask::FILE_READ_DATA, D::OPEN, 0).await;
     assert_eq!(
-        fsctl(&h, CtlCode::SET_COMPRESSION, ro.id, &[0, 0], 0)
-            .await
-            .0,
+        h.fsctl(CtlCode::SET_COMPRESSION, ro.id, &[0, 0], 0).await.0,
         NtStatus::ACCESS_DENIED
     );
     // Snapshots: counts only with 16 bytes of room, the empty name list with more.
-    let (s, out) = fsctl(&h, CtlCode::SRV_ENUMERATE_SNAPSHOTS, o.id, &[], 16).await;
+    let (s, out) = h
+        .fsctl(CtlCode::SRV_ENUMERATE_SNAPSHOTS, o.id, &[], 16)
+        .await;
     assert_eq!((s, out.len()), (NtStatus::SUCCESS, 16));
     assert_eq!(out[8..12], 2u32.to_le_bytes());
-    let (s, out) = fsctl(&h, CtlCode::SRV_ENUMERATE_SNAPSHOTS, o.id, &[], 4096).await;
+    let (s, out) = h
+        .fsctl(CtlCode::SRV_ENUMERATE_SNAPSHOTS, o.id, &[], 4096)
+        .await;
     assert_eq!(
         (s, out),
         (
@@ -360,7 +340,7 @@ async fn compression_is_none_and_snapshots_are_an_empty_list() {
         )
     );
     assert_eq!(
-        fsctl(&h, CtlCode::SRV_ENUMERATE_SNAPSHOTS, o.id, &[], 15)
+        h.fsctl(CtlCode::SRV_ENUMERATE_SNAPSHOTS, o.id, &[], 15)
             .await
             .0,
         NtStatus::INVALID_PARAMETER
