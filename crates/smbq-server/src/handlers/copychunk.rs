@@ -99,6 +99,11 @@ pub(super) async fn copy(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Respon
     let (skey, dkey) = (sf.key, df.key);
     // Level II oplocks on the destination break as for a WRITE (MS-FSA 2.1.4.12.2).
     ctx.srv.oplock_break_level2(dkey, dst.volatile());
+    let session = ctx.session.clone();
+    let _slot = tokio::select! {
+        slot = session.copy_slot() => slot,
+        () = ctx.cancel.cancelled() => return Err(NtStatus::CANCELLED),
+    };
     let srv = ctx.srv.self_arc();
     let chunks = cc.chunks;
     let (s2, d2) = (src.clone(), dst.clone());

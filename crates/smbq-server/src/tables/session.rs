@@ -32,6 +32,11 @@ pub struct SessionState {
     /// The last opens CLOSEd, with the CLOSE's MessageId (at most [`RECENT_CLOSES`]): a
     /// request sent before that CLOSE but run after it is answered as if it had run first.
     closed_recently: Mutex<std::collections::VecDeque<(u64, u64)>>,
+    /// One server-side copy at a time per session: a copy that cannot go through
+    /// copy_file_range holds a 1 MiB buffer on a blocking thread, which the request's small
+    /// credit charge does not pay for, so concurrency is bounded here instead (sessions are
+    /// bounded per connection).
+    copies: tokio::sync::Semaphore,
 }
 
 /// How many CLOSEs a session remembers for [`SessionState::closed_after`].
@@ -56,7 +61,14 @@ impl SessionState {
             channels: Mutex::new(Vec::new()),
             token: Mutex::new(None),
             closed_recently: Mutex::new(std::collections::VecDeque::new()),
+            copies: tokio::sync::Semaphore::new(1),
         }
+    }
+
+    /// Waits for the session's one server-side copy slot (see the field); `None` only if the
+    /// semaphore was closed, which never happens.
+    pub async fn copy_slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.copies.acquire().await.ok()
     }
 
     /// A CLOSE with MessageId `close_mid` of open `volatile` is starting.

@@ -391,3 +391,33 @@ async fn byte_range_locks_of_other_opens_conflict() {
         NtStatus::FILE_LOCK_CONFLICT
     );
 }
+
+#[tokio::test]
+async fn copies_of_one_session_run_one_at_a_time_and_a_waiting_one_can_be_cancelled() {
+    let h = H::new().await;
+    let (s, d, data) = setup(&h, 4096).await;
+    let k = key(&h, s).await;
+    let state = h.srv.session_state(h.session.id).unwrap();
+    let held = state.copy_slot().await.unwrap();
+    let input = copy_input(k, &[(0, 0, 4096)]);
+    let req = || ioctl_msg(h.tree, h.session.id, CtlCode::SRV_COPYCHUNK, d, &input, 12);
+    // While another copy holds the slot, this one waits and copies nothing.
+    let cancel = CancellationToken::new();
+    let waiting = h.send_with(req(), None, cancel.clone());
+    tokio::pin!(waiting);
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(50), &mut waiting)
+            .await
+            .is_err(),
+        "a second copy of the session must wait"
+    );
+    assert!(file(&h, "dst").is_empty());
+    cancel.cancel();
+    assert_eq!(waiting.await.status, NtStatus::CANCELLED);
+    assert!(file(&h, "dst").is_empty());
+    // Once the slot is free a copy runs.
+    drop(held);
+    let r = h.send_with(req(), None, CancellationToken::new()).await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    assert_eq!(file(&h, "dst"), data);
+}
