@@ -104,6 +104,12 @@ impl SessionTable {
         Some(rec)
     }
 
+    /// Every session not yet ended, for status reports.
+    pub fn live(&self) -> Vec<Arc<SessionRecord>> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.values().filter(|r| !r.has_ended()).cloned().collect()
+    }
+
     pub fn len(&self) -> usize {
         self.map.read().unwrap_or_else(|e| e.into_inner()).len()
     }

@@ -27,6 +27,7 @@ mod resume_key;
 pub mod security;
 pub mod share;
 pub mod short_name;
+pub mod status;
 pub mod streams;
 pub mod tables;
 
@@ -73,6 +74,10 @@ pub struct Server {
     pipes: RwLock<Arc<PipeFactory>>,
     /// Where to send unsolicited messages for each live connection.
     connections: RwLock<HashMap<u64, push::PushSender>>,
+    /// What status reports show of each live connection (crate::status).
+    conn_infos: RwLock<HashMap<u64, Arc<status::ConnInfo>>>,
+    /// When the server started, for status reports.
+    started: std::time::SystemTime,
     /// Mints and checks the resume keys of server-side copies (crate::resume_key).
     resume_keys: resume_key::ResumeKeys,
     /// Handlers move work to the blocking pool, which needs an owned handle on the server.
@@ -115,6 +120,8 @@ impl Server {
             durable: durable::DurableStore::default(),
             pipes: RwLock::new(srvsvc_pipes(&shares_for_rpc)),
             connections: RwLock::new(HashMap::new()),
+            conn_infos: RwLock::new(HashMap::new()),
+            started: std::time::SystemTime::now(),
             resume_keys: resume_key::ResumeKeys::new(),
             me: me.clone(),
         }))
@@ -231,6 +238,12 @@ impl Server {
     /// that had no other channel; nothing here is per connection yet.
     pub fn connection_ended(&self, conn_id: u64) {
         self.connections.write().remove(&conn_id);
+        self.conn_infos.write().remove(&conn_id);
+    }
+
+    /// A new connection's loop shows itself to status reports (removed with it).
+    pub fn register_connection_info(&self, info: Arc<status::ConnInfo>) {
+        self.conn_infos.write().insert(info.id, info);
     }
 
     /// A new connection's task registers where its unsolicited messages go.

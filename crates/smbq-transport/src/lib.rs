@@ -64,6 +64,23 @@ pub struct Connection {
     pub gate: Option<Box<dyn StreamGate>>,
     /// Client side: opens data streams on the same QUIC connection.
     pub opener: Option<std::sync::Arc<dyn StreamOpener>>,
+    /// The QUIC path's figures for `smbq status` and the metrics; None on TCP (the kernel
+    /// keeps those) and on MsQuic.
+    pub path: Option<std::sync::Arc<dyn PathStats>>,
+}
+
+/// What a QUIC connection's path looks like now.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PathSample {
+    pub rtt: std::time::Duration,
+    pub cwnd_bytes: u64,
+    pub sent_packets: u64,
+    pub lost_packets: u64,
+}
+
+/// Samples a live connection's path (cheap: a lock and a copy).
+pub trait PathStats: Send + Sync {
+    fn sample(&self) -> PathSample;
 }
 
 impl std::fmt::Debug for Connection {

@@ -70,6 +70,7 @@ fn connection(stream: TcpStream, peer: SocketAddr) -> io::Result<Connection> {
         kind: TransportKind::Tcp,
         gate: None,
         opener: None,
+        path: None,
     })
 }
 

@@ -55,6 +55,7 @@ fn echo_stream(s: DataStream) -> tokio::task::JoinHandle<usize> {
         kind: smbq_transport::TransportKind::Quic,
         gate: None,
         opener: None,
+        path: None,
     }))
 }
 

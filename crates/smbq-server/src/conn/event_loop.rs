@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -23,6 +23,7 @@ use super::exec::{self, Done};
 use super::reader::{self, FrameLimit, Inbound};
 use super::{ConnError, Runtime, Shutdown, writer};
 use crate::backlog::Backlog;
+use crate::status::{ConnInfo, Protection};
 
 mod data_streams;
 
@@ -80,17 +81,10 @@ struct ConnLoop {
     authenticated: bool,
     /// The data streams (docs/multistream.md), when the transport can carry them.
     streams: DataStreams,
-    /// SMB2 bytes each way (framing included), logged when the connection closes.
-    traffic: Traffic,
-}
-
-/// Bytes a connection moved, as SMB frames with their 4-byte length prefix (on QUIC without
-/// QUIC's own overhead): what an administrator reads to see that a server-side copy stayed
-/// in the server.
-#[derive(Default)]
-struct Traffic {
-    bytes_in: AtomicU64,
-    bytes_out: AtomicU64,
+    /// What `smbq status` shows of this connection, among it the SMB2 bytes each way
+    /// (framing included), also logged when the connection closes: what an administrator
+    /// reads to see that a server-side copy stayed in the server.
+    info: Arc<ConnInfo>,
 }
 
 /// What the loop waits on besides its own state.
@@ -136,11 +130,11 @@ pub(super) async fn run_connection(
     let ConnLoop {
         engine,
         writers,
-        traffic,
+        info,
         ..
     } = c;
     drop(writers);
-    finish_conn(&rt, &engine, &traffic, tasks.writer, result).await
+    finish_conn(&rt, &engine, &info, tasks.writer, result).await
 }
 
 /// Builds the engine and spawns the stream's reader and writer.
@@ -156,6 +150,7 @@ fn start(
         peer,
         kind,
         gate,
+        path,
         ..
     } = conn;
     let transport = match kind {
@@ -192,6 +187,12 @@ fn start(
     // Pushes are bounded by what the connection's sessions hold (one break per open at most).
     let (push_tx, push) = mpsc::unbounded_channel::<crate::push::Push>();
     rt.server.register_connection(id, push_tx);
+    let name = match kind {
+        TransportKind::Tcp => "tcp",
+        TransportKind::Quic => "quic",
+    };
+    let info = Arc::new(ConnInfo::new(id, peer, name, path));
+    rt.server.register_connection_info(info.clone());
     let frame_limit: FrameLimit = Arc::new(engine.frame_limit().into());
     let (in_tx, inbound) = mpsc::channel::<Inbound>(reader::QUEUED_BATCHES);
     let chunked = kind == TransportKind::Quic;
@@ -230,7 +231,7 @@ fn start(
         rng: rand::rngs::OsRng,
         authenticated: false,
         streams,
-        traffic: Traffic::default(),
+        info,
     };
     let inputs = Inputs {
         inbound,
@@ -338,9 +339,7 @@ impl ConnLoop {
             .or_else(|| self.writers.get(&StreamId::CONTROL));
         if let Some(tx) = tx {
             let n = self.backlog.queued.add(&t.frame);
-            self.traffic
-                .bytes_out
-                .fetch_add(n as u64 + 4, Ordering::Relaxed);
+            self.info.add_out(n + 4);
             let _ = tx.send(t.frame);
         }
     }
@@ -362,9 +361,7 @@ impl ConnLoop {
             let Some((stream, frame)) = self.waiting.pop_front() else {
                 break;
             };
-            self.traffic
-                .bytes_in
-                .fetch_add(frame.len() as u64 + 4, Ordering::Relaxed);
+            self.info.add_in(frame.len() + 4);
             self.engine
                 .set_credit_ceiling(self.backlog.credit_ceiling());
             {
@@ -458,6 +455,11 @@ impl ConnLoop {
                         .session_replaced(previous_session_id, session_id);
                 }
                 self.rt.server.session_started(session_id, self.engine.id());
+                let protection = Protection::of(dialect, signing, cipher);
+                self.info.set_protection(protection.clone());
+                self.rt
+                    .server
+                    .session_protection(session_id, protection, encrypt_required);
                 // docs/multistream.md 4.2: data streams open once a session is valid.
                 let n = self.engine.granted_data_streams();
                 if n > 0 && !self.streams.granted {
@@ -506,7 +508,7 @@ impl ConnLoop {
 async fn finish_conn(
     rt: &Runtime,
     engine: &ServerConnection,
-    traffic: &Traffic,
+    info: &ConnInfo,
     writer_task: tokio::task::JoinHandle<()>,
     result: Result<(), ConnError>,
 ) -> Result<(), ConnError> {
@@ -517,8 +519,8 @@ async fn finish_conn(
     rt.server.connection_ended(engine.id());
     let (frames, encrypted) = engine.frame_counts();
     let smb1_upgrade = engine.upgraded_from_smb1();
-    let bytes_in = traffic.bytes_in.load(Ordering::Relaxed);
-    let bytes_out = traffic.bytes_out.load(Ordering::Relaxed);
+    let bytes_in = info.bytes_in.load(Ordering::Relaxed);
+    let bytes_out = info.bytes_out.load(Ordering::Relaxed);
     info!(
         frames,
         encrypted, smb1_upgrade, bytes_in, bytes_out, "connection closed"

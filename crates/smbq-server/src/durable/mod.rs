@@ -115,6 +115,25 @@ impl DurableStore {
         Ok(generation)
     }
 
+    /// The parked opens with their owner and what is left of their wait, for status reports.
+    pub fn parked(
+        &self,
+        now: Instant,
+    ) -> Vec<(std::sync::Arc<crate::tables::Open>, String, Duration)> {
+        self.inner
+            .lock()
+            .by_id
+            .values()
+            .map(|p| {
+                (
+                    p.open.clone(),
+                    p.grant.user.clone(),
+                    p.deadline.saturating_duration_since(now),
+                )
+            })
+            .collect()
+    }
+
     fn remove(inner: &mut Inner, id: u64) -> Option<Parked> {
         let p = inner.by_id.remove(&id)?;
         let user = p.grant.user.to_lowercase();

@@ -164,6 +164,15 @@ impl RangeLocks {
     pub fn count(&self) -> usize {
         self.locks.len()
     }
+
+    /// `owner`'s locks on `stream` as (offset, length, exclusive), in the order taken.
+    pub fn of_owner(&self, owner: u64, stream: u64) -> Vec<(u64, u64, bool)> {
+        self.locks
+            .iter()
+            .filter(|l| l.owner == owner && l.stream == stream)
+            .map(|l| (l.offset, l.length, l.exclusive))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 pub mod byte_range;
 mod delivery;
 mod dir_lease;
+mod held;
 mod key;
 pub mod lease;
 mod leasing;

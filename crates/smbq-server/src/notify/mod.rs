@@ -369,6 +369,17 @@ impl NotifyHub {
         self.inner.lock().renamed.insert(open_id);
     }
 
+    /// The opens with a watch and how many CHANGE_NOTIFY requests wait on each, with the
+    /// watch's filter and whether it covers the subtree.
+    pub fn watches(&self) -> Vec<(u64, usize, u32, bool)> {
+        let inner = self.inner.lock();
+        inner
+            .watches
+            .iter()
+            .map(|(id, w)| (*id, w.waiters.len(), w.filter, w.tree))
+            .collect()
+    }
+
     pub fn watch_count(&self) -> usize {
         self.inner.lock().watches.len()
     }

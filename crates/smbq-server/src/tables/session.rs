@@ -37,6 +37,8 @@ pub struct SessionState {
     /// credit charge does not pay for, so concurrency is bounded here instead (sessions are
     /// bounded per connection).
     copies: tokio::sync::Semaphore,
+    /// What `smbq status` shows of it (crate::status), set when it is established.
+    pub(crate) shown: Mutex<Option<crate::status::SessionShown>>,
 }
 
 /// How many CLOSEs a session remembers for [`SessionState::closed_after`].
@@ -62,6 +64,7 @@ impl SessionState {
             token: Mutex::new(None),
             closed_recently: Mutex::new(std::collections::VecDeque::new()),
             copies: tokio::sync::Semaphore::new(1),
+            shown: Mutex::new(None),
         }
     }
 
@@ -118,6 +121,11 @@ impl SessionState {
 
     pub fn remove_tree(&self, id: u32) -> Option<Arc<Tree>> {
         self.trees.lock().remove(tree_id_to_slab(id))
+    }
+
+    /// The session's trees now, for `smbq status`.
+    pub fn trees(&self) -> Vec<Arc<Tree>> {
+        self.trees.lock().iter().map(|(_, t)| t.clone()).collect()
     }
 
     pub fn take_trees(&self) -> Vec<Arc<Tree>> {

@@ -150,6 +150,7 @@ impl MsQuicClient {
             kind: TransportKind::Quic,
             gate: None,
             opener: None,
+            path: None,
         })
     }
 

@@ -359,6 +359,7 @@ impl ConnState {
             // Data streams are not offered on MsQuic yet (docs/multistream.md 12).
             gate: None,
             opener: None,
+            path: None,
         };
         tracing::debug!(peer = %self.peer, "SMB over QUIC connection ready (msquic)");
         if let Err(e) = self.shared.ready.try_send(Ok(connection)) {

@@ -104,6 +104,7 @@ impl QuicClient {
         let (reader, writer, gone) = split(send, recv);
         let opener: Arc<dyn crate::StreamOpener> =
             Arc::new(super::multi::QuinnOpener(conn.clone()));
+        let path: Arc<dyn crate::PathStats> = Arc::new(super::QuinnPath(conn.clone()));
         tokio::spawn(async move {
             tokio::select! {
                 streams = gone.ended() => {
@@ -122,6 +123,7 @@ impl QuicClient {
             kind: TransportKind::Quic,
             gate: None,
             opener: Some(opener),
+            path: Some(path),
         })
     }
 

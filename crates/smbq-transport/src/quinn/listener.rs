@@ -427,6 +427,7 @@ fn admit(incoming: Incoming, shared: &Arc<Shared>, tx: &mpsc::Sender<io::Result<
             kind: TransportKind::Quic,
             gate,
             opener: None,
+            path: Some(std::sync::Arc::new(super::QuinnPath(conn.clone()))),
         };
         tracing::debug!(%peer, "SMB over QUIC connection ready");
         tokio::spawn(watch(conn, gone, slot, shared, feed));

@@ -119,3 +119,19 @@ fn quinn_runtime(s: &QuicSettings, name: &str) -> io::Result<Arc<dyn ::quinn::Ru
         Ok(Arc::new(::quinn::TokioRuntime))
     }
 }
+
+/// A quinn connection's path figures (`crate::PathStats`). Holds a handle; the owner drops it
+/// with the connection's other state, and the halves close the connection explicitly anyway.
+struct QuinnPath(::quinn::Connection);
+
+impl crate::PathStats for QuinnPath {
+    fn sample(&self) -> crate::PathSample {
+        let s = self.0.stats();
+        crate::PathSample {
+            rtt: s.path.rtt,
+            cwnd_bytes: s.path.cwnd,
+            sent_packets: s.path.sent_packets,
+            lost_packets: s.path.lost_packets,
+        }
+    }
+}
