@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod accounts;
+mod admin;
 mod cert;
 mod cert_cmd;
 mod client_cli;
@@ -58,6 +59,9 @@ enum Cmd {
     /// setup and loss/delay vs scp, crypto vs openssl, on loopback or through the link
     /// emulator. JSON, Markdown, SVG and PNG results in --out.
     Bench(smbq_bench::BenchArgs),
+    /// What the running server holds: connections, sessions, tree connects, open files,
+    /// locks, change notifications (through its admin socket).
+    Status(admin::status_cmd::StatusArgs),
 }
 
 #[derive(clap::Args, Clone)]
@@ -172,6 +176,7 @@ fn main() -> ExitCode {
         Cmd::User { cmd } => user_cmd(cmd),
         Cmd::Client(cmd) => return client_cli::run(*cmd),
         Cmd::Bench(args) => smbq_bench::run(args),
+        Cmd::Status(args) => admin::status_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -347,6 +347,14 @@ async fn serve(s: Startup) -> Result<(), String> {
         LiveAccounts::load(&s.users_path)
             .map_err(|e| format!("{}: {e}", s.users_path.display()))?,
     );
+    let admin_path = crate::admin::socket_path(&s.state_dir);
+    let admin = crate::admin::listener::bind(&admin_path)?;
+    tasks.spawn(crate::admin::listener::serve(
+        admin,
+        admin_path,
+        server.clone(),
+        tasks.shutdown.clone(),
+    ));
     let runtime = smbq_server::conn::Runtime::new(server, Arc::new(s.engine_cfg), accounts.clone());
     let watch = watch_accounts(
         accounts.clone(),

@@ -1,0 +1,163 @@
+//! The server's end of the admin socket.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+
+use super::{MAX_REQUEST, Reply, Request};
+
+/// Admin clients served at once; more wait (the socket's backlog holds them).
+const MAX_CLIENTS: usize = 4;
+/// A client that does not send its request line within this is dropped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Binds the socket at `path`: made under a temporary name, restricted to mode 0600, then
+/// renamed into place, so it is never reachable with looser permissions. A socket left by a
+/// server that is gone is replaced; one a live server answers on is left alone (an error).
+pub fn bind(path: &Path) -> Result<UnixListener, String> {
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "{}: another smbq server answers on this admin socket (same state directory?)",
+                path.display()
+            ));
+        }
+        std::fs::remove_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let tmp = PathBuf::from(format!("{}.{}", path.display(), std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let listener = UnixListener::bind(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let done = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = done {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("{}: {e}", path.display()));
+    }
+    Ok(listener)
+}
+
+/// Whether the peer may use the socket: the server's own user or root. The file's mode
+/// already keeps others out; this holds even if someone loosens it.
+fn allowed(uid: u32) -> bool {
+    uid == 0 || uid == rustix::process::geteuid().as_raw()
+}
+
+/// Serves admin requests until `shutdown`, then removes the socket.
+pub async fn serve(
+    listener: UnixListener,
+    path: PathBuf,
+    server: Arc<smbq_server::Server>,
+    shutdown: smbq_server::conn::Shutdown,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_CLIENTS));
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = shutdown.cancelled() => break,
+        };
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        let server = server.clone();
+        tokio::spawn(async move {
+            handle(stream, &server).await;
+            drop(slot);
+        });
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+async fn handle(stream: UnixStream, server: &Arc<smbq_server::Server>) {
+    let (uid, pid) = match stream.peer_cred() {
+        Ok(c) => (c.uid(), c.pid()),
+        Err(_) => return,
+    };
+    if !allowed(uid) {
+        tracing::warn!(uid, ?pid, "admin socket: refused a client of another user");
+        let _ = reply(
+            stream,
+            &Reply::Error {
+                message:
+                    "permission denied: only the server's user or root may use the admin socket"
+                        .into(),
+            },
+        )
+        .await;
+        return;
+    }
+    let mut line = String::new();
+    let mut reader = BufReader::new(stream);
+    let read = {
+        let mut limited = (&mut reader).take(MAX_REQUEST as u64);
+        tokio::time::timeout(REQUEST_TIMEOUT, limited.read_line(&mut line)).await
+    };
+    let stream = reader.into_inner();
+    let answer = match read {
+        Ok(Ok(n)) if n > 0 && line.ends_with('\n') => {
+            match serde_json::from_str::<Request>(&line) {
+                Ok(req) => run(req, server, uid, pid).await,
+                Err(e) => Reply::Error {
+                    message: format!("bad request: {e}"),
+                },
+            }
+        }
+        _ => Reply::Error {
+            message: format!("expected one JSON request line of at most {MAX_REQUEST} bytes"),
+        },
+    };
+    let _ = reply(stream, &answer).await;
+}
+
+async fn run(req: Request, server: &Arc<smbq_server::Server>, uid: u32, pid: Option<i32>) -> Reply {
+    match req {
+        Request::Status => Reply::Status(Box::new(server.status())),
+        Request::KillSession { id } => {
+            let s = server.clone();
+            let ended = tokio::task::spawn_blocking(move || s.kill_session(id))
+                .await
+                .unwrap_or(false);
+            tracing::info!(target: "smbq::audit", session = id, uid, ?pid, ended, "admin: kill session");
+            if ended {
+                Reply::Done {
+                    message: format!("session {id} ended"),
+                }
+            } else {
+                Reply::Error {
+                    message: format!("no live session {id}"),
+                }
+            }
+        }
+        Request::CloseFile { id } => {
+            let s = server.clone();
+            let closed = tokio::task::spawn_blocking(move || s.close_file(id))
+                .await
+                .unwrap_or(false);
+            tracing::info!(target: "smbq::audit", open = id, uid, ?pid, closed, "admin: close file");
+            if closed {
+                Reply::Done {
+                    message: format!("open {id} closed"),
+                }
+            } else {
+                Reply::Error {
+                    message: format!("no open {id}"),
+                }
+            }
+        }
+    }
+}
+
+async fn reply(mut stream: UnixStream, r: &Reply) -> std::io::Result<()> {
+    let mut text = serde_json::to_vec(r).map_err(std::io::Error::other)?;
+    text.push(b'\n');
+    stream.write_all(&text).await?;
+    stream.shutdown().await
+}
