@@ -23,6 +23,8 @@ command -v smbtorture >/dev/null || need+=(samba-testsuite)
 command -v scp >/dev/null || need+=(openssh-client)
 command -v tshark >/dev/null || need+=(tshark)
 command -v openssl >/dev/null || need+=(openssl)
+command -v promtool >/dev/null || need+=(prometheus)  # promtool checks /metrics (test_metrics.py)
+command -v runuser >/dev/null || need+=(util-linux)  # the admin socket's other-user test
 command -v python3 >/dev/null || need+=(python3)
 # Building MsQuic, the second QUIC stack (cargo feature msquic): cmake, and libnuma for its
 # static library.

@@ -31,6 +31,8 @@ pub struct EngineConfig {
     pub accept_transport_security: bool,
     /// Grant leases on directories (SMB2_GLOBAL_CAP_DIRECTORY_LEASING, 3.x clients that ask).
     pub directory_leases: bool,
+    /// Told of every response sent (crate::observe), for the metrics.
+    pub observer: crate::observe::SharedObserver,
 }
 
 impl EngineConfig {
@@ -64,6 +66,7 @@ impl EngineConfig {
             anonymous_ok: true,
             accept_transport_security: true,
             directory_leases: true,
+            observer: crate::observe::none(),
         }
     }
 

@@ -978,6 +978,7 @@ impl ServerConnection {
             max_transact_size: size(lim.max_transact),
             transport_security,
             peer: self.peer.clone(),
+            transport: self.transport,
         };
         let signing = signing.unwrap_or(if dialect.is_smb3() {
             SigningAlgorithm::AesCmac
@@ -1282,6 +1283,9 @@ impl ServerConnection {
         body: &[u8],
         sign: bool,
     ) -> Result<Bytes, Violation> {
+        self.cfg
+            .observer
+            .response(rhdr.command, status, rhdr.credits);
         let mut h = rhdr.clone();
         h.status = status;
         h.flags = flags::SERVER_TO_REDIR | if sign { flags::SIGNED } else { 0 };
@@ -1399,6 +1403,11 @@ impl ServerConnection {
             } else {
                 self.credits.grant(c.header.credits)
             };
+            if !interim {
+                self.cfg
+                    .observer
+                    .response(c.header.command, c.response.status, credits);
+            }
             msgs.push(self.encode_message(c, credits, sign, (n > 1).then_some(i + 1 == n)));
         }
         let total: usize = msgs

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use smbq_proto::observe::{Handled, Observer};
 use smbq_proto::{ConnView, Request, Response, SessionView};
 use smbq_wire::{Command, FileId, HEADER_LEN, NtStatus, Reader};
 use tokio_util::sync::CancellationToken;
@@ -71,10 +72,14 @@ pub(crate) async fn dispatch(
                 // (crate::durable::replay; smbtorture smb2.replay.replay6).
                 open.replay.lock().take();
             }
+            let started = std::time::Instant::now();
             let mut r = match handlers::run(&ctx).await {
                 Ok(r) => r,
                 Err(status) => Response::error(status),
             };
+            if let Some(o) = srv.observer() {
+                observe(o.as_ref(), &ctx, &r, started.elapsed());
+            }
             // MS-SMB2 3.3.5.2.7.2: a related request that follows works on this request's
             // open, not only on one a CREATE made (a FLUSH then a related CLOSE: smbtorture
             // smb2.compound_async.flush_close).
@@ -92,6 +97,38 @@ pub(crate) async fn dispatch(
         }
         Err(status) => Response::error(status),
     }
+}
+
+/// Tells the metrics what a handler did; the data counts come from the response itself
+/// (READ's data, WRITE's Count, MS-SMB2 2.2.20 / 2.2.22).
+fn observe(o: &dyn Observer, ctx: &Ctx<'_>, r: &Response, elapsed: std::time::Duration) {
+    let command = ctx.req.command();
+    let ok = r.status == NtStatus::SUCCESS;
+    let read_bytes = match (command, ok) {
+        (Command::READ, true) => {
+            r.data
+                .as_ref()
+                .map_or(r.body.len().saturating_sub(16), |d| d.len()) as u64
+        }
+        _ => 0,
+    };
+    let written_bytes = match (command, ok) {
+        (Command::WRITE, true) => r
+            .body
+            .get(4..8)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, |b| u64::from(u32::from_le_bytes(b))),
+        _ => 0,
+    };
+    o.handled(&Handled {
+        command,
+        status: r.status,
+        elapsed,
+        share: ctx.tree.as_ref().map(|t| t.share.name()),
+        transport: ctx.conn.transport,
+        read_bytes,
+        written_bytes,
+    });
 }
 
 fn notify_overtaken(srv: &Server, req: &Request) -> bool {

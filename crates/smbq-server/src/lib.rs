@@ -78,6 +78,10 @@ pub struct Server {
     conn_infos: RwLock<HashMap<u64, Arc<status::ConnInfo>>>,
     /// When the server started, for status reports.
     started: std::time::SystemTime,
+    /// Packet counts of ended QUIC connections, for the metrics' totals.
+    ended_quic: status::EndedQuic,
+    /// Told of every request a handler ran (smbq_proto::observe), for the metrics.
+    observer: std::sync::OnceLock<smbq_proto::observe::SharedObserver>,
     /// Mints and checks the resume keys of server-side copies (crate::resume_key).
     resume_keys: resume_key::ResumeKeys,
     /// Handlers move work to the blocking pool, which needs an owned handle on the server.
@@ -122,6 +126,8 @@ impl Server {
             connections: RwLock::new(HashMap::new()),
             conn_infos: RwLock::new(HashMap::new()),
             started: std::time::SystemTime::now(),
+            ended_quic: status::EndedQuic::default(),
+            observer: std::sync::OnceLock::new(),
             resume_keys: resume_key::ResumeKeys::new(),
             me: me.clone(),
         }))
@@ -238,7 +244,20 @@ impl Server {
     /// that had no other channel; nothing here is per connection yet.
     pub fn connection_ended(&self, conn_id: u64) {
         self.connections.write().remove(&conn_id);
-        self.conn_infos.write().remove(&conn_id);
+        if let Some(info) = self.conn_infos.write().remove(&conn_id)
+            && let Some(s) = info.path()
+        {
+            self.ended_quic.add(s);
+        }
+    }
+
+    /// Sets the observer of handled requests, once (later calls are ignored).
+    pub fn set_observer(&self, o: smbq_proto::observe::SharedObserver) {
+        let _ = self.observer.set(o);
+    }
+
+    pub(crate) fn observer(&self) -> Option<&smbq_proto::observe::SharedObserver> {
+        self.observer.get()
     }
 
     /// A new connection's loop shows itself to status reports (removed with it).

@@ -45,6 +45,16 @@ pub struct FileConfig {
     pub quic: QuicConfig,
     #[serde(default)]
     pub logon: LogonConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]`: the Prometheus endpoint (crate::metrics), off unless `listen` is set.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Address of the HTTP endpoint serving `/metrics`, e.g. "127.0.0.1:9445".
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// `[logon]`: throttling and logging of failed logons (smbq_server::logon_guard).

@@ -57,6 +57,10 @@ pub struct ServeArgs {
     /// (Microsoft's MsQuic, in builds with the msquic feature).
     #[arg(long, value_name = "STACK")]
     quic_stack: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics, overriding `[metrics] listen`
+    /// (off by default; keep it on a loopback or management address).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
 }
 
 /// `smbq serve --help`, after the flags: what the first start does and how to drive it.
@@ -121,6 +125,8 @@ struct Startup {
     quic: Option<QuicPlan>,
     /// The share the `smbq: try:` lines name.
     hint_share: String,
+    /// Where `/metrics` is served, if anywhere.
+    metrics: Option<SocketAddr>,
 }
 
 impl Startup {
@@ -171,6 +177,7 @@ impl Startup {
             tcp_port,
             quic,
             hint_share,
+            metrics: args.metrics_listen.or(file.metrics.listen),
         })
     }
 }
@@ -347,6 +354,22 @@ async fn serve(s: Startup) -> Result<(), String> {
         LiveAccounts::load(&s.users_path)
             .map_err(|e| format!("{}: {e}", s.users_path.display()))?,
     );
+    let mut engine_cfg = s.engine_cfg;
+    if let Some(addr) = s.metrics {
+        let (metrics, registry) = crate::metrics::Metrics::new(server.clone());
+        engine_cfg.observer = metrics.clone();
+        server.set_observer(metrics.clone());
+        let listener = crate::metrics::http::bind(addr).await?;
+        if let Ok(local) = listener.local_addr() {
+            eprintln!("smbq: metrics at http://{local}/metrics");
+        }
+        tasks.spawn(crate::metrics::http::serve(
+            listener,
+            Arc::new(registry),
+            tasks.shutdown.clone(),
+        ));
+        tasks.spawn(metrics.sample_rtts(server.clone(), tasks.shutdown.clone()));
+    }
     let admin_path = crate::admin::socket_path(&s.state_dir);
     let admin = crate::admin::listener::bind(&admin_path)?;
     tasks.spawn(crate::admin::listener::serve(
@@ -355,7 +378,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         server.clone(),
         tasks.shutdown.clone(),
     ));
-    let runtime = smbq_server::conn::Runtime::new(server, Arc::new(s.engine_cfg), accounts.clone());
+    let runtime = smbq_server::conn::Runtime::new(server, Arc::new(engine_cfg), accounts.clone());
     let watch = watch_accounts(
         accounts.clone(),
         signals.hup_accounts,

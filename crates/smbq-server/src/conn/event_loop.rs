@@ -470,7 +470,7 @@ impl ConnLoop {
             // Windows keeps them (smbtorture smb2.durable-open.reopen4).
             Action::SessionEnded { session_id } => self.rt.server.session_lost(session_id),
             // Counted, logged and delayed by `LogonGuard::answer` in `take_frames`.
-            Action::AuthFailed { .. } => {}
+            Action::AuthFailed { .. } => self.rt.engine.observer.logon_failed(),
         }
     }
 

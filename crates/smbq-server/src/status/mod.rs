@@ -6,8 +6,11 @@
 
 mod admin;
 mod conn_info;
+mod gauges;
 
 pub use conn_info::{ConnInfo, Protection};
+pub(crate) use gauges::EndedQuic;
+pub use gauges::Gauges;
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -184,6 +187,13 @@ fn windows_path(open: &Open) -> String {
 }
 
 impl Server {
+    /// When the server started, seconds since the Unix epoch.
+    pub fn status_started_unix(&self) -> u64 {
+        self.started
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
     /// Everything `smbq status` shows, read now. Each table is read under its own lock, one
     /// after another, so an open that comes or goes meanwhile may show in one list and not
     /// another; no lock is held across tables.

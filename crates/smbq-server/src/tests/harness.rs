@@ -66,6 +66,7 @@ pub fn conn() -> ConnView {
         max_transact_size: 1 << 16,
         transport_security: false,
         peer: "test".into(),
+        transport: smbq_proto::engine::Transport::Tcp,
     }
 }
 
