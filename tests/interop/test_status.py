@@ -38,17 +38,22 @@ def wait_for(server, pred, what, timeout=10.0):
 class HeldSmbclient:
     """smbclient reading commands from a pipe, so it keeps its session and opens until told."""
 
-    def __init__(self, server):
+    def __init__(self, server, share="share"):
         self.p = subprocess.Popen(
             ["smbclient", "-s", "/dev/null", "-p", str(server.port),
-             "-U", f"{USER}%{server.password}", "//127.0.0.1/share"],
+             "-U", f"{USER}%{server.password}", f"//127.0.0.1/{share}"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def send(self, line):
-        self.p.stdin.write(line + "\n")
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write(line + "\n")
+            self.p.stdin.flush()
+        except BrokenPipeError:
+            raise AssertionError(f"smbclient exited early: {self.p.stdout.read()}")
 
     def quit(self):
+        if self.p.stdin.closed:
+            return ""
         try:
             self.p.stdin.write("quit\n")
             self.p.stdin.close()

@@ -16,7 +16,7 @@ pub enum EncryptPolicy {
     Off,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareConfig {
     pub name: String,
     pub path: PathBuf,

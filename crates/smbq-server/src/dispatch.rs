@@ -196,6 +196,10 @@ fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<
         let t = session
             .tree(req.header.tree_id)
             .ok_or(NtStatus::NETWORK_NAME_DELETED)?;
+        // A reload removed or changed its share (crate::reload).
+        if t.share.is_retired() {
+            return Err(NtStatus::NETWORK_NAME_DELETED);
+        }
         check_encryption(srv, conn, req, view, &t)?;
         Some(t)
     } else {

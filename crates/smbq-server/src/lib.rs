@@ -23,6 +23,7 @@ pub mod notify;
 pub mod path;
 pub mod pipe;
 pub mod push;
+mod reload;
 mod resume_key;
 pub mod security;
 pub mod share;
@@ -33,6 +34,7 @@ pub mod tables;
 
 pub use config::{EncryptPolicy, ServerConfig, ShareConfig};
 pub use logon_guard::LogonPolicy;
+pub use reload::ShareChanges;
 
 use std::collections::HashMap;
 use std::io;
@@ -54,12 +56,21 @@ use crate::tables::{GenSlab, Open, OpenKind, SessionState};
 pub type PipeFactory =
     dyn Fn(&str, &ServerConfig, &Identity) -> Option<Box<dyn PipeIo>> + Send + Sync;
 
+/// Opens a disk share's backend (PosixVfs, or MemVfs in tests).
+type ShareOpener =
+    parking_lot::Mutex<dyn FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>> + Send + Sync>;
+
 /// Server-wide cap on open handles, whatever the per-session limits add up to.
 const MAX_OPENS_TOTAL: u32 = 1 << 22;
 
 pub struct Server {
     cfg: ServerConfig,
-    shares: ShareRegistry,
+    /// Replaced whole by a reload (crate::reload); trees keep the `Share` they connected to.
+    shares: RwLock<Arc<ShareRegistry>>,
+    /// What srvsvc lists; follows `shares`.
+    share_list: Arc<RwLock<Arc<pipe::ShareList>>>,
+    /// How disk shares' backends are opened, for shares a reload adds.
+    opener: Box<ShareOpener>,
     /// Every session, shared with the connections' engines (smbq_proto::sessions); the
     /// server's part of each (trees, opens, channels) is its record's `SessionState`.
     sessions: Arc<SessionTable>,
@@ -100,7 +111,7 @@ impl Server {
     /// Opens a [`PosixVfs`] for every disk share; IPC$ is always present.
     pub fn new(cfg: ServerConfig) -> io::Result<Arc<Server>> {
         let refuse_hardlinks = cfg.refuse_hardlinks;
-        Self::with_backends(cfg, |sc| {
+        Self::with_backends(cfg, move |sc| {
             let opts = PosixOptions { refuse_hardlinks };
             Ok(Arc::new(PosixVfs::new(&sc.path, opts)?) as Arc<dyn Vfs>)
         })
@@ -110,19 +121,22 @@ impl Server {
     /// (tests use `MemVfs`).
     pub fn with_backends(
         cfg: ServerConfig,
-        open: impl FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>>,
+        mut open: impl FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>> + Send + Sync + 'static,
     ) -> io::Result<Arc<Server>> {
-        let shares = ShareRegistry::new(&cfg, open)?;
-        let shares_for_rpc = Arc::new(pipe::ShareList::new(&shares));
+        let shares = ShareRegistry::new(&cfg, &mut open)?;
+        let share_list = Arc::new(RwLock::new(Arc::new(pipe::ShareList::new(&shares))));
+        let opener: Box<ShareOpener> = Box::new(parking_lot::Mutex::new(open));
         Ok(Arc::new_cyclic(|me| Server {
             cfg,
-            shares,
+            shares: RwLock::new(Arc::new(shares)),
+            pipes: RwLock::new(srvsvc_pipes(&share_list)),
+            share_list,
+            opener,
             sessions: SessionTable::new(),
             opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL)),
             files: FileStates::new(),
             notify: notify::NotifyHub::new(),
             durable: durable::DurableStore::default(),
-            pipes: RwLock::new(srvsvc_pipes(&shares_for_rpc)),
             connections: RwLock::new(HashMap::new()),
             conn_infos: RwLock::new(HashMap::new()),
             started: std::time::SystemTime::now(),
@@ -155,8 +169,9 @@ impl Server {
         &self.cfg
     }
 
-    pub fn shares(&self) -> &ShareRegistry {
-        &self.shares
+    /// The shares now (a reload replaces the registry; hold the `Arc` only briefly).
+    pub fn shares(&self) -> Arc<ShareRegistry> {
+        self.shares.read().clone()
     }
 
     /// Runs one request (TREE_CONNECT and every file command). NEGOTIATE, SESSION_SETUP,
@@ -394,12 +409,13 @@ impl Server {
 }
 
 /// The pipes served by default: srvsvc (MS-SRVS share enumeration) over smbq-rpc.
-fn srvsvc_pipes(list: &Arc<pipe::ShareList>) -> Arc<PipeFactory> {
+fn srvsvc_pipes(list: &Arc<RwLock<Arc<pipe::ShareList>>>) -> Arc<PipeFactory> {
     let list = list.clone();
     Arc::new(move |name: &str, cfg: &ServerConfig, who: &Identity| {
         if !smbq_rpc::pipe::PipeEndpoint::is_supported_pipe(name) {
             return None;
         }
+        let list = list.read().clone();
         let visible = Arc::new(list.visible_to(who, cfg));
         let ep = smbq_rpc::pipe::PipeEndpoint::srvsvc(cfg.server_name.clone(), visible);
         Some(Box::new(ep) as Box<dyn PipeIo>)

@@ -29,6 +29,8 @@ pub struct Share {
     pub serial: u32,
     /// The ids of files this share creates (crate::file_id).
     pub(crate) file_ids: crate::file_id::FileIds,
+    /// A reload removed or changed the share: its tree connects answer NETWORK_NAME_DELETED.
+    retired: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Share {
@@ -43,6 +45,15 @@ impl std::fmt::Debug for Share {
 impl Share {
     pub fn name(&self) -> &str {
         &self.cfg.name
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(crate) fn retire(&self) {
+        self.retired
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// MS-SMB2 3.3.5.7: the access a user gets on this share, or why they get none.
@@ -105,10 +116,29 @@ impl ShareRegistry {
     /// Builds the registry, opening each disk share's backend with `open`.
     pub fn new(
         cfg: &ServerConfig,
+        open: impl FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>>,
+    ) -> io::Result<Self> {
+        Self::build(&cfg.shares, None, open)
+    }
+
+    /// The registry a reload makes: shares whose configuration is unchanged are this
+    /// registry's own objects, so their tree connects and opens go on; the others are new.
+    /// IPC$ stays.
+    pub fn reloaded(
+        &self,
+        shares: &[ShareConfig],
+        open: impl FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>>,
+    ) -> io::Result<Self> {
+        Self::build(shares, Some(self), open)
+    }
+
+    fn build(
+        configs: &[ShareConfig],
+        previous: Option<&ShareRegistry>,
         mut open: impl FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>>,
     ) -> io::Result<Self> {
-        let mut shares = Vec::with_capacity(cfg.shares.len() + 1);
-        for (i, sc) in cfg.shares.iter().enumerate() {
+        let mut shares = Vec::with_capacity(configs.len() + 1);
+        for (i, sc) in configs.iter().enumerate() {
             if sc.name.eq_ignore_ascii_case(IPC_SHARE) {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
@@ -124,6 +154,13 @@ impl ShareRegistry {
                     format!("duplicate share name {:?}", sc.name),
                 ));
             }
+            let same = previous
+                .and_then(|p| p.find(&sc.name))
+                .filter(|old| old.kind == ShareKind::Disk && old.cfg == *sc);
+            if let Some(old) = same {
+                shares.push(old);
+                continue;
+            }
             let vfs = open(sc)?;
             shares.push(Arc::new(Share {
                 cfg: sc.clone(),
@@ -131,7 +168,12 @@ impl ShareRegistry {
                 vfs: Some(vfs),
                 serial: serial_for(&sc.name, i),
                 file_ids: Default::default(),
+                retired: Default::default(),
             }));
+        }
+        if let Some(ipc) = previous.and_then(|p| p.find(IPC_SHARE)) {
+            shares.push(ipc);
+            return Ok(Self { shares });
         }
         shares.push(Arc::new(Share {
             cfg: ShareConfig {
@@ -148,6 +190,7 @@ impl ShareRegistry {
             vfs: None,
             serial: 0,
             file_ids: Default::default(),
+            retired: Default::default(),
         }));
         Ok(Self { shares })
     }

@@ -12,6 +12,7 @@ mod keylog;
 mod metrics;
 mod quic_config;
 mod quic_setup;
+mod reload;
 mod serve;
 
 use std::io::{BufRead, IsTerminal};

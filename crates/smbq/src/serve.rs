@@ -15,7 +15,7 @@ use crate::accounts::{AccountFile, LiveAccounts};
 use crate::config::{FileConfig, parse_encrypt};
 use crate::quic_setup;
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub struct ServeArgs {
     /// Directory shared as "share" (created if missing). Optional with --config or --share.
     path: Option<PathBuf>,
@@ -70,7 +70,7 @@ account is created: $SMBQ_USER (default `smbq`) with the password in $SMBQ_PASSW
 random password printed once on stderr. The server then prints `smbq: listening ...` on
 stdout and `smbq: try: ...` commands that work as printed.
 
-Signals: SIGHUP re-reads the account file and the QUIC certificates; SIGINT/SIGTERM stop.
+Signals: SIGHUP re-reads the configuration (shares), the account file and the QUIC\ncertificates (also `smbq status --reload`); SIGINT/SIGTERM stop.
 Environment: SMBQ_LOG (tracing filter, e.g. `info` or `smbq_server=debug`), SSLKEYLOGFILE
 (TLS secrets for decrypting captures; a warning is printed).";
 
@@ -127,6 +127,9 @@ struct Startup {
     hint_share: String,
     /// Where `/metrics` is served, if anywhere.
     metrics: Option<SocketAddr>,
+    /// What a reload starts from (crate::reload).
+    args: ServeArgs,
+    file: FileConfig,
 }
 
 impl Startup {
@@ -178,13 +181,15 @@ impl Startup {
             quic,
             hint_share,
             metrics: args.metrics_listen.or(file.metrics.listen),
+            args: args.clone(),
+            file,
         })
     }
 }
 
 /// The TOML file (if any), checked: a bad setting fails the start before anything is written
 /// (accounts, certificate).
-fn load_config(args: &ServeArgs) -> Result<FileConfig, String> {
+pub(crate) fn load_config(args: &ServeArgs) -> Result<FileConfig, String> {
     let mut file = match &args.config {
         Some(p) => FileConfig::load(p)?,
         None => FileConfig::default(),
@@ -209,7 +214,10 @@ fn prepare_state_dir(args: &ServeArgs, file: &FileConfig) -> Result<PathBuf, Str
 
 /// The config file's shares, then PATH as "share", then each --share; a later one replaces an
 /// earlier one of the same name. Missing directories are created.
-fn share_configs(args: &ServeArgs, file: &FileConfig) -> Result<Vec<ShareConfig>, String> {
+pub(crate) fn share_configs(
+    args: &ServeArgs,
+    file: &FileConfig,
+) -> Result<Vec<ShareConfig>, String> {
     let mut shares: Vec<ShareConfig> = file.shares();
     if let Some(p) = &args.path {
         add_share(&mut shares, "share", p.clone())?;
@@ -370,12 +378,19 @@ async fn serve(s: Startup) -> Result<(), String> {
         ));
         tasks.spawn(metrics.sample_rtts(server.clone(), tasks.shutdown.clone()));
     }
+    let reloader = Arc::new(crate::reload::Reloader::new(s.args, s.file, server.clone()));
+    tasks.spawn(crate::reload::on_sighup(
+        reloader.clone(),
+        signals.hup_config,
+        tasks.shutdown.clone(),
+    ));
     let admin_path = crate::admin::socket_path(&s.state_dir);
     let admin = crate::admin::listener::bind(&admin_path)?;
     tasks.spawn(crate::admin::listener::serve(
         admin,
         admin_path,
         server.clone(),
+        reloader,
         tasks.shutdown.clone(),
     ));
     let runtime = smbq_server::conn::Runtime::new(server, Arc::new(engine_cfg), accounts.clone());
@@ -415,6 +430,7 @@ async fn serve(s: Startup) -> Result<(), String> {
 struct Signals {
     hup_certs: Option<tokio::signal::unix::Signal>,
     hup_accounts: Option<tokio::signal::unix::Signal>,
+    hup_config: Option<tokio::signal::unix::Signal>,
     /// SIGTERM, SIGINT.
     stop: (
         std::io::Result<tokio::signal::unix::Signal>,
@@ -431,6 +447,7 @@ impl Signals {
         use tokio::signal::unix::{SignalKind, signal};
         let hup_certs = signal(SignalKind::hangup()).ok();
         let hup_accounts = signal(SignalKind::hangup()).ok();
+        let hup_config = signal(SignalKind::hangup()).ok();
         let stop = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
@@ -438,6 +455,7 @@ impl Signals {
         Self {
             hup_certs,
             hup_accounts,
+            hup_config,
             stop,
         }
     }

@@ -14,6 +14,7 @@ mod lock_tests;
 mod meta_tests;
 mod notify_tests;
 mod oplock_tests;
+mod reload_tests;
 mod rights_tests;
 mod security_tests;
 mod set_info_tests;

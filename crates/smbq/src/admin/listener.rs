@@ -52,6 +52,7 @@ pub async fn serve(
     listener: UnixListener,
     path: PathBuf,
     server: Arc<smbq_server::Server>,
+    reloader: Arc<crate::reload::Reloader>,
     shutdown: smbq_server::conn::Shutdown,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CLIENTS));
@@ -68,15 +69,20 @@ pub async fn serve(
             break;
         };
         let server = server.clone();
+        let reloader = reloader.clone();
         tokio::spawn(async move {
-            handle(stream, &server).await;
+            handle(stream, &server, &reloader).await;
             drop(slot);
         });
     }
     let _ = std::fs::remove_file(&path);
 }
 
-async fn handle(stream: UnixStream, server: &Arc<smbq_server::Server>) {
+async fn handle(
+    stream: UnixStream,
+    server: &Arc<smbq_server::Server>,
+    reloader: &Arc<crate::reload::Reloader>,
+) {
     let (uid, pid) = match stream.peer_cred() {
         Ok(c) => (c.uid(), c.pid()),
         Err(_) => return,
@@ -104,7 +110,7 @@ async fn handle(stream: UnixStream, server: &Arc<smbq_server::Server>) {
     let answer = match read {
         Ok(Ok(n)) if n > 0 && line.ends_with('\n') => {
             match serde_json::from_str::<Request>(&line) {
-                Ok(req) => run(req, server, uid, pid).await,
+                Ok(req) => run(req, server, reloader, uid, pid).await,
                 Err(e) => Reply::Error {
                     message: format!("bad request: {e}"),
                 },
@@ -117,8 +123,27 @@ async fn handle(stream: UnixStream, server: &Arc<smbq_server::Server>) {
     let _ = reply(stream, &answer).await;
 }
 
-async fn run(req: Request, server: &Arc<smbq_server::Server>, uid: u32, pid: Option<i32>) -> Reply {
+async fn run(
+    req: Request,
+    server: &Arc<smbq_server::Server>,
+    reloader: &Arc<crate::reload::Reloader>,
+    uid: u32,
+    pid: Option<i32>,
+) -> Reply {
     match req {
+        Request::Reload => {
+            let r = reloader.clone();
+            let why = format!("admin socket (uid {uid})");
+            match tokio::task::spawn_blocking(move || r.reload(&why)).await {
+                Ok(Ok(message)) => Reply::Done { message },
+                Ok(Err(message)) => Reply::Error {
+                    message: format!("reload failed, the old configuration stays: {message}"),
+                },
+                Err(e) => Reply::Error {
+                    message: e.to_string(),
+                },
+            }
+        }
         Request::Status => Reply::Status(Box::new(server.status())),
         Request::KillSession { id } => {
             let s = server.clone();

@@ -27,6 +27,7 @@ pub enum Request {
     Status,
     KillSession { id: u64 },
     CloseFile { id: u64 },
+    Reload,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

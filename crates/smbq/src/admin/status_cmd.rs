@@ -31,6 +31,9 @@ pub struct StatusArgs {
     /// Close open ID (the number in the OPEN FILES table).
     #[arg(long, value_name = "ID", conflicts_with = "json")]
     pub close_file: Option<u64>,
+    /// Make the server re-read its configuration (as SIGHUP does) and say what changed.
+    #[arg(long, conflicts_with_all = ["json", "kill_session", "close_file"])]
+    pub reload: bool,
 }
 
 pub fn run(args: StatusArgs) -> Result<(), String> {
@@ -43,6 +46,7 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
         )
     });
     let req = match (args.kill_session, args.close_file) {
+        _ if args.reload => Request::Reload,
         (Some(id), _) => Request::KillSession { id },
         (None, Some(id)) => Request::CloseFile { id },
         (None, None) => Request::Status,

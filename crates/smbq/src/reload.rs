@@ -1,0 +1,138 @@
+//! Reloading the configuration without a restart (issue 17), on SIGHUP and on
+//! `smbq status --reload`: the config file is read again and its shares replace the running
+//! ones (smbq_server::reload says what happens to tree connects). The account file and the
+//! QUIC certificates have their own SIGHUP reloaders. Settings that only a restart can change
+//! (addresses, ports, state directory, limits, QUIC settings, encryption policy) are named in
+//! the log when they changed. A file that does not parse, or shares that cannot be served,
+//! change nothing: the old configuration stays and the error is reported.
+
+use std::sync::Arc;
+
+use crate::config::FileConfig;
+use crate::serve::{ServeArgs, load_config, share_configs};
+
+pub struct Reloader {
+    args: ServeArgs,
+    /// What the server started with, for the settings a reload cannot change.
+    started: FileConfig,
+    server: Arc<smbq_server::Server>,
+    /// One reload at a time (SIGHUP and the admin socket may ask together).
+    busy: std::sync::Mutex<()>,
+}
+
+impl Reloader {
+    pub fn new(args: ServeArgs, started: FileConfig, server: Arc<smbq_server::Server>) -> Self {
+        Self {
+            args,
+            started,
+            server,
+            busy: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// Re-reads the configuration and applies what can be applied; the summary for the log
+    /// and the administrator, or why nothing changed. Blocking.
+    pub fn reload(&self, why: &str) -> Result<String, String> {
+        let _one = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let result = self.apply();
+        match &result {
+            Ok(summary) => {
+                tracing::info!(target: "smbq::audit", trigger = why, "reload: {summary}")
+            }
+            Err(e) => tracing::error!(
+                target: "smbq::audit",
+                trigger = why,
+                "reload failed, the old configuration stays: {e}"
+            ),
+        }
+        result
+    }
+
+    fn apply(&self) -> Result<String, String> {
+        let file = load_config(&self.args)?;
+        let shares = share_configs(&self.args, &file)?;
+        let changes = self
+            .server
+            .reload_shares(&shares)
+            .map_err(|e| format!("shares: {e}"))?;
+        let mut summary = if changes.is_empty() {
+            "shares unchanged".to_owned()
+        } else {
+            let list = |v: &[String]| {
+                if v.is_empty() {
+                    "-".to_owned()
+                } else {
+                    v.join(",")
+                }
+            };
+            format!(
+                "shares added {}, removed {}, changed {}",
+                list(&changes.added),
+                list(&changes.removed),
+                list(&changes.changed)
+            )
+        };
+        let restart = restart_needed(&self.started, &file);
+        if !restart.is_empty() {
+            summary.push_str(&format!(
+                "; changed but applied only after a restart: {}",
+                restart.join(", ")
+            ));
+        }
+        Ok(summary)
+    }
+}
+
+/// The settings a running server keeps until it restarts, where `new` differs.
+fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
+    fn differs<T: std::fmt::Debug>(a: &T, b: &T) -> bool {
+        format!("{a:?}") != format!("{b:?}")
+    }
+    let mut v = Vec::new();
+    let checks: [(&'static str, bool); 12] = [
+        ("server_name", differs(&old.server_name, &new.server_name)),
+        ("listen", differs(&old.listen, &new.listen)),
+        ("tcp_port", differs(&old.tcp_port, &new.tcp_port)),
+        ("quic_port", differs(&old.quic_port, &new.quic_port)),
+        ("state_dir", differs(&old.state_dir, &new.state_dir)),
+        ("users", differs(&old.users, &new.users)),
+        ("encrypt", differs(&old.encrypt, &new.encrypt)),
+        ("guest_ok", old.guest_ok != new.guest_ok),
+        (
+            "require_signing",
+            old.require_signing != new.require_signing,
+        ),
+        ("[limits]", differs(&old.limits, &new.limits)),
+        ("[quic]", differs(&old.quic, &new.quic)),
+        ("[metrics]", differs(&old.metrics, &new.metrics)),
+    ];
+    for (name, changed) in checks {
+        if changed {
+            v.push(name);
+        }
+    }
+    v
+}
+
+/// Reloads on every SIGHUP until `shutdown`.
+pub async fn on_sighup(
+    reloader: Arc<Reloader>,
+    hup: Option<tokio::signal::unix::Signal>,
+    shutdown: smbq_server::conn::Shutdown,
+) {
+    let Some(mut hup) = hup else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            got = hup.recv() => {
+                if got.is_none() {
+                    return;
+                }
+                let r = reloader.clone();
+                let _ = tokio::task::spawn_blocking(move || r.reload("SIGHUP")).await;
+            }
+        }
+    }
+}
