@@ -80,6 +80,7 @@ pub(crate) async fn dispatch(
             if let Some(o) = srv.observer() {
                 observe(o.as_ref(), &ctx, &r, started.elapsed());
             }
+            srv.denials.denied(&ctx, r.status);
             // MS-SMB2 3.3.5.2.7.2: a related request that follows works on this request's
             // open, not only on one a CREATE made (a FLUSH then a related CLOSE: smbtorture
             // smb2.compound_async.flush_close).

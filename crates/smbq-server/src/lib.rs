@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod admission;
+mod audit;
 mod backlog;
 pub mod config;
 pub mod conn;
@@ -56,6 +57,10 @@ use crate::tables::{GenSlab, Open, OpenKind, SessionState};
 pub type PipeFactory =
     dyn Fn(&str, &ServerConfig, &Identity) -> Option<Box<dyn PipeIo>> + Send + Sync;
 
+/// The tracing target of audit lines (logons, tree connects, access denials, administrator
+/// actions): one target, so an administrator can route or filter them as a whole.
+pub const AUDIT: &str = "smbq::audit";
+
 /// Opens a disk share's backend (PosixVfs, or MemVfs in tests).
 type ShareOpener =
     parking_lot::Mutex<dyn FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>> + Send + Sync>;
@@ -91,6 +96,8 @@ pub struct Server {
     started: std::time::SystemTime,
     /// Packet counts of ended QUIC connections, for the metrics' totals.
     ended_quic: status::EndedQuic,
+    /// Audit lines of access denials, rate-limited (crate::audit).
+    denials: audit::DenialLog,
     /// Told of every request a handler ran (smbq_proto::observe), for the metrics.
     observer: std::sync::OnceLock<smbq_proto::observe::SharedObserver>,
     /// Mints and checks the resume keys of server-side copies (crate::resume_key).
@@ -142,6 +149,7 @@ impl Server {
             started: std::time::SystemTime::now(),
             ended_quic: status::EndedQuic::default(),
             observer: std::sync::OnceLock::new(),
+            denials: audit::DenialLog::default(),
             resume_keys: resume_key::ResumeKeys::new(),
             me: me.clone(),
         }))

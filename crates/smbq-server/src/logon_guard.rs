@@ -414,6 +414,8 @@ impl Summary {
             "logon failures continue"
         };
         warn!(
+            target: crate::AUDIT,
+            event = "logon_failures",
             failures = self.failures,
             unlogged = self.unlogged,
             seconds = self.seconds,
@@ -597,7 +599,7 @@ impl LogonGuard {
 
     /// Called with the actions of each frame before its answer is sent: returns when the
     /// answer may go. Only the connection that sent the frame waits.
-    pub async fn answer(self: &Arc<Self>, peer: IpAddr, actions: &[Action]) {
+    pub async fn answer(self: &Arc<Self>, peer: IpAddr, transport: &str, actions: &[Action]) {
         let Some(outcome) = outcome(actions) else {
             return;
         };
@@ -628,8 +630,12 @@ impl LogonGuard {
             let rec = self.log.lock().record(src, user, Instant::now());
             if rec.log {
                 warn!(
+                    target: crate::AUDIT,
+                    event = "logon",
+                    result = "failure",
                     user,
                     peer = %peer,
+                    transport,
                     delay_ms = delay.as_millis() as u64,
                     "logon failure"
                 );
@@ -942,7 +948,7 @@ mod tests {
         let peer: IpAddr = Ipv4Addr::new(192, 0, 2, 1).into();
         let start = tokio::time::Instant::now();
         for _ in 0..5 {
-            guard.answer(peer, &failed("x")).await;
+            guard.answer(peer, "tcp", &failed("x")).await;
         }
         // 0 + 0 + 0 + 100 + 200 ms.
         assert_eq!(start.elapsed(), 300 * MS);
@@ -950,15 +956,15 @@ mod tests {
         // Two delayed failures in flight take both slots: a third answer waits for one.
         let t = tokio::time::Instant::now();
         let (a, b) = (guard.clone(), guard.clone());
-        let h1 = tokio::spawn(async move { a.answer(peer, &failed("x")).await });
-        let h2 = tokio::spawn(async move { b.answer(peer, &failed("x")).await });
+        let h1 = tokio::spawn(async move { a.answer(peer, "tcp", &failed("x")).await });
+        let h2 = tokio::spawn(async move { b.answer(peer, "tcp", &failed("x")).await });
         tokio::task::yield_now().await;
         let other: IpAddr = Ipv4Addr::new(192, 0, 2, 2).into();
-        guard.answer(other, &failed("y")).await;
+        guard.answer(other, "tcp", &failed("y")).await;
         assert_eq!(t.elapsed(), Duration::ZERO, "other sources are not held");
-        guard.answer(peer, &[]).await;
+        guard.answer(peer, "tcp", &[]).await;
         assert_eq!(t.elapsed(), Duration::ZERO, "frames without a logon pass");
-        guard.answer(peer, &failed("x")).await;
+        guard.answer(peer, "tcp", &failed("x")).await;
         h1.await.unwrap();
         h2.await.unwrap();
         // The third waited for the first slot (400 ms), then its own 1000 ms.

@@ -47,6 +47,19 @@ pub struct FileConfig {
     pub logon: LogonConfig,
     #[serde(default)]
     pub metrics: MetricsConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+/// `[log]` (crate::logging).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// "text" (default) or "json".
+    pub format: Option<String>,
+    /// An `EnvFilter` directive such as "info" or "smbq_server=debug"; SMBQ_LOG overrides it.
+    /// A reload applies a change.
+    pub level: Option<String>,
 }
 
 /// `[metrics]`: the Prometheus endpoint (crate::metrics), off unless `listen` is set.

@@ -9,6 +9,7 @@ mod client_cli;
 mod config;
 mod file_stamp;
 mod keylog;
+mod logging;
 mod metrics;
 mod quic_config;
 mod quic_setup;

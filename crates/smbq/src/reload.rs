@@ -18,15 +18,19 @@ pub struct Reloader {
     server: Arc<smbq_server::Server>,
     /// One reload at a time (SIGHUP and the admin socket may ask together).
     busy: std::sync::Mutex<()>,
+    /// The `[log] level` in effect, as the last reload left it.
+    level: std::sync::Mutex<Option<String>>,
 }
 
 impl Reloader {
     pub fn new(args: ServeArgs, started: FileConfig, server: Arc<smbq_server::Server>) -> Self {
+        let level = std::sync::Mutex::new(started.log.level.clone());
         Self {
             args,
             started,
             server,
             busy: std::sync::Mutex::new(()),
+            level,
         }
     }
 
@@ -34,21 +38,32 @@ impl Reloader {
     /// and the administrator, or why nothing changed. Blocking.
     pub fn reload(&self, why: &str) -> Result<String, String> {
         let _one = self.busy.lock().unwrap_or_else(|e| e.into_inner());
-        let result = self.apply();
-        match &result {
-            Ok(summary) => {
-                tracing::info!(target: "smbq::audit", trigger = why, "reload: {summary}")
+        match self.apply() {
+            Ok((summary, level)) => {
+                // Logged before a new level applies, so a quieter level does not hide it.
+                tracing::info!(target: smbq_server::AUDIT, trigger = why, "reload: {summary}");
+                if let Some(level) = level {
+                    if let Err(e) = crate::logging::set_level(level.as_deref()) {
+                        tracing::error!("reload: log level: {e}");
+                    }
+                    *self.level.lock().unwrap_or_else(|e| e.into_inner()) = level;
+                }
+                Ok(summary)
             }
-            Err(e) => tracing::error!(
-                target: "smbq::audit",
-                trigger = why,
-                "reload failed, the old configuration stays: {e}"
-            ),
+            Err(e) => {
+                tracing::error!(
+                    target: smbq_server::AUDIT,
+                    trigger = why,
+                    "reload failed, the old configuration stays: {e}"
+                );
+                Err(e)
+            }
         }
-        result
     }
 
-    fn apply(&self) -> Result<String, String> {
+    /// Applies the shares; the summary and the `[log] level` to apply once it is logged.
+    #[allow(clippy::type_complexity)]
+    fn apply(&self) -> Result<(String, Option<Option<String>>), String> {
         let file = load_config(&self.args)?;
         let shares = share_configs(&self.args, &file)?;
         let changes = self
@@ -72,6 +87,19 @@ impl Reloader {
                 list(&changes.changed)
             )
         };
+        let current = self.level.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut level = None;
+        if current != file.log.level {
+            if crate::logging::level_from_env() {
+                summary.push_str("; log level kept (SMBQ_LOG sets it)");
+            } else {
+                summary.push_str(&format!(
+                    "; log level {}",
+                    file.log.level.as_deref().unwrap_or("info")
+                ));
+                level = Some(file.log.level.clone());
+            }
+        }
         let restart = restart_needed(&self.started, &file);
         if !restart.is_empty() {
             summary.push_str(&format!(
@@ -79,7 +107,7 @@ impl Reloader {
                 restart.join(", ")
             ));
         }
-        Ok(summary)
+        Ok((summary, level))
     }
 }
 
@@ -89,7 +117,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         format!("{a:?}") != format!("{b:?}")
     }
     let mut v = Vec::new();
-    let checks: [(&'static str, bool); 12] = [
+    let checks: [(&'static str, bool); 13] = [
         ("server_name", differs(&old.server_name, &new.server_name)),
         ("listen", differs(&old.listen, &new.listen)),
         ("tcp_port", differs(&old.tcp_port, &new.tcp_port)),
@@ -105,6 +133,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         ("[limits]", differs(&old.limits, &new.limits)),
         ("[quic]", differs(&old.quic, &new.quic)),
         ("[metrics]", differs(&old.metrics, &new.metrics)),
+        ("[log] format", differs(&old.log.format, &new.log.format)),
     ];
     for (name, changed) in checks {
         if changed {

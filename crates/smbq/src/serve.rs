@@ -61,6 +61,9 @@ pub struct ServeArgs {
     /// (off by default; keep it on a loopback or management address).
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
+    /// Log as `text` (the default) or `json` (one object per line), overriding `[log] format`.
+    #[arg(long, value_name = "FORMAT")]
+    log_format: Option<String>,
 }
 
 /// `smbq serve --help`, after the flags: what the first start does and how to drive it.
@@ -103,7 +106,7 @@ fn random_password() -> String {
 
 pub fn run(args: ServeArgs) -> Result<(), String> {
     let startup = Startup::build(&args)?;
-    init_tracing();
+    crate::logging::init(startup.log_format, startup.file.log.level.as_deref());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("smbq")
@@ -127,6 +130,7 @@ struct Startup {
     hint_share: String,
     /// Where `/metrics` is served, if anywhere.
     metrics: Option<SocketAddr>,
+    log_format: crate::logging::Format,
     /// What a reload starts from (crate::reload).
     args: ServeArgs,
     file: FileConfig,
@@ -181,6 +185,10 @@ impl Startup {
             quic,
             hint_share,
             metrics: args.metrics_listen.or(file.metrics.listen),
+            log_format: match args.log_format.as_deref().or(file.log.format.as_deref()) {
+                Some(f) => crate::logging::parse_format(f)?,
+                None => crate::logging::Format::Text,
+            },
             args: args.clone(),
             file,
         })
@@ -198,6 +206,12 @@ pub(crate) fn load_config(args: &ServeArgs) -> Result<FileConfig, String> {
         file.quic.stack = Some(stack.clone());
     }
     file.quic.validate()?;
+    if let Some(l) = &file.log.level {
+        crate::logging::parse_level(l)?;
+    }
+    if let Some(f) = &file.log.format {
+        crate::logging::parse_format(f)?;
+    }
     Ok(file)
 }
 
@@ -860,18 +874,6 @@ async fn wait_for_signal(
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-}
-
-fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("SMBQ_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colour codes only for a terminal: logs written to files stay greppable.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .try_init();
 }
 
 #[cfg(test)]

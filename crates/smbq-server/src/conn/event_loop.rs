@@ -386,7 +386,7 @@ impl ConnLoop {
             // A failed logon's answer is held back by the throttle; only this connection
             // waits, and nothing it sends meanwhile is read.
             tokio::select! {
-                () = self.rt.logon.answer(self.peer.ip(), &actions) => {}
+                () = self.rt.logon.answer(self.peer.ip(), self.info.transport, &actions) => {}
                 () = self.shutdown.cancelled() => {}
             }
             for action in actions {
@@ -440,12 +440,18 @@ impl ConnLoop {
                 encrypt_required,
             } => {
                 self.authenticated = true;
+                let protection = Protection::of(dialect, signing, cipher);
                 info!(
+                    target: crate::AUDIT,
+                    event = "logon",
+                    result = "success",
                     session = session_id,
                     user = %user,
-                    dialect = ?dialect,
-                    signing = ?signing,
-                    cipher = ?cipher,
+                    peer = %self.peer,
+                    transport = self.info.transport,
+                    dialect = %protection.dialect,
+                    signing = protection.signing.as_deref().unwrap_or("none"),
+                    cipher = protection.cipher.as_deref().unwrap_or("none"),
                     encrypt_required,
                     "session established"
                 );
@@ -455,7 +461,6 @@ impl ConnLoop {
                         .session_replaced(previous_session_id, session_id);
                 }
                 self.rt.server.session_started(session_id, self.engine.id());
-                let protection = Protection::of(dialect, signing, cipher);
                 self.info.set_protection(protection.clone());
                 self.rt
                     .server

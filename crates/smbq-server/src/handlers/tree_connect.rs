@@ -11,7 +11,26 @@ use crate::config::EncryptPolicy;
 use crate::share::{ShareKind, share_from_unc};
 use crate::tables::Tree;
 
+/// MS-SMB2 3.3.5.7, with one audit line per attempt (share, user, peer, result).
 pub(super) fn connect(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let mut asked = String::new();
+    let r = connect_to(ctx, &mut asked);
+    let status = r.as_ref().map_or_else(|s| *s, |r| r.status);
+    tracing::info!(
+        target: crate::AUDIT,
+        event = "tree_connect",
+        result = if status == NtStatus::SUCCESS { "success" } else { "failure" },
+        status = ?status,
+        share = %asked,
+        session = ctx.view.id,
+        user = %ctx.view.identity.user,
+        peer = %ctx.conn.peer,
+        "tree connect"
+    );
+    r
+}
+
+fn connect_to(ctx: &Ctx<'_>, asked: &mut String) -> Result<Response, NtStatus> {
     let msg = &ctx.req.msg;
     let req = if ctx.conn.dialect == Dialect::SMB3_1_1 {
         TreeConnectRequest::decode(msg)
@@ -21,6 +40,7 @@ pub(super) fn connect(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     .map_err(bad)?;
     let path = req.path().map_err(bad)?;
     let name = share_from_unc(&path).ok_or(NtStatus::BAD_NETWORK_NAME)?;
+    name.clone_into(asked);
     let share = ctx
         .srv
         .shares()

@@ -150,7 +150,7 @@ async fn run(
             let ended = tokio::task::spawn_blocking(move || s.kill_session(id))
                 .await
                 .unwrap_or(false);
-            tracing::info!(target: "smbq::audit", session = id, uid, ?pid, ended, "admin: kill session");
+            tracing::info!(target: smbq_server::AUDIT, session = id, uid, ?pid, ended, "admin: kill session");
             if ended {
                 Reply::Done {
                     message: format!("session {id} ended"),
@@ -166,7 +166,7 @@ async fn run(
             let closed = tokio::task::spawn_blocking(move || s.close_file(id))
                 .await
                 .unwrap_or(false);
-            tracing::info!(target: "smbq::audit", open = id, uid, ?pid, closed, "admin: close file");
+            tracing::info!(target: smbq_server::AUDIT, open = id, uid, ?pid, closed, "admin: close file");
             if closed {
                 Reply::Done {
                     message: format!("open {id} closed"),
