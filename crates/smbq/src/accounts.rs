@@ -117,8 +117,29 @@ impl AccountFile {
             writeln!(f, "{name}:{}", hex::encode(hash))?;
         }
         f.sync_all()?;
+        give_to_dir_owner(&f, self.path.parent())?;
         fs::rename(&tmp, &self.path)
     }
+}
+
+/// Root editing the accounts of a server that runs as its own user (the Debian package's
+/// `smbq`, owner of /var/lib/smbq): the file goes to the directory's owner, or that server
+/// could no longer read it. Nobody else can give files away, and nothing changes for them.
+fn give_to_dir_owner(f: &fs::File, dir: Option<&Path>) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(());
+    }
+    let dir = dir
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let meta = fs::metadata(dir)?;
+    if meta.uid() == 0 {
+        return Ok(());
+    }
+    let owner = rustix::fs::Uid::from_raw(meta.uid());
+    let group = rustix::fs::Gid::from_raw(meta.gid());
+    rustix::fs::fchown(f, Some(owner), Some(group)).map_err(io::Error::from)
 }
 
 impl Accounts for AccountFile {

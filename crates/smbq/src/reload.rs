@@ -38,7 +38,11 @@ impl Reloader {
     /// and the administrator, or why nothing changed. Blocking.
     pub fn reload(&self, why: &str) -> Result<String, String> {
         let _one = self.busy.lock().unwrap_or_else(|e| e.into_inner());
-        match self.apply() {
+        // systemd shows the unit reloading meanwhile (a no-op without it).
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Reloading]);
+        let result = self.apply();
+        let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+        match result {
             Ok((summary, level)) => {
                 // Logged before a new level applies, so a quieter level does not hide it.
                 tracing::info!(target: smbq_server::AUDIT, trigger = why, "reload: {summary}");

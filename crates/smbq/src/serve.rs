@@ -431,8 +431,11 @@ async fn serve(s: Startup) -> Result<(), String> {
             .and_then(|q| q.fingerprint.map(|fp| (q.local.port(), fp))),
     };
     print_ready(tcp_local, quic.as_ref().map(|q| q.local), &hint);
+    // systemd's Type=notify: ready once every listener accepts (a no-op without systemd).
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     wait_for_signal(signals.stop).await;
     tracing::info!("shutting down");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     tasks.stop(quic.map(|q| q.listener)).await;
     // The listener's MsQuic registration closes on a thread of its own; exiting under it
     // would panic in the msquic crate's exit handler.
