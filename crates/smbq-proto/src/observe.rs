@@ -32,6 +32,9 @@ pub trait Observer: Send + Sync + std::fmt::Debug {
     fn handled(&self, _h: &Handled<'_>) {}
     /// A logon failed (wrong password, unknown user without guest).
     fn logon_failed(&self) {}
+    /// A QUIC connection ended with this smoothed round-trip time (its last word on the path;
+    /// live connections are sampled by the binary).
+    fn quic_ended(&self, _rtt: Duration) {}
 }
 
 /// Observes nothing (the default).

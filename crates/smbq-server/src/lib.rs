@@ -267,10 +267,12 @@ impl Server {
     /// that had no other channel; nothing here is per connection yet.
     pub fn connection_ended(&self, conn_id: u64) {
         self.connections.write().remove(&conn_id);
-        if let Some(info) = self.conn_infos.write().remove(&conn_id)
-            && let Some(s) = info.path()
-        {
+        let info = self.conn_infos.write().remove(&conn_id);
+        if let Some(s) = info.and_then(|i| i.path()) {
             self.ended_quic.add(s);
+            if let Some(o) = self.observer() {
+                o.quic_ended(s.rtt);
+            }
         }
     }
 

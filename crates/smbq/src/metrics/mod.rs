@@ -121,7 +121,7 @@ impl Metrics {
         );
         r.register_with_unit(
             "smbq_quic_rtt",
-            "Smoothed round-trip time of live QUIC connections, sampled every 5 s",
+            "Smoothed round-trip time of QUIC connections: each live one every 5 s, and each as it ends",
             Unit::Seconds,
             m.quic_rtt.clone(),
         );
@@ -182,5 +182,9 @@ impl Observer for Metrics {
 
     fn logon_failed(&self) {
         self.logon_failures.inc();
+    }
+
+    fn quic_ended(&self, rtt: Duration) {
+        self.quic_rtt.observe(rtt.as_secs_f64());
     }
 }
