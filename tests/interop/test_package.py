@@ -122,8 +122,9 @@ def test_package_installs_verifies_and_serves(installed, workdir):
         landed = pathlib.Path("/srv/smbq/hello.txt")
         assert landed.read_text() == "hello from the package test\n"
         assert landed.stat().st_uid == user.pw_uid
-        # The administrator (root) reads the status of the server running as smbq.
-        p = run("/usr/bin/smbq", "status", "--state-dir", "/var/lib/smbq", "--json")
+        # The administrator (root) reads the status of the server running as smbq; without
+        # --state-dir `smbq status` finds the package's socket.
+        p = run("/usr/bin/smbq", "status", "--json", cwd=str(workdir))
         assert json.loads(p.stdout)["server"]["version"], p.stdout
     finally:
         rc, log = served.stop()

@@ -70,6 +70,28 @@ def test_sighup_and_reload_command_apply_share_changes(workdir):
         assert p.returncode == 0 and "added three" in p.stderr, p.stderr
         rc, out = smbclient.run(server, "ls", share="three")
         assert rc == 0 and "in-three.txt" in out, out
+
+        # [limits] apply to new connections: one connection per address from now on; the
+        # one already there stays, a second is refused.
+        cfg.write_text(shares_config(workdir, "two", "three")
+                       + "[limits]\nmax_connections_per_ip = 1\n")
+        held = HeldSmbclient(server, share="two")
+        wait_for(server, lambda s: any(t["share"] == "two" for t in s["trees"]),
+                 "the second held client's tree connect")
+        p = subprocess.run([str(BINARY), "status", "--state-dir", str(server.state), "--reload"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0 and "new limits for new connections" in p.stderr, p.stderr
+        rc, out = smbclient.run(server, "ls", share="two")
+        assert rc != 0, out
+        held.send("ls")
+        out = held.quit()
+        assert "in-two.txt" in out, out
+        cfg.write_text(shares_config(workdir, "two", "three"))
+        p = subprocess.run([str(BINARY), "status", "--state-dir", str(server.state), "--reload"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        rc, out = smbclient.run(server, "ls", share="two")
+        assert rc == 0, out
     finally:
         held.quit()
         rc = server.stop()

@@ -1,7 +1,7 @@
 //! Every limit the engine and the server enforce, in one value from config. Exceeding one gives
 //! a specific NTSTATUS or a disconnect, never an allocation sized from the wire.
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Largest frame accepted before a session is authenticated (NEGOTIATE, SESSION_SETUP).
     pub preauth_frame: u32,

@@ -31,6 +31,8 @@ pub struct AdmissionLimits {
 }
 
 struct Table {
+    /// Here rather than beside the table so a reload changes them under the same lock.
+    limits: AdmissionLimits,
     total: usize,
     by_address: HashMap<IpAddr, usize>,
     refused_since_log: u64,
@@ -38,7 +40,6 @@ struct Table {
 }
 
 pub struct Admission {
-    limits: AdmissionLimits,
     table: Mutex<Table>,
 }
 
@@ -73,8 +74,8 @@ pub fn address_key(ip: IpAddr) -> IpAddr {
 impl Admission {
     pub fn new(limits: AdmissionLimits) -> Arc<Self> {
         Arc::new(Self {
-            limits,
             table: Mutex::new(Table {
+                limits,
                 total: 0,
                 by_address: HashMap::new(),
                 refused_since_log: 0,
@@ -89,7 +90,7 @@ impl Admission {
         let key = address_key(ip);
         let mut t = self.table.lock();
         let held = t.by_address.get(&key).copied().unwrap_or(0);
-        let l = &self.limits;
+        let l = t.limits;
         let refusal = if t.total >= l.total {
             Some(Refusal::Full)
         } else if held >= l.per_address {
@@ -125,6 +126,12 @@ impl Admission {
             admission: self.clone(),
             key,
         })
+    }
+
+    /// New limits (a reload): they decide later admissions; connections already admitted
+    /// stay, even above a lowered limit.
+    pub fn set_limits(&self, limits: AdmissionLimits) {
+        self.table.lock().limits = limits;
     }
 
     /// Connections held now (all addresses).
@@ -194,5 +201,24 @@ mod tests {
         let _v4 = a.admit(ip("192.0.2.1")).unwrap();
         let _v4b = a.admit(ip("::ffff:192.0.2.1")).unwrap();
         assert_eq!(a.admit(ip("192.0.2.1")).err(), Some(Refusal::PerAddress));
+    }
+
+    #[test]
+    fn new_limits_decide_later_admissions_and_keep_held_slots() {
+        let t = table(10, 3, 0);
+        let a = ip("192.0.2.1");
+        let held: Vec<Slot> = (0..3).map(|_| t.admit(a).unwrap()).collect();
+        t.set_limits(AdmissionLimits {
+            total: 10,
+            per_address: 1,
+            reserved: 0,
+            per_address_in_reserve: 2,
+        });
+        assert_eq!(t.total(), 3, "connections already admitted stay");
+        assert!(matches!(t.admit(a), Err(Refusal::PerAddress)));
+        drop(held);
+        let one = t.admit(a).unwrap();
+        assert!(matches!(t.admit(a), Err(Refusal::PerAddress)));
+        drop(one);
     }
 }

@@ -1,9 +1,10 @@
 //! Reloading the configuration without a restart (issue 17), on SIGHUP and on
 //! `smbq status --reload`: the config file is read again and its shares replace the running
-//! ones (smbq_server::reload says what happens to tree connects). The account file and the
+//! ones (smbq_server::reload says what happens to tree connects), `[limits]` go to new
+//! connections (`Runtime::set_limits`) and `[log] level` applies. The account file and the
 //! QUIC certificates have their own SIGHUP reloaders. Settings that only a restart can change
-//! (addresses, ports, state directory, limits, QUIC settings, encryption policy) are named in
-//! the log when they changed. A file that does not parse, or shares that cannot be served,
+//! (addresses, ports, state directory, per-session limits, QUIC settings, encryption policy)
+//! are named in the log when they changed. A file that does not parse, or shares that cannot be served,
 //! change nothing: the old configuration stays and the error is reported.
 
 use std::sync::Arc;
@@ -16,6 +17,8 @@ pub struct Reloader {
     /// What the server started with, for the settings a reload cannot change.
     started: FileConfig,
     server: Arc<smbq_server::Server>,
+    /// Where new connections' limits come from.
+    runtime: Arc<smbq_server::conn::Runtime>,
     /// One reload at a time (SIGHUP and the admin socket may ask together).
     busy: std::sync::Mutex<()>,
     /// The `[log] level` in effect, as the last reload left it.
@@ -23,12 +26,18 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    pub fn new(args: ServeArgs, started: FileConfig, server: Arc<smbq_server::Server>) -> Self {
+    pub fn new(
+        args: ServeArgs,
+        started: FileConfig,
+        server: Arc<smbq_server::Server>,
+        runtime: Arc<smbq_server::conn::Runtime>,
+    ) -> Self {
         let level = std::sync::Mutex::new(started.log.level.clone());
         Self {
             args,
             started,
             server,
+            runtime,
             busy: std::sync::Mutex::new(()),
             level,
         }
@@ -91,6 +100,11 @@ impl Reloader {
                 list(&changes.changed)
             )
         };
+        let limits = file.limits();
+        if self.runtime.engine_config().limits != limits {
+            self.runtime.set_limits(limits);
+            summary.push_str("; new limits for new connections");
+        }
         let current = self.level.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut level = None;
         if current != file.log.level {
@@ -134,7 +148,10 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
             "require_signing",
             old.require_signing != new.require_signing,
         ),
-        ("[limits]", differs(&old.limits, &new.limits)),
+        (
+            "[limits] of sessions and durable opens",
+            session_limits_differ(old, new),
+        ),
         ("[quic]", differs(&old.quic, &new.quic)),
         ("[metrics]", differs(&old.metrics, &new.metrics)),
         ("[log] format", differs(&old.log.format, &new.log.format)),
@@ -145,6 +162,27 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         }
     }
     v
+}
+
+/// The limits the server (not the connections) holds: opens and trees per session, durable
+/// opens; the others apply to new connections at a reload.
+fn session_limits_differ(old: &FileConfig, new: &FileConfig) -> bool {
+    let (a, b) = (old.limits(), new.limits());
+    (
+        a.max_opens_per_session,
+        a.max_trees_per_session,
+        a.max_durable_opens,
+        a.max_durable_opens_per_user,
+        a.durable_timeout_secs,
+        a.max_durable_timeout_secs,
+    ) != (
+        b.max_opens_per_session,
+        b.max_trees_per_session,
+        b.max_durable_opens,
+        b.max_durable_opens_per_user,
+        b.durable_timeout_secs,
+        b.max_durable_timeout_secs,
+    )
 }
 
 /// Reloads on every SIGHUP until `shutdown`.

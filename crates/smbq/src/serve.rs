@@ -392,7 +392,14 @@ async fn serve(s: Startup) -> Result<(), String> {
         ));
         tasks.spawn(metrics.sample_rtts(server.clone(), tasks.shutdown.clone()));
     }
-    let reloader = Arc::new(crate::reload::Reloader::new(s.args, s.file, server.clone()));
+    let runtime =
+        smbq_server::conn::Runtime::new(server.clone(), Arc::new(engine_cfg), accounts.clone());
+    let reloader = Arc::new(crate::reload::Reloader::new(
+        s.args,
+        s.file,
+        server.clone(),
+        runtime.clone(),
+    ));
     tasks.spawn(crate::reload::on_sighup(
         reloader.clone(),
         signals.hup_config,
@@ -403,11 +410,10 @@ async fn serve(s: Startup) -> Result<(), String> {
     tasks.spawn(crate::admin::listener::serve(
         admin,
         admin_path,
-        server.clone(),
+        server,
         reloader,
         tasks.shutdown.clone(),
     ));
-    let runtime = smbq_server::conn::Runtime::new(server, Arc::new(engine_cfg), accounts.clone());
     let watch = watch_accounts(
         accounts.clone(),
         signals.hup_accounts,

@@ -157,15 +157,16 @@ fn start(
         TransportKind::Tcp => Transport::Tcp,
         TransportKind::Quic => Transport::Quic,
     };
+    let engine_cfg = rt.engine_config();
     let mut engine = ServerConnection::new(
-        rt.engine.clone(),
+        engine_cfg.clone(),
         rt.server.session_table().clone(),
         id,
         peer.to_string(),
         transport,
     );
     engine.set_data_stream_limit(gate.as_ref().map_or(0, |g| g.limit()));
-    let limits = &rt.engine.limits;
+    let limits = &engine_cfg.limits;
     let backlog = Backlog::new(
         limits.max_pending_bytes,
         limits.max_in_flight,
@@ -214,7 +215,7 @@ fn start(
         gone.clone(),
     );
     let deadline = tokio::time::Instant::now()
-        + Duration::from_secs(rt.engine.limits.unauthenticated_idle_secs);
+        + Duration::from_secs(engine_cfg.limits.unauthenticated_idle_secs);
     let c = ConnLoop {
         rt: rt.clone(),
         shutdown: shutdown.clone(),
@@ -475,7 +476,7 @@ impl ConnLoop {
             // Windows keeps them (smbtorture smb2.durable-open.reopen4).
             Action::SessionEnded { session_id } => self.rt.server.session_lost(session_id),
             // Counted, logged and delayed by `LogonGuard::answer` in `take_frames`.
-            Action::AuthFailed { .. } => self.rt.engine.observer.logon_failed(),
+            Action::AuthFailed { .. } => self.rt.engine_config().observer.logon_failed(),
         }
     }
 

@@ -41,7 +41,9 @@ impl Shutdown {
 /// Everything shared by all connections.
 pub struct Runtime {
     server: Arc<Server>,
-    engine: Arc<EngineConfig>,
+    /// Replaced by a reload of `[limits]` (`set_limits`); a connection keeps the one it
+    /// started with.
+    engine: parking_lot::RwLock<Arc<EngineConfig>>,
     accounts: Arc<dyn Accounts>,
     next_conn_id: AtomicU64,
     next_session_id: AtomicU64,
@@ -62,15 +64,10 @@ impl Runtime {
             .map(|d| d.as_secs())
             .unwrap_or(1);
         let logon = LogonGuard::new(server.config().logon.clone());
-        let admission = Admission::new(AdmissionLimits {
-            total: engine.limits.max_connections,
-            per_address: engine.limits.max_connections_per_ip,
-            reserved: engine.limits.reserved_connections,
-            per_address_in_reserve: smbq_proto::Limits::RESERVE_PER_IP,
-        });
+        let admission = Admission::new(admission_limits(&engine.limits));
         Arc::new(Self {
             server,
-            engine,
+            engine: parking_lot::RwLock::new(engine),
             accounts,
             next_conn_id: AtomicU64::new(1),
             // Session ids differ across restarts so a client never reuses a stale one by accident;
@@ -79,6 +76,34 @@ impl Runtime {
             admission,
             logon,
         })
+    }
+}
+
+fn admission_limits(l: &smbq_proto::Limits) -> AdmissionLimits {
+    AdmissionLimits {
+        total: l.max_connections,
+        per_address: l.max_connections_per_ip,
+        reserved: l.reserved_connections,
+        per_address_in_reserve: smbq_proto::Limits::RESERVE_PER_IP,
+    }
+}
+
+impl Runtime {
+    /// The engine configuration new connections start with.
+    pub fn engine_config(&self) -> Arc<EngineConfig> {
+        self.engine.read().clone()
+    }
+
+    /// Limits from a reload: new connections get them (frame and IO sizes, credits, requests
+    /// in flight, memory budget, sessions per connection, the unauthenticated deadline) and
+    /// the connection table applies them to later admissions. Open connections keep theirs;
+    /// per-session and durable-open limits are the server's and change only with a restart.
+    pub fn set_limits(&self, limits: smbq_proto::Limits) {
+        let mut engine = self.engine.write();
+        let mut cfg = EngineConfig::clone(&engine);
+        self.admission.set_limits(admission_limits(&limits));
+        cfg.limits = limits;
+        *engine = Arc::new(cfg);
     }
 }
 

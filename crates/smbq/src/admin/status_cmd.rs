@@ -16,7 +16,8 @@ const MAX_REPLY: u64 = 256 << 20;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct StatusArgs {
-    /// The server's state directory (its admin socket is `admin.sock` there).
+    /// The server's state directory (its admin socket is `admin.sock` there); default
+    /// `./.smbq`, else `/var/lib/smbq` (the Debian package's) when only that has a socket.
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
     /// The admin socket itself, instead of the state directory's.
@@ -37,14 +38,11 @@ pub struct StatusArgs {
 }
 
 pub fn run(args: StatusArgs) -> Result<(), String> {
-    let path = args.socket.clone().unwrap_or_else(|| {
-        super::socket_path(
-            &args
-                .state_dir
-                .clone()
-                .unwrap_or_else(crate::serve::default_state_dir),
-        )
-    });
+    let path = match (&args.socket, &args.state_dir) {
+        (Some(s), _) => s.clone(),
+        (None, Some(d)) => super::socket_path(d),
+        (None, None) => default_socket(),
+    };
     let req = match (args.kill_session, args.close_file) {
         _ if args.reload => Request::Reload,
         (Some(id), _) => Request::KillSession { id },
@@ -62,6 +60,21 @@ pub fn run(args: StatusArgs) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `./.smbq` (what `smbq serve` uses by default) when a server answers there, else the Debian
+/// package's `/var/lib/smbq`.
+fn default_socket() -> PathBuf {
+    let local = super::socket_path(&crate::serve::default_state_dir());
+    let packaged = super::socket_path(std::path::Path::new(PACKAGED_STATE_DIR));
+    if !local.exists() && packaged.exists() {
+        packaged
+    } else {
+        local
+    }
+}
+
+/// Where the Debian package's server keeps its state (packaging/smbq.toml).
+const PACKAGED_STATE_DIR: &str = "/var/lib/smbq";
 
 fn ask(path: &std::path::Path, req: &Request) -> Result<Reply, String> {
     let mut stream = UnixStream::connect(path).map_err(|e| {
