@@ -175,8 +175,8 @@ def session_line(server: SmbqServer) -> str:
     return lines[-1]
 
 
-@pytest.mark.parametrize("cipher,wire", [("aes-128-ccm", "Aes128Ccm"), ("aes-128-gcm", "Aes128Gcm"),
-                                         ("aes-256-ccm", "Aes256Ccm"), ("aes-256-gcm", "Aes256Gcm")])
+@pytest.mark.parametrize("cipher,wire", [("aes-128-ccm", "AES-128-CCM"), ("aes-128-gcm", "AES-128-GCM"),
+                                         ("aes-256-ccm", "AES-256-CCM"), ("aes-256-gcm", "AES-256-GCM")])
 def test_each_cipher(workdir, cipher, wire):
     s = SmbqServer(workdir, extra_args=["--encrypt", "required"])
     try:
@@ -188,7 +188,7 @@ def test_each_cipher(workdir, cipher, wire):
         cli.run("get", cli.url("c.bin"), str(back))
         assert sha256(back) == sha256(src)
         line = session_line(s)
-        assert f"cipher=Some({wire})" in line and "encrypt_required=true" in line, line
+        assert f"cipher={wire} " in line and "encrypt_required=true" in line, line
         # The server saw encrypted frames.
         closed = [l for l in s.server_log().splitlines() if "connection closed" in l]
         assert closed and not re.search(r"encrypted=0\b", closed[-1]), closed
@@ -196,21 +196,21 @@ def test_each_cipher(workdir, cipher, wire):
         assert s.stop() == 0
 
 
-@pytest.mark.parametrize("signing,wire", [("hmac-sha256", "HmacSha256"), ("cmac", "AesCmac"),
-                                          ("gmac", "AesGmac")])
+@pytest.mark.parametrize("signing,wire", [("hmac-sha256", "HMAC-SHA256"), ("cmac", "AES-128-CMAC"),
+                                          ("gmac", "AES-128-GMAC")])
 def test_each_signing_algorithm(smbq, workdir, signing, wire):
     cli = smbq_cli(smbq, "tcp", ["--signing", signing])
     exercise_every_command(cli, smbq.share, workdir / "local")
-    assert f"signing=Some({wire})" in session_line(smbq)
+    assert f"signing={wire} " in session_line(smbq)
 
 
-@pytest.mark.parametrize("dialect,wire", [("3.1.1", "SMB3_1_1"), ("3.0.2", "SMB3_0_2"),
-                                          ("3.0", "SMB3_0"), ("2.1", "SMB2_1"),
-                                          ("2.0.2", "SMB2_0_2")])
+@pytest.mark.parametrize("dialect,wire", [("3.1.1", "3.1.1"), ("3.0.2", "3.0.2"),
+                                          ("3.0", "3.0"), ("2.1", "2.1"),
+                                          ("2.0.2", "2.0.2")])
 def test_each_dialect(smbq, workdir, dialect, wire):
     cli = smbq_cli(smbq, "tcp", ["--dialect", dialect])
     exercise_every_command(cli, smbq.share, workdir / "local")
-    assert f"dialect={wire}" in session_line(smbq)
+    assert f"dialect={wire} " in session_line(smbq)
 
 
 def test_quic_transport_security_lifts_required_encryption(workdir):
@@ -268,7 +268,7 @@ def test_get_into_a_fifo_writes_through_and_keeps_it_a_fifo(smbq, workdir):
 def test_windows_like_smb1_first_message(smbq, workdir):
     cli = smbq_cli(smbq, "tcp", ["--smb1-negotiate"])
     exercise_every_command(cli, smbq.share, workdir / "local")
-    assert "dialect=SMB3_1_1" in session_line(smbq)
+    assert "dialect=3.1.1 " in session_line(smbq)
     assert "smb1_upgrade=true" in smbq.server_log(), smbq.server_log()
 
 

@@ -33,17 +33,17 @@ PROFILES = [
 
 
 EXPECT = {
-    "default": ["dialect=SMB3_1_1"],
-    "enc-aes128ccm": ["dialect=SMB3_1_1", "cipher=Some(Aes128Ccm)", "encrypted>0"],
-    "enc-aes128gcm": ["dialect=SMB3_1_1", "cipher=Some(Aes128Gcm)", "encrypted>0"],
-    "enc-aes256ccm": ["dialect=SMB3_1_1", "cipher=Some(Aes256Ccm)", "encrypted>0"],
-    "enc-aes256gcm": ["dialect=SMB3_1_1", "cipher=Some(Aes256Gcm)", "encrypted>0"],
-    "sign-hmacsha256": ["dialect=SMB3_1_1", "signing=Some(HmacSha256)"],
-    "sign-aes128cmac": ["dialect=SMB3_1_1", "signing=Some(AesCmac)"],
-    "sign-aes128gmac": ["dialect=SMB3_1_1", "signing=Some(AesGmac)"],
-    "smb2_02": ["dialect=SMB2_0_2", "signing=Some(HmacSha256)"],
-    "smb2_10": ["dialect=SMB2_1", "signing=Some(HmacSha256)"],
-    "smb3_00": ["dialect=SMB3_0", "signing=Some(AesCmac)"],
+    "default": ["dialect=3.1.1 "],
+    "enc-aes128ccm": ["dialect=3.1.1 ", "cipher=AES-128-CCM ", "encrypted>0"],
+    "enc-aes128gcm": ["dialect=3.1.1 ", "cipher=AES-128-GCM ", "encrypted>0"],
+    "enc-aes256ccm": ["dialect=3.1.1 ", "cipher=AES-256-CCM ", "encrypted>0"],
+    "enc-aes256gcm": ["dialect=3.1.1 ", "cipher=AES-256-GCM ", "encrypted>0"],
+    "sign-hmacsha256": ["dialect=3.1.1 ", "signing=HMAC-SHA256 "],
+    "sign-aes128cmac": ["dialect=3.1.1 ", "signing=AES-128-CMAC "],
+    "sign-aes128gmac": ["dialect=3.1.1 ", "signing=AES-128-GMAC "],
+    "smb2_02": ["dialect=2.0.2 ", "signing=HMAC-SHA256 "],
+    "smb2_10": ["dialect=2.1 ", "signing=HMAC-SHA256 "],
+    "smb3_00": ["dialect=3.0 ", "signing=AES-128-CMAC "],
 }
 
 

@@ -451,8 +451,8 @@ impl ConnLoop {
                     peer = %self.peer,
                     transport = self.info.transport,
                     dialect = %protection.dialect,
-                    signing = protection.signing.as_deref().unwrap_or("none"),
-                    cipher = protection.cipher.as_deref().unwrap_or("none"),
+                    signing = %protection.signing.as_deref().unwrap_or("none"),
+                    cipher = %protection.cipher.as_deref().unwrap_or("none"),
                     encrypt_required,
                     "session established"
                 );
