@@ -20,9 +20,9 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
-from conftest import BINARY, USER, SmbqServer, free_port, free_udp_port  # noqa: E402
+from conftest import BINARY, USER  # noqa: E402
 import smbclient  # noqa: E402
-from prom import DASHBOARD, Prometheus  # noqa: E402
+from prom import DASHBOARD, metered_server  # noqa: E402
 
 
 def workload(server, workdir, seconds):
@@ -113,12 +113,8 @@ def main():
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="smbq-preview-") as d:
         workdir = pathlib.Path(d)
-        port = free_port()
-        server = SmbqServer(workdir, extra_args=["--metrics-listen", f"127.0.0.1:{port}"],
-                            quic_port=free_udp_port())
-        prom = Prometheus(port)
+        server, prom = metered_server(workdir)
         try:
-            prom.wait_up()
             start = time.time()
             workload(server, workdir, args.seconds)
             time.sleep(3)

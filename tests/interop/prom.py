@@ -10,7 +10,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from conftest import free_port
+from conftest import SmbqServer, free_port, free_udp_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "packaging" / "grafana-dashboard.json"
@@ -83,3 +83,18 @@ def dashboard_queries(rate_interval: str = "15s"):
                     .replace('"$instance"', '".*"'))
             out.append((p["title"], t.get("legendFormat", ""), expr))
     return out
+
+
+def metered_server(workdir):
+    """A smbq on TCP and QUIC with its metrics endpoint, and a Prometheus that has scraped it
+    once. The caller stops both."""
+    port = free_port()
+    server = SmbqServer(workdir, extra_args=["--metrics-listen", f"127.0.0.1:{port}"],
+                        quic_port=free_udp_port())
+    try:
+        prom = Prometheus(port)
+        prom.wait_up()
+    except BaseException:
+        server.stop()
+        raise
+    return server, prom

@@ -7,9 +7,9 @@ import os
 import subprocess
 import time
 
-from conftest import BINARY, USER, SmbqServer, free_port, free_udp_port
+from conftest import BINARY, USER
 import smbclient
-from prom import DASHBOARD, Prometheus, dashboard_queries
+from prom import DASHBOARD, dashboard_queries, metered_server
 
 
 def workload(server, workdir, rounds=4):
@@ -31,12 +31,8 @@ def workload(server, workdir, rounds=4):
 def test_every_panel_query_is_valid_and_traffic_shows(workdir):
     dash = json.loads(DASHBOARD.read_text())
     assert dash["uid"] and dash["panels"]
-    metrics_port = free_port()
-    server = SmbqServer(workdir, extra_args=["--metrics-listen", f"127.0.0.1:{metrics_port}"],
-                        quic_port=free_udp_port())
-    prom = Prometheus(metrics_port)
+    server, prom = metered_server(workdir)
     try:
-        prom.wait_up()
         workload(server, workdir)
         time.sleep(2)
         results = {}

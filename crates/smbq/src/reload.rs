@@ -191,19 +191,11 @@ pub async fn on_sighup(
     hup: Option<tokio::signal::unix::Signal>,
     shutdown: smbq_server::conn::Shutdown,
 ) {
-    let Some(mut hup) = hup else {
-        return;
-    };
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            got = hup.recv() => {
-                if got.is_none() {
-                    return;
-                }
-                let r = reloader.clone();
-                let _ = tokio::task::spawn_blocking(move || r.reload("SIGHUP")).await;
-            }
+    crate::serve::each_sighup(hup, shutdown, || {
+        let r = reloader.clone();
+        async move {
+            let _ = tokio::task::spawn_blocking(move || r.reload("SIGHUP")).await;
         }
-    }
+    })
+    .await;
 }

@@ -702,18 +702,34 @@ async fn watch_accounts(
     hup: Option<tokio::signal::unix::Signal>,
     shutdown: smbq_server::conn::Shutdown,
 ) {
+    each_sighup(hup, shutdown, || {
+        let r = accounts.reload(true);
+        accounts.log(&r, "SIGHUP");
+        std::future::ready(())
+    })
+    .await;
+}
+
+/// Runs `on_hup` for each SIGHUP until shutdown; every reloader has its own signal stream.
+pub(crate) async fn each_sighup<F, Fut>(
+    hup: Option<tokio::signal::unix::Signal>,
+    shutdown: smbq_server::conn::Shutdown,
+    mut on_hup: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
     let Some(mut hup) = hup else {
         return;
     };
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return,
             got = hup.recv() => {
                 if got.is_none() {
                     return;
                 }
-                let r = accounts.reload(true);
-                accounts.log(&r, "SIGHUP");
+                on_hup().await;
             }
         }
     }

@@ -146,37 +146,54 @@ async fn run(
         }
         Request::Status => Reply::Status(Box::new(server.status())),
         Request::KillSession { id } => {
-            let s = server.clone();
-            let ended = tokio::task::spawn_blocking(move || s.kill_session(id))
-                .await
-                .unwrap_or(false);
-            tracing::info!(target: smbq_server::AUDIT, session = id, uid, ?pid, ended, "admin: kill session");
-            if ended {
-                Reply::Done {
-                    message: format!("session {id} ended"),
-                }
-            } else {
-                Reply::Error {
-                    message: format!("no live session {id}"),
-                }
-            }
+            let (done, missing) = (
+                format!("session {id} ended"),
+                format!("no live session {id}"),
+            );
+            act(
+                server,
+                "admin: kill session",
+                id,
+                (uid, pid),
+                (done, missing),
+                |s, id| s.kill_session(id),
+            )
+            .await
         }
         Request::CloseFile { id } => {
-            let s = server.clone();
-            let closed = tokio::task::spawn_blocking(move || s.close_file(id))
-                .await
-                .unwrap_or(false);
-            tracing::info!(target: smbq_server::AUDIT, open = id, uid, ?pid, closed, "admin: close file");
-            if closed {
-                Reply::Done {
-                    message: format!("open {id} closed"),
-                }
-            } else {
-                Reply::Error {
-                    message: format!("no open {id}"),
-                }
-            }
+            let (done, missing) = (format!("open {id} closed"), format!("no open {id}"));
+            act(
+                server,
+                "admin: close file",
+                id,
+                (uid, pid),
+                (done, missing),
+                |s, id| s.close_file(id),
+            )
+            .await
         }
+    }
+}
+
+/// Runs an administrator's action on the blocking pool (closing files may delete them),
+/// leaves its audit line, and answers `done` or `missing`.
+async fn act(
+    server: &Arc<smbq_server::Server>,
+    what: &'static str,
+    id: u64,
+    (uid, pid): (u32, Option<i32>),
+    (done, missing): (String, String),
+    action: fn(&smbq_server::Server, u64) -> bool,
+) -> Reply {
+    let s = server.clone();
+    let ok = tokio::task::spawn_blocking(move || action(&s, id))
+        .await
+        .unwrap_or(false);
+    tracing::info!(target: smbq_server::AUDIT, id, uid, ?pid, ok, "{what}");
+    if ok {
+        Reply::Done { message: done }
+    } else {
+        Reply::Error { message: missing }
     }
 }
 
