@@ -1,7 +1,8 @@
-//! Audit lines for access denials (issue 17), at most [`PER_WINDOW`] per [`WINDOW`]: a client
-//! that provokes denials in a loop must not be able to flood the log, so the excess is counted
-//! and reported in one line when the next window opens. Logons and tree connects are audited
-//! where they happen (conn/event_loop.rs, logon_guard.rs, handlers/tree_connect.rs).
+//! Audit lines for access denials and tree connects (issue 17), each at most so many per
+//! [`WINDOW`]: a client that provokes them in a loop must not be able to flood the log, so the
+//! excess is counted and reported in one line when the next window opens. Logons are audited
+//! where they happen (conn/event_loop.rs; failures rate-limited by logon_guard.rs), tree
+//! connects in handlers/tree_connect.rs.
 
 use std::time::{Duration, Instant};
 
@@ -12,46 +13,72 @@ use crate::handlers::Ctx;
 
 const WINDOW: Duration = Duration::from_secs(10);
 const PER_WINDOW: u32 = 50;
+/// Tree connects are routine (a client makes one per share it uses), so more of them pass.
+const TREE_CONNECTS_PER_WINDOW: u32 = 200;
 
+/// Lines of one kind of audit event, at most `per_window` per [`WINDOW`].
 #[derive(Debug)]
-pub(crate) struct DenialLog {
+pub(crate) struct AuditWindow {
+    event: &'static str,
+    per_window: u32,
     state: Mutex<(Instant, u32, u64)>,
 }
 
-impl Default for DenialLog {
-    fn default() -> Self {
+impl AuditWindow {
+    fn new(event: &'static str, per_window: u32) -> Self {
         Self {
+            event,
+            per_window,
             state: Mutex::new((Instant::now(), 0, 0)),
         }
     }
-}
 
-impl DenialLog {
-    /// Whether this denial gets its own line now; logs the count of suppressed ones when a
+    /// For TREE_CONNECT's audit line.
+    pub(crate) fn tree_connects() -> Self {
+        Self::new("tree_connect", TREE_CONNECTS_PER_WINDOW)
+    }
+
+    /// Whether this event gets its own line now; logs the count of suppressed ones when a
     /// window ends.
-    fn admit(&self, now: Instant) -> bool {
+    pub(crate) fn admit(&self, now: Instant) -> bool {
         let mut s = self.state.lock();
         let (start, logged, suppressed) = &mut *s;
         if now.duration_since(*start) >= WINDOW {
             if *suppressed > 0 {
                 tracing::warn!(
                     target: crate::AUDIT,
-                    event = "access_denied",
+                    event = self.event,
                     suppressed = *suppressed,
-                    "access denials not logged one by one in the last window"
+                    "audit events not logged one by one in the last window"
                 );
             }
             *start = now;
             *logged = 0;
             *suppressed = 0;
         }
-        if *logged < PER_WINDOW {
+        if *logged < self.per_window {
             *logged += 1;
             true
         } else {
             *suppressed += 1;
             false
         }
+    }
+}
+
+/// Access denials, at most [`PER_WINDOW`] lines per window.
+#[derive(Debug)]
+pub(crate) struct DenialLog(AuditWindow);
+
+impl Default for DenialLog {
+    fn default() -> Self {
+        Self(AuditWindow::new("access_denied", PER_WINDOW))
+    }
+}
+
+impl DenialLog {
+    fn admit(&self, now: Instant) -> bool {
+        self.0.admit(now)
     }
 
     /// Audits an ACCESS_DENIED answer to `ctx`'s request.
@@ -98,8 +125,8 @@ mod tests {
         let t0 = Instant::now();
         let admitted = (0..PER_WINDOW + 30).filter(|_| log.admit(t0)).count();
         assert_eq!(admitted, PER_WINDOW as usize);
-        assert_eq!(log.state.lock().2, 30);
+        assert_eq!(log.0.state.lock().2, 30);
         assert!(log.admit(t0 + WINDOW));
-        assert_eq!(log.state.lock().2, 0);
+        assert_eq!(log.0.state.lock().2, 0);
     }
 }

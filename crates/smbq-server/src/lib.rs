@@ -96,8 +96,9 @@ pub struct Server {
     started: std::time::SystemTime,
     /// Packet counts of ended QUIC connections, for the metrics' totals.
     ended_quic: status::EndedQuic,
-    /// Audit lines of access denials, rate-limited (crate::audit).
+    /// Audit lines of access denials and tree connects, rate-limited (crate::audit).
     denials: audit::DenialLog,
+    tree_connects: audit::AuditWindow,
     /// Told of every request a handler ran (smbq_proto::observe), for the metrics.
     observer: std::sync::OnceLock<smbq_proto::observe::SharedObserver>,
     /// Mints and checks the resume keys of server-side copies (crate::resume_key).
@@ -150,6 +151,7 @@ impl Server {
             ended_quic: status::EndedQuic::default(),
             observer: std::sync::OnceLock::new(),
             denials: audit::DenialLog::default(),
+            tree_connects: audit::AuditWindow::tree_connects(),
             resume_keys: resume_key::ResumeKeys::new(),
             me: me.clone(),
         }))

@@ -16,6 +16,9 @@ pub(super) fn connect(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let mut asked = String::new();
     let r = connect_to(ctx, &mut asked);
     let status = r.as_ref().map_or_else(|s| *s, |r| r.status);
+    if !ctx.srv.tree_connects.admit(std::time::Instant::now()) {
+        return r;
+    }
     tracing::info!(
         target: crate::AUDIT,
         event = "tree_connect",
