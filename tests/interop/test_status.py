@@ -195,3 +195,33 @@ def test_a_second_server_on_the_same_state_dir_does_not_take_the_socket(server):
         capture_output=True, text=True, timeout=30)
     assert p.returncode != 0 and "another smbq server answers" in p.stderr, p.stderr
     assert snapshot(server)["server"]["pid"] == server.proc.pid
+
+
+def test_admin_socket_survives_silent_and_oversized_clients(server):
+    """Clients of the admin socket that send nothing, or too much, hold at most the 4 slots for
+    the 5 s request deadline; an oversized request gets an error, and a real request is answered
+    afterwards."""
+    import socket
+    import time
+    path = str(server.state / "admin.sock")
+    silent = []
+    for _ in range(6):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        silent.append(s)
+    big = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    big.connect(path)
+    big.settimeout(30)
+    big.sendall(b"x" * 8192)
+    t0 = time.monotonic()
+    reply = big.makefile("rb").readline()
+    assert b"at most 4096 bytes" in reply, reply
+    p = status(server, "--json")
+    assert p.returncode == 0, p.stderr
+    # The silent ones were dropped at their deadline, not kept.
+    assert time.monotonic() - t0 < 25
+    for s in silent:
+        s.settimeout(10)
+        assert b"expected one JSON request line" in s.makefile("rb").readline()
+        s.close()
+    big.close()
