@@ -11,6 +11,7 @@ use crate::ntlm_msg::{
     self, Authenticate, MIC_OFFSET, av, av_value, decode_authenticate, decode_negotiate,
     encode_challenge, flags, parse_av_pairs, put_av,
 };
+use crate::kerberos::{Kerberos, is_krb5};
 use crate::spnego::{self, NegState, NegTokenResp, NegotiationToken, OID_NTLMSSP};
 use crate::{Accounts, AuthError, Identity, MAX_TOKEN_LEN};
 
@@ -26,6 +27,11 @@ pub struct AcceptorConfig {
     /// Accept anonymous (null session) logons, as Windows and Samba do by default; the server
     /// limits what such a session may reach (IPC$ and guest shares).
     pub allow_anonymous: bool,
+    /// Kerberos, when a keytab is configured: chosen when it is the client's first mechanism
+    /// (RFC 4178 section 3.2, so no mechListMIC is needed).
+    pub kerberos: Option<std::sync::Arc<dyn Kerberos>>,
+    /// Accept NTLMSSP; false leaves Kerberos as the only mechanism.
+    pub ntlm: bool,
 }
 
 /// What to send back in the SESSION_SETUP response.
@@ -39,6 +45,9 @@ pub enum AcceptStep {
         token: Vec<u8>,
         identity: Identity,
         session_key: Zeroizing<[u8; 16]>,
+        /// How long the credential stays valid (a Kerberos ticket's remaining life); `None`
+        /// for NTLM, which does not expire.
+        valid_for: Option<std::time::Duration>,
     },
 }
 
@@ -72,6 +81,10 @@ enum Framing {
 
 enum State {
     Start,
+    /// Kerberos was selected without an optimistic token; the AP-REQ comes next.
+    ExpectKerberos {
+        mech: Vec<u8>,
+    },
     ExpectNegotiate,
     ExpectAuthenticate {
         negotiate: Vec<u8>,
@@ -135,6 +148,9 @@ impl Acceptor {
         }
         match state {
             State::Start if ntlm_msg::is_ntlmssp(token) => {
+                if !self.cfg.ntlm {
+                    return Err(AuthError::NoCommonMechanism);
+                }
                 self.framing = Framing::Raw;
                 self.on_negotiate(token).map(AcceptStep::Continue)
             }
@@ -142,6 +158,28 @@ impl Acceptor {
                 let NegotiationToken::Init(init) = spnego::decode(token)? else {
                     return Err(AuthError::InvalidToken("SPNEGO: expected NegTokenInit"));
                 };
+                if let Some(krb) = self.cfg.kerberos.clone()
+                    && let Some(first) = init.mech_types.first()
+                    && is_krb5(first)
+                {
+                    let mech = first.to_vec();
+                    return match init.mech_token {
+                        Some(t) => on_kerberos(&*krb, &mech, t),
+                        None => {
+                            let resp = spnego::encode_resp(
+                                Some(NegState::AcceptIncomplete),
+                                Some(&mech),
+                                None,
+                                None,
+                            );
+                            self.state = State::ExpectKerberos { mech };
+                            Ok(AcceptStep::Continue(resp))
+                        }
+                    };
+                }
+                if !self.cfg.ntlm {
+                    return Err(AuthError::NoCommonMechanism);
+                }
                 let pos = init
                     .mech_types
                     .iter()
@@ -178,6 +216,13 @@ impl Acceptor {
                         )))
                     }
                 }
+            }
+            State::ExpectKerberos { mech } => {
+                let krb = self.cfg.kerberos.clone().ok_or(AuthError::OutOfSequence)?;
+                let t = decode_resp(token)?
+                    .response_token
+                    .ok_or(AuthError::InvalidToken("SPNEGO: no responseToken"))?;
+                on_kerberos(&*krb, &mech, t)
             }
             State::ExpectNegotiate => {
                 let resp = decode_resp(token)?;
@@ -234,6 +279,7 @@ impl Acceptor {
                     token,
                     identity: v.identity,
                     session_key: v.session_key,
+                    valid_for: None,
                 })
             }
             State::Finished => Err(AuthError::OutOfSequence),
@@ -372,6 +418,19 @@ impl Acceptor {
             keys: Some(keys),
         })
     }
+}
+
+/// One-leg Kerberos (MS-SPNG 3.3.5.1): the AP-REQ is verified, the AP-REP goes back with
+/// accept-completed and the mechanism OID the client named first (Windows' or the real one).
+fn on_kerberos(krb: &dyn Kerberos, mech: &[u8], ap_req: &[u8]) -> Result<AcceptStep, AuthError> {
+    let logon = krb.accept(ap_req)?;
+    let reply = (!logon.reply.is_empty()).then_some(&logon.reply[..]);
+    Ok(AcceptStep::Done {
+        token: spnego::encode_resp(Some(NegState::AcceptCompleted), Some(mech), reply, None),
+        identity: logon.identity,
+        session_key: logon.session_key,
+        valid_for: Some(logon.valid_for),
+    })
 }
 
 fn decode_resp(token: &[u8]) -> Result<NegTokenResp<'_>, AuthError> {

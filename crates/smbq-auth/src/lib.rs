@@ -14,6 +14,7 @@
 mod acceptor;
 mod der;
 mod initiator;
+mod kerberos;
 mod ntlm_crypto;
 mod ntlm_msg;
 mod spnego;
@@ -23,6 +24,7 @@ use thiserror::Error;
 
 pub use acceptor::{AcceptStep, Acceptor, AcceptorConfig};
 pub use initiator::{Credentials, Initiator};
+pub use kerberos::{Kerberos, KerberosLogon, smb_session_key};
 pub use ntlm_crypto::nt_hash;
 pub use spnego::spnego_init_token;
 pub use zeroize::Zeroizing;
@@ -67,7 +69,7 @@ pub enum AuthError {
     /// A token larger than [`MAX_TOKEN_LEN`].
     #[error("security token of {0} bytes exceeds the limit")]
     TooLarge(usize),
-    /// The peer offered no mechanism we implement (we only speak NTLMSSP).
+    /// The peer offered no mechanism we accept (NTLMSSP, and Kerberos when configured).
     #[error("no common authentication mechanism")]
     NoCommonMechanism,
     /// The SPNEGO mechListMIC was missing where required or did not verify (RFC 4178 section 5).
@@ -76,6 +78,14 @@ pub enum AuthError {
     /// The peer answered negState reject.
     #[error("the peer rejected the authentication")]
     Rejected,
+    /// A Kerberos AP-REQ was refused (bad or expired ticket, wrong service, replay, clock
+    /// skew, a principal with no account); `status` is what Windows answers for that cause.
+    #[error("Kerberos logon refused for {principal:?}: {reason}")]
+    Kerberos {
+        principal: String,
+        status: NtStatus,
+        reason: String,
+    },
     /// `step` called after the exchange finished or failed.
     #[error("authentication step out of sequence")]
     OutOfSequence,
@@ -88,6 +98,7 @@ impl AuthError {
             Self::LogonFailure { .. } | Self::MechListMic | Self::Rejected => {
                 NtStatus::LOGON_FAILURE
             }
+            Self::Kerberos { status, .. } => *status,
             Self::InvalidToken(_)
             | Self::TooLarge(_)
             | Self::NoCommonMechanism

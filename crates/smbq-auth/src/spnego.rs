@@ -179,9 +179,19 @@ fn wrap_initial(neg_token_init_seq: &[u8]) -> Vec<u8> {
 }
 
 /// MS-SPNG 2.2.1 NegTokenInit2 as a server sends it in the SMB2 NEGOTIATE response
-/// (MS-SMB2 3.3.5.4): mechTypes = [NTLMSSP] and the conventional negHints.
-pub fn spnego_init_token() -> Vec<u8> {
-    let mut seq = tlv(ctx(0), &ntlm_mech_types_der());
+/// (MS-SMB2 3.3.5.4) and the conventional negHints. mechTypes lists what the server accepts
+/// in Windows' order: the two Kerberos OIDs when Kerberos is configured, then NTLMSSP unless
+/// it is turned off. Clients read it as a hint (Windows tries Kerberos only if listed).
+pub fn spnego_init_token(kerberos: bool, ntlm: bool) -> Vec<u8> {
+    let mut mechs = Vec::new();
+    if kerberos {
+        put(&mut mechs, TAG_OID, crate::kerberos::OID_MS_KRB5);
+        put(&mut mechs, TAG_OID, crate::kerberos::OID_KRB5);
+    }
+    if ntlm || !kerberos {
+        put(&mut mechs, TAG_OID, OID_NTLMSSP);
+    }
+    let mut seq = tlv(ctx(0), &tlv(TAG_SEQUENCE, &mechs));
     let hint_name = tlv(TAG_GENERAL_STRING, b"not_defined_in_RFC4178@please_ignore");
     let hints = tlv(TAG_SEQUENCE, &tlv(ctx(0), &hint_name));
     put(&mut seq, ctx(3), &hints);
@@ -224,7 +234,7 @@ mod tests {
 
     #[test]
     fn init_token_has_the_expected_shape() {
-        let t = spnego_init_token();
+        let t = spnego_init_token(false, true);
         // Hand-assembled from RFC 4178 / MS-SPNG 2.2.1: lengths counted independently of the encoder.
         let mut expect = vec![0x60, 0x48, 0x06, 0x06, 0x2b, 0x06, 0x01, 0x05, 0x05, 0x02];
         expect.extend_from_slice(&[0xa0, 0x3e, 0x30, 0x3c]);

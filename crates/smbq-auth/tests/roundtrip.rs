@@ -17,6 +17,8 @@ fn cfg(allow_guest: bool) -> AcceptorConfig {
         dns_computer: "smbq.example.test".into(),
         allow_guest,
         allow_anonymous: allow_guest,
+        kerberos: None,
+        ntlm: true,
     }
 }
 

@@ -33,6 +33,10 @@ pub struct EngineConfig {
     pub directory_leases: bool,
     /// Told of every response sent (crate::observe), for the metrics.
     pub observer: crate::observe::SharedObserver,
+    /// Kerberos in SPNEGO (MS-SPNG), when a keytab is configured.
+    pub kerberos: Option<std::sync::Arc<dyn smbq_auth::Kerberos>>,
+    /// Accept NTLMSSP; false leaves Kerberos as the only way in.
+    pub ntlm: bool,
 }
 
 impl EngineConfig {
@@ -67,6 +71,8 @@ impl EngineConfig {
             accept_transport_security: true,
             directory_leases: true,
             observer: crate::observe::none(),
+            kerberos: None,
+            ntlm: true,
         }
     }
 

@@ -634,7 +634,8 @@ impl ServerConnection {
             return Ok(None);
         }
         let needs_session = hdr.command != Command::ECHO;
-        let status = self.check_session_security(&hdr, &msg, encrypted, needs_session, checked);
+        let status =
+            self.check_session_security(&hdr, &msg, encrypted, needs_session, checked, env.at);
         if status != NtStatus::SUCCESS {
             return Ok(Some(answered(&hdr, status)));
         }
@@ -677,6 +678,7 @@ impl ServerConnection {
         encrypted: bool,
         session_needed: bool,
         checked: Option<bool>,
+        now: Instant,
     ) -> NtStatus {
         if hdr.session_id == 0 {
             return if session_needed {
@@ -691,8 +693,17 @@ impl ServerConnection {
         if !s.is_valid() {
             return NtStatus::USER_SESSION_DELETED;
         }
+        // MS-SMB2 3.3.5.2.9: an expired session still closes what it holds and logs off;
+        // anything else waits for a re-authentication (SESSION_SETUP takes another path).
+        let expired = s.expires_at.is_some_and(|t| now >= t)
+            && !matches!(hdr.command, Command::LOGOFF | Command::CLOSE);
+        let expired_status = if expired {
+            NtStatus::NETWORK_SESSION_EXPIRED
+        } else {
+            NtStatus::SUCCESS
+        };
         if encrypted {
-            return NtStatus::SUCCESS;
+            return expired_status;
         }
         if s.encrypt_data {
             return NtStatus::ACCESS_DENIED;
@@ -706,7 +717,7 @@ impl ServerConnection {
         } else if s.signing_required {
             return NtStatus::ACCESS_DENIED;
         }
-        NtStatus::SUCCESS
+        expired_status
     }
 
     fn negotiate_body(
@@ -716,7 +727,8 @@ impl ServerConnection {
         caps: u32,
         contexts: Vec<NegotiateContext<'_>>,
     ) -> Vec<u8> {
-        let token = smbq_auth::spnego_init_token();
+        let token =
+            smbq_auth::spnego_init_token(self.cfg.kerberos.is_some(), self.cfg.ntlm);
         let small = dialect == Dialect::SMB2_0_2 || dialect == Dialect::WILDCARD;
         let cap_size = |v: u32| if small { v.min(65536) } else { v };
         let mut sec_mode = security_mode::SIGNING_ENABLED;
@@ -1062,11 +1074,13 @@ impl ServerConnection {
                 token,
                 identity,
                 session_key,
+                valid_for,
             }) => {
                 let done = Authenticated {
                     token,
                     identity,
                     session_key,
+                    valid_for,
                     hash,
                     reauth,
                     request_signed: hdr.is_signed(),
@@ -1107,6 +1121,8 @@ impl ServerConnection {
             dns_computer: self.cfg.server_name.to_lowercase(),
             allow_guest: self.cfg.guest_ok,
             allow_anonymous: self.cfg.anonymous_ok,
+            kerberos: self.cfg.kerberos.clone(),
+            ntlm: self.cfg.ntlm,
         }
     }
 
@@ -1166,6 +1182,7 @@ impl ServerConnection {
             token,
             identity,
             session_key,
+            valid_for,
             hash,
             reauth,
             request_signed,
@@ -1201,8 +1218,10 @@ impl ServerConnection {
             session.signing_required = self.cfg.require_signing
                 || u16::from(client_security_mode) & security_mode::SIGNING_REQUIRED != 0;
         }
-        // A first authentication or a re-authentication, done.
+        // A first authentication or a re-authentication, done; a Kerberos ticket's end is the
+        // session's (MS-SMB2 3.3.5.5.3), a re-authentication moves it.
         session.state = SessionState::Valid { reauth: None };
+        session.expires_at = valid_for.map(|d| env.at + d);
         let identity = Arc::new(identity);
         session.record.set_owner(identity.clone());
         session.identity = Some(identity);
@@ -1691,6 +1710,8 @@ struct Authenticated {
     token: Vec<u8>,
     identity: smbq_auth::Identity,
     session_key: zeroize::Zeroizing<[u8; 16]>,
+    /// A Kerberos ticket's remaining life; `None` for NTLM.
+    valid_for: Option<std::time::Duration>,
     /// The session's preauth hash over every SESSION_SETUP request and response so far.
     hash: [u8; 64],
     reauth: bool,

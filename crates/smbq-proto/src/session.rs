@@ -33,6 +33,10 @@ pub(crate) struct Session {
     pub decryptor: Option<Sealer>,
     pub signing_required: bool,
     pub encrypt_data: bool,
+    /// MS-SMB2 3.3.1.8 Session.ExpirationTime: when the Kerberos ticket it was set up with
+    /// ends; `None` for NTLM. Past it, requests get STATUS_NETWORK_SESSION_EXPIRED until
+    /// the client re-authenticates (3.3.5.2.9).
+    pub expires_at: Option<std::time::Instant>,
 }
 
 impl Session {
@@ -54,6 +58,7 @@ impl Session {
             decryptor: None,
             signing_required: false,
             encrypt_data: false,
+            expires_at: None,
         }
     }
 

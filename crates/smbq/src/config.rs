@@ -49,6 +49,8 @@ pub struct FileConfig {
     pub metrics: MetricsConfig,
     #[serde(default)]
     pub log: LogConfig,
+    #[serde(default)]
+    pub kerberos: crate::kerberos::KerberosConfig,
 }
 
 /// `[log]` (crate::logging).

@@ -377,6 +377,20 @@ async fn serve(s: Startup) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", s.users_path.display()))?,
     );
     let mut engine_cfg = s.engine_cfg;
+    engine_cfg.kerberos = s
+        .file
+        .kerberos
+        .acceptor(&s.state_dir, accounts.clone())?
+        .map(|k| -> Arc<dyn smbq_auth::Kerberos> { k });
+    engine_cfg.ntlm = s.file.kerberos.ntlm();
+    if let Some(k) = &s.file.kerberos.keytab {
+        let realm = s.file.kerberos.realm.as_deref().unwrap_or("(map only)");
+        eprintln!(
+            "smbq: Kerberos on: keytab {}, realm {realm}, NTLM {}",
+            k.display(),
+            if engine_cfg.ntlm { "also accepted" } else { "off" }
+        );
+    }
     if let Some(addr) = s.metrics {
         let (metrics, registry) = crate::metrics::Metrics::new(server.clone());
         engine_cfg.observer = metrics.clone();

@@ -1,0 +1,70 @@
+//! Kerberos inside SPNEGO (MS-SPNG 3.3.5, RFC 4121): what the acceptor needs from a Kerberos
+//! implementation. Verifying an AP-REQ (keytab, replay cache, clocks) is not done here; the
+//! server plugs in MIT's GSS-API library (crate `smbq-gss`) behind [`Kerberos`].
+
+use std::time::Duration;
+
+use zeroize::Zeroizing;
+
+use crate::{AuthError, Identity};
+
+/// DER contents of OID 1.2.840.113554.1.2.2 (Kerberos V5, RFC 4121 section 1).
+pub(crate) const OID_KRB5: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x02];
+/// DER contents of OID 1.2.840.48018.1.2.2, the Kerberos OID Windows 2000 mis-encoded and
+/// every Windows client still offers first (MS-SPNG 3.1.5.2); it names the same mechanism.
+pub(crate) const OID_MS_KRB5: &[u8] = &[0x2a, 0x86, 0x48, 0x82, 0xf7, 0x12, 0x01, 0x02, 0x02];
+
+pub(crate) fn is_krb5(oid: &[u8]) -> bool {
+    oid == OID_KRB5 || oid == OID_MS_KRB5
+}
+
+/// A verified Kerberos logon.
+pub struct KerberosLogon {
+    /// The account the client principal maps to.
+    pub identity: Identity,
+    /// The GSS-API AP-REP token (mutual authentication), empty if the client asked for none.
+    pub reply: Vec<u8>,
+    /// MS-SMB2 3.3.5.5.3: the first 16 bytes of the GSS session key, zero-padded if shorter.
+    pub session_key: Zeroizing<[u8; 16]>,
+    /// Time left on the ticket; the SMB session expires with it (MS-SMB2 3.3.5.5.3).
+    pub valid_for: Duration,
+}
+
+/// Accepts a Kerberos GSS-API initial context token (the AP-REQ) and maps its client
+/// principal to an account. Errors carry the NTSTATUS to answer with
+/// ([`AuthError::Kerberos`]).
+pub trait Kerberos: Send + Sync + std::fmt::Debug {
+    fn accept(&self, token: &[u8]) -> Result<KerberosLogon, AuthError>;
+}
+
+/// MS-SMB2 3.3.5.5.3 takes the first 16 bytes of the key; a shorter key is padded with zeros.
+pub fn smb_session_key(gss_key: &[u8]) -> Zeroizing<[u8; 16]> {
+    let mut key = Zeroizing::new([0u8; 16]);
+    let n = gss_key.len().min(16);
+    if let (Some(dst), Some(src)) = (key.get_mut(..n), gss_key.get(..n)) {
+        dst.copy_from_slice(src);
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_keys_are_cut_or_padded_to_16_bytes() {
+        let long: Vec<u8> = (0..32).collect();
+        assert_eq!(&smb_session_key(&long)[..], &long[..16]);
+        let short = [7u8; 8];
+        let k = smb_session_key(&short);
+        assert_eq!(&k[..8], &short);
+        assert_eq!(&k[8..], &[0u8; 8]);
+    }
+
+    #[test]
+    fn both_kerberos_oids_are_recognised() {
+        assert!(is_krb5(OID_KRB5));
+        assert!(is_krb5(OID_MS_KRB5));
+        assert!(!is_krb5(crate::spnego::OID_NTLMSSP));
+    }
+}

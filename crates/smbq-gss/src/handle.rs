@@ -1,0 +1,243 @@
+//! Owners of the handles and buffers MIT's library allocates: each releases what it holds on
+//! drop, so every early return releases them too.
+
+use std::ptr;
+
+use zeroize::Zeroizing;
+
+use crate::api::{Api, BufferDesc, BufferSetDesc, Handle};
+use crate::{ERROR_MASK, GssError};
+
+/// A credential handle (`gss_cred_id_t`).
+pub(crate) struct Cred {
+    api: &'static Api,
+    raw: Handle,
+}
+
+// SAFETY: MIT's krb5 credential handles lock themselves (a mutex in krb5_gss_cred_id_rec), so
+// one may be used for accepting from several threads at once and released from any thread.
+#[allow(unsafe_code)]
+unsafe impl Send for Cred {}
+// SAFETY: as above: concurrent gss_accept_sec_context calls on one acceptor credential are
+// what MIT's mechanism is built for.
+#[allow(unsafe_code)]
+unsafe impl Sync for Cred {}
+
+impl Cred {
+    pub fn null(api: &'static Api) -> Self {
+        Self {
+            api,
+            raw: ptr::null_mut(),
+        }
+    }
+    pub fn out(&mut self) -> *mut Handle {
+        &mut self.raw
+    }
+    pub fn raw(&self) -> Handle {
+        self.raw
+    }
+    pub fn api(&self) -> &'static Api {
+        self.api
+    }
+}
+
+impl Drop for Cred {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            let mut minor = 0;
+            // SAFETY: `raw` came from gss_acquire_cred_from and is released exactly once here.
+            #[allow(unsafe_code)]
+            unsafe {
+                (self.api.release_cred)(&mut minor, &mut self.raw);
+            }
+        }
+    }
+}
+
+/// A security context handle (`gss_ctx_id_t`), used by one thread at a time.
+pub(crate) struct Context {
+    api: &'static Api,
+    raw: Handle,
+}
+
+impl Context {
+    pub fn null(api: &'static Api) -> Self {
+        Self {
+            api,
+            raw: ptr::null_mut(),
+        }
+    }
+    pub fn out(&mut self) -> *mut Handle {
+        &mut self.raw
+    }
+    pub fn raw(&self) -> Handle {
+        self.raw
+    }
+    pub fn api(&self) -> &'static Api {
+        self.api
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            let mut minor = 0;
+            // SAFETY: `raw` came from gss_accept_sec_context and is deleted exactly once; a
+            // null output token is allowed (RFC 2744 section 5.9).
+            #[allow(unsafe_code)]
+            unsafe {
+                (self.api.delete_sec_context)(&mut minor, &mut self.raw, ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// A name handle (`gss_name_t`).
+pub(crate) struct Name {
+    api: &'static Api,
+    raw: Handle,
+}
+
+impl Name {
+    pub fn null(api: &'static Api) -> Self {
+        Self {
+            api,
+            raw: ptr::null_mut(),
+        }
+    }
+    pub fn out(&mut self) -> *mut Handle {
+        &mut self.raw
+    }
+
+    /// The name as text, e.g. `alice@SMBQ.TEST`.
+    pub fn display(&self) -> Result<String, GssError> {
+        if self.raw.is_null() {
+            return Err(GssError::other("Kerberos: the context names no principal"));
+        }
+        let mut out = Buffer::empty(self.api);
+        let mut minor = 0;
+        // SAFETY: `raw` is a valid name from MIT; the output buffer goes to a guard; a null
+        // output name type is allowed.
+        #[allow(unsafe_code)]
+        let major =
+            unsafe { (self.api.display_name)(&mut minor, self.raw, out.out(), ptr::null_mut()) };
+        if major & ERROR_MASK != 0 {
+            return Err(GssError::new(self.api, major, minor));
+        }
+        String::from_utf8(out.to_vec())
+            .map_err(|_| GssError::other("Kerberos: a principal name is not UTF-8"))
+    }
+}
+
+impl Drop for Name {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            let mut minor = 0;
+            // SAFETY: `raw` came from MIT and is released exactly once.
+            #[allow(unsafe_code)]
+            unsafe {
+                (self.api.release_name)(&mut minor, &mut self.raw);
+            }
+        }
+    }
+}
+
+/// An output buffer MIT allocated (`gss_buffer_desc`).
+pub(crate) struct Buffer {
+    api: &'static Api,
+    desc: BufferDesc,
+}
+
+impl Buffer {
+    pub fn empty(api: &'static Api) -> Self {
+        Self {
+            api,
+            desc: BufferDesc {
+                length: 0,
+                value: ptr::null_mut(),
+            },
+        }
+    }
+    pub fn out(&mut self) -> *mut BufferDesc {
+        &mut self.desc
+    }
+    pub fn to_vec(&self) -> Vec<u8> {
+        bytes(&self.desc).to_vec()
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if !self.desc.value.is_null() {
+            let mut minor = 0;
+            // SAFETY: the buffer was filled by MIT and is released exactly once.
+            #[allow(unsafe_code)]
+            unsafe {
+                (self.api.release_buffer)(&mut minor, &mut self.desc);
+            }
+        }
+    }
+}
+
+/// A buffer set MIT allocated (`gss_buffer_set_t`), as inquire-by-OID returns.
+pub(crate) struct BufferSet {
+    api: &'static Api,
+    raw: *mut BufferSetDesc,
+}
+
+impl BufferSet {
+    pub fn null(api: &'static Api) -> Self {
+        Self {
+            api,
+            raw: ptr::null_mut(),
+        }
+    }
+    pub fn out(&mut self) -> *mut *mut BufferSetDesc {
+        &mut self.raw
+    }
+
+    /// A copy of the first buffer, wiped when dropped (it holds key material).
+    pub fn first(&self) -> Option<Zeroizing<Vec<u8>>> {
+        if self.raw.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null set from MIT points at a valid gss_buffer_set_desc whose
+        // `elements` array holds `count` buffers; only the first is read, when count > 0.
+        #[allow(unsafe_code)]
+        let first = unsafe {
+            let set = &*self.raw;
+            if set.count == 0 || set.elements.is_null() {
+                return None;
+            }
+            &*set.elements
+        };
+        Some(Zeroizing::new(bytes(first).to_vec()))
+    }
+}
+
+impl Drop for BufferSet {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            let mut minor = 0;
+            // SAFETY: the set came from MIT and is released exactly once (MIT zeroes nothing,
+            // but the copy we keep is wiped by Zeroizing).
+            #[allow(unsafe_code)]
+            unsafe {
+                (self.api.release_buffer_set)(&mut minor, &mut self.raw);
+            }
+        }
+    }
+}
+
+/// The bytes of a buffer MIT filled.
+fn bytes(desc: &BufferDesc) -> &[u8] {
+    if desc.value.is_null() || desc.length == 0 {
+        return &[];
+    }
+    // SAFETY: MIT sets `value` to an allocation of `length` readable bytes, which stays valid
+    // until the buffer is released, and the borrow of `desc` keeps that from happening first.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::slice::from_raw_parts(desc.value.cast::<u8>(), desc.length)
+    }
+}
