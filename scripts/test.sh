@@ -26,6 +26,12 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v promtool >/dev/null || need+=(prometheus)  # promtool checks /metrics (test_metrics.py)
 command -v runuser >/dev/null || need+=(util-linux)  # the admin socket's other-user test
 command -v python3 >/dev/null || need+=(python3)
+# Kerberos (tests/interop/test_kerberos.py): a private MIT KDC (krb5kdc; kadmin.local from
+# krb5-admin-server, whose kadmind never runs), kinit, and the GSS-API library smbq loads.
+[[ -x /usr/sbin/krb5kdc ]] || need+=(krb5-kdc)
+[[ -x /usr/sbin/kadmin.local ]] || need+=(krb5-admin-server)
+command -v kinit >/dev/null || need+=(krb5-user)
+ldconfig -p | grep -q libgssapi_krb5.so.2 || need+=(libgssapi-krb5-2)
 # Building MsQuic, the second QUIC stack (cargo feature msquic): cmake, and libnuma for its
 # static library.
 command -v cmake >/dev/null || need+=(cmake)

@@ -31,7 +31,8 @@ KRB5KDC = "/usr/sbin/krb5kdc"
 KDB5_UTIL = "/usr/sbin/kdb5_util"
 KADMIN_LOCAL = "/usr/sbin/kadmin.local"
 HOST = "127.0.0.1"
-# The smbq server's name in the tests' realm: cifs/SERVER_HOST is its service principal.
+# The smbq server's name in the tests' realm (every *.smbq.test host is in it): cifs/SERVER_HOST
+# is its service principal.
 SERVER_HOST = "files.smbq.test"
 TIMEOUT = 30  # seconds for every helper command; a hang must fail the test, not stall it
 
@@ -186,7 +187,7 @@ class Kdc:
 
 [domain_realm]
     localhost = {r}
-    {SERVER_HOST} = {r}
+    .smbq.test = {r}
 """)
         # kdc_listen/kdc_tcp_listen (the 1.15+ names of kdc_ports/kdc_tcp_ports) take an
         # address, so the KDC binds loopback only, the address _free_port checked. No acl_file:

@@ -3,6 +3,7 @@
 use smbq_wire::cursor::{Writer, utf16le_decode};
 use zeroize::Zeroizing;
 
+use crate::kerberos::{Kerberos, is_krb5};
 use crate::ntlm_crypto::{
     BLOB_AV_OFFSET, Direction, Sealer, ct_eq, message_mic, nt_proof, ntowfv2, rc4k,
     session_base_key, unicode,
@@ -11,7 +12,6 @@ use crate::ntlm_msg::{
     self, Authenticate, MIC_OFFSET, av, av_value, decode_authenticate, decode_negotiate,
     encode_challenge, flags, parse_av_pairs, put_av,
 };
-use crate::kerberos::{Kerberos, is_krb5};
 use crate::spnego::{self, NegState, NegTokenResp, NegotiationToken, OID_NTLMSSP};
 use crate::{Accounts, AuthError, Identity, MAX_TOKEN_LEN};
 
@@ -48,7 +48,24 @@ pub enum AcceptStep {
         /// How long the credential stays valid (a Kerberos ticket's remaining life); `None`
         /// for NTLM, which does not expire.
         valid_for: Option<std::time::Duration>,
+        mechanism: Mechanism,
     },
+}
+
+/// How a session authenticated, for the audit log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mechanism {
+    Ntlm,
+    Kerberos,
+}
+
+impl Mechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ntlm => "ntlm",
+            Self::Kerberos => "kerberos",
+        }
+    }
 }
 
 /// Hand-written so the session key never reaches a log.
@@ -149,7 +166,7 @@ impl Acceptor {
         match state {
             State::Start if ntlm_msg::is_ntlmssp(token) => {
                 if !self.cfg.ntlm {
-                    return Err(AuthError::NoCommonMechanism);
+                    return Err(AuthError::NtlmBlocked);
                 }
                 self.framing = Framing::Raw;
                 self.on_negotiate(token).map(AcceptStep::Continue)
@@ -178,7 +195,11 @@ impl Acceptor {
                     };
                 }
                 if !self.cfg.ntlm {
-                    return Err(AuthError::NoCommonMechanism);
+                    return Err(if init.mech_types.contains(&OID_NTLMSSP) {
+                        AuthError::NtlmBlocked
+                    } else {
+                        AuthError::NoCommonMechanism
+                    });
                 }
                 let pos = init
                     .mech_types
@@ -280,6 +301,7 @@ impl Acceptor {
                     identity: v.identity,
                     session_key: v.session_key,
                     valid_for: None,
+                    mechanism: Mechanism::Ntlm,
                 })
             }
             State::Finished => Err(AuthError::OutOfSequence),
@@ -430,6 +452,7 @@ fn on_kerberos(krb: &dyn Kerberos, mech: &[u8], ap_req: &[u8]) -> Result<AcceptS
         identity: logon.identity,
         session_key: logon.session_key,
         valid_for: Some(logon.valid_for),
+        mechanism: Mechanism::Kerberos,
     })
 }
 
@@ -559,3 +582,7 @@ fn decode_string(b: &[u8], neg: u32) -> Result<String, AuthError> {
 #[cfg(test)]
 #[path = "acceptor_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "acceptor_krb_tests.rs"]
+mod krb_tests;

@@ -58,6 +58,7 @@ fn accepts_the_published_ntlmv2_authenticate_4_2_4_3() {
         token,
         identity,
         session_key,
+        ..
     } = acc.step(&auth, &user_db).unwrap()
     else {
         panic!("not done")

@@ -22,7 +22,7 @@ mod spnego;
 use smbq_wire::{DecodeError, NtStatus};
 use thiserror::Error;
 
-pub use acceptor::{AcceptStep, Acceptor, AcceptorConfig};
+pub use acceptor::{AcceptStep, Acceptor, AcceptorConfig, Mechanism};
 pub use initiator::{Credentials, Initiator};
 pub use kerberos::{Kerberos, KerberosLogon, smb_session_key};
 pub use ntlm_crypto::nt_hash;
@@ -86,6 +86,9 @@ pub enum AuthError {
         status: NtStatus,
         reason: String,
     },
+    /// The client offered NTLM where only Kerberos is accepted (`ntlm = false`).
+    #[error("NTLM is turned off on this server; log on with Kerberos")]
+    NtlmBlocked,
     /// `step` called after the exchange finished or failed.
     #[error("authentication step out of sequence")]
     OutOfSequence,
@@ -99,6 +102,8 @@ impl AuthError {
                 NtStatus::LOGON_FAILURE
             }
             Self::Kerberos { status, .. } => *status,
+            // Windows' answer when NTLM is restricted (MS-ERREF 2.3.1).
+            Self::NtlmBlocked => NtStatus::NTLM_BLOCKED,
             Self::InvalidToken(_)
             | Self::TooLarge(_)
             | Self::NoCommonMechanism

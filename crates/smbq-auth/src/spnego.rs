@@ -205,6 +205,12 @@ pub(crate) fn encode_init(mech_types_der: &[u8], mech_token: &[u8]) -> Vec<u8> {
     wrap_initial(&tlv(TAG_SEQUENCE, &seq))
 }
 
+/// A NegTokenInit with no optimistic token: the acceptor chooses, then the token follows.
+#[cfg(test)]
+pub(crate) fn encode_init_without_token(mech_types_der: &[u8]) -> Vec<u8> {
+    wrap_initial(&tlv(TAG_SEQUENCE, &tlv(ctx(0), mech_types_der)))
+}
+
 /// A NegTokenResp; absent fields are left out, as RFC 4178 section 4.2.2 allows.
 pub(crate) fn encode_resp(
     neg_state: Option<NegState>,

@@ -76,6 +76,7 @@ fn done(r: Result<AcceptStep, AuthError>) -> (Vec<u8>, Identity, [u8; 16]) {
             token,
             identity,
             session_key,
+            ..
         }) => (token, identity, *session_key),
         other => panic!("expected Done, got {other:?}"),
     }

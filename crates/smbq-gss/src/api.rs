@@ -73,7 +73,8 @@ type InquireContext = unsafe extern "C" fn(
     *mut c_int,
     *mut c_int,
 ) -> u32;
-type DisplayName = unsafe extern "C" fn(*mut u32, Handle, *mut BufferDesc, *mut *mut OidDesc) -> u32;
+type DisplayName =
+    unsafe extern "C" fn(*mut u32, Handle, *mut BufferDesc, *mut *mut OidDesc) -> u32;
 type ReleaseHandle = unsafe extern "C" fn(*mut u32, *mut Handle) -> u32;
 type ReleaseBuffer = unsafe extern "C" fn(*mut u32, *mut BufferDesc) -> u32;
 type InquireByOid =
@@ -112,7 +113,9 @@ impl Api {
 
     fn load() -> Result<Api, String> {
         let missing = |e: libloading::Error| {
-            format!("Kerberos needs MIT's GSS-API library {LIBRARY} (Debian: apt install libgssapi-krb5-2): {e}")
+            format!(
+                "Kerberos needs MIT's GSS-API library {LIBRARY} (Debian: apt install libgssapi-krb5-2): {e}"
+            )
         };
         // SAFETY: loading MIT's libgssapi_krb5 runs its initialisers, which only set up its own
         // state (error tables, mutexes); it has no constructor with preconditions on us.
@@ -166,7 +169,14 @@ impl Api {
                 // cookie, started at zero as required.
                 #[allow(unsafe_code)]
                 let r = unsafe {
-                    (self.display_status)(&mut m, status, kind, std::ptr::null_mut(), &mut context, out.out())
+                    (self.display_status)(
+                        &mut m,
+                        status,
+                        kind,
+                        std::ptr::null_mut(),
+                        &mut context,
+                        out.out(),
+                    )
                 };
                 if r & crate::ERROR_MASK != 0 {
                     break;

@@ -277,8 +277,9 @@ impl Context {
         // SAFETY: the context is complete; `oid` points at a static OID MIT only reads; the
         // buffer set is written to a guard that releases it.
         #[allow(unsafe_code)]
-        let major =
-            unsafe { (api.inquire_sec_context_by_oid)(&mut minor, self.raw(), &mut oid, set.out()) };
+        let major = unsafe {
+            (api.inquire_sec_context_by_oid)(&mut minor, self.raw(), &mut oid, set.out())
+        };
         if major & ERROR_MASK != 0 {
             return Err(GssError::new(api, major, minor));
         }
@@ -326,7 +327,12 @@ mod tests {
         let keytab = dir.join("one.keytab");
         std::fs::write(&keytab, keytab_with_one_key()).unwrap();
         let cred = AcceptorCred::from_keytab(&keytab, Some(&dir.join("rc"))).unwrap();
-        for token in [&b""[..], b"\x60\x03\x06\x01\x00", b"not a token at all", &[0u8; 4096]] {
+        for token in [
+            &b""[..],
+            b"\x60\x03\x06\x01\x00",
+            b"not a token at all",
+            &[0u8; 4096],
+        ] {
             assert!(cred.accept(token).is_err(), "{token:?}");
         }
         std::fs::remove_dir_all(&dir).unwrap();

@@ -103,6 +103,8 @@ pub enum Action {
         session_id: u64,
         previous_session_id: u64,
         user: String,
+        /// NTLM or Kerberos.
+        mechanism: smbq_auth::Mechanism,
         /// What protects the session, for the log: dialect, signing algorithm and cipher
         /// (none for guest and anonymous sessions, or without a common cipher), and whether the
         /// server requires encryption on it (a client may encrypt on its own regardless).
@@ -113,8 +115,10 @@ pub enum Action {
     },
     /// A session ended (LOGOFF); the server must close its trees and opens.
     SessionEnded { session_id: u64 },
-    /// A logon failed (to be logged, rate-limited, without secrets).
-    AuthFailed { user: String },
+    /// A logon failed (to be logged, rate-limited, without secrets). `reason` is empty for a
+    /// wrong password or unknown NTLM user (saying which would help a guesser), and says why
+    /// otherwise (a refused Kerberos ticket, NTLM turned off).
+    AuthFailed { user: String, reason: String },
 }
 
 /// One message of a frame's chain, as validation left it.
@@ -727,8 +731,7 @@ impl ServerConnection {
         caps: u32,
         contexts: Vec<NegotiateContext<'_>>,
     ) -> Vec<u8> {
-        let token =
-            smbq_auth::spnego_init_token(self.cfg.kerberos.is_some(), self.cfg.ntlm);
+        let token = smbq_auth::spnego_init_token(self.cfg.kerberos.is_some(), self.cfg.ntlm);
         let small = dialect == Dialect::SMB2_0_2 || dialect == Dialect::WILDCARD;
         let cap_size = |v: u32| if small { v.min(65536) } else { v };
         let mut sec_mode = security_mode::SIGNING_ENABLED;
@@ -1075,12 +1078,14 @@ impl ServerConnection {
                 identity,
                 session_key,
                 valid_for,
+                mechanism,
             }) => {
                 let done = Authenticated {
                     token,
                     identity,
                     session_key,
                     valid_for,
+                    mechanism,
                     hash,
                     reauth,
                     request_signed: hdr.is_signed(),
@@ -1183,6 +1188,7 @@ impl ServerConnection {
             identity,
             session_key,
             valid_for,
+            mechanism,
             hash,
             reauth,
             request_signed,
@@ -1240,6 +1246,7 @@ impl ServerConnection {
             session_id,
             previous_session_id,
             user,
+            mechanism,
             dialect,
             signing: signs.then_some(signing_algo),
             cipher: can_seal,
@@ -1258,9 +1265,19 @@ impl ServerConnection {
         actions: &mut Vec<Action>,
     ) -> Result<Bytes, Violation> {
         let session_id = rhdr.session_id;
-        let (status, user) = match e {
-            AuthError::LogonFailure { user } => (NtStatus::LOGON_FAILURE, user),
-            _ => (NtStatus::INVALID_PARAMETER, String::new()),
+        let status = match &e {
+            AuthError::LogonFailure { .. } => NtStatus::LOGON_FAILURE,
+            AuthError::Kerberos { status, .. } => *status,
+            AuthError::NtlmBlocked => NtStatus::NTLM_BLOCKED,
+            _ => NtStatus::INVALID_PARAMETER,
+        };
+        let failed = match e {
+            AuthError::LogonFailure { user } => Some((user, String::new())),
+            AuthError::Kerberos {
+                principal, reason, ..
+            } => Some((principal, reason)),
+            e @ AuthError::NtlmBlocked => Some((String::new(), e.to_string())),
+            _ => None,
         };
         // MS-SMB2 3.3.5.5.3: a failed authentication removes the session, a valid
         // one being re-authenticated included.
@@ -1271,8 +1288,8 @@ impl ServerConnection {
         } else {
             self.forget_unannounced(session_id);
         }
-        if status == NtStatus::LOGON_FAILURE {
-            actions.push(Action::AuthFailed { user });
+        if let Some((user, reason)) = failed {
+            actions.push(Action::AuthFailed { user, reason });
         }
         self.plain_response(rhdr, status, &ERROR_BODY)
     }
@@ -1712,6 +1729,7 @@ struct Authenticated {
     session_key: zeroize::Zeroizing<[u8; 16]>,
     /// A Kerberos ticket's remaining life; `None` for NTLM.
     valid_for: Option<std::time::Duration>,
+    mechanism: smbq_auth::Mechanism,
     /// The session's preauth hash over every SESSION_SETUP request and response so far.
     hash: [u8; 64],
     reauth: bool,

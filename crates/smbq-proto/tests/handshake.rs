@@ -206,10 +206,9 @@ fn wrong_password_fails_and_session_is_deleted() {
     assert_eq!(setup.status, NtStatus::LOGON_FAILURE);
     assert_eq!(setup.last.header.command, Command::SESSION_SETUP);
     assert!(
-        setup
-            .actions
-            .iter()
-            .any(|a| matches!(a, Action::AuthFailed { user } if user.eq_ignore_ascii_case(USER))),
+        setup.actions.iter().any(
+            |a| matches!(a, Action::AuthFailed { user, .. } if user.eq_ignore_ascii_case(USER))
+        ),
         "AuthFailed expected, got {:?}",
         setup.actions
     );

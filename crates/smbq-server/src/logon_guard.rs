@@ -551,13 +551,14 @@ impl FailureLog {
 
 /// What a frame's actions say about a logon.
 enum Outcome<'a> {
-    Failed(&'a str),
+    /// The user, and why (empty: a wrong password or unknown user).
+    Failed(&'a str, &'a str),
     Succeeded(&'a str),
 }
 
 fn outcome(actions: &[Action]) -> Option<Outcome<'_>> {
     actions.iter().find_map(|a| match a {
-        Action::AuthFailed { user } => Some(Outcome::Failed(user)),
+        Action::AuthFailed { user, reason } => Some(Outcome::Failed(user, reason)),
         Action::SessionStarted { user, .. } => Some(Outcome::Succeeded(user)),
         _ => None,
     })
@@ -613,7 +614,7 @@ impl LogonGuard {
                 let mut t = self.throttle.lock();
                 if t.may_answer(src) {
                     let delay = match outcome {
-                        Outcome::Failed(user) => t.failed(src, user, Instant::now()),
+                        Outcome::Failed(user, _) => t.failed(src, user, Instant::now()),
                         Outcome::Succeeded(user) => {
                             t.succeeded(src, user);
                             Duration::ZERO
@@ -626,7 +627,7 @@ impl LogonGuard {
             }
             released.await;
         };
-        if let Outcome::Failed(user) = outcome {
+        if let Outcome::Failed(user, reason) = outcome {
             let rec = self.log.lock().record(src, user, Instant::now());
             if rec.log {
                 warn!(
@@ -634,6 +635,7 @@ impl LogonGuard {
                     event = "logon",
                     result = "failure",
                     user,
+                    reason = if reason.is_empty() { "bad password or unknown user" } else { reason },
                     peer = %peer,
                     transport,
                     delay_ms = delay.as_millis() as u64,
@@ -939,7 +941,10 @@ mod tests {
     }
 
     fn failed(user: &str) -> Vec<Action> {
-        vec![Action::AuthFailed { user: user.into() }]
+        vec![Action::AuthFailed {
+            user: user.into(),
+            reason: String::new(),
+        }]
     }
 
     #[tokio::test(start_paused = true)]

@@ -147,11 +147,14 @@ impl Kerberos for MitKerberos {
             .cred
             .accept(token)
             .map_err(|e| refused("", status_for(&e), e.message.clone()))?;
-        if !self.principals.is_empty() && !self.principals.iter().any(|p| *p == a.service) {
+        if !self.principals.is_empty() && !self.principals.contains(&a.service) {
             return Err(refused(
                 &a.client,
                 NtStatus::LOGON_FAILURE,
-                format!("the ticket is for {}, not a configured principal", a.service),
+                format!(
+                    "the ticket is for {}, not a configured principal",
+                    a.service
+                ),
             ));
         }
         let known = self
@@ -160,7 +163,11 @@ impl Kerberos for MitKerberos {
         let identity = match (known, self.unknown) {
             (Some(user), _) => Identity {
                 user,
-                domain: a.client.rsplit_once('@').map(|(_, r)| r.to_owned()).unwrap_or_default(),
+                domain: a
+                    .client
+                    .rsplit_once('@')
+                    .map(|(_, r)| r.to_owned())
+                    .unwrap_or_default(),
                 is_guest: false,
                 is_anonymous: false,
             },
@@ -198,10 +205,24 @@ mod tests {
     #[test]
     fn section_is_checked() {
         assert!(cfg("").validate().is_ok());
-        assert!(cfg("realm = \"R\"").validate().is_err(), "realm without keytab");
-        assert!(cfg("ntlm = false").validate().is_err(), "nothing left to log on with");
-        assert!(cfg("keytab = \"/k\"\nunknown = \"maybe\"").validate().is_err());
-        assert!(cfg("keytab = \"/k\"\nunknown = \"guest\"").validate().is_ok());
+        assert!(
+            cfg("realm = \"R\"").validate().is_err(),
+            "realm without keytab"
+        );
+        assert!(
+            cfg("ntlm = false").validate().is_err(),
+            "nothing left to log on with"
+        );
+        assert!(
+            cfg("keytab = \"/k\"\nunknown = \"maybe\"")
+                .validate()
+                .is_err()
+        );
+        assert!(
+            cfg("keytab = \"/k\"\nunknown = \"guest\"")
+                .validate()
+                .is_ok()
+        );
     }
 
     #[test]

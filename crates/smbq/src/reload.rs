@@ -135,7 +135,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         format!("{a:?}") != format!("{b:?}")
     }
     let mut v = Vec::new();
-    let checks: [(&'static str, bool); 13] = [
+    let checks: [(&'static str, bool); 14] = [
         ("server_name", differs(&old.server_name, &new.server_name)),
         ("listen", differs(&old.listen, &new.listen)),
         ("tcp_port", differs(&old.tcp_port, &new.tcp_port)),
@@ -155,6 +155,9 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         ("[quic]", differs(&old.quic, &new.quic)),
         ("[metrics]", differs(&old.metrics, &new.metrics)),
         ("[log] format", differs(&old.log.format, &new.log.format)),
+        // A new keytab file's keys are read at each logon already (MIT re-reads FILE:
+        // keytabs), so rotating keys needs neither.
+        ("[kerberos]", differs(&old.kerberos, &new.kerberos)),
     ];
     for (name, changed) in checks {
         if changed {

@@ -388,7 +388,11 @@ async fn serve(s: Startup) -> Result<(), String> {
         eprintln!(
             "smbq: Kerberos on: keytab {}, realm {realm}, NTLM {}",
             k.display(),
-            if engine_cfg.ntlm { "also accepted" } else { "off" }
+            if engine_cfg.ntlm {
+                "also accepted"
+            } else {
+                "off"
+            }
         );
     }
     if let Some(addr) = s.metrics {
