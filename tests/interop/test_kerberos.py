@@ -19,7 +19,7 @@ import time
 import pytest
 
 import smbclient
-from conftest import USER, SmbqServer
+from conftest import BINARY, USER, SmbqServer, free_udp_port
 from kdc import SERVER_HOST, Kdc
 
 SERVICE = f"cifs/{SERVER_HOST}"
@@ -43,10 +43,11 @@ def keytab(kdc, path, *names):
     return path
 
 
-def kerberos_server(workdir, kdc, extra="", names=(SERVICE,), env=None):
+def kerberos_server(workdir, kdc, extra="", names=(SERVICE,), env=None, quic=False):
     kt = keytab(kdc, workdir / "smb.keytab", *names)
     config = f'[kerberos]\nkeytab = "{kt}"\nrealm = "{kdc.realm}"\n{extra}'
-    return SmbqServer(workdir, config=config, env={**kdc.env(), **(env or {})})
+    return SmbqServer(workdir, config=config, env={**kdc.env(), **(env or {})},
+                      quic_port=free_udp_port() if quic else 0)
 
 
 def ticket(kdc, workdir, user=USER, lifetime=None):
@@ -279,5 +280,54 @@ def test_session_expires_with_its_ticket(workdir, kdc):
         first, _, second = out.partition("blocks available")
         assert "NT_STATUS" not in first, out
         assert "NT_STATUS_NETWORK_SESSION_EXPIRED" in second, out
+    finally:
+        assert server.stop() == 0, server.server_log()
+
+
+def smbq_client(server, kdc, ccache, *args, transport="quic", password=None):
+    """smbq's own client naming the server files.smbq.test and connecting to 127.0.0.1."""
+    if transport == "quic":
+        pin = subprocess.run([str(BINARY), "cert", "show", "--state-dir", str(server.state)],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        conn = ["--transport", "quic", "--pin", pin,
+                "--quic-port", server.quic_addr.rsplit(":", 1)[1]]
+    else:
+        conn = ["--transport", "tcp", "--tcp-port", str(server.port)]
+    env = {k: v for k, v in os.environ.items() if k != "SMBQ_PASSWORD"}
+    env.update(kdc.env(ccache=ccache))
+    if password is not None:
+        env["SMBQ_PASSWORD"] = password
+    p = subprocess.run([str(BINARY), *args, "--ip", "127.0.0.1", *conn], capture_output=True,
+                       text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    assert "panicked" not in p.stderr, p.stderr
+    return p
+
+
+@pytest.mark.parametrize("transport", ["quic", "tcp"])
+def test_smbq_client_logs_on_with_kerberos(workdir, kdc, transport):
+    server = kerberos_server(workdir, kdc, quic=True)
+    try:
+        cc = ticket(kdc, workdir)
+        url = f"smb://{SERVER_HOST}/share"
+        src = workdir / "k.bin"
+        src.write_bytes(os.urandom(200_000))
+        # --kerberos: asked for explicitly.
+        p = smbq_client(server, kdc, cc, "put", "--kerberos", str(src), url + "/k.bin",
+                        transport=transport)
+        assert p.returncode == 0, p.stderr
+        assert (server.share / "k.bin").read_bytes() == src.read_bytes()
+        # No flag and no password: the ticket in the cache is used, not a prompt.
+        back = workdir / "k.back"
+        p = smbq_client(server, kdc, cc, "get", url + "/k.bin", str(back), transport=transport)
+        assert p.returncode == 0, p.stderr
+        assert back.read_bytes() == src.read_bytes()
+        log = server.server_log()
+        assert len(re.findall(rf'result="success".*user={USER} auth="kerberos".*'
+                              rf'transport="{transport}"', log)) == 2, log
+        # --kerberos without a ticket fails cleanly as an authentication error (exit 3).
+        p = smbq_client(server, kdc, workdir / "none.cc", "ls", "--kerberos", url,
+                        transport=transport)
+        assert p.returncode == 3, (p.returncode, p.stderr)
+        assert "Kerberos" in p.stderr, p.stderr
     finally:
         assert server.stop() == 0, server.server_log()

@@ -47,6 +47,59 @@ pub fn smb_session_key(gss_key: &[u8]) -> Zeroizing<[u8; 16]> {
     key
 }
 
+/// The client's half of a Kerberos exchange after its AP-REQ went out: checks the server's
+/// AP-REP and yields the GSS session key (implemented over MIT's library by the client).
+pub trait KerberosCompletion: Send {
+    fn complete(self: Box<Self>, ap_rep: &[u8]) -> Result<Zeroizing<Vec<u8>>, AuthError>;
+}
+
+/// Client-side Kerberos in SPNEGO: a NegTokenInit offering Kerberos alone with the AP-REQ as
+/// its optimistic token (so the server needs no mechListMIC), then the server's AP-REP.
+pub struct KerberosInitiator {
+    ap_req: Vec<u8>,
+    pending: Option<Box<dyn KerberosCompletion>>,
+}
+
+impl KerberosInitiator {
+    pub fn new(ap_req: Vec<u8>, pending: Box<dyn KerberosCompletion>) -> Self {
+        Self {
+            ap_req,
+            pending: Some(pending),
+        }
+    }
+
+    pub fn first_token(&self) -> Vec<u8> {
+        let mechs = crate::der::tlv(
+            crate::der::TAG_SEQUENCE,
+            &crate::der::tlv(crate::der::TAG_OID, OID_KRB5),
+        );
+        crate::spnego::encode_init(&mechs, &self.ap_req)
+    }
+
+    /// The server's final token: accept-completed with the AP-REP, which must verify.
+    pub fn finish(&mut self, server_token: &[u8]) -> Result<Zeroizing<[u8; 16]>, AuthError> {
+        let pending = self.pending.take().ok_or(AuthError::OutOfSequence)?;
+        if server_token.len() > crate::MAX_TOKEN_LEN {
+            return Err(AuthError::TooLarge(server_token.len()));
+        }
+        let crate::spnego::NegotiationToken::Resp(resp) = crate::spnego::decode(server_token)?
+        else {
+            return Err(AuthError::InvalidToken("SPNEGO: expected NegTokenResp"));
+        };
+        if resp.neg_state != Some(crate::spnego::NegState::AcceptCompleted) {
+            return Err(AuthError::InvalidToken("SPNEGO: exchange not completed"));
+        }
+        if resp.supported_mech.is_some_and(|m| !is_krb5(m)) {
+            return Err(AuthError::NoCommonMechanism);
+        }
+        let ap_rep = resp
+            .response_token
+            .ok_or(AuthError::InvalidToken("SPNEGO: no AP-REP from the server"))?;
+        let key = pending.complete(ap_rep)?;
+        Ok(smb_session_key(&key))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

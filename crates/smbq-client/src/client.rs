@@ -137,7 +137,7 @@ impl Client {
         let neg = self.negotiated();
         // The thread-local RNG must not live across an await, or `login` could not be
         // spawned on a multi-thread runtime.
-        let mut setup = {
+        let setup = {
             let mut rng = rand::thread_rng();
             SessionSetup::new(
                 creds,
@@ -149,6 +149,37 @@ impl Client {
             )
             .replacing(previous_session_id)
         };
+        self.run_setup(setup).await
+    }
+
+    /// Kerberos through SPNEGO (MS-SMB2 3.2.4.2.3, MS-SPNG): a ticket for `cifs/HOST` from the
+    /// user's credential cache (`kinit`; KRB5CCNAME), HOST being the name given to
+    /// [`Self::set_server_name`]. The server's AP-REP is checked, so it proves its identity.
+    /// Getting the service ticket may take a round trip to the KDC, on a blocking thread.
+    pub async fn login_kerberos(&self, previous_session_id: u64) -> Result<Session, Error> {
+        let host = self.server_name();
+        let (ctx, ap_req) =
+            tokio::task::spawn_blocking(move || smbq_gss::Initiating::start("cifs", &host))
+                .await
+                .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?
+                .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?;
+        let krb = smbq_auth::KerberosInitiator::new(ap_req, Box::new(Mit(ctx)));
+        let setup = {
+            let mut rng = rand::thread_rng();
+            SessionSetup::kerberos(
+                krb,
+                self.negotiated(),
+                &self.preauth,
+                self.shared.config.signing_required,
+                &mut rng,
+            )
+            .replacing(previous_session_id)
+        };
+        self.run_setup(setup).await
+    }
+
+    async fn run_setup(&self, mut setup: SessionSetup) -> Result<Session, Error> {
+        let neg = self.negotiated();
         let mut token = setup.first_token();
         let mut session_id = 0u64;
         loop {
@@ -224,4 +255,22 @@ async fn negotiate(
         );
     }
     Ok((n, preauth))
+}
+
+/// MIT's client context behind smbq-auth's Kerberos initiator.
+struct Mit(smbq_gss::Initiating);
+
+impl smbq_auth::KerberosCompletion for Mit {
+    fn complete(
+        self: Box<Self>,
+        ap_rep: &[u8],
+    ) -> Result<zeroize::Zeroizing<Vec<u8>>, smbq_auth::AuthError> {
+        self.0
+            .complete(ap_rep)
+            .map_err(|e| smbq_auth::AuthError::Kerberos {
+                principal: String::new(),
+                status: smbq_wire::NtStatus::LOGON_FAILURE,
+                reason: e.message,
+            })
+    }
 }

@@ -73,6 +73,22 @@ type InquireContext = unsafe extern "C" fn(
     *mut c_int,
     *mut c_int,
 ) -> u32;
+type ImportName = unsafe extern "C" fn(*mut u32, *mut BufferDesc, *mut OidDesc, *mut Handle) -> u32;
+type InitSecContext = unsafe extern "C" fn(
+    *mut u32,
+    Handle,
+    *mut Handle,
+    Handle,
+    *mut OidDesc,
+    u32,
+    u32,
+    *mut c_void,
+    *mut BufferDesc,
+    *mut *mut OidDesc,
+    *mut BufferDesc,
+    *mut u32,
+    *mut u32,
+) -> u32;
 type DisplayName =
     unsafe extern "C" fn(*mut u32, Handle, *mut BufferDesc, *mut *mut OidDesc) -> u32;
 type ReleaseHandle = unsafe extern "C" fn(*mut u32, *mut Handle) -> u32;
@@ -88,6 +104,8 @@ pub(crate) struct Api {
     pub acquire_cred_from: AcquireCredFrom,
     pub accept_sec_context: AcceptSecContext,
     pub inquire_context: InquireContext,
+    pub import_name: ImportName,
+    pub init_sec_context: InitSecContext,
     pub display_name: DisplayName,
     pub release_name: ReleaseHandle,
     pub release_cred: ReleaseHandle,
@@ -137,6 +155,8 @@ impl Api {
             acquire_cred_from: symbol!(b"gss_acquire_cred_from"),
             accept_sec_context: symbol!(b"gss_accept_sec_context"),
             inquire_context: symbol!(b"gss_inquire_context"),
+            import_name: symbol!(b"gss_import_name"),
+            init_sec_context: symbol!(b"gss_init_sec_context"),
             display_name: symbol!(b"gss_display_name"),
             release_name: symbol!(b"gss_release_name"),
             release_cred: symbol!(b"gss_release_cred"),

@@ -108,6 +108,9 @@ impl Name {
     pub fn out(&mut self) -> *mut Handle {
         &mut self.raw
     }
+    pub fn raw(&self) -> Handle {
+        self.raw
+    }
 
     /// The name as text, e.g. `alice@SMBQ.TEST`.
     pub fn display(&self) -> Result<String, GssError> {

@@ -15,6 +15,9 @@
 
 mod api;
 mod handle;
+mod initiator;
+
+pub use initiator::{Initiating, have_ticket};
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -52,7 +55,7 @@ pub struct GssError {
 }
 
 impl GssError {
-    fn new(api: &'static Api, major: u32, minor: u32) -> Self {
+    pub(crate) fn new(api: &'static Api, major: u32, minor: u32) -> Self {
         Self {
             major,
             minor,
@@ -60,7 +63,7 @@ impl GssError {
         }
     }
 
-    fn other(message: impl Into<String>) -> Self {
+    pub(crate) fn other(message: impl Into<String>) -> Self {
         Self {
             major: 0,
             minor: 0,
@@ -266,7 +269,7 @@ impl Context {
         target.display()
     }
 
-    fn session_key(&self) -> Result<Zeroizing<Vec<u8>>, GssError> {
+    pub(crate) fn session_key(&self) -> Result<Zeroizing<Vec<u8>>, GssError> {
         let api = self.api();
         let mut oid = OidDesc {
             length: INQ_SSPI_SESSION_KEY.len() as u32,

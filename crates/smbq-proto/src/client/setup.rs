@@ -3,7 +3,7 @@
 //! (MS-SMB2 3.2.4.2.3, 3.2.5.3, 3.2.5.3.1).
 
 use rand::RngCore;
-use smbq_auth::{Credentials, Initiator};
+use smbq_auth::{Credentials, Initiator, KerberosInitiator};
 use smbq_crypto::{PreauthHash, Role, Signer, derive_keys};
 use smbq_wire::session_setup::{
     SessionSetupRequest, SessionSetupResponse, security_mode, session_flags,
@@ -24,9 +24,15 @@ pub enum SetupStep {
     },
 }
 
+/// The mechanism a SESSION_SETUP speaks.
+enum Mech {
+    Ntlm(Initiator),
+    Kerberos(KerberosInitiator),
+}
+
 /// One SESSION_SETUP exchange in progress.
 pub struct SessionSetup {
-    initiator: Initiator,
+    initiator: Mech,
     negotiated: Negotiated,
     preauth: PreauthHash,
     session_key: Option<zeroize::Zeroizing<Vec<u8>>>,
@@ -53,10 +59,33 @@ impl SessionSetup {
         rng: &mut impl RngCore,
         now_filetime: u64,
     ) -> Self {
+        let ntlm = Mech::Ntlm(Initiator::new(creds, rng, now_filetime));
+        Self::with_mech(ntlm, negotiated, conn_preauth, signing_required, rng)
+    }
+
+    /// A Kerberos logon whose AP-REQ is already made (MS-SMB2 3.2.4.2.3 with MS-SPNG).
+    pub fn kerberos(
+        krb: KerberosInitiator,
+        negotiated: Negotiated,
+        conn_preauth: &PreauthHash,
+        signing_required: bool,
+        rng: &mut impl RngCore,
+    ) -> Self {
+        let mech = Mech::Kerberos(krb);
+        Self::with_mech(mech, negotiated, conn_preauth, signing_required, rng)
+    }
+
+    fn with_mech(
+        initiator: Mech,
+        negotiated: Negotiated,
+        conn_preauth: &PreauthHash,
+        signing_required: bool,
+        rng: &mut impl RngCore,
+    ) -> Self {
         let mut nonce_prefix = [0u8; 4];
         rng.fill_bytes(&mut nonce_prefix);
         Self {
-            initiator: Initiator::new(creds, rng, now_filetime),
+            initiator,
             negotiated,
             preauth: conn_preauth.clone(),
             session_key: None,
@@ -68,7 +97,10 @@ impl SessionSetup {
 
     /// The first leg's security token.
     pub fn first_token(&mut self) -> Vec<u8> {
-        self.initiator.first_token()
+        match &mut self.initiator {
+            Mech::Ntlm(i) => i.first_token(),
+            Mech::Kerberos(k) => k.first_token(),
+        }
     }
 
     /// The body of a SESSION_SETUP request carrying `token` (header written by the caller).
@@ -109,8 +141,12 @@ impl SessionSetup {
                     self.preauth.update(msg);
                 }
                 let r = SessionSetupResponse::decode(msg)?;
-                let (token, key) = self
-                    .initiator
+                let Mech::Ntlm(initiator) = &mut self.initiator else {
+                    return Err(ClientError::Auth(
+                        "Kerberos: the server asked for a second leg".into(),
+                    ));
+                };
+                let (token, key) = initiator
                     .step(r.security_buffer)
                     .map_err(|e| ClientError::Auth(e.to_string()))?;
                 self.session_key = Some(zeroize::Zeroizing::new(key.to_vec()));
@@ -121,9 +157,14 @@ impl SessionSetup {
             }
             NtStatus::SUCCESS => {
                 let r = SessionSetupResponse::decode(msg)?;
-                self.initiator
-                    .finish(r.security_buffer)
-                    .map_err(|e| ClientError::Auth(e.to_string()))?;
+                let auth = |e: smbq_auth::AuthError| ClientError::Auth(e.to_string());
+                match &mut self.initiator {
+                    Mech::Ntlm(i) => i.finish(r.security_buffer).map_err(auth)?,
+                    Mech::Kerberos(k) => {
+                        let key = k.finish(r.security_buffer).map_err(auth)?;
+                        self.session_key = Some(zeroize::Zeroizing::new(key.to_vec()));
+                    }
+                }
                 let anonymous =
                     r.session_flags & (session_flags::IS_NULL | session_flags::IS_GUEST) != 0;
                 let key = self

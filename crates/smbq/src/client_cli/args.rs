@@ -28,6 +28,16 @@ pub struct ConnArgs {
     /// QUIC (UDP) port (default: the URL's :PORT, else 443). Also `?quic-port=N` in the URL.
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub quic_port: Option<u16>,
+    /// Log on with Kerberos: a ticket for cifs/HOST from the credential cache (`kinit` first;
+    /// KRB5CCNAME names another cache). Without this flag Kerberos is still tried, before
+    /// asking for a password, when no password is given and the cache holds a ticket.
+    #[arg(long, conflicts_with_all = ["anonymous", "credentials"])]
+    pub kerberos: bool,
+    /// Connect to this address instead of resolving the URL's host, which still names the
+    /// server (its Kerberos principal cifs/HOST, its certificate, \\HOST\share), like
+    /// smbclient's -I.
+    #[arg(long, value_name = "ADDR")]
+    pub ip: Option<std::net::IpAddr>,
     /// Log on anonymously (a null session: IPC$ and guest shares only). Without it, a URL
     /// that names no user logs on as the local user, as smbclient and ssh do.
     #[arg(long, short = 'N', conflicts_with = "credentials")]

@@ -53,6 +53,8 @@ pub struct Connector {
     sessions: HashMap<SessionKey, Session>,
     /// Passwords typed at the prompt, so each is asked once.
     prompted: HashMap<SessionKey, String>,
+    /// Whether the credential cache holds a ticket, once looked at.
+    have_ticket: Option<bool>,
     trees: HashMap<(SessionKey, String), Tree>,
     warned_insecure: bool,
     /// One ClientGuid for every connection this run makes: a durable open's lease belongs to
@@ -78,6 +80,7 @@ impl Connector {
             quic,
             sessions: HashMap::new(),
             prompted: HashMap::new(),
+            have_ticket: None,
             trees: HashMap::new(),
             warned_insecure: false,
             client_guid: rand::random(),
@@ -134,6 +137,18 @@ impl Connector {
         Ok(p)
     }
 
+    /// Whether to log on with Kerberos: asked for, or guessed because no password is known and
+    /// the credential cache holds a ticket (looked at once).
+    fn kerberos(&mut self, id: &super::password::Identity) -> bool {
+        if self.args.kerberos {
+            return true;
+        }
+        if id.user.is_empty() || id.password.is_some() {
+            return false;
+        }
+        *self.have_ticket.get_or_insert_with(smbq_gss::have_ticket)
+    }
+
     /// Asks for every password the URLs will need, before any connection is made and
     /// before Ctrl-C is handled by the command (so it still ends a prompt at once).
     pub fn ask_passwords<'a>(
@@ -142,7 +157,9 @@ impl Connector {
     ) -> Result<(), CliError> {
         for u in urls {
             let (key, id) = self.key(u);
-            self.password(&key, &id, &u.host)?;
+            if !self.kerberos(&id) {
+                self.password(&key, &id, &u.host)?;
+            }
         }
         Ok(())
     }
@@ -180,7 +197,12 @@ impl Connector {
         previous_session_id: u64,
     ) -> Result<Session, CliError> {
         let (key, id) = self.key(url);
-        let password = self.password(&key, &id, &url.host)?;
+        let kerberos = self.kerberos(&id);
+        let password = if kerberos {
+            None
+        } else {
+            Some(self.password(&key, &id, &url.host)?)
+        };
         watchdog::touch();
         let conn = self.transport(url).await?;
         watchdog::touch();
@@ -190,9 +212,25 @@ impl Connector {
         // TREE_CONNECT paths name the server as the user did (\\HOST\share), not its address.
         client.set_server_name(&url.host);
         watchdog::touch();
-        let session = client
-            .login_replacing(&id.user, &id.domain, &password, previous_session_id)
-            .await
+        let session = match password {
+            Some(p) => {
+                client
+                    .login_replacing(&id.user, &id.domain, &p, previous_session_id)
+                    .await
+            }
+            None => match client.login_kerberos(previous_session_id).await {
+                Err(e) if !self.args.kerberos => {
+                    // Kerberos was a guess from a ticket in the cache: fall back to NTLM.
+                    tracing::debug!(error = %e, "Kerberos logon failed; asking for a password");
+                    let p = self.password(&key, &id, &url.host)?;
+                    client
+                        .login_replacing(&id.user, &id.domain, &p, previous_session_id)
+                        .await
+                }
+                other => other,
+            },
+        };
+        let session = session
             .map_err(|e| {
                 let mut e = CliError::from(e);
                 if id.local && e.code == Code::Auth {
@@ -251,7 +289,10 @@ impl Connector {
 
     /// QUIC, TCP, or both raced.
     async fn transport(&mut self, url: &SmbUrl) -> Result<Connection, CliError> {
-        let addrs = resolve(&url.host).await?;
+        let addrs = match self.args.ip {
+            Some(ip) => vec![ip],
+            None => resolve(&url.host).await?,
+        };
         let (tcp_port, quic_port) = self.ports(url);
         if self.args.transport != Some(Transport::Tcp) {
             self.warn_insecure();
