@@ -31,6 +31,8 @@ command -v python3 >/dev/null || need+=(python3)
 [[ -x /usr/sbin/krb5kdc ]] || need+=(krb5-kdc)
 [[ -x /usr/sbin/kadmin.local ]] || need+=(krb5-admin-server)
 command -v kinit >/dev/null || need+=(krb5-user)
+# MIT's HTTPS transport, for kinit through smbq's KDC proxy (kdc = https://...).
+[[ -e /usr/lib/x86_64-linux-gnu/krb5/plugins/tls/k5tls.so ]] || need+=(krb5-k5tls)
 ldconfig -p | grep -q libgssapi_krb5.so.2 || need+=(libgssapi-krb5-2)
 # Building MsQuic, the second QUIC stack (cargo feature msquic): cmake, and libnuma for its
 # static library.

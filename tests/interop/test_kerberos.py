@@ -7,10 +7,12 @@ files.smbq.test (the service principal cifs/files.smbq.test) and connects with -
 Replayed and expired AP-REQs are real smbclient tokens caught by a relay and sent again by
 a raw SMB2 client, since no Kerberos library sends those on purpose."""
 
+import http.client
 import os
 import re
 import secrets
 import socket
+import ssl
 import struct
 import subprocess
 import threading
@@ -19,7 +21,7 @@ import time
 import pytest
 
 import smbclient
-from conftest import BINARY, USER, SmbqServer, free_udp_port
+from conftest import BINARY, USER, SmbqServer, free_port, free_udp_port
 from kdc import SERVER_HOST, Kdc
 
 SERVICE = f"cifs/{SERVER_HOST}"
@@ -329,5 +331,85 @@ def test_smbq_client_logs_on_with_kerberos(workdir, kdc, transport):
                         transport=transport)
         assert p.returncode == 3, (p.returncode, p.stderr)
         assert "Kerberos" in p.stderr, p.stderr
+    finally:
+        assert server.stop() == 0, server.server_log()
+
+
+def der(tag, content):
+    n = len(content)
+    length = bytes([n]) if n < 0x80 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + \
+        n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([tag]) + length + content
+
+
+def kkdcp_request(framed, realm):
+    """MS-KKDCP 2.2.2 KDC-PROXY-MESSAGE { [0] kerb-message, [1] target-domain }."""
+    return der(0x30, der(0xA0, der(0x04, framed)) + der(0xA1, der(0x1B, realm.encode())))
+
+
+def post(port, body, path="/KdcProxy", method="POST"):
+    conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10,
+                                       context=ssl._create_unverified_context())
+    conn.request(method, path, body=body, headers={"Content-Type": "application/kerberos"})
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    return r.status, data
+
+
+def test_kdc_proxy_gets_tickets_and_refuses_what_it_must(workdir, kdc):
+    proxy_port = free_port()
+    extra = (f'[kdc_proxy]\nenabled = true\nlisten = "127.0.0.1:{proxy_port}"\n'
+             f'per_client_per_minute = 40\n'
+             f'[kdc_proxy.realms]\n"{kdc.realm}" = ["127.0.0.1:{kdc.port}"]\n')
+    server = kerberos_server(workdir, kdc, extra=extra, quic=True)
+    try:
+        # A client whose only way to the KDC is the proxy, trusting smbq's certificate.
+        conf = workdir / "krb5-proxy.conf"
+        conf.write_text(kdc.krb5_conf.read_text().replace(
+            f"kdc = 127.0.0.1:{kdc.port}",
+            f"kdc = https://127.0.0.1:{proxy_port}/KdcProxy\n"
+            f"        http_anchors = FILE:{server.state / 'cert.pem'}"))
+        cc = workdir / "proxied.cc"
+        env = {**os.environ, **kdc.env(ccache=cc), "KRB5_CONFIG": str(conf)}
+        p = subprocess.run(["kinit", kdc.principal(USER)], input=PASSWORD + "\n", text=True,
+                           capture_output=True, timeout=30, env=env)
+        assert p.returncode == 0, p.stdout + p.stderr + server.server_log()
+        wait_for_log(server, rf'event="kdc_proxy" result="forwarded".*realm={kdc.realm}')
+        # The internet case: smbq's client over QUIC gets its service ticket through the
+        # proxy too (the KDC itself is never contacted directly), then logs on.
+        before = len(re.findall(r'result="forwarded"', server.server_log()))
+        pin = subprocess.run([str(BINARY), "cert", "show", "--state-dir", str(server.state)],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        p = subprocess.run([str(BINARY), "ls", f"smb://{SERVER_HOST}/share", "--ip", "127.0.0.1",
+                            "--transport", "quic", "--pin", pin, "--quic-port",
+                            server.quic_addr.rsplit(":", 1)[1]],
+                           capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in env.items() if k != "SMBQ_PASSWORD"})
+        assert p.returncode == 0, p.stderr
+        assert len(re.findall(r'result="forwarded"', server.server_log())) > before
+        wait_for_log(server, rf'user={USER} auth="kerberos".*transport="quic"')
+        # Samba's smbclient uses the same ticket cache (its service ticket now cached).
+        rc, out = krb_smbclient(server, kdc, cc, "ls")
+        assert rc == 0, out
+
+        # Not an open proxy, and bad input gets a clean HTTP error.
+        framed = struct.pack(">I", 5) + b"\x6a\x03abc"
+        status, _ = post(proxy_port, kkdcp_request(framed, "EVIL.TEST"))
+        assert status == 403
+        wait_for_log(server, r'status=403 reason="realm EVIL.TEST is not served here"')
+        for body in [b"", b"not DER", kkdcp_request(b"\0\0\0\x09short", kdc.realm),
+                     der(0x30, der(0xA0, der(0x04, framed)))]:
+            status, _ = post(proxy_port, body)
+            assert status == 400, body
+        assert post(proxy_port, b"", method="GET")[0] == 405
+        assert post(proxy_port, b"x", path="/other")[0] == 404
+        assert post(proxy_port, b"x" * (200 * 1024))[0] == 413
+        # The per-address budget runs out: 40 requests a minute.
+        statuses = [post(proxy_port, b"x")[0] for _ in range(40)]
+        assert statuses[-1] == 429 and 400 in statuses, statuses
+        # The server still serves SMB.
+        rc, out = krb_smbclient(server, kdc, ticket(kdc, workdir), "ls")
+        assert rc == 0, out
     finally:
         assert server.stop() == 0, server.server_log()

@@ -15,6 +15,7 @@ mod acceptor;
 mod der;
 mod initiator;
 mod kerberos;
+pub mod kkdcp;
 mod ntlm_crypto;
 mod ntlm_msg;
 mod spnego;

@@ -51,6 +51,8 @@ pub struct FileConfig {
     pub log: LogConfig,
     #[serde(default)]
     pub kerberos: crate::kerberos::KerberosConfig,
+    #[serde(default)]
+    pub kdc_proxy: crate::kdc_proxy::KdcProxyConfig,
 }
 
 /// `[log]` (crate::logging).

@@ -8,6 +8,7 @@ mod cert_cmd;
 mod client_cli;
 mod config;
 mod file_stamp;
+mod kdc_proxy;
 mod kerberos;
 mod keylog;
 mod logging;

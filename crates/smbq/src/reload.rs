@@ -135,7 +135,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         format!("{a:?}") != format!("{b:?}")
     }
     let mut v = Vec::new();
-    let checks: [(&'static str, bool); 14] = [
+    let checks: [(&'static str, bool); 15] = [
         ("server_name", differs(&old.server_name, &new.server_name)),
         ("listen", differs(&old.listen, &new.listen)),
         ("tcp_port", differs(&old.tcp_port, &new.tcp_port)),
@@ -158,6 +158,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         // A new keytab file's keys are read at each logon already (MIT re-reads FILE:
         // keytabs), so rotating keys needs neither.
         ("[kerberos]", differs(&old.kerberos, &new.kerberos)),
+        ("[kdc_proxy]", old.kdc_proxy != new.kdc_proxy),
     ];
     for (name, changed) in checks {
         if changed {

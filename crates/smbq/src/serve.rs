@@ -369,7 +369,23 @@ async fn serve(s: Startup) -> Result<(), String> {
         handles: Vec::new(),
     };
     spawn_buffer_trim();
+    let kdc_proxy = s.file.kdc_proxy.settings(s.listen)?;
+    let proxy_certs = s.quic.as_ref().map(|q| q.store.clone());
     let listeners = bind_listeners(s.listen, s.tcp_port, s.quic)?;
+    if let Some(settings) = kdc_proxy {
+        let certs = proxy_certs
+            .ok_or("[kdc_proxy] serves HTTPS with the SMB over QUIC certificate: turn QUIC on")?;
+        let listener = crate::kdc_proxy::bind(settings.listen).await?;
+        if let Ok(local) = listener.local_addr() {
+            eprintln!("smbq: KDC proxy at https://{local}/KdcProxy");
+        }
+        tasks.spawn(crate::kdc_proxy::serve(
+            listener,
+            settings,
+            certs,
+            tasks.shutdown.clone(),
+        ));
+    }
 
     let created = first_account(&s.users_path)?;
     let accounts = Arc::new(
