@@ -57,10 +57,10 @@ def ticket(kdc, workdir, user=USER, lifetime=None):
     return kdc.kinit(kdc.principal(user), PASSWORD, cc, lifetime=lifetime)
 
 
-def krb_smbclient(server, kdc, ccache, command, host=SERVER_HOST, port=None):
+def krb_smbclient(server, kdc, ccache, command, host=SERVER_HOST, port=None, extra=()):
     args = ["smbclient", "-s", "/dev/null", f"//{host}/share", "-I", "127.0.0.1",
             "-p", str(port or server.port), "--use-kerberos=required",
-            f"--use-krb5-ccache=FILE:{ccache}", "-c", command]
+            f"--use-krb5-ccache=FILE:{ccache}", *extra, "-c", command]
     p = subprocess.run(args, capture_output=True, text=True, timeout=60,
                        env={**os.environ, **kdc.env(ccache=ccache)})
     return p.returncode, p.stdout + p.stderr
@@ -89,6 +89,15 @@ def test_smbclient_logs_on_with_kerberos_lists_and_copies(workdir, kdc):
         assert (server.share / "up.bin").read_bytes() == src.read_bytes()
         assert back.read_bytes() == src.read_bytes()
         wait_for_log(server, rf'result="success".*user={USER} auth="kerberos"')
+        # Encrypted with AES-256: its keys derive from the whole 32-byte Kerberos key
+        # (MS-SMB2 3.3.5.5.3), not the 16-byte SessionKey.
+        for cipher in ("AES-256-GCM", "AES-128-CCM"):
+            rc, out = krb_smbclient(server, kdc, cc, f"get up.bin {back}", extra=[
+                "--client-protection=encrypt",
+                f"--option=client smb3 encryption algorithms={cipher}"])
+            assert rc == 0, (cipher, out)
+            assert back.read_bytes() == src.read_bytes()
+            wait_for_log(server, rf'auth="kerberos".*cipher={cipher}')
         # NTLM is still offered next to Kerberos by default.
         rc, out = smbclient.run(server, "ls")
         assert rc == 0, out

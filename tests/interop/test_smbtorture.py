@@ -1,12 +1,15 @@
 """Runs each smbtorture test of the checked-in allowlist in its own process against a fresh
 smbq, and requires a `success:` line. The allowlist only grows."""
 
+import os
 import pathlib
+import pwd
+import secrets
 import subprocess
 
 import pytest
 
-from conftest import SmbqServer, USER
+from conftest import BINARY, SmbqServer, USER
 
 ALLOWLIST = pathlib.Path(__file__).with_name("smbtorture_allowlist.txt")
 
@@ -35,11 +38,12 @@ def allowlist():
     return names
 
 
-@pytest.mark.parametrize("name", allowlist())
-def test_smbtorture(workdir, name):
+def run_torture(workdir, name, config="", password=None):
     noperm = workdir / "noperm"
     noperm.mkdir()
-    server = SmbqServer(workdir, config=NOPERM_CONFIG.format(noperm=noperm))
+    # Top-level keys first: after [share.noperm] they would belong to that table.
+    server = SmbqServer(workdir, config=config + NOPERM_CONFIG.format(noperm=noperm),
+                        password=password)
     try:
         p = subprocess.run(
             ["smbtorture", "-s", "/dev/null", f"//127.0.0.1/share", "-p", str(server.port),
@@ -54,3 +58,42 @@ def test_smbtorture(workdir, name):
     assert f"success: {name}" in out, f"{out}\n--- server log ---\n{log[-4000:]}"
     assert "failure:" not in out and "error:" not in out, out
     assert rc == 0, log
+
+
+@pytest.mark.parametrize("name", allowlist())
+def test_smbtorture(workdir, name):
+    run_torture(workdir, name)
+
+
+# Per-user Unix identities (unix_identity = "per-user"): the same tests with the server as
+# root and every file operation run as the Unix user the test account maps to.
+TORTURE_UNIX_USER = "smbq-torture"
+
+
+@pytest.fixture(scope="module")
+def torture_unix_user():
+    try:
+        pwd.getpwnam(TORTURE_UNIX_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", TORTURE_UNIX_USER], check=True, timeout=30)
+    yield pwd.getpwnam(TORTURE_UNIX_USER)
+
+
+def per_user_selection():
+    """Every allowlisted test, or every Nth with SMBQ_TORTURE_PER_USER_EVERY=N."""
+    every = int(os.environ.get("SMBQ_TORTURE_PER_USER_EVERY", "1"))
+    return allowlist()[::max(every, 1)]
+
+
+@pytest.mark.parametrize("name", per_user_selection())
+def test_smbtorture_per_user(workdir, name, torture_unix_user):
+    state = workdir / "state"
+    password = "Pw-" + secrets.token_hex(8)
+    p = subprocess.run([str(BINARY), "user", "add", USER, "--unix-user", TORTURE_UNIX_USER,
+                        "--state-dir", str(state)], input=password + "\n",
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    (workdir / "share").mkdir()
+    os.chown(workdir / "share", torture_unix_user.pw_uid, torture_unix_user.pw_gid)
+    run_torture(workdir, name, config='unix_identity = "per-user"\n', password=password)

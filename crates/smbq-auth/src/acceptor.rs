@@ -39,12 +39,14 @@ pub enum AcceptStep {
     /// Reply `STATUS_MORE_PROCESSING_REQUIRED` with this security buffer.
     Continue(Vec<u8>),
     /// Reply success with this security buffer (empty for raw NTLMSSP).
-    /// `session_key` is the NTLM ExportedSessionKey; all zeros for guest and anonymous, which
+    /// `session_key` is the NTLM ExportedSessionKey (16 bytes) or the whole Kerberos GSS key
+    /// (MS-SMB2 3.3.5.5.3: 16 bytes are the SessionKey, AES-256 ciphers derive from all of
+    /// it, as `smbq_crypto::derive_keys` does); all zeros for guest and anonymous, which
     /// have no key both sides share (such sessions cannot sign).
     Done {
         token: Vec<u8>,
         identity: Identity,
-        session_key: Zeroizing<[u8; 16]>,
+        session_key: Zeroizing<Vec<u8>>,
         /// How long the credential stays valid (a Kerberos ticket's remaining life); `None`
         /// for NTLM, which does not expire.
         valid_for: Option<std::time::Duration>,
@@ -299,7 +301,7 @@ impl Acceptor {
                 Ok(AcceptStep::Done {
                     token,
                     identity: v.identity,
-                    session_key: v.session_key,
+                    session_key: Zeroizing::new(v.session_key.to_vec()),
                     valid_for: None,
                     mechanism: Mechanism::Ntlm,
                 })

@@ -68,7 +68,7 @@ fn accepts_the_published_ntlmv2_authenticate_4_2_4_3() {
     assert_eq!(identity.domain, "Domain");
     assert!(!identity.is_guest && !identity.is_anonymous);
     // 4.2.1 RandomSessionKey, recovered from 4.2.4.2.3's EncryptedSessionKey.
-    assert_eq!(*session_key, [0x55; 16]);
+    assert_eq!(session_key[..], [0x55; 16]);
     // Finished: another step is out of sequence.
     assert_eq!(
         acc.step(&auth, &user_db).unwrap_err(),
@@ -149,7 +149,7 @@ fn anonymous_needs_allow_anonymous() {
             panic!()
         };
         assert!(identity.is_anonymous && !identity.is_guest);
-        assert_eq!(*session_key, [0; 16]);
+        assert_eq!(session_key[..], [0; 16]);
         let (mut acc, _) = raw_acceptor(false);
         let err = acc.step(&auth_with("", lm, &[]), &user_db).unwrap_err();
         assert_eq!(err.nt_status(), smbq_wire::NtStatus::LOGON_FAILURE);
@@ -227,7 +227,7 @@ fn ntlm_not_first_requires_mech_list_mic() {
         else {
             panic!()
         };
-        assert_eq!(*session_key, *key);
+        assert_eq!(session_key[..], key[..]);
         let NegotiationToken::Resp(r) = spnego::decode(&token).unwrap() else {
             panic!()
         };

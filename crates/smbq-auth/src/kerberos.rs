@@ -24,8 +24,9 @@ pub struct KerberosLogon {
     pub identity: Identity,
     /// The GSS-API AP-REP token (mutual authentication), empty if the client asked for none.
     pub reply: Vec<u8>,
-    /// MS-SMB2 3.3.5.5.3: the first 16 bytes of the GSS session key, zero-padded if shorter.
-    pub session_key: Zeroizing<[u8; 16]>,
+    /// The whole GSS session key (MS-SMB2 3.3.5.5.3: its first 16 bytes are the SMB
+    /// SessionKey; AES-256 ciphers derive their keys from all of it).
+    pub session_key: Zeroizing<Vec<u8>>,
     /// Time left on the ticket; the SMB session expires with it (MS-SMB2 3.3.5.5.3).
     pub valid_for: Duration,
 }
@@ -35,16 +36,6 @@ pub struct KerberosLogon {
 /// ([`AuthError::Kerberos`]).
 pub trait Kerberos: Send + Sync + std::fmt::Debug {
     fn accept(&self, token: &[u8]) -> Result<KerberosLogon, AuthError>;
-}
-
-/// MS-SMB2 3.3.5.5.3 takes the first 16 bytes of the key; a shorter key is padded with zeros.
-pub fn smb_session_key(gss_key: &[u8]) -> Zeroizing<[u8; 16]> {
-    let mut key = Zeroizing::new([0u8; 16]);
-    let n = gss_key.len().min(16);
-    if let (Some(dst), Some(src)) = (key.get_mut(..n), gss_key.get(..n)) {
-        dst.copy_from_slice(src);
-    }
-    key
 }
 
 /// The client's half of a Kerberos exchange after its AP-REQ went out: checks the server's
@@ -76,8 +67,9 @@ impl KerberosInitiator {
         crate::spnego::encode_init(&mechs, &self.ap_req)
     }
 
-    /// The server's final token: accept-completed with the AP-REP, which must verify.
-    pub fn finish(&mut self, server_token: &[u8]) -> Result<Zeroizing<[u8; 16]>, AuthError> {
+    /// The server's final token: accept-completed with the AP-REP, which must verify. Returns
+    /// the whole GSS session key.
+    pub fn finish(&mut self, server_token: &[u8]) -> Result<Zeroizing<Vec<u8>>, AuthError> {
         let pending = self.pending.take().ok_or(AuthError::OutOfSequence)?;
         if server_token.len() > crate::MAX_TOKEN_LEN {
             return Err(AuthError::TooLarge(server_token.len()));
@@ -96,23 +88,18 @@ impl KerberosInitiator {
             .response_token
             .ok_or(AuthError::InvalidToken("SPNEGO: no AP-REP from the server"))?;
         let key = pending.complete(ap_rep)?;
-        Ok(smb_session_key(&key))
+        if key.len() < 16 {
+            return Err(AuthError::InvalidToken(
+                "Kerberos: session key shorter than 16 bytes",
+            ));
+        }
+        Ok(key)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn session_keys_are_cut_or_padded_to_16_bytes() {
-        let long: Vec<u8> = (0..32).collect();
-        assert_eq!(&smb_session_key(&long)[..], &long[..16]);
-        let short = [7u8; 8];
-        let k = smb_session_key(&short);
-        assert_eq!(&k[..8], &short);
-        assert_eq!(&k[8..], &[0u8; 8]);
-    }
 
     #[test]
     fn both_kerberos_oids_are_recognised() {

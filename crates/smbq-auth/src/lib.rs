@@ -25,9 +25,7 @@ use thiserror::Error;
 
 pub use acceptor::{AcceptStep, Acceptor, AcceptorConfig, Mechanism};
 pub use initiator::{Credentials, Initiator};
-pub use kerberos::{
-    Kerberos, KerberosCompletion, KerberosInitiator, KerberosLogon, smb_session_key,
-};
+pub use kerberos::{Kerberos, KerberosCompletion, KerberosInitiator, KerberosLogon};
 pub use ntlm_crypto::nt_hash;
 pub use spnego::spnego_init_token;
 pub use zeroize::Zeroizing;

@@ -77,7 +77,7 @@ fn done(r: Result<AcceptStep, AuthError>) -> (Vec<u8>, Identity, [u8; 16]) {
             identity,
             session_key,
             ..
-        }) => (token, identity, *session_key),
+        }) => (token, identity, session_key[..].try_into().unwrap()),
         other => panic!("expected Done, got {other:?}"),
     }
 }

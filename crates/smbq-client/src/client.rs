@@ -161,8 +161,8 @@ impl Client {
         let (ctx, ap_req) =
             tokio::task::spawn_blocking(move || smbq_gss::Initiating::start("cifs", &host))
                 .await
-                .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?
-                .map_err(|e| Error::Auth(format!("Kerberos: {e}")))?;
+                .map_err(|e| Error::NoKerberos(e.to_string()))?
+                .map_err(|e| Error::NoKerberos(e.to_string()))?;
         let krb = smbq_auth::KerberosInitiator::new(ap_req, Box::new(Mit(ctx)));
         let setup = {
             let mut rng = rand::thread_rng();

@@ -17,6 +17,10 @@ pub enum Error {
     Integrity(&'static str),
     #[error("authentication failed: {0}")]
     Auth(String),
+    /// No Kerberos AP-REQ could be made (no ticket, KDC unreachable, no Kerberos library):
+    /// nothing was sent, so another way to log on is safe to try.
+    #[error("Kerberos: {0}")]
+    NoKerberos(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("timed out: {0}")]

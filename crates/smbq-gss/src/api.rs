@@ -21,6 +21,12 @@ pub(crate) struct OidDesc {
 }
 
 #[repr(C)]
+pub(crate) struct OidSetDesc {
+    pub count: usize,
+    pub elements: *mut OidDesc,
+}
+
+#[repr(C)]
 pub(crate) struct BufferSetDesc {
     pub count: usize,
     pub elements: *mut BufferDesc,
@@ -42,7 +48,7 @@ type AcquireCredFrom = unsafe extern "C" fn(
     *mut u32,
     Handle,
     u32,
-    *mut c_void,
+    *mut OidSetDesc,
     c_int,
     *const KeyValueSet,
     *mut Handle,

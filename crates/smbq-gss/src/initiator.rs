@@ -8,12 +8,10 @@ use zeroize::Zeroizing;
 
 use crate::api::{Api, BufferDesc, KeyValueSet, OidDesc};
 use crate::handle::{Buffer, Context, Cred, Name};
-use crate::{CONTINUE_NEEDED, ERROR_MASK, GssError, INDEFINITE};
+use crate::{CONTINUE_NEEDED, ERROR_MASK, GssError, INDEFINITE, MECH_KRB5};
 
 /// `GSS_C_NT_HOSTBASED_SERVICE`, 1.2.840.113554.1.2.1.4: names like `cifs@files.example.com`.
 const NT_HOSTBASED_SERVICE: [u8; 10] = [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x01, 0x04];
-/// The Kerberos V5 mechanism, 1.2.840.113554.1.2.2.
-const MECH_KRB5: [u8; 9] = [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x02];
 /// GSS_C_MUTUAL_FLAG | GSS_C_REPLAY_FLAG | GSS_C_SEQUENCE_FLAG | GSS_C_CONF_FLAG |
 /// GSS_C_INTEG_FLAG, what Windows and Samba ask for an SMB session.
 const REQ_FLAGS: u32 = 2 | 4 | 8 | 16 | 32;
@@ -27,7 +25,7 @@ fn oid(bytes: &'static [u8]) -> OidDesc {
     }
 }
 
-/// Whether the default credential cache holds a usable initial ticket (what `klist` shows).
+/// Whether the default credential cache holds an initial ticket that has not expired.
 pub fn have_ticket() -> bool {
     let Ok(api) = Api::get() else {
         return false;
@@ -37,9 +35,10 @@ pub fn have_ticket() -> bool {
         elements: ptr::null_mut(),
     };
     let mut cred = Cred::null(api);
-    let mut minor = 0;
+    let (mut minor, mut time_rec) = (0, 0u32);
     // SAFETY: as in AcceptorCred::from_keytab: an empty cred store means the defaults (the
-    // KRB5CCNAME cache); the handle goes to a guard; optional outputs are null.
+    // KRB5CCNAME cache); the handle goes to a guard; `time_rec` is a writable local, the
+    // actual-mechs output is null.
     #[allow(unsafe_code)]
     let major = unsafe {
         (api.acquire_cred_from)(
@@ -51,10 +50,11 @@ pub fn have_ticket() -> bool {
             &store,
             cred.out(),
             ptr::null_mut(),
-            ptr::null_mut(),
+            &mut time_rec,
         )
     };
-    major & ERROR_MASK == 0
+    // MIT acquires a credential from an expired TGT too, with no time left on it.
+    major & ERROR_MASK == 0 && time_rec > 0
 }
 
 /// A client context between its AP-REQ and the server's AP-REP.

@@ -42,6 +42,10 @@ const ERROR_MASK: u32 = 0xffff_0000;
 const KRB5_ERROR_BASE: i32 = -1_765_328_384;
 /// `GSS_C_INQ_SSPI_SESSION_KEY`, 1.2.840.113554.1.2.2.5.5: the key SSPI calls the session key
 /// (the acceptor subkey if one was sent, else the initiator subkey, else the ticket's key).
+/// The Kerberos V5 mechanism, 1.2.840.113554.1.2.2.
+pub(crate) const MECH_KRB5: [u8; 9] = [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x02];
+/// `GSS_C_ANON_FLAG`: the initiator is anonymous (an anonymous PKINIT ticket).
+const ANON_FLAG: u32 = 64;
 const INQ_SSPI_SESSION_KEY: [u8; 11] = [
     0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x02, 0x05, 0x05,
 ];
@@ -127,11 +131,22 @@ impl AcceptorCred {
             count: elements.len() as u32,
             elements: elements.as_mut_ptr(),
         };
+        // Kerberos only: with every mechanism, MIT would hand a token to whatever
+        // mechanism it names (an NTLM plugin in /etc/gss/mech.d, say), and `ntlm = false`
+        // would depend on that mechanism failing.
+        let mut krb5 = OidDesc {
+            length: MECH_KRB5.len() as u32,
+            elements: MECH_KRB5.as_ptr().cast_mut().cast(),
+        };
+        let mut mechs = api::OidSetDesc {
+            count: 1,
+            elements: &mut krb5,
+        };
         let mut minor = 0;
         let mut cred = Cred::null(api);
-        // SAFETY: every pointer is valid for the call: `store` and the C strings it points to
-        // live until the end of this function; a null name and null mech set mean "any
-        // principal in the keytab, every mechanism" (RFC 5588-style cred store, MIT 1.11+);
+        // SAFETY: every pointer is valid for the call: `store`, `mechs` (and the static OID
+        // it points to) and the C strings live until the end of this function and are only
+        // read; a null name means "any principal in the keytab" (cred store, MIT 1.11+);
         // the output handle is written to `cred`, whose guard releases it; the optional
         // outputs (actual mechs, time) are null, which the API allows.
         #[allow(unsafe_code)]
@@ -140,7 +155,7 @@ impl AcceptorCred {
                 &mut minor,
                 ptr::null_mut(),
                 INDEFINITE,
-                ptr::null_mut(),
+                &mut mechs,
                 CRED_ACCEPT,
                 &store,
                 cred.out(),
@@ -195,6 +210,11 @@ impl AcceptorCred {
             return Err(GssError::other(
                 "Kerberos: the client asked for more than one leg (DCE style or user-to-user), \
                  which SMB does not use",
+            ));
+        }
+        if flags & ANON_FLAG != 0 {
+            return Err(GssError::other(
+                "Kerberos: anonymous tickets are not accepted",
             ));
         }
         let service = ctx.target_name()?;

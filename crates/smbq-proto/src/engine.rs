@@ -697,10 +697,14 @@ impl ServerConnection {
         if !s.is_valid() {
             return NtStatus::USER_SESSION_DELETED;
         }
-        // MS-SMB2 3.3.5.2.9: an expired session still closes what it holds and logs off;
-        // anything else waits for a re-authentication (SESSION_SETUP takes another path).
+        // MS-SMB2 3.3.5.2.9: an expired session still logs off, closes and unlocks what it
+        // holds; anything else waits for a re-authentication (SESSION_SETUP takes another
+        // path).
         let expired = s.expires_at.is_some_and(|t| now >= t)
-            && !matches!(hdr.command, Command::LOGOFF | Command::CLOSE);
+            && !matches!(
+                hdr.command,
+                Command::LOGOFF | Command::CLOSE | Command::LOCK
+            );
         let expired_status = if expired {
             NtStatus::NETWORK_SESSION_EXPIRED
         } else {
@@ -1726,7 +1730,7 @@ struct SetupParams {
 struct Authenticated {
     token: Vec<u8>,
     identity: smbq_auth::Identity,
-    session_key: zeroize::Zeroizing<[u8; 16]>,
+    session_key: zeroize::Zeroizing<Vec<u8>>,
     /// A Kerberos ticket's remaining life; `None` for NTLM.
     valid_for: Option<std::time::Duration>,
     mechanism: smbq_auth::Mechanism,

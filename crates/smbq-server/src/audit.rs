@@ -18,14 +18,14 @@ const TREE_CONNECTS_PER_WINDOW: u32 = 200;
 
 /// Lines of one kind of audit event, at most `per_window` per [`WINDOW`].
 #[derive(Debug)]
-pub(crate) struct AuditWindow {
+pub struct AuditWindow {
     event: &'static str,
     per_window: u32,
     state: Mutex<(Instant, u32, u64)>,
 }
 
 impl AuditWindow {
-    fn new(event: &'static str, per_window: u32) -> Self {
+    pub fn new(event: &'static str, per_window: u32) -> Self {
         Self {
             event,
             per_window,
@@ -40,7 +40,7 @@ impl AuditWindow {
 
     /// Whether this event gets its own line now; logs the count of suppressed ones when a
     /// window ends.
-    pub(crate) fn admit(&self, now: Instant) -> bool {
+    pub fn admit(&self, now: Instant) -> bool {
         let mut s = self.state.lock();
         let (start, logged, suppressed) = &mut *s;
         if now.duration_since(*start) >= WINDOW {

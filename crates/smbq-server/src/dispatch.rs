@@ -73,7 +73,12 @@ pub(crate) async fn dispatch(
                 open.replay.lock().take();
             }
             let started = std::time::Instant::now();
-            let mut r = match handlers::run(&ctx).await {
+            let who = match unix_identity(srv, &ctx) {
+                Ok(w) => w,
+                Err(status) => return Response::error(status),
+            };
+            let run = crate::unix_identity::CURRENT.scope(who, handlers::run(&ctx));
+            let mut r = match run.await {
                 Ok(r) => r,
                 Err(status) => Response::error(status),
             };
@@ -98,6 +103,21 @@ pub(crate) async fn dispatch(
         }
         Err(status) => Response::error(status),
     }
+}
+
+/// The Unix user the request's file system work runs as, on a per-user share.
+fn unix_identity(
+    srv: &Server,
+    ctx: &Ctx<'_>,
+) -> Result<Option<Arc<crate::unix_identity::UnixIdentity>>, NtStatus> {
+    let id = &ctx.view.identity;
+    crate::unix_identity::for_request(
+        srv.unix_identity(),
+        &ctx.session.unix,
+        ctx.tree.as_ref().map(|t| t.share.name()),
+        &id.user,
+        id.is_guest || id.is_anonymous,
+    )
 }
 
 /// Tells the metrics what a handler did; the data counts come from the response itself

@@ -6,7 +6,7 @@
 
 pub mod access;
 pub mod admission;
-mod audit;
+pub mod audit;
 mod backlog;
 pub mod config;
 pub mod conn;
@@ -32,6 +32,7 @@ pub mod short_name;
 pub mod status;
 pub mod streams;
 pub mod tables;
+pub mod unix_identity;
 
 pub use config::{EncryptPolicy, ServerConfig, ShareConfig};
 pub use logon_guard::LogonPolicy;
@@ -101,6 +102,7 @@ pub struct Server {
     tree_connects: audit::AuditWindow,
     /// Told of every request a handler ran (smbq_proto::observe), for the metrics.
     observer: std::sync::OnceLock<smbq_proto::observe::SharedObserver>,
+    unix_identity: std::sync::OnceLock<unix_identity::UnixIdentityPolicy>,
     /// Mints and checks the resume keys of server-side copies (crate::resume_key).
     resume_keys: resume_key::ResumeKeys,
     /// Handlers move work to the blocking pool, which needs an owned handle on the server.
@@ -150,6 +152,7 @@ impl Server {
             started: std::time::SystemTime::now(),
             ended_quic: status::EndedQuic::default(),
             observer: std::sync::OnceLock::new(),
+            unix_identity: std::sync::OnceLock::new(),
             denials: audit::DenialLog::default(),
             tree_connects: audit::AuditWindow::tree_connects(),
             resume_keys: resume_key::ResumeKeys::new(),
@@ -285,6 +288,15 @@ impl Server {
 
     pub(crate) fn observer(&self) -> Option<&smbq_proto::observe::SharedObserver> {
         self.observer.get()
+    }
+
+    /// Turns per-user Unix identities on, once, before serving (crate::unix_identity).
+    pub fn set_unix_identity(&self, p: unix_identity::UnixIdentityPolicy) {
+        let _ = self.unix_identity.set(p);
+    }
+
+    pub(crate) fn unix_identity(&self) -> Option<&unix_identity::UnixIdentityPolicy> {
+        self.unix_identity.get()
     }
 
     /// A new connection's loop shows itself to status reports (removed with it).

@@ -36,6 +36,13 @@ pub trait Vfs: Send + Sync {
     fn unlink(&self, path: &RelPath) -> io::Result<()>;
     /// Removes an empty directory.
     fn rmdir(&self, path: &RelPath) -> io::Result<()>;
+    /// Whether the calling thread's effective identity may remove `path` (write and search
+    /// permission on its directory, and the sticky-bit rule). Asked where a delete is granted
+    /// long before it happens (delete-on-close) and the server does not run as root for the
+    /// request; a backend without Unix permissions says yes.
+    fn may_unlink(&self, _path: &RelPath) -> io::Result<bool> {
+        Ok(true)
+    }
     /// Space and naming limits of the filesystem holding the share.
     fn statfs(&self) -> io::Result<FsStat>;
     /// Case-insensitive lookup of one component inside directory `dir`: the on-disk name when

@@ -1,5 +1,6 @@
 //! The account database: one `NAME:NTHASH` line per user (NT hash = MD4 of the UTF-16LE
-//! password, MS-NLMP 3.3.1), kept with mode 0600 and replaced atomically; and the live view a
+//! password, MS-NLMP 3.3.1), or `NAME:NTHASH:UNIXUSER` for an account that acts on disk as
+//! another Unix user than its own name (`unix_identity = "per-user"`), kept with mode 0600 and replaced atomically; and the live view a
 //! running server logs on against, which follows changes to the file (issue 15).
 
 use std::collections::BTreeMap;
@@ -21,8 +22,8 @@ pub const ACCOUNTS_POLL: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Default)]
 pub struct AccountFile {
     path: PathBuf,
-    /// Lower-cased name -> (name as given, NT hash).
-    users: BTreeMap<String, (String, [u8; 16])>,
+    /// Lower-cased name -> (name as given, NT hash, Unix user if not the same name).
+    users: BTreeMap<String, (String, [u8; 16], Option<String>)>,
 }
 
 impl AccountFile {
@@ -50,17 +51,23 @@ impl AccountFile {
             let bad = || {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("{}:{}: expected NAME:NTHASH", path.display(), n + 1),
+                    format!(
+                        "{}:{}: expected NAME:NTHASH[:UNIXUSER]",
+                        path.display(),
+                        n + 1
+                    ),
                 )
             };
-            let (name, hash) = line.rsplit_once(':').ok_or_else(bad)?;
+            let mut parts = line.splitn(3, ':');
+            let (name, hash) = (parts.next().ok_or_else(bad)?, parts.next().ok_or_else(bad)?);
+            let unix = parts.next().filter(|u| !u.is_empty()).map(str::to_string);
             let bytes = hex::decode(hash).map_err(|_| bad())?;
             let hash: [u8; 16] = bytes.try_into().map_err(|_| bad())?;
             if name.is_empty() {
                 return Err(bad());
             }
             db.users
-                .insert(name.to_lowercase(), (name.to_string(), hash));
+                .insert(name.to_lowercase(), (name.to_string(), hash, unix));
         }
         Ok(db)
     }
@@ -74,7 +81,7 @@ impl AccountFile {
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.users.values().map(|(n, _)| n.as_str())
+        self.users.values().map(|(n, ..)| n.as_str())
     }
 
     pub fn set_password(&mut self, name: &str, password: &str) -> io::Result<()> {
@@ -84,11 +91,38 @@ impl AccountFile {
                 "user names may not be empty or contain : \\ / @ or newlines",
             ));
         }
+        let unix = self
+            .users
+            .remove(&name.to_lowercase())
+            .and_then(|(.., u)| u);
         self.users.insert(
             name.to_lowercase(),
-            (name.to_string(), smbq_auth::nt_hash(password)),
+            (name.to_string(), smbq_auth::nt_hash(password), unix),
         );
         Ok(())
+    }
+
+    /// Maps an existing account to a Unix user (`None`: the user of the same name).
+    pub fn set_unix_user(&mut self, name: &str, unix: Option<&str>) -> io::Result<()> {
+        if unix.is_some_and(|u| u.is_empty() || u.contains([':', '\n', '/'])) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a Unix user name may not be empty or contain : / or newlines",
+            ));
+        }
+        let entry = self
+            .users
+            .get_mut(&name.to_lowercase())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no user {name}")))?;
+        entry.2 = unix.filter(|u| *u != entry.0).map(str::to_string);
+        Ok(())
+    }
+
+    /// The Unix user an account acts as on a per-user share: its own name unless mapped.
+    pub fn unix_user(&self, name: &str) -> Option<String> {
+        self.users
+            .get(&name.to_lowercase())
+            .map(|(n, _, u)| u.clone().unwrap_or_else(|| n.clone()))
     }
 
     /// Returns whether the user existed.
@@ -111,10 +145,13 @@ impl AccountFile {
         f.set_permissions(fs::Permissions::from_mode(0o600))?;
         writeln!(
             f,
-            "# smbq accounts: NAME:NT-HASH (MD4 of the UTF-16LE password). Manage with `smbq user`."
+            "# smbq accounts: NAME:NT-HASH[:UNIX-USER] (MD4 of the UTF-16LE password). Manage with `smbq user`."
         )?;
-        for (name, hash) in self.users.values() {
-            writeln!(f, "{name}:{}", hex::encode(hash))?;
+        for (name, hash, unix) in self.users.values() {
+            match unix {
+                Some(u) => writeln!(f, "{name}:{}:{u}", hex::encode(hash))?,
+                None => writeln!(f, "{name}:{}", hex::encode(hash))?,
+            }
         }
         f.sync_all()?;
         give_to_dir_owner(&f, self.path.parent())?;
@@ -144,7 +181,7 @@ fn give_to_dir_owner(f: &fs::File, dir: Option<&Path>) -> io::Result<()> {
 
 impl Accounts for AccountFile {
     fn nt_hash(&self, user: &str) -> Option<[u8; 16]> {
-        self.users.get(&user.to_lowercase()).map(|(_, h)| *h)
+        self.users.get(&user.to_lowercase()).map(|(_, h, _)| *h)
     }
 }
 
@@ -288,6 +325,14 @@ impl LiveAccounts {
                 "account file not reloaded; keeping the accounts in use"
             ),
         }
+    }
+}
+
+impl LiveAccounts {
+    /// The Unix user an account acts as on per-user shares (crate::unix_users).
+    pub fn unix_user(&self, name: &str) -> Option<String> {
+        self.refresh(false);
+        self.read().unix_user(name)
     }
 }
 

@@ -53,6 +53,12 @@ pub struct FileConfig {
     pub kerberos: crate::kerberos::KerberosConfig,
     #[serde(default)]
     pub kdc_proxy: crate::kdc_proxy::KdcProxyConfig,
+    /// "per-user": file system work runs as each account's Unix user (needs root);
+    /// "off" (default): as the server's own user. A share may set its own.
+    pub unix_identity: Option<String>,
+    /// The Unix user guest and anonymous sessions act as on per-user shares (default
+    /// "nobody").
+    pub guest_unix_user: Option<String>,
 }
 
 /// `[log]` (crate::logging).
@@ -133,6 +139,20 @@ pub struct ShareFile {
     pub encrypt: bool,
     #[serde(default)]
     pub guest_ok: bool,
+    /// "per-user" or "off": overrides the server's `unix_identity` for this share.
+    pub unix_identity: Option<String>,
+}
+
+/// `unix_identity = "per-user" | "off"`.
+pub fn per_user(value: Option<&str>, what: &str) -> Result<Option<bool>, String> {
+    match value {
+        None => Ok(None),
+        Some("per-user") => Ok(Some(true)),
+        Some("off") => Ok(Some(false)),
+        Some(v) => Err(format!(
+            "{what} unix_identity = {v:?}: expected \"per-user\" or \"off\""
+        )),
+    }
 }
 
 impl FileConfig {

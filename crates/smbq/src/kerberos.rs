@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
-use smbq_auth::{Accounts, AuthError, Identity, Kerberos, KerberosLogon, smb_session_key};
+use smbq_auth::{Accounts, AuthError, Identity, Kerberos, KerberosLogon};
 use smbq_gss::{AcceptorCred, GssError};
 use smbq_wire::NtStatus;
 
@@ -143,10 +143,17 @@ impl Kerberos for MitKerberos {
             status,
             reason,
         };
-        let a = self
-            .cred
-            .accept(token)
-            .map_err(|e| refused("", status_for(&e), e.message.clone()))?;
+        // MIT reads the keytab and locks and writes the replay cache here, holding the
+        // credential's lock: on tokio's multi-thread runtime the worker hands its other
+        // connections to its peers first.
+        let accept = || self.cred.accept(token);
+        let accepted = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(accept)
+            }
+            _ => accept(),
+        };
+        let a = accepted.map_err(|e| refused("", status_for(&e), e.message.clone()))?;
         if !self.principals.is_empty() && !self.principals.contains(&a.service) {
             return Err(refused(
                 &a.client,
@@ -188,7 +195,7 @@ impl Kerberos for MitKerberos {
         Ok(KerberosLogon {
             identity,
             reply: a.reply,
-            session_key: smb_session_key(&a.session_key),
+            session_key: a.session_key,
             valid_for: a.lifetime,
         })
     }

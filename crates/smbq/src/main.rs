@@ -17,6 +17,7 @@ mod quic_config;
 mod quic_setup;
 mod reload;
 mod serve;
+mod unix_users;
 
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
@@ -97,6 +98,10 @@ enum UserCmd {
     Add {
         /// The account name, as clients give it (case-insensitive; no `:`, `\`, `/`, `@`).
         name: String,
+        /// The Unix user the account acts as on shares with `unix_identity = "per-user"`
+        /// (default: the user of the same name). Kept when a password is changed.
+        #[arg(long, value_name = "NAME")]
+        unix_user: Option<String>,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -133,12 +138,25 @@ fn read_password(prompt: &str) -> Result<String, String> {
 
 fn user_cmd(cmd: UserCmd) -> Result<(), String> {
     match cmd {
-        UserCmd::Add { name, db } => {
+        UserCmd::Add {
+            name,
+            unix_user,
+            db,
+        } => {
             let path = db.path();
             let mut file = accounts::AccountFile::load(&path)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
+            if let Some(u) = &unix_user
+                && unix_users::resolve(u).is_none()
+            {
+                eprintln!("smbq: warning: no Unix user {u} on this machine (yet)");
+            }
             let pw = read_password(&format!("Password for {name}: "))?;
             file.set_password(&name, &pw).map_err(|e| e.to_string())?;
+            if unix_user.is_some() {
+                file.set_unix_user(&name, unix_user.as_deref())
+                    .map_err(|e| e.to_string())?;
+            }
             file.save()
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             eprintln!(

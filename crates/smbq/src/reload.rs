@@ -135,7 +135,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         format!("{a:?}") != format!("{b:?}")
     }
     let mut v = Vec::new();
-    let checks: [(&'static str, bool); 15] = [
+    let checks: [(&'static str, bool); 17] = [
         ("server_name", differs(&old.server_name, &new.server_name)),
         ("listen", differs(&old.listen, &new.listen)),
         ("tcp_port", differs(&old.tcp_port, &new.tcp_port)),
@@ -159,6 +159,14 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         // keytabs), so rotating keys needs neither.
         ("[kerberos]", differs(&old.kerberos, &new.kerberos)),
         ("[kdc_proxy]", old.kdc_proxy != new.kdc_proxy),
+        (
+            "unix_identity",
+            differs(&old.unix_identity, &new.unix_identity) || share_modes(old) != share_modes(new),
+        ),
+        (
+            "guest_unix_user",
+            differs(&old.guest_unix_user, &new.guest_unix_user),
+        ),
     ];
     for (name, changed) in checks {
         if changed {
@@ -166,6 +174,15 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         }
     }
     v
+}
+
+/// Each share's own `unix_identity`, which the server fixes at start.
+fn share_modes(f: &FileConfig) -> Vec<(String, Option<String>)> {
+    let modes = f
+        .shares
+        .iter()
+        .map(|(n, s)| (n.to_lowercase(), s.unix_identity.clone()));
+    modes.filter(|(_, m)| m.is_some()).collect()
 }
 
 /// The limits the server (not the connections) holds: opens and trees per session, durable

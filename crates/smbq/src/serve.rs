@@ -392,6 +392,17 @@ async fn serve(s: Startup) -> Result<(), String> {
         LiveAccounts::load(&s.users_path)
             .map_err(|e| format!("{}: {e}", s.users_path.display()))?,
     );
+    if let Some(p) = crate::unix_users::policy(&s.file, accounts.clone())? {
+        eprintln!(
+            "smbq: per-user Unix identities on {}",
+            if p.default_on {
+                "every share"
+            } else {
+                "the shares that ask"
+            }
+        );
+        server.set_unix_identity(p);
+    }
     let mut engine_cfg = s.engine_cfg;
     engine_cfg.kerberos = s
         .file

@@ -161,8 +161,7 @@ impl SessionSetup {
                 match &mut self.initiator {
                     Mech::Ntlm(i) => i.finish(r.security_buffer).map_err(auth)?,
                     Mech::Kerberos(k) => {
-                        let key = k.finish(r.security_buffer).map_err(auth)?;
-                        self.session_key = Some(zeroize::Zeroizing::new(key.to_vec()));
+                        self.session_key = Some(k.finish(r.security_buffer).map_err(auth)?);
                     }
                 }
                 let anonymous =

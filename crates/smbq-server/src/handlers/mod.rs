@@ -81,12 +81,18 @@ pub(crate) fn bad(_e: DecodeError) -> NtStatus {
     NtStatus::INVALID_PARAMETER
 }
 
-/// Runs blocking filesystem work on tokio's blocking pool.
+/// Runs blocking filesystem work on tokio's blocking pool, as the request's Unix user when
+/// the share is per-user (crate::unix_identity).
 pub(crate) async fn blocking<T, F>(f: F) -> Result<T, NtStatus>
 where
     F: FnOnce() -> Result<T, NtStatus> + Send + 'static,
     T: Send + 'static,
 {
+    let who = crate::unix_identity::CURRENT
+        .try_with(|c| c.clone())
+        .ok()
+        .flatten();
+    let f = move || crate::unix_identity::run_as(who.as_deref(), f);
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r,
         Err(_) => Err(NtStatus::INTERNAL_ERROR),

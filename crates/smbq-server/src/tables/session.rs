@@ -39,6 +39,9 @@ pub struct SessionState {
     copies: tokio::sync::Semaphore,
     /// What `smbq status` shows of it (crate::status), set when it is established.
     pub(crate) shown: Mutex<Option<crate::status::SessionShown>>,
+    /// Its account's Unix user, looked up at its first request on a per-user share
+    /// (crate::unix_identity); a session's user never changes.
+    pub(crate) unix: std::sync::OnceLock<Option<Arc<crate::unix_identity::UnixIdentity>>>,
 }
 
 /// How many CLOSEs a session remembers for [`SessionState::closed_after`].
@@ -65,6 +68,7 @@ impl SessionState {
             closed_recently: Mutex::new(std::collections::VecDeque::new()),
             copies: tokio::sync::Semaphore::new(1),
             shown: Mutex::new(None),
+            unix: std::sync::OnceLock::new(),
         }
     }
 

@@ -172,6 +172,27 @@ impl Vfs for PosixVfs {
         rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR).map_err(errno)
     }
 
+    fn may_unlink(&self, path: &RelPath) -> io::Result<bool> {
+        use rustix::fs::{Access, Mode};
+        let (dir, name) = self.share.parent_of(path)?;
+        // AT_EACCESS: the effective ids, which a per-user request switched its thread to.
+        let w = Access::WRITE_OK | Access::EXEC_OK;
+        match rustix::fs::accessat(&dir, ".", w, AtFlags::EACCESS) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::ACCESS | rustix::io::Errno::PERM) => return Ok(false),
+            Err(e) => return Err(errno(e)),
+        }
+        let dir_st = rustix::fs::fstat(&dir).map_err(errno)?;
+        if Mode::from_raw_mode(dir_st.st_mode).contains(Mode::SVTX) {
+            // The sticky bit: only the file's or the directory's owner may remove it.
+            let me = rustix::process::geteuid().as_raw();
+            let file_st =
+                rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+            return Ok(me == 0 || me == file_st.st_uid || me == dir_st.st_uid);
+        }
+        Ok(true)
+    }
+
     fn statfs(&self) -> io::Result<FsStat> {
         let s = rustix::fs::fstatvfs(self.share.root()).map_err(errno)?;
         Ok(FsStat {

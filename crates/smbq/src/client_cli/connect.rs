@@ -143,7 +143,8 @@ impl Connector {
         if self.args.kerberos {
             return true;
         }
-        if id.user.is_empty() || id.password.is_some() {
+        // A guess only when the URL names no user: the cache's principal is then the user.
+        if id.user.is_empty() || id.password.is_some() || !id.local {
             return false;
         }
         *self.have_ticket.get_or_insert_with(smbq_gss::have_ticket)
@@ -219,8 +220,15 @@ impl Connector {
                     .await
             }
             None => match client.login_kerberos(previous_session_id).await {
-                Err(e) if !self.args.kerberos => {
-                    // Kerberos was a guess from a ticket in the cache: fall back to NTLM.
+                // Kerberos was a guess from a ticket in the cache. NTLM is tried only when no
+                // AP-REQ could be made or the server refused the ticket: never after the
+                // server failed to prove itself (a bad AP-REP or signature), where a password
+                // response would go to an impostor.
+                Err(e)
+                    if !self.args.kerberos
+                        && (matches!(e, smbq_client::Error::NoKerberos(_))
+                            || e.status() == Some(smbq_wire::NtStatus::LOGON_FAILURE)) =>
+                {
                     tracing::debug!(error = %e, "Kerberos logon failed; asking for a password");
                     let p = self.password(&key, &id, &url.host)?;
                     client

@@ -83,7 +83,7 @@ pub fn status_code(s: NtStatus) -> Code {
 pub fn error_code(e: &Error) -> Code {
     match e {
         Error::Status { status, .. } => status_code(*status),
-        Error::Auth(_) => Code::Auth,
+        Error::Auth(_) | Error::NoKerberos(_) => Code::Auth,
         Error::Disconnected(_) | Error::Timeout(_) | Error::Io(_) => Code::Connection,
         Error::Protocol(_) | Error::Integrity(_) => Code::Other,
     }

@@ -22,8 +22,26 @@ use super::forward::{ForwardError, forward};
 
 /// MS-KKDCP 2.1: the media type of requests and responses.
 const KERBEROS: &str = "application/kerberos";
-/// Client addresses remembered for the rate limit; past this, old windows are dropped first.
+/// Client addresses remembered for the rate limit; past this, the table starts over (a flood
+/// of distinct addresses gains nothing by it but a fresh count each).
 const MAX_TRACKED: usize = 16 * 1024;
+/// Connections one client address (an IPv6 /64) may hold at once.
+const PER_ADDRESS: usize = 4;
+/// Time for the TLS handshake, before any request is read.
+const HANDSHAKE: Duration = Duration::from_secs(5);
+
+/// The unit the limits count: an IPv4 address, or an IPv6 /64 (one host can hold a whole
+/// /64 and rotate through it).
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            IpAddr::from([s[0], s[1], s[2], s[3], 0, 0, 0, 0])
+        }
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
 
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     TcpListener::bind(addr)
@@ -50,14 +68,15 @@ struct RateLimit {
 
 impl RateLimit {
     fn allow(&self, ip: IpAddr, now: Instant) -> bool {
+        let key = client_key(ip);
         let mut seen = self.seen.lock();
-        if seen.len() >= MAX_TRACKED && !seen.contains_key(&ip) {
+        if seen.len() >= MAX_TRACKED && !seen.contains_key(&key) {
             seen.retain(|_, (start, _)| now.duration_since(*start) < Duration::from_secs(60));
             if seen.len() >= MAX_TRACKED {
-                return false;
+                seen.clear();
             }
         }
-        let (start, count) = seen.entry(ip).or_insert((now, 0));
+        let (start, count) = seen.entry(key).or_insert((now, 0));
         if now.duration_since(*start) >= Duration::from_secs(60) {
             *start = now;
             *count = 0;
@@ -67,9 +86,44 @@ impl RateLimit {
     }
 }
 
+/// Connections held per client address.
+#[derive(Default)]
+struct Holders(Mutex<HashMap<IpAddr, usize>>);
+
+/// One held connection, given back on drop.
+struct Held<'a>(&'a Holders, IpAddr);
+
+impl Holders {
+    fn take(&self, ip: IpAddr) -> Option<Held<'_>> {
+        let key = client_key(ip);
+        let mut m = self.0.lock();
+        let n = m.entry(key).or_insert(0);
+        if *n >= PER_ADDRESS {
+            return None;
+        }
+        *n += 1;
+        Some(Held(self, key))
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut m = self.0.0.lock();
+        if let Some(n) = m.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.1);
+            }
+        }
+    }
+}
+
 struct Proxy {
     settings: Settings,
     limit: RateLimit,
+    holders: Holders,
+    /// Refusals get lines of their own up to a rate, then a count (smbq_server::audit).
+    refusals: smbq_server::audit::AuditWindow,
 }
 
 fn reply(code: StatusCode, ctype: &'static str, body: Vec<u8>) -> Response<Full<Bytes>> {
@@ -82,9 +136,21 @@ fn reply(code: StatusCode, ctype: &'static str, body: Vec<u8>) -> Response<Full<
     r
 }
 
-fn refuse(code: StatusCode, peer: IpAddr, why: &str) -> Response<Full<Bytes>> {
-    warn!(target: AUDIT, event = "kdc_proxy", result = "refused", peer = %peer, status = code.as_u16(), reason = why, "KDC proxy request refused");
-    reply(code, "text/plain", format!("{why}\n").into_bytes())
+impl Proxy {
+    /// A refusal: logged (within the rate), and answered with `public`, which says no more
+    /// than the client may know (a KDC's address or an OS error is for the log only).
+    fn refuse(
+        &self,
+        code: StatusCode,
+        peer: IpAddr,
+        why: &str,
+        public: &str,
+    ) -> Response<Full<Bytes>> {
+        if self.refusals.admit(Instant::now()) {
+            warn!(target: AUDIT, event = "kdc_proxy", result = "refused", peer = %peer, status = code.as_u16(), reason = why, "KDC proxy request refused");
+        }
+        reply(code, "text/plain", format!("{public}\n").into_bytes())
+    }
 }
 
 impl Proxy {
@@ -100,22 +166,30 @@ impl Proxy {
             return reply(StatusCode::METHOD_NOT_ALLOWED, "text/plain", Vec::new());
         }
         if !self.limit.allow(peer, Instant::now()) {
-            return refuse(StatusCode::TOO_MANY_REQUESTS, peer, "too many requests");
+            let why = "too many requests";
+            return self.refuse(StatusCode::TOO_MANY_REQUESTS, peer, why, why);
         }
         let body = match Limited::new(req.into_body(), self.settings.max_message)
             .collect()
             .await
         {
             Ok(b) => b.to_bytes(),
-            Err(_) => return refuse(StatusCode::PAYLOAD_TOO_LARGE, peer, "request too large"),
+            Err(_) => {
+                let why = "request too large";
+                return self.refuse(StatusCode::PAYLOAD_TOO_LARGE, peer, why, why);
+            }
         };
         let msg = match smbq_auth::kkdcp::decode_request(&body) {
             Ok(m) => m,
-            Err(e) => return refuse(StatusCode::BAD_REQUEST, peer, &e.to_string()),
+            Err(e) => {
+                let why = e.to_string();
+                return self.refuse(StatusCode::BAD_REQUEST, peer, &why, &why);
+            }
         };
+        // Realm names are case-sensitive in Kerberos (RFC 4120 section 6.1).
         let Some(kdcs) = self.settings.realms.get(&msg.realm) else {
             let why = format!("realm {} is not served here", msg.realm);
-            return refuse(StatusCode::FORBIDDEN, peer, &why);
+            return self.refuse(StatusCode::FORBIDDEN, peer, &why, &why);
         };
         let answer = forward(
             kdcs,
@@ -135,11 +209,17 @@ impl Proxy {
             }
             Err(ForwardError::TooLarge(n)) => {
                 let why = format!("the KDC answered {n} bytes, over the limit");
-                refuse(StatusCode::BAD_GATEWAY, peer, &why)
+                self.refuse(
+                    StatusCode::BAD_GATEWAY,
+                    peer,
+                    &why,
+                    "the KDC's answer is too large",
+                )
             }
             Err(ForwardError::Unreachable(e)) => {
                 let why = format!("no KDC of {} answered: {e}", msg.realm);
-                refuse(StatusCode::SERVICE_UNAVAILABLE, peer, &why)
+                let public = "no KDC of the realm answered";
+                self.refuse(StatusCode::SERVICE_UNAVAILABLE, peer, &why, public)
             }
         }
     }
@@ -167,6 +247,8 @@ pub async fn serve(
             seen: Mutex::new(HashMap::new()),
         },
         settings,
+        holders: Holders::default(),
+        refusals: smbq_server::audit::AuditWindow::new("kdc_proxy", 50),
     });
     loop {
         let accepted = tokio::select! {
@@ -182,10 +264,17 @@ pub async fn serve(
         };
         let (acceptor, proxy) = (acceptor.clone(), proxy.clone());
         tokio::spawn(async move {
+            // A client holding several connections open (a stalled handshake is enough)
+            // takes its own slots only.
+            let Some(_held) = proxy.holders.take(peer.ip()) else {
+                return;
+            };
             let exchange = async {
-                let Ok(tls) = acceptor.accept(stream).await else {
+                let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE, acceptor.accept(stream)).await
+                else {
                     return;
                 };
+                let proxy = proxy.clone();
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let proxy = proxy.clone();
                     async move { Ok::<_, std::convert::Infallible>(proxy.handle(req, peer.ip()).await) }
@@ -206,6 +295,31 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ipv6_clients_count_by_64_and_mapped_ipv4_as_ipv4() {
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        assert_eq!(client_key(a), client_key(b));
+        assert_ne!(
+            client_key(a),
+            client_key("2001:db8:1:3::1".parse().unwrap())
+        );
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(client_key(mapped), IpAddr::from([10, 0, 0, 1]));
+    }
+
+    #[test]
+    fn connections_per_address_are_capped_and_given_back() {
+        let h = Holders::default();
+        let ip = IpAddr::from([10, 0, 0, 1]);
+        let held: Vec<_> = (0..PER_ADDRESS).map(|_| h.take(ip).unwrap()).collect();
+        assert!(h.take(ip).is_none());
+        assert!(h.take(IpAddr::from([10, 0, 0, 2])).is_some());
+        drop(held);
+        assert!(h.take(ip).is_some());
+        assert!(h.0.lock().len() <= 1);
+    }
 
     #[test]
     fn rate_limit_counts_per_address_per_minute() {

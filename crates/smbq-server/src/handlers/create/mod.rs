@@ -703,7 +703,16 @@ fn existing_rights(
     if read_only && truncate {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let maximal = grant::maximal(o.tree.maximal_access, read_only);
+    let mut maximal = grant::maximal(o.tree.maximal_access, read_only);
+    // Per-user identities (crate::unix_identity): DELETE is exercised at close, long after
+    // this, so the kernel's verdict on removing the file is asked now, as the user.
+    if crate::unix_identity::active()
+        && maximal & mask::DELETE != 0
+        && !path.is_root()
+        && !o.vfs.may_unlink(path).map_err(|e| map_io_error(&e))?
+    {
+        maximal &= !mask::DELETE;
+    }
     if truncate {
         grant::check_truncate(p.disposition, maximal, o.tree.read_only())?;
     }
