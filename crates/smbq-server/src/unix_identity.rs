@@ -103,12 +103,14 @@ impl UnixIdentity {
         let switched = Switched(());
         set_thread_res_gid(None, Some(Gid::from_raw(self.gid)), None)?;
         set_thread_res_uid(None, Some(Uid::from_raw(self.uid)), None)?;
+        smbq_vfs::privilege::set_thread_user(Some(self.uid));
         Ok(switched)
     }
 }
 
 impl Drop for Switched {
     fn drop(&mut self) {
+        smbq_vfs::privilege::set_thread_user(None);
         let own = own();
         let back = set_thread_res_uid(None, Some(Uid::ROOT), None)
             .and_then(|()| set_thread_res_gid(None, Some(own.gid), None))
@@ -216,6 +218,42 @@ mod tests {
             for_request(None, &OnceLock::new(), Some("home"), "alice", false),
             Ok(None)
         );
+    }
+
+    /// Needs root (scripts/test.sh runs as root); elsewhere it says so and checks nothing.
+    #[test]
+    fn a_thread_switches_to_the_user_and_back() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("not root: per-thread switching not exercised");
+            return;
+        }
+        let nobody = UnixIdentity {
+            name: "nobody".into(),
+            uid: 65534,
+            gid: 65534,
+            groups: vec![65534],
+        };
+        let other_thread = std::thread::spawn(|| rustix::process::geteuid().as_raw());
+        let seen = run_as(Some(&nobody), || {
+            Ok((
+                rustix::process::geteuid().as_raw(),
+                rustix::process::getegid().as_raw(),
+                active(),
+            ))
+        })
+        .unwrap();
+        assert_eq!(seen, (65534, 65534, true), "inside: the user");
+        assert!(rustix::process::geteuid().is_root(), "after: root again");
+        assert!(!active());
+        assert_eq!(
+            other_thread.join().unwrap(),
+            0,
+            "other threads never switch"
+        );
+        // A failing closure switches back too.
+        let r: Result<(), NtStatus> = run_as(Some(&nobody), || Err(NtStatus::ACCESS_DENIED));
+        assert_eq!(r, Err(NtStatus::ACCESS_DENIED));
+        assert!(rustix::process::geteuid().is_root());
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod error;
 mod mem;
 mod path;
 mod posix;
+pub mod privilege;
 mod types;
 
 pub use case::simple_lowercase_eq;

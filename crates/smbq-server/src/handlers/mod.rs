@@ -51,8 +51,15 @@ impl Ctx<'_> {
 
     /// The session's security token (crate::security).
     pub fn token(&self) -> Arc<crate::security::Token> {
-        self.session
-            .token(&self.view.identity, &self.srv.config().server_guid)
+        self.session.token(
+            &self.view.identity,
+            &self.srv.config().server_guid,
+            crate::unix_identity::CURRENT
+                .try_with(|c| c.clone())
+                .ok()
+                .flatten()
+                .as_deref(),
+        )
     }
 }
 

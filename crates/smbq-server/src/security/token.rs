@@ -7,10 +7,12 @@
 //! always yields the same SID, across restarts and sessions, without writing anything.
 //!
 //! Every authenticated (not guest, not anonymous) user also carries the SIDs of the Unix user
-//! and group the server runs as (S-1-22-1-uid, S-1-22-2-gid): the server does not switch
-//! users, so on disk every session *is* that Unix user, and the descriptors synthesised from
-//! POSIX metadata name it as owner. A descriptor that keeps such an owner can therefore be
-//! changed by any authenticated user; taking ownership with one's own SID protects it.
+//! and group it acts as on disk (S-1-22-1-uid, S-1-22-2-gid), so the descriptors synthesised
+//! from POSIX metadata, which name the file's Unix owner, name it. Without per-user identities
+//! that is the server's own user: on disk every session *is* that user, so such a descriptor
+//! can be changed by any authenticated user, and taking ownership with one's own SID protects
+//! it. With `unix_identity = "per-user"` it is the account's Unix user and its groups
+//! (crate::unix_identity), so only the file's real owner is its owner over SMB too.
 
 use smbq_auth::Identity;
 use smbq_wire::security::Sid;
@@ -94,6 +96,23 @@ impl Token {
     /// (Windows leaves Everyone out of anonymous tokens by default).
     pub fn for_identity(id: &Identity, server_guid: &[u8; 16]) -> Token {
         Self::with_unix_ids(id, server_guid, process_ids())
+    }
+
+    /// The token of a session acting on disk as `unix` (per-user identities): its uid, its
+    /// primary group and every supplementary group.
+    pub fn for_unix_user(
+        id: &Identity,
+        server_guid: &[u8; 16],
+        unix: &crate::unix_identity::UnixIdentity,
+    ) -> Token {
+        let mut t = Self::with_unix_ids(id, server_guid, Some((unix.uid, unix.gid)));
+        for g in &unix.groups {
+            let sid = Sid::unix_group(*g);
+            if !t.groups.contains(&sid) {
+                t.groups.push(sid);
+            }
+        }
+        t
     }
 
     /// [`Token::for_identity`] with the server's Unix (uid, gid) given explicitly.
@@ -201,5 +220,23 @@ mod tests {
         let a = Token::for_identity(&ident("alice", false, false), &GUID);
         let b = Token::for_identity(&ident("alice", false, false), &other);
         assert_ne!(a.user, b.user);
+    }
+
+    #[test]
+    fn a_per_user_token_names_the_unix_user_and_its_groups_not_the_server() {
+        let unix = crate::unix_identity::UnixIdentity {
+            name: "alice".into(),
+            uid: 1001,
+            gid: 1001,
+            groups: vec![1001, 27, 100],
+        };
+        let t = Token::for_unix_user(&ident("alice", false, false), &GUID, &unix);
+        assert!(t.has(&Sid::unix_user(1001)));
+        for g in [1001, 27, 100] {
+            assert!(t.has(&Sid::unix_group(g)), "{g}");
+        }
+        if let Some((uid, _)) = process_ids().filter(|(uid, _)| *uid != 1001) {
+            assert!(!t.has(&Sid::unix_user(uid)), "not the server's own user");
+        }
     }
 }

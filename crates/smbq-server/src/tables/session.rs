@@ -28,7 +28,7 @@ pub struct SessionState {
     channels: Mutex<Vec<u64>>,
     /// The session's security token, with the identity it was computed for (a
     /// re-authentication may only keep the same user, but the cache never assumes it).
-    token: Mutex<Option<(smbq_auth::Identity, Arc<Token>)>>,
+    token: Mutex<Option<CachedToken>>,
     /// The last opens CLOSEd, with the CLOSE's MessageId (at most [`RECENT_CLOSES`]): a
     /// request sent before that CLOSE but run after it is answered as if it had run first.
     closed_recently: Mutex<std::collections::VecDeque<(u64, u64)>>,
@@ -43,6 +43,9 @@ pub struct SessionState {
     /// (crate::unix_identity); a session's user never changes.
     pub(crate) unix: std::sync::OnceLock<Option<Arc<crate::unix_identity::UnixIdentity>>>,
 }
+
+/// A computed token, with the identity and Unix uid (per-user shares) it was computed for.
+type CachedToken = (smbq_auth::Identity, Option<u32>, Arc<Token>);
 
 /// How many CLOSEs a session remembers for [`SessionState::closed_after`].
 const RECENT_CLOSES: usize = 32;
@@ -156,15 +159,27 @@ impl SessionState {
     }
 
     /// The token for `id` (see [`Token::for_identity`]).
-    pub fn token(&self, id: &smbq_auth::Identity, server_guid: &[u8; 16]) -> Arc<Token> {
+    /// The session's token; `unix` is the Unix user a request on a per-user share acts as
+    /// (crate::unix_identity), which the token then names instead of the server's user.
+    pub fn token(
+        &self,
+        id: &smbq_auth::Identity,
+        server_guid: &[u8; 16],
+        unix: Option<&crate::unix_identity::UnixIdentity>,
+    ) -> Arc<Token> {
         let mut cache = self.token.lock();
-        if let Some((who, t)) = cache.as_ref()
+        let uid = unix.map(|u| u.uid);
+        if let Some((who, cached_uid, t)) = cache.as_ref()
             && who == id
+            && *cached_uid == uid
         {
             return t.clone();
         }
-        let t = Arc::new(Token::for_identity(id, server_guid));
-        *cache = Some((id.clone(), t.clone()));
+        let t = Arc::new(match unix {
+            Some(u) => Token::for_unix_user(id, server_guid, u),
+            None => Token::for_identity(id, server_guid),
+        });
+        *cache = Some((id.clone(), uid, t.clone()));
         t
     }
 

@@ -316,6 +316,33 @@ impl VfsFile for PosixFile {
     }
 
     fn get_xattr(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
+        crate::privilege::as_server(|| self.get_xattr_now(name))
+    }
+
+    fn set_xattr(&self, name: &str, value: &[u8]) -> io::Result<()> {
+        crate::privilege::as_server(|| self.set_xattr_now(name, value))
+    }
+
+    fn list_xattrs(&self) -> io::Result<Vec<String>> {
+        crate::privilege::as_server(|| self.list_xattrs_now())
+    }
+
+    fn remove_xattr(&self, name: &str) -> io::Result<bool> {
+        crate::privilege::as_server(|| self.remove_xattr_now(name))
+    }
+
+    fn entry_xattrs(
+        &self,
+        entry: &str,
+        want: &dyn Fn(&str) -> bool,
+    ) -> io::Result<Vec<(String, Vec<u8>)>> {
+        crate::privilege::as_server(|| self.entry_xattrs_now(entry, want))
+    }
+}
+
+/// The xattr calls themselves (crate::privilege decides with which uid they run).
+impl PosixFile {
+    fn get_xattr_now(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
         let name = xattr_name(name)?;
         let mut buf = Vec::with_capacity(XATTR_SIZE_MAX);
         match rustix::fs::fgetxattr(
@@ -332,7 +359,7 @@ impl VfsFile for PosixFile {
         }
     }
 
-    fn set_xattr(&self, name: &str, value: &[u8]) -> io::Result<()> {
+    fn set_xattr_now(&self, name: &str, value: &[u8]) -> io::Result<()> {
         let name = xattr_name(name)?;
         match rustix::fs::fsetxattr(&self.fd, name.as_str(), value, XattrFlags::empty()) {
             Ok(()) => Ok(()),
@@ -344,7 +371,7 @@ impl VfsFile for PosixFile {
         }
     }
 
-    fn list_xattrs(&self) -> io::Result<Vec<String>> {
+    fn list_xattrs_now(&self) -> io::Result<Vec<String>> {
         let mut buf = Vec::with_capacity(XATTR_LIST_MAX);
         match rustix::fs::flistxattr(&self.fd, rustix::buffer::spare_capacity(&mut buf)) {
             Ok(_) => Ok(user_names(&buf)),
@@ -353,7 +380,7 @@ impl VfsFile for PosixFile {
         }
     }
 
-    fn remove_xattr(&self, name: &str) -> io::Result<bool> {
+    fn remove_xattr_now(&self, name: &str) -> io::Result<bool> {
         let name = xattr_name(name)?;
         match rustix::fs::fremovexattr(&self.fd, name.as_str()) {
             Ok(()) => Ok(true),
@@ -362,7 +389,7 @@ impl VfsFile for PosixFile {
         }
     }
 
-    fn entry_xattrs(
+    fn entry_xattrs_now(
         &self,
         entry: &str,
         want: &dyn Fn(&str) -> bool,
