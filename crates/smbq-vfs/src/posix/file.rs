@@ -100,11 +100,34 @@ fn timespec(t: Option<Timespec>) -> io::Result<rustix::fs::Timespec> {
 }
 
 fn xattr_name(name: &str) -> io::Result<String> {
-    // "user." + name must fit XATTR_NAME_MAX (255).
-    if name.is_empty() || name.len() > 250 || name.contains('\0') {
+    // "trusted." + name must fit XATTR_NAME_MAX (255).
+    if name.is_empty() || name.len() > 247 || name.contains('\0') {
         return Err(VfsError::XattrName.into());
     }
-    Ok(format!("user.{name}"))
+    Ok(format!("{}{name}", namespace()))
+}
+
+const USER: &str = "user.";
+const TRUSTED: &str = "trusted.";
+
+/// Where smbq keeps its metadata: `trusted.` when the server runs as root (its real uid, which
+/// per-user identities leave alone), so local users, even a file's owner, can neither read nor
+/// forge it; `user.` otherwise, the only namespace an unprivileged server may write.
+fn namespace() -> &'static str {
+    static NS: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    NS.get_or_init(|| {
+        if rustix::process::getuid().is_root() {
+            TRUSTED
+        } else {
+            USER
+        }
+    })
+}
+
+/// The `user.` name an older smbq (or one run without root) wrote `name` under, when the
+/// metadata now lives in `trusted.`: read once more there, and moved on that first touch.
+fn legacy_name(name: &str) -> Option<String> {
+    (namespace() == TRUSTED).then(|| format!("{USER}{name}"))
 }
 
 /// Names (and d_type) of every entry in the directory `fd`, from its start, except `.`/`..`
@@ -343,13 +366,26 @@ impl VfsFile for PosixFile {
 /// The xattr calls themselves (crate::privilege decides with which uid they run).
 impl PosixFile {
     fn get_xattr_now(&self, name: &str) -> io::Result<Option<Vec<u8>>> {
-        let name = xattr_name(name)?;
+        let full = xattr_name(name)?;
+        if let Some(v) = self.read_xattr(&full)? {
+            return Ok(Some(v));
+        }
+        let Some(old) = legacy_name(name) else {
+            return Ok(None);
+        };
+        let Some(v) = self.read_xattr(&old)? else {
+            return Ok(None);
+        };
+        // Moved on first touch; if the move fails the old copy stays and is read again.
+        if rustix::fs::fsetxattr(&self.fd, full.as_str(), &v, XattrFlags::empty()).is_ok() {
+            let _ = rustix::fs::fremovexattr(&self.fd, old.as_str());
+        }
+        Ok(Some(v))
+    }
+
+    fn read_xattr(&self, full: &str) -> io::Result<Option<Vec<u8>>> {
         let mut buf = Vec::with_capacity(XATTR_SIZE_MAX);
-        match rustix::fs::fgetxattr(
-            &self.fd,
-            name.as_str(),
-            rustix::buffer::spare_capacity(&mut buf),
-        ) {
+        match rustix::fs::fgetxattr(&self.fd, full, rustix::buffer::spare_capacity(&mut buf)) {
             Ok(_) => {
                 buf.shrink_to_fit();
                 Ok(Some(buf))
@@ -360,9 +396,14 @@ impl PosixFile {
     }
 
     fn set_xattr_now(&self, name: &str, value: &[u8]) -> io::Result<()> {
-        let name = xattr_name(name)?;
-        match rustix::fs::fsetxattr(&self.fd, name.as_str(), value, XattrFlags::empty()) {
-            Ok(()) => Ok(()),
+        let full = xattr_name(name)?;
+        match rustix::fs::fsetxattr(&self.fd, full.as_str(), value, XattrFlags::empty()) {
+            Ok(()) => {
+                if let Some(old) = legacy_name(name) {
+                    let _ = rustix::fs::fremovexattr(&self.fd, old.as_str());
+                }
+                Ok(())
+            }
             Err(Errno::OPNOTSUPP) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "no user xattrs on this filesystem",
@@ -374,19 +415,27 @@ impl PosixFile {
     fn list_xattrs_now(&self) -> io::Result<Vec<String>> {
         let mut buf = Vec::with_capacity(XATTR_LIST_MAX);
         match rustix::fs::flistxattr(&self.fd, rustix::buffer::spare_capacity(&mut buf)) {
-            Ok(_) => Ok(user_names(&buf)),
+            Ok(_) => {
+                let mut names: Vec<String> = user_names(&buf).into_iter().map(|(_, n)| n).collect();
+                let mut seen = std::collections::HashSet::new();
+                names.retain(|n| seen.insert(n.clone()));
+                Ok(names)
+            }
             Err(Errno::OPNOTSUPP) => Ok(Vec::new()),
             Err(e) => Err(errno(e)),
         }
     }
 
     fn remove_xattr_now(&self, name: &str) -> io::Result<bool> {
-        let name = xattr_name(name)?;
-        match rustix::fs::fremovexattr(&self.fd, name.as_str()) {
-            Ok(()) => Ok(true),
-            Err(Errno::NODATA | Errno::OPNOTSUPP) => Ok(false),
-            Err(e) => Err(errno(e)),
+        let mut removed = false;
+        for full in std::iter::once(xattr_name(name)?).chain(legacy_name(name)) {
+            match rustix::fs::fremovexattr(&self.fd, full.as_str()) {
+                Ok(()) => removed = true,
+                Err(Errno::NODATA | Errno::OPNOTSUPP) => {}
+                Err(e) => return Err(errno(e)),
+            }
         }
+        Ok(removed)
     }
 
     fn entry_xattrs_now(
@@ -417,9 +466,12 @@ impl PosixFile {
             Err(e) => return Err(errno(e)),
         };
         let names = user_names(&list);
-        let mut out = Vec::with_capacity(names.len());
-        for name in names.into_iter().filter(|n| want(n)) {
-            let full = format!("user.{name}");
+        let mut out: Vec<(String, Vec<u8>)> = Vec::with_capacity(names.len());
+        // smbq's names, the current namespace first so its value wins over a legacy copy.
+        for (full, name) in names.into_iter().filter(|(_, n)| want(n)) {
+            if out.iter().any(|(n, _)| *n == name) {
+                continue;
+            }
             let value = sized(XATTR_SIZE_MAX, |buf| {
                 rustix::fs::lgetxattr(&path, full.as_str(), rustix::buffer::spare_capacity(buf))
             });
@@ -452,14 +504,27 @@ fn sized(
     Ok(buf)
 }
 
-/// The `user.` names of a NUL-separated `listxattr` result, prefix removed.
-fn user_names(list: &[u8]) -> Vec<String> {
-    list.split(|&b| b == 0)
+/// smbq's names in a NUL-separated `listxattr` result, as (full name, name without the
+/// prefix): those of the current namespace first, then legacy `user.` ones (crate docs of
+/// [`namespace`]).
+fn user_names(list: &[u8]) -> Vec<(String, String)> {
+    let all: Vec<&str> = list
+        .split(|&b| b == 0)
         .filter_map(|n| std::str::from_utf8(n).ok())
-        .filter_map(|n| n.strip_prefix("user."))
-        .filter(|n| !n.is_empty())
-        .map(str::to_owned)
-        .collect()
+        .collect();
+    let mut prefixes = vec![namespace()];
+    if namespace() == TRUSTED {
+        prefixes.push(USER);
+    }
+    let mut out = Vec::new();
+    for p in prefixes {
+        for full in &all {
+            if let Some(n) = full.strip_prefix(p).filter(|n| !n.is_empty()) {
+                out.push((full.to_string(), n.to_string()));
+            }
+        }
+    }
+    out
 }
 
 impl AsFd for PosixFile {
