@@ -8,110 +8,103 @@ use zeroize::Zeroizing;
 use crate::api::{Api, BufferDesc, BufferSetDesc, Handle};
 use crate::{ERROR_MASK, GssError};
 
-/// A credential handle (`gss_cred_id_t`).
-pub(crate) struct Cred {
+/// What kind of GSS-API handle an [`Owned`] holds, and how it is given back.
+pub(crate) trait Kind {
+    /// Releases `raw` (non-null), once.
+    fn release(api: &'static Api, raw: &mut Handle);
+}
+
+/// A handle MIT allocated (`gss_cred_id_t`, `gss_ctx_id_t`, `gss_name_t`), released on drop.
+pub(crate) struct Owned<K: Kind> {
     api: &'static Api,
     raw: Handle,
+    kind: std::marker::PhantomData<K>,
+}
+
+impl<K: Kind> Owned<K> {
+    pub fn null(api: &'static Api) -> Self {
+        Self {
+            api,
+            raw: ptr::null_mut(),
+            kind: std::marker::PhantomData,
+        }
+    }
+    /// Where MIT writes the handle.
+    pub fn out(&mut self) -> *mut Handle {
+        &mut self.raw
+    }
+    pub fn raw(&self) -> Handle {
+        self.raw
+    }
+    pub fn api(&self) -> &'static Api {
+        self.api
+    }
+}
+
+impl<K: Kind> Drop for Owned<K> {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            K::release(self.api, &mut self.raw);
+        }
+    }
+}
+
+pub(crate) struct CredKind;
+pub(crate) struct ContextKind;
+pub(crate) struct NameKind;
+
+/// A credential handle.
+pub(crate) type Cred = Owned<CredKind>;
+/// A security context handle, used by one thread at a time.
+pub(crate) type Context = Owned<ContextKind>;
+/// A name handle.
+pub(crate) type Name = Owned<NameKind>;
+
+impl Kind for CredKind {
+    fn release(api: &'static Api, raw: &mut Handle) {
+        let mut minor = 0;
+        // SAFETY: `raw` came from gss_acquire_cred_from and Owned releases it exactly once.
+        #[allow(unsafe_code)]
+        unsafe {
+            (api.release_cred)(&mut minor, raw);
+        }
+    }
+}
+
+impl Kind for ContextKind {
+    fn release(api: &'static Api, raw: &mut Handle) {
+        let mut minor = 0;
+        // SAFETY: `raw` came from gss_accept/init_sec_context and is deleted exactly once; a
+        // null output token is allowed (RFC 2744 section 5.9).
+        #[allow(unsafe_code)]
+        unsafe {
+            (api.delete_sec_context)(&mut minor, raw, ptr::null_mut());
+        }
+    }
+}
+
+impl Kind for NameKind {
+    fn release(api: &'static Api, raw: &mut Handle) {
+        let mut minor = 0;
+        // SAFETY: `raw` came from MIT (accept, inquire_context, import_name) and is released
+        // exactly once.
+        #[allow(unsafe_code)]
+        unsafe {
+            (api.release_name)(&mut minor, raw);
+        }
+    }
 }
 
 // SAFETY: MIT's krb5 credential handles lock themselves (a mutex in krb5_gss_cred_id_rec), so
 // one may be used for accepting from several threads at once and released from any thread.
 #[allow(unsafe_code)]
-unsafe impl Send for Cred {}
+unsafe impl Send for Owned<CredKind> {}
 // SAFETY: as above: concurrent gss_accept_sec_context calls on one acceptor credential are
 // what MIT's mechanism is built for.
 #[allow(unsafe_code)]
-unsafe impl Sync for Cred {}
+unsafe impl Sync for Owned<CredKind> {}
 
-impl Cred {
-    pub fn null(api: &'static Api) -> Self {
-        Self {
-            api,
-            raw: ptr::null_mut(),
-        }
-    }
-    pub fn out(&mut self) -> *mut Handle {
-        &mut self.raw
-    }
-    pub fn raw(&self) -> Handle {
-        self.raw
-    }
-    pub fn api(&self) -> &'static Api {
-        self.api
-    }
-}
-
-impl Drop for Cred {
-    fn drop(&mut self) {
-        if !self.raw.is_null() {
-            let mut minor = 0;
-            // SAFETY: `raw` came from gss_acquire_cred_from and is released exactly once here.
-            #[allow(unsafe_code)]
-            unsafe {
-                (self.api.release_cred)(&mut minor, &mut self.raw);
-            }
-        }
-    }
-}
-
-/// A security context handle (`gss_ctx_id_t`), used by one thread at a time.
-pub(crate) struct Context {
-    api: &'static Api,
-    raw: Handle,
-}
-
-impl Context {
-    pub fn null(api: &'static Api) -> Self {
-        Self {
-            api,
-            raw: ptr::null_mut(),
-        }
-    }
-    pub fn out(&mut self) -> *mut Handle {
-        &mut self.raw
-    }
-    pub fn raw(&self) -> Handle {
-        self.raw
-    }
-    pub fn api(&self) -> &'static Api {
-        self.api
-    }
-}
-
-impl Drop for Context {
-    fn drop(&mut self) {
-        if !self.raw.is_null() {
-            let mut minor = 0;
-            // SAFETY: `raw` came from gss_accept_sec_context and is deleted exactly once; a
-            // null output token is allowed (RFC 2744 section 5.9).
-            #[allow(unsafe_code)]
-            unsafe {
-                (self.api.delete_sec_context)(&mut minor, &mut self.raw, ptr::null_mut());
-            }
-        }
-    }
-}
-
-/// A name handle (`gss_name_t`).
-pub(crate) struct Name {
-    api: &'static Api,
-    raw: Handle,
-}
-
-impl Name {
-    pub fn null(api: &'static Api) -> Self {
-        Self {
-            api,
-            raw: ptr::null_mut(),
-        }
-    }
-    pub fn out(&mut self) -> *mut Handle {
-        &mut self.raw
-    }
-    pub fn raw(&self) -> Handle {
-        self.raw
-    }
-
+impl Owned<NameKind> {
     /// The name as text, e.g. `alice@SMBQ.TEST`.
     pub fn display(&self) -> Result<String, GssError> {
         if self.raw.is_null() {
@@ -129,19 +122,6 @@ impl Name {
         }
         String::from_utf8(out.to_vec())
             .map_err(|_| GssError::other("Kerberos: a principal name is not UTF-8"))
-    }
-}
-
-impl Drop for Name {
-    fn drop(&mut self) {
-        if !self.raw.is_null() {
-            let mut minor = 0;
-            // SAFETY: `raw` came from MIT and is released exactly once.
-            #[allow(unsafe_code)]
-            unsafe {
-                (self.api.release_name)(&mut minor, &mut self.raw);
-            }
-        }
     }
 }
 

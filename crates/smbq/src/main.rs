@@ -1,6 +1,7 @@
 //! The smbq binary: `serve`, account management, and (later) client and benchmark commands.
 #![forbid(unsafe_code)]
 
+mod accept_loop;
 mod accounts;
 mod admin;
 mod cert;

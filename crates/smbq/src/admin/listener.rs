@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
 
 use super::{MAX_REQUEST, Reply, Request};
 
@@ -55,26 +54,11 @@ pub async fn serve(
     reloader: Arc<crate::reload::Reloader>,
     shutdown: smbq_server::conn::Shutdown,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CLIENTS));
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            () = shutdown.cancelled() => break,
-        };
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            break;
-        };
-        let server = server.clone();
-        let reloader = reloader.clone();
-        tokio::spawn(async move {
-            handle(stream, &server, &reloader).await;
-            drop(slot);
-        });
-    }
+    crate::accept_loop::serve(listener, MAX_CLIENTS, shutdown, |stream, _| {
+        let (server, reloader) = (server.clone(), reloader.clone());
+        async move { handle(stream, &server, &reloader).await }
+    })
+    .await;
     let _ = std::fs::remove_file(&path);
 }
 

@@ -14,7 +14,6 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use parking_lot::Mutex;
 use smbq_server::AUDIT;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use super::Settings;
@@ -239,7 +238,7 @@ pub async fn serve(
             return;
         }
     };
-    let slots = Arc::new(Semaphore::new(settings.max_connections));
+    let slots = settings.max_connections;
     let timeout = settings.timeout + Duration::from_secs(5);
     let proxy = Arc::new(Proxy {
         limit: RateLimit {
@@ -250,20 +249,9 @@ pub async fn serve(
         holders: Holders::default(),
         refusals: smbq_server::audit::AuditWindow::new("kdc_proxy", 50),
     });
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            () = shutdown.cancelled() => return,
-        };
-        let Ok((stream, peer)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
+    crate::accept_loop::serve(listener, slots, shutdown, |stream, peer: SocketAddr| {
         let (acceptor, proxy) = (acceptor.clone(), proxy.clone());
-        tokio::spawn(async move {
+        async move {
             // A client holding several connections open (a stalled handshake is enough)
             // takes its own slots only.
             let Some(_held) = proxy.holders.take(peer.ip()) else {
@@ -277,7 +265,9 @@ pub async fn serve(
                 let proxy = proxy.clone();
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                     let proxy = proxy.clone();
-                    async move { Ok::<_, std::convert::Infallible>(proxy.handle(req, peer.ip()).await) }
+                    async move {
+                        Ok::<_, std::convert::Infallible>(proxy.handle(req, peer.ip()).await)
+                    }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
@@ -287,9 +277,9 @@ pub async fn serve(
                     .await;
             };
             let _ = tokio::time::timeout(timeout, exchange).await;
-            drop(slot);
-        });
-    }
+        }
+    })
+    .await;
 }
 
 #[cfg(test)]

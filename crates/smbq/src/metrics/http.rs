@@ -12,7 +12,6 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 /// Scrapes served at once; others wait in the listen backlog.
 const MAX_SCRAPERS: usize = 8;
@@ -72,21 +71,9 @@ pub async fn serve(
     registry: Arc<Registry>,
     shutdown: smbq_server::conn::Shutdown,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_SCRAPERS));
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            () = shutdown.cancelled() => return,
-        };
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
+    crate::accept_loop::serve(listener, MAX_SCRAPERS, shutdown, |stream, _| {
         let registry = registry.clone();
-        tokio::spawn(async move {
+        async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let r = answer(&registry, &req);
                 async move { Ok::<_, std::convert::Infallible>(r) }
@@ -97,7 +84,7 @@ pub async fn serve(
                 .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), service);
             let _ = tokio::time::timeout(EXCHANGE_TIMEOUT, conn).await;
-            drop(slot);
-        });
-    }
+        }
+    })
+    .await;
 }
