@@ -25,6 +25,7 @@ command -v tshark >/dev/null || need+=(tshark)
 command -v openssl >/dev/null || need+=(openssl)
 command -v promtool >/dev/null || need+=(prometheus)  # promtool checks /metrics (test_metrics.py)
 command -v runuser >/dev/null || need+=(util-linux)  # the admin socket's other-user test
+command -v setfacl >/dev/null || need+=(acl)  # a POSIX ACL narrower than the mode (per-user identities)
 command -v python3 >/dev/null || need+=(python3)
 # Kerberos (tests/interop/test_kerberos.py): a private MIT KDC (krb5kdc; kadmin.local from
 # krb5-admin-server, whose kadmind never runs), kinit, and the GSS-API library smbq loads.

@@ -38,6 +38,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def unix_user(name: str):
+    """The passwd entry of a system user the tests act as (per-user identities), made if it
+    does not exist yet; it stays for the next run. Needs root, as scripts/test.sh runs."""
+    import pwd
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", name], check=True, timeout=30)
+        return pwd.getpwnam(name)
+
+
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))

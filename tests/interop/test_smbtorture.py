@@ -3,13 +3,12 @@ smbq, and requires a `success:` line. The allowlist only grows."""
 
 import os
 import pathlib
-import pwd
 import secrets
 import subprocess
 
 import pytest
 
-from conftest import BINARY, SmbqServer, USER
+from conftest import BINARY, SmbqServer, USER, unix_user
 
 ALLOWLIST = pathlib.Path(__file__).with_name("smbtorture_allowlist.txt")
 
@@ -72,12 +71,7 @@ TORTURE_UNIX_USER = "smbq-torture"
 
 @pytest.fixture(scope="module")
 def torture_unix_user():
-    try:
-        pwd.getpwnam(TORTURE_UNIX_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", TORTURE_UNIX_USER], check=True, timeout=30)
-    yield pwd.getpwnam(TORTURE_UNIX_USER)
+    return unix_user(TORTURE_UNIX_USER)
 
 
 def per_user_selection():

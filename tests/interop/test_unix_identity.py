@@ -13,7 +13,7 @@ import threading
 import pytest
 
 import smbclient
-from conftest import BINARY, USER, SmbqServer, free_port
+from conftest import BINARY, USER, SmbqServer, free_port, unix_user
 
 UNIX_USERS = ("smbq-id-a", "smbq-id-b")
 
@@ -22,17 +22,7 @@ UNIX_USERS = ("smbq-id-a", "smbq-id-b")
 def unix_users():
     if os.geteuid() != 0:
         pytest.fail("per-user identities need root; scripts/test.sh runs as root")
-    made = []
-    for u in UNIX_USERS:
-        try:
-            pwd.getpwnam(u)
-        except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                            "/usr/sbin/nologin", u], check=True, timeout=30)
-            made.append(u)
-    yield {u: pwd.getpwnam(u) for u in UNIX_USERS}
-    for u in made:
-        subprocess.run(["userdel", u], check=False, timeout=30)
+    return {u: unix_user(u) for u in UNIX_USERS}
 
 
 def add_account(state, name, password, unix_user=None):
@@ -82,6 +72,21 @@ def test_files_belong_to_their_creator_and_permissions_hold(workdir, unix_users)
         rc, out = smbclient.run(server, f"get a.txt {workdir / 'mine'}", user="alice")
         assert rc == 0, out
         assert (workdir / "mine").read_text() == "secret of a\n"
+        # Stream data is written with the server's uid (xattrs), yet only as far as the user
+        # may write the file itself. b.txt's mode says anyone may write it (so does the
+        # descriptor smbq derives from it), but a POSIX ACL entry keeps a to reading: a gets
+        # neither its data nor a stream on it.
+        (server.share / "b.txt").chmod(0o666)
+        subprocess.run(["setfacl", "-m", f"u:{UNIX_USERS[0]}:r--", str(server.share / "b.txt")],
+                       check=True, timeout=30)
+        rc, out = smbclient.run(server, f"put {src} b.txt", user="alice")
+        assert "NT_STATUS_ACCESS_DENIED" in out, out
+        rc, out = smbclient.run(server, f"put {src} b.txt:evil", user="alice")
+        assert "NT_STATUS_ACCESS_DENIED" in out, out
+        assert not any("evil" in n for n in os.listxattr(server.share / "b.txt")), \
+            os.listxattr(server.share / "b.txt")
+        rc, out = smbclient.run(server, f"put {src} b.txt:own", user="bob")
+        assert rc == 0 and "NT_STATUS" not in out, out
         # Nor delete it: the directory is a's own (0755).
         (server.share / "adir" / "keep").write_text("x")
         os.chown(server.share / "adir" / "keep", unix_users[UNIX_USERS[0]].pw_uid, -1)

@@ -141,11 +141,12 @@ fn open_base(
     read_only: bool,
 ) -> Result<(Box<dyn VfsFile>, Rights), NtStatus> {
     let maximal = grant::maximal(o.tree.maximal_access, read_only);
-    let granted = grant::grant(o.intent.desired, maximal)?;
+    let mut granted = grant::grant(o.intent.desired, maximal)?;
     check_delete_on_close(o.intent, granted, read_only, path)?;
     // Stream data lives in xattrs, which a read-only descriptor can change; the base is
     // opened for writing only so a rename onto `::$DATA` can move the data there.
-    let wants_write = !is_dir && granted & (mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA) != 0;
+    let write_bits = mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA;
+    let wants_write = !is_dir && granted & write_bits != 0;
     let opts = OpenOptions {
         read: true,
         write: wants_write,
@@ -155,6 +156,24 @@ fn open_base(
     };
     let file = match o.vfs.open(path, &opts) {
         Ok(opened) => opened.file,
+        // Per-user identities (crate::unix_identity): the xattrs are written with the
+        // server's uid, so the kernel's verdict on the user writing the base file is the
+        // stream's too. MAXIMUM_ALLOWED settles for reading, as for the file itself.
+        Err(e)
+            if wants_write
+                && crate::unix_identity::active()
+                && map_io_error(&e) == NtStatus::ACCESS_DENIED =>
+        {
+            if o.intent.desired & mask::MAXIMUM_ALLOWED == 0 {
+                return Err(NtStatus::ACCESS_DENIED);
+            }
+            granted &= !write_bits;
+            let read = OpenOptions {
+                write: false,
+                ..opts
+            };
+            o.vfs.open(path, &read).map_err(|e| final_err(&e))?.file
+        }
         Err(_) if wants_write => {
             let read = OpenOptions {
                 write: false,
