@@ -11,6 +11,7 @@ import http.client
 import os
 import re
 import secrets
+import select
 import socket
 import ssl
 import struct
@@ -420,5 +421,36 @@ def test_kdc_proxy_gets_tickets_and_refuses_what_it_must(workdir, kdc):
         # The server still serves SMB.
         rc, out = krb_smbclient(server, kdc, ticket(kdc, workdir), "ls")
         assert rc == 0, out
+    finally:
+        assert server.stop() == 0, server.server_log()
+
+
+def test_kdc_proxy_bounds_connections_that_never_speak(workdir, kdc):
+    """A client that opens connections and never finishes a TLS handshake holds 4 of them at
+    most, each for the 5 s handshake time; others, and later requests, are still served."""
+    proxy_port = free_port()
+    extra = (f'[kdc_proxy]\nenabled = true\nlisten = "127.0.0.1:{proxy_port}"\n'
+             f'[kdc_proxy.realms]\n"{kdc.realm}" = ["127.0.0.1:{kdc.port}"]\n')
+    server = kerberos_server(workdir, kdc, extra=extra, quic=True)
+    try:
+        # Six connections from one address that never speak: four are held (which four
+        # depends on the order their tasks run), two are closed at once.
+        conns = [socket.create_connection(("127.0.0.1", proxy_port)) for _ in range(6)]
+        started = time.time()
+        closed_at = {}
+        while len(closed_at) < len(conns) and time.time() - started < 10:
+            waiting = [c for c in conns if c not in closed_at]
+            ready, _, _ = select.select(waiting, [], [], 0.2)
+            for c in ready:
+                assert c.recv(1) == b""
+                closed_at[c] = time.time() - started
+        times = sorted(closed_at.values())
+        assert len(times) == 6, times
+        assert times[1] < 1.0, f"two are refused at once: {times}"
+        assert 4.0 < times[2] and times[5] < 8.0, f"four wait the 5 s handshake time: {times}"
+        for c in conns:
+            c.close()
+        status, _ = post(proxy_port, b"not DER")
+        assert status == 400
     finally:
         assert server.stop() == 0, server.server_log()

@@ -13,6 +13,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use parking_lot::Mutex;
 use smbq_server::AUDIT;
+use smbq_server::admission::address_key as client_key;
 use tokio::net::TcpListener;
 use tracing::{info, warn};
 
@@ -28,19 +29,6 @@ const MAX_TRACKED: usize = 16 * 1024;
 const PER_ADDRESS: usize = 4;
 /// Time for the TLS handshake, before any request is read.
 const HANDSHAKE: Duration = Duration::from_secs(5);
-
-/// The unit the limits count: an IPv4 address, or an IPv6 /64 (one host can hold a whole
-/// /64 and rotate through it).
-fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
-            let s = v6.segments();
-            IpAddr::from([s[0], s[1], s[2], s[3], 0, 0, 0, 0])
-        }
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
 
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     TcpListener::bind(addr)
