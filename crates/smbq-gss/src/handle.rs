@@ -5,8 +5,10 @@ use std::ptr;
 
 use zeroize::Zeroizing;
 
-use crate::api::{Api, BufferDesc, BufferSetDesc, Handle};
-use crate::{ERROR_MASK, GssError};
+use crate::api::{
+    Api, BufferDesc, BufferSetDesc, Handle, KeyValueElement, KeyValueSet, OidDesc, OidSetDesc,
+};
+use crate::{ERROR_MASK, GssError, INDEFINITE, MECH_KRB5};
 
 /// What kind of GSS-API handle an [`Owned`] holds, and how it is given back.
 pub(crate) trait Kind {
@@ -103,6 +105,66 @@ unsafe impl Send for Owned<CredKind> {}
 // what MIT's mechanism is built for.
 #[allow(unsafe_code)]
 unsafe impl Sync for Owned<CredKind> {}
+
+impl Owned<CredKind> {
+    /// `gss_acquire_cred_from` for the Kerberos mechanism, any principal, from the cred store
+    /// `store` (name, value) pairs (MIT 1.11+: "keytab", "rcache", "ccache"; none: the
+    /// defaults). `usage` is GSS_C_INITIATE (1) or GSS_C_ACCEPT (2). Returns the credential
+    /// and the seconds it stays valid.
+    pub fn acquire(
+        api: &'static Api,
+        usage: i32,
+        store: &[(&std::ffi::CStr, &std::ffi::CStr)],
+    ) -> Result<(Self, u32), GssError> {
+        let mut elements: Vec<KeyValueElement> = store
+            .iter()
+            .map(|(k, v)| KeyValueElement {
+                key: k.as_ptr(),
+                value: v.as_ptr(),
+            })
+            .collect();
+        let store = KeyValueSet {
+            count: elements.len() as u32,
+            elements: elements.as_mut_ptr(),
+        };
+        // Kerberos only: with every mechanism, MIT would hand a token to whatever mechanism
+        // it names (an NTLM plugin in /etc/gss/mech.d, say), and `ntlm = false` would depend
+        // on that mechanism failing.
+        let mut krb5 = OidDesc {
+            length: MECH_KRB5.len() as u32,
+            elements: MECH_KRB5.as_ptr().cast_mut().cast(),
+        };
+        let mut mechs = OidSetDesc {
+            count: 1,
+            elements: &mut krb5,
+        };
+        let mut cred = Self::null(api);
+        let (mut minor, mut time_rec) = (0u32, 0u32);
+        // SAFETY: every pointer is valid for the call and only read: `store` with the C
+        // strings its elements point to (borrowed from the caller) and `mechs` with the static
+        // OID live until this function returns; a null name means any principal; the handle
+        // is written to `cred`, whose guard releases it; `time_rec` is a writable local and a
+        // null actual-mechs output is allowed.
+        #[allow(unsafe_code)]
+        let major = unsafe {
+            (api.acquire_cred_from)(
+                &mut minor,
+                ptr::null_mut(),
+                INDEFINITE,
+                &mut mechs,
+                usage,
+                &store,
+                cred.out(),
+                ptr::null_mut(),
+                &mut time_rec,
+            )
+        };
+        if major & ERROR_MASK != 0 {
+            return Err(GssError::new(api, major, minor));
+        }
+        Ok((cred, time_rec))
+    }
+}
 
 impl Owned<NameKind> {
     /// The name as text, e.g. `alice@SMBQ.TEST`.

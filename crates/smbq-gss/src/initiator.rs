@@ -6,9 +6,9 @@ use std::ptr;
 
 use zeroize::Zeroizing;
 
-use crate::api::{Api, BufferDesc, KeyValueSet, OidDesc};
+use crate::api::{Api, BufferDesc, OidDesc};
 use crate::handle::{Buffer, Context, Cred, Name};
-use crate::{CONTINUE_NEEDED, ERROR_MASK, GssError, INDEFINITE, MECH_KRB5};
+use crate::{CONTINUE_NEEDED, ERROR_MASK, GssError, MECH_KRB5};
 
 /// `GSS_C_NT_HOSTBASED_SERVICE`, 1.2.840.113554.1.2.1.4: names like `cifs@files.example.com`.
 const NT_HOSTBASED_SERVICE: [u8; 10] = [0x2a, 0x86, 0x48, 0x86, 0xf7, 0x12, 0x01, 0x02, 0x01, 0x04];
@@ -30,31 +30,9 @@ pub fn have_ticket() -> bool {
     let Ok(api) = Api::get() else {
         return false;
     };
-    let store = KeyValueSet {
-        count: 0,
-        elements: ptr::null_mut(),
-    };
-    let mut cred = Cred::null(api);
-    let (mut minor, mut time_rec) = (0, 0u32);
-    // SAFETY: as in AcceptorCred::from_keytab: an empty cred store means the defaults (the
-    // KRB5CCNAME cache); the handle goes to a guard; `time_rec` is a writable local, the
-    // actual-mechs output is null.
-    #[allow(unsafe_code)]
-    let major = unsafe {
-        (api.acquire_cred_from)(
-            &mut minor,
-            ptr::null_mut(),
-            INDEFINITE,
-            ptr::null_mut(),
-            CRED_INITIATE,
-            &store,
-            cred.out(),
-            ptr::null_mut(),
-            &mut time_rec,
-        )
-    };
-    // MIT acquires a credential from an expired TGT too, with no time left on it.
-    major & ERROR_MASK == 0 && time_rec > 0
+    // The defaults (the KRB5CCNAME cache). MIT acquires a credential from an expired TGT
+    // too, with no time left on it.
+    Cred::acquire(api, CRED_INITIATE, &[]).is_ok_and(|(_, time_left)| time_left > 0)
 }
 
 /// A client context between its AP-REQ and the server's AP-REP.

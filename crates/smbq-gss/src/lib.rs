@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use zeroize::Zeroizing;
 
-use api::{Api, BufferDesc, KeyValueElement, KeyValueSet, OidDesc};
+use api::{Api, BufferDesc, OidDesc};
 use handle::{Buffer, Context, Cred, Name};
 
 /// `GSS_C_ACCEPT` (RFC 2744 section 3.5).
@@ -117,55 +117,11 @@ impl AcceptorCred {
         let api = Api::get()?;
         let keytab = c_path("FILE:", keytab)?;
         let rcache = rcache.map(|p| c_path("file2:", p)).transpose()?;
-        let mut elements = vec![KeyValueElement {
-            key: c"keytab".as_ptr(),
-            value: keytab.as_ptr(),
-        }];
+        let mut store = vec![(c"keytab", keytab.as_c_str())];
         if let Some(r) = &rcache {
-            elements.push(KeyValueElement {
-                key: c"rcache".as_ptr(),
-                value: r.as_ptr(),
-            });
+            store.push((c"rcache", r.as_c_str()));
         }
-        let store = KeyValueSet {
-            count: elements.len() as u32,
-            elements: elements.as_mut_ptr(),
-        };
-        // Kerberos only: with every mechanism, MIT would hand a token to whatever
-        // mechanism it names (an NTLM plugin in /etc/gss/mech.d, say), and `ntlm = false`
-        // would depend on that mechanism failing.
-        let mut krb5 = OidDesc {
-            length: MECH_KRB5.len() as u32,
-            elements: MECH_KRB5.as_ptr().cast_mut().cast(),
-        };
-        let mut mechs = api::OidSetDesc {
-            count: 1,
-            elements: &mut krb5,
-        };
-        let mut minor = 0;
-        let mut cred = Cred::null(api);
-        // SAFETY: every pointer is valid for the call: `store`, `mechs` (and the static OID
-        // it points to) and the C strings live until the end of this function and are only
-        // read; a null name means "any principal in the keytab" (cred store, MIT 1.11+);
-        // the output handle is written to `cred`, whose guard releases it; the optional
-        // outputs (actual mechs, time) are null, which the API allows.
-        #[allow(unsafe_code)]
-        let major = unsafe {
-            (api.acquire_cred_from)(
-                &mut minor,
-                ptr::null_mut(),
-                INDEFINITE,
-                &mut mechs,
-                CRED_ACCEPT,
-                &store,
-                cred.out(),
-                ptr::null_mut(),
-                ptr::null_mut(),
-            )
-        };
-        if major & ERROR_MASK != 0 {
-            return Err(GssError::new(api, major, minor));
-        }
+        let (cred, _) = Cred::acquire(api, CRED_ACCEPT, &store)?;
         Ok(Self { cred })
     }
 

@@ -1269,11 +1269,11 @@ impl ServerConnection {
         actions: &mut Vec<Action>,
     ) -> Result<Bytes, Violation> {
         let session_id = rhdr.session_id;
+        // A failed or missing mechListMIC and a peer's reject have always been answered as
+        // malformed exchanges here; every other error answers what it says it is.
         let status = match &e {
-            AuthError::LogonFailure { .. } => NtStatus::LOGON_FAILURE,
-            AuthError::Kerberos { status, .. } => *status,
-            AuthError::NtlmBlocked => NtStatus::NTLM_BLOCKED,
-            _ => NtStatus::INVALID_PARAMETER,
+            AuthError::MechListMic | AuthError::Rejected => NtStatus::INVALID_PARAMETER,
+            e => e.nt_status(),
         };
         let failed = match e {
             AuthError::LogonFailure { user } => Some((user, String::new())),

@@ -398,12 +398,9 @@ impl PosixFile {
     fn set_xattr_now(&self, name: &str, value: &[u8]) -> io::Result<()> {
         let full = xattr_name(name)?;
         match rustix::fs::fsetxattr(&self.fd, full.as_str(), value, XattrFlags::empty()) {
-            Ok(()) => {
-                if let Some(old) = legacy_name(name) {
-                    let _ = rustix::fs::fremovexattr(&self.fd, old.as_str());
-                }
-                Ok(())
-            }
+            // A legacy `user.` copy, if any, is left: reads and listings prefer the current
+            // namespace, and removing takes both, so no syscall is spent here on every write.
+            Ok(()) => Ok(()),
             Err(Errno::OPNOTSUPP) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "no user xattrs on this filesystem",
