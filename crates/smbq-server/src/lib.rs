@@ -71,6 +71,8 @@ const MAX_OPENS_TOTAL: u32 = 1 << 22;
 
 pub struct Server {
     cfg: ServerConfig,
+    /// `cfg.limits` until a reload replaces them ([`set_limits`](Self::set_limits)).
+    limits: RwLock<Arc<smbq_proto::Limits>>,
     /// Replaced whole by a reload (crate::reload); trees keep the `Share` they connected to.
     shares: RwLock<Arc<ShareRegistry>>,
     /// What srvsvc lists; follows `shares`.
@@ -137,6 +139,7 @@ impl Server {
         let share_list = Arc::new(RwLock::new(Arc::new(pipe::ShareList::new(&shares))));
         let opener: Box<ShareOpener> = Box::new(parking_lot::Mutex::new(open));
         Ok(Arc::new_cyclic(|me| Server {
+            limits: RwLock::new(Arc::new(cfg.limits.clone())),
             cfg,
             shares: RwLock::new(Arc::new(shares)),
             pipes: RwLock::new(srvsvc_pipes(&share_list)),
@@ -180,6 +183,18 @@ impl Server {
 
     pub fn config(&self) -> &ServerConfig {
         &self.cfg
+    }
+
+    /// The limits now. A reload replaces them: per-session caps apply to sessions that start
+    /// later (open counts are checked against the current value), durable-open caps and
+    /// time-outs to durable opens granted later.
+    pub fn limits(&self) -> Arc<smbq_proto::Limits> {
+        self.limits.read().clone()
+    }
+
+    /// Limits from a reload (see [`limits`](Self::limits)).
+    pub fn set_limits(&self, limits: smbq_proto::Limits) {
+        *self.limits.write() = Arc::new(limits);
     }
 
     /// The shares now (a reload replaces the registry; hold the `Arc` only briefly).
@@ -333,7 +348,7 @@ impl Server {
     }
 
     fn state_of(&self, rec: &smbq_proto::SessionRecord) -> Option<Arc<SessionState>> {
-        let limits = &self.cfg.limits;
+        let limits = self.limits();
         rec.ext_or_init(|| {
             SessionState::new(
                 rec.id(),

@@ -1,10 +1,10 @@
 //! Reloading the configuration without a restart (issue 17), on SIGHUP and on
 //! `smbq status --reload`: the config file is read again and its shares replace the running
 //! ones (smbq_server::reload says what happens to tree connects), `[limits]` go to new
-//! connections (`Runtime::set_limits`) and `[log] level` applies. The account file and the
-//! QUIC certificates have their own SIGHUP reloaders. Settings that only a restart can change
-//! (addresses, ports, state directory, per-session limits, QUIC settings, encryption policy)
-//! are named in the log when they changed. A file that does not parse, or shares that cannot be served,
+//! connections and sessions and to later durable grants (`Runtime::set_limits`) and `[log]
+//! level` applies. The account file and the QUIC certificates have their own SIGHUP
+//! reloaders. Settings that only a restart can change (addresses, ports, state directory,
+//! QUIC settings, encryption policy) are named in the log when they changed. A file that does not parse, or shares that cannot be served,
 //! change nothing: the old configuration stays and the error is reported.
 
 use std::sync::Arc;
@@ -103,7 +103,7 @@ impl Reloader {
         let limits = file.limits();
         if self.runtime.engine_config().limits != limits {
             self.runtime.set_limits(limits);
-            summary.push_str("; new limits for new connections");
+            summary.push_str("; new limits for new connections and sessions");
         }
         let current = self.level.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut level = None;
@@ -135,7 +135,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         format!("{a:?}") != format!("{b:?}")
     }
     let mut v = Vec::new();
-    let checks: [(&'static str, bool); 17] = [
+    let checks: [(&'static str, bool); 16] = [
         ("server_name", differs(&old.server_name, &new.server_name)),
         ("listen", differs(&old.listen, &new.listen)),
         ("tcp_port", differs(&old.tcp_port, &new.tcp_port)),
@@ -147,10 +147,6 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         (
             "require_signing",
             old.require_signing != new.require_signing,
-        ),
-        (
-            "[limits] of sessions and durable opens",
-            session_limits_differ(old, new),
         ),
         ("[quic]", differs(&old.quic, &new.quic)),
         ("[metrics]", differs(&old.metrics, &new.metrics)),
@@ -183,27 +179,6 @@ fn share_modes(f: &FileConfig) -> Vec<(String, Option<String>)> {
         .iter()
         .map(|(n, s)| (n.to_lowercase(), s.unix_identity.clone()));
     modes.filter(|(_, m)| m.is_some()).collect()
-}
-
-/// The limits the server (not the connections) holds: opens and trees per session, durable
-/// opens; the others apply to new connections at a reload.
-fn session_limits_differ(old: &FileConfig, new: &FileConfig) -> bool {
-    let (a, b) = (old.limits(), new.limits());
-    (
-        a.max_opens_per_session,
-        a.max_trees_per_session,
-        a.max_durable_opens,
-        a.max_durable_opens_per_user,
-        a.durable_timeout_secs,
-        a.max_durable_timeout_secs,
-    ) != (
-        b.max_opens_per_session,
-        b.max_trees_per_session,
-        b.max_durable_opens,
-        b.max_durable_opens_per_user,
-        b.durable_timeout_secs,
-        b.max_durable_timeout_secs,
-    )
 }
 
 /// Reloads on every SIGHUP until `shutdown`.

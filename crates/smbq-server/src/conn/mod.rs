@@ -96,9 +96,11 @@ impl Runtime {
 
     /// Limits from a reload: new connections get them (frame and IO sizes, credits, requests
     /// in flight, memory budget, sessions per connection, the unauthenticated deadline) and
-    /// the connection table applies them to later admissions. Open connections keep theirs;
-    /// per-session and durable-open limits are the server's and change only with a restart.
+    /// the connection table applies them to later admissions. Open connections keep theirs.
+    /// The server's own limits (opens and trees per session, durable opens) follow too:
+    /// `Server::set_limits`.
     pub fn set_limits(&self, limits: smbq_proto::Limits) {
+        self.server.set_limits(limits.clone());
         let mut engine = self.engine.write();
         let mut cfg = EngineConfig::clone(&engine);
         self.admission.set_limits(admission_limits(&limits));

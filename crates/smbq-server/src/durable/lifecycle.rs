@@ -39,7 +39,7 @@ impl Server {
             self.files.complete_breaks(f.key, id);
         }
         let timeout = grant.timeout;
-        let limits = &self.cfg.limits;
+        let limits = self.limits();
         let caps = (limits.max_durable_opens, limits.max_durable_opens_per_user);
         // The slot stays reserved: the id keys the open's share mode, locks and oplock.
         if let Some(slot) = self.opens.write().get_mut(id) {

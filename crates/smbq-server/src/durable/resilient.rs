@@ -32,7 +32,7 @@ impl Server {
         if f.is_dir {
             return Err(NtStatus::INVALID_PARAMETER);
         }
-        let max = self.config().limits.max_durable_timeout_secs;
+        let max = self.limits().max_durable_timeout_secs;
         if u64::from(timeout_ms / 1000) > max {
             return Err(NtStatus::INVALID_PARAMETER);
         }

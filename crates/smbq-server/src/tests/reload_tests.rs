@@ -1,6 +1,6 @@
 //! Reloading the share list (crate::reload): added shares are reachable at once, removed or
 //! changed ones end their tree connects and opens, unchanged ones are untouched, and a list
-//! that cannot be served changes nothing.
+//! that cannot be served changes nothing; reloaded limits reach the server's own caps.
 
 use smbq_wire::NtStatus;
 use smbq_wire::create::CreateDisposition as D;
@@ -77,4 +77,25 @@ async fn added_removed_changed_and_unchanged_shares() {
         h.tree_connect("\\\\srv\\keep").await.status,
         NtStatus::BAD_NETWORK_NAME
     );
+}
+
+/// A reload's `[limits]` reach the server's own caps: a lowered open limit refuses the next
+/// open of a live session, and raising it again lets it through.
+#[tokio::test]
+async fn reloaded_open_limit_applies_to_live_sessions() {
+    let h = H::new().await;
+    h.put("f", b"x").await;
+    let first = h.create("f", mask::FILE_READ_DATA, D::OPEN, 0).await;
+    assert_eq!(first.status, NtStatus::SUCCESS);
+
+    let mut lower = (*h.srv.limits()).clone();
+    lower.max_opens_per_session = 1;
+    h.srv.set_limits(lower.clone());
+    let second = h.create("f", mask::FILE_READ_DATA, D::OPEN, 0).await;
+    assert_eq!(second.status, NtStatus::INSUFFICIENT_RESOURCES);
+
+    lower.max_opens_per_session = 2;
+    h.srv.set_limits(lower);
+    let third = h.create("f", mask::FILE_READ_DATA, D::OPEN, 0).await;
+    assert_eq!(third.status, NtStatus::SUCCESS);
 }

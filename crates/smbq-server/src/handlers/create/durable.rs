@@ -113,7 +113,7 @@ pub(super) fn grant(
     if !handles || who.is_guest || who.is_anonymous {
         return None;
     }
-    let limits = &ctx.srv.config().limits;
+    let limits = ctx.srv.limits();
     let default = Duration::from_secs(limits.durable_timeout_secs);
     let max_ms = limits.max_durable_timeout_secs.saturating_mul(1000);
     let (create_guid, timeout, reply) = match ask {

@@ -222,7 +222,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if tree.maximal_access == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    if ctx.session.open_count() >= ctx.srv.config().limits.max_opens_per_session {
+    if ctx.session.open_count() >= ctx.srv.limits().max_opens_per_session {
         return Err(NtStatus::INSUFFICIENT_RESOURCES);
     }
     let srv = ctx.srv.self_arc();
