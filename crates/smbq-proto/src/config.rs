@@ -37,6 +37,11 @@ pub struct EngineConfig {
     pub kerberos: Option<std::sync::Arc<dyn smbq_auth::Kerberos>>,
     /// Accept NTLMSSP; false leaves Kerberos as the only way in.
     pub ntlm: bool,
+    /// Offer multichannel (SMB2_GLOBAL_CAP_MULTI_CHANNEL) and accept session binding
+    /// (MS-SMB2 3.3.5.5.2) on TCP connections.
+    pub multichannel_tcp: bool,
+    /// The same on QUIC connections (Windows binds no QUIC channels; off by default).
+    pub multichannel_quic: bool,
 }
 
 impl EngineConfig {
@@ -73,6 +78,8 @@ impl EngineConfig {
             observer: crate::observe::none(),
             kerberos: None,
             ntlm: true,
+            multichannel_tcp: true,
+            multichannel_quic: false,
         }
     }
 

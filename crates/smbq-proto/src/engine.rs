@@ -13,6 +13,7 @@
 //! engine answers itself (NEGOTIATE, SESSION_SETUP, LOGOFF, ECHO, errors) comes back as ready
 //! frames.
 
+mod binding;
 mod requests;
 
 use std::collections::{HashMap, VecDeque};
@@ -39,7 +40,7 @@ use crate::error::Violation;
 use crate::framing::frame_header;
 use crate::request::{ConnView, Request, Response, SessionView};
 use crate::session::{Exchange, Session, SessionState};
-use crate::sessions::SessionTable;
+use crate::sessions::{Established, SessionTable};
 
 pub use requests::{Execute, INTERIM_AFTER};
 
@@ -113,6 +114,17 @@ pub enum Action {
         cipher: Option<Cipher>,
         encrypt_required: bool,
     },
+    /// This connection became a channel of session `session_id`, established on another
+    /// (MS-SMB2 3.3.5.5.2 session binding); the fields as in `SessionStarted`.
+    ChannelBound {
+        session_id: u64,
+        user: String,
+        mechanism: smbq_auth::Mechanism,
+        dialect: Dialect,
+        signing: SigningAlgorithm,
+        cipher: Option<Cipher>,
+        encrypt_required: bool,
+    },
     /// A session ended (LOGOFF); the server must close its trees and opens.
     SessionEnded { session_id: u64 },
     /// A logon failed (to be logged, rate-limited, without secrets). `reason` is empty for a
@@ -136,6 +148,11 @@ pub struct Completed {
     pub response: Response,
     /// Set when an interim response went out: the final one is async and grants no credits.
     pub async_id: Option<u64>,
+    /// Signed with the key of a session established on another connection: the request named
+    /// it, signed with its key, here where it has no channel (answered
+    /// STATUS_USER_SESSION_DELETED, signed as Windows and Samba sign it, so a client that
+    /// signs everything accepts the answer).
+    pub foreign_signed: bool,
 }
 
 enum ConnState {
@@ -177,7 +194,14 @@ pub struct ServerConnection {
     /// Data streams the transport can carry for this connection (docs/multistream.md); 0 when
     /// it cannot (TCP, MsQuic) or the server turned the extension off.
     data_stream_limit: u16,
+    /// Signing keys of sessions that ended here lately: a signed request still naming one is
+    /// answered USER_SESSION_DELETED signed with its key, as Samba answers (smbtorture
+    /// smb2.session.bind_invalid_auth), so a client that signs everything keeps the connection.
+    ended_signers: VecDeque<(u64, Signer)>,
 }
+
+/// How many ended sessions' keys a connection remembers (see `ended_signers`).
+const ENDED_SIGNERS: usize = 8;
 
 /// Size of the SMB2 ERROR response body (MS-SMB2 2.2.2): StructureSize 9 counts one data byte.
 const ERROR_BODY: [u8; 9] = [9, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -210,6 +234,7 @@ impl ServerConnection {
             transmits: VecDeque::new(),
             rx_stream: StreamId::CONTROL,
             data_stream_limit: 0,
+            ended_signers: VecDeque::new(),
         }
     }
 
@@ -309,9 +334,15 @@ impl ServerConnection {
         // A session ended elsewhere (a reconnect replaced it, MS-SMB2 3.3.5.5.3) takes no new
         // requests (`Session::is_valid`); its keys stay while responses are still owed, so
         // those go out signed and sealed as their requests were, then it is dropped here.
-        let in_flight = &self.in_flight;
-        self.sessions
-            .retain(|id, s| !s.record.has_ended() || in_flight.uses_session(*id));
+        let gone: Vec<u64> = self
+            .sessions
+            .iter()
+            .filter(|(id, s)| s.record.has_ended() && !self.in_flight.uses_session(**id))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            self.drop_session(id);
+        }
         let actions = self.on_frame(frame, env)?;
         self.actions.extend(actions);
         Ok(())
@@ -641,7 +672,17 @@ impl ServerConnection {
         let status =
             self.check_session_security(&hdr, &msg, encrypted, needs_session, checked, env.at);
         if status != NtStatus::SUCCESS {
-            return Ok(Some(answered(&hdr, status)));
+            let mut item = answered(&hdr, status);
+            // A session of another connection, named here with its key (a channel not bound,
+            // smbtorture smb2.session.bind2): the answer is signed with that key, as Samba
+            // signs it, once the request proved it holds the key.
+            if let ChainItem::Answered(c) = &mut item {
+                c.foreign_signed = hdr.is_signed()
+                    && !encrypted
+                    && !self.sessions.contains_key(&hdr.session_id)
+                    && self.signed_foreign(&hdr, &msg);
+            }
+            return Ok(Some(item));
         }
         match hdr.command {
             // MS-SMB2 2.2.28 (ECHO) and 2.2.8 (LOGOFF): StructureSize 4, Reserved.
@@ -787,7 +828,7 @@ impl ServerConnection {
             return self.plain_response(&rhdr, NtStatus::NOT_SUPPORTED, &ERROR_BODY);
         };
 
-        let mut caps = self.lease_caps(dialect, req.capabilities);
+        let mut caps = self.offered_caps(dialect, req.capabilities);
         let salt: [u8; 32] = {
             let mut s = [0u8; 32];
             env.rng.fill_bytes(&mut s);
@@ -949,6 +990,20 @@ impl ServerConnection {
 
     /// MS-SMB2 3.3.5.4: leasing from 2.1 on; directory leasing for a 3.x client that asks for
     /// it (as Samba's "smb3 directory leases" and Windows Server do).
+    /// The capabilities NEGOTIATE answers with (before ENCRYPTION, settled with the cipher):
+    /// leasing, and multichannel for a 3.x client that asks where it is on (MS-SMB2
+    /// 3.3.5.4). VALIDATE_NEGOTIATE_INFO compares against the same value.
+    fn offered_caps(&self, dialect: Dialect, client_caps: u32) -> u32 {
+        let mut caps = self.lease_caps(dialect, client_caps);
+        if dialect.is_smb3()
+            && self.multichannel()
+            && client_caps & capabilities::MULTI_CHANNEL != 0
+        {
+            caps |= capabilities::MULTI_CHANNEL;
+        }
+        caps
+    }
+
     fn lease_caps(&self, dialect: Dialect, client_caps: u32) -> u32 {
         let mut caps = 0;
         if dialect.0 >= 0x0210 {
@@ -975,7 +1030,7 @@ impl ServerConnection {
         let small = dialect == Dialect::SMB2_0_2;
         let lim = &self.cfg.limits;
         let size = |v: u32| if small { v.min(65536) } else { v };
-        let mut server_caps = self.lease_caps(dialect, client.capabilities);
+        let mut server_caps = self.offered_caps(dialect, client.capabilities);
         if dialect.is_smb3() && dialect != Dialect::SMB3_1_1 && cipher.is_some() {
             server_caps |= capabilities::ENCRYPTION;
         }
@@ -1033,17 +1088,29 @@ impl ServerConnection {
             Ok(r) => r,
             Err(_) => return self.plain_response(&rhdr, NtStatus::INVALID_PARAMETER, &ERROR_BODY),
         };
-        if req.flags & 0x01 != 0 {
-            // Binding a session to a second channel needs multichannel, which we do not offer.
-            return self.plain_response(&rhdr, NtStatus::REQUEST_NOT_ACCEPTED, &ERROR_BODY);
-        }
         // MS-SMB2 3.3.5.5 (RejectUnencryptedAccess): a client that cannot encrypt is refused
         // before authenticating, so it cannot use the server to test passwords.
         if self.cfg.encrypt_required && !p.transport_security && !p.client_can_encrypt {
             return self.plain_response(&rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
         }
-        let session_id = match self.setup_session_id(hdr, msg, encrypted, env, &p) {
+        let found = if req.is_binding() {
+            self.bind_session_id(hdr, msg, env, &p)
+        } else {
+            self.setup_session_id(hdr, msg, encrypted, env, &p)
+        };
+        let session_id = match found {
             Ok(id) => id,
+            // A signed request is answered signed where a key for its session exists (MS-SMB2
+            // 3.3.4.1.1; Samba signs these too, and its client drops a connection whose
+            // answer to a signed request is not).
+            Err(status)
+                if hdr.is_signed()
+                    && (self.sessions.contains_key(&hdr.session_id)
+                        || req.is_binding()
+                        || self.signed_foreign(hdr, msg)) =>
+            {
+                return self.bind_refused(&rhdr, status);
+            }
             Err(status) => return self.plain_response(&rhdr, status, &ERROR_BODY),
         };
         rhdr.session_id = session_id;
@@ -1053,6 +1120,7 @@ impl ServerConnection {
             return self.plain_response(&rhdr, NtStatus::USER_SESSION_DELETED, &ERROR_BODY);
         };
         let reauth = session.is_valid();
+        let binding = session.is_binding();
         let Exchange { acceptor, preauth } = session.exchange_or(|| Exchange {
             acceptor: Box::new(new_acceptor(acceptor_cfg, env)),
             preauth: p.conn_preauth.clone(),
@@ -1065,8 +1133,10 @@ impl ServerConnection {
         match step {
             Ok(AcceptStep::Continue(token)) => {
                 let body = encode_session_setup(0, &token);
+                // A binding's legs are signed with the session's key, as the request was
+                // (MS-SMB2 3.3.5.5.2; Samba signs them, and its client checks them).
                 let frame =
-                    self.plain_response(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body)?;
+                    self.build_single(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body, binding)?;
                 if p.dialect == Dialect::SMB3_1_1
                     && let Some(x) = self
                         .sessions
@@ -1096,9 +1166,13 @@ impl ServerConnection {
                     security_mode: req.security_mode,
                     previous_session_id: req.previous_session_id,
                 };
-                self.setup_done(&rhdr, &p, done, env, actions)
+                if binding {
+                    self.bind_done(&rhdr, &p, done, env, actions)
+                } else {
+                    self.setup_done(&rhdr, &p, done, env, actions)
+                }
             }
-            Err(e) => self.setup_failed(&rhdr, e, reauth, actions),
+            Err(e) => self.setup_failed(&rhdr, e, reauth, binding, actions),
         }
     }
 
@@ -1165,6 +1239,10 @@ impl ServerConnection {
             .get(&hdr.session_id)
             .filter(|s| !s.record.has_ended())
             .ok_or(NtStatus::USER_SESSION_DELETED)?;
+        // A binding goes on with the BINDING flag only (MS-SMB2 3.3.5.5.2).
+        if s.is_binding() {
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
         // Re-authentication (MS-SMB2 3.3.5.5.2): a signed request is checked with the current
         // key; keys stay as they are.
         if s.is_valid()
@@ -1172,6 +1250,11 @@ impl ServerConnection {
             && !encrypted
             && !s.signer.as_ref().is_some_and(|k| k.verify(msg))
         {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        // MS-SMB2 3.3.5.2.4: a session that requires signing takes no unsigned
+        // re-authentication either (smbtorture bind_negative_smb3signCtoH, phase 3).
+        if s.is_valid() && !hdr.is_signed() && !encrypted && s.signing_required {
             return Err(NtStatus::ACCESS_DENIED);
         }
         Ok(hdr.session_id)
@@ -1227,7 +1310,21 @@ impl ServerConnection {
             install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
             session.signing_required = self.cfg.require_signing
                 || u16::from(client_security_mode) & security_mode::SIGNING_REQUIRED != 0;
+            if let Some(signer) = session.signer.clone() {
+                session.record.set_established(Arc::new(Established {
+                    dialect,
+                    signing: signing_algo,
+                    cipher: p.cipher,
+                    signer,
+                    encryptor: session.encryptor.clone(),
+                    decryptor: session.decryptor.clone(),
+                    signing_required: session.signing_required,
+                    encrypt_data: session.encrypt_data,
+                }));
+            }
         }
+        // The connection it was set up on is its first channel (MS-SMB2 3.3.5.5.3).
+        session.record.add_channel(self.id);
         // A first authentication or a re-authentication, done; a Kerberos ticket's end is the
         // session's (MS-SMB2 3.3.5.5.3), a re-authentication moves it.
         session.state = SessionState::Valid { reauth: None };
@@ -1266,6 +1363,7 @@ impl ServerConnection {
         rhdr: &Header,
         e: AuthError,
         reauth: bool,
+        binding: bool,
         actions: &mut Vec<Action>,
     ) -> Result<Bytes, Violation> {
         let session_id = rhdr.session_id;
@@ -1283,11 +1381,18 @@ impl ServerConnection {
             e @ AuthError::NtlmBlocked => Some((String::new(), e.to_string())),
             _ => None,
         };
+        if binding {
+            // Only the channel goes; the session stays on its other connections.
+            if let Some((user, reason)) = failed {
+                actions.push(Action::AuthFailed { user, reason });
+            }
+            return self.unbind(rhdr, status);
+        }
         // MS-SMB2 3.3.5.5.3: a failed authentication removes the session, a valid
         // one being re-authenticated included.
         if reauth {
             // The server ends it (and its record) when it closes the session's opens.
-            self.sessions.remove(&session_id);
+            self.drop_session(session_id);
             actions.push(Action::SessionEnded { session_id });
         } else {
             self.forget_unannounced(session_id);
@@ -1323,6 +1428,22 @@ impl ServerConnection {
         body: &[u8],
         sign: bool,
     ) -> Result<Bytes, Violation> {
+        let signer = self
+            .sessions
+            .get(&rhdr.session_id)
+            .and_then(|s| s.signer.as_ref());
+        self.build_signed(rhdr, status, body, sign.then_some(signer).flatten())
+    }
+
+    /// A single response signed with `signer`, if any.
+    fn build_signed(
+        &self,
+        rhdr: &Header,
+        status: NtStatus,
+        body: &[u8],
+        signer: Option<&Signer>,
+    ) -> Result<Bytes, Violation> {
+        let sign = signer.is_some();
         self.cfg
             .observer
             .response(rhdr.command, status, rhdr.credits);
@@ -1342,11 +1463,7 @@ impl ServerConnection {
         if let Some(p) = out.get_mut(..4) {
             p.copy_from_slice(&frame_header(len))
         }
-        if sign
-            && let Some(signer) = self
-                .sessions
-                .get(&h.session_id)
-                .and_then(|s| s.signer.as_ref())
+        if let Some(signer) = signer
             && let Some(m) = out.get_mut(4..)
         {
             signer.sign(m).map_err(|_| Violation::Internal("signing"))?;
@@ -1366,6 +1483,7 @@ impl ServerConnection {
             header: h,
             response: Response::error(NtStatus::PENDING),
             async_id: Some(async_id),
+            foreign_signed: false,
         };
         let frames = self.build_frame(std::slice::from_ref(&c), encrypted, true);
         (async_id, frames)
@@ -1432,10 +1550,17 @@ impl ServerConnection {
             if enc {
                 encrypt_session = Some(c.header.session_id);
             }
-            let sign =
-                !enc && session.is_some_and(|s| {
-                    s.signer.is_some() && (c.header.is_signed() || s.signing_required)
-                }) && c.response.status != NtStatus::USER_SESSION_DELETED;
+            // USER_SESSION_DELETED (the session ended under the request) is signed only when
+            // the request was: Samba signs it with the ended session's key, and its client
+            // drops a connection whose answer to a signed request is unsigned.
+            let sign = !enc
+                && (c.foreign_signed
+                    || session.is_some_and(|s| {
+                        s.signer.is_some()
+                            && (c.header.is_signed()
+                                || s.signing_required
+                                    && c.response.status != NtStatus::USER_SESSION_DELETED)
+                    }));
             let credits = if interim {
                 c.header.credits
             } else if c.async_id.is_some() {
@@ -1538,14 +1663,55 @@ impl ServerConnection {
     }
 
     fn sign_into(&self, session_id: u64, m: &mut [u8]) {
+        // Signing cannot fail for a key accepted at construction.
         if let Some(s) = self
             .sessions
             .get(&session_id)
             .and_then(|s| s.signer.as_ref())
         {
-            // Signing cannot fail for a key accepted at construction.
             let _ = s.sign(m);
+        } else if let Some(k) = self.known_signer(session_id) {
+            let _ = k.sign(m);
         }
+    }
+
+    /// The key of a session this connection carries no channel of: one established on
+    /// another connection, or one that ended here lately.
+    fn known_signer(&self, session_id: u64) -> Option<Signer> {
+        if let Some(est) = self.foreign_session(session_id) {
+            return Some(est.signer.clone());
+        }
+        self.ended_signers
+            .iter()
+            .find(|(id, _)| *id == session_id)
+            .map(|(_, k)| k.clone())
+    }
+
+    /// Whether `msg` names a session this connection has no channel of (see `known_signer`)
+    /// and is signed with its key.
+    fn signed_foreign(&self, hdr: &Header, msg: &[u8]) -> bool {
+        self.known_signer(hdr.session_id)
+            .is_some_and(|k| k.verify(msg))
+    }
+
+    /// Drops this connection's part of a session that ended, keeping its signing key a while
+    /// (`ended_signers`).
+    fn drop_session(&mut self, session_id: u64) {
+        if let Some(k) = self.sessions.remove(&session_id).and_then(|s| s.signer) {
+            if self.ended_signers.len() >= ENDED_SIGNERS {
+                self.ended_signers.pop_front();
+            }
+            self.ended_signers.push_back((session_id, k));
+        }
+    }
+
+    /// A session established on another connection, with its keys (for answering a request
+    /// that names it here: binding, or a channel not bound yet).
+    fn foreign_session(&self, session_id: u64) -> Option<Arc<Established>> {
+        if session_id == 0 || self.sessions.contains_key(&session_id) {
+            return None;
+        }
+        self.table.get(session_id)?.established().cloned()
     }
 
     /// Wraps the messages in a TRANSFORM_HEADER (MS-SMB2 3.3.4.1.4), encrypting in place.
@@ -1610,7 +1776,7 @@ fn install_keys(
     env.rng.fill_bytes(&mut prefix);
     session.encryptor = keys
         .encryptor()
-        .map(|e| crate::transform::TransformSealer::new(e, prefix));
+        .map(|e| Arc::new(crate::transform::TransformSealer::new(e, prefix)));
     session.decryptor = keys.decryptor();
     session.encrypt_data = !p.transport_security
         && p.client_can_encrypt
@@ -1673,6 +1839,7 @@ fn answered(hdr: &Header, status: NtStatus) -> ChainItem {
         header: hdr.clone(),
         response: Response::error(status),
         async_id: None,
+        foreign_signed: false,
     })
 }
 
@@ -1681,6 +1848,7 @@ fn answered_ok(header: Header, body: Vec<u8>) -> ChainItem {
         header,
         response: Response::ok(body),
         async_id: None,
+        foreign_signed: false,
     })
 }
 

@@ -18,6 +18,10 @@ pub(crate) enum SessionState {
     /// Authenticated, keys set. `reauth` is a re-authentication in progress (MS-SMB2
     /// 3.3.5.5.2), which leaves the keys as they are.
     Valid { reauth: Option<Exchange> },
+    /// This connection is being bound to a session established elsewhere (MS-SMB2 3.3.5.5.2,
+    /// SMB2_SESSION_FLAG_BINDING): SESSION_SETUP legs to come, checked with the session's
+    /// signing key; nothing else may use the session here yet.
+    Binding(Exchange),
 }
 
 pub(crate) struct Session {
@@ -28,7 +32,7 @@ pub(crate) struct Session {
     pub identity: Option<Arc<Identity>>,
     pub signer: Option<Signer>,
     /// Seals server-to-client messages.
-    pub encryptor: Option<crate::transform::TransformSealer>,
+    pub encryptor: Option<Arc<crate::transform::TransformSealer>>,
     /// Opens client-to-server messages.
     pub decryptor: Option<Sealer>,
     pub signing_required: bool,
@@ -62,15 +66,45 @@ impl Session {
         }
     }
 
+    /// A channel being bound to `record`'s session: it checks the binding legs with the
+    /// session's signing key and shares its sealing keys (MS-SMB2 3.3.5.5.2).
+    pub fn binding(
+        record: Arc<crate::sessions::SessionRecord>,
+        est: &crate::sessions::Established,
+        acceptor: Acceptor,
+        preauth: PreauthHash,
+    ) -> Self {
+        Self {
+            id: record.id(),
+            record,
+            state: SessionState::Binding(Exchange {
+                acceptor: Box::new(acceptor),
+                preauth,
+            }),
+            identity: None,
+            signer: Some(est.signer.clone()),
+            encryptor: est.encryptor.clone(),
+            decryptor: est.decryptor.clone(),
+            signing_required: est.signing_required,
+            encrypt_data: est.encrypt_data,
+            expires_at: None,
+        }
+    }
+
     /// Authenticated and not ended (in the server-wide table): new requests may use it.
     pub fn is_valid(&self) -> bool {
         matches!(self.state, SessionState::Valid { .. }) && !self.record.has_ended()
     }
 
+    /// A channel bound to a session established elsewhere, its binding not finished.
+    pub fn is_binding(&self) -> bool {
+        matches!(self.state, SessionState::Binding(_))
+    }
+
     /// The exchange in progress, if any.
     pub fn exchange(&mut self) -> Option<&mut Exchange> {
         match &mut self.state {
-            SessionState::InProgress(x) => Some(x),
+            SessionState::InProgress(x) | SessionState::Binding(x) => Some(x),
             SessionState::Valid { reauth } => reauth.as_mut(),
         }
     }
@@ -79,7 +113,7 @@ impl Session {
     /// re-authentication starts with `start()`.
     pub fn exchange_or(&mut self, start: impl FnOnce() -> Exchange) -> &mut Exchange {
         match &mut self.state {
-            SessionState::InProgress(x) => x,
+            SessionState::InProgress(x) | SessionState::Binding(x) => x,
             SessionState::Valid { reauth } => reauth.get_or_insert_with(start),
         }
     }

@@ -15,9 +15,18 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use smbq_auth::Identity;
+use smbq_crypto::{Cipher, Sealer, Signer, SigningAlgorithm};
+use smbq_wire::Dialect;
+
+use crate::transform::TransformSealer;
+
+/// Most channels one session may have (MS-SMB2 leaves the number to the server; Windows and
+/// Samba allow 32, and smbtorture smb2.multichannel.generic.num_channels expects the 33rd
+/// bind to get STATUS_INSUFFICIENT_RESOURCES).
+pub const MAX_CHANNELS: usize = 32;
 
 #[derive(Default)]
 pub struct SessionTable {
@@ -37,7 +46,29 @@ pub struct SessionRecord {
     ended: AtomicBool,
     /// Who authenticated it (set once, when its first authentication succeeds).
     owner: OnceLock<Arc<Identity>>,
+    /// What its first authentication settled, which a channel bound later shares.
+    established: OnceLock<Arc<Established>>,
+    /// The connections it is established on (MS-SMB2 3.3.1.8 Session.ChannelList), oldest
+    /// first; at most [`MAX_CHANNELS`].
+    channels: Mutex<Vec<u64>>,
     ext: OnceLock<Arc<dyn Any + Send + Sync>>,
+}
+
+/// A session's own security state (MS-SMB2 3.3.1.8: Session.Connection.Dialect, SigningKey,
+/// EncryptionKey, DecryptionKey, SigningRequired, EncryptData), set by its first
+/// authentication. A channel bound to the session checks its binding request with `signer`
+/// and seals and opens with the session's keys (MS-SMB2 3.3.5.5.2, 3.3.5.5.3); only its
+/// signing key is its own.
+pub struct Established {
+    pub dialect: Dialect,
+    pub signing: SigningAlgorithm,
+    pub cipher: Option<Cipher>,
+    pub signer: Signer,
+    /// One nonce sequence for every channel (the counter behind the shared key).
+    pub encryptor: Option<Arc<TransformSealer>>,
+    pub decryptor: Option<Sealer>,
+    pub signing_required: bool,
+    pub encrypt_data: bool,
 }
 
 impl std::fmt::Debug for SessionRecord {
@@ -64,6 +95,8 @@ impl SessionTable {
                     id,
                     ended: AtomicBool::new(false),
                     owner: OnceLock::new(),
+                    established: OnceLock::new(),
+                    channels: Mutex::new(Vec::new()),
                     ext: OnceLock::new(),
                 })
             })
@@ -81,6 +114,8 @@ impl SessionTable {
             id,
             ended: AtomicBool::new(false),
             owner: OnceLock::new(),
+            established: OnceLock::new(),
+            channels: Mutex::new(Vec::new()),
             ext: OnceLock::new(),
         });
         map.insert(id, rec.clone());
@@ -136,6 +171,52 @@ impl SessionRecord {
     /// Records the session's user; the first authentication's stays.
     pub fn set_owner(&self, who: Arc<Identity>) {
         let _ = self.owner.set(who);
+    }
+
+    /// The session's keys and settings, once its first authentication gave it keys.
+    pub fn established(&self) -> Option<&Arc<Established>> {
+        self.established.get()
+    }
+
+    /// Records what the first authentication settled; the first one stays.
+    pub fn set_established(&self, e: Arc<Established>) {
+        let _ = self.established.set(e);
+    }
+
+    /// Connection `conn_id` carries the session now. False when it would be one channel too
+    /// many (MS-SMB2 3.3.5.5.2: the server may limit them; STATUS_INSUFFICIENT_RESOURCES).
+    pub fn add_channel(&self, conn_id: u64) -> bool {
+        let mut c = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if c.contains(&conn_id) {
+            return true;
+        }
+        if c.len() >= MAX_CHANNELS {
+            return false;
+        }
+        c.push(conn_id);
+        true
+    }
+
+    /// Connection `conn_id` is gone; returns how many channels are left.
+    pub fn remove_channel(&self, conn_id: u64) -> usize {
+        let mut c = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        c.retain(|&x| x != conn_id);
+        c.len()
+    }
+
+    /// The session's channels, oldest first.
+    pub fn channels(&self) -> Vec<u64> {
+        self.channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn channel_count(&self) -> usize {
+        self.channels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// Whether session `by` may end this one by naming it as its PreviousSessionId

@@ -248,15 +248,28 @@ impl Server {
     }
 
     /// The engine of connection `conn_id` established (or re-authenticated) session
-    /// `session_id`: the connection is one of its channels. A session that ended meanwhile
-    /// (a LOGOFF in the same compound, a reconnect elsewhere) stays ended: its record is never
-    /// made again, so nothing is left behind that no one would end.
+    /// `session_id`, or bound the connection to it: the connection is one of its channels
+    /// (the engine has added it to SessionRecord::channels already; adding is idempotent). A
+    /// session that ended meanwhile (a LOGOFF in the same compound, a reconnect elsewhere)
+    /// stays ended: its record is never made again, so nothing is left behind that no one
+    /// would end.
     pub fn session_started(&self, session_id: u64, conn_id: u64) {
-        let Some(rec) = self.sessions.get(session_id) else {
-            return;
-        };
-        if let Some(st) = self.state_of(&rec) {
-            st.add_channel(conn_id);
+        if let Some(rec) = self.sessions.get(session_id) {
+            rec.add_channel(conn_id);
+            let _ = self.state_of(&rec);
+        }
+    }
+
+    /// Connection `conn_id` is gone: it is no longer a channel of `session_id`, and a session
+    /// left with no channel is lost (MS-SMB2 3.3.7.1: its durable opens wait for a
+    /// reconnect, the rest close). A session bound to other connections goes on there.
+    pub fn channel_lost(&self, session_id: u64, conn_id: u64) {
+        let left = self
+            .sessions
+            .get(session_id)
+            .map_or(0, |rec| rec.remove_channel(conn_id));
+        if left == 0 {
+            self.session_lost(session_id);
         }
     }
 
@@ -335,10 +348,12 @@ impl Server {
     /// Queues a message for session `session_id` on the first of its channels that is still
     /// there (MS-SMB2 3.3.4.6, 3.3.4.7); false when none is.
     pub(crate) fn push_to_session(&self, session_id: u64, msg: push::Push) -> bool {
-        let Some(s) = self.existing_session(session_id) else {
+        let Some(rec) = self.sessions.get(session_id) else {
             return false;
         };
-        s.channels().into_iter().any(|c| self.push(c, msg.clone()))
+        rec.channels()
+            .into_iter()
+            .any(|c| self.push(c, msg.clone()))
     }
 
     /// The server's state of a live session, made on first use; `None` once it ended.

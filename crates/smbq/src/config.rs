@@ -37,6 +37,9 @@ pub struct FileConfig {
     pub refuse_hardlinks: Option<bool>,
     /// Grant leases on directories to SMB 3.x clients that ask (default true).
     pub directory_leases: Option<bool>,
+    /// Multichannel over TCP: SMB2_GLOBAL_CAP_MULTI_CHANNEL and session binding
+    /// (default true; `[quic] multichannel` for QUIC, default false).
+    pub multichannel: Option<bool>,
     #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default, rename = "share")]

@@ -36,6 +36,9 @@ pub struct QuicConfig {
     pub trusted_ca_files: Vec<PathBuf>,
     /// Honour SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (skip SMB encryption inside TLS 1.3).
     pub transport_security: Option<bool>,
+    /// Multichannel (session binding) on QUIC connections; default false, as Windows binds
+    /// no QUIC channels.
+    pub multichannel: Option<bool>,
     pub stream_receive_window: Option<u64>,
     pub receive_window: Option<u64>,
     pub send_window: Option<u64>,

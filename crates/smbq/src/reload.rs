@@ -135,7 +135,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         format!("{a:?}") != format!("{b:?}")
     }
     let mut v = Vec::new();
-    let checks: [(&'static str, bool); 16] = [
+    let checks: [(&'static str, bool); 17] = [
         ("server_name", differs(&old.server_name, &new.server_name)),
         ("listen", differs(&old.listen, &new.listen)),
         ("tcp_port", differs(&old.tcp_port, &new.tcp_port)),
@@ -148,6 +148,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
             "require_signing",
             old.require_signing != new.require_signing,
         ),
+        ("multichannel", old.multichannel != new.multichannel),
         ("[quic]", differs(&old.quic, &new.quic)),
         ("[metrics]", differs(&old.metrics, &new.metrics)),
         ("[log] format", differs(&old.log.format, &new.log.format)),

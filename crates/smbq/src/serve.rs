@@ -316,6 +316,8 @@ fn server_configs(
         .anonymous_ok(file.anonymous_ok.unwrap_or(true));
     engine_cfg.accept_transport_security = file.quic.transport_security.unwrap_or(true);
     engine_cfg.directory_leases = file.directory_leases.unwrap_or(true);
+    engine_cfg.multichannel_tcp = file.multichannel.unwrap_or(true);
+    engine_cfg.multichannel_quic = file.quic.multichannel.unwrap_or(false);
     (server_cfg, engine_cfg)
 }
 

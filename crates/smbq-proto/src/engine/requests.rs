@@ -365,6 +365,7 @@ impl ServerConnection {
                         header,
                         response: Response::error(status),
                         async_id: None,
+                        foreign_signed: false,
                     });
                     continue;
                 }
@@ -439,6 +440,7 @@ fn record(run: &mut ChainRun, header: Header, response: Response, async_id: Opti
         header,
         response,
         async_id,
+        foreign_signed: false,
     });
 }
 

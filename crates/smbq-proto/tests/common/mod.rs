@@ -33,8 +33,12 @@ pub const USER: &str = "alice";
 pub const PASSWORD: &str = "correct horse";
 pub const SERVER_GUID: [u8; 16] = [0x5A; 16];
 
+/// A second valid account (same password), for rules about "another user".
+pub const OTHER_USER: &str = "carol";
+
 pub fn accounts(user: &str) -> Option<[u8; 16]> {
-    user.eq_ignore_ascii_case(USER).then(|| nt_hash(PASSWORD))
+    (user.eq_ignore_ascii_case(USER) || user.eq_ignore_ascii_case(OTHER_USER))
+        .then(|| nt_hash(PASSWORD))
 }
 
 pub fn config() -> EngineConfig {
@@ -65,12 +69,29 @@ impl Server {
 
     /// A connection of a server whose other connections use `table` too.
     pub fn sharing(cfg: EngineConfig, transport: Transport, table: Arc<SessionTable>) -> Self {
+        Self::sharing_as(cfg, transport, table, 1)
+    }
+
+    /// Like [`Self::sharing`], as connection `conn_id` (channels of one session need
+    /// distinct connection ids).
+    pub fn sharing_as(
+        cfg: EngineConfig,
+        transport: Transport,
+        table: Arc<SessionTable>,
+        conn_id: u64,
+    ) -> Self {
         let first_id = 0x1000_0001 + (table.len() as u64) * 0x0100_0000;
         Self {
             // Ids are server-wide: a second connection of the same test server counts from
             // elsewhere.
             table: table.clone(),
-            engine: ServerConnection::new(Arc::new(cfg), table, 1, "test-peer".into(), transport),
+            engine: ServerConnection::new(
+                Arc::new(cfg),
+                table,
+                conn_id,
+                "test-peer".into(),
+                transport,
+            ),
             rng: StdRng::seed_from_u64(0x5e7e7),
             next_session: Cell::new(first_id),
             deframer: Deframer::new(),

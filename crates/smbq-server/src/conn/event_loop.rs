@@ -474,6 +474,36 @@ impl ConnLoop {
                     self.streams.to_grant = Some(n);
                 }
             }
+            Action::ChannelBound {
+                session_id,
+                user,
+                mechanism,
+                dialect,
+                signing,
+                cipher,
+                encrypt_required,
+            } => {
+                self.authenticated = true;
+                let protection = Protection::of(dialect, Some(signing), cipher);
+                info!(
+                    target: crate::AUDIT,
+                    event = "logon",
+                    result = "success",
+                    session = session_id,
+                    user = %user,
+                    auth = mechanism.name(),
+                    peer = %self.peer,
+                    transport = self.info.transport,
+                    dialect = %protection.dialect,
+                    signing = %protection.signing.as_deref().unwrap_or("none"),
+                    cipher = %protection.cipher.as_deref().unwrap_or("none"),
+                    encrypt_required,
+                    channel = "bound",
+                    "channel bound to session"
+                );
+                self.rt.server.session_started(session_id, self.engine.id());
+                self.info.set_protection(protection);
+            }
             // LOGOFF and a failed re-authentication: durable opens stay for a reconnect, as
             // Windows keeps them (smbtorture smb2.durable-open.reopen4).
             Action::SessionEnded { session_id } => self.rt.server.session_lost(session_id),
@@ -520,9 +550,9 @@ async fn finish_conn(
     writer_task: tokio::task::JoinHandle<()>,
     result: Result<(), ConnError>,
 ) -> Result<(), ConnError> {
-    // MS-SMB2 3.3.7.1: the sessions go with their connection; durable opens wait.
+    // MS-SMB2 3.3.7.1: a session goes with its last channel; durable opens wait.
     for s in engine.session_ids() {
-        rt.server.session_lost(s);
+        rt.server.channel_lost(s, engine.id());
     }
     rt.server.connection_ended(engine.id());
     let (frames, encrypted) = engine.frame_counts();

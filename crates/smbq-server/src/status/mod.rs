@@ -255,7 +255,7 @@ impl Server {
                 continue;
             };
             let shown = st.shown.lock().clone();
-            let channels = st.channels();
+            let channels = rec.channels();
             let transport_encrypts = channels.iter().any(|c| {
                 self.conn_infos
                     .read()

@@ -14,18 +14,12 @@ use crate::security::Token;
 /// reserved TreeId 0xFFFFFFFF cannot be produced).
 const TREE_INDEX_BITS: u32 = 16;
 
-/// Channels remembered per session (MS-SMB2 3.3.5.5.2 lets Windows bind up to 32).
-const MAX_CHANNELS: usize = 32;
-
 #[derive(Debug)]
 pub struct SessionState {
     pub id: u64,
     trees: Mutex<GenSlab<Arc<Tree>>>,
     opens: Mutex<HashSet<u64>>,
     max_opens: usize,
-    /// Connections the session is established on (MS-SMB2 3.3.1.8 Session.ChannelList, by
-    /// connection id): where notifications for its opens go.
-    channels: Mutex<Vec<u64>>,
     /// The session's security token, with the identity it was computed for (a
     /// re-authentication may only keep the same user, but the cache never assumes it).
     token: Mutex<Option<CachedToken>>,
@@ -66,7 +60,6 @@ impl SessionState {
             trees: Mutex::new(GenSlab::with_generations(max_trees, 0xFFFF)),
             opens: Mutex::new(HashSet::new()),
             max_opens,
-            channels: Mutex::new(Vec::new()),
             token: Mutex::new(None),
             closed_recently: Mutex::new(std::collections::VecDeque::new()),
             copies: tokio::sync::Semaphore::new(1),
@@ -96,23 +89,6 @@ impl SessionState {
             .lock()
             .iter()
             .any(|&(v, c)| v == volatile && c > mid)
-    }
-
-    /// The session is (also) established on connection `conn_id`. Bounded: a session has one
-    /// channel until multichannel binding exists, so the oldest is dropped past the cap.
-    pub fn add_channel(&self, conn_id: u64) {
-        let mut c = self.channels.lock();
-        if !c.contains(&conn_id) {
-            if c.len() >= MAX_CHANNELS {
-                c.remove(0);
-            }
-            c.push(conn_id);
-        }
-    }
-
-    /// The session's channels, oldest first.
-    pub fn channels(&self) -> Vec<u64> {
-        self.channels.lock().clone()
     }
 
     /// Adds a tree built by `make` from its new id; `None` when the session has too many.

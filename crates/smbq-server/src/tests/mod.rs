@@ -2,6 +2,7 @@
 //! with requests built by the smbq-wire encoders.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::expect_used)]
 
+mod channel_tests;
 mod copychunk_tests;
 mod create_tests;
 mod dir_tests;
