@@ -49,4 +49,15 @@ pub struct ServerConfig {
     pub refuse_hardlinks: bool,
     /// Throttling and logging of failed logons (crate::logon_guard).
     pub logon: crate::LogonPolicy,
+    /// What FSCTL_QUERY_NETWORK_INTERFACE_INFO may advertise (handlers/interfaces.rs).
+    pub interfaces: InterfacePolicy,
+}
+
+/// What the server may advertise to multichannel clients (MS-SMB2 3.3.5.15.11).
+#[derive(Clone, Debug, Default)]
+pub struct InterfacePolicy {
+    /// The one address the server listens on, if it is not the unspecified address.
+    pub listen: Option<std::net::IpAddr>,
+    /// Advertise every interface as RSS_CAPABLE.
+    pub rss_capable: bool,
 }

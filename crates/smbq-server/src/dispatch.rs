@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use smbq_proto::observe::{Handled, Observer};
 use smbq_proto::{ConnView, Request, Response, SessionView};
+use smbq_wire::ioctl::CtlCode;
 use smbq_wire::{Command, FileId, HEADER_LEN, NtStatus, Reader};
 use tokio_util::sync::CancellationToken;
 
@@ -233,6 +234,11 @@ fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<
             let id = req.resolve_file_id(read_file_id(req, at)?);
             if id == FileId::RELATED {
                 None
+            } else if ioctl_code(req) == Some(CtlCode::QUERY_NETWORK_INTERFACE_INFO) {
+                // MS-SMB2 3.3.5.15.11: this FSCTL names no file; a FileId other than
+                // all-ones is INVALID_PARAMETER, not FILE_CLOSED (smbtorture
+                // smb2.ioctl.bug14788.NETWORK_INTERFACE).
+                return Err(NtStatus::INVALID_PARAMETER);
             } else {
                 Some(lookup(srv, id, view.id, tree.as_ref())?)
             }
@@ -248,6 +254,16 @@ fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<
         open,
         cancel: CancellationToken::new(),
     })
+}
+
+/// The CtlCode of an IOCTL request (MS-SMB2 2.2.31: 4 bytes after StructureSize and
+/// Reserved).
+fn ioctl_code(req: &Request) -> Option<CtlCode> {
+    if req.command() != Command::IOCTL {
+        return None;
+    }
+    let b = req.msg.get(HEADER_LEN + 4..HEADER_LEN + 8)?;
+    Some(CtlCode(u32::from_le_bytes(b.try_into().ok()?)))
 }
 
 /// MS-SMB2 3.3.5.2.11: on a share that requires encryption, an unencrypted request from a

@@ -34,7 +34,7 @@ pub mod streams;
 pub mod tables;
 pub mod unix_identity;
 
-pub use config::{EncryptPolicy, ServerConfig, ShareConfig};
+pub use config::{EncryptPolicy, InterfacePolicy, ServerConfig, ShareConfig};
 pub use logon_guard::LogonPolicy;
 pub use reload::ShareChanges;
 

@@ -266,6 +266,7 @@ mod tests {
             limits: Limits::default(),
             refuse_hardlinks: false,
             logon: Default::default(),
+            interfaces: Default::default(),
         }
     }
 

@@ -40,6 +40,9 @@ pub struct FileConfig {
     /// Multichannel over TCP: SMB2_GLOBAL_CAP_MULTI_CHANNEL and session binding
     /// (default true; `[quic] multichannel` for QUIC, default false).
     pub multichannel: Option<bool>,
+    /// Advertise the interfaces as RSS-capable to multichannel clients (default false), so
+    /// Windows opens up to four channels per interface instead of one.
+    pub rss_capable: Option<bool>,
     #[serde(default)]
     pub limits: LimitsConfig,
     #[serde(default, rename = "share")]

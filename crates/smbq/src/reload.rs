@@ -135,7 +135,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
         format!("{a:?}") != format!("{b:?}")
     }
     let mut v = Vec::new();
-    let checks: [(&'static str, bool); 17] = [
+    let checks: [(&'static str, bool); 18] = [
         ("server_name", differs(&old.server_name, &new.server_name)),
         ("listen", differs(&old.listen, &new.listen)),
         ("tcp_port", differs(&old.tcp_port, &new.tcp_port)),
@@ -149,6 +149,7 @@ fn restart_needed(old: &FileConfig, new: &FileConfig) -> Vec<&'static str> {
             old.require_signing != new.require_signing,
         ),
         ("multichannel", old.multichannel != new.multichannel),
+        ("rss_capable", old.rss_capable != new.rss_capable),
         ("[quic]", differs(&old.quic, &new.quic)),
         ("[metrics]", differs(&old.metrics, &new.metrics)),
         ("[log] format", differs(&old.log.format, &new.log.format)),

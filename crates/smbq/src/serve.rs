@@ -305,6 +305,10 @@ fn server_configs(
         limits: limits.clone(),
         refuse_hardlinks: file.refuse_hardlinks.unwrap_or(true),
         logon: file.logon(),
+        interfaces: smbq_server::InterfacePolicy {
+            listen: file.listen.filter(|a| !a.is_unspecified()),
+            rss_capable: file.rss_capable.unwrap_or(false),
+        },
     };
     let mut engine_cfg = EngineConfig::new(limits, guid, &server_name)
         .require_signing(file.require_signing)

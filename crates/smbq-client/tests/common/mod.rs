@@ -71,6 +71,7 @@ pub async fn start_quic_with(encrypt: EncryptPolicy, quic: Option<QuicSettings>)
         limits: Limits::default(),
         refuse_hardlinks: true,
         logon: Default::default(),
+        interfaces: Default::default(),
     };
     let server = smbq_server::Server::new(cfg).unwrap();
     let engine = EngineConfig::new(Limits::default(), [7; 16], "SMBQTEST").encrypt(

@@ -119,6 +119,14 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
                 .make_resilient(ctx.open()?, &who.user, ctx.conn.client_guid, r.timeout_ms)?;
             Ok(reply(NtStatus::SUCCESS, &[]))
         }
+        CtlCode::QUERY_NETWORK_INTERFACE_INFO => {
+            // MS-SMB2 3.3.5.15.11 (handlers/interfaces.rs).
+            let policy = &ctx.srv.config().interfaces;
+            let list =
+                super::interfaces::advertised(&super::interfaces::list(), policy, &ctx.conn.peer);
+            let out = super::interfaces::encode(&list, policy.rss_capable, max_out)?;
+            Ok(reply(NtStatus::SUCCESS, &out))
+        }
         CtlCode::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),
         CtlCode::DFS_GET_REFERRALS | CtlCode::DFS_GET_REFERRALS_EX => {
             Err(NtStatus::FS_DRIVER_REQUIRED)

@@ -6,6 +6,7 @@ mod compression;
 mod copychunk;
 pub(crate) mod create;
 mod flush;
+mod interfaces;
 mod ioctl;
 mod lock;
 mod notify;

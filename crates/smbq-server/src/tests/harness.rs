@@ -48,6 +48,7 @@ pub fn config(shares: Vec<ShareConfig>) -> ServerConfig {
         limits: Limits::default(),
         refuse_hardlinks: false,
         logon: Default::default(),
+        interfaces: Default::default(),
     }
 }
 
