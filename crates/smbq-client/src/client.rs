@@ -178,10 +178,49 @@ impl Client {
         self.run_setup(setup).await
     }
 
-    async fn run_setup(&self, mut setup: SessionSetup) -> Result<Session, Error> {
+    /// Binds this connection to `session`, established on another connection of the same
+    /// server (multichannel, MS-SMB2 3.2.4.2.3): the same user authenticates again, and the
+    /// result is the session on this connection (a channel), with its own signing key. Both
+    /// connections must have negotiated the same dialect, signing algorithm and cipher, and
+    /// the server must offer multichannel.
+    pub async fn bind(
+        &self,
+        session: &Session,
+        user: &str,
+        domain: &str,
+        password: &str,
+    ) -> Result<Session, Error> {
+        if !self.negotiated().multichannel() {
+            return Err(Error::Protocol(
+                "the server does not offer multichannel on this connection".into(),
+            ));
+        }
+        let creds =
+            Credentials::with_password(user, domain, password, &self.shared.config.workstation);
+        let setup = {
+            let mut rng = rand::thread_rng();
+            SessionSetup::new(
+                creds,
+                self.negotiated(),
+                &self.preauth,
+                self.shared.config.signing_required,
+                &mut rng,
+                now_filetime(),
+            )
+            .binding(session.crypto.clone())
+        };
+        self.setup_on(setup, session.id()).await
+    }
+
+    async fn run_setup(&self, setup: SessionSetup) -> Result<Session, Error> {
+        self.setup_on(setup, 0).await
+    }
+
+    /// Runs a SESSION_SETUP exchange that starts on `session_id` (0: a new session).
+    async fn setup_on(&self, mut setup: SessionSetup, session_id: u64) -> Result<Session, Error> {
         let neg = self.negotiated();
         let mut token = setup.first_token();
-        let mut session_id = 0u64;
+        let mut session_id = session_id;
         loop {
             let resp = self
                 .shared

@@ -11,6 +11,9 @@ use smbq_wire::fscc::file_info::RenameInfo;
 use smbq_wire::tree_connect::TreeDisconnectRequest;
 use smbq_wire::{Command, FileId, NtStatus, Writer};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::conn::Lane;
 use crate::file::File;
 use crate::session::{Session, check};
@@ -24,6 +27,10 @@ pub struct Tree {
     pub(crate) encrypt: bool,
     share_type: u8,
     name: String,
+    /// The session on further connections (multichannel channels, `Client::bind`): READs and
+    /// WRITEs take turns over `session` and these; everything else stays on `session`.
+    channels: Arc<Vec<Session>>,
+    next_channel: Arc<AtomicUsize>,
 }
 
 /// How to open a file (CREATE's knobs, MS-SMB2 2.2.13).
@@ -94,6 +101,40 @@ impl Tree {
             encrypt,
             share_type,
             name,
+            channels: Arc::new(Vec::new()),
+            next_channel: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// This tree with READ and WRITE spread over `channels` too: the same session bound to
+    /// other connections of the same server (`Client::bind`). A TreeId is the session's, so
+    /// it is valid on every channel (MS-SMB2 3.3.5.2.11).
+    pub fn with_channels(&self, channels: Vec<Session>) -> Result<Tree, Error> {
+        if channels.iter().any(|c| c.id() != self.session.id()) {
+            return Err(Error::Protocol(
+                "a channel must carry the tree's own session".into(),
+            ));
+        }
+        Ok(Tree {
+            channels: Arc::new(channels),
+            ..self.clone()
+        })
+    }
+
+    /// How many connections this tree's data requests use.
+    pub fn channel_count(&self) -> usize {
+        1 + self.channels.len()
+    }
+
+    /// The session a data request goes out on: the channels in turn.
+    fn data_session(&self) -> &Session {
+        if self.channels.is_empty() {
+            return &self.session;
+        }
+        let n = self.next_channel.fetch_add(1, Ordering::Relaxed) % (1 + self.channels.len());
+        match n.checked_sub(1) {
+            Some(i) => self.channels.get(i).unwrap_or(&self.session),
+            None => &self.session,
         }
     }
 
@@ -177,7 +218,12 @@ impl Tree {
             replay,
             lane,
         };
-        self.session.send_out(out, self.encrypt).await
+        let session = if matches!(command, Command::READ | Command::WRITE) {
+            self.data_session()
+        } else {
+            &self.session
+        };
+        session.send_out(out, self.encrypt).await
     }
 
     /// CREATE (MS-SMB2 3.2.4.3).

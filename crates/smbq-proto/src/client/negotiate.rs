@@ -41,6 +41,11 @@ impl Negotiated {
     pub fn server_requires_signing(&self) -> bool {
         self.security_mode & security_mode::SIGNING_REQUIRED != 0
     }
+
+    /// The server offers multichannel on this connection (SMB2_GLOBAL_CAP_MULTI_CHANNEL).
+    pub fn multichannel(&self) -> bool {
+        self.capabilities & capabilities::MULTI_CHANNEL != 0
+    }
 }
 
 /// The SMB1 NEGOTIATE a Windows client sends first, offering SMB 2.002 and SMB 2.???
@@ -60,7 +65,9 @@ pub fn negotiate_request(cfg: &ClientConfig, header: &Header, salt: &[u8; 32]) -
     let mut contexts = Vec::new();
     let mut caps = capabilities::LARGE_MTU;
     if cfg.dialects.iter().any(|d| d.is_smb3()) {
-        caps |= capabilities::ENCRYPTION;
+        // Multichannel is asked for as Windows does; it is used only if the caller binds a
+        // second connection (smbq-client's Client::bind).
+        caps |= capabilities::ENCRYPTION | capabilities::MULTI_CHANNEL;
     }
     if cfg.dialects.contains(&Dialect::SMB3_1_1) {
         contexts.push(NegotiateContext::PreauthIntegrity {

@@ -1,6 +1,8 @@
 //! A client session's keys: signing outgoing messages, sealing and opening transforms
 //! (MS-SMB2 3.2.4.1.1, 3.2.4.1.8, 3.2.5.1.1, 3.2.5.1.3).
 
+use std::sync::Arc;
+
 use smbq_crypto::{Sealer, Signer};
 use smbq_wire::header::{FLAGS_OFFSET, flags};
 use smbq_wire::transform::TRANSFORM_HEADER_LEN;
@@ -12,7 +14,8 @@ use crate::transform::{SealError, TransformSealer};
 pub struct SessionCrypto {
     pub session_id: u64,
     signer: Option<Signer>,
-    encryptor: Option<TransformSealer>,
+    /// Shared by the session's channels: one nonce sequence for the one key.
+    encryptor: Option<Arc<TransformSealer>>,
     decryptor: Option<Sealer>,
 }
 
@@ -37,8 +40,19 @@ impl SessionCrypto {
         Self {
             session_id,
             signer,
-            encryptor: encryptor.map(|e| TransformSealer::new(e, nonce_prefix)),
+            encryptor: encryptor.map(|e| Arc::new(TransformSealer::new(e, nonce_prefix))),
             decryptor,
+        }
+    }
+
+    /// The keys of a channel bound to this session on another connection (MS-SMB2
+    /// 3.2.5.3.1): its own signing key, the session's sealing keys.
+    pub fn channel(&self, signer: Signer) -> Self {
+        Self {
+            session_id: self.session_id,
+            signer: Some(signer),
+            encryptor: self.encryptor.clone(),
+            decryptor: self.decryptor.clone(),
         }
     }
 

@@ -2,11 +2,13 @@
 //! exact bytes exchanged, key derivation, and the check of the final response's signature
 //! (MS-SMB2 3.2.4.2.3, 3.2.5.3, 3.2.5.3.1).
 
+use std::sync::Arc;
+
 use rand::RngCore;
 use smbq_auth::{Credentials, Initiator, KerberosInitiator};
-use smbq_crypto::{PreauthHash, Role, Signer, derive_keys};
+use smbq_crypto::{PreauthHash, Role, Signer, derive_keys, derive_signing_key};
 use smbq_wire::session_setup::{
-    SessionSetupRequest, SessionSetupResponse, security_mode, session_flags,
+    SessionSetupRequest, SessionSetupResponse, flags as setup_flags, security_mode, session_flags,
 };
 use smbq_wire::{Dialect, Header, NtStatus, Writer};
 
@@ -40,6 +42,9 @@ pub struct SessionSetup {
     nonce_prefix: [u8; 4],
     /// PreviousSessionId (MS-SMB2 2.2.5): the session this one replaces after a reconnect.
     previous_session_id: u64,
+    /// Binding this connection to an established session (MS-SMB2 3.2.4.2.3 with
+    /// SMB2_SESSION_FLAG_BINDING): its keys sign the legs, and the channel's come from them.
+    binding: Option<Arc<SessionCrypto>>,
 }
 
 impl SessionSetup {
@@ -47,6 +52,15 @@ impl SessionSetup {
     /// its connection broke), so the server ends it and keeps its durable opens for us.
     pub fn replacing(mut self, previous_session_id: u64) -> Self {
         self.previous_session_id = previous_session_id;
+        self
+    }
+
+    /// Binds this connection to `session` (multichannel, MS-SMB2 3.2.4.2.3): the legs carry
+    /// SMB2_SESSION_FLAG_BINDING and the session's signature, and the result is a channel
+    /// whose signing key comes from this authentication and this connection's preauth hash.
+    /// The credentials must be the session's user's.
+    pub fn binding(mut self, session: Arc<SessionCrypto>) -> Self {
+        self.binding = Some(session);
         self
     }
 
@@ -92,6 +106,7 @@ impl SessionSetup {
             signing_required,
             nonce_prefix,
             previous_session_id: 0,
+            binding: None,
         }
     }
 
@@ -103,9 +118,15 @@ impl SessionSetup {
         }
     }
 
-    /// The body of a SESSION_SETUP request carrying `token` (header written by the caller).
+    /// The SESSION_SETUP request carrying `token` under `header`; a binding's is signed with
+    /// the session's key (so its SessionId must be the session's).
     pub fn request(&self, header: &Header, token: &[u8]) -> Vec<u8> {
         let req = SessionSetupRequest {
+            flags: if self.binding.is_some() {
+                setup_flags::BINDING
+            } else {
+                0
+            },
             security_mode: if self.signing_required {
                 security_mode::SIGNING_ENABLED | security_mode::SIGNING_REQUIRED
             } else {
@@ -118,7 +139,12 @@ impl SessionSetup {
         let mut w = Writer::new();
         header.encode(&mut w);
         req.encode(&mut w);
-        w.into_vec()
+        let mut m = w.into_vec();
+        if let Some(session) = &self.binding {
+            // A key the session was set up with signs; it cannot fail for a whole message.
+            let _ = session.sign(&mut m);
+        }
+        m
     }
 
     fn is_311(&self) -> bool {
@@ -170,6 +196,13 @@ impl SessionSetup {
                     .session_key
                     .take()
                     .ok_or_else(|| ClientError::protocol("SUCCESS before the challenge"))?;
+                if let Some(session) = &self.binding {
+                    let crypto = self.channel(session, &key, msg, &header)?;
+                    return Ok(SetupStep::Done {
+                        crypto,
+                        session_flags: r.session_flags,
+                    });
+                }
                 let crypto = if anonymous {
                     // Guest and null sessions have no usable key (MS-SMB2 3.2.5.3.1).
                     SessionCrypto::new(header.session_id, None, None, None, self.nonce_prefix)
@@ -186,6 +219,29 @@ impl SessionSetup {
                 status,
             }),
         }
+    }
+
+    /// A binding's keys (MS-SMB2 3.2.5.3.1): the channel's signing key, which must verify the
+    /// final response, and the session's sealing keys.
+    fn channel(
+        &self,
+        session: &SessionCrypto,
+        key: &[u8],
+        final_msg: &[u8],
+        header: &Header,
+    ) -> Result<SessionCrypto, ClientError> {
+        let n = &self.negotiated;
+        let hash = self.is_311().then_some(self.preauth.value());
+        let k = derive_signing_key(n.dialect.0, key, hash)
+            .map_err(|e| ClientError::Auth(format!("key derivation: {e}")))?;
+        let signer = Signer::new(n.signing, &k[..])
+            .map_err(|e| ClientError::Auth(format!("signing key: {e}")))?;
+        if !header.is_signed() || !signer.verify(final_msg) {
+            return Err(ClientError::Integrity(
+                "final binding response is not signed with the channel's key",
+            ));
+        }
+        Ok(session.channel(signer))
     }
 
     fn derive(

@@ -60,6 +60,8 @@ pub struct Connector {
     /// One ClientGuid for every connection this run makes: a durable open's lease belongs to
     /// its client's GUID, so a reconnect must present the same one to reclaim it.
     client_guid: [u8; 16],
+    /// Connections bound to a session as extra channels (`--channels`), closed at the end.
+    channel_clients: Vec<Client>,
 }
 
 impl Connector {
@@ -84,6 +86,7 @@ impl Connector {
             trees: HashMap::new(),
             warned_insecure: false,
             client_guid: rand::random(),
+            channel_clients: Vec::new(),
         })
     }
 
@@ -272,16 +275,78 @@ impl Connector {
             return Ok(t.clone());
         }
         let session = self.session(url).await?;
-        let tree = session.tree_connect(&share).await?;
+        let mut tree = session.tree_connect(&share).await?;
         watchdog::touch();
+        if self.args.channels > 1 {
+            tree = self.add_channels(url, tree).await?;
+        }
         self.trees.insert(tk, tree.clone());
         Ok(tree)
+    }
+
+    /// `--channels N`: binds the tree's session to N-1 more TCP connections to the same server
+    /// (MS-SMB2 3.2.4.2.3 multichannel) and spreads the tree's READs and WRITEs over all of
+    /// them. Where it cannot (QUIC, Kerberos, anonymous, a server without multichannel) the
+    /// one connection goes on alone, with a note; a channel that fails to bind is left out.
+    async fn add_channels(&mut self, url: &SmbUrl, tree: Tree) -> Result<Tree, CliError> {
+        let session = tree.session().clone();
+        let client = session.client().clone();
+        let (key, id) = self.key(url);
+        let why_not = if client.transport() != smbq_transport::TransportKind::Tcp {
+            Some("they are TCP only (Windows uses none over QUIC)")
+        } else if !client.negotiated().multichannel() {
+            Some("the server does not offer multichannel")
+        } else if session.is_anonymous() || id.user.is_empty() {
+            Some("an anonymous or guest session cannot be bound")
+        } else if self.kerberos(&id) {
+            Some("binding with Kerberos is not supported yet")
+        } else {
+            None
+        };
+        if let Some(why) = why_not {
+            if !self.args.quiet {
+                eprintln!("smbq: one connection only, no more channels: {why}");
+            }
+            return Ok(tree);
+        }
+        let password = self.password(&key, &id, &url.host)?;
+        let addrs = match self.args.ip {
+            Some(ip) => vec![ip],
+            None => resolve(&url.host).await?,
+        };
+        let (tcp_port, _) = self.ports(url);
+        let mut channels = Vec::new();
+        for _ in 1..self.args.channels {
+            let conn = self.tcp(url, &addrs, tcp_port).await?;
+            let mut config = self.args.client_config();
+            config.client_guid = self.client_guid;
+            let extra = Client::connect(conn, config).await?;
+            extra.set_server_name(&url.host);
+            match extra.bind(&session, &id.user, &id.domain, &password).await {
+                Ok(ch) => {
+                    channels.push(ch);
+                    self.channel_clients.push(extra);
+                }
+                Err(e) => {
+                    if !self.args.quiet {
+                        eprintln!("smbq: a channel could not be bound, going on without it: {e}");
+                    }
+                    extra.close(CLOSE_GRACE).await;
+                }
+            }
+            watchdog::touch();
+        }
+        tracing::debug!(channels = 1 + channels.len(), "multichannel");
+        Ok(tree.with_channels(channels)?)
     }
 
     /// Logs every session off (best effort, briefly): the server frees its state at once
     /// instead of when the connection times out.
     pub async fn close(self) {
         drop(self.trees);
+        for c in self.channel_clients {
+            c.close(CLOSE_GRACE).await;
+        }
         for s in self.sessions.into_values() {
             let _ = tokio::time::timeout(Duration::from_secs(2), s.logoff()).await;
             // The client ends its stream and waits for the server's close: on QUIC that close
