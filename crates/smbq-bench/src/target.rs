@@ -22,6 +22,10 @@ pub enum Target {
     /// smbq over TCP with SMB3 encryption (AES-128-GCM).
     #[serde(rename = "smbq-tcp-enc")]
     SmbqTcpEnc,
+    /// smbq over TCP with SMB3 encryption, the session bound to a second TCP connection
+    /// (multichannel) and READ/WRITE spread over both (issue 16; S1 only).
+    #[serde(rename = "smbq-tcp-enc-2ch")]
+    SmbqTcpEnc2Ch,
     /// smbq over TCP without encryption (signed).
     #[serde(rename = "smbq-tcp-plain")]
     SmbqTcpPlain,
@@ -31,10 +35,11 @@ pub enum Target {
 }
 
 impl Target {
-    pub const ALL: [Target; 5] = [
+    pub const ALL: [Target; 6] = [
         Target::SmbqQuic,
         Target::SmbqMsQuic,
         Target::SmbqTcpEnc,
+        Target::SmbqTcpEnc2Ch,
         Target::SmbqTcpPlain,
         Target::SambaTcpEnc,
     ];
@@ -44,6 +49,7 @@ impl Target {
             Target::SmbqQuic => "smbq-quic",
             Target::SmbqMsQuic => "smbq-msquic",
             Target::SmbqTcpEnc => "smbq-tcp-enc",
+            Target::SmbqTcpEnc2Ch => "smbq-tcp-enc-2ch",
             Target::SmbqTcpPlain => "smbq-tcp-plain",
             Target::SambaTcpEnc => "samba-tcp-enc",
         }
@@ -54,6 +60,7 @@ impl Target {
             Target::SmbqQuic => "smbq QUIC",
             Target::SmbqMsQuic => "smbq QUIC (MsQuic)",
             Target::SmbqTcpEnc => "smbq TCP+enc",
+            Target::SmbqTcpEnc2Ch => "smbq TCP+enc, 2 channels",
             Target::SmbqTcpPlain => "smbq TCP plain",
             Target::SambaTcpEnc => "Samba TCP+enc",
         }
@@ -66,7 +73,15 @@ impl Target {
 
     /// Whether the SMB3 layer must encrypt (QUIC relies on TLS instead).
     pub fn expects_smb_encryption(self) -> bool {
-        matches!(self, Target::SmbqTcpEnc | Target::SambaTcpEnc)
+        matches!(
+            self,
+            Target::SmbqTcpEnc | Target::SmbqTcpEnc2Ch | Target::SambaTcpEnc
+        )
+    }
+
+    /// Whether the target runs only the S1 job (the multichannel row issue 16 asks for).
+    pub fn s1_only(self) -> bool {
+        self == Target::SmbqTcpEnc2Ch
     }
 }
 
@@ -81,6 +96,8 @@ pub struct Endpoint {
     quic: Option<Arc<dyn QuicConnector>>,
     /// Data streams asked for over QUIC (docs/multistream.md); 0: one stream, as Windows.
     data_streams: u16,
+    /// TCP connections the session is bound to (multichannel); 1: one, as without.
+    channels: u16,
 }
 
 /// The client configuration every target gets: the library defaults, plus transport-level
@@ -104,7 +121,15 @@ impl Endpoint {
             share: "share".into(),
             quic: None,
             data_streams: 0,
+            channels: 1,
         }
+    }
+
+    /// The same endpoint with its session bound to `n` TCP connections, READs and WRITEs
+    /// spread over them (`Client::bind`, `Tree::with_channels`).
+    pub fn with_channels(mut self, n: u16) -> Self {
+        self.channels = n.max(1);
+        self
     }
 
     /// The same endpoint, asking an smbq server for `n` data streams over QUIC.
@@ -147,6 +172,7 @@ impl Endpoint {
             share: "share".into(),
             quic: Some(client),
             data_streams: 0,
+            channels: 1,
         })
     }
 
@@ -184,10 +210,24 @@ impl Endpoint {
         .await
         .map_err(|e| format!("login task: {e}"))?
         .map_err(|e| format!("login to {name}: {e}"))?;
-        session
+        let tree = session
             .tree_connect(&self.share)
             .await
-            .map_err(|e| format!("tree connect on {}: {e}", self.target.name()))
+            .map_err(|e| format!("tree connect on {}: {e}", self.target.name()))?;
+        if self.channels <= 1 {
+            return Ok(tree);
+        }
+        let mut channels = Vec::new();
+        for _ in 1..self.channels {
+            let extra = self.connect().await?;
+            let ch = extra
+                .bind(&session, &self.user, "", &self.password)
+                .await
+                .map_err(|e| format!("bind a channel on {}: {e}", self.target.name()))?;
+            channels.push(ch);
+        }
+        tree.with_channels(channels)
+            .map_err(|e| format!("channels on {}: {e}", self.target.name()))
     }
 }
 

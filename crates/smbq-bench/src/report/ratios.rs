@@ -135,6 +135,20 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
                 |_| None,
             );
         }
+        if fio.iter().any(|r| r.target == Target::SmbqTcpEnc2Ch) {
+            // Issue 16: the session on two TCP connections against one, S1 only.
+            for rw in ["read", "write"] {
+                out.push(Ratio {
+                    kind: "2 / 1 TCP channels (smbq, encrypted)",
+                    case: format!("S1 {rw}"),
+                    value: ratio(
+                        fio_mb(fio, "S1", rw, Target::SmbqTcpEnc2Ch),
+                        fio_mb(fio, "S1", rw, Target::SmbqTcpEnc),
+                    ),
+                    goal: None,
+                });
+            }
+        }
         per_job(
             &mut out,
             fio,

@@ -388,6 +388,19 @@ fn connect_targets(ctx: &Ctx, net: &Net, servers: &Servers) -> Result<Vec<Runnin
         tree: None,
         cpu: Arc::new(move || sys::tree_cpu(enc_pid)),
     });
+    // Issue 16: the same encrypted server, the session bound to two TCP connections.
+    targets.push(Running {
+        target: Target::SmbqTcpEnc2Ch,
+        endpoint: Endpoint::tcp(
+            Target::SmbqTcpEnc2Ch,
+            enc.tcp.ok_or("no TCP address")?,
+            &user,
+            &pw,
+        )
+        .with_channels(2),
+        tree: None,
+        cpu: Arc::new(move || sys::tree_cpu(enc_pid)),
+    });
     targets.push(Running {
         target: Target::SmbqTcpPlain,
         endpoint: Endpoint::tcp(
@@ -427,7 +440,13 @@ fn measure(
     let JobTimes { ramp, runtime } = times;
     let targets = connect_targets(ctx, net, servers)?;
     let repeats = ctx.repeats();
-    let total = repeats * shapes.len() * 2 * targets.len();
+    let runs_of = |shape: &Shape| {
+        targets
+            .iter()
+            .filter(|t| shape.name == "S1" || !t.target.s1_only())
+            .count()
+    };
+    let total = repeats * 2 * shapes.iter().map(runs_of).sum::<usize>();
     let mut prog = Progress::new("fio", total);
     // (shape, rw, target) -> samples
     let mut samples: Vec<Vec<Sample>> = (0..shapes.len() * 2 * targets.len())
@@ -439,6 +458,9 @@ fn measure(
                 // Targets interleave within a repeat, so slow drift of the machine spreads
                 // over all of them instead of biasing one.
                 for (ti, t) in targets.iter().enumerate() {
+                    if shape.name != "S1" && t.target.s1_only() {
+                        continue;
+                    }
                     let rw = if write { "write" } else { "read" };
                     prog.step(&format!(
                         "{} {rw} {} (repeat {})",
@@ -473,6 +495,9 @@ fn measure(
     for (si, shape) in shapes.iter().enumerate() {
         for (wi, rw) in ["read", "write"].into_iter().enumerate() {
             for (ti, t) in targets.iter().enumerate() {
+                if shape.name != "S1" && t.target.s1_only() {
+                    continue;
+                }
                 let idx = (si * 2 + wi) * targets.len() + ti;
                 let ss = samples.get(idx).ok_or("index")?;
                 let tree = t.tree.as_ref().ok_or("no tree")?;
