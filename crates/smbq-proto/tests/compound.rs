@@ -288,6 +288,62 @@ fn related_first_request_is_invalid_parameter() {
     assert_eq!(statuses, [NtStatus::INVALID_PARAMETER; 3]);
 }
 
+/// MS-SMB2 3.3.5.2.7.2: a related request with no FileId before it to take fails without
+/// running, with the failed request's status before it (smbtorture compound.related5), or
+/// INVALID_PARAMETER when nothing before it failed (related9); its own FileId is not used.
+#[test]
+fn related_request_without_a_file_before_it_does_not_run() {
+    for (first_status, expected) in [
+        (NtStatus::FILE_CLOSED, NtStatus::FILE_CLOSED),
+        (NtStatus::SUCCESS, NtStatus::INVALID_PARAMETER),
+    ] {
+        let (mut server, mut client) = logged_in();
+        let h = client.header(Command::QUERY_INFO, 1);
+        let query = msg(&h, |w| {
+            QueryInfoRequest {
+                info_type: InfoType::FILE,
+                file_info_class: 5,
+                output_buffer_length: 4096,
+                file_id: FID,
+                ..Default::default()
+            }
+            .encode(w)
+        });
+        let mut h = client.header(Command::CLOSE, 1);
+        h.flags |= flags::RELATED_OPERATIONS;
+        let close = msg(&h, |w| {
+            CloseRequest {
+                flags: 0,
+                file_id: FID,
+            }
+            .encode(w)
+        });
+        let compound = client.compound(vec![(query, true), (close, true)]);
+        let actions = server.feed(&frame(&compound)).unwrap();
+        let mut ran = Vec::new();
+        server.run_all(actions, &mut |r| {
+            ran.push(r.command());
+            // The handler answers without naming an open (as for a FileId it cannot find).
+            if first_status == NtStatus::SUCCESS {
+                let mut w = Writer::new();
+                QueryInfoResponse { buffer: &[1] }.encode(&mut w);
+                Response::ok(w.into_vec())
+            } else {
+                Response::error(first_status)
+            }
+        });
+        assert_eq!(ran, [Command::QUERY_INFO], "the CLOSE never runs");
+        let out = single(server.sent());
+        let statuses: Vec<NtStatus> = client
+            .receive(&out)
+            .msgs
+            .iter()
+            .map(|m| m.status())
+            .collect();
+        assert_eq!(statuses, [first_status, expected]);
+    }
+}
+
 #[test]
 fn unaligned_next_command_is_a_violation() {
     let (mut server, mut client) = logged_in();

@@ -360,7 +360,20 @@ impl ServerConnection {
             let header = req.header.clone();
             let mid = header.message_id;
             if header.is_related() {
-                if let Some(status) = run.failed {
+                // MS-SMB2 3.3.5.2.7.2: a related request takes the FileId of the requests
+                // before it. With none to take it fails, whatever FileId it carries itself:
+                // with the status of the request before it when that one failed (smbtorture
+                // smb2.compound.related5, related9), else with INVALID_PARAMETER.
+                let no_file = run.related_fid.is_none() && names_file(header.command);
+                let before = run
+                    .done
+                    .last()
+                    .map(|c| c.response.status)
+                    .filter(|s| s.is_error());
+                let status = run
+                    .failed
+                    .or(no_file.then(|| before.unwrap_or(NtStatus::INVALID_PARAMETER)));
+                if let Some(status) = status {
                     run.done.push(Completed {
                         header,
                         response: Response::error(status),
@@ -426,6 +439,23 @@ fn slow_rule(command: Command, index: usize, count: usize) -> Slow {
         (_, true) => Slow::Fail,
         _ => Slow::Wait,
     }
+}
+
+/// Commands whose request names an open by FileId (MS-SMB2 2.2): CREATE makes one instead.
+fn names_file(command: Command) -> bool {
+    matches!(
+        command,
+        Command::CLOSE
+            | Command::FLUSH
+            | Command::READ
+            | Command::WRITE
+            | Command::LOCK
+            | Command::IOCTL
+            | Command::QUERY_DIRECTORY
+            | Command::CHANGE_NOTIFY
+            | Command::QUERY_INFO
+            | Command::SET_INFO
+    )
 }
 
 /// Records a finished request and what it means for the rest of its related segment.
