@@ -26,6 +26,10 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v promtool >/dev/null || need+=(prometheus)  # promtool checks /metrics (test_metrics.py)
 command -v runuser >/dev/null || need+=(util-linux)  # the admin socket's other-user test
 command -v setfacl >/dev/null || need+=(acl)  # a POSIX ACL narrower than the mode (per-user identities)
+# A loop-mounted XFS, where block cloning (FSCTL_DUPLICATE_EXTENTS_TO_FILE) is served
+# (tests/interop/test_reflink.py); filefrag (e2fsprogs) shows the shared extents.
+command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
+command -v filefrag >/dev/null || need+=(e2fsprogs)
 command -v python3 >/dev/null || need+=(python3)
 # Kerberos (tests/interop/test_kerberos.py): a private MIT KDC (krb5kdc; kadmin.local from
 # krb5-admin-server, whose kadmind never runs), kinit, and the GSS-API library smbq loads.

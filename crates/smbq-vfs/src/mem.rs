@@ -367,6 +367,7 @@ impl Vfs for MemVfs {
             avail_blocks: free,
             fs_id: DEV,
             name_max: 255,
+            clones_extents: false,
         })
     }
 

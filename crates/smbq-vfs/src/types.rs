@@ -138,6 +138,9 @@ pub struct FsStat {
     pub avail_blocks: u64,
     pub fs_id: u64,
     pub name_max: u64,
+    /// The file system shares extents between files (XFS, Btrfs): copy_file_range(2) on it
+    /// clones block-aligned ranges instead of copying them (FSCTL_DUPLICATE_EXTENTS_TO_FILE).
+    pub clones_extents: bool,
 }
 
 /// Permission bits a client may set: no setuid/setgid.

@@ -119,6 +119,10 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
                 .make_resilient(ctx.open()?, &who.user, ctx.conn.client_guid, r.timeout_ms)?;
             Ok(reply(NtStatus::SUCCESS, &[]))
         }
+        CtlCode::DUPLICATE_EXTENTS_TO_FILE => {
+            super::dup_extents::duplicate(ctx, ctx.open()?.clone(), req.input).await?;
+            Ok(reply(NtStatus::SUCCESS, &[]))
+        }
         CtlCode::QUERY_NETWORK_INTERFACE_INFO => {
             // MS-SMB2 3.3.5.15.11 (handlers/interfaces.rs).
             let policy = &ctx.srv.config().interfaces;

@@ -5,6 +5,7 @@ mod close;
 mod compression;
 mod copychunk;
 pub(crate) mod create;
+mod dup_extents;
 mod flush;
 mod interfaces;
 mod ioctl;

@@ -459,7 +459,13 @@ fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
                 file_system_attributes: fs_info::FILE_CASE_PRESERVED_NAMES
                     | fs_info::FILE_SUPPORTS_SPARSE_FILES
                     | fs_info::FILE_UNICODE_ON_DISK
-                    | fs_info::FILE_PERSISTENT_ACLS,
+                    | fs_info::FILE_PERSISTENT_ACLS
+                    // Block cloning where the file system shares extents (handlers/dup_extents.rs).
+                    | if fs.clones_extents {
+                        fs_info::FILE_SUPPORTS_BLOCK_REFCOUNTING
+                    } else {
+                        0
+                    },
                 maximum_component_name_length: u32::try_from(fs.name_max.min(255)).unwrap_or(255),
                 file_system_name: "NTFS".to_owned(),
             }

@@ -125,3 +125,45 @@ async fn fs_classes_and_security() {
     assert!(sd2.len() > 20);
     let _ = sd;
 }
+
+/// FILE_SUPPORTS_BLOCK_REFCOUNTING is advertised exactly where FSCTL_DUPLICATE_EXTENTS_TO_FILE
+/// works: on the test's file system (ext4 here) neither; on XFS or Btrfs both
+/// (tests/interop/test_reflink.py runs the XFS side against the real binary).
+#[tokio::test]
+async fn block_refcounting_is_advertised_where_duplicate_extents_works() {
+    use smbq_wire::ioctl::CtlCode;
+    let h = H::new().await;
+    h.put("src", &[7u8; 4096]).await;
+    h.put("dst", &[0u8; 4096]).await;
+    let src = h.create("src", mask::GENERIC_ALL, D::OPEN, 0).await.id;
+    let dst = h.create("dst", mask::GENERIC_ALL, D::OPEN, 0).await.id;
+    let (s, attrs) = qi(&h, dst, InfoType::FILESYSTEM, 5, 65535, 0).await;
+    assert_eq!(s, NtStatus::SUCCESS);
+    let flags = u32::from_le_bytes(attrs[..4].try_into().unwrap());
+    let advertised = flags & smbq_wire::fscc::fs_info::FILE_SUPPORTS_BLOCK_REFCOUNTING != 0;
+    let mut input = Vec::new();
+    for v in [src.persistent, src.volatile, 0, 0, 4096] {
+        input.extend_from_slice(&v.to_le_bytes());
+    }
+    let (s, _) = h
+        .fsctl(CtlCode::DUPLICATE_EXTENTS_TO_FILE, dst, &input, 0)
+        .await;
+    let data = std::fs::read(h.path("dst")).unwrap();
+    if advertised {
+        assert_eq!(s, NtStatus::SUCCESS);
+        assert_eq!(data, vec![7u8; 4096]);
+    } else {
+        assert_eq!(s, NtStatus::INVALID_DEVICE_REQUEST);
+        assert_eq!(data, vec![0u8; 4096], "nothing copied");
+    }
+    // A short input is refused before anything else where the FSCTL is served.
+    let (s, _) = h
+        .fsctl(CtlCode::DUPLICATE_EXTENTS_TO_FILE, dst, &input[..39], 0)
+        .await;
+    let expected = if advertised {
+        NtStatus::INVALID_PARAMETER
+    } else {
+        NtStatus::INVALID_DEVICE_REQUEST
+    };
+    assert_eq!(s, expected);
+}

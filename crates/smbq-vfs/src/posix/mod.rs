@@ -48,6 +48,11 @@ const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGIC
 /// openat2 reports EAGAIN when a concurrent rename makes a BENEATH walk unverifiable.
 const EAGAIN_RETRIES: usize = 16;
 
+/// statfs(2) f_type of file systems that share extents between files: XFS_SUPER_MAGIC and
+/// BTRFS_SUPER_MAGIC (linux/magic.h). An XFS made without reflink copies instead, which is
+/// still correct, only slower.
+const CLONING_FILE_SYSTEMS: [rustix::fs::FsWord; 2] = [0x5846_5342, 0x9123_683E];
+
 impl PosixVfs {
     /// Opens `root` as the share root. Fails when the kernel lacks `openat2` (Linux < 5.6):
     /// there is no safe way to confine lookups without it.
@@ -206,6 +211,8 @@ impl Vfs for PosixVfs {
             avail_blocks: s.f_bavail,
             fs_id: s.f_fsid,
             name_max: s.f_namemax,
+            clones_extents: rustix::fs::fstatfs(self.share.root())
+                .is_ok_and(|f| CLONING_FILE_SYSTEMS.contains(&f.f_type)),
         })
     }
 
