@@ -39,7 +39,7 @@ from conftest import BINARY, USER, SmbqServer  # noqa: E402
 from samba_server import SambaServer  # noqa: E402
 # The smbq setup of the smbtorture interop test, so both measure the same server: the extra
 # `noperm` share and the per-test option overrides.
-from test_smbtorture import EXTRA_OPTIONS, NOPERM_CONFIG  # noqa: E402
+from test_smbtorture import EXTRA_OPTIONS, NEEDS_USER2, NOPERM_CONFIG, add_user2  # noqa: E402
 
 # Importing conftest pointed XDG_CACHE_HOME at a fresh temporary directory (so smbq's client
 # memory stays out of the user's cache); nothing here uses it afterwards.
@@ -168,6 +168,8 @@ def run_on_smbq(name: str) -> dict:
         noperm.mkdir()
         server = SmbqServer(workdir, config=NOPERM_CONFIG.format(noperm=noperm))
         try:
+            if name in NEEDS_USER2:
+                add_user2(server)
             r = run_smbtorture(name, "//127.0.0.1/share", server.port, USER, server.password)
         finally:
             rc = server.stop()

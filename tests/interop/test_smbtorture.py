@@ -20,12 +20,25 @@ path = "{{noperm}}"
 no_access_users = ["{USER}"]
 """
 
+# A second account, for the tests that need another user (smbtorture's torture:user2*
+# options, as Samba's selftest gives them).
+USER2, USER2_PASSWORD = "torture2", "Second-pw-2"
+
 # Tests whose expectations depend on the target: smbq behaves like Windows here.
 # smb2.read.position expects FilePositionInformation to follow reads on a non-synchronous
 # open unless torture:windows is set; Windows (MS-FSA 2.1.5.2) and smbq leave it at 0.
 EXTRA_OPTIONS = {
     "smb2.read.position": ["--option=torture:windows=true"],
+    "smb2.session.bind_different_user": [f"--option=torture:user2name={USER2}",
+                                         f"--option=torture:user2password={USER2_PASSWORD}"],
 }
+NEEDS_USER2 = {"smb2.session.bind_different_user"}
+
+
+def add_user2(server):
+    p = subprocess.run([str(BINARY), "user", "add", USER2, "--state-dir", str(server.state)],
+                       input=USER2_PASSWORD + "\n", capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
 
 
 def allowlist():
@@ -44,6 +57,8 @@ def run_torture(workdir, name, config="", password=None):
     server = SmbqServer(workdir, config=config + NOPERM_CONFIG.format(noperm=noperm),
                         password=password)
     try:
+        if name in NEEDS_USER2:
+            add_user2(server)
         p = subprocess.run(
             ["smbtorture", "-s", "/dev/null", f"//127.0.0.1/share", "-p", str(server.port),
              "-U", f"{USER}%{server.password}", "--fullname", "--format=subunit",
