@@ -70,7 +70,7 @@ struct ConnLoop {
     writers: HashMap<StreamId, mpsc::UnboundedSender<Vec<Bytes>>>,
     done_tx: mpsc::Sender<Done>,
     /// Running requests by MessageId, for the engine's cancels.
-    running: HashMap<u64, CancellationToken>,
+    running: HashMap<u64, Running>,
     /// Chains with requests running, and the budget share their first request took.
     chains: HashMap<u64, Option<OwnedSemaphorePermit>>,
     /// Frames a reader delivered that wait for the backlog to drain (at most one batch).
@@ -106,6 +106,13 @@ struct Tasks {
     writer: tokio::task::JoinHandle<()>,
 }
 
+/// A request handed to the server, for cancelling it.
+struct Running {
+    token: CancellationToken,
+    command: smbq_wire::Command,
+    session_id: u64,
+}
+
 pub(super) async fn run_connection(
     id: u64,
     conn: Connection,
@@ -119,9 +126,21 @@ pub(super) async fn run_connection(
             break end;
         }
     };
-    // Requests of a connection that is gone have nobody to answer.
-    for t in c.running.values() {
-        t.cancel();
+    // Requests of a connection that is gone have nobody to answer. A CREATE of a session
+    // that lives on in another channel runs to its end, though: the client replays it there,
+    // and while it runs the replay is answered FILE_NOT_AVAILABLE instead of starting a second
+    // open (MS-SMB2 3.3.5.9.10; smbtorture smb2.replay.dhv2-pending2*). It ends on its own
+    // (a break answered or timed out); nothing else outlives its connection.
+    for r in c.running.values() {
+        let survives = r.command == smbq_wire::Command::CREATE
+            && rt
+                .server
+                .session_table()
+                .get(r.session_id)
+                .is_some_and(|rec| rec.channels().iter().any(|&ch| ch != id));
+        if !survives {
+            r.token.cancel();
+        }
     }
     tasks.reader.abort();
     for r in &c.streams.readers {
@@ -409,8 +428,15 @@ impl ConnLoop {
                     self.backlog.start_chain(charges.iter().copied())
                 });
                 let token = CancellationToken::new();
-                self.running
-                    .insert(x.request.header.message_id, token.clone());
+                let header = &x.request.header;
+                self.running.insert(
+                    header.message_id,
+                    Running {
+                        token: token.clone(),
+                        command: header.command,
+                        session_id: header.session_id,
+                    },
+                );
                 exec::spawn(x, budget, view, &self.rt.server, token, &self.done_tx);
             }
             Action::Answered {
@@ -427,8 +453,8 @@ impl ConnLoop {
                 }
             }
             Action::Cancel { message_id, .. } => {
-                if let Some(t) = self.running.get(&message_id) {
-                    t.cancel();
+                if let Some(r) = self.running.get(&message_id) {
+                    r.token.cancel();
                 }
             }
             Action::SessionStarted {
