@@ -167,6 +167,7 @@ pub(crate) struct Protect {
 
 /// A request ready to go: the header fields the caller chose, the body, and optional bulk
 /// payload (WRITE data) appended after the body.
+#[derive(Clone)]
 pub(crate) struct Outgoing {
     pub(crate) command: Command,
     pub(crate) session_id: u64,

@@ -126,15 +126,16 @@ impl Tree {
         1 + self.channels.len()
     }
 
-    /// The session a data request goes out on: the channels in turn.
+    /// The session a data request goes out on: the channels in turn, skipping those whose
+    /// connection is gone.
     fn data_session(&self) -> &Session {
         if self.channels.is_empty() {
             return &self.session;
         }
         let n = self.next_channel.fetch_add(1, Ordering::Relaxed) % (1 + self.channels.len());
-        match n.checked_sub(1) {
-            Some(i) => self.channels.get(i).unwrap_or(&self.session),
-            None => &self.session,
+        match n.checked_sub(1).and_then(|i| self.channels.get(i)) {
+            Some(ch) if ch.client().closed_reason().is_none() => ch,
+            _ => &self.session,
         }
     }
 
@@ -218,12 +219,27 @@ impl Tree {
             replay,
             lane,
         };
-        let session = if matches!(command, Command::READ | Command::WRITE) {
-            self.data_session()
-        } else {
-            &self.session
-        };
-        session.send_out(out, self.encrypt).await
+        if !matches!(command, Command::READ | Command::WRITE) || self.channels.is_empty() {
+            return self.session.send_out(out, self.encrypt).await;
+        }
+        let session = self.data_session();
+        if std::ptr::eq(session, &self.session) {
+            return self.session.send_out(out, self.encrypt).await;
+        }
+        // A channel lost mid-request costs the request, not the transfer: the session lives
+        // on the other connections (MS-SMB2 3.3.7.1), so it goes again on the first one,
+        // flagged as a replay (a WRITE the lost channel may have carried already).
+        let again = out.clone();
+        match session.send_out(out, self.encrypt).await {
+            Err(Error::Disconnected(_)) if self.session.client().closed_reason().is_none() => {
+                let again = crate::conn::Outgoing {
+                    replay: self.session.client().negotiated().dialect.is_smb3(),
+                    ..again
+                };
+                self.session.send_out(again, self.encrypt).await
+            }
+            other => other,
+        }
     }
 
     /// CREATE (MS-SMB2 3.2.4.3).
