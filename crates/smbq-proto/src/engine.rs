@@ -99,9 +99,12 @@ pub enum Action {
         async_id: Option<u64>,
         session_id: u64,
     },
-    /// A session became valid; `previous_session_id` names a session to tear down (reconnect).
+    /// A session became valid on this connection; `previous_session_id` names a session to
+    /// tear down (reconnect). `bound`: this connection joined a session established on
+    /// another as a further channel (MS-SMB2 3.3.5.5.2 session binding).
     SessionStarted {
         session_id: u64,
+        bound: bool,
         previous_session_id: u64,
         user: String,
         /// NTLM or Kerberos.
@@ -111,17 +114,6 @@ pub enum Action {
         /// server requires encryption on it (a client may encrypt on its own regardless).
         dialect: Dialect,
         signing: Option<SigningAlgorithm>,
-        cipher: Option<Cipher>,
-        encrypt_required: bool,
-    },
-    /// This connection became a channel of session `session_id`, established on another
-    /// (MS-SMB2 3.3.5.5.2 session binding); the fields as in `SessionStarted`.
-    ChannelBound {
-        session_id: u64,
-        user: String,
-        mechanism: smbq_auth::Mechanism,
-        dialect: Dialect,
-        signing: SigningAlgorithm,
         cipher: Option<Cipher>,
         encrypt_required: bool,
     },
@@ -1345,6 +1337,7 @@ impl ServerConnection {
         let frame = self.build_single(rhdr, NtStatus::SUCCESS, &body, sign)?;
         actions.push(Action::SessionStarted {
             session_id,
+            bound: false,
             previous_session_id,
             user,
             mechanism,

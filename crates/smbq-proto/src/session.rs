@@ -49,13 +49,19 @@ impl Session {
         acceptor: Acceptor,
         preauth: PreauthHash,
     ) -> Self {
+        let exchange = Exchange {
+            acceptor: Box::new(acceptor),
+            preauth,
+        };
+        Self::starting(record, SessionState::InProgress(exchange))
+    }
+
+    /// A session with no keys yet, in `state`.
+    fn starting(record: Arc<crate::sessions::SessionRecord>, state: SessionState) -> Self {
         Self {
             id: record.id(),
             record,
-            state: SessionState::InProgress(Exchange {
-                acceptor: Box::new(acceptor),
-                preauth,
-            }),
+            state,
             identity: None,
             signer: None,
             encryptor: None,
@@ -74,20 +80,17 @@ impl Session {
         acceptor: Acceptor,
         preauth: PreauthHash,
     ) -> Self {
+        let exchange = Exchange {
+            acceptor: Box::new(acceptor),
+            preauth,
+        };
         Self {
-            id: record.id(),
-            record,
-            state: SessionState::Binding(Exchange {
-                acceptor: Box::new(acceptor),
-                preauth,
-            }),
-            identity: None,
             signer: Some(est.signer.clone()),
             encryptor: est.encryptor.clone(),
             decryptor: est.decryptor.clone(),
             signing_required: est.signing_required,
             encrypt_data: est.encrypt_data,
-            expires_at: None,
+            ..Self::starting(record, SessionState::Binding(exchange))
         }
     }
 

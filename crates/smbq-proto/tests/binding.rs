@@ -171,7 +171,7 @@ fn a_second_connection_binds_and_signs_with_its_own_key() {
     );
     assert_eq!(b.status, NtStatus::SUCCESS);
     assert!(b.actions.iter().any(
-        |a| matches!(a, Action::ChannelBound { session_id, .. } if *session_id == c1.session_id)
+        |a| matches!(a, Action::SessionStarted { session_id, bound: true, .. } if *session_id == c1.session_id)
     ));
     let rec = table.get(c1.session_id).unwrap();
     assert_eq!(rec.channels(), vec![1, 2]);

@@ -169,12 +169,14 @@ impl ServerConnection {
         };
         let body = encode_session_setup(flags, &done.token);
         let frame = self.build_single(rhdr, NtStatus::SUCCESS, &body, true)?;
-        actions.push(Action::ChannelBound {
+        actions.push(Action::SessionStarted {
             session_id,
+            bound: true,
+            previous_session_id: 0,
             user: done.identity.user.clone(),
             mechanism: done.mechanism,
             dialect: p.dialect,
-            signing: p.signing,
+            signing: Some(p.signing),
             cipher,
             encrypt_required,
         });

@@ -459,6 +459,7 @@ impl ConnLoop {
             }
             Action::SessionStarted {
                 session_id,
+                bound,
                 previous_session_id,
                 user,
                 mechanism,
@@ -482,6 +483,7 @@ impl ConnLoop {
                     signing = %protection.signing.as_deref().unwrap_or("none"),
                     cipher = %protection.cipher.as_deref().unwrap_or("none"),
                     encrypt_required,
+                    channel = if bound { "bound" } else { "first" },
                     "session established"
                 );
                 if previous_session_id != 0 {
@@ -499,36 +501,6 @@ impl ConnLoop {
                 if n > 0 && !self.streams.granted {
                     self.streams.to_grant = Some(n);
                 }
-            }
-            Action::ChannelBound {
-                session_id,
-                user,
-                mechanism,
-                dialect,
-                signing,
-                cipher,
-                encrypt_required,
-            } => {
-                self.authenticated = true;
-                let protection = Protection::of(dialect, Some(signing), cipher);
-                info!(
-                    target: crate::AUDIT,
-                    event = "logon",
-                    result = "success",
-                    session = session_id,
-                    user = %user,
-                    auth = mechanism.name(),
-                    peer = %self.peer,
-                    transport = self.info.transport,
-                    dialect = %protection.dialect,
-                    signing = %protection.signing.as_deref().unwrap_or("none"),
-                    cipher = %protection.cipher.as_deref().unwrap_or("none"),
-                    encrypt_required,
-                    channel = "bound",
-                    "channel bound to session"
-                );
-                self.rt.server.session_started(session_id, self.engine.id());
-                self.info.set_protection(protection);
             }
             // LOGOFF and a failed re-authentication: durable opens stay for a reconnect, as
             // Windows keeps them (smbtorture smb2.durable-open.reopen4).
