@@ -1095,10 +1095,12 @@ impl ServerConnection {
             // A signed request is answered signed where a key for its session exists (MS-SMB2
             // 3.3.4.1.1; Samba signs these too, and its client drops a connection whose
             // answer to a signed request is not).
+            // A key of another connection's session signs only an answer to a request that
+            // proved it holds that key: else anyone could have answers of their choosing signed
+            // with someone else's key (and, with GMAC, nonces reused under it).
             Err(status)
                 if hdr.is_signed()
                     && (self.sessions.contains_key(&hdr.session_id)
-                        || req.is_binding()
                         || self.signed_foreign(hdr, msg)) =>
             {
                 return self.bind_refused(&rhdr, status);

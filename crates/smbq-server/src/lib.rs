@@ -239,7 +239,7 @@ impl Server {
         else {
             return;
         };
-        for id in st.open_ids() {
+        for id in st.end_opens() {
             if !(keep_durable && self.park_open(id)) {
                 self.close_open_by_id(id);
             }

@@ -37,11 +37,13 @@ async fn quinn_io() {
     let mut cfg = client_cfg(trusting(&[&cert]));
     cfg.settings = settings;
     let client = client_for(addr, cfg);
-    assert_eq!(
-        threads_named(&io_name),
+    // A thread takes its name once it runs, which may be after `spawn` returned.
+    wait_for(
+        &io_name,
         2,
-        "one for the listener, one for the client"
-    );
+        "one I/O thread for the listener, one for the client",
+    )
+    .await;
 
     let mut conn = within(client.connect(addr, "files.test")).await.unwrap();
     assert_eq!(conn.kind, TransportKind::Quic);

@@ -77,3 +77,35 @@ pub(crate) fn write_zeros<F: VfsFile + ?Sized>(file: &F, offset: u64, len: u64) 
     }
     Ok(())
 }
+
+/// Makes `[dst_off, dst_off + len)` of `dst` share the blocks of `[src_off, src_off + len)` of
+/// `src` (block-aligned ranges on a file system that clones: see [`crate::FsStat`]), through
+/// copy_file_range(2), which the kernel turns into a clone there. Unlike [`copy_range`] it
+/// never copies through memory: a range the kernel does not take is an error, so a request
+/// cannot make the server read or write the bytes.
+pub fn clone_range(
+    src: &dyn VfsFile,
+    src_off: u64,
+    dst: &dyn VfsFile,
+    dst_off: u64,
+    len: u64,
+) -> io::Result<()> {
+    let (Some(sfd), Some(dfd)) = (src.as_fd(), dst.as_fd()) else {
+        return Err(io::Error::from_raw_os_error(
+            Errno::OPNOTSUPP.raw_os_error(),
+        ));
+    };
+    let mut done = 0u64;
+    while done < len {
+        let mut so = src_off + done;
+        let mut d = dst_off + done;
+        let want = usize::try_from(len - done).unwrap_or(usize::MAX);
+        match rustix::fs::copy_file_range(sfd, Some(&mut so), dfd, Some(&mut d), want) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+            Ok(n) => done += n as u64,
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(io::Error::from_raw_os_error(e.raw_os_error())),
+        }
+    }
+    Ok(())
+}

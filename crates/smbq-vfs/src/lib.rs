@@ -14,7 +14,7 @@ pub mod privilege;
 mod types;
 
 pub use case::simple_lowercase_eq;
-pub use copy::{COPY_PIECE, copy_range};
+pub use copy::{COPY_PIECE, clone_range, copy_range};
 pub use error::{VfsError, is_confinement_error};
 pub use mem::MemVfs;
 pub use path::{PathError, RelPath};

@@ -138,8 +138,8 @@ pub struct FsStat {
     pub avail_blocks: u64,
     pub fs_id: u64,
     pub name_max: u64,
-    /// The file system shares extents between files (XFS, Btrfs): copy_file_range(2) on it
-    /// clones block-aligned ranges instead of copying them (FSCTL_DUPLICATE_EXTENTS_TO_FILE).
+    /// The file system shares extents between files (XFS with reflink, Btrfs; probed with
+    /// FICLONE): [`crate::clone_range`] works on it (FSCTL_DUPLICATE_EXTENTS_TO_FILE).
     pub clones_extents: bool,
 }
 

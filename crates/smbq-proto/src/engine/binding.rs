@@ -157,6 +157,11 @@ impl ServerConnection {
             return self.unbind(rhdr, NtStatus::INSUFFICIENT_RESOURCES);
         }
         channel.signer = Some(signer);
+        // MS-SMB2 3.3.5.5.3: encryption as this connection calls for it too (a session set up
+        // over QUIC under TLS needs none, a TCP channel bound to it does).
+        channel.encrypt_data |= !p.transport_security
+            && p.client_can_encrypt
+            && (self.cfg.encrypt_required || self.cfg.encrypt_desired);
         channel.state = SessionState::Valid { reauth: None };
         channel.identity = owner;
         channel.expires_at = done.valid_for.map(|d| env.at + d);

@@ -1,8 +1,10 @@
 //! FSCTL_DUPLICATE_EXTENTS_TO_FILE (MS-FSCC 2.3.7.2, MS-FSA 2.1.5.10.4): a range of one file
 //! made to share the blocks of another (ReFS block cloning; what Windows' copy engine uses on
-//! volumes that advertise FILE_SUPPORTS_BLOCK_REFCOUNTING). On XFS and Btrfs copy_file_range(2)
-//! clones block-aligned ranges, so nothing is read or written; other file systems do not
-//! advertise the capability and get STATUS_INVALID_DEVICE_REQUEST, as MS-FSCC says.
+//! volumes that advertise FILE_SUPPORTS_BLOCK_REFCOUNTING). Where the share's file system
+//! clones (probed with FICLONE: XFS with reflink, Btrfs) block-aligned ranges are cloned with
+//! copy_file_range(2), so nothing is read or written and no request can make the server copy
+//! bytes; other file systems do not advertise the capability and get
+//! STATUS_INVALID_DEVICE_REQUEST, as MS-FSCC says.
 //!
 //! The checks and their order are Windows Server 2016's as smbtorture's smb2.ioctl.dup_extents_*
 //! tests pin them down (and Samba follows): the destination never grows (the count is cut to
@@ -114,25 +116,32 @@ pub(super) async fn duplicate(ctx: &Ctx<'_>, dst: Arc<Open>, input: &[u8]) -> Re
     if is_sparse(&src) && !is_sparse(&dst) {
         return Err(NtStatus::NOT_SUPPORTED);
     }
+    // Clones are of whole blocks (ReFS: clusters), the last one may end at the source's end.
+    let bs = fs.block_size.max(1);
+    if r.source_offset % bs != 0
+        || r.target_offset % bs != 0
+        || (count % bs != 0 && r.source_offset + count != src_size)
+    {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
     if src.is_dir() || dst.is_dir() || !src.has(mask::FILE_READ_DATA | mask::FILE_EXECUTE) {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    // Writing is checked as a WRITE is (a read-only share refuses it here too).
-    crate::security::require_any(&dst, mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)?;
+    // Writing is checked as a WRITE is (a read-only share refuses it here too); the range is
+    // inside the file, so appending alone does not allow it (as WRITE below the end).
+    crate::security::require_any(&dst, mask::FILE_WRITE_DATA)?;
     ctx.srv.oplock_break_level2(df.key, dst.volatile());
     let (s2, d2) = (src.clone(), dst.clone());
     let (so, to) = (r.source_offset, r.target_offset);
-    let copied = blocking(move || {
+    // Never a copy through memory: a range the file system does not clone is refused.
+    blocking(move || {
         let (Some(sf), Some(df)) = (s2.file(), d2.file()) else {
             return Err(NtStatus::ACCESS_DENIED);
         };
-        smbq_vfs::copy_range(sf.file.as_ref(), so, df.file.as_ref(), to, count)
-            .map_err(|e| map_io_error(&e))
+        smbq_vfs::clone_range(sf.file.as_ref(), so, df.file.as_ref(), to, count)
+            .map_err(|_| NtStatus::NOT_SUPPORTED)
     })
     .await?;
-    if copied != count {
-        return Err(NtStatus::IO_DEVICE_ERROR);
-    }
     ctx.srv.notify_write(&dst); // CHANGE_NOTIFY and the parent's leases (crate::notify)
     Ok(())
 }

@@ -55,7 +55,13 @@ pub fn list() -> Vec<Interface> {
         } else {
             continue;
         };
-        let index = if_nametoindex(a.interface_name.as_str()).unwrap_or(0);
+        // MS-SMB2 2.2.32.5: IfIndex MUST NOT be 0.
+        let Ok(index) = if_nametoindex(a.interface_name.as_str()) else {
+            continue;
+        };
+        if index == 0 {
+            continue;
+        }
         out.push(Interface {
             index,
             address,

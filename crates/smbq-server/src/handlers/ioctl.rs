@@ -124,7 +124,12 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             Ok(reply(NtStatus::SUCCESS, &[]))
         }
         CtlCode::QUERY_NETWORK_INTERFACE_INFO => {
-            // MS-SMB2 3.3.5.15.11 (handlers/interfaces.rs).
+            // MS-SMB2 3.3.5.15.11 (handlers/interfaces.rs): only where multichannel is offered,
+            // so a QUIC client on the internet learns nothing of the server's networks.
+            if ctx.conn.server_capabilities & smbq_wire::negotiate::capabilities::MULTI_CHANNEL == 0
+            {
+                return Err(NtStatus::NOT_SUPPORTED);
+            }
             let policy = &ctx.srv.config().interfaces;
             let list =
                 super::interfaces::advertised(&super::interfaces::list(), policy, &ctx.conn.peer);

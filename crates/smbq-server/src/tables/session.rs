@@ -19,6 +19,8 @@ pub struct SessionState {
     pub id: u64,
     trees: Mutex<GenSlab<Arc<Tree>>>,
     opens: Mutex<HashSet<u64>>,
+    /// Set by `end_opens` under the `opens` lock.
+    ended: std::sync::atomic::AtomicBool,
     max_opens: usize,
     /// The session's security token, with the identity it was computed for (a
     /// re-authentication may only keep the same user, but the cache never assumes it).
@@ -59,6 +61,7 @@ impl SessionState {
             id,
             trees: Mutex::new(GenSlab::with_generations(max_trees, 0xFFFF)),
             opens: Mutex::new(HashSet::new()),
+            ended: std::sync::atomic::AtomicBool::new(false),
             max_opens,
             token: Mutex::new(None),
             closed_recently: Mutex::new(std::collections::VecDeque::new()),
@@ -120,10 +123,19 @@ impl SessionState {
     /// Records a new open; false when the per-session limit is reached.
     pub fn add_open(&self, open_id: u64) -> bool {
         let mut opens = self.opens.lock();
-        if opens.len() >= self.max_opens {
+        if self.ended.load(std::sync::atomic::Ordering::Acquire) || opens.len() >= self.max_opens {
             return false;
         }
         opens.insert(open_id)
+    }
+
+    /// The session ends: no open is added from now on (a CREATE still running for it, e.g.
+    /// one that outlived its channel, closes what it made), and the opens it has are returned
+    /// for closing. Under the opens lock, so no open slips in between.
+    pub fn end_opens(&self) -> Vec<u64> {
+        let opens = self.opens.lock();
+        self.ended.store(true, std::sync::atomic::Ordering::Release);
+        opens.iter().copied().collect()
     }
 
     pub fn remove_open(&self, open_id: u64) {

@@ -31,3 +31,13 @@ async fn a_session_outlives_all_but_its_last_channel() {
     assert!(h.srv.session_table().get(h.session.id).is_none());
     assert!(h.srv.status().opens.is_empty());
 }
+
+/// A CREATE still running when its session ends (one that outlived its channel) cannot add
+/// its open to the ended session: the opens are taken and the door closed under one lock.
+#[test]
+fn an_ended_session_takes_no_new_open() {
+    let st = crate::tables::SessionState::new(7, 4, 4);
+    assert!(st.add_open(1));
+    assert_eq!(st.end_opens(), vec![1]);
+    assert!(!st.add_open(2), "no open joins an ended session");
+}

@@ -37,6 +37,8 @@ impl Default for PosixOptions {
 pub(crate) struct Share {
     root: OwnedFd,
     opts: PosixOptions,
+    /// Whether the file system clones ranges (FICLONE works), probed once.
+    clones: std::sync::OnceLock<bool>,
 }
 
 /// A share rooted at a directory of the host filesystem.
@@ -48,10 +50,23 @@ const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGIC
 /// openat2 reports EAGAIN when a concurrent rename makes a BENEATH walk unverifiable.
 const EAGAIN_RETRIES: usize = 16;
 
-/// statfs(2) f_type of file systems that share extents between files: XFS_SUPER_MAGIC and
-/// BTRFS_SUPER_MAGIC (linux/magic.h). An XFS made without reflink copies instead, which is
-/// still correct, only slower.
-const CLONING_FILE_SYSTEMS: [rustix::fs::FsWord; 2] = [0x5846_5342, 0x9123_683E];
+/// Whether files under `root` can share extents: two unnamed temporary files there
+/// (O_TMPFILE, never visible, gone when closed), one cloned from the other with FICLONE. A file
+/// system that cannot (ext4, an XFS made without reflink, tmpfs) refuses the clone.
+fn probe_clones(root: BorrowedFd<'_>) -> bool {
+    let open = || {
+        rustix::fs::openat(
+            root,
+            ".",
+            OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+    };
+    let (Ok(a), Ok(b)) = (open(), open()) else {
+        return false;
+    };
+    rustix::io::write(&a, &[0u8; 4096]).is_ok() && rustix::fs::ioctl_ficlone(&b, &a).is_ok()
+}
 
 impl PosixVfs {
     /// Opens `root` as the share root. Fails when the kernel lacks `openat2` (Linux < 5.6):
@@ -79,7 +94,11 @@ impl PosixVfs {
             Err(e) => return Err(e.into()),
         }
         Ok(Self {
-            share: Arc::new(Share { root, opts }),
+            share: Arc::new(Share {
+                root,
+                opts,
+                clones: std::sync::OnceLock::new(),
+            }),
         })
     }
 }
@@ -211,8 +230,10 @@ impl Vfs for PosixVfs {
             avail_blocks: s.f_bavail,
             fs_id: s.f_fsid,
             name_max: s.f_namemax,
-            clones_extents: rustix::fs::fstatfs(self.share.root())
-                .is_ok_and(|f| CLONING_FILE_SYSTEMS.contains(&f.f_type)),
+            clones_extents: *self
+                .share
+                .clones
+                .get_or_init(|| probe_clones(self.share.root())),
         })
     }
 
