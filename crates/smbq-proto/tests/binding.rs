@@ -348,3 +348,61 @@ fn a_session_takes_at_most_32_channels() {
     assert_eq!(b.status, NtStatus::INSUFFICIENT_RESOURCES);
     assert_eq!(table.get(c1.session_id).unwrap().channel_count(), 32);
 }
+
+/// A hostile client that starts bindings and never finishes them holds no more than its
+/// connection's session slots: a half-bound channel counts as a session of the connection.
+#[test]
+fn unfinished_bindings_count_against_the_connections_sessions() {
+    let offer = Offer::smb311(&[Cipher::Aes128Gcm], &[GMAC]);
+    let (_s1, c1, table) = first(offer.clone());
+    // A second session of the same server, on its own connection.
+    let mut s3 = Server::sharing_as(config(), Transport::Tcp, table.clone(), 3);
+    let mut c3 = Client::new(multichannel(offer.clone()));
+    c3.rng = rand::SeedableRng::seed_from_u64(3);
+    c3.connect(&mut s3);
+    let mut cfg = config();
+    cfg.limits.max_sessions_per_connection = 1;
+    let mut s2 = Server::sharing_as(cfg, Transport::Tcp, table.clone(), 2);
+    let mut c2 = Client::new(multichannel(offer));
+    c2.negotiate(&mut s2);
+    // The first leg of a binding to session 1, left unfinished: it holds the one slot.
+    let master1 = c1.signer.clone().unwrap();
+    let mut h = c2.header(Command::SESSION_SETUP, 1);
+    let token = Initiator::new(
+        Credentials::with_password(USER, "WORKGROUP", PASSWORD, "TESTCLIENT"),
+        &mut c2.rng,
+        NOW,
+    )
+    .first_token();
+    h.session_id = c1.session_id;
+    let mut w = Writer::new();
+    h.encode(&mut w);
+    SessionSetupRequest {
+        flags: setup_flags::BINDING,
+        security_buffer: &token,
+        ..Default::default()
+    }
+    .encode(&mut w);
+    let mut m = w.into_vec();
+    let f = u32::from_le_bytes(m[16..20].try_into().unwrap()) | 0x8;
+    m[16..20].copy_from_slice(&f.to_le_bytes());
+    master1.sign(&mut m).unwrap();
+    let (frames, _) = s2.exchange_engine_only(&frame(&m)).unwrap();
+    assert_eq!(
+        c2.receive(&frames[0]).one().status(),
+        NtStatus::MORE_PROCESSING_REQUIRED
+    );
+    // A binding to session 3 on the same connection finds no slot.
+    let master3 = c3.signer.clone().unwrap();
+    let b = bind(
+        &mut s2,
+        &mut c2,
+        c3.session_id,
+        &master3,
+        USER,
+        PASSWORD,
+        true,
+    );
+    assert_eq!(b.status, NtStatus::INSUFFICIENT_RESOURCES);
+    assert_eq!(table.get(c3.session_id).unwrap().channels(), vec![3]);
+}
