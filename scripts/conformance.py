@@ -11,6 +11,11 @@ Usage:
     python3 scripts/conformance.py --suites smb2.lease,smb2.oplock
     python3 scripts/conformance.py --tests smb2.lease.request,smb2.oplock.batch1   # print only
     python3 scripts/conformance.py --out /tmp/c.md --json /tmp/c.json
+    python3 scripts/conformance.py --all --json /tmp/all.json   # every smb2 suite (1-2 hours)
+    python3 scripts/conformance.py --all --json /tmp/all.json --resume   # go on after a stop
+
+With --json the raw results are written after every test, so a long run that is stopped can go
+on where it was with --resume (tests already in the file are not run again).
 
 The servers come from the interop test fixtures (tests/interop): smbq is the already-built
 target/release/smbq (or $SMBQ_BIN); Samba needs root (smbd switches to the share user). Tests
@@ -39,7 +44,8 @@ from conftest import BINARY, USER, SmbqServer  # noqa: E402
 from samba_server import SambaServer  # noqa: E402
 # The smbq setup of the smbtorture interop test, so both measure the same server: the extra
 # `noperm` share and the per-test option overrides.
-from test_smbtorture import EXTRA_OPTIONS, NEEDS_USER2, NOPERM_CONFIG, add_user2  # noqa: E402
+from test_smbtorture import (  # noqa: E402
+    EXTRA_OPTIONS, NEEDS_USER2, NOPERM_CONFIG, USER2, USER2_PASSWORD, add_user2)
 
 # Importing conftest pointed XDG_CACHE_HOME at a fresh temporary directory (so smbq's client
 # memory stays out of the user's cache); nothing here uses it afterwards.
@@ -54,7 +60,14 @@ DEFAULT_SUITES = [
     "smb2.durable-open-disconnect",
     "smb2.replay",
 ]
-TEST_TIMEOUT = 300  # seconds per smbtorture run; a timeout counts as FAIL
+TEST_TIMEOUT = 300  # seconds per smbtorture run (--timeout); a timeout counts as FAIL
+# Entries of `smbtorture --list smb2` that are not tests but interactive helpers: they open files
+# and wait for ever (for a human, or for another smbtorture to probe them), so they are not run.
+NOT_RUN = {
+    "smb2.hold-oplock": "an interactive helper: holds oplocks until it is killed",
+    "smb2.hold-sharemode": "an interactive helper: holds share modes until it is killed",
+    "smb2.check-sharemode": "an interactive helper: probes a file smb2.hold-sharemode holds",
+}
 # Tests the comparison leaves out (they still run, and both results are shown), with why.
 BLOCKS_A_CHANNEL = ("blocks one channel of a multichannel session, through Samba's test-only "
                     "FSCTL_SMBTORTURE_FORCE_UNACKED_TIMEOUT (smbd:FSCTL_SMBTORTURE = yes) or "
@@ -65,6 +78,8 @@ LEFT_OUT = [
 
 def left_out(test: str) -> str | None:
     """Why `test` is left out of the comparison, or None."""
+    if test in NOT_RUN:
+        return "not run, " + NOT_RUN[test]
     for pattern, why in LEFT_OUT:
         if pattern.search(test):
             return why
@@ -107,8 +122,21 @@ def list_tests() -> list[str]:
 
 
 def suite_tests(all_tests: list[str], suite: str) -> list[str]:
-    # The trailing dot keeps smb2.durable-open from also taking smb2.durable-open-disconnect.
-    return [t for t in all_tests if t.startswith(suite + ".")]
+    # The trailing dot keeps smb2.durable-open from also taking smb2.durable-open-disconnect; a
+    # suite of one test (smb2.connect) is its own name.
+    return [t for t in all_tests if t == suite or t.startswith(suite + ".")]
+
+
+def all_suites(all_tests: list[str], top: str = "smb2") -> list[str]:
+    """The suites under `top` (its second name component), in --list order."""
+    suites: list[str] = []
+    for t in all_tests:
+        parts = t.split(".")
+        if parts[0] == top and len(parts) > 1:
+            suite = ".".join(parts[:2])
+            if suite not in suites:
+                suites.append(suite)
+    return suites
 
 
 # -- running one test ----------------------------------------------------------------------------
@@ -190,6 +218,8 @@ def run_on_samba(name: str) -> dict:
     # a private temporary directory that stop() removes.
     server = SambaServer(None, **SAMBA_OPTIONS)
     try:
+        if name in NEEDS_USER2:
+            server.add_user(USER2, USER2_PASSWORD)
         r = run_smbtorture(name, server.unc, server.port, server.user, server.password)
         if r["result"] != "PASS":
             r["output"] += "\n--- samba log ---\n" + server.log_tail(60)
@@ -307,6 +337,7 @@ def existing_notes(path: pathlib.Path) -> str:
 # -- main ----------------------------------------------------------------------------------------
 
 def main() -> int:
+    global TEST_TIMEOUT
     ap = argparse.ArgumentParser(
         description="Run smbtorture suites against smbq and Samba and write the comparison "
                     "to docs/conformance.md.")
@@ -317,12 +348,24 @@ def main() -> int:
                     "results are printed, the document is not written")
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "docs" / "conformance.md",
                     help="document to write (default: docs/conformance.md)")
-    ap.add_argument("--json", type=pathlib.Path, help="also write the raw results here")
+    ap.add_argument("--json", type=pathlib.Path, help="also write the raw results here "
+                    "(after every test)")
+    ap.add_argument("--all", action="store_true",
+                    help="every smb2 suite of smbtorture --list (instead of --suites)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the results already in --json and run only the missing tests")
+    ap.add_argument("--timeout", type=int, default=TEST_TIMEOUT,
+                    help="seconds per smbtorture run (default: %(default)s)")
     args = ap.parse_args()
+    if args.resume and not args.json:
+        ap.error("--resume needs --json")
+    TEST_TIMEOUT = args.timeout
 
     all_tests = list_tests()
     suites = {}
-    for suite in filter(None, (s.strip() for s in args.suites.split(","))):
+    wanted_suites = (all_suites(all_tests) if args.all
+                     else filter(None, (s.strip() for s in args.suites.split(","))))
+    for suite in wanted_suites:
         tests = suite_tests(all_tests, suite)
         if not tests:
             ap.error(f"smbtorture --list has no tests in suite {suite!r}")
@@ -340,17 +383,37 @@ def main() -> int:
     date = datetime.date.today().isoformat()
     plan = [(suite, t) for suite, tests in suites.items() for t in tests]
     results: dict[str, dict] = {}
+    if args.resume and args.json.exists():
+        saved = json.loads(args.json.read_text())
+        results = {t: r for t, r in saved.get("results", {}).items()
+                   if any(t == x for _, x in plan)}
+        print(f"resuming: {len(results)} of {len(plan)} tests already done", file=sys.stderr)
+
+    def checkpoint():
+        if args.json:
+            tmp = args.json.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"date": date, "versions": ver, "suites": suites,
+                                       "timeout": TEST_TIMEOUT, "results": results},
+                                      indent=2) + "\n")
+            tmp.replace(args.json)
+
     started = time.monotonic()
     for n, (suite, test) in enumerate(plan, 1):
+        if test in results:
+            continue
+        if test in NOT_RUN:
+            not_run = {"result": "NOT RUN", "reason": NOT_RUN[test], "seconds": 0, "output": ""}
+            results[test] = {"suite": suite, "smbq": not_run, "samba": not_run}
+            checkpoint()
+            continue
         results[test] = {"suite": suite, "smbq": run_on_smbq(test), "samba": run_on_samba(test)}
+        checkpoint()
         short = test[len(suite) + 1:]
         print(f"[{n}/{len(plan)}] {suite} {short} smbq={results[test]['smbq']['result']} "
               f"samba={results[test]['samba']['result']}", file=sys.stderr, flush=True)
     print(f"{len(plan)} tests in {time.monotonic() - started:.0f} s", file=sys.stderr)
 
-    if args.json:
-        args.json.write_text(json.dumps({"date": date, "versions": ver, "suites": suites,
-                                         "results": results}, indent=2) + "\n")
+    checkpoint()
     if args.tests:
         # A partial run must not overwrite the document; show the outcome instead.
         for suite, test in plan:

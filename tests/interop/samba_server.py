@@ -238,6 +238,17 @@ class SambaServer:
             raise RuntimeError(f"pdbedit -a {self.user} failed ({p.returncode}):\n"
                                f"{p.stdout}{p.stderr}")
 
+    def add_user(self, name: str, password: str) -> None:
+        """Another account on this server (a Unix user, created if missing, and its Samba
+        password), for tests that log on as a second user."""
+        ensure_unix_user(name)
+        p = subprocess.run([PDBEDIT, "-s", str(self.conf_path), "-a", "-t", "-u", name],
+                           input=f"{password}\n{password}\n", capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode != 0:
+            raise RuntimeError(f"pdbedit -a {name} failed ({p.returncode}):\n"
+                               f"{p.stdout}{p.stderr}")
+
     # -- process control -----------------------------------------------------------------------
 
     def _start(self, timeout: float) -> None:
