@@ -92,3 +92,47 @@ def test_server_copy_shares_blocks_on_xfs(xfs_workdir):
                                                    capture_output=True, text=True).stdout
     finally:
         assert server.stop() == 0
+
+
+def test_dup_extents_needs_write_data_not_append(xfs_workdir):
+    """Cloning into a file replaces bytes inside it, like a WRITE below its end: an open with
+    FILE_APPEND_DATA alone gets STATUS_ACCESS_DENIED and the file keeps its bytes; with
+    FILE_WRITE_DATA the same request clones (MS-FSA 2.1.5.10.4; MS-SMB2 3.3.5.15)."""
+    import struct
+    from impacket import smb3structs as s3
+    from impacket.smb3 import SessionError
+    from impacket.smbconnection import SMBConnection
+    from conftest import USER
+
+    server = SmbqServer(xfs_workdir)
+    try:
+        block = 64 << 10
+        src, dst = server.share / "src.bin", server.share / "dst.bin"
+        make_file(src, block, seed=3)
+        dst.write_bytes(b"\0" * block)
+        conn = SMBConnection("127.0.0.1", "127.0.0.1", sess_port=server.port)
+        conn.login(USER, server.password)
+        s, t = conn.getSMBServer(), conn.connectTree("share")
+        fsrc = s.create(t, "src.bin", s3.FILE_READ_DATA, 7, 0, s3.FILE_OPEN, 0x80)
+        persistent, volatile = struct.unpack("<QQ", fsrc)
+        request = struct.pack("<QQQQQ", persistent, volatile, 0, 0, block)
+        dup_extents = 0x00098344  # FSCTL_DUPLICATE_EXTENTS_TO_FILE
+
+        append = s.create(t, "dst.bin", s3.FILE_APPEND_DATA | s3.FILE_READ_ATTRIBUTES, 7, 0,
+                          s3.FILE_OPEN, 0x80)
+        with pytest.raises(SessionError) as refused:
+            s.ioctl(t, append, dup_extents, flags=s3.SMB2_0_IOCTL_IS_FSCTL, inputBlob=request,
+                    maxOutputResponse=0)
+        assert refused.value.get_error_code() == 0xC0000022, hex(refused.value.get_error_code())
+        assert dst.read_bytes() == b"\0" * block
+        s.close(t, append)
+
+        writer = s.create(t, "dst.bin", s3.FILE_WRITE_DATA, 7, 0, s3.FILE_OPEN, 0x80)
+        s.ioctl(t, writer, dup_extents, flags=s3.SMB2_0_IOCTL_IS_FSCTL, inputBlob=request,
+                maxOutputResponse=0)
+        s.close(t, writer)
+        s.close(t, fsrc)
+        conn.logoff()
+        assert sha256(dst) == sha256(src)
+    finally:
+        assert server.stop() == 0
