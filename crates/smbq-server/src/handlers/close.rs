@@ -9,7 +9,7 @@ use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
 
 use super::{Ctx, bad, blocking, body};
 use crate::access::mask;
-use crate::meta;
+use crate::{dos, meta};
 
 pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let req = CloseRequest::decode(&ctx.req.msg).map_err(bad)?;
@@ -26,35 +26,38 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if crate::security::require(&open, mask::DELETE).is_err() {
         open.delete_on_close.store(false, Ordering::Release);
     }
-    let (st, name) = blocking(move || {
+    let resp = blocking(move || {
+        // What this handle wrote shows now, so the attributes returned are the final ones
+        // (release_open finds nothing left to do; smbtorture smb2.timestamps.delayed-*).
+        if !open.delete_on_close.load(Ordering::Acquire) {
+            crate::write_time::settle(&srv, &open);
+        }
         // Stat before closing: a delete-on-close file is gone afterwards.
-        let st = if post {
-            open.file().and_then(|f| f.file.stat().ok())
-        } else {
-            None
+        let post = match open.file() {
+            Some(f) if post => f.file.stat().ok().map(|st| {
+                let name = open
+                    .path()
+                    .file_name()
+                    .map(str::to_owned)
+                    .unwrap_or_default();
+                let v = dos::view(&srv, f.file.as_ref(), f.key, &st, &name);
+                CloseResponse {
+                    flags: POSTQUERY_ATTRIB,
+                    creation_time: v.creation,
+                    last_access_time: v.last_access,
+                    last_write_time: v.last_write,
+                    change_time: v.change,
+                    allocation_size: meta::allocation_with(&st, srv.files().allocation(f.key)),
+                    end_of_file: meta::end_of_file(&st),
+                    file_attributes: v.attributes,
+                }
+            }),
+            _ => None,
         };
-        let name = open
-            .path()
-            .file_name()
-            .map(str::to_owned)
-            .unwrap_or_default();
         srv.close_open_by_id(open.volatile())
             .ok_or(NtStatus::FILE_CLOSED)?;
-        Ok((st, name))
+        Ok(post.unwrap_or_default())
     })
     .await?;
-    let resp = match st {
-        Some(st) => CloseResponse {
-            flags: POSTQUERY_ATTRIB,
-            creation_time: meta::creation_time(&st),
-            last_access_time: meta::ft(st.atime),
-            last_write_time: meta::ft(st.mtime),
-            change_time: meta::ft(st.ctime),
-            allocation_size: meta::allocation_size(&st),
-            end_of_file: meta::end_of_file(&st),
-            file_attributes: meta::attributes(&st, &name),
-        },
-        None => CloseResponse::default(),
-    };
     Ok(Response::ok(body(|w| resp.encode(w))))
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use smbq_proto::Response;
-use smbq_vfs::{FileKind, Timespec};
-use smbq_wire::filetime::{self, SetTime};
+use smbq_vfs::FileKind;
+use smbq_wire::filetime::SetTime;
 use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::file_info::{
     AllocationInfo, BasicInfo, DispositionInfo, DispositionInfoEx, EndOfFileInfo, ModeInfo,
@@ -243,7 +243,11 @@ fn size_change<'a>(srv: &Server, open: &'a Open, size: u64) -> Result<&'a FileOp
 /// MS-FSA 2.1.5.15.4 FileEndOfFileInformation.
 fn set_end_of_file(srv: &Arc<Server>, open: &Arc<Open>, end_of_file: u64) -> Result<(), NtStatus> {
     let f = size_change(srv, open, end_of_file)?;
-    f.file.set_len(end_of_file).map_err(io)
+    let size = f.file.stat().map_err(io)?.size;
+    f.file.set_len(end_of_file).map_err(io)?;
+    // Even to the same size, a delayed LastWriteTime update happens now (Windows; smbtorture
+    // smb2.timestamps.delayed-write-vs-seteof).
+    crate::write_time::flush(srv, open, size != end_of_file).map_err(io)
 }
 
 /// MS-FSA 2.1.5.15.1 FileAllocationInformation: below end of file it truncates the file.
@@ -256,17 +260,17 @@ fn set_allocation(srv: &Arc<Server>, open: &Arc<Open>, allocation: u64) -> Resul
         f.file.allocate(allocation).map_err(io)?;
     }
     srv.files().set_allocation(f.key, allocation);
-    Ok(())
+    crate::write_time::flush(srv, open, allocation < size).map_err(io)
 }
 
-fn to_ts(ft: u64) -> Timespec {
-    let (sec, nsec) = filetime::to_unix(ft);
-    Timespec::new(sec, nsec)
-}
+use crate::write_time::to_timespec as to_ts;
 
-/// MS-FSA 2.1.5.15.2: 0 keeps a time, -1/-2 (freeze/unfreeze) are accepted and keep it too.
-/// Access and write times go to the inode; CreationTime and the DOS attributes to the
-/// `crate::dos` xattr; ChangeTime is remembered in memory until the inode changes again.
+/// MS-FSA 2.1.5.15.2: 0 keeps a time; -1/-2 freeze and unfreeze LastWriteTime for this handle
+/// (crate::write_time) and keep the other times. Access and write times go to the inode;
+/// CreationTime and the DOS attributes to the `crate::dos` xattr; ChangeTime is remembered in
+/// memory until the inode changes again. Any FileBasicInformation, all zeros too, first makes
+/// a delayed LastWriteTime update of this handle's writes happen (Windows Server 2016;
+/// smbtorture smb2.timestamps.delayed-write-vs-setbasic).
 fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
     let classify = |v| SetTime::from_wire(v).ok_or(NtStatus::INVALID_PARAMETER);
@@ -285,10 +289,12 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     let kept = srv
         .files()
         .change_time(f.key, f.file.stat().map_err(io)?.ctime);
+    crate::write_time::flush(srv, open, false).map_err(io)?;
     let (atime, mtime) = (pick(a), pick(m));
     if atime.is_some() || mtime.is_some() {
         f.file.set_times(atime, mtime).map_err(io)?;
     }
+    crate::write_time::set_by_client(srv, open, f, m).map_err(io)?;
     let attrs = b.file_attributes;
     let mut dos = DosInfo::read(f.file.as_ref());
     let before = dos;

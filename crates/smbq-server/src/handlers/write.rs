@@ -79,7 +79,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         };
         srv.files()
             .check_io(f.key, open.volatile(), at, data.len() as u64, true)?;
+        let before = crate::write_time::before_write(&srv, &open, f);
         let n = f.file.write_at(at, &[data]).map_err(|e| map_io_error(&e))?;
+        crate::write_time::after_write(&srv, &open, f, before);
         if write_through {
             f.file.fsync().map_err(|e| map_io_error(&e))?;
         }

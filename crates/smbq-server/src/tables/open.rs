@@ -81,6 +81,12 @@ pub struct Open {
     /// Data or size was changed through this open: its close breaks the parent directory's
     /// leases (the listing's size and times changed; smbtorture smb2.lease.v2_request).
     pub modified: AtomicBool,
+    /// MS-FSA Open.UserSetModificationTime: a client set or froze LastWriteTime through this
+    /// handle, so its writes do not move it (crate::write_time).
+    pub sticky_write: AtomicBool,
+    /// This handle wrote after its file's delayed LastWriteTime update was taken: its close
+    /// sets the time (crate::write_time).
+    pub written_after_update: AtomicBool,
 }
 
 impl std::fmt::Debug for Open {

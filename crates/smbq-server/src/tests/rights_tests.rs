@@ -630,6 +630,8 @@ fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId
         lock_seq: Mutex::new(Default::default()),
         parent_lease: None,
         modified: AtomicBool::new(false),
+        sticky_write: AtomicBool::new(false),
+        written_after_update: AtomicBool::new(false),
     }));
     file_id
 }

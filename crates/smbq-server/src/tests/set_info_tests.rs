@@ -217,3 +217,51 @@ async fn a_directory_cannot_be_temporary_and_sparse_is_not_settable() {
     let g = h.create("f", mask::FILE_READ_ATTRIBUTES, D::OPEN, 0).await;
     assert_eq!(g.create().file_attributes & attr::SPARSE_FILE, 0);
 }
+
+fn mtime_secs(h: &H, name: &str) -> u64 {
+    std::fs::metadata(h.path(name))
+        .unwrap()
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// MS-FSA 2.1.5.15.2 (Open.UserSetModificationTime): a LastWriteTime a client set through a
+/// handle survives that handle's own later writes; its close puts it back on the inode. A
+/// handle with -1 (freeze) keeps the time it froze the same way (crate::write_time).
+#[tokio::test]
+async fn a_write_time_set_by_a_handle_outlives_its_writes() {
+    let h = H::new().await;
+    h.put("f", b"0123456789").await;
+    let o = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
+    let basic = BasicInfo {
+        last_write_time: smbq_wire::filetime::from_unix(1_000_000_000, 0),
+        ..Default::default()
+    };
+    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
+    assert_eq!(h.write(o.id, 0, b"abc").await.status, NtStatus::SUCCESS);
+    assert_ne!(
+        mtime_secs(&h, "f"),
+        1_000_000_000,
+        "the write moved the inode"
+    );
+    assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(mtime_secs(&h, "f"), 1_000_000_000);
+
+    // Frozen with -1 after a set: the same.
+    let o = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
+    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
+    let freeze = BasicInfo {
+        last_write_time: u64::MAX,
+        ..Default::default()
+    };
+    assert_eq!(
+        set(&h, o.id, 4, &freeze.to_bytes()).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(h.write(o.id, 0, b"def").await.status, NtStatus::SUCCESS);
+    assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(mtime_secs(&h, "f"), 1_000_000_000);
+}

@@ -126,6 +126,8 @@ impl CreateIntent {
             lock_seq: Mutex::new(Default::default()),
             parent_lease: self.lease.as_ref().and_then(|l| l.parent),
             modified: AtomicBool::new(false),
+            sticky_write: AtomicBool::new(false),
+            written_after_update: AtomicBool::new(false),
         })
     }
 }
