@@ -94,15 +94,24 @@ def left_out(test: str) -> str | None:
 NOTES_MARKER = "<!-- notes -->"
 NOTES_PLACEHOLDER = "Notes on tests left out go here.\n"
 
-# Samba as shipped, with two share settings a Samba admin sets for these features: smbd grants
-# durable handles only with `posix locking = no` (besides `kernel oplocks = no` and `kernel share
-# modes = no`, the 4.17 defaults; see `durable handles` in smb.conf(5)), and it has no named
-# streams without a streams module, which several lease tests open (smb2.lease.request opens
-# `lease.dat:stream`). Samba's own selftest runs the durable and replay suites on a share with
-# those three settings (its `durable` share).
+# Samba as its own selftest sets it up for these suites (selftest/target/Samba3.pm, 4.17): smbd
+# grants durable handles only with `posix locking = no` (besides `kernel oplocks = no` and `kernel
+# share modes = no`, the 4.17 defaults; see `durable handles` in smb.conf(5)) and its selftest
+# runs the durable and replay suites on such a share; it has no named streams without a streams
+# module (smb2.lease.request opens `lease.dat:stream`); it keeps Windows ACLs only with
+# `acl_xattr` (every selftest file server share stacks it), without which the smb2.acls and
+# smb2.create.acl* tests fail on Samba for want of storage rather than logic. The `noperm`
+# share smb2.ioctl's tests use is, as in selftest, a directory with mode 0000.
 # Encryption stays at Samba's default (offered, not required), as smbq's default is off.
 SAMBA_OPTIONS = dict(encrypt="default",
-                     extra_share=["posix locking = no", "vfs objects = streams_xattr"])
+                     extra_share=["posix locking = no", "vfs objects = acl_xattr streams_xattr"])
+
+
+def samba_noperm_share(base: pathlib.Path) -> dict[str, list[str]]:
+    d = base / "noperm"
+    d.mkdir(exist_ok=True)
+    d.chmod(0)
+    return {"noperm": [f"path = {d}", "read only = no", "wide links = yes"]}
 
 
 # -- test discovery ------------------------------------------------------------------------------
@@ -223,7 +232,12 @@ def run_on_samba(name: str) -> dict:
     # record is keyed by, so one test's leftovers could change the next test's result. Starting
     # smbd takes a fraction of a second. SambaServer(None) puts everything (share included) in
     # a private temporary directory that stop() removes.
-    server = SambaServer(None, **SAMBA_OPTIONS)
+    noperm_base = pathlib.Path(tempfile.mkdtemp(prefix="smbq-samba-noperm-"))
+    try:
+        server = SambaServer(None, extra_shares=samba_noperm_share(noperm_base), **SAMBA_OPTIONS)
+    except BaseException:
+        shutil.rmtree(noperm_base, ignore_errors=True)
+        raise
     try:
         if name in NEEDS_USER2:
             server.add_user(USER2, USER2_PASSWORD)
@@ -233,6 +247,7 @@ def run_on_samba(name: str) -> dict:
         return r
     finally:
         server.stop()
+        shutil.rmtree(noperm_base, ignore_errors=True)
 
 
 # -- the document --------------------------------------------------------------------------------
@@ -275,9 +290,10 @@ def render(suites: dict[str, list[str]], results: dict[str, dict], ver: dict, da
         "Each test of the smbtorture suites below runs in its own `smbtorture` process against",
         "a fresh smbq (`target/release/smbq serve`, default settings) and against a fresh private",
         "Samba `smbd` on the same machine, so the two columns compare smbq with the reference",
-        "implementation under the same client. Samba runs with its stock settings plus two",
-        "share options it needs for these features: `posix locking = no` (else it grants no",
-        "durable handles) and `vfs objects = streams_xattr` (else it has no named streams).",
+        "implementation under the same client. Samba runs with its stock settings plus the",
+        "share options its own selftest gives these suites: `posix locking = no` (else it grants",
+        "no durable handles), `vfs objects = acl_xattr streams_xattr` (else it stores no Windows",
+        "ACLs and has no named streams) and a `noperm` share (a directory with mode 0000).",
         "PASS means smbtorture reported success; SKIP means the test skipped itself",
         "(usually: the server does not offer the feature); FAIL includes errors, crashes and",
         f"runs over {TEST_TIMEOUT} s. NOT RUN marks the interactive helpers `--list` also names.",

@@ -115,7 +115,8 @@ class SambaServer:
                  max_protocol: str | None = None, user: str = DEFAULT_USER,
                  password: str | None = None, share_name: str = "share", log_level: int = 1,
                  extra_global: tuple[str, ...] | list[str] = (),
-                 extra_share: tuple[str, ...] | list[str] = (), start_timeout: float = 30.0):
+                 extra_share: tuple[str, ...] | list[str] = (),
+                 extra_shares: dict[str, list[str]] | None = None, start_timeout: float = 30.0):
         if not os.path.exists(SMBD):
             raise RuntimeError("smbd not found: install Debian's samba package "
                                "(apt-get install samba)")
@@ -143,7 +144,8 @@ class SambaServer:
         try:
             self._setup(encrypt=encrypt, signing=signing, min_protocol=min_protocol,
                         max_protocol=max_protocol, log_level=log_level,
-                        extra_global=list(extra_global), extra_share=list(extra_share))
+                        extra_global=list(extra_global), extra_share=list(extra_share),
+                        extra_shares=dict(extra_shares or {}))
             self._start_on_free_port(start_timeout)
         except BaseException:
             self.stop()
@@ -227,6 +229,9 @@ class SambaServer:
              f"valid users = {self.user}"] + c["extra_share"]
         text = "[global]\n" + "".join(f"\t{x}\n" for x in g)
         text += f"\n[{self.share_name}]\n" + "".join(f"\t{x}\n" for x in s)
+        # More shares, each given whole ({name: [option lines]}; the options name its path).
+        for name, options in c["extra_shares"].items():
+            text += f"\n[{name}]\n" + "".join(f"\t{x}\n" for x in options)
         self.conf_path.write_text(text)
 
     def _add_samba_user(self) -> None:
