@@ -45,7 +45,7 @@ from samba_server import SambaServer  # noqa: E402
 # The smbq setup of the smbtorture interop test, so both measure the same server: the extra
 # `noperm` share and the per-test option overrides.
 from test_smbtorture import (  # noqa: E402
-    EXTRA_OPTIONS, NEEDS_USER2, NOPERM_CONFIG, USER2, USER2_PASSWORD, add_user2)
+    EXTRA_OPTIONS, NEEDS_USER2, SHARE_FOR, USER2, USER2_PASSWORD, add_user2, extra_shares)
 
 # Importing conftest pointed XDG_CACHE_HOME at a fresh temporary directory (so smbq's client
 # memory stays out of the user's cache); nothing here uses it afterwards.
@@ -107,11 +107,18 @@ SAMBA_OPTIONS = dict(encrypt="default",
                      extra_share=["posix locking = no", "vfs objects = acl_xattr streams_xattr"])
 
 
-def samba_noperm_share(base: pathlib.Path) -> dict[str, list[str]]:
+def samba_extra_shares(base: pathlib.Path) -> dict[str, list[str]]:
+    """selftest's `noperm` (a directory with mode 0000) and `acls_non_canonical` shares."""
     d = base / "noperm"
     d.mkdir(exist_ok=True)
     d.chmod(0)
-    return {"noperm": [f"path = {d}", "read only = no", "wide links = yes"]}
+    n = base / "noncanon"
+    n.mkdir(exist_ok=True)
+    n.chmod(0o777)
+    return {"noperm": [f"path = {d}", "read only = no", "wide links = yes"],
+            "acls_non_canonical": [f"path = {n}", "read only = no",
+                                   "vfs objects = acl_xattr streams_xattr",
+                                   "acl flag inherited canonicalization = no"]}
 
 
 # -- test discovery ------------------------------------------------------------------------------
@@ -208,13 +215,12 @@ def _text(b: bytes | str | None) -> str:
 def run_on_smbq(name: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="smbq-conformance-") as d:
         workdir = pathlib.Path(d)
-        noperm = workdir / "noperm"
-        noperm.mkdir()
-        server = SmbqServer(workdir, config=NOPERM_CONFIG.format(noperm=noperm))
+        server = SmbqServer(workdir, config=extra_shares(workdir))
         try:
             if name in NEEDS_USER2:
                 add_user2(server)
-            r = run_smbtorture(name, "//127.0.0.1/share", server.port, USER, server.password)
+            r = run_smbtorture(name, f"//127.0.0.1/{SHARE_FOR.get(name, 'share')}", server.port,
+                               USER, server.password)
         finally:
             rc = server.stop()
         log = server.server_log()
@@ -233,15 +239,17 @@ def run_on_samba(name: str) -> dict:
     # smbd takes a fraction of a second. SambaServer(None) puts everything (share included) in
     # a private temporary directory that stop() removes.
     noperm_base = pathlib.Path(tempfile.mkdtemp(prefix="smbq-samba-noperm-"))
+    noperm_base.chmod(0o755)  # smbd, as the test user, must reach the shares inside
     try:
-        server = SambaServer(None, extra_shares=samba_noperm_share(noperm_base), **SAMBA_OPTIONS)
+        server = SambaServer(None, extra_shares=samba_extra_shares(noperm_base), **SAMBA_OPTIONS)
     except BaseException:
         shutil.rmtree(noperm_base, ignore_errors=True)
         raise
     try:
         if name in NEEDS_USER2:
             server.add_user(USER2, USER2_PASSWORD)
-        r = run_smbtorture(name, server.unc, server.port, server.user, server.password)
+        unc = f"//{server.host}/{SHARE_FOR.get(name, server.share_name)}"
+        r = run_smbtorture(name, unc, server.port, server.user, server.password)
         if r["result"] != "PASS":
             r["output"] += "\n--- samba log ---\n" + server.log_tail(60)
         return r

@@ -13,12 +13,29 @@ from conftest import BINARY, SmbqServer, USER, unix_user
 ALLOWLIST = pathlib.Path(__file__).with_name("smbtorture_allowlist.txt")
 
 # Every server also exports `noperm`, the share smbtorture's ioctl.bug14788 tests connect to:
-# the test user may connect (tree connect succeeds) but is granted nothing in it.
+# the test user may connect (tree connect succeeds) but is granted nothing in it; and
+# `acls_non_canonical`, which stores a DACL's auto-inherited flag as sent, the share Samba's
+# selftest runs smb2.acls_non_canonical on (`acl flag inherited canonicalization = no`).
 NOPERM_CONFIG = f"""
 [share.noperm]
 path = "{{noperm}}"
 no_access_users = ["{USER}"]
+
+[share.acls_non_canonical]
+path = "{{noncanon}}"
+acl_flag_inherited_canonicalization = false
 """
+
+# The share a test runs on, when not `share`.
+SHARE_FOR = {"smb2.acls_non_canonical.flags": "acls_non_canonical"}
+
+
+def extra_shares(workdir):
+    """NOPERM_CONFIG for a server in `workdir`, with its directories made."""
+    dirs = {name: workdir / name for name in ("noperm", "noncanon")}
+    for d in dirs.values():
+        d.mkdir()
+    return NOPERM_CONFIG.format(**dirs)
 
 # A second account, for the tests that need another user (smbtorture's torture:user2*
 # options, as Samba's selftest gives them).
@@ -51,16 +68,14 @@ def allowlist():
 
 
 def run_torture(workdir, name, config="", password=None):
-    noperm = workdir / "noperm"
-    noperm.mkdir()
     # Top-level keys first: after [share.noperm] they would belong to that table.
-    server = SmbqServer(workdir, config=config + NOPERM_CONFIG.format(noperm=noperm),
-                        password=password)
+    server = SmbqServer(workdir, config=config + extra_shares(workdir), password=password)
     try:
         if name in NEEDS_USER2:
             add_user2(server)
         p = subprocess.run(
-            ["smbtorture", "-s", "/dev/null", f"//127.0.0.1/share", "-p", str(server.port),
+            ["smbtorture", "-s", "/dev/null", f"//127.0.0.1/{SHARE_FOR.get(name, 'share')}",
+             "-p", str(server.port),
              "-U", f"{USER}%{server.password}", "--fullname", "--format=subunit",
              "--option=torture:sharedelay=0", *EXTRA_OPTIONS.get(name, []), name],
             capture_output=True, text=True, timeout=300)

@@ -30,6 +30,10 @@ pub struct ShareConfig {
     /// Share.EncryptData: requests on this share must be encrypted.
     pub encrypt: bool,
     pub guest_ok: bool,
+    /// SET_INFO of a DACL keeps SE_DACL_AUTO_INHERITED only with SE_DACL_AUTO_INHERIT_REQ, as
+    /// Windows does (Samba: `acl flag inherited canonicalization`); `false` stores the flag
+    /// as the client sent it.
+    pub acl_flag_inherited_canonicalization: bool,
 }
 
 #[derive(Clone, Debug)]

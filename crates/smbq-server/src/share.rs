@@ -185,6 +185,7 @@ impl ShareRegistry {
                 no_access_users: Vec::new(),
                 encrypt: false,
                 guest_ok: true,
+                acl_flag_inherited_canonicalization: true,
             },
             kind: ShareKind::Pipe,
             vfs: None,
@@ -252,6 +253,7 @@ mod tests {
             no_access_users: Vec::new(),
             encrypt: false,
             guest_ok: false,
+            acl_flag_inherited_canonicalization: true,
         }
     }
 

@@ -145,6 +145,9 @@ pub struct ShareFile {
     pub encrypt: bool,
     #[serde(default)]
     pub guest_ok: bool,
+    /// SET_INFO keeps a DACL's auto-inherited flag only with "auto-inherit required", as
+    /// Windows does (Samba's `acl flag inherited canonicalization`; default true).
+    pub acl_flag_inherited_canonicalization: Option<bool>,
     /// "per-user" or "off": overrides the server's `unix_identity` for this share.
     pub unix_identity: Option<String>,
 }
@@ -286,6 +289,9 @@ impl FileConfig {
                 no_access_users: s.no_access_users.clone(),
                 encrypt: s.encrypt,
                 guest_ok: s.guest_ok,
+                acl_flag_inherited_canonicalization: s
+                    .acl_flag_inherited_canonicalization
+                    .unwrap_or(true),
             })
             .collect()
     }

@@ -269,6 +269,7 @@ fn add_share(shares: &mut Vec<ShareConfig>, name: &str, dir: PathBuf) -> Result<
         no_access_users: Vec::new(),
         encrypt: false,
         guest_ok: false,
+        acl_flag_inherited_canonicalization: true,
     });
     Ok(())
 }

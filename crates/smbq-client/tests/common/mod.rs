@@ -64,6 +64,7 @@ pub async fn start_quic_with(encrypt: EncryptPolicy, quic: Option<QuicSettings>)
             no_access_users: Vec::new(),
             encrypt: false,
             guest_ok: false,
+            acl_flag_inherited_canonicalization: true,
         }],
         encrypt,
         guest_ok: false,

@@ -138,7 +138,8 @@ fn set_security(
             return Err(security::INVALID_OWNER);
         }
     }
-    let merged = security::merge(&current, &new, addl)?;
+    let canonicalize = open.tree.share.cfg.acl_flag_inherited_canonicalization;
+    let merged = security::merge(&current, &new, addl, canonicalize)?;
     if merged == current && store::read(f.file.as_ref()).is_some() {
         return Ok(());
     }

@@ -104,10 +104,17 @@ pub fn may_assign_owner(token: &Token, owner: &Sid, unix_owner: &Sid) -> bool {
 /// Applies the parts of `new` that `addl` selects to `current` (MS-FSA 2.1.5.16). A DACL
 /// selected but not marked present is a NULL DACL, as on Windows. SACLs are never applied
 /// (the caller has already refused them: no session holds ACCESS_SYSTEM_SECURITY).
+///
+/// `canonicalize`: a new DACL is marked auto-inherited (SE_DACL_AUTO_INHERITED) only when the
+/// client also set SE_DACL_AUTO_INHERIT_REQ, which is never stored (MS-DTYP 2.4.6: DR asks for
+/// the propagation DI records; Windows' SetSecurityInfo, and Samba's canonicalize_inheritance_bits,
+/// smbtorture smb2.acls.INHERITFLAGS). Without it, DI is stored as sent (a share with
+/// `acl_flag_inherited_canonicalization = false`; smb2.acls_non_canonical).
 pub fn merge(
     current: &SecurityDescriptor,
     new: &SecurityDescriptor,
     addl: u32,
+    canonicalize: bool,
 ) -> Result<SecurityDescriptor, NtStatus> {
     let mut out = current.clone();
     out.control |= control::SE_SELF_RELATIVE;
@@ -122,9 +129,20 @@ pub fn merge(
         out.control &= !control::SE_GROUP_DEFAULTED;
     }
     if addl & info::DACL_SECURITY_INFORMATION != 0 {
-        let keep = control::SE_DACL_PROTECTED | control::SE_DACL_AUTO_INHERITED;
-        out.control = (out.control & !(keep | control::SE_DACL_DEFAULTED))
-            | (new.control & keep)
+        let auto = control::SE_DACL_AUTO_INHERITED | control::SE_DACL_AUTO_INHERIT_REQ;
+        let inherited = if canonicalize {
+            new.control & auto == auto
+        } else {
+            new.control & control::SE_DACL_AUTO_INHERITED != 0
+        };
+        out.control = (out.control
+            & !(control::SE_DACL_PROTECTED | auto | control::SE_DACL_DEFAULTED))
+            | (new.control & control::SE_DACL_PROTECTED)
+            | if inherited {
+                control::SE_DACL_AUTO_INHERITED
+            } else {
+                0
+            }
             | control::SE_DACL_PRESENT;
         out.dacl = if new.control & control::SE_DACL_PRESENT != 0 {
             new.dacl.clone()
@@ -188,17 +206,17 @@ mod tests {
             control::SE_DACL_PRESENT,
         );
 
-        let m = merge(&cur, &new, info::OWNER_SECURITY_INFORMATION).unwrap();
+        let m = merge(&cur, &new, info::OWNER_SECURITY_INFORMATION, true).unwrap();
         assert_eq!(m.owner, Some(Sid::everyone()));
         assert_eq!(m.dacl, Some(acl.clone()), "DACL untouched");
 
-        let m = merge(&cur, &new, info::DACL_SECURITY_INFORMATION).unwrap();
+        let m = merge(&cur, &new, info::DACL_SECURITY_INFORMATION, true).unwrap();
         assert_eq!(m.owner, cur.owner);
         assert_eq!(m.dacl, Some(other_acl));
 
         // DACL selected without DACL_PRESENT: a NULL DACL.
         let absent = sd(Sid::everyone(), None, 0);
-        let m = merge(&cur, &absent, info::DACL_SECURITY_INFORMATION).unwrap();
+        let m = merge(&cur, &absent, info::DACL_SECURITY_INFORMATION, true).unwrap();
         assert_eq!(m.dacl, None);
         assert_ne!(m.control & control::SE_DACL_PRESENT, 0);
 
@@ -206,7 +224,7 @@ mod tests {
         let mut no_owner = new.clone();
         no_owner.owner = None;
         assert_eq!(
-            merge(&cur, &no_owner, info::OWNER_SECURITY_INFORMATION),
+            merge(&cur, &no_owner, info::OWNER_SECURITY_INFORMATION, true),
             Err(INVALID_OWNER)
         );
         // Protection bits follow the new DACL.
@@ -215,8 +233,40 @@ mod tests {
             Some(acl),
             control::SE_DACL_PRESENT | control::SE_DACL_PROTECTED,
         );
-        let m = merge(&cur, &prot, info::DACL_SECURITY_INFORMATION).unwrap();
+        let m = merge(&cur, &prot, info::DACL_SECURITY_INFORMATION, true).unwrap();
         assert_ne!(m.control & control::SE_DACL_PROTECTED, 0);
+    }
+
+    #[test]
+    fn auto_inherited_needs_auto_inherit_required() {
+        let acl = Acl::new(vec![Ace::allowed(Sid::everyone(), 1, 0)]);
+        let cur = sd(Sid::everyone(), Some(acl.clone()), control::SE_DACL_PRESENT);
+        let (di, dr) = (
+            control::SE_DACL_AUTO_INHERITED,
+            control::SE_DACL_AUTO_INHERIT_REQ,
+        );
+        let with = |ctl| {
+            sd(
+                Sid::everyone(),
+                Some(acl.clone()),
+                control::SE_DACL_PRESENT | ctl,
+            )
+        };
+        let dacl = info::DACL_SECURITY_INFORMATION;
+        // Canonical (Windows): DI only with DR, and DR itself is never kept.
+        for (sent, kept) in [(0, 0), (di, 0), (dr, 0), (di | dr, di)] {
+            let m = merge(&cur, &with(sent), dacl, true).unwrap();
+            assert_eq!(m.control & (di | dr), kept, "sent {sent:#x}");
+        }
+        // Not canonical: DI as sent.
+        for (sent, kept) in [(0, 0), (di, di), (dr, 0), (di | dr, di)] {
+            let m = merge(&cur, &with(sent), dacl, false).unwrap();
+            assert_eq!(m.control & (di | dr), kept, "sent {sent:#x}");
+        }
+        // A stored DI goes when a new DACL comes without it.
+        let stored = merge(&cur, &with(di | dr), dacl, true).unwrap();
+        let m = merge(&stored, &with(0), dacl, true).unwrap();
+        assert_eq!(m.control & di, 0);
     }
 
     #[test]

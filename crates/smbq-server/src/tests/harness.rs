@@ -34,6 +34,7 @@ pub fn share(name: &str, path: &std::path::Path) -> ShareConfig {
         no_access_users: Vec::new(),
         encrypt: false,
         guest_ok: false,
+        acl_flag_inherited_canonicalization: true,
     }
 }
 

@@ -385,9 +385,15 @@ async fn children_inherit_and_parent_rules_apply() {
     h.close(o.id).await;
     // And without FILE_DELETE_CHILD there, a child's DELETE comes from its own DACL only.
 
-    // Without any stored descriptor, new files keep the POSIX view (no xattr written).
+    // Without any stored descriptor, new files keep the POSIX view (no descriptor written),
+    // owned by whoever created them; a file made locally shows its Unix owner.
     h.put("plain", b"").await;
     let o = h.create("plain", mask::READ_CONTROL, D::OPEN, 0).await;
+    let (_, got) = query_sd(&h, o.id, info::OWNER_SECURITY_INFORMATION).await;
+    assert_eq!(got.unwrap().owner, Some(token(&h).user));
+    h.close(o.id).await;
+    std::fs::write(h.path("local"), b"").unwrap();
+    let o = h.create("local", mask::READ_CONTROL, D::OPEN, 0).await;
     let (_, got) = query_sd(&h, o.id, info::OWNER_SECURITY_INFORMATION).await;
     assert!(got.unwrap().owner.unwrap().as_unix_user().is_some());
     h.close(o.id).await;

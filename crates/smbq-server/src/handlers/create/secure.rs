@@ -96,8 +96,9 @@ pub fn check_creator_sd(sd: &SecurityDescriptor) -> Result<(), NtStatus> {
 }
 
 /// Gives a just-created object its descriptor: the creator's (owner checked against the token
-/// and the file's Unix owner), or what the parent passes on. Nothing is stored when neither
-/// applies, so the file keeps its POSIX view.
+/// and the file's Unix owner), or what the parent passes on. When neither applies no
+/// descriptor is stored, so the file keeps its POSIX view, and its creator is recorded as its
+/// owner (crate::security::store).
 pub fn apply_new(
     file: &dyn VfsFile,
     st: &Stat,
@@ -113,6 +114,12 @@ pub fn apply_new(
     }
     match inherit::new_object_sd(creator, parent, is_dir, token) {
         Some(sd) => store::write(file, &sd).map_err(|e| map_io_error(&e)),
-        None => Ok(()),
+        // Best effort, like the DOS attributes: without user xattrs the POSIX owner shows.
+        None => {
+            if let Err(e) = store::write_creator(file, st, &token.user) {
+                tracing::debug!(error = %e, "creator not recorded");
+            }
+            Ok(())
+        }
     }
 }
