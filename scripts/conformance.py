@@ -108,17 +108,23 @@ SAMBA_OPTIONS = dict(encrypt="default",
 
 
 def samba_extra_shares(base: pathlib.Path) -> dict[str, list[str]]:
-    """selftest's `noperm` (a directory with mode 0000) and `acls_non_canonical` shares."""
+    """selftest's `noperm` (a directory with mode 0000), `acls_non_canonical` and `hideunread`
+    shares."""
     d = base / "noperm"
     d.mkdir(exist_ok=True)
     d.chmod(0)
     n = base / "noncanon"
     n.mkdir(exist_ok=True)
     n.chmod(0o777)
+    h = base / "hideunread"
+    h.mkdir(exist_ok=True)
+    h.chmod(0o777)
     return {"noperm": [f"path = {d}", "read only = no", "wide links = yes"],
             "acls_non_canonical": [f"path = {n}", "read only = no",
                                    "vfs objects = acl_xattr streams_xattr",
-                                   "acl flag inherited canonicalization = no"]}
+                                   "acl flag inherited canonicalization = no"],
+            "hideunread": [f"path = {h}", "read only = no",
+                           "vfs objects = acl_xattr streams_xattr", "hide unreadable = yes"]}
 
 
 # -- test discovery ------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ ALLOWLIST = pathlib.Path(__file__).with_name("smbtorture_allowlist.txt")
 # Every server also exports `noperm`, the share smbtorture's ioctl.bug14788 tests connect to:
 # the test user may connect (tree connect succeeds) but is granted nothing in it; and
 # `acls_non_canonical`, which stores a DACL's auto-inherited flag as sent, the share Samba's
-# selftest runs smb2.acls_non_canonical on (`acl flag inherited canonicalization = no`).
+# selftest runs smb2.acls_non_canonical on (`acl flag inherited canonicalization = no`); and
+# `hideunread`, with access-based enumeration, which smb2.acls.ACCESSBASED connects to (Samba:
+# `hide unreadable = yes`).
 NOPERM_CONFIG = f"""
 [share.noperm]
 path = "{{noperm}}"
@@ -24,6 +26,10 @@ no_access_users = ["{USER}"]
 [share.acls_non_canonical]
 path = "{{noncanon}}"
 acl_flag_inherited_canonicalization = false
+
+[share.hideunread]
+path = "{{hideunread}}"
+access_based_enumeration = true
 """
 
 # The share a test runs on, when not `share`.
@@ -32,7 +38,7 @@ SHARE_FOR = {"smb2.acls_non_canonical.flags": "acls_non_canonical"}
 
 def extra_shares(workdir):
     """NOPERM_CONFIG for a server in `workdir`, with its directories made."""
-    dirs = {name: workdir / name for name in ("noperm", "noncanon")}
+    dirs = {name: workdir / name for name in ("noperm", "noncanon", "hideunread")}
     for d in dirs.values():
         d.mkdir()
     return NOPERM_CONFIG.format(**dirs)

@@ -34,6 +34,10 @@ pub struct ShareConfig {
     /// Windows does (Samba: `acl flag inherited canonicalization`); `false` stores the flag
     /// as the client sent it.
     pub acl_flag_inherited_canonicalization: bool,
+    /// Access-based enumeration (Windows' share setting; Samba `hide unreadable`): directory
+    /// listings leave out what the session may not read, and TREE_CONNECT says so
+    /// (SMB2_SHAREFLAG_ACCESS_BASED_DIRECTORY_ENUM).
+    pub access_based_enumeration: bool,
 }
 
 #[derive(Clone, Debug)]

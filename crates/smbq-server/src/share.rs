@@ -186,6 +186,7 @@ impl ShareRegistry {
                 encrypt: false,
                 guest_ok: true,
                 acl_flag_inherited_canonicalization: true,
+                access_based_enumeration: false,
             },
             kind: ShareKind::Pipe,
             vfs: None,
@@ -254,6 +255,7 @@ mod tests {
             encrypt: false,
             guest_ok: false,
             acl_flag_inherited_canonicalization: true,
+            access_based_enumeration: false,
         }
     }
 

@@ -148,6 +148,9 @@ pub struct ShareFile {
     /// SET_INFO keeps a DACL's auto-inherited flag only with "auto-inherit required", as
     /// Windows does (Samba's `acl flag inherited canonicalization`; default true).
     pub acl_flag_inherited_canonicalization: Option<bool>,
+    /// Listings leave out what the session may not read (default false).
+    #[serde(default)]
+    pub access_based_enumeration: bool,
     /// "per-user" or "off": overrides the server's `unix_identity` for this share.
     pub unix_identity: Option<String>,
 }
@@ -292,6 +295,7 @@ impl FileConfig {
                 acl_flag_inherited_canonicalization: s
                     .acl_flag_inherited_canonicalization
                     .unwrap_or(true),
+                access_based_enumeration: s.access_based_enumeration,
             })
             .collect()
     }

@@ -270,6 +270,7 @@ fn add_share(shares: &mut Vec<ShareConfig>, name: &str, dir: PathBuf) -> Result<
         encrypt: false,
         guest_ok: false,
         acl_flag_inherited_canonicalization: true,
+        access_based_enumeration: false,
     });
     Ok(())
 }

@@ -65,6 +65,7 @@ pub async fn start_quic_with(encrypt: EncryptPolicy, quic: Option<QuicSettings>)
             encrypt: false,
             guest_ok: false,
             acl_flag_inherited_canonicalization: true,
+            access_based_enumeration: false,
         }],
         encrypt,
         guest_ok: false,

@@ -19,6 +19,7 @@ use crate::dos::{self, DosInfo};
 use crate::errors::map_io_error;
 use crate::file_state::FileKey;
 use crate::meta;
+use crate::security::{Token, check, store};
 use crate::tables::open::{DirCursor, ListEntry};
 
 pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
@@ -49,6 +50,13 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     };
     let flags = req.flags;
     let srv = ctx.srv.self_arc();
+    // Access-based enumeration: only what this session may read is listed.
+    let abe = open
+        .tree
+        .share
+        .cfg
+        .access_based_enumeration
+        .then(|| ctx.token());
     let vfs = open
         .tree
         .share
@@ -76,7 +84,14 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         // What the xattrs add (attributes, CreationTime, EA size) is read only for the
         // entries being returned.
         let refresh = |e: &ListEntry| -> Option<Seen> {
-            let entry = if first || e.name == "." || e.name == ".." {
+            let dots = e.name == "." || e.name == "..";
+            if let Some(token) = &abe
+                && !dots
+                && !readable(handle, &e.name, token)
+            {
+                return None;
+            }
+            let entry = if first || dots {
                 e.clone()
             } else {
                 let p = dir.join(&e.name).ok()?;
@@ -100,6 +115,26 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     Ok(Response::ok(body(|w| {
         QueryDirectoryResponse { buffer: &buf }.encode(w)
     })))
+}
+
+/// Whether access-based enumeration lists `name` (an entry of `dir`) to `token`: what it grants
+/// must include reading the data, attributes, EAs and descriptor, the rights Windows' ABE
+/// checks on the entry's own descriptor (Samba user_can_read_fsp; smbtorture
+/// smb2.acls.ACCESSBASED). An entry without a stored descriptor is shown: the share's and the
+/// POSIX rules decide its access, and they let the session list the directory.
+fn readable(dir: &dyn VfsFile, name: &str, token: &Token) -> bool {
+    const READ: u32 =
+        mask::FILE_READ_DATA | mask::FILE_READ_EA | mask::FILE_READ_ATTRIBUTES | mask::READ_CONTROL;
+    let want = |x: &str| x == store::XATTR;
+    let Ok(xattrs) = dir.entry_xattrs(name, &want) else {
+        return true;
+    };
+    match xattrs.iter().find(|(n, _)| n == store::XATTR) {
+        Some((_, bytes)) => {
+            store::decode(bytes).is_none_or(|sd| check::maximal_access(&sd, token) & READ == READ)
+        }
+        None => true,
+    }
 }
 
 /// Every matching entry, "." and ".." first.

@@ -79,6 +79,9 @@ fn connect_to(ctx: &Ctx<'_>, asked: &mut String) -> Result<Response, NtStatus> {
     if encrypt && !ctx.conn.transport_security {
         flags |= share_flags::ENCRYPT_DATA;
     }
+    if share.cfg.access_based_enumeration {
+        flags |= share_flags::ACCESS_BASED_DIRECTORY_ENUM; // handlers/query_directory.rs
+    }
     let resp = TreeConnectResponse {
         share_type: stype,
         share_flags: flags,

@@ -30,7 +30,11 @@ const MAX_STORED: usize = 64 * 1024;
 /// The stored descriptor, if any. Anything that does not decode (or has no owner) is ignored
 /// with a warning, so a damaged xattr falls back to the POSIX view instead of locking the file.
 pub fn read(file: &dyn VfsFile) -> Option<SecurityDescriptor> {
-    let bytes = file.get_xattr(XATTR).ok().flatten()?;
+    decode(&file.get_xattr(XATTR).ok().flatten()?)
+}
+
+/// A stored descriptor's bytes (the value of [`XATTR`]), as [`read`] judges them.
+pub fn decode(bytes: &[u8]) -> Option<SecurityDescriptor> {
     if bytes.len() > MAX_STORED {
         tracing::warn!(
             len = bytes.len(),
@@ -38,7 +42,7 @@ pub fn read(file: &dyn VfsFile) -> Option<SecurityDescriptor> {
         );
         return None;
     }
-    match SecurityDescriptor::decode(&bytes) {
+    match SecurityDescriptor::decode(bytes) {
         Ok(sd) if sd.owner.is_some() => Some(sd),
         _ => {
             tracing::warn!("undecodable stored security descriptor ignored");

@@ -9,7 +9,7 @@ use smbq_wire::{Command, FileId, NtStatus};
 use super::harness::{H, msg};
 use crate::access::{mask, opts};
 
-async fn query(
+pub(super) async fn query(
     h: &H,
     id: FileId,
     class: DirClass,

@@ -35,6 +35,7 @@ pub fn share(name: &str, path: &std::path::Path) -> ShareConfig {
         encrypt: false,
         guest_ok: false,
         acl_flag_inherited_canonicalization: true,
+        access_based_enumeration: false,
     }
 }
 

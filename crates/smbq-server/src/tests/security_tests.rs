@@ -506,3 +506,63 @@ async fn generic_rights_are_stored_mapped_and_attributes_readable_through_the_pa
         NtStatus::ACCESS_DENIED
     );
 }
+
+/// Access-based enumeration (a share setting; Samba `hide unreadable`): TREE_CONNECT says so,
+/// and a listing leaves out entries whose descriptor does not let the session read data,
+/// attributes, EAs and the descriptor; entries without a stored descriptor stay listed, and a
+/// hidden file can still be opened by name.
+#[tokio::test]
+async fn access_based_enumeration_hides_what_the_session_may_not_read() {
+    use smbq_wire::fscc::dir_info::DirClass;
+    use smbq_wire::tree_connect::share_flags;
+    let h = H::with(|c| c.shares[0].access_based_enumeration = true).await;
+    let r = h.tree_connect("\\\\srv\\data").await;
+    assert_ne!(
+        H::tree_resp(&r).share_flags & share_flags::ACCESS_BASED_DIRECTORY_ENUM,
+        0
+    );
+    let me = token(&h).user;
+    let read = mask::FILE_READ_DATA | mask::FILE_READ_EA | mask::FILE_READ_ATTRIBUTES;
+    let grants = |m| sd(Some(me.clone()), Some(vec![Ace::allowed(me.clone(), m, 0)]));
+    for (name, access) in [
+        ("open", read | mask::READ_CONTROL),
+        ("noea", mask::FILE_READ_DATA),
+    ] {
+        let (st, id) = create_sd(&h, name, mask::GENERIC_ALL, 0, &grants(access)).await;
+        assert_eq!(st, NtStatus::SUCCESS);
+        h.close(id).await;
+    }
+    h.put("plain", b"x").await;
+    let d = h
+        .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    let (st, names) = super::dir_tests::query(&h, d.id, DirClass::Directory, "*", 0, 4096).await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    assert_eq!(names, [".", "..", "open", "plain"]);
+    h.close(d.id).await;
+    let (st, id) = open(&h, "noea", mask::FILE_READ_DATA).await;
+    assert_eq!(
+        st,
+        NtStatus::SUCCESS,
+        "hidden from listings, not from opens"
+    );
+    h.close(id).await;
+
+    // The same share without the setting lists everything.
+    let h2 = H::new().await;
+    let (st, id) = create_sd(
+        &h2,
+        "noea",
+        mask::GENERIC_ALL,
+        0,
+        &grants(mask::FILE_READ_DATA),
+    )
+    .await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    h2.close(id).await;
+    let d = h2
+        .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    let (_, names) = super::dir_tests::query(&h2, d.id, DirClass::Directory, "*", 0, 4096).await;
+    assert_eq!(names, [".", "..", "noea"]);
+}
