@@ -13,6 +13,9 @@ Usage:
     python3 scripts/conformance.py --out /tmp/c.md --json /tmp/c.json
     python3 scripts/conformance.py --all --json /tmp/all.json   # every smb2 suite (1-2 hours)
     python3 scripts/conformance.py --all --json /tmp/all.json --resume   # go on after a stop
+    python3 scripts/conformance.py --all --part 1/2 --json /tmp/p1.json  # half the tests, in
+    python3 scripts/conformance.py --all --part 2/2 --json /tmp/p2.json  # two processes, then
+    python3 scripts/conformance.py --all --merge /tmp/p1.json,/tmp/p2.json --json /tmp/all.json
 
 With --json the raw results are written after every test, so a long run that is stopped can go
 on where it was with --resume (tests already in the file are not run again).
@@ -409,6 +412,10 @@ def main() -> int:
                     help="every smb2 suite of smbtorture --list (instead of --suites)")
     ap.add_argument("--resume", action="store_true",
                     help="keep the results already in --json and run only the missing tests")
+    ap.add_argument("--part", help="K/N: run only the K-th of N contiguous parts of the tests "
+                    "(results to --json; the document is not written)")
+    ap.add_argument("--merge", help="comma-separated result files of --part runs: their "
+                    "results are taken as done (with --json, which receives them all)")
     ap.add_argument("--timeout", type=int, default=TEST_TIMEOUT,
                     help="seconds per smbtorture run (default: %(default)s)")
     args = ap.parse_args()
@@ -437,11 +444,20 @@ def main() -> int:
     ver = versions()
     date = datetime.date.today().isoformat()
     plan = [(suite, t) for suite, tests in suites.items() for t in tests]
+    if args.part:
+        k, n = (int(x) for x in args.part.split("/"))
+        if not 1 <= k <= n:
+            ap.error("--part K/N needs 1 <= K <= N")
+        size = -(-len(plan) // n)
+        plan = plan[(k - 1) * size:k * size]
     results: dict[str, dict] = {}
+    for part in filter(None, (args.merge or "").split(",")):
+        saved = json.loads(pathlib.Path(part).read_text())
+        results.update(saved.get("results", {}))
     if args.resume and args.json.exists():
         saved = json.loads(args.json.read_text())
-        results = {t: r for t, r in saved.get("results", {}).items()
-                   if any(t == x for _, x in plan)}
+        wanted = {x for _, x in plan}
+        results.update({t: r for t, r in saved.get("results", {}).items() if t in wanted})
         print(f"resuming: {len(results)} of {len(plan)} tests already done", file=sys.stderr)
 
     def checkpoint():
@@ -469,7 +485,7 @@ def main() -> int:
     print(f"{len(plan)} tests in {time.monotonic() - started:.0f} s", file=sys.stderr)
 
     checkpoint()
-    if args.tests:
+    if args.tests or args.part:
         # A partial run must not overwrite the document; show the outcome instead.
         for suite, test in plan:
             r = results[test]
