@@ -204,7 +204,10 @@ def run_smbtorture(name: str, unc: str, port: int, user: str, password: str) -> 
             *EXTRA_OPTIONS.get(name, []), name]
     start = time.monotonic()
     try:
-        p = subprocess.run(args, capture_output=True, text=True, timeout=TEST_TIMEOUT)
+        # smbtorture leaves `smbtorture??????` directories in its working directory when it
+        # is killed; keep them out of the checkout.
+        p = subprocess.run(args, capture_output=True, text=True, timeout=TEST_TIMEOUT,
+                           cwd=tempfile.gettempdir())
         output = p.stdout + p.stderr
         result, reason = classify(name, output)
     except subprocess.TimeoutExpired as e:

@@ -47,7 +47,8 @@ impl SmbName {
 ///
 /// - A leading `\` is refused with STATUS_INVALID_PARAMETER, as Windows does
 ///   (smbtorture smb2.create.leading-slash).
-/// - Empty, `.` and `..` components are refused (STATUS_OBJECT_NAME_INVALID): `..` would name
+/// - Empty and `.` components are refused (STATUS_OBJECT_NAME_INVALID), `..` components with
+///   STATUS_OBJECT_PATH_SYNTAX_BAD (as Windows and Samba): `..` would name
 ///   something outside the share and Windows never resolves them server-side.
 /// - Wildcards and other characters invalid in NTFS names (MS-FSCC 2.1.5.2) are refused.
 /// - A `:` in the last component starts a stream name; `name::$DATA` is the file itself.
@@ -116,7 +117,12 @@ fn split_stream(part: &str) -> Result<(&str, Stream), NtStatus> {
 
 /// MS-FSCC 2.1.5.2: characters that may not appear in a file name component.
 fn check_component(c: &str) -> Result<(), NtStatus> {
-    if c.is_empty() || c == "." || c == ".." {
+    // A parent reference is a path syntax error (Windows and Samba: smbtorture smb2.mkdir);
+    // nothing is ever resolved above the share.
+    if c == ".." {
+        return Err(NtStatus::OBJECT_PATH_SYNTAX_BAD);
+    }
+    if c.is_empty() || c == "." {
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }
     if c.encode_utf16().count() > MAX_COMPONENT_UNITS {
@@ -129,6 +135,30 @@ fn check_component(c: &str) -> Result<(), NtStatus> {
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }
     Ok(())
+}
+
+/// The entry of directory `dir` whose generated short name is `short`, with its metadata.
+fn by_short_name(
+    vfs: &dyn Vfs,
+    dir: &RelPath,
+    short: &str,
+) -> Result<Option<(RelPath, Stat)>, NtStatus> {
+    let opts = smbq_vfs::OpenOptions {
+        directory: Some(true),
+        ..Default::default()
+    };
+    let Ok(handle) = vfs.open(dir, &opts) else {
+        return Ok(None);
+    };
+    let entries = handle.file.read_dir().map_err(|e| parent_err(&e))?;
+    let Some(long) =
+        crate::short_name::long_name_of(entries.iter().map(|e| e.name.as_str()), short)
+    else {
+        return Ok(None);
+    };
+    let p = dir.join(long).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    let st = vfs.stat(&p).map_err(|e| parent_err(&e))?;
+    Ok(Some((p, st)))
 }
 
 /// A name resolved against the share: the on-disk path and, when it exists, its metadata.
@@ -170,6 +200,11 @@ pub fn resolve(vfs: &dyn Vfs, name: &SmbName) -> Result<Resolved, NtStatus> {
                         let p = cur.join(&real).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
                         let st = vfs.stat(&p).map_err(|e| parent_err(&e))?;
                         Some((p, st))
+                    }
+                    // An 8.3 name this server reported for a long one (crate::short_name):
+                    // old applications open files by it, as on Windows.
+                    None if crate::short_name::looks_generated(comp) => {
+                        by_short_name(vfs, &cur, comp)?
                     }
                     None => None,
                 }
@@ -228,9 +263,15 @@ mod tests {
     #[test]
     fn refuses_leading_slash_dots_and_wildcards() {
         assert_eq!(parse_smb_name("\\a"), Err(NtStatus::INVALID_PARAMETER));
+        for dots in ["..", "a\\..\\b", "..\\..\\.."] {
+            assert_eq!(
+                parse_smb_name(dots),
+                Err(NtStatus::OBJECT_PATH_SYNTAX_BAD),
+                "{dots:?}"
+            );
+        }
         for bad in [
-            "..", "a\\..\\b", ".", "a\\\\b", "a*", "a?b", "a<", "a>", "a\"b", "a|b", "a/b",
-            "a\u{1}",
+            ".", "a\\\\b", "a*", "a?b", "a<", "a>", "a\"b", "a|b", "a/b", "a\u{1}",
         ] {
             assert_eq!(
                 parse_smb_name(bad),

@@ -51,9 +51,45 @@ pub fn short_name(name: &str) -> String {
     out
 }
 
+/// Whether `name` has the shape of a short name this server makes for a longer one
+/// (`XXHHHH~1.EXT`), so a lookup that finds no such entry should look for the long name.
+pub fn looks_generated(name: &str) -> bool {
+    is_8_3(name) && name.contains('~')
+}
+
+/// The entry of `names` whose short name is `short` (case-insensitive), when exactly one has
+/// it and it is not `short` itself.
+pub fn long_name_of<'a>(names: impl Iterator<Item = &'a str>, short: &str) -> Option<&'a str> {
+    let mut found = None;
+    for n in names {
+        if !is_8_3(n) && short_name(n).eq_ignore_ascii_case(short) {
+            if found.is_some() {
+                return None; // Two long names share it: neither is meant.
+            }
+            found = Some(n);
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_generated_short_name_leads_back_to_its_long_name() {
+        let long = "GY_FWEJyiipu3B";
+        let short = short_name(long);
+        assert!(looks_generated(&short));
+        assert!(!looks_generated("a.txt"));
+        let names = ["a.txt", long, "other long name.docx"];
+        assert_eq!(long_name_of(names.into_iter(), &short), Some(long));
+        assert_eq!(
+            long_name_of(names.into_iter(), &short.to_ascii_lowercase()),
+            Some(long)
+        );
+        assert_eq!(long_name_of(["a.txt"].into_iter(), &short), None);
+    }
 
     #[test]
     fn valid_names_are_their_own_short_name() {

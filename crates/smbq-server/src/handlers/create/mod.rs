@@ -874,6 +874,26 @@ fn stamp_new(o: &Opener<'_>, file: &dyn VfsFile, ino: u64, is_dir: bool) {
     }
 }
 
+/// MS-FSA 2.1.5.1.2.1: an overwritten or superseded file takes the attributes the CREATE asks
+/// for, plus ARCHIVE, in place of its own (HIDDEN and SYSTEM were checked to be asked for
+/// again, check_overwrite_attributes); SPARSE_FILE stays as FSCTL_SET_SPARSE left it. A
+/// READONLY asked for is the mode, as at creation: the overwriting handle keeps its write
+/// access (smbtorture smb2.openattr).
+fn stamp_overwritten(o: &Opener<'_>, file: &dyn VfsFile, st: &Stat) {
+    let requested = o.intent.attributes;
+    let mut dos = dos::DosInfo::read(file);
+    let sparse = dos.attributes.unwrap_or(0) & attr::SPARSE_FILE;
+    let attributes = ((requested | attr::ARCHIVE) & attr::STORED & !attr::SPARSE_FILE) | sparse;
+    if dos.attributes.is_some() || attributes != attr::ARCHIVE {
+        dos.attributes = Some(attributes);
+        // Best effort, as at creation: without xattrs the POSIX-derived attributes show.
+        let _ = dos.write(file);
+    }
+    if requested & attr::READONLY != 0 {
+        let _ = file.set_mode(st.mode & 0o7777 & !0o222);
+    }
+}
+
 /// Removes an object this CREATE made and could not finish; best effort, as the CREATE fails
 /// either way.
 fn remove_new(vfs: &dyn Vfs, path: &RelPath, is_dir: bool) {
@@ -976,6 +996,12 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
             Err(e) => {
                 o.srv.files().release(key, o.id, false);
                 return Err(map_io_error(&e).into());
+            }
+        }
+        if key.stream == 0 {
+            stamp_overwritten(o, file.as_ref(), &st);
+            if let Ok(s) = file.stat() {
+                st = s;
             }
         }
     }
