@@ -456,7 +456,10 @@ fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
         }),
         FsInfoClass::ATTRIBUTE => enc(16, |w| {
             AttributeInfo {
-                file_system_attributes: fs_info::FILE_CASE_PRESERVED_NAMES
+                // CASE_SENSITIVE_SEARCH says the file system can search by exact case (NTFS
+                // and Samba set it); names are still matched case-insensitively here.
+                file_system_attributes: fs_info::FILE_CASE_SENSITIVE_SEARCH
+                    | fs_info::FILE_CASE_PRESERVED_NAMES
                     | fs_info::FILE_SUPPORTS_SPARSE_FILES
                     | fs_info::FILE_UNICODE_ON_DISK
                     | fs_info::FILE_PERSISTENT_ACLS
