@@ -155,7 +155,7 @@ async fn names_are_validated_and_case_insensitive() {
     );
     assert_eq!(
         h.create("..\\etc\\passwd", RW, D::OPEN, 0).await.status,
-        NtStatus::OBJECT_NAME_INVALID
+        NtStatus::OBJECT_PATH_SYNTAX_BAD
     );
     assert_eq!(
         h.create("Readme.TXT::$DATA", mask::GENERIC_READ, D::OPEN, 0)
