@@ -16,6 +16,7 @@ Usage:
     python3 scripts/conformance.py --all --part 1/2 --json /tmp/p1.json  # half the tests, in
     python3 scripts/conformance.py --all --part 2/2 --json /tmp/p2.json  # two processes, then
     python3 scripts/conformance.py --all --merge /tmp/p1.json,/tmp/p2.json --json /tmp/all.json
+    python3 scripts/conformance.py --all --merge /tmp/all.json --rerun-smbq --json /tmp/new.json
 
 With --json the raw results are written after every test, so a long run that is stopped can go
 on where it was with --resume (tests already in the file are not run again).
@@ -419,6 +420,9 @@ def main() -> int:
                     "(results to --json; the document is not written)")
     ap.add_argument("--merge", help="comma-separated result files of --part runs: their "
                     "results are taken as done (with --json, which receives them all)")
+    ap.add_argument("--rerun-smbq", action="store_true",
+                    help="with results from --merge or --resume: run smbq again on every test "
+                    "(Samba's results are kept), e.g. after a server change")
     ap.add_argument("--timeout", type=int, default=TEST_TIMEOUT,
                     help="seconds per smbtorture run (default: %(default)s)")
     args = ap.parse_args()
@@ -463,24 +467,42 @@ def main() -> int:
         results.update({t: r for t, r in saved.get("results", {}).items() if t in wanted})
         print(f"resuming: {len(results)} of {len(plan)} tests already done", file=sys.stderr)
 
+    planned = {t for _, t in plan}
+
     def checkpoint():
         if args.json:
+            # A part (or a list of tests) keeps only its own tests, so parts merge cleanly.
+            kept = (results if not (args.part or args.tests)
+                    else {t: r for t, r in results.items() if t in planned})
             tmp = args.json.with_suffix(".tmp")
             tmp.write_text(json.dumps({"date": date, "versions": ver, "suites": suites,
-                                       "timeout": TEST_TIMEOUT, "results": results},
+                                       "timeout": TEST_TIMEOUT, "results": kept},
                                       indent=2) + "\n")
             tmp.replace(args.json)
 
     started = time.monotonic()
     for n, (suite, test) in enumerate(plan, 1):
-        if test in results:
+        prev = results.get(test)
+        if args.rerun_smbq and prev and prev.get("samba") and test not in NOT_RUN:
+            # Samba's result stands (it does not depend on smbq); smbq runs again unless this
+            # commit already did.
+            if prev.get("smbq_commit") == ver["commit"]:
+                continue
+            prev["smbq"] = run_on_smbq(test)
+            prev["smbq_commit"] = ver["commit"]
+            checkpoint()
+            print(f"[{n}/{len(plan)}] {test} smbq={prev['smbq']['result']} "
+                  f"samba={prev['samba']['result']} (kept)", file=sys.stderr, flush=True)
+            continue
+        if prev is not None:
             continue
         if test in NOT_RUN:
             not_run = {"result": "NOT RUN", "reason": NOT_RUN[test], "seconds": 0, "output": ""}
             results[test] = {"suite": suite, "smbq": not_run, "samba": not_run}
             checkpoint()
             continue
-        results[test] = {"suite": suite, "smbq": run_on_smbq(test), "samba": run_on_samba(test)}
+        results[test] = {"suite": suite, "smbq": run_on_smbq(test), "samba": run_on_samba(test),
+                         "smbq_commit": ver["commit"]}
         checkpoint()
         short = test[len(suite) + 1:]
         print(f"[{n}/{len(plan)}] {suite} {short} smbq={results[test]['smbq']['result']} "
