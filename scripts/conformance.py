@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import collections
 import datetime
 import json
 import os
@@ -314,7 +315,9 @@ def render(suites: dict[str, list[str]], results: dict[str, dict], ver: dict, da
         "implementation under the same client. Samba runs with its stock settings plus the",
         "share options its own selftest gives these suites: `posix locking = no` (else it grants",
         "no durable handles), `vfs objects = acl_xattr streams_xattr` (else it stores no Windows",
-        "ACLs and has no named streams) and a `noperm` share (a directory with mode 0000).",
+        "ACLs and has no named streams), and the extra shares selftest names: `noperm` (a",
+        "directory with mode 0000), `acls_non_canonical` and `hideunread`; smbq gets the same",
+        "three shares with its equivalent settings (tests/interop/test_smbtorture.py).",
         "PASS means smbtorture reported success; SKIP means the test skipped itself",
         "(usually: the server does not offer the feature); FAIL includes errors, crashes and",
         f"runs over {TEST_TIMEOUT} s. NOT RUN marks the interactive helpers `--list` also names.",
@@ -520,6 +523,11 @@ def main() -> int:
                     print(f"    {server}: {r[server]['reason']}")
         return 0
 
+    # The commit smbq's results ran on (several, if parts ran on different ones).
+    commits = collections.Counter(r["smbq_commit"] for r in results.values()
+                                  if r.get("smbq_commit"))
+    if commits:
+        ver["commit"] = ", ".join(c for c, _ in commits.most_common())
     doc = render(suites, results, ver, date, existing_notes(args.out))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(doc)
