@@ -51,10 +51,27 @@ pub fn short_name(name: &str) -> String {
     out
 }
 
-/// Whether `name` has the shape of a short name this server makes for a longer one
-/// (`XXHHHH~1.EXT`), so a lookup that finds no such entry should look for the long name.
+/// Whether `name` has exactly the shape of a short name [`short_name`] makes for a longer one
+/// (`XXHHHH~1.EXT`: up to two name characters, four hex digits, `~1`, an extension of up to
+/// three), so a lookup that finds no such entry should look for the long name. Names people
+/// give files (`~WRL0001.tmp`) do not have it, so their CREATEs never scan the directory.
 pub fn looks_generated(name: &str) -> bool {
-    is_8_3(name) && name.contains('~')
+    let (base, ext) = match name.split_once('.') {
+        Some((b, e)) => (b, Some(e)),
+        None => (name, None),
+    };
+    let Some(stem) = base.strip_suffix("~1") else {
+        return false;
+    };
+    let hex_at = stem.len().saturating_sub(4);
+    let (prefix, hex) = stem.split_at_checked(hex_at).unwrap_or(("", ""));
+    hex.len() == 4
+        && hex
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('A'..='F').contains(&c.to_ascii_uppercase()))
+        && prefix.len() <= 2
+        && prefix.chars().all(valid_char)
+        && ext.is_none_or(|e| (1..=3).contains(&e.len()) && e.chars().all(valid_char))
 }
 
 /// The entry of `names` whose short name is `short` (case-insensitive), when exactly one has
@@ -81,7 +98,18 @@ mod tests {
         let long = "GY_FWEJyiipu3B";
         let short = short_name(long);
         assert!(looks_generated(&short));
-        assert!(!looks_generated("a.txt"));
+        assert!(looks_generated(&short.to_ascii_lowercase()));
+        assert!(looks_generated(&short_name("a very long name.document")));
+        for name in [
+            "a.txt",
+            "~WRL0001.tmp",
+            "~$report.docx",
+            "ABCD~2",
+            "ABC1234~1",
+            "AB12~1.LONG",
+        ] {
+            assert!(!looks_generated(name), "{name}");
+        }
         let names = ["a.txt", long, "other long name.docx"];
         assert_eq!(long_name_of(names.into_iter(), &short), Some(long));
         assert_eq!(

@@ -29,19 +29,24 @@ pub(crate) fn after_write(srv: &Server, open: &Open, f: &FileOpen, before: Optio
     if open.sticky_write.load(Ordering::Acquire) {
         return;
     }
-    if srv.files().note_write(f.key, before, Instant::now()) {
+    let first = !open.wrote_once.swap(true, Ordering::AcqRel);
+    if srv.files().note_write(f.key, before, first, Instant::now()) {
         open.written_after_update.store(true, Ordering::Release);
     }
 }
 
 /// FLUSH, SET_INFO of the size or of FileBasicInformation through `open`: a scheduled update
 /// of a file this handle wrote happens now, as do writes made after the update; `force` (a
-/// size change) moves the shown time in any case.
+/// size change) moves the shown time in any case. Callers that answer a client treat a
+/// failure here as no update ([`best_effort`]): the request itself succeeded.
 pub(crate) fn flush(srv: &Server, open: &Open, force: bool) -> std::io::Result<()> {
     let Some(f) = open.file() else {
         return Ok(());
     };
-    if open.sticky_write.load(Ordering::Acquire) {
+    if open.sticky_write.load(Ordering::Acquire)
+        || !(force || open.modified.load(Ordering::Relaxed))
+    {
+        // Only a handle that wrote (or a size change) moves the time: no stat for the rest.
         return Ok(());
     }
     let st = f.file.stat()?;
@@ -56,6 +61,14 @@ pub(crate) fn flush(srv: &Server, open: &Open, force: bool) -> std::io::Result<(
         touch(srv, open, f)?;
     }
     Ok(())
+}
+
+/// Runs [`flush`] for a request that already did its own work: a time that cannot be set is
+/// logged, not answered (the write, size change or attributes stand).
+pub(crate) fn best_effort(srv: &Server, open: &Open, force: bool) {
+    if let Err(e) = flush(srv, open, force) {
+        tracing::debug!(path = %open.path(), error = %e, "write time not updated");
+    }
 }
 
 /// A handle closes (CLOSE, logoff, tree disconnect, lost connection): what it wrote shows now
@@ -125,7 +138,14 @@ pub(crate) fn set_by_client(
     use smbq_wire::filetime::SetTime;
     match t {
         SetTime::NoChange => {}
-        SetTime::Unfreeze => open.sticky_write.store(false, Ordering::Release),
+        SetTime::Unfreeze => {
+            // What this handle wrote while the time was held does not show now either: the
+            // inode gets the held time back before the handle's writes count again.
+            if open.sticky_write.load(Ordering::Acquire) {
+                restore(srv, open)?;
+            }
+            open.sticky_write.store(false, Ordering::Release);
+        }
         SetTime::Freeze => {
             let disk = meta::ft(f.file.stat()?.mtime);
             let shown = srv

@@ -68,10 +68,13 @@ impl FileStates {
     }
 
     /// A WRITE to `key` happened at `now`; `before` is the mtime (FILETIME) the file had before
-    /// it, when [`write_time_needs_base`](Self::write_time_needs_base) asked for it. True when
-    /// the write came after the file's update was taken: the writing handle's close then sets
-    /// the time (crate::write_time::settle). Nothing is kept for a file without opens.
-    pub fn note_write(&self, key: FileKey, before: Option<u64>, now: Instant) -> bool {
+    /// it, when [`write_time_needs_base`](Self::write_time_needs_base) asked for it, and
+    /// `first` says it is the writing handle's first. True when the write came after the
+    /// file's update was taken: the writing handle's close then sets the time
+    /// (crate::write_time::settle). A handle's first write schedules an update of its own,
+    /// as on Windows, even when another handle's was taken already. Nothing is kept for a file
+    /// without opens.
+    pub fn note_write(&self, key: FileKey, before: Option<u64>, first: bool, now: Instant) -> bool {
         self.with_entry(key, |e| {
             if e.opens.is_none() {
                 return false;
@@ -98,6 +101,10 @@ impl FileStates {
                             w.due = None;
                         }
                         true
+                    }
+                    None if first => {
+                        w.due = Some(now + UPDATE_DELAY);
+                        false
                     }
                     None => true,
                 },

@@ -73,7 +73,17 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         if first {
             let pat = Pattern::new(&pattern);
             let dir = open.path();
-            cur.entries = Some(snapshot(vfs.as_ref(), &dir, f.file.as_ref(), &pat)?);
+            let mut entries = snapshot(vfs.as_ref(), &dir, f.file.as_ref(), &pat)?;
+            // Hidden entries are left out before the emptiness check, so a pattern that
+            // matches only them answers NO_SUCH_FILE, as one that matches nothing: the status
+            // must not tell a hidden name from an absent one.
+            if let Some(token) = &abe {
+                let handle = f.file.as_ref();
+                entries.retain(|e| {
+                    e.name == "." || e.name == ".." || readable(handle, &e.name, token)
+                });
+            }
+            cur.entries = Some(entries);
             cur.pattern = Some(pat);
             cur.next = 0;
         }
@@ -121,13 +131,15 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
 /// must include reading the data, attributes, EAs and descriptor, the rights Windows' ABE
 /// checks on the entry's own descriptor (Samba user_can_read_fsp; smbtorture
 /// smb2.acls.ACCESSBASED). An entry without a stored descriptor is shown: the share's and the
-/// POSIX rules decide its access, and they let the session list the directory.
+/// POSIX rules decide its access, and they let the session list the directory. Links and
+/// devices are never listed (snapshot), so the descriptor read is the entry's own.
 fn readable(dir: &dyn VfsFile, name: &str, token: &Token) -> bool {
     const READ: u32 =
         mask::FILE_READ_DATA | mask::FILE_READ_EA | mask::FILE_READ_ATTRIBUTES | mask::READ_CONTROL;
     let want = |x: &str| x == store::XATTR;
+    // Unreadable metadata hides the entry: access-based enumeration fails closed.
     let Ok(xattrs) = dir.entry_xattrs(name, &want) else {
-        return true;
+        return false;
     };
     match xattrs.iter().find(|(n, _)| n == store::XATTR) {
         Some((_, bytes)) => {

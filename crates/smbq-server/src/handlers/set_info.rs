@@ -248,7 +248,8 @@ fn set_end_of_file(srv: &Arc<Server>, open: &Arc<Open>, end_of_file: u64) -> Res
     f.file.set_len(end_of_file).map_err(io)?;
     // Even to the same size, a delayed LastWriteTime update happens now (Windows; smbtorture
     // smb2.timestamps.delayed-write-vs-seteof).
-    crate::write_time::flush(srv, open, size != end_of_file).map_err(io)
+    crate::write_time::best_effort(srv, open, size != end_of_file);
+    Ok(())
 }
 
 /// MS-FSA 2.1.5.15.1 FileAllocationInformation: below end of file it truncates the file.
@@ -261,7 +262,8 @@ fn set_allocation(srv: &Arc<Server>, open: &Arc<Open>, allocation: u64) -> Resul
         f.file.allocate(allocation).map_err(io)?;
     }
     srv.files().set_allocation(f.key, allocation);
-    crate::write_time::flush(srv, open, allocation < size).map_err(io)
+    crate::write_time::best_effort(srv, open, allocation < size);
+    Ok(())
 }
 
 use crate::write_time::to_timespec as to_ts;
@@ -285,31 +287,32 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
         classify(b.last_write_time)?,
         classify(b.change_time)?,
     );
+    let attrs = b.file_attributes;
+    // Refused before anything changes: a directory attribute on a file, and TEMPORARY on a
+    // directory (MS-FSA 2.1.5.14.2; smb2.create.dosattr_tmp_dir).
+    if attrs != 0
+        && ((!f.is_dir && attrs & attr::DIRECTORY != 0)
+            || (f.is_dir && attrs & attr::TEMPORARY != 0))
+    {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
     // MS-FSA 2.1.5.15.2 (Open.UserSetChangeTime): once a client has set ChangeTime, the
     // changes made here do not move it again.
     let kept = srv
         .files()
         .change_time(f.key, f.file.stat().map_err(io)?.ctime);
-    crate::write_time::flush(srv, open, false).map_err(io)?;
+    crate::write_time::best_effort(srv, open, false);
     let (atime, mtime) = (pick(a), pick(m));
     if atime.is_some() || mtime.is_some() {
         f.file.set_times(atime, mtime).map_err(io)?;
     }
     crate::write_time::set_by_client(srv, open, f, m).map_err(io)?;
-    let attrs = b.file_attributes;
     let mut dos = DosInfo::read(f.file.as_ref());
     let before = dos;
     if let SetTime::Set(v) = c {
         dos.creation = Some(v);
     }
     if attrs != 0 {
-        if !f.is_dir && attrs & attr::DIRECTORY != 0 {
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
-        // MS-FSA 2.1.5.14.2: a directory cannot be TEMPORARY (smb2.create.dosattr_tmp_dir).
-        if f.is_dir && attrs & attr::TEMPORARY != 0 {
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
         // A directory keeps READONLY as a stored attribute (smb2.winattr); a file's is the mode.
         let keep = if f.is_dir {
             attr::STORED | attr::READONLY

@@ -87,6 +87,9 @@ pub struct Open {
     /// This handle wrote after its file's delayed LastWriteTime update was taken: its close
     /// sets the time (crate::write_time).
     pub written_after_update: AtomicBool,
+    /// This handle has written: its first write schedules a LastWriteTime update of its own
+    /// (crate::write_time).
+    pub wrote_once: AtomicBool,
 }
 
 impl std::fmt::Debug for Open {

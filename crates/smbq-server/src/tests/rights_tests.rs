@@ -632,6 +632,7 @@ fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId
         modified: AtomicBool::new(false),
         sticky_write: AtomicBool::new(false),
         written_after_update: AtomicBool::new(false),
+        wrote_once: AtomicBool::new(false),
     }));
     file_id
 }

@@ -539,6 +539,12 @@ async fn access_based_enumeration_hides_what_the_session_may_not_read() {
     let (st, names) = super::dir_tests::query(&h, d.id, DirClass::Directory, "*", 0, 4096).await;
     assert_eq!(st, NtStatus::SUCCESS);
     assert_eq!(names, [".", "..", "open", "plain"]);
+    // A pattern that matches only hidden names answers as one that matches nothing.
+    for pattern in ["noe*", "nothing*"] {
+        let (st, _) =
+            super::dir_tests::query(&h, d.id, DirClass::Directory, pattern, 0x01, 4096).await;
+        assert_eq!(st, NtStatus::NO_SUCH_FILE, "{pattern}");
+    }
     h.close(d.id).await;
     let (st, id) = open(&h, "noea", mask::FILE_READ_DATA).await;
     assert_eq!(

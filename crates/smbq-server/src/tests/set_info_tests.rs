@@ -264,4 +264,21 @@ async fn a_write_time_set_by_a_handle_outlives_its_writes() {
     assert_eq!(h.write(o.id, 0, b"def").await.status, NtStatus::SUCCESS);
     assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
     assert_eq!(mtime_secs(&h, "f"), 1_000_000_000);
+
+    // -2 after writes made while the time was held: the held time stays (the writes made under
+    // it do not show), and only later writes move it again.
+    let o = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
+    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
+    assert_eq!(h.write(o.id, 0, b"ghi").await.status, NtStatus::SUCCESS);
+    let unfreeze = BasicInfo {
+        last_write_time: u64::MAX - 1,
+        ..Default::default()
+    };
+    assert_eq!(
+        set(&h, o.id, 4, &unfreeze.to_bytes()).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(mtime_secs(&h, "f"), 1_000_000_000);
+    assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(mtime_secs(&h, "f"), 1_000_000_000);
 }

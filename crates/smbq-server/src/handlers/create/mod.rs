@@ -128,6 +128,7 @@ impl CreateIntent {
             modified: AtomicBool::new(false),
             sticky_write: AtomicBool::new(false),
             written_after_update: AtomicBool::new(false),
+            wrote_once: AtomicBool::new(false),
         })
     }
 }
@@ -889,8 +890,11 @@ fn stamp_overwritten(o: &Opener<'_>, file: &dyn VfsFile, st: &Stat) {
         // Best effort, as at creation: without xattrs the POSIX-derived attributes show.
         let _ = dos.write(file);
     }
-    if requested & attr::READONLY != 0 {
-        let _ = file.set_mode(st.mode & 0o7777 & !0o222);
+    if requested & attr::READONLY != 0
+        && let Err(e) = file.set_mode(st.mode & 0o7777 & !0o222)
+    {
+        // A per-user identity that does not own the file may not chmod it (crate::unix_identity).
+        tracing::debug!(error = %e, "READONLY of an overwritten file not set");
     }
 }
 
@@ -1003,6 +1007,16 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
             if let Ok(s) = file.stat() {
                 st = s;
             }
+        }
+        // Overwriting is writing, and shows at once, also to the file's other handles whose
+        // shown LastWriteTime was held (crate::write_time).
+        let written = meta::ft(st.mtime);
+        let files = o.srv.files();
+        if files
+            .write_time(key, written, std::time::Instant::now())
+            .is_some()
+        {
+            files.set_write_time(key, written);
         }
     }
     let name = path.file_name().unwrap_or_default().to_owned();
