@@ -41,6 +41,10 @@ def extra_shares(workdir):
     dirs = {name: workdir / name for name in ("noperm", "noncanon", "hideunread")}
     for d in dirs.values():
         d.mkdir()
+    # The two shares tests write in are open to every Unix user, so a per-user identity
+    # (test_smbtorture_per_user) may create its test directories there, as in `share`.
+    for name in ("noncanon", "hideunread"):
+        dirs[name].chmod(0o777)
     return NOPERM_CONFIG.format(**dirs)
 
 # A second account, for the tests that need another user (smbtorture's torture:user2*

@@ -112,7 +112,13 @@ pub fn run(args: ServeArgs) -> Result<(), String> {
         .thread_name("smbq")
         .build()
         .map_err(|e| e.to_string())?;
-    rt.block_on(serve(startup))
+    let r = rt.block_on(serve(startup));
+    // Tasks still alive when serve returned (a QUIC connection being torn down) drop with the
+    // runtime, and with them the last reference to an MsQuic registration, which then closes
+    // on a thread of its own: wait for those too, or the exit panics under it (seen in CI).
+    drop(rt);
+    smbq_transport::QuicStack::MsQuic.wait_for_closes(std::time::Duration::from_secs(5));
+    r
 }
 
 /// Everything the running server needs, built from the flags and files before the runtime
