@@ -96,7 +96,10 @@ fn restore(srv: &Server, open: &Open) -> std::io::Result<()> {
     let st = f.file.stat()?;
     let disk = meta::ft(st.mtime);
     match srv.files().write_time(f.key, disk, Instant::now()) {
-        Some(w) if w.shown != disk => f.file.set_times(None, Some(to_timespec(w.shown))),
+        // Puts back what this handle itself set (as its user) or froze.
+        Some(w) if w.shown != disk => {
+            smbq_vfs::privilege::as_server(|| f.file.set_times(None, Some(to_timespec(w.shown))))
+        }
         _ => Ok(()),
     }
 }
@@ -112,7 +115,10 @@ fn touch(srv: &Server, open: &Open, f: &FileOpen) -> std::io::Result<()> {
         i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         d.subsec_nanos() / 100 * 100,
     );
-    f.file.set_times(None, Some(now))?;
+    // As the server: Linux lets only a file's owner set an explicit time, and this handle's
+    // own writes (which the kernel allowed) are what moves it. A time a client sets goes
+    // through as its user (set_info.rs), so only a user who may do so sets one.
+    smbq_vfs::privilege::as_server(|| f.file.set_times(None, Some(now)))?;
     let st = f.file.stat()?;
     srv.files().set_write_time(f.key, meta::ft(st.mtime));
     open.written_after_update.store(false, Ordering::Release);

@@ -22,7 +22,8 @@ pub fn set_thread_user(uid: Option<u32>) {
 }
 
 /// Runs `f` with the server's effective uid when the thread runs as a user; as is otherwise.
-pub(crate) fn as_server<T>(f: impl FnOnce() -> T) -> T {
+/// Only for changes the SMB layer has already authorized.
+pub fn as_server<T>(f: impl FnOnce() -> T) -> T {
     let Some(uid) = USER.with(|u| u.get()) else {
         return f();
     };

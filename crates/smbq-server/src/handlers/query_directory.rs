@@ -95,7 +95,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         // entries being returned.
         let refresh = |e: &ListEntry| -> Option<Seen> {
             let dots = e.name == "." || e.name == "..";
+            // The first query's snapshot was filtered just now.
             if let Some(token) = &abe
+                && !first
                 && !dots
                 && !readable(handle, &e.name, token)
             {

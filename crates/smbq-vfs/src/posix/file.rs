@@ -305,11 +305,7 @@ impl VfsFile for PosixFile {
             last_access: timespec(atime)?,
             last_modification: timespec(mtime)?,
         };
-        // Times are set where the SMB layer allowed it (FILE_WRITE_ATTRIBUTES, or a handle's
-        // own writes showing: smbq_server::write_time); Linux lets only the owner set explicit
-        // times, so a user who may write a file they do not own could not (Samba: `dos
-        // filetimes`).
-        crate::privilege::as_server(|| rustix::fs::futimens(&self.fd, &times)).map_err(errno)
+        rustix::fs::futimens(&self.fd, &times).map_err(errno)
     }
 
     fn set_mode(&self, mode: u32) -> io::Result<()> {
