@@ -92,6 +92,10 @@ def test_counters_move_by_what_the_workload_did(metered, workdir):
     writes = delta("smbq_requests_total", command="WRITE", status="SUCCESS")
     assert writes >= 1
     assert delta("smbq_request_duration_seconds_count", command="WRITE") == writes
+    # smbclient writes up to 64 KiB per WRITE: small enough to run inline, unless a write
+    # that blocked sent them to the blocking pool for a while (crate::inline_io).
+    assert ("smbq_inline_writes_total", "") in after
+    assert 0 <= delta("smbq_inline_writes_total") <= writes
     assert delta("smbq_credits_granted_total") > 0
     assert delta("smbq_logon_failures_total") == 0
 

@@ -125,6 +125,31 @@ pub struct BenchArgs {
     /// point) or goal (only 2 % loss at 20 ms round trip, the point issue 14 judges)
     #[arg(long, value_enum, default_value = "all")]
     pub loss_points: LossPoints,
+
+    /// Only these fio jobs, repeatable: S1, S2, S3, or one direction such as S1-write
+    /// (default: all). For profiling one job; a committed run measures them all.
+    #[arg(long = "fio-job", value_name = "JOB")]
+    pub fio_jobs: Vec<String>,
+
+    /// Only these fio targets, repeatable, by name: smbq-quic, smbq-msquic, smbq-tcp-enc,
+    /// smbq-tcp-enc-2ch, smbq-tcp-plain, samba-tcp-enc (default: all)
+    #[arg(long = "fio-target", value_name = "TARGET")]
+    pub fio_targets: Vec<String>,
+}
+
+impl BenchArgs {
+    /// Whether `--fio-job` selects this job and direction.
+    pub fn fio_job_selected(&self, job: &str, rw: &str) -> bool {
+        self.fio_jobs.is_empty()
+            || self.fio_jobs.iter().any(|j| {
+                j.eq_ignore_ascii_case(job) || j.eq_ignore_ascii_case(&format!("{job}-{rw}"))
+            })
+    }
+
+    /// Whether `--fio-target` selects this target.
+    pub fn fio_target_selected(&self, name: &str) -> bool {
+        self.fio_targets.is_empty() || self.fio_targets.iter().any(|t| t == name)
+    }
 }
 
 /// Points of the `loss` scenario's grid (`--loss-points`).
@@ -563,7 +588,12 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
     let report = |ctx: &Ctx, results: &Results, timings: &_, failed: &[String]| {
         write_report(ctx, &info, results, timings, failed)
     };
-    let mut results = Results::default();
+    let mut results = Results {
+        raw_at_default_mtu_on_loopback: ctx.args.link == LinkMode::Loopback
+            && ctx.quic_settings().effective_mtu_upper_bound()
+                == smbq_transport::QuicSettings::default().effective_mtu_upper_bound(),
+        ..Results::default()
+    };
     let mut failed: Vec<String> = Vec::new();
     let mut timings = serde_json::Map::new();
     for s in &selected {

@@ -18,6 +18,7 @@ pub mod errors;
 mod file_id;
 pub mod file_state;
 mod handlers;
+mod inline_io;
 pub mod logon_guard;
 mod meta;
 pub mod notify;

@@ -23,6 +23,10 @@ pub struct Results {
     pub loss: Option<Vec<LossRow>>,
     pub interactive: Option<Vec<crate::scenarios::interactive::InteractiveRow>>,
     pub crypto: Option<Vec<crate::scenarios::crypto::CryptoRow>>,
+    /// Whether `raw` ran on loopback at smbq's default QUIC MTU bound: the conditions of
+    /// issue 11's raw-QUIC goal.
+    #[serde(skip)]
+    pub raw_at_default_mtu_on_loopback: bool,
 }
 
 /// Everything written to the results directory.

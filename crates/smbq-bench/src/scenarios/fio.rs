@@ -440,13 +440,22 @@ fn measure(
     let JobTimes { ramp, runtime } = times;
     let targets = connect_targets(ctx, net, servers)?;
     let repeats = ctx.repeats();
-    let runs_of = |shape: &Shape| {
-        targets
-            .iter()
-            .filter(|t| shape.name == "S1" || !t.target.s1_only())
-            .count()
+    let args = &ctx.args;
+    let runs = |shape: &Shape, t: &Running, rw: &str| {
+        (shape.name == "S1" || !t.target.s1_only())
+            && args.fio_job_selected(shape.name, rw)
+            && args.fio_target_selected(t.target.name())
     };
-    let total = repeats * 2 * shapes.iter().map(runs_of).sum::<usize>();
+    let total = repeats
+        * shapes
+            .iter()
+            .map(|s| {
+                targets
+                    .iter()
+                    .map(|t| usize::from(runs(s, t, "read")) + usize::from(runs(s, t, "write")))
+                    .sum::<usize>()
+            })
+            .sum::<usize>();
     let mut prog = Progress::new("fio", total);
     // (shape, rw, target) -> samples
     let mut samples: Vec<Vec<Sample>> = (0..shapes.len() * 2 * targets.len())
@@ -458,10 +467,10 @@ fn measure(
                 // Targets interleave within a repeat, so slow drift of the machine spreads
                 // over all of them instead of biasing one.
                 for (ti, t) in targets.iter().enumerate() {
-                    if shape.name != "S1" && t.target.s1_only() {
+                    let rw = if write { "write" } else { "read" };
+                    if !runs(shape, t, rw) {
                         continue;
                     }
-                    let rw = if write { "write" } else { "read" };
                     prog.step(&format!(
                         "{} {rw} {} (repeat {})",
                         shape.name,
@@ -495,7 +504,7 @@ fn measure(
     for (si, shape) in shapes.iter().enumerate() {
         for (wi, rw) in ["read", "write"].into_iter().enumerate() {
             for (ti, t) in targets.iter().enumerate() {
-                if shape.name != "S1" && t.target.s1_only() {
+                if !runs(shape, t, rw) {
                     continue;
                 }
                 let idx = (si * 2 + wi) * targets.len() + ti;

@@ -108,6 +108,16 @@ where
     }
 }
 
+/// Runs `f` on this worker, as the request's Unix user when the share is per-user: only for
+/// work known to be short (crate::inline_io).
+pub(crate) fn inline<T>(f: impl FnOnce() -> Result<T, NtStatus>) -> Result<T, NtStatus> {
+    let who = crate::unix_identity::CURRENT
+        .try_with(|c| c.clone())
+        .ok()
+        .flatten();
+    crate::unix_identity::run_as(who.as_deref(), f)
+}
+
 /// Encodes a body with `f` into a fresh buffer.
 pub(crate) fn body(f: impl FnOnce(&mut smbq_wire::Writer)) -> Vec<u8> {
     let mut w = smbq_wire::Writer::new();

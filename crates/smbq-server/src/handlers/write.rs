@@ -63,9 +63,10 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         ctx.srv.oplock_break_level2(f.key, open.volatile());
     }
     let write_through = req.flags & write_flags::WRITE_THROUGH != 0;
+    let len = data.len();
     let srv = ctx.srv.self_arc();
     let watched = open.clone();
-    let count = blocking(move || {
+    let job = move || {
         let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
         let eof = || f.file.stat().map(|s| s.size).map_err(|e| map_io_error(&e));
         let at = if offset == APPEND_OFFSET {
@@ -87,8 +88,20 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         }
         super::read::advance_position(&open, at.saturating_add(n as u64));
         Ok(n)
-    })
-    .await?;
+    };
+    // A small write without WRITE_THROUGH goes to the page cache in microseconds: it runs
+    // here rather than paying the blocking pool's hop (crate::inline_io says what bounds it).
+    let pass = (!write_through)
+        .then(|| crate::inline_io::InlineGate::get().try_pass(len))
+        .flatten();
+    let count = match pass {
+        Some(pass) => {
+            let r = super::inline(job);
+            drop(pass);
+            r?
+        }
+        None => blocking(job).await?,
+    };
     ctx.srv.notify_write(&watched); // CHANGE_NOTIFY (crate::notify)
     let count = u32::try_from(count).unwrap_or(u32::MAX);
     Ok(Response::ok(body(|w| {

@@ -30,6 +30,9 @@ pub struct Gauges {
     /// QUIC packets sent and declared lost, over every connection since the start.
     pub quic_sent_packets: u64,
     pub quic_lost_packets: u64,
+    /// Small WRITEs done on the request's worker rather than the blocking pool
+    /// (crate::inline_io), since the start.
+    pub inline_writes: u64,
 }
 
 impl Server {
@@ -37,6 +40,7 @@ impl Server {
         let mut g = Gauges {
             quic_sent_packets: self.ended_quic.sent.load(Ordering::Relaxed),
             quic_lost_packets: self.ended_quic.lost.load(Ordering::Relaxed),
+            inline_writes: crate::inline_io::InlineGate::get().passes(),
             ..Gauges::default()
         };
         for c in self.conn_infos.read().values() {

@@ -82,6 +82,12 @@ impl Collector for Tables {
             "QUIC packets declared lost (quinn stack), every connection since the start",
             g.quic_lost_packets,
         )?;
+        counter(
+            &mut enc,
+            "smbq_inline_writes",
+            "Small WRITEs done on the request's worker thread instead of the blocking pool",
+            g.inline_writes,
+        )?;
         let start = ConstGauge::new(self.started);
         start.encode(enc.encode_descriptor(
             "smbq_start_time_seconds",
