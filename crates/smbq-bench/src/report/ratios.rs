@@ -374,6 +374,62 @@ mod tests {
         }
     }
 
+    fn fio(job: &'static str, rw: &'static str, target: Target, mb: f64, cpu: f64) -> FioRow {
+        FioRow {
+            job,
+            rw,
+            target,
+            block_size: 1 << 20,
+            iodepth: 4,
+            file_size: 1 << 30,
+            files: 1,
+            mb_s: Summary::of(&[mb]),
+            iops: Summary::of(&[mb]),
+            lat_p50_us: Summary::of(&[1.0]),
+            lat_p99_us: Summary::of(&[1.0]),
+            client_cpu_pct: Summary::of(&[50.0]),
+            server_cpu_pct: Summary::of(&[cpu]),
+            smb_encrypted: true,
+            smb_signed: true,
+        }
+    }
+
+    #[test]
+    fn fio_ratios_carry_issue_11s_goals_and_cpu_per_gb() {
+        let res = Results {
+            fio: Some(vec![
+                // smbq: 3000 MB/s at 90 % = 0.30 s/GB; Samba: 2000 MB/s at 100 % = 0.50 s/GB.
+                fio("S1", "write", Target::SmbqTcpEnc, 3000.0, 90.0),
+                fio("S1", "write", Target::SambaTcpEnc, 2000.0, 100.0),
+                fio("S2", "write", Target::SmbqTcpEnc, 105.0, 100.0),
+                fio("S2", "write", Target::SambaTcpEnc, 100.0, 100.0),
+                fio("S1", "write", Target::SmbqQuic, 2500.0, 100.0),
+            ]),
+            ..Results::default()
+        };
+        let r = compute(&res);
+        let find = |kind: &str, case: &str| {
+            r.iter()
+                .find(|x| x.kind == kind && x.case == case)
+                .unwrap()
+                .clone()
+        };
+        let s1 = find("smbq / Samba (encrypted TCP)", "S1 write");
+        assert_eq!((s1.goal, s1.status()), (Some(1.3), "met"));
+        let s2 = find("smbq / Samba (encrypted TCP)", "S2 write");
+        assert_eq!((s2.goal, s2.status()), (Some(1.1), "not met"));
+        let cpu = find(
+            "server CPU s per GB, Samba / smbq (encrypted TCP)",
+            "S1 write",
+        );
+        assert!((cpu.value.unwrap() - 0.5 / 0.3).abs() < 1e-9);
+        assert_eq!(cpu.status(), "met");
+        let q = find("QUIC / encrypted TCP (smbq)", "S1 write");
+        assert_eq!((q.goal, q.status()), (Some(0.8), "met"));
+        // No raw rows: the raw-QUIC goal is absent rather than failed.
+        assert!(!r.iter().any(|x| x.kind.starts_with("raw QUIC / 750")));
+    }
+
     #[test]
     fn ephemeral_quic_over_tcp_against_the_issue_goal() {
         let res = Results {
