@@ -128,12 +128,16 @@ pub struct BenchArgs {
 
     /// Only these fio jobs, repeatable: S1, S2, S3, or one direction such as S1-write
     /// (default: all). For profiling one job; a committed run measures them all.
-    #[arg(long = "fio-job", value_name = "JOB")]
+    #[arg(long = "fio-job", value_name = "JOB", value_parser = [
+        "S1", "S2", "S3", "S1-read", "S1-write", "S2-read", "S2-write", "S3-read", "S3-write",
+    ])]
     pub fio_jobs: Vec<String>,
 
-    /// Only these fio targets, repeatable, by name: smbq-quic, smbq-msquic, smbq-tcp-enc,
-    /// smbq-tcp-enc-2ch, smbq-tcp-plain, samba-tcp-enc (default: all)
-    #[arg(long = "fio-target", value_name = "TARGET")]
+    /// Only these fio targets, repeatable (default: all)
+    #[arg(long = "fio-target", value_name = "TARGET", value_parser = [
+        "smbq-quic", "smbq-msquic", "smbq-tcp-enc", "smbq-tcp-enc-2ch", "smbq-tcp-plain",
+        "samba-tcp-enc",
+    ])]
     pub fio_targets: Vec<String>,
 }
 

@@ -146,8 +146,16 @@ pub(crate) fn run_as<T>(
         NtStatus::ACCESS_DENIED
     })?;
     ACTIVE.with(|a| a.set(true));
+    // Cleared on unwinding too: the thread may be an async worker (crate::inline_io).
+    struct Inactive;
+    impl Drop for Inactive {
+        fn drop(&mut self) {
+            ACTIVE.with(|a| a.set(false));
+        }
+    }
+    let inactive = Inactive;
     let r = f();
-    ACTIVE.with(|a| a.set(false));
+    drop(inactive);
     drop(switched);
     r
 }

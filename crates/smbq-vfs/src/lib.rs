@@ -67,6 +67,13 @@ pub trait VfsFile: Send + Sync {
     }
     /// Writes all of `bufs`, in order, starting at `offset`; returns the byte count written.
     fn write_at(&self, offset: u64, bufs: &[Bytes]) -> io::Result<usize>;
+    /// Whether the file lives on a local disk or memory file system (ext4, XFS, btrfs, f2fs,
+    /// tmpfs), where a small buffered write returns in microseconds unless the kernel throttles
+    /// dirty pages; false for network and FUSE file systems, whose writes can wait on another
+    /// machine or process without bound. The default says false.
+    fn local_storage(&self) -> bool {
+        false
+    }
     fn stat(&self) -> io::Result<Stat>;
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Reserves space for `len` bytes without changing the size; a no-op where unsupported.

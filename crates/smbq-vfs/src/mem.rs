@@ -417,6 +417,10 @@ fn to_usize(v: u64) -> io::Result<usize> {
 }
 
 impl VfsFile for MemFile {
+    fn local_storage(&self) -> bool {
+        true
+    }
+
     fn read_at(&self, offset: u64, len: usize) -> io::Result<Bytes> {
         self.with(|node| {
             let Data::File(data) = &node.data else {

@@ -64,3 +64,34 @@ fn memory_backend_declines() {
     f.write_at(0, &[Bytes::from_static(b"abc")]).unwrap();
     assert!(f.read_cached(0, 3).unwrap().is_none());
 }
+
+/// `local_storage`, which lets the WRITE handler write small blocks on the async side: true
+/// for a file on the test machine's local disk (/tmp, the crate's temp dir) and on /dev/shm
+/// (tmpfs), and what `statfs(1)` says matches.
+#[test]
+fn local_storage_follows_the_file_system_type() {
+    for base in [std::env::temp_dir(), std::path::PathBuf::from("/dev/shm")] {
+        if !base.is_dir() {
+            continue;
+        }
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let vfs = PosixVfs::new(dir.path(), PosixOptions::default()).unwrap();
+        let f = vfs.open(&RelPath::parse("f").unwrap(), &rw()).unwrap().file;
+        let fs_type = std::process::Command::new("stat")
+            .args(["-f", "-c", "%T"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let fs_type = String::from_utf8_lossy(&fs_type.stdout).trim().to_string();
+        let local = ["ext2/ext3", "xfs", "btrfs", "f2fs", "tmpfs"].contains(&fs_type.as_str());
+        assert_eq!(
+            f.local_storage(),
+            local,
+            "{} is {fs_type}",
+            dir.path().display()
+        );
+    }
+    let mem = MemVfs::new();
+    let f = mem.open(&RelPath::parse("f").unwrap(), &rw()).unwrap().file;
+    assert!(f.local_storage());
+}

@@ -115,7 +115,12 @@ pub(crate) fn inline<T>(f: impl FnOnce() -> Result<T, NtStatus>) -> Result<T, Nt
         .try_with(|c| c.clone())
         .ok()
         .flatten();
-    crate::unix_identity::run_as(who.as_deref(), f)
+    // A panic answers INTERNAL_ERROR, as one on the blocking pool does, instead of
+    // unwinding the request's task and leaving the client without a response.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::unix_identity::run_as(who.as_deref(), f)
+    }))
+    .unwrap_or(Err(NtStatus::INTERNAL_ERROR))
 }
 
 /// Encodes a body with `f` into a fresh buffer.

@@ -91,16 +91,24 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     };
     // A small write without WRITE_THROUGH goes to the page cache in microseconds: it runs
     // here rather than paying the blocking pool's hop (crate::inline_io says what bounds it).
-    let pass = (!write_through)
-        .then(|| crate::inline_io::InlineGate::get().try_pass(len))
-        .flatten();
-    let count = match pass {
-        Some(pass) => {
+    let target = watched.file().map(|f| (f.key, f.file.local_storage()));
+    let gate = crate::inline_io::InlineGate::get();
+    let pass = target
+        .filter(|_| !write_through)
+        .and_then(|(key, local)| gate.try_pass(len, key, local));
+    let count = match (pass, target) {
+        (Some(pass), _) => {
             let r = super::inline(job);
             drop(pass);
             r?
         }
-        None => blocking(job).await?,
+        (None, Some((key, _))) => {
+            // Counted while it runs: the inode lock it holds keeps the file's small writes
+            // off the workers meanwhile.
+            let _on_pool = gate.pool_write(key);
+            blocking(job).await?
+        }
+        (None, None) => blocking(job).await?,
     };
     ctx.srv.notify_write(&watched); // CHANGE_NOTIFY (crate::notify)
     let count = u32::try_from(count).unwrap_or(u32::MAX);

@@ -37,7 +37,18 @@ pub(crate) struct PosixFile {
     share: Arc<Share>,
     /// getdents moves the shared fd offset, so listings are serialised.
     dir_lock: Mutex<()>,
+    /// [`VfsFile::local_storage`], asked of the kernel once.
+    local: std::sync::OnceLock<bool>,
 }
+
+/// `statfs` f_type of the file systems [`VfsFile::local_storage`] trusts (linux/magic.h).
+const LOCAL_FS_MAGIC: [u64; 5] = [
+    0xEF53,      // ext2/3/4
+    0x5846_5342, // XFS
+    0x9123_683E, // btrfs
+    0xF2F5_2010, // f2fs
+    0x0102_1994, // tmpfs
+];
 
 impl PosixFile {
     pub(super) fn new(fd: OwnedFd, kind: FileKind, path: RelPath, share: Arc<Share>) -> Self {
@@ -47,6 +58,7 @@ impl PosixFile {
             path,
             share,
             dir_lock: Mutex::new(()),
+            local: std::sync::OnceLock::new(),
         }
     }
 
@@ -153,6 +165,13 @@ pub(crate) fn list_names(fd: &OwnedFd) -> io::Result<Vec<(String, FileType)>> {
 impl VfsFile for PosixFile {
     fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         Some(self.fd.as_fd())
+    }
+
+    fn local_storage(&self) -> bool {
+        *self.local.get_or_init(|| {
+            rustix::fs::fstatfs(&self.fd)
+                .is_ok_and(|st| LOCAL_FS_MAGIC.contains(&(st.f_type as u64)))
+        })
     }
 
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
