@@ -63,6 +63,23 @@ fn per_job(
     }
 }
 
+/// One ratio per S1 direction, `value` given "read" or "write".
+fn s1_rows(
+    out: &mut Vec<Ratio>,
+    kind: &'static str,
+    goal: Option<f64>,
+    value: impl Fn(&str) -> Option<f64>,
+) {
+    for rw in ["read", "write"] {
+        out.push(Ratio {
+            kind,
+            case: format!("S1 {rw}"),
+            value: value(rw),
+            goal,
+        });
+    }
+}
+
 /// Scenario `interactive`: the p99 of small operations against the 3-RTT budget (issue 14:
 /// met when the budget over the p99 is at least 1), and how the methods compare.
 fn interactive(out: &mut Vec<Ratio>, rows: &[crate::scenarios::interactive::InteractiveRow]) {
@@ -120,17 +137,17 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
             |job| Some(if job == "S1" { 1.3 } else { 1.1 }),
         );
         // Issue 11: the server's CPU seconds per GB moved in S1 at most Samba's.
-        for rw in ["read", "write"] {
-            out.push(Ratio {
-                kind: "server CPU s per GB, Samba / smbq (encrypted TCP)",
-                case: format!("S1 {rw}"),
-                value: ratio(
+        s1_rows(
+            &mut out,
+            "server CPU s per GB, Samba / smbq (encrypted TCP)",
+            Some(1.0),
+            |rw| {
+                ratio(
                     fio_cpu_per_gb(fio, "S1", rw, Target::SambaTcpEnc),
                     fio_cpu_per_gb(fio, "S1", rw, Target::SmbqTcpEnc),
-                ),
-                goal: Some(1.0),
-            });
-        }
+                )
+            },
+        );
         if fio.iter().any(|r| r.target == Target::SmbqMsQuic) {
             // Issue 11 item 7: the thesis's prototype (Tuxera Fusion on MsQuic) reached
             // 0.50x / 0.65x of encrypted TCP in S1 (shared/reference/studies.md); smbq on
@@ -160,17 +177,17 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
         }
         if fio.iter().any(|r| r.target == Target::SmbqTcpEnc2Ch) {
             // Issue 16: the session on two TCP connections against one, S1 only.
-            for rw in ["read", "write"] {
-                out.push(Ratio {
-                    kind: "2 / 1 TCP channels (smbq, encrypted)",
-                    case: format!("S1 {rw}"),
-                    value: ratio(
+            s1_rows(
+                &mut out,
+                "2 / 1 TCP channels (smbq, encrypted)",
+                None,
+                |rw| {
+                    ratio(
                         fio_mb(fio, "S1", rw, Target::SmbqTcpEnc2Ch),
                         fio_mb(fio, "S1", rw, Target::SmbqTcpEnc),
-                    ),
-                    goal: None,
-                });
-            }
+                    )
+                },
+            );
         }
         per_job(
             &mut out,
