@@ -145,9 +145,10 @@ impl BenchArgs {
     /// Whether `--fio-job` selects this job and direction.
     pub fn fio_job_selected(&self, job: &str, rw: &str) -> bool {
         self.fio_jobs.is_empty()
-            || self.fio_jobs.iter().any(|j| {
-                j.eq_ignore_ascii_case(job) || j.eq_ignore_ascii_case(&format!("{job}-{rw}"))
-            })
+            || self
+                .fio_jobs
+                .iter()
+                .any(|j| j == job || j.strip_prefix(job) == Some(&format!("-{rw}")))
     }
 
     /// Whether `--fio-target` selects this target.
@@ -650,5 +651,41 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             failed.join(", "),
             args.out.display()
         ))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: super::BenchArgs,
+    }
+
+    #[test]
+    fn fio_filters_select_jobs_directions_and_targets_and_refuse_unknown_names() {
+        let all = Cli::try_parse_from(["bench"]).unwrap().args;
+        assert!(all.fio_job_selected("S2", "read") && all.fio_target_selected("samba-tcp-enc"));
+        let some = Cli::try_parse_from([
+            "bench",
+            "--fio-job",
+            "S1-write",
+            "--fio-job",
+            "S3",
+            "--fio-target",
+            "smbq-quic",
+        ])
+        .unwrap()
+        .args;
+        assert!(some.fio_job_selected("S1", "write"));
+        assert!(!some.fio_job_selected("S1", "read"));
+        assert!(some.fio_job_selected("S3", "read") && some.fio_job_selected("S3", "write"));
+        assert!(!some.fio_job_selected("S2", "write"));
+        assert!(some.fio_target_selected("smbq-quic") && !some.fio_target_selected("smbq-tcp-enc"));
+        assert!(Cli::try_parse_from(["bench", "--fio-job", "s1"]).is_err());
+        assert!(Cli::try_parse_from(["bench", "--fio-target", "samba"]).is_err());
     }
 }
