@@ -373,3 +373,52 @@ async fn a_client_resumes_its_tls_session_but_never_under_client_auth() {
         Err(QuicConnectError::PinMismatch { .. })
     ));
 }
+
+/// A quinn server that is not smbq: it echoes 4 bytes on the client's stream and hands its
+/// side of the connection back, so a test can read the frames the client sent.
+fn raw_server(cert: &Cert) -> (quinn::Endpoint, SocketAddr) {
+    let provider =
+        std::sync::Arc::new(smbq_transport::rustls::crypto::aws_lc_rs::default_provider());
+    let mut tls = smbq_transport::rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&smbq_transport::rustls::version::TLS13])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der.clone()], cert.key_der())
+        .unwrap();
+    tls.alpn_protocols = vec![smbq_transport::ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
+    let config = quinn::ServerConfig::with_crypto(std::sync::Arc::new(crypto));
+    let ep = quinn::Endpoint::server(config, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = ep.local_addr().unwrap();
+    (ep, addr)
+}
+
+/// The client asks its server (QUIC ACK-frequency extension) to acknowledge within a few
+/// milliseconds instead of the default 25, so that a lost request is found by a shorter probe
+/// timeout (quinn/mod.rs, `CLIENT_MAX_ACK_DELAY`); the server must have seen that request.
+#[tokio::test]
+async fn client_asks_the_server_to_acknowledge_promptly() {
+    let cert = server_cert("files.test");
+    let (server, addr) = raw_server(&cert);
+    let accepted = tokio::spawn(async move {
+        let conn = server.accept().await.unwrap().await.unwrap();
+        let (mut send, mut recv) = conn.accept_bi().await.unwrap();
+        let mut buf = [0u8; 4];
+        recv.read_exact(&mut buf).await.unwrap();
+        send.write_all(&buf).await.unwrap();
+        (server, conn)
+    });
+    let trust = ServerTrust::Pin(fingerprint(&cert.der));
+    let mut client = within(client_for(addr, client_cfg(trust)).connect(addr, "files.test"))
+        .await
+        .unwrap();
+    echo_round_trip(&mut client, b"ping").await;
+    let (_server, conn) = within(accepted).await.unwrap();
+    // The frame goes out with the client's first 1-RTT packets; the echo took a round trip
+    // after them, so it has arrived.
+    assert!(
+        conn.stats().frame_rx.ack_frequency >= 1,
+        "no ACK_FREQUENCY frame from the client: {:?}",
+        conn.stats().frame_rx
+    );
+}
