@@ -7,11 +7,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
+pub(crate) use crate::lanes::Lane;
+use crate::lanes::Lanes;
+
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use smbq_proto::client::{ClientConfig, Incoming, Negotiated, SessionCrypto, split_compound};
 use smbq_proto::framing::{Deframer, frame_header};
-use smbq_transport::{ChunkRead, ChunkWrite, Connection, StreamOpener, TransportKind};
+use smbq_transport::{ChunkRead, ChunkWrite, Connection, TransportKind};
 use smbq_wire::cancel::CancelRequest;
 use smbq_wire::oplock_break::{
     LeaseBreakAck, OplockBreak, OplockBreakFromServer, lease_break_flags,
@@ -70,59 +73,6 @@ pub(crate) struct Shared {
     /// The data streams of smbq's multi-stream extension (docs/multistream.md). An async
     /// lock: a stream is opened under it the first time a request needs it.
     lanes: tokio::sync::Mutex<Lanes>,
-}
-
-/// Which stream a request goes on (docs/multistream.md 10).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum Lane {
-    /// The next data stream round-robin (requests without an open: CREATE, TREE_CONNECT).
-    #[default]
-    Any,
-    /// Every request naming this open (FileId.Persistent) on one data stream.
-    Open(u64),
-    /// The control stream.
-    Control,
-}
-
-/// Data streams and what opens them.
-struct Lanes {
-    opener: Option<Arc<dyn StreamOpener>>,
-    /// One slot per granted stream, filled when a request first needs it.
-    writers: Vec<Option<mpsc::UnboundedSender<Vec<Bytes>>>>,
-    next: usize,
-    /// Opening failed or timed out: everything stays on the control stream.
-    off: bool,
-    /// The stream each open's requests go on (FileId.Persistent -> index), chosen by its
-    /// first request and dropped with its CLOSE; as many entries as the caller holds opens.
-    opens: HashMap<u64, usize>,
-    /// Until when each stream counts as carrying bulk data (a READ or WRITE of more than
-    /// one credit, 64 KiB): new opens avoid it, so a small file does not share a stream with
-    /// a large transfer.
-    bulk_until: Vec<Option<Instant>>,
-}
-
-/// How long a stream that carried bulk data is avoided for new opens.
-const BULK_MEMORY: std::time::Duration = std::time::Duration::from_secs(1);
-
-impl Lanes {
-    /// The next stream round-robin that has carried no bulk data lately, else the next one.
-    fn pick(&mut self, granted: usize, now: Instant) -> usize {
-        for _ in 0..granted {
-            self.next = self.next.wrapping_add(1);
-            let i = self.next % granted;
-            let busy = self
-                .bulk_until
-                .get(i)
-                .copied()
-                .flatten()
-                .is_some_and(|t| t > now);
-            if !busy {
-                return i;
-            }
-        }
-        self.next = self.next.wrapping_add(1);
-        self.next % granted
-    }
 }
 
 /// How long opening a data stream may wait for the server's grant (it comes with the first
@@ -248,14 +198,7 @@ impl Shared {
             leases: Mutex::new(HashMap::new()),
             frames_sent: AtomicU64::new(0),
             acks,
-            lanes: tokio::sync::Mutex::new(Lanes {
-                opener: conn.opener,
-                writers: Vec::new(),
-                next: 0,
-                off: false,
-                opens: HashMap::new(),
-                bulk_until: Vec::new(),
-            }),
+            lanes: tokio::sync::Mutex::new(Lanes::new(conn.opener)),
         });
         tokio::spawn(ack_task(ack_rx, Arc::downgrade(&shared)));
         tokio::spawn(writer_task(conn.writer, rx, Arc::downgrade(&shared), true));
@@ -269,12 +212,10 @@ impl Shared {
     }
 
     /// The writer a request goes to (docs/multistream.md 10): control-only requests and
-    /// connections without data streams use the control stream; every request naming an open
-    /// goes on the stream its first request got; others, and an open's first request, take
-    /// the next stream round-robin that has not carried bulk data lately. A stream is opened
-    /// the first time a request needs it; only after the first session is valid does the
-    /// server grant them (4.2), and requests sent before that use the control stream. `bulk`:
-    /// the request moves more than 64 KiB.
+    /// connections without data streams use the control stream; others the stream
+    /// [`Lanes::choose`] gives. A stream is opened the first time a request needs it; only
+    /// after the first session is valid does the server grant them (4.2), and requests sent
+    /// before that use the control stream. `bulk`: the request moves more than 64 KiB.
     async fn writer_for(
         &self,
         lane: Lane,
@@ -294,30 +235,9 @@ impl Shared {
         if lanes.off {
             return self.tx.clone();
         }
-        if lanes.writers.len() != granted {
-            lanes.writers.resize(granted, None);
-            lanes.bulk_until.resize(granted, None);
-        }
-        let now = Instant::now();
-        let i = match lane {
-            Lane::Open(persistent) => match lanes.opens.get(&persistent).copied() {
-                Some(i) => i,
-                None => {
-                    let i = lanes.pick(granted, now);
-                    lanes.opens.insert(persistent, i);
-                    i
-                }
-            },
-            _ => lanes.pick(granted, now),
+        let Some(i) = lanes.choose(lane, command, bulk, granted, Instant::now()) else {
+            return self.tx.clone();
         };
-        if let Lane::Open(persistent) = lane
-            && command == Command::CLOSE
-        {
-            lanes.opens.remove(&persistent);
-        }
-        if bulk && let Some(t) = lanes.bulk_until.get_mut(i) {
-            *t = Some(now + BULK_MEMORY);
-        }
         if let Some(Some(tx)) = lanes.writers.get(i) {
             return tx.clone();
         }
@@ -927,8 +847,9 @@ fn verify(
     }
 }
 
-/// Sends one stream's frames in order. On a data stream each batch goes at the priority its
-/// size gives (docs/multistream.md 9): metadata ahead of WRITE data on the other streams.
+/// Sends one stream's frames in order. On a data stream each batch goes at the priority
+/// `DataPriority` gives (docs/multistream.md 9): metadata ahead of WRITE data on the other
+/// streams.
 async fn writer_task(
     mut writer: Box<dyn ChunkWrite>,
     mut rx: mpsc::UnboundedReceiver<Vec<Bytes>>,
@@ -938,6 +859,7 @@ async fn writer_task(
     if control {
         writer.set_priority(smbq_transport::PRIORITY_CONTROL);
     }
+    let mut priority = smbq_transport::DataPriority::default();
     while let Some(first) = rx.recv().await {
         if first.is_empty() {
             break;
@@ -955,10 +877,10 @@ async fn writer_task(
                 Err(_) => break,
             }
         }
-        if !control {
-            writer.set_priority(smbq_transport::priority_for(
-                chunks.iter().map(Bytes::len).sum(),
-            ));
+        if !control
+            && let Some(p) = priority.for_batch(chunks.iter().map(Bytes::len).sum(), Instant::now())
+        {
+            writer.set_priority(p);
         }
         if let Err(e) = writer.write_chunks(&mut chunks).await {
             if let Some(s) = shared.upgrade() {

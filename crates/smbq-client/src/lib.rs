@@ -19,6 +19,7 @@ mod conn;
 mod durable;
 mod error;
 mod file;
+mod lanes;
 mod lease;
 mod server_copy;
 mod session;

@@ -27,8 +27,8 @@ pub use crate::chunk_io::{ChunkRead, ChunkWrite, IoFuture};
 pub use crate::client_auth::{ClientAuth, ClientPolicy};
 pub use crate::client_tls::{QuicClientConfig, QuicConnectError, ServerTrust};
 pub use crate::more_streams::{
-    BULK_BYTES, DataStream, PRIORITY_BULK, PRIORITY_CONTROL, PRIORITY_SMALL, StreamGate,
-    StreamOpener, priority_for,
+    BULK_BYTES, BULK_LINGER, DataPriority, DataStream, PRIORITY_BULK, PRIORITY_CONTROL,
+    PRIORITY_SMALL, StreamGate, StreamOpener,
 };
 pub use crate::quic::{
     ALPN, CLOSE_EXTRA_STREAM, CLOSE_NO_STREAM, CLOSE_NORMAL, Congestion, MAX_DATA_STREAMS,

@@ -32,6 +32,7 @@ pub(super) fn spawn(
             writer.set_priority(smbq_transport::PRIORITY_CONTROL);
         }
         let mut batch: Vec<Bytes> = Vec::new();
+        let mut priority = smbq_transport::DataPriority::default();
         while let Some(frame) = out_rx.recv().await {
             batch.clear();
             batch.extend(frame);
@@ -43,9 +44,11 @@ pub(super) fn spawn(
                 }
             }
             let bytes = batch.iter().map(Bytes::len).sum();
-            if role == Role::Data {
+            if role == Role::Data
+                && let Some(p) = priority.for_batch(bytes, std::time::Instant::now())
+            {
                 // Metadata answers overtake READ data on the connection's other streams.
-                writer.set_priority(smbq_transport::priority_for(bytes));
+                writer.set_priority(p);
             }
             let r = writer.write_chunks(&mut batch).await;
             queued.written(bytes);
