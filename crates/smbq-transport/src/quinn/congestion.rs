@@ -92,10 +92,8 @@ impl Controller for BbrLanFloor {
         is_persistent_congestion: bool,
         lost_bytes: u64,
     ) {
-        if is_persistent_congestion || std::env::var_os("SMBQ_EXP_NOLOSS").is_none() {
-            self.bbr
-                .on_congestion_event(now, sent, is_persistent_congestion, lost_bytes);
-        }
+        self.bbr
+            .on_congestion_event(now, sent, is_persistent_congestion, lost_bytes);
         self.cubic
             .on_congestion_event(now, sent, is_persistent_congestion, lost_bytes);
     }
