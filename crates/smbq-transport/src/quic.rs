@@ -35,15 +35,17 @@ pub enum Congestion {
     /// RFC 9438. Treats every loss as congestion: on a link with random (non-congestion) loss
     /// its window, and so the throughput, follows ~1/sqrt(loss). What MsQuic (Windows) uses.
     Cubic,
-    /// BBR (draft-cardwell-iccrg-bbr-congestion-control), paced to the measured bandwidth and
-    /// round-trip time; random loss below ~15% barely slows it. quinn marks its BBR
-    /// experimental. The default: at 2% random loss and 20 ms RTT raw QUIC moved ~0.6 MB/s
-    /// with Cubic and 85-100 MB/s with BBR (docs/benchmarks.md). On a path whose minimum RTT
-    /// is LAN-short (< 2 ms) the window is never below what Cubic, fed the same events, would
-    /// allow: quinn's BBR alone ramps up slowly there (`quinn/congestion.rs`).
+    /// smbq's BBR model (after draft-cardwell-iccrg-bbr-congestion-control, `quinn/bbr.rs`):
+    /// a window sized from the measured bandwidth and minimum round trip; random loss barely
+    /// slows it. The default: at 2% random loss and 20 ms RTT raw QUIC moved ~0.6 MB/s with
+    /// Cubic and 85-100 MB/s with BBR (docs/benchmarks.md). It replaced quinn's BBR, which
+    /// began every bulk transfer in a spurious ProbeRTT (250-400 ms at a few MB/s) and now and
+    /// then stayed there for seconds. On a path whose minimum RTT is LAN-short (< 2 ms) the
+    /// window is never below what Cubic, fed the same events, would allow
+    /// (`quinn/congestion.rs`).
     #[default]
     Bbr,
-    /// quinn's BBR alone, without the LAN floor of [`Congestion::Bbr`] (for comparison).
+    /// quinn's own BBR, without the LAN floor (for comparison).
     BbrPure,
     /// RFC 9002 7.3.
     NewReno,

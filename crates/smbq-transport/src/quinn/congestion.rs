@@ -1,7 +1,7 @@
-//! BBR with a LAN floor: quinn's BBR, except that on a path whose minimum round trip is below
-//! [`LAN_RTT`] the window is never smaller than Cubic's, fed the same events.
+//! BBR with a LAN floor: smbq's BBR model (`quinn/bbr.rs`), except that on a path whose minimum
+//! round trip is below [`LAN_RTT`] the window is never smaller than Cubic's, fed the same events.
 //!
-//! Why: quinn's BBR sizes its window from the measured bandwidth times the minimum RTT, and on
+//! Why: BBR sizes its window from the measured bandwidth times the minimum RTT, and on
 //! loopback or a LAN (tens of microseconds) it ramps up slowly and stays low: in the sweep
 //! scenario on loopback, 1 MB copies ran at 77-83 MB/s with BBR against 257-537 with Cubic,
 //! 10 MB at 89-129 against 538-553 (2026-11-25). Cubic alone collapses under random loss on
@@ -14,9 +14,7 @@ use std::any::Any;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ::quinn::congestion::{
-    BbrConfig, Controller, ControllerFactory, ControllerMetrics, CubicConfig,
-};
+use ::quinn::congestion::{Controller, ControllerFactory, ControllerMetrics, CubicConfig};
 use quinn_proto::RttEstimator;
 
 /// Minimum round trips below this count as a LAN (or loopback): a metro or internet path is
@@ -26,7 +24,7 @@ pub(super) const LAN_RTT: Duration = Duration::from_millis(2);
 /// Builds [`BbrLanFloor`] controllers.
 #[derive(Debug, Default)]
 pub(super) struct BbrLanFloorConfig {
-    bbr: Arc<BbrConfig>,
+    bbr: Arc<super::bbr::BbrConfig>,
     cubic: Arc<CubicConfig>,
 }
 
@@ -219,10 +217,11 @@ mod tests {
         }
     }
 
+    /// smbq's model starts where quinn's BBR did, so the first round trip is unchanged.
     #[test]
     fn factory_starts_at_bbr_initial_window() {
         let c = Arc::new(BbrLanFloorConfig::default()).build(Instant::now(), 1200);
-        let bbr = Arc::new(BbrConfig::default()).build(Instant::now(), 1200);
+        let bbr = Arc::new(::quinn::congestion::BbrConfig::default()).build(Instant::now(), 1200);
         assert_eq!(c.window(), bbr.window());
         assert_eq!(c.initial_window(), bbr.initial_window());
     }

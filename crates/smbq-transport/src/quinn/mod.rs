@@ -2,6 +2,7 @@
 //! [`crate::Connection`]. What they share lives here: the transport tuning (quic-stacks.md
 //! 7.2), the UDP socket setup and the endpoint configuration.
 
+mod bbr;
 mod client;
 mod congestion;
 mod io_thread;
