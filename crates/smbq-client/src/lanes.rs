@@ -84,6 +84,9 @@ impl Lanes {
             Lane::Open(persistent) => {
                 let i = match self.opens.get(&persistent).copied() {
                     Some(i) => i,
+                    // An open closed without other requests: its CREATE went on the control
+                    // stream, and so does its CLOSE, rather than opening a data stream for it.
+                    None if command == Command::CLOSE => return None,
                     None => {
                         let i = self.pick(granted, now);
                         self.opens.insert(persistent, i);
@@ -149,6 +152,9 @@ mod tests {
         }
         assert_eq!(l.choose(Lane::Open(7), Command::CLOSE, false, 4, now), a);
         assert!(!l.opens.contains_key(&7), "forgotten with its CLOSE");
+        // An open with no request but its CLOSE: the control stream, and nothing remembered.
+        assert_eq!(l.choose(Lane::Open(9), Command::CLOSE, false, 4, now), None);
+        assert!(!l.opens.contains_key(&9));
         assert_eq!(l.choose(Lane::Control, READ, false, 4, now), None);
         assert_eq!(
             l.choose(Lane::Any, READ, false, 0, now),

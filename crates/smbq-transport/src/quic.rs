@@ -38,7 +38,8 @@ pub enum Congestion {
     /// smbq's BBR model (after draft-cardwell-iccrg-bbr-congestion-control, `quinn/bbr.rs`):
     /// a window sized from the measured bandwidth and minimum round trip; random loss barely
     /// slows it. The default: at 2% random loss and 20 ms RTT raw QUIC moved ~0.6 MB/s with
-    /// Cubic and 85-100 MB/s with BBR (docs/benchmarks.md). It replaced quinn's BBR, which
+    /// Cubic and 85-100 MB/s with quinn's BBR (docs/benchmarks.md), 160-180 MB/s with this
+    /// model (a quick run, 2026-11-28). It replaced quinn's BBR, which
     /// began every bulk transfer in a spurious ProbeRTT (250-400 ms at a few MB/s) and now and
     /// then stayed there for seconds. On a path whose minimum RTT is LAN-short (< 2 ms) the
     /// window is never below what Cubic, fed the same events, would allow

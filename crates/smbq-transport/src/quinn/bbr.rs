@@ -11,13 +11,15 @@
 //!
 //! What this model does instead:
 //! - The bandwidth is the largest delivery rate (bytes acknowledged between a packet's sending
-//!   and its acknowledgment, over that time) of the last [`BW_ROUNDS`] round trips; samples
-//!   taken while the sender had nothing to send count only when they raise it. Samples over
-//!   less than the minimum RTT are dropped, as Linux does, so bunched ACKs cannot inflate it.
-//! - The minimum RTT is quinn's (the connection's smallest sample). There is no ProbeRTT: the
-//!   window never exceeds 2.5 x the path's bandwidth-delay product in steady state, so a
-//!   standing queue is bounded by that, and a path whose RTT grows is served with a smaller
-//!   window than it could take, the safe side.
+//!   and its acknowledgment, over the longer of the sending and acknowledging spans, as Linux
+//!   samples it) of the last [`BW_ROUNDS`] round trips that produced a sample; rounds that were
+//!   application-limited or idle do not age it, so an SMB client pausing between bulk transfers
+//!   starts the next one at the rate it had. Samples taken while the sender had nothing to send
+//!   count only when they raise the estimate.
+//! - The minimum RTT is the smallest sample of the last 10 s. When it expires under load,
+//!   ProbeRTT holds the window at half a bandwidth-delay product for 200 ms and a round trip,
+//!   so that the queue drains and the next sample shows the path's RTT (a path whose RTT grew
+//!   is then sized by it, instead of by a minimum it no longer has).
 //! - STARTUP doubles the window every round trip until the bandwidth has grown less than 25 %
 //!   in three rounds; DRAIN holds the window at one BDP until the queue that built is gone;
 //!   PROBE_BW then cycles the window over 1.25 / 0.75 / 1 x 2 BDP, one phase per minimum RTT.
@@ -57,33 +59,63 @@ const MAX_MARKS: usize = 1 << 16;
 enum Mode {
     Startup,
     Drain,
-    ProbeBw { phase: usize, since: Instant },
+    ProbeBw {
+        phase: usize,
+        since: Instant,
+    },
+    /// `done`: when the window reached its ProbeRTT size, plus [`PROBE_RTT_TIME`], and the
+    /// round then current (the probe lasts at least one round trip too).
+    ProbeRtt {
+        done: Option<(Instant, u64)>,
+    },
 }
 
-/// What was delivered when packets sent at `sent` left.
+/// How long the minimum RTT stays valid without a new sample at or below it (BBR v1).
+const MIN_RTT_LIFETIME: Duration = Duration::from_secs(10);
+/// How long ProbeRTT holds the window down once it got there.
+const PROBE_RTT_TIME: Duration = Duration::from_millis(200);
+/// ProbeRTT's window over the bandwidth-delay product (BBR v2/v3; v1 used 4 packets).
+const PROBE_RTT_GAIN: f64 = 0.5;
+
+/// The connection's delivery state when a packet left, shared by every packet sent until the
+/// next acknowledgment changes it (the draft's per-packet P.delivered, P.delivered_time and
+/// P.first_sent_time).
 #[derive(Clone, Copy, Debug)]
 struct Mark {
+    /// When the first packet with this state left.
     sent: Instant,
     delivered: u64,
     delivered_at: Instant,
+    /// When the packet most recently acknowledged at that point had left.
+    first_sent: Instant,
 }
 
-/// The model, fed the minimum RTT directly (quinn's `RttEstimator` cannot be built outside
-/// quinn, so tests drive this).
+/// The model, fed each acknowledgment's RTT sample directly (quinn's `RttEstimator` cannot be
+/// built outside quinn, so tests drive this).
 #[derive(Clone, Debug)]
 pub(super) struct Model {
     mtu: u64,
     cwnd: u64,
+    /// The window before ProbeRTT, restored after it.
+    prior_cwnd: u64,
     mode: Mode,
-    min_rtt: Option<Duration>,
+    /// The smallest RTT sample of the last [`MIN_RTT_LIFETIME`], and when it was taken.
+    min_rtt: Option<(Duration, Instant)>,
+    /// The minimum RTT was just replaced because it had expired: time for ProbeRTT.
+    min_rtt_expired: bool,
     delivered: u64,
-    delivered_at: Option<Instant>,
+    delivered_at: Instant,
+    /// When the packet acknowledged last had left.
+    last_acked_sent: Instant,
+    /// Bytes in flight as of the last acknowledgments, plus what was sent since.
+    in_flight: u64,
     marks: VecDeque<Mark>,
     /// Round trips counted; a round ends when a packet sent after it began is acknowledged.
     round: u64,
     next_round_delivered: u64,
     round_started: bool,
-    /// Largest sample of the current round, and of each of the last rounds.
+    /// Largest counted sample of the current round, and of each of the last rounds that had
+    /// one (rounds with none, app-limited or idle, do not age the filter).
     round_max: u64,
     past: VecDeque<u64>,
     full_bw: u64,
@@ -97,10 +129,14 @@ impl Model {
         Model {
             mtu: u64::from(mtu),
             cwnd: INITIAL_WINDOW,
+            prior_cwnd: INITIAL_WINDOW,
             mode: Mode::Startup,
             min_rtt: None,
+            min_rtt_expired: false,
             delivered: 0,
-            delivered_at: Some(now),
+            delivered_at: now,
+            last_acked_sent: now,
+            in_flight: 0,
             marks: VecDeque::new(),
             round: 0,
             next_round_delivered: 0,
@@ -118,13 +154,13 @@ impl Model {
         MIN_PACKETS * self.mtu
     }
 
-    /// Bytes per second: the largest sample of the last [`BW_ROUNDS`] rounds.
+    /// Bytes per second: the largest sample of the last [`BW_ROUNDS`] rounds that had one.
     pub(super) fn bandwidth(&self) -> u64 {
         self.past.iter().copied().fold(self.round_max, u64::max)
     }
 
     fn bdp(&self, gain: f64) -> Option<u64> {
-        let (bw, rtt) = (self.bandwidth(), self.min_rtt?);
+        let (bw, (rtt, _)) = (self.bandwidth(), self.min_rtt?);
         (bw > 0).then_some((bw as f64 * rtt.as_secs_f64() * gain) as u64)
     }
 
@@ -137,38 +173,52 @@ impl Model {
         self.mode == Mode::Startup
     }
 
-    pub(super) fn on_sent(&mut self, now: Instant) {
-        // Packets of one send batch share their time; the first one's mark serves them all.
-        if self.marks.back().is_some_and(|m| m.sent == now) {
+    #[cfg(test)]
+    pub(super) fn in_probe_rtt(&self) -> bool {
+        matches!(self.mode, Mode::ProbeRtt { .. })
+    }
+
+    #[cfg(test)]
+    pub(super) fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt.map(|m| m.0)
+    }
+
+    pub(super) fn on_sent(&mut self, now: Instant, bytes: u64) {
+        if self.in_flight == 0 {
+            // Restarting from idle: the time nothing was in flight is not delivery time.
+            self.delivered_at = now;
+            self.last_acked_sent = now;
+        }
+        self.in_flight = self.in_flight.saturating_add(bytes);
+        if self
+            .marks
+            .back()
+            .is_some_and(|m| m.delivered == self.delivered)
+        {
             return;
         }
         if self.marks.len() == MAX_MARKS {
             self.marks.pop_front();
         }
-        let delivered_at = self.delivered_at.unwrap_or(now);
         self.marks.push_back(Mark {
             sent: now,
             delivered: self.delivered,
-            delivered_at,
+            delivered_at: self.delivered_at,
+            first_sent: self.last_acked_sent,
         });
     }
 
-    pub(super) fn on_ack(
-        &mut self,
-        now: Instant,
-        sent: Instant,
-        bytes: u64,
-        app_limited: bool,
-        min_rtt: Duration,
-    ) {
-        self.min_rtt = Some(min_rtt);
+    pub(super) fn on_ack(&mut self, now: Instant, sent: Instant, bytes: u64, app_limited: bool) {
+        self.update_min_rtt(now, now.saturating_duration_since(sent));
         self.delivered += bytes;
-        self.delivered_at = Some(now);
+        self.delivered_at = now;
+        self.last_acked_sent = self.last_acked_sent.max(sent);
         self.acked += bytes;
-        while self.marks.front().is_some_and(|m| m.sent < sent) {
+        // The mark a packet left under is the last one made at or before its sending.
+        while self.marks.get(1).is_some_and(|m| m.sent <= sent) {
             self.marks.pop_front();
         }
-        let Some(mark) = self.marks.front().copied().filter(|m| m.sent == sent) else {
+        let Some(mark) = self.marks.front().copied().filter(|m| m.sent <= sent) else {
             return;
         };
         if mark.delivered >= self.next_round_delivered {
@@ -176,7 +226,15 @@ impl Model {
             self.round += 1;
             self.round_started = true;
         }
-        let interval = now.saturating_duration_since(mark.delivered_at);
+        // The longer of the sending and the acknowledging spans, so that neither a burst of
+        // sends nor a burst of ACKs makes the rate look higher than the path's (the draft's
+        // rate sample, as Linux computes it); shorter than the minimum RTT is no sample.
+        let send_span = sent.saturating_duration_since(mark.first_sent);
+        let ack_span = now.saturating_duration_since(mark.delivered_at);
+        let interval = send_span.max(ack_span);
+        let Some((min_rtt, _)) = self.min_rtt else {
+            return;
+        };
         if interval < min_rtt || interval.is_zero() {
             return;
         }
@@ -186,17 +244,41 @@ impl Model {
         }
     }
 
+    fn update_min_rtt(&mut self, now: Instant, sample: Duration) {
+        let expired = self
+            .min_rtt
+            .is_some_and(|(_, at)| now.saturating_duration_since(at) > MIN_RTT_LIFETIME);
+        if expired {
+            self.min_rtt_expired = true;
+        }
+        if expired || self.min_rtt.is_none_or(|(min, _)| sample <= min) {
+            self.min_rtt = Some((sample, now));
+        }
+    }
+
     pub(super) fn on_end_acks(&mut self, now: Instant, in_flight: u64, app_limited: bool) {
+        self.in_flight = in_flight;
         if self.round_started {
             self.round_started = false;
-            if self.past.len() == BW_ROUNDS - 1 {
-                self.past.pop_front();
+            if self.round_max > 0 {
+                if self.past.len() == BW_ROUNDS - 1 {
+                    self.past.pop_front();
+                }
+                self.past.push_back(self.round_max);
+                self.round_max = 0;
             }
-            self.past.push_back(self.round_max);
-            self.round_max = 0;
             if !self.filled_pipe && !app_limited {
                 self.check_full_pipe();
             }
+        }
+        if std::mem::take(&mut self.min_rtt_expired)
+            && !app_limited
+            && !matches!(self.mode, Mode::ProbeRtt { .. })
+        {
+            // An application-limited sender drains the queue by itself: the sample that
+            // replaced the expired minimum is already a fair one.
+            self.prior_cwnd = self.cwnd;
+            self.mode = Mode::ProbeRtt { done: None };
         }
         self.advance_mode(now, in_flight);
         self.set_window();
@@ -216,10 +298,14 @@ impl Model {
         }
     }
 
+    fn probe_rtt_window(&self) -> u64 {
+        self.bdp(PROBE_RTT_GAIN).unwrap_or(0).max(self.min_window())
+    }
+
     fn advance_mode(&mut self, now: Instant, in_flight: u64) {
         match self.mode {
             Mode::Startup if self.filled_pipe => self.mode = Mode::Drain,
-            Mode::Drain if self.bdp(1.0).is_some_and(|bdp| in_flight <= bdp) => {
+            Mode::Drain if self.bdp(1.0).is_none_or(|bdp| in_flight <= bdp) => {
                 // Start after the probing phases, as BBR v1 does when leaving DRAIN.
                 self.mode = Mode::ProbeBw {
                     phase: 2,
@@ -227,7 +313,7 @@ impl Model {
                 };
             }
             Mode::ProbeBw { phase, since } => {
-                let Some(rtt) = self.min_rtt else { return };
+                let Some((rtt, _)) = self.min_rtt else { return };
                 let drained = phase == 1 && self.bdp(1.0).is_some_and(|bdp| in_flight <= bdp);
                 if now.saturating_duration_since(since) > rtt || drained {
                     self.mode = Mode::ProbeBw {
@@ -235,6 +321,24 @@ impl Model {
                         since: now,
                     };
                 }
+            }
+            Mode::ProbeRtt { done: None } if in_flight <= self.probe_rtt_window() => {
+                self.mode = Mode::ProbeRtt {
+                    done: Some((now + PROBE_RTT_TIME, self.round)),
+                };
+            }
+            Mode::ProbeRtt {
+                done: Some((at, round)),
+            } if now >= at && self.round > round => {
+                self.cwnd = self.cwnd.max(self.prior_cwnd);
+                self.mode = if self.filled_pipe {
+                    Mode::ProbeBw {
+                        phase: 2,
+                        since: now,
+                    }
+                } else {
+                    Mode::Startup
+                };
             }
             _ => {}
         }
@@ -247,6 +351,10 @@ impl Model {
             // drops to the path's bandwidth-delay product.
             Mode::Drain => 1.0,
             Mode::ProbeBw { phase, .. } => CWND_GAIN * PHASES.get(phase).copied().unwrap_or(1.0),
+            Mode::ProbeRtt { .. } => {
+                self.cwnd = self.probe_rtt_window();
+                return;
+            }
         };
         let target = self.bdp(gain).unwrap_or(INITIAL_WINDOW);
         self.cwnd = if self.filled_pipe {
@@ -293,8 +401,8 @@ impl ControllerFactory for BbrConfig {
 pub(super) struct Bbr(Model);
 
 impl Controller for Bbr {
-    fn on_sent(&mut self, now: Instant, _bytes: u64, _last_packet_number: u64) {
-        self.0.on_sent(now);
+    fn on_sent(&mut self, now: Instant, bytes: u64, _last_packet_number: u64) {
+        self.0.on_sent(now, bytes);
     }
 
     fn on_ack(
@@ -303,9 +411,9 @@ impl Controller for Bbr {
         sent: Instant,
         bytes: u64,
         app_limited: bool,
-        rtt: &RttEstimator,
+        _rtt: &RttEstimator,
     ) {
-        self.0.on_ack(now, sent, bytes, app_limited, rtt.min());
+        self.0.on_ack(now, sent, bytes, app_limited);
     }
 
     fn on_end_acks(
