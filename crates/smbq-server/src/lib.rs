@@ -19,6 +19,7 @@ mod file_id;
 pub mod file_state;
 mod handlers;
 mod inline_io;
+mod kernel_rights;
 pub mod logon_guard;
 mod meta;
 pub mod notify;

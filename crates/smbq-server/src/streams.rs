@@ -243,6 +243,10 @@ impl VfsFile for StreamFile {
     fn set_mode(&self, mode: u32) -> io::Result<()> {
         self.base.set_mode(mode)
     }
+    /// A stream is part of its file: writable where the file is.
+    fn may_write(&self) -> io::Result<bool> {
+        self.base.may_write()
+    }
 
     fn fsync(&self) -> io::Result<()> {
         self.base.fsync()

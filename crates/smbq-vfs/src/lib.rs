@@ -82,6 +82,13 @@ pub trait VfsFile: Send + Sync {
     fn set_times(&self, atime: Option<Timespec>, mtime: Option<Timespec>) -> io::Result<()>;
     /// Permission bits; setuid and setgid are always dropped (a client must not mint them).
     fn set_mode(&self, mode: u32) -> io::Result<()>;
+    /// Whether the calling thread's effective user may write this file or directory, as the
+    /// kernel decides (mode bits, POSIX ACLs, read-only mounts). Per-user identities ask it
+    /// before granting a change smbq makes with the server's uid (smbq_server::kernel_rights).
+    /// The default says yes.
+    fn may_write(&self) -> io::Result<bool> {
+        Ok(true)
+    }
     fn fsync(&self) -> io::Result<()>;
     /// Deallocates `[offset, offset + len)` without changing the size (the range then reads
     /// as zeros; FSCTL_SET_ZERO_DATA on a sparse file). The default writes zeros up to the end

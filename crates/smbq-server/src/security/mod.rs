@@ -95,10 +95,23 @@ pub fn refuse_on_read_only(open: &Open, rights: u32) -> Result<(), NtStatus> {
 }
 
 /// Whether `token` may make `owner` the owner of an object whose POSIX owner is presented as
-/// `unix_owner`: its own SID or one of its groups (MS-DTYP 2.5.3.4, no SeRestorePrivilege
-/// here), or the Unix owner the file already has on disk, which hands back nothing new.
+/// `unix_owner`: the Unix owner the file already has on disk, which hands back nothing new,
+/// or one of the token's own SIDs (MS-DTYP 2.5.3.4, no SeRestorePrivilege here).
+///
+/// Which SIDs are its own: where the request runs as its Unix user (crate::unix_identity)
+/// only itself, its account SID or S-1-22-1-uid, as POSIX lets only root give a file away and
+/// Windows lets a user name a group only where the group carries SE_GROUP_OWNER (none here).
+/// A group every token holds (Everyone) would otherwise hand bob's descriptor to everyone.
+/// Where every session is the server's user on disk, its groups too, as before.
 pub fn may_assign_owner(token: &Token, owner: &Sid, unix_owner: &Sid) -> bool {
-    token.has(owner) || owner == unix_owner
+    if owner == unix_owner {
+        return true;
+    }
+    if crate::unix_identity::active() {
+        token.is_self(owner)
+    } else {
+        token.has(owner)
+    }
 }
 
 /// Applies the parts of `new` that `addl` selects to `current` (MS-FSA 2.1.5.16). A DACL

@@ -155,6 +155,12 @@ impl Token {
     pub fn has(&self, sid: &Sid) -> bool {
         self.user == *sid || self.groups.iter().any(|g| g == sid)
     }
+
+    /// Whether `sid` names the token's user itself: its account SID, or the S-1-22-1-uid of
+    /// the Unix user it acts as (carried with its groups), never a group.
+    pub fn is_self(&self, sid: &Sid) -> bool {
+        self.user == *sid || (sid.as_unix_user().is_some() && self.groups.iter().any(|g| g == sid))
+    }
 }
 
 #[cfg(test)]
@@ -237,6 +243,29 @@ mod tests {
         }
         if let Some((uid, _)) = process_ids().filter(|(uid, _)| *uid != 1001) {
             assert!(!t.has(&Sid::unix_user(uid)), "not the server's own user");
+        }
+    }
+
+    #[test]
+    fn only_the_user_itself_is_self() {
+        let unix = crate::unix_identity::UnixIdentity {
+            name: "alice".into(),
+            uid: 1001,
+            gid: 1001,
+            groups: vec![1001, 27],
+        };
+        let t = Token::for_unix_user(&ident("alice", false, false), &GUID, &unix);
+        assert!(t.is_self(&t.user.clone()));
+        assert!(t.is_self(&Sid::unix_user(1001)));
+        for other in [
+            Sid::everyone(),
+            Sid::authenticated_users(),
+            Sid::unix_group(27),
+            Sid::unix_user(1002),
+            t.primary_group.clone(),
+        ] {
+            assert!(t.has(&other) || other == Sid::unix_user(1002));
+            assert!(!t.is_self(&other), "{other:?}");
         }
     }
 }

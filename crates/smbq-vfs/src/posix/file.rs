@@ -335,6 +335,25 @@ impl VfsFile for PosixFile {
         rustix::fs::fsync(&self.fd).map_err(errno)
     }
 
+    fn may_write(&self) -> io::Result<bool> {
+        // faccessat2 with AT_EACCESS checks the thread's effective ids (the user a per-user
+        // request switched it to). The descriptor's own /proc link names the opened inode, so
+        // the answer is about this file, not whatever its path names by now; the same thread
+        // group may always follow its own descriptors' links.
+        let link = format!("/proc/thread-self/fd/{}", self.fd.as_raw_fd());
+        let w = rustix::fs::Access::WRITE_OK;
+        match rustix::fs::accessat(
+            rustix::fs::CWD,
+            link.as_str(),
+            w,
+            rustix::fs::AtFlags::EACCESS,
+        ) {
+            Ok(()) => Ok(true),
+            Err(Errno::ACCESS | Errno::PERM | Errno::ROFS) => Ok(false),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
     fn read_dir(&self) -> io::Result<Vec<DirEntry>> {
         if self.kind != FileKind::Dir {
             return Err(errno(Errno::NOTDIR));

@@ -41,7 +41,7 @@ use crate::security::Token;
 use crate::share::ShareKind;
 use crate::tables::open::{DirCursor, FileOpen};
 use crate::tables::{Open, OpenKind, Tree};
-use crate::{dos, meta};
+use crate::{dos, kernel_rights, meta};
 use disposition::{Plan, plan};
 use durable::DurableAsk;
 
@@ -665,7 +665,12 @@ fn open_existing_steps(
     let rights = existing_rights(o, path, st, truncate, read_only)?;
     let (file, rights) = open_existing_file(o, path, st.kind == FileKind::Dir, truncate, rights)?;
     let st = file.stat().map_err(|e| map_io_error(&e))?;
-    let rights = apply_stored_sd(o, path, file.as_ref(), rights, read_only)?;
+    let object = if st.kind == FileKind::Dir {
+        kernel_rights::Object::Dir
+    } else {
+        kernel_rights::Object::File
+    };
+    let rights = apply_stored_sd(o, path, (file.as_ref(), object), rights, read_only)?;
     if truncate {
         // The stored DACL may grant less than the share does.
         grant::check_truncate(o.intent.disposition, rights.maximal, o.tree.read_only())?;
@@ -909,12 +914,13 @@ fn remove_new(vfs: &dyn Vfs, path: &RelPath, is_dir: bool) {
 }
 
 /// MS-FSA 2.1.5.1.2.1: an existing file's stored security descriptor narrows what the open
-/// may get (the tree and READONLY bounds in `maximal` still hold). Returns the new granted
-/// access and maximal access; bits the POSIX open already refused stay refused.
+/// may get (the tree and READONLY bounds in `maximal` still hold), and so does the kernel
+/// for a per-user identity (crate::kernel_rights: changes smbq makes as root). Returns the
+/// new granted access and maximal access; bits the POSIX open already refused stay refused.
 fn apply_stored_sd(
     o: &Opener<'_>,
     path: &RelPath,
-    file: &dyn VfsFile,
+    (file, object): (&dyn VfsFile, kernel_rights::Object),
     rights: Rights,
     read_only: bool,
 ) -> Result<Rights, NtStatus> {
@@ -922,6 +928,7 @@ fn apply_stored_sd(
     let Rights { granted, maximal } = rights;
     let narrowed =
         secure::existing_maximal(o.vfs, path, file, &p.token, maximal, o.tree.maximal_access);
+    let narrowed = kernel_rights::narrow(file, object, narrowed).map_err(|e| map_io_error(&e))?;
     if narrowed == maximal {
         return Ok(rights);
     }

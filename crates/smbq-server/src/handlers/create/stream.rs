@@ -18,7 +18,7 @@ use crate::path::Resolved;
 use crate::streams::{self, StreamFile, StreamRef};
 use crate::tables::OpenKind;
 use crate::tables::open::{DirCursor, FileOpen};
-use crate::{dos, meta};
+use crate::{dos, kernel_rights, meta};
 
 /// The file a stream belongs to.
 struct Base {
@@ -122,7 +122,11 @@ fn open_on(o: &Opener<'_>, found: &Resolved, sname: &str, base: &Base) -> Result
             (existing.ok_or(NtStatus::INTERNAL_ERROR)?, open)
         }
         Plan::Create => {
-            if o.tree.read_only() {
+            // A new stream changes its base file or directory, whatever access the open asks
+            // for: only where the user may write it (crate::kernel_rights).
+            let may_change =
+                kernel_rights::may_change(file.as_ref()).map_err(|e| map_io_error(&e))?;
+            if o.tree.read_only() || !may_change {
                 return Err(NtStatus::ACCESS_DENIED.into());
             }
             streams::create(file.as_ref(), sname).map_err(|e| stream_err(&e))?;
@@ -183,10 +187,12 @@ fn open_base(
         }
         Err(e) => return Err(final_err(&e)),
     };
+    // A stream's data, its deletion and its base's metadata are written as root; the kernel
+    // says what the user may change (crate::kernel_rights).
     let rights = apply_stored_sd(
         o,
         path,
-        file.as_ref(),
+        (file.as_ref(), kernel_rights::Object::Stream),
         Rights { granted, maximal },
         read_only,
     )?;
