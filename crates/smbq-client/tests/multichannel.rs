@@ -56,3 +56,70 @@ async fn a_bound_channel_carries_data_and_its_loss_costs_nothing() {
         f.close().await.unwrap();
     }
 }
+
+/// Issue 42: a session set up over QUIC without a cipher (TLS protects that connection) and
+/// bound to a TCP connection must not be served in clear text on TCP where encryption is
+/// required, by the server or by the share. Either the bind is refused, or the TCP channel
+/// encrypts, or the server refuses what comes unencrypted: never file data in the clear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_session_without_a_cipher_is_never_served_in_clear_over_tcp() {
+    let no_cipher = ClientConfig {
+        transport_security: true,
+        ciphers: Vec::new(),
+        ..ClientConfig::default()
+    };
+    let with_cipher = ClientConfig {
+        client_guid: no_cipher.client_guid,
+        ..ClientConfig::default()
+    };
+    for (policy, tcp_cfg) in [
+        (EncryptPolicy::Required, &with_cipher),
+        (EncryptPolicy::Off, &no_cipher),
+        (EncryptPolicy::Off, &with_cipher),
+        (EncryptPolicy::Desired, &no_cipher),
+    ] {
+        let srv = start_encrypted_share(policy).await;
+        let what = format!("{policy:?}, TCP ciphers {:?}", tcp_cfg.ciphers);
+        if let Some(outcome) = quic_then_tcp(&srv, &no_cipher, tcp_cfg).await {
+            panic!("{what}: {outcome}");
+        }
+    }
+}
+
+/// Logs on over QUIC without a cipher, binds a TCP connection and reads over it alone;
+/// `Some(what happened)` when file data came back in clear text.
+async fn quic_then_tcp(
+    srv: &TestServer,
+    quic_cfg: &ClientConfig,
+    tcp_cfg: &ClientConfig,
+) -> Option<String> {
+    use smbq_transport::{QuicClient, QuicClientConfig, ServerTrust};
+    let qc = QuicClient::new(
+        QuicClientConfig::new(ServerTrust::Pin(srv.pin)),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap();
+    let conn = qc.connect(srv.quic.unwrap(), "localhost").await.unwrap();
+    let client = Client::connect(conn, quic_cfg.clone()).await.unwrap();
+    let session = client.login(USER, "", PASSWORD).await.unwrap();
+    assert!(!session.encrypts(), "no cipher was negotiated over QUIC");
+    let tree = session.tree_connect("share").await.unwrap();
+    put(&tree, "secret.bin", &pattern(4 << 20, 9)).await;
+
+    let tcp = smbq_transport::connect_tcp(srv.addr).await.unwrap();
+    let other = Client::connect(tcp, tcp_cfg.clone()).await.unwrap();
+    let channel = other.bind(&session, USER, "", PASSWORD).await.ok()?;
+    let both = tree.with_channels(vec![channel.clone()]).unwrap();
+    // READs spread over both connections; what the TCP one carries must not be clear text.
+    let sent_before = other.frames_sent();
+    let f = both.open("secret.bin", &OpenOptions::read()).await.ok()?;
+    let mut read = 0;
+    for i in 0..64 {
+        if let Ok(d) = f.read_at(i * 65536, 65536).await {
+            read += d.len();
+        }
+    }
+    // Every READ answered: those the TCP connection carried came back too.
+    (other.frames_sent() > sent_before + 2 && read == 4 << 20 && !channel.encrypts())
+        .then(|| format!("{read} bytes read over QUIC and TCP, TCP in clear text"))
+}

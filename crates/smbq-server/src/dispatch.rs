@@ -222,7 +222,7 @@ fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<
         if t.share.is_retired() {
             return Err(NtStatus::NETWORK_NAME_DELETED);
         }
-        check_encryption(srv, conn, req, view, &t)?;
+        check_encryption(srv, conn, req, &t)?;
         Some(t)
     } else {
         None
@@ -266,18 +266,19 @@ fn ioctl_code(req: &Request) -> Option<CtlCode> {
     Some(CtlCode(u32::from_le_bytes(b.try_into().ok()?)))
 }
 
-/// MS-SMB2 3.3.5.2.11: on a share that requires encryption, an unencrypted request from a
-/// connection that could have encrypted is refused. QUIC with transport security never
-/// encrypts at the SMB layer, so it is exempt.
+/// MS-SMB2 3.3.5.2.11: on a share that requires encryption, an unencrypted request is
+/// refused. QUIC with transport security never encrypts at the SMB layer, so it is exempt;
+/// nothing else is, whatever the session can do: a session set up over QUIC without a cipher
+/// and bound to a TCP connection without one (issue 42) cannot encrypt at all, and must not
+/// be answered in clear text on TCP for the share it connected over QUIC.
 fn check_encryption(
     srv: &Server,
     conn: &ConnView,
     req: &Request,
-    view: &SessionView,
     tree: &Tree,
 ) -> Result<(), NtStatus> {
     let required = tree.encrypt || srv.config().encrypt == EncryptPolicy::Required;
-    if required && !req.encrypted && view.can_encrypt && !conn.transport_security {
+    if required && !req.encrypted && !conn.transport_security {
         return Err(NtStatus::ACCESS_DENIED);
     }
     Ok(())

@@ -49,6 +49,20 @@ pub async fn start_with(encrypt: EncryptPolicy, quic: bool) -> TestServer {
 
 /// A server whose QUIC listener (if any) runs with `quic`.
 pub async fn start_quic_with(encrypt: EncryptPolicy, quic: Option<QuicSettings>) -> TestServer {
+    start_full(encrypt, quic, false).await
+}
+
+/// A server with QUIC whose share requires encryption (`encrypt = true` on the share).
+#[allow(dead_code)] // not every test binary uses it
+pub async fn start_encrypted_share(encrypt: EncryptPolicy) -> TestServer {
+    start_full(encrypt, Some(QuicSettings::default()), true).await
+}
+
+async fn start_full(
+    encrypt: EncryptPolicy,
+    quic: Option<QuicSettings>,
+    share_encrypt: bool,
+) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let share = dir.path().join("share");
     std::fs::create_dir(&share).unwrap();
@@ -62,7 +76,7 @@ pub async fn start_quic_with(encrypt: EncryptPolicy, quic: Option<QuicSettings>)
             read_only: false,
             allowed_users: None,
             no_access_users: Vec::new(),
-            encrypt: false,
+            encrypt: share_encrypt,
             guest_ok: false,
             acl_flag_inherited_canonicalization: true,
             access_based_enumeration: false,
