@@ -136,3 +136,53 @@ def test_dup_extents_needs_write_data_not_append(xfs_workdir):
         assert sha256(dst) == sha256(src)
     finally:
         assert server.stop() == 0
+
+
+def test_dup_extents_per_user_is_the_kernels_to_allow(xfs_workdir):
+    """unix_identity = "per-user" (issue 42): cloning into bob's file is a write to it, which
+    the kernel decides at the open of the target. alice's MAXIMUM_ALLOWED open of bob's 0644
+    file gets no FILE_WRITE_DATA, so her clone into it is refused and the file keeps its
+    bytes; once the mode lets her write (0666), the same request clones."""
+    import struct
+    from impacket import smb3structs as s3
+    from impacket.smb3 import SessionError
+    from impacket.smbconnection import SMBConnection
+    from test_unix_identity import UNIX_USERS, identity_server
+    from conftest import unix_user
+
+    bob = unix_user(UNIX_USERS[1])
+    unix_user(UNIX_USERS[0])
+    server = identity_server(xfs_workdir)
+    try:
+        block = 64 << 10
+        src, dst = server.share / "alice.bin", server.share / "bob.bin"
+        make_file(src, block, seed=5)
+        dst.write_bytes(b"\0" * block)
+        os.chown(dst, bob.pw_uid, bob.pw_gid)
+        dst.chmod(0o644)
+        conn = SMBConnection("127.0.0.1", "127.0.0.1", sess_port=server.port)
+        conn.login("alice", server.password)
+        s, t = conn.getSMBServer(), conn.connectTree("share")
+        fsrc = s.create(t, "alice.bin", s3.FILE_READ_DATA, 7, 0, s3.FILE_OPEN, 0x80)
+        persistent, volatile = struct.unpack("<QQ", fsrc)
+        request = struct.pack("<QQQQQ", persistent, volatile, 0, 0, block)
+        dup_extents = 0x00098344  # FSCTL_DUPLICATE_EXTENTS_TO_FILE
+
+        target = s.create(t, "bob.bin", 0x02000000, 7, 0, s3.FILE_OPEN, 0x80)  # MAXIMUM_ALLOWED
+        with pytest.raises(SessionError) as refused:
+            s.ioctl(t, target, dup_extents, flags=s3.SMB2_0_IOCTL_IS_FSCTL, inputBlob=request,
+                    maxOutputResponse=0)
+        assert refused.value.get_error_code() == 0xC0000022, hex(refused.value.get_error_code())
+        s.close(t, target)
+        assert dst.read_bytes() == b"\0" * block
+
+        dst.chmod(0o666)
+        target = s.create(t, "bob.bin", 0x02000000, 7, 0, s3.FILE_OPEN, 0x80)
+        s.ioctl(t, target, dup_extents, flags=s3.SMB2_0_IOCTL_IS_FSCTL, inputBlob=request,
+                maxOutputResponse=0)
+        s.close(t, target)
+        s.close(t, fsrc)
+        conn.logoff()
+        assert sha256(dst) == sha256(src)
+    finally:
+        assert server.stop() == 0, server.server_log()
