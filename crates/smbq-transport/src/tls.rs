@@ -35,6 +35,13 @@ pub struct TlsSettings {
     pub client_auth: ClientAuth,
     /// NSS key-log sink for decrypting captures; None in production.
     pub keylog: Option<Arc<dyn rustls::KeyLog>>,
+    /// Send TLS 1.3 session tickets after the handshake, so a client connecting again may
+    /// resume (never under client authentication). Off unless configured: Windows Server
+    /// sends none over SMB over QUIC (MsQuic issues a resumption ticket only when the
+    /// application asks), and Samba 4.25's client frees its GnuTLS session once the handshake
+    /// is done, so the first post-handshake CRYPTO frame, a ticket, kills its connection
+    /// (docs/interop.md).
+    pub session_tickets: bool,
 }
 
 /// aws-lc-rs with TLS 1.3 suites in the order the server prefers: AES-128-GCM (fastest with
@@ -58,7 +65,7 @@ pub fn server_config(tls: &TlsSettings) -> Result<rustls::ServerConfig, TlsError
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?;
     let (builder, resume) = match &tls.client_auth {
-        ClientAuth::Off => (builder.with_no_client_auth(), true),
+        ClientAuth::Off => (builder.with_no_client_auth(), tls.session_tickets),
         ClientAuth::Required(policy) => (
             builder.with_client_cert_verifier(PolicyVerifier::new(policy.clone(), provider)?),
             false,
@@ -71,9 +78,9 @@ pub fn server_config(tls: &TlsSettings) -> Result<rustls::ServerConfig, TlsError
         // under keys that rotate every 6 hours, so the server keeps nothing per client.
         config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
     } else {
-        // A resumed session would skip the client-certificate policy, so a certificate
-        // denied since (a reload of deny_fingerprints) could still come back in: every
-        // client under client_auth pays a full handshake instead.
+        // No tickets unless configured (TlsSettings::session_tickets), and never under client
+        // authentication: a resumed session would skip the client-certificate policy, so a
+        // certificate denied since (a reload of deny_fingerprints) could still come back in.
         config.send_tls13_tickets = 0;
         config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     }

@@ -297,6 +297,7 @@ async fn the_stack_seam_serves_and_connects() {
         certs: store,
         client_auth: ClientAuth::Off,
         keylog: None,
+        session_tickets: false,
     };
     let bind: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let acceptor = QuicStack::default()
@@ -322,17 +323,17 @@ async fn the_stack_seam_serves_and_connects() {
     assert!(within(acceptor.accept()).await.is_none());
 }
 
-/// Issue 11 item 6: a client connecting again resumes its TLS session (the server's ticket),
-/// skipping the certificate and its signature. Shown by what only resumption explains: once
-/// the server's certificate is replaced, the client that pinned the old one still gets in on
-/// its session, while a new client pinning the old certificate is refused. Under client
-/// authentication the server issues no tickets, so every client is checked against the
-/// policy in force.
+/// Issue 11 item 6: with `session_tickets` on, a client connecting again resumes its TLS
+/// session (the server's ticket), skipping the certificate and its signature. Shown by what
+/// only resumption explains: once the server's certificate is replaced, the client that pinned
+/// the old one still gets in on its session, while a new client pinning the old certificate is
+/// refused. By default, and always under client authentication, the server issues no
+/// tickets, so every reconnect is a full handshake.
 #[tokio::test]
-async fn a_client_resumes_its_tls_session_but_never_under_client_auth() {
+async fn a_client_resumes_its_tls_session_only_where_tickets_are_on() {
     let cert = server_cert("files.test");
     let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
-    let listener = listen(store.clone(), ClientAuth::Off, test_settings());
+    let listener = listen_with_tickets(store.clone(), test_settings());
     let addr = listener.local_addr().unwrap();
     let pinned = ServerTrust::Pin(fingerprint(&cert.der));
     let client = client_for(addr, client_cfg(pinned.clone()));
@@ -347,6 +348,22 @@ async fn a_client_resumes_its_tls_session_but_never_under_client_auth() {
     echo_through(&listener, again.unwrap(), 1000).await;
     assert!(matches!(
         within(client_for(addr, client_cfg(pinned)).connect(addr, "files.test")).await,
+        Err(QuicConnectError::PinMismatch { .. })
+    ));
+
+    // The default (issue 34): no tickets, no post-handshake CRYPTO data at all, so a
+    // reconnect is a full handshake and meets the new certificate.
+    let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
+    let listener = listen(store.clone(), ClientAuth::Off, test_settings());
+    let addr = listener.local_addr().unwrap();
+    let client = client_for(addr, client_cfg(ServerTrust::Pin(fingerprint(&cert.der))));
+    let first = within(client.connect(addr, "files.test")).await.unwrap();
+    echo_through(&listener, first, 1000).await;
+    store
+        .replace(vec![server_cert("files.test").entry(&["files.test"])])
+        .unwrap();
+    assert!(matches!(
+        within(client.connect(addr, "files.test")).await,
         Err(QuicConnectError::PinMismatch { .. })
     ));
 

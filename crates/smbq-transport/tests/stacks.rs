@@ -22,6 +22,7 @@ fn tls_for(store: Arc<CertStore>) -> TlsSettings {
         certs: store,
         client_auth: ClientAuth::Off,
         keylog: None,
+        session_tickets: false,
     }
 }
 

@@ -61,6 +61,10 @@ pub struct QuicConfig {
     pub max_streams: Option<u16>,
     /// Append TLS secrets (NSS key-log format) to this file; `SSLKEYLOGFILE` does the same.
     pub keylog: Option<PathBuf>,
+    /// TLS 1.3 session tickets, so clients connecting again resume (quinn stack, never under
+    /// client_auth). Default false: Windows Server sends none, and Samba 4.25's client drops
+    /// the connection on the first one (docs/interop.md).
+    pub session_tickets: Option<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]

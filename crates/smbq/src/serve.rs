@@ -359,6 +359,7 @@ fn quic_plan(
         certs: store.clone(),
         client_auth: quic_setup::client_auth(&file.quic)?,
         keylog: quic_setup::keylog(&file.quic)?,
+        session_tickets: file.quic.session_tickets.unwrap_or(false),
     };
     Ok(Some(QuicPlan {
         addr,

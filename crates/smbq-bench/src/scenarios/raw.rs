@@ -189,6 +189,7 @@ fn start_servers(
                 certs,
                 client_auth: ClientAuth::Off,
                 keylog: None,
+                session_tickets: false,
             };
             let tcp_addr = tcp.local_addr().map_err(|e| e.to_string())?;
             let d1 = data.clone();

@@ -201,6 +201,7 @@ fn quic_listener(settings: QuicSettings) -> (QuicListener, [u8; 32]) {
         certs: store,
         client_auth: ClientAuth::default(),
         keylog: None,
+        session_tickets: false,
     };
     let l = QuicListener::bind("127.0.0.1:0".parse().unwrap(), tls, settings).unwrap();
     (l, pin)

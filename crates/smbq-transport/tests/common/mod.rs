@@ -139,8 +139,22 @@ pub fn listen_at(
         certs,
         client_auth,
         keylog,
+        session_tickets: false,
     };
     QuicListener::bind(addr.parse().unwrap(), tls, settings).unwrap()
+}
+
+/// A listener without client auth that sends TLS 1.3 session tickets (`[quic]
+/// session_tickets = true`).
+#[allow(dead_code)] // not every test binary uses it
+pub fn listen_with_tickets(certs: Arc<CertStore>, settings: QuicSettings) -> QuicListener {
+    let tls = TlsSettings {
+        certs,
+        client_auth: ClientAuth::Off,
+        keylog: None,
+        session_tickets: true,
+    };
+    QuicListener::bind("127.0.0.1:0".parse().unwrap(), tls, settings).unwrap()
 }
 
 /// A listener serving one self-signed certificate for `name`, without client auth.
