@@ -4,7 +4,7 @@
 //! FsRtlNotifyFullChangeDirectory a traverse callback run with the watcher's security context
 //! for a change in a subdirectory, and a change the watcher may not reach is not returned to
 //! it ("Security checks on IRP_MJ_DIRECTORY_CONTROL"; MS-SMB2 3.3.5.19 passes the request to
-//! the object store, MS-FSA 2.1.5.10). POSIX has no bypass-traverse privilege, and a
+//! the object store, MS-FSA 2.1.5.11). POSIX has no bypass-traverse privilege, and a
 //! directory's names belong to whoever may read it, so smbq asks for listing, not traverse:
 //!
 //! - every directory between the watched one and the changed entry must open for listing as
