@@ -4,6 +4,8 @@ its output, and the counters move by exactly what a known smbclient workload did
 import os
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import time
 import urllib.request
@@ -133,3 +135,48 @@ def test_gauges_follow_live_clients_and_quic_is_counted(metered):
     assert value(s, "smbq_quic_sent_packets_total") > 0, s
     assert value(s, "smbq_connections", transport="quic") == 0
     assert value(s, "smbq_read_bytes_total", share="share", transport="quic") == 0
+
+
+def smb2_request(command, message_id, body=b""):
+    """An SMB2 header (CreditRequest 1) and `body`, framed for TCP."""
+    msg = struct.pack("<4sHHIHHIIQIIQ16s", b"\xfeSMB", 64, 0, 0, command, 1, 0, 0,
+                      message_id, 0, 0, 0, b"\0" * 16) + body
+    return struct.pack(">I", len(msg)) + msg
+
+
+def read_frame(s):
+    def exact(n):
+        data = b""
+        while len(data) < n:
+            chunk = s.recv(n - len(data))
+            assert chunk, "server closed the connection"
+            data += chunk
+        return data
+    (n,) = struct.unpack(">I", exact(4))
+    return exact(n)
+
+
+def test_commands_a_client_makes_up_share_one_series(metered):
+    """Issue 42: a peer that negotiates and never logs on sends 2000 command codes no dialect
+    defines. They all count under command="other", and the scrape gains a handful of series,
+    not one per code."""
+    port = metered.metrics_port
+    before = scrape(port)[1]
+    with socket.create_connection(("127.0.0.1", metered.port), timeout=10) as s:
+        neg = struct.pack("<HHHHI16sQH", 36, 1, 1, 0, 0, os.urandom(16), 0, 0x0202)
+        s.sendall(smb2_request(0, 0, neg))
+        assert struct.unpack_from("<I", read_frame(s), 8)[0] == 0
+        statuses = set()
+        for i in range(2000):
+            s.sendall(smb2_request(0x13 + i, 1 + i, b"\0" * 8))
+            statuses.add(struct.unpack_from("<I", read_frame(s), 8)[0])
+        assert 0 not in statuses, "an unknown command never succeeds"
+    after = scrape(port)[1]
+    made_up = [line for line in after.splitlines() if 'command="0x' in line]
+    assert not made_up, made_up[:5]
+    s = samples(after)
+    others = sum(v for (name, labels), v in s.items()
+                 if name == "smbq_requests_total" and 'command="other"' in labels)
+    assert others == 2000, [k for k in s if "other" in k[1]]
+    grown = len(samples(after)) - len(samples(before))
+    assert grown < 100, f"{grown} new series"

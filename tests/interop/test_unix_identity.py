@@ -6,6 +6,7 @@ import os
 import pathlib
 import pwd
 import secrets
+import struct
 import subprocess
 import tempfile
 import threading
@@ -156,3 +157,85 @@ def test_a_share_can_opt_out_and_root_is_required(workdir, unix_users):
                            capture_output=True, text=True, timeout=30,
                            env={**os.environ, "SMBQ_PASSWORD": "x"}, cwd=d)
     assert p.returncode != 0 and "needs the server to run as root" in p.stderr, p.stderr
+
+
+# --- CHANGE_NOTIFY (impacket has the structures, not the call) --------------------------------
+
+def impacket_session(server, user):
+    from impacket.smbconnection import SMBConnection
+    c = SMBConnection("127.0.0.1", "127.0.0.1", sess_port=server.port, timeout=15)
+    c.login(user, server.password)
+    return c, c.getSMBServer(), c.connectTree("share")
+
+
+def send_tree_notify(s, tree, fid):
+    """A CHANGE_NOTIFY with WATCH_TREE for names; returns its MessageId."""
+    from impacket import smb3structs as s3
+    p = s.SMB_PACKET()
+    p["Command"] = s3.SMB2_CHANGE_NOTIFY
+    p["TreeID"] = tree
+    req = s3.SMB2ChangeNotify()
+    req["Flags"] = 1  # SMB2_WATCH_TREE
+    req["OutputBufferLength"] = 4096
+    req["FileID"] = fid
+    req["CompletionFilter"] = s3.FILE_NOTIFY_CHANGE_FILE_NAME | s3.FILE_NOTIFY_CHANGE_DIR_NAME
+    p["Data"] = req
+    return s.sendSMB(p)
+
+
+def notify_names(s, mid):
+    """The names of the FILE_NOTIFY_INFORMATION entries answering request `mid`."""
+    ans = s.recvSMB(mid)
+    assert ans["Status"] == 0, hex(ans["Status"])
+    data = ans["Data"]
+    offset, length = struct.unpack_from("<HI", data, 2)
+    buf = data[offset - 64:offset - 64 + length]
+    names, at = [], 0
+    while True:
+        nxt, _action, n = struct.unpack_from("<III", buf, at)
+        names.append(buf[at + 12:at + 12 + n].decode("utf-16le"))
+        if nxt == 0:
+            return names
+        at += nxt
+
+
+def test_a_tree_watch_reports_no_name_from_a_directory_the_watcher_may_not_list(
+        workdir, unix_users):
+    """Issue 42: bob's 0700 directory is closed to alice's listing, and so to her WATCH_TREE
+    watch on the share root: bob's new file there never reaches her, while a file he makes in
+    his 0755 directory does."""
+    from impacket import smb3structs as s3
+    from impacket.smbconnection import SessionError
+    server = identity_server(workdir)
+    try:
+        bob = unix_users[UNIX_USERS[1]]
+        for name, mode in (("bobprivate", 0o700), ("pub", 0o755)):
+            d = server.share / name
+            d.mkdir()
+            os.chown(d, bob.pw_uid, bob.pw_gid)
+            d.chmod(mode)
+        ac, a, at = impacket_session(server, "alice")
+        with pytest.raises(SessionError) as denied:
+            ac.listPath("share", "bobprivate\\*")
+        assert denied.value.getErrorCode() == 0xC0000022, denied.value  # ACCESS_DENIED
+        root = a.create(at, "", s3.FILE_LIST_DIRECTORY | s3.SYNCHRONIZE, 7,
+                        s3.FILE_DIRECTORY_FILE, s3.FILE_OPEN, 0)
+        mid = send_tree_notify(a, at, root)
+        _, b, bt = impacket_session(server, "bob")
+        for path in ("bobprivate\\salary-2027-layoff-list.xlsx", "pub\\visible.txt",
+                     "marker.txt"):
+            f = b.create(bt, path, s3.FILE_WRITE_DATA, 7, s3.FILE_NON_DIRECTORY_FILE,
+                         s3.FILE_CREATE, 0x80)
+            b.close(bt, f)
+        assert (server.share / "bobprivate" / "salary-2027-layoff-list.xlsx").exists()
+        seen = []
+        for _ in range(4):
+            seen += notify_names(a, mid)
+            if "marker.txt" in seen:
+                break
+            mid = send_tree_notify(a, at, root)
+        assert "marker.txt" in seen, seen
+        assert "pub\\visible.txt" in seen, seen
+        assert not any("salary" in n or "bobprivate\\" in n for n in seen), seen
+    finally:
+        assert server.stop() == 0, server.server_log()

@@ -1,7 +1,8 @@
 //! CHANGE_NOTIFY (MS-SMB2 3.3.5.19): validates the request, then waits in crate::notify until
-//! a matching change, the open's close (STATUS_NOTIFY_CLEANUP), the watched directory's
-//! deletion (STATUS_DELETE_PENDING) or CANCEL. The connection loop turns a wait longer than
-//! its interim delay into an async operation, so CANCEL can reach it.
+//! a matching change the watcher may see (crate::notify::visible), the open's close
+//! (STATUS_NOTIFY_CLEANUP), the watched directory's deletion (STATUS_DELETE_PENDING) or
+//! CANCEL. The connection loop turns a wait longer than its interim delay into an async
+//! operation, so CANCEL can reach it.
 
 use std::time::Duration;
 
@@ -9,9 +10,9 @@ use smbq_proto::Response;
 use smbq_wire::NtStatus;
 use smbq_wire::change_notify::{ChangeNotifyRequest, ChangeNotifyResponse, encode_notify_entries};
 
-use super::{Ctx, bad, body};
+use super::{Ctx, bad, blocking, body};
 use crate::access::mask;
-use crate::notify::{Outcome, Start, WatchSpec};
+use crate::notify::{Change, Outcome, Start, WatchSpec, visible};
 
 /// How long buffered changes wait for an earlier request of the same client to arrive.
 const SETTLE: Duration = Duration::from_millis(10);
@@ -39,13 +40,29 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         buffer: req.output_buffer_length,
         seq: ctx.req.header.message_id,
     };
+    loop {
+        let changes = match wait(ctx, &spec).await? {
+            Outcome::Changes(c) => c,
+            o => return respond(o, req.output_buffer_length),
+        };
+        let changes = visible_to_watcher(ctx, changes).await?;
+        // Nothing the watcher may see: the request waits on, as if nothing had happened.
+        if !changes.is_empty() {
+            return respond(Outcome::Changes(changes), req.output_buffer_length);
+        }
+    }
+}
+
+/// One wait of the request in the hub: until changes, the open's close, the directory's
+/// deletion or CANCEL.
+async fn wait(ctx: &Ctx<'_>, spec: &WatchSpec) -> Result<Outcome, NtStatus> {
     let hub = ctx.srv.notify();
-    let id = open.volatile();
+    let id = ctx.open()?.volatile();
     let Start {
         id: waiter,
         mut rx,
         ready,
-    } = hub.request(id, &spec);
+    } = hub.request(id, spec);
     if ready {
         // Requests are separate tasks: one sent just before this may not have reached the hub
         // yet, and the buffered changes are its to return (smbtorture smb2.notify.double).
@@ -53,20 +70,40 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         hub.flush(id);
     }
     // A close that ran before the watch existed would leave it behind.
-    if open.is_closed() {
+    if ctx.open()?.is_closed() {
         hub.closed(id);
     }
-    let outcome = tokio::select! {
-        o = &mut rx => o.unwrap_or(Outcome::Cleanup),
+    tokio::select! {
+        o = &mut rx => Ok(o.unwrap_or(Outcome::Cleanup)),
         () = ctx.cancel.cancelled() => {
             if hub.forget(id, waiter) {
                 return Err(NtStatus::CANCELLED);
             }
             // Completed at the same moment: deliver rather than lose the changes.
-            rx.try_recv().map_err(|_| NtStatus::CANCELLED)?
+            rx.try_recv().map_err(|_| NtStatus::CANCELLED)
         }
-    };
-    respond(outcome, req.output_buffer_length)
+    }
+}
+
+/// The changes whose names the watcher may learn (crate::notify::visible): those below a
+/// subdirectory are checked on a blocking thread, as the watcher's Unix user on per-user
+/// shares, against each directory on the way down.
+async fn visible_to_watcher(ctx: &Ctx<'_>, changes: Vec<Change>) -> Result<Vec<Change>, NtStatus> {
+    if !visible::needs_check(&changes) {
+        return Ok(changes);
+    }
+    let open = ctx.open()?;
+    let share = &open.tree.share;
+    let vfs = share.vfs.clone().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+    let abe = share.cfg.access_based_enumeration;
+    let watched = open.path();
+    let token = ctx.token();
+    blocking(move || {
+        Ok(visible::retain_listable(changes, |dir| {
+            visible::may_list(vfs.as_ref(), &watched, dir, &token, abe)
+        }))
+    })
+    .await
 }
 
 fn respond(o: Outcome, buffer: u32) -> Result<Response, NtStatus> {

@@ -136,8 +136,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
 /// POSIX rules decide its access, and they let the session list the directory. Links and
 /// devices are never listed (snapshot), so the descriptor read is the entry's own.
 fn readable(dir: &dyn VfsFile, name: &str, token: &Token) -> bool {
-    const READ: u32 =
-        mask::FILE_READ_DATA | mask::FILE_READ_EA | mask::FILE_READ_ATTRIBUTES | mask::READ_CONTROL;
+    const READ: u32 = check::ABE_READ;
     let want = |x: &str| x == store::XATTR;
     // Unreadable metadata hides the entry: access-based enumeration fails closed.
     let Ok(xattrs) = dir.entry_xattrs(name, &want) else {

@@ -6,11 +6,14 @@
 //! it the buffer is dropped and the next request gets STATUS_NOTIFY_ENUM_DIR.
 //!
 //! Only changes made through this server are seen (the hooks in `hooks.rs`); changes made
-//! directly on the server's disk are not watched.
+//! directly on the server's disk are not watched. A WATCH_TREE watch sees a change below a
+//! subdirectory only where its session may list each directory on the way (`visible.rs`,
+//! applied as the request answers, as the watcher).
 //!
 //! No IO: handlers wait on the `oneshot` a [`NotifyHub::request`] hands back.
 
 mod hooks;
+pub(crate) mod visible;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 

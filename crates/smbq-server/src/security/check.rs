@@ -16,6 +16,12 @@ pub fn owner_rights() -> Sid {
 /// Rights the owner holds whatever the DACL says (MS-DTYP 2.5.3.2).
 pub const OWNER_IMPLICIT: u32 = mask::READ_CONTROL | mask::WRITE_DAC;
 
+/// The rights access-based enumeration needs an entry's own descriptor to grant before a
+/// listing shows the entry: reading its data, attributes, EAs and descriptor (Samba
+/// user_can_read_fsp; smbtorture smb2.acls.ACCESSBASED).
+pub const ABE_READ: u32 =
+    mask::FILE_READ_DATA | mask::FILE_READ_EA | mask::FILE_READ_ATTRIBUTES | mask::READ_CONTROL;
+
 /// Every right `token` holds on an object protected by `sd` (file-specific bits, generic
 /// rights mapped). No DACL at all, or a NULL DACL (present without an ACL), protects nothing. ACCESS_SYSTEM_SECURITY is never in the result: it comes from a privilege
 /// no session here holds.

@@ -139,3 +139,71 @@ async fn a_notify_overtaken_by_the_close_of_its_handle_is_cleaned_up() {
         .await;
     assert_eq!(after.status, NtStatus::FILE_CLOSED);
 }
+
+/// The names the first answer to a WATCH_TREE watch of the share root holds when files are
+/// made in `shut` (a directory whose descriptor grants the session `shut_grants`) and then in
+/// `open` (no descriptor).
+async fn first_tree_names(h: &H, shut_grants: u32) -> Vec<String> {
+    use super::security_tests::{create_sd, sd, token};
+    use smbq_wire::security::Ace;
+    let me = token(h).user;
+    let grants = sd(
+        Some(me.clone()),
+        Some(vec![Ace::allowed(me, shut_grants, 0)]),
+    );
+    let (st, id) = create_sd(
+        h,
+        "shut",
+        mask::FILE_READ_ATTRIBUTES,
+        opts::DIRECTORY_FILE,
+        &grants,
+    )
+    .await;
+    assert_eq!(st, NtStatus::SUCCESS);
+    h.close(id).await;
+    let open = dir(h, "open", mask::GENERIC_ALL).await;
+    h.close(open).await;
+    let root = dir(h, "", mask::GENERIC_READ).await;
+    let (r, ()) = tokio::join!(h.send(notify_msg(h, root, cf::FILE_NAME, 1000)), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        h.put("shut\\secret.txt", b"").await;
+        h.put("open\\seen.txt", b"").await;
+    });
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    let mut m = vec![0u8; 64];
+    m.extend_from_slice(&r.body);
+    let resp = ChangeNotifyResponse::decode(&m).unwrap();
+    decode_notify_entries(resp.output)
+        .unwrap()
+        .into_iter()
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// Issue 42: a WATCH_TREE watch hears of a change below a subdirectory only where its session
+/// may list every directory on the way (crate::notify::visible). A stored descriptor that
+/// lets the session add files to a directory but not list it hides them from the watch; under
+/// access-based enumeration the directory must also grant what a listing needs to show it.
+#[tokio::test]
+async fn a_tree_watch_drops_changes_below_a_directory_its_session_may_not_list() {
+    let all = mask::FILE_ALL_ACCESS;
+    let h = H::new().await;
+    let names = first_tree_names(&h, all & !mask::FILE_LIST_DIRECTORY).await;
+    assert_eq!(names, ["open\\seen.txt"], "no FILE_LIST_DIRECTORY");
+
+    let no_read_ea = all & !mask::FILE_READ_EA;
+    let h = H::new().await;
+    let names = first_tree_names(&h, no_read_ea).await;
+    assert_eq!(
+        names,
+        ["shut\\secret.txt"],
+        "listable, no access-based enumeration"
+    );
+    let h = H::with(|c| c.shares[0].access_based_enumeration = true).await;
+    let names = first_tree_names(&h, no_read_ea).await;
+    assert_eq!(
+        names,
+        ["open\\seen.txt"],
+        "a listing of the root would not show shut"
+    );
+}

@@ -15,7 +15,7 @@ use super::harness::{H, conn, msg, session};
 use crate::access::{attr, mask, opts};
 use crate::security::Token;
 
-fn sd(owner: Option<Sid>, dacl: Option<Vec<Ace>>) -> SecurityDescriptor {
+pub(super) fn sd(owner: Option<Sid>, dacl: Option<Vec<Ace>>) -> SecurityDescriptor {
     SecurityDescriptor {
         control: control::SE_SELF_RELATIVE | control::SE_DACL_PRESENT,
         owner,
@@ -30,7 +30,7 @@ fn secd(d: &SecurityDescriptor) -> Vec<u8> {
     contexts_to_bytes(&[CreateContext::new(CreateContextTag::SECD, &b)])
 }
 
-async fn create_sd(
+pub(super) async fn create_sd(
     h: &H,
     name: &str,
     access: u32,
@@ -129,7 +129,7 @@ async fn other_user(h: &H, name: &str) -> H {
     o
 }
 
-fn token(h: &H) -> Token {
+pub(super) fn token(h: &H) -> Token {
     Token::for_identity(&h.session.identity, &h.srv.config().server_guid)
 }
 

@@ -8,7 +8,6 @@ mod collector;
 pub mod http;
 mod text_format;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,29 +22,35 @@ use smbq_wire::{Command, NtStatus};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    command: Cow<'static, str>,
-    status: Cow<'static, str>,
+    command: &'static str,
+    status: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CommandLabels {
-    command: Cow<'static, str>,
+    command: &'static str,
 }
 
+/// `share` is the name of the request's tree's share: a configured share, never a name a
+/// client asked for (a TREE_CONNECT to one that does not exist has no tree).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DataLabels {
     share: String,
     transport: &'static str,
 }
 
-fn command_name(c: Command) -> Cow<'static, str> {
-    c.name()
-        .map_or_else(|| Cow::Owned(format!("{:#06x}", c.0)), Cow::Borrowed)
+/// The label of every command code and NTSTATUS smbq has no name for. A client picks the
+/// command code of each request, before any logon, and every distinct label value is a series
+/// kept for the life of the process: a label per made-up code would let one peer grow the
+/// scrape and the server's memory without bound (issue 42).
+const OTHER: &str = "other";
+
+fn command_name(c: Command) -> &'static str {
+    c.name().unwrap_or(OTHER)
 }
 
-fn status_name(s: NtStatus) -> Cow<'static, str> {
-    s.name()
-        .map_or_else(|| Cow::Owned(format!("{:#010x}", s.0)), Cow::Borrowed)
+fn status_name(s: NtStatus) -> &'static str {
+    s.name().unwrap_or(OTHER)
 }
 
 fn transport_name(t: Transport) -> &'static str {
@@ -186,5 +191,19 @@ impl Observer for Metrics {
 
     fn quic_ended(&self, rtt: Duration) {
         self.quic_rtt.observe(rtt.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_without_a_name_share_one_label() {
+        assert_eq!(command_name(Command::READ), "READ");
+        assert_eq!(command_name(Command(0x5710)), OTHER);
+        assert_eq!(command_name(Command(0x0013)), OTHER);
+        assert_eq!(status_name(NtStatus::SUCCESS), "SUCCESS");
+        assert_eq!(status_name(NtStatus(0xC0DE_0001)), OTHER);
     }
 }
