@@ -31,6 +31,9 @@ command -v setfacl >/dev/null || need+=(acl)  # a POSIX ACL narrower than the mo
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v filefrag >/dev/null || need+=(e2fsprogs)
 command -v python3 >/dev/null || need+=(python3)
+# Samba's client from Debian unstable (smbclient 4.25+, SMB over QUIC with ngtcp2 + GnuTLS),
+# debootstrapped into a cached chroot by tests/interop/samba_unstable.py.
+command -v debootstrap >/dev/null || need+=(debootstrap)
 # Kerberos (tests/interop/test_kerberos.py): a private MIT KDC (krb5kdc; kadmin.local from
 # krb5-admin-server, whose kadmind never runs), kinit, and the GSS-API library smbq loads.
 [[ -x /usr/sbin/krb5kdc ]] || need+=(krb5-kdc)
