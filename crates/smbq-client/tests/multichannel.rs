@@ -80,19 +80,24 @@ async fn a_quic_session_without_a_cipher_is_never_served_in_clear_over_tcp() {
     ] {
         let srv = start_encrypted_share(policy).await;
         let what = format!("{policy:?}, TCP ciphers {:?}", tcp_cfg.ciphers);
-        if let Some(outcome) = quic_then_tcp(&srv, &no_cipher, tcp_cfg).await {
-            panic!("{what}: {outcome}");
+        let outcome = quic_then_tcp(&srv, &no_cipher, tcp_cfg).await;
+        assert!(!outcome.starts_with("clear text"), "{what}: {outcome}");
+        // The case that was served in clear before the fix must still get as far as a bound
+        // channel, or this test shows nothing.
+        if policy == EncryptPolicy::Off && tcp_cfg.ciphers.is_empty() {
+            assert_eq!(outcome, "refused over TCP", "{what}");
         }
     }
 }
 
-/// Logs on over QUIC without a cipher, binds a TCP connection and reads over it alone;
-/// `Some(what happened)` when file data came back in clear text.
+/// Logs on over QUIC without a cipher, binds a TCP connection and reads over both; says
+/// what happened: "bind refused", "refused over TCP", "encrypted over TCP", or "clear text
+/// ..." when file data came back over TCP unencrypted.
 async fn quic_then_tcp(
     srv: &TestServer,
     quic_cfg: &ClientConfig,
     tcp_cfg: &ClientConfig,
-) -> Option<String> {
+) -> String {
     use smbq_transport::{QuicClient, QuicClientConfig, ServerTrust};
     let qc = QuicClient::new(
         QuicClientConfig::new(ServerTrust::Pin(srv.pin)),
@@ -108,18 +113,27 @@ async fn quic_then_tcp(
 
     let tcp = smbq_transport::connect_tcp(srv.addr).await.unwrap();
     let other = Client::connect(tcp, tcp_cfg.clone()).await.unwrap();
-    let channel = other.bind(&session, USER, "", PASSWORD).await.ok()?;
+    let Ok(channel) = other.bind(&session, USER, "", PASSWORD).await else {
+        return "bind refused".into();
+    };
     let both = tree.with_channels(vec![channel.clone()]).unwrap();
     // READs spread over both connections; what the TCP one carries must not be clear text.
     let sent_before = other.frames_sent();
-    let f = both.open("secret.bin", &OpenOptions::read()).await.ok()?;
+    let Ok(f) = both.open("secret.bin", &OpenOptions::read()).await else {
+        return "refused over TCP".into();
+    };
     let mut read = 0;
     for i in 0..64 {
         if let Ok(d) = f.read_at(i * 65536, 65536).await {
             read += d.len();
         }
     }
-    // Every READ answered: those the TCP connection carried came back too.
-    (other.frames_sent() > sent_before + 2 && read == 4 << 20 && !channel.encrypts())
-        .then(|| format!("{read} bytes read over QUIC and TCP, TCP in clear text"))
+    if other.frames_sent() <= sent_before + 2 {
+        return "nothing went over TCP".into();
+    }
+    match (read == 4 << 20, channel.encrypts()) {
+        (_, true) => "encrypted over TCP".into(),
+        (false, false) => "refused over TCP".into(),
+        (true, false) => format!("clear text: {read} bytes read over QUIC and TCP"),
+    }
 }
