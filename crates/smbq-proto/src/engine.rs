@@ -38,6 +38,7 @@ use crate::config::EngineConfig;
 use crate::credits::CreditWindow;
 use crate::error::Violation;
 use crate::framing::frame_header;
+use crate::nonces::NonceLedger;
 use crate::request::{ConnView, Request, Response, SessionView};
 use crate::session::{Exchange, Session, SessionState};
 use crate::sessions::{Established, SessionTable};
@@ -1128,9 +1129,13 @@ impl ServerConnection {
             Ok(AcceptStep::Continue(token)) => {
                 let body = encode_session_setup(0, &token);
                 // A binding's legs are signed with the session's key, as the request was
-                // (MS-SMB2 3.3.5.5.2; Samba signs them, and its client checks them).
+                // (MS-SMB2 3.3.4.1.1; Samba signs them, and its client checks them), under a
+                // nonce no other message of that key had (crate::nonces).
                 let frame =
                     self.build_single(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body, binding)?;
+                if binding && !self.binding_answer_fresh(session_id, &frame) {
+                    return self.unbind_unsigned(&rhdr);
+                }
                 if p.dialect == Dialect::SMB3_1_1
                     && let Some(x) = self
                         .sessions
@@ -1304,18 +1309,7 @@ impl ServerConnection {
             install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
             session.signing_required = self.cfg.require_signing
                 || u16::from(client_security_mode) & security_mode::SIGNING_REQUIRED != 0;
-            if let Some(signer) = session.signer.clone() {
-                session.record.set_established(Arc::new(Established {
-                    dialect,
-                    signing: signing_algo,
-                    cipher: p.cipher,
-                    signer,
-                    encryptor: session.encryptor.clone(),
-                    decryptor: session.decryptor.clone(),
-                    signing_required: session.signing_required,
-                    encrypt_data: session.encrypt_data,
-                }));
-            }
+            establish(session, p);
         }
         // The connection it was set up on is its first channel (MS-SMB2 3.3.5.5.3).
         session.record.add_channel(self.id);
@@ -1337,6 +1331,9 @@ impl ServerConnection {
         let can_seal = session.encryptor.as_ref().map(|e| e.cipher());
         let body = encode_session_setup(flags, &token);
         let frame = self.build_single(rhdr, NtStatus::SUCCESS, &body, sign)?;
+        if !reauth && sign {
+            self.first_channel_nonces(rhdr, &frame);
+        }
         actions.push(Action::SessionStarted {
             session_id,
             bound: false,
@@ -1742,6 +1739,24 @@ fn encode_session_setup(flags: u16, token: &[u8]) -> Vec<u8> {
     }
     .encode(&mut w);
     w.into_vec()
+}
+
+/// What a session's first authentication settled, for the channels bound to it later
+/// (MS-SMB2 3.3.5.5.3): a session without a signing key (guest, anonymous) has none.
+fn establish(session: &mut Session, p: &SetupParams) {
+    if let Some(signer) = session.signer.clone() {
+        session.record.set_established(Arc::new(Established {
+            dialect: p.dialect,
+            signing: p.signing,
+            cipher: p.cipher,
+            nonces: Arc::new(NonceLedger::new(signer.algorithm())),
+            signer,
+            encryptor: session.encryptor.clone(),
+            decryptor: session.decryptor.clone(),
+            signing_required: session.signing_required,
+            encrypt_data: session.encrypt_data,
+        }));
+    }
 }
 
 /// Credits a request must be charged for its payload (MS-SMB2 3.3.5.2.5), from fixed offsets
