@@ -945,11 +945,7 @@ impl ServerConnection {
                     });
                 }
                 NegotiateContext::Signing { algorithms } => {
-                    if let Some(a) = algorithms
-                        .iter()
-                        .filter_map(|w| SigningAlgorithm::from_wire_id(w.0))
-                        .find(|a| self.cfg.signing.contains(a))
-                    {
+                    if let Some(a) = self.choose_signing(algorithms, req.capabilities) {
                         s.signing = a;
                     }
                     s.out_ctx.push(NegotiateContext::Signing {
@@ -979,6 +975,32 @@ impl ServerConnection {
             s.data_streams = m.streams.min(self.data_stream_limit);
         }
         Ok(s)
+    }
+
+    /// MS-SMB2 3.3.5.4 (SMB2_SIGNING_CAPABILITIES): the first of the client's algorithms the
+    /// server allows, but AES-CMAC before AES-GMAC where a session set up here may get more
+    /// channels (multichannel offered: 3.3.5.4, 3.3.5.5). Every binding signs its legs with
+    /// the session's key from MessageId 1 on (3.2.4.1.1, 3.3.4.1.1), so under AES-GMAC a
+    /// second binding would repeat the first one's nonces (3.1.4.1); AES-CMAC has none
+    /// (issue 42, docs/security.md).
+    fn choose_signing(
+        &self,
+        offered: &[WireSigning],
+        client_caps: u32,
+    ) -> Option<SigningAlgorithm> {
+        let mut allowed = offered
+            .iter()
+            .filter_map(|w| SigningAlgorithm::from_wire_id(w.0))
+            .filter(|a| self.cfg.signing.contains(a));
+        let first = allowed.next()?;
+        let may_bind = self.multichannel() && client_caps & capabilities::MULTI_CHANNEL != 0;
+        if first == SigningAlgorithm::AesGmac
+            && may_bind
+            && allowed.any(|a| a == SigningAlgorithm::AesCmac)
+        {
+            return Some(SigningAlgorithm::AesCmac);
+        }
+        Some(first)
     }
 
     /// MS-SMB2 3.3.5.4: leasing from 2.1 on; directory leasing for a 3.x client that asks for

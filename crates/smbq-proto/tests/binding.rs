@@ -475,3 +475,32 @@ fn a_gmac_session_answers_one_bindings_challenge_only() {
         assert_eq!(b.status, NtStatus::SUCCESS, "channel {conn}");
     }
 }
+
+/// Issue 42: where multichannel is offered, a session may be bound, so AES-CMAC goes before
+/// AES-GMAC among the algorithms the client offers (MS-SMB2 3.3.5.4); elsewhere the client's
+/// first choice stands.
+#[test]
+fn where_sessions_may_bind_cmac_goes_before_gmac() {
+    let both = Offer::smb311(&[Cipher::Aes128Gcm], &[GMAC, CMAC]);
+    let negotiated = |cfg: smbq_proto::EngineConfig, offer: Offer| {
+        let mut s = Server::sharing_as(cfg, Transport::Tcp, SessionTable::new(), 1);
+        Client::new(offer).negotiate(&mut s).signing
+    };
+    assert_eq!(negotiated(config(), multichannel(both.clone())), CMAC);
+    // A client that does not ask for multichannel binds nothing.
+    assert_eq!(negotiated(config(), both.clone()), GMAC);
+    let mut off = config();
+    off.multichannel_tcp = false;
+    assert_eq!(negotiated(off, multichannel(both)), GMAC);
+    // GMAC alone is taken; HMAC-SHA256 first stays first.
+    let gmac = multichannel(Offer::smb311(&[Cipher::Aes128Gcm], &[GMAC]));
+    assert_eq!(negotiated(config(), gmac), GMAC);
+    let hmac_first = Offer::smb311(
+        &[Cipher::Aes128Gcm],
+        &[SigningAlgorithm::HmacSha256, GMAC, CMAC],
+    );
+    assert_eq!(
+        negotiated(config(), multichannel(hmac_first)),
+        SigningAlgorithm::HmacSha256
+    );
+}
