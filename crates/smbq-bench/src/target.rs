@@ -189,6 +189,8 @@ impl Endpoint {
         };
         let cfg = ClientConfig {
             data_streams: self.data_streams,
+            // Only a session that gets more channels asks for multichannel.
+            multichannel: self.channels > 1,
             ..client_config(self.quic.is_some())
         };
         Client::connect(conn, cfg)

@@ -225,9 +225,9 @@ impl Client {
             let resp = self
                 .shared
                 .call_recorded(Command::SESSION_SETUP, session_id, |h| {
-                    let m = setup.request(h, &token);
+                    let m = setup.request(h, &token)?;
                     setup.sent(&m);
-                    m
+                    Ok(m)
                 })
                 .await?;
             match setup.on_response(&resp.msg)? {
@@ -279,7 +279,7 @@ async fn negotiate(
         .call_recorded(Command::NEGOTIATE, 0, |h: &Header| {
             let m = negotiate_request(cfg, h, salt);
             sent = m.clone();
-            m
+            Ok(m)
         })
         .await?;
     let n = parse_negotiate_response(cfg, &resp.msg)?;

@@ -463,7 +463,7 @@ impl Shared {
         &self,
         command: Command,
         session_id: u64,
-        build: impl FnOnce(&Header) -> Vec<u8>,
+        build: impl FnOnce(&Header) -> Result<Vec<u8>, Error>,
     ) -> Result<Incoming, Error> {
         self.call_with(
             Slot { command, charge: 1 },
@@ -472,7 +472,7 @@ impl Shared {
             Protect::default(),
             Lane::Control,
             move |_, h| {
-                let m = build(h);
+                let m = build(h)?;
                 Ok(vec![
                     Bytes::copy_from_slice(&frame_header(m.len())),
                     Bytes::from(m),

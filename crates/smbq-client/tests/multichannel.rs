@@ -13,18 +13,24 @@ use common::*;
 use smbq_client::{Client, ClientConfig, OpenOptions};
 use smbq_server::config::EncryptPolicy;
 
+/// A client that will bind asks for multichannel.
+fn binding_config() -> ClientConfig {
+    ClientConfig {
+        multichannel: true,
+        ..ClientConfig::default()
+    }
+}
+
 async fn second_client(srv: &TestServer) -> Client {
     let conn = smbq_transport::connect_tcp(srv.addr).await.unwrap();
-    Client::connect(conn, ClientConfig::default())
-        .await
-        .unwrap()
+    Client::connect(conn, binding_config()).await.unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bound_channel_carries_data_and_its_loss_costs_nothing() {
     for encrypt in [EncryptPolicy::Off, EncryptPolicy::Required] {
         let srv = start(encrypt).await;
-        let (client, session, tree) = login(&srv, ClientConfig::default()).await;
+        let (client, session, tree) = login(&srv, binding_config()).await;
         assert!(
             client.negotiated().multichannel(),
             "smbq offers multichannel over TCP"

@@ -25,7 +25,7 @@ pub use seal::{
     Sealer, TRANSFORM_AAD, TRANSFORM_HEADER_LEN, TRANSFORM_NONCE, TRANSFORM_SIGNATURE,
     decrypt_in_place, encrypt_in_place,
 };
-pub use signing::{HEADER_LEN, SIGNATURE, Signer, sign, verify};
+pub use signing::{HEADER_LEN, SIGNATURE, Signer, gmac_nonce_of, sign, verify};
 
 /// Dialect revision numbers (MS-SMB2 2.2.3), as used to pick the key derivation.
 pub const DIALECT_2_0_2: u16 = 0x0202;

@@ -240,6 +240,12 @@ fn gmac_nonce(head: &[u8; 48]) -> [u8; 12] {
     nonce
 }
 
+/// The AES-GMAC nonce (MS-SMB2 3.1.4.1) `msg` is signed under, read from its header; `None`
+/// for a message shorter than the header's signed prefix.
+pub fn gmac_nonce_of(msg: &[u8]) -> Option<[u8; 12]> {
+    msg.first_chunk::<48>().map(gmac_nonce)
+}
+
 /// `N` header bytes at `at`; every caller passes a constant offset inside the 48 bytes.
 fn field<const N: usize>(head: &[u8; 48], at: usize) -> [u8; N] {
     let mut out = [0u8; N];

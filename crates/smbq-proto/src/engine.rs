@@ -38,6 +38,7 @@ use crate::config::EngineConfig;
 use crate::credits::CreditWindow;
 use crate::error::Violation;
 use crate::framing::frame_header;
+use crate::nonces::NonceLedger;
 use crate::request::{ConnView, Request, Response, SessionView};
 use crate::session::{Exchange, Session, SessionState};
 use crate::sessions::{Established, SessionTable};
@@ -944,11 +945,7 @@ impl ServerConnection {
                     });
                 }
                 NegotiateContext::Signing { algorithms } => {
-                    if let Some(a) = algorithms
-                        .iter()
-                        .filter_map(|w| SigningAlgorithm::from_wire_id(w.0))
-                        .find(|a| self.cfg.signing.contains(a))
-                    {
+                    if let Some(a) = self.choose_signing(algorithms, req.capabilities) {
                         s.signing = a;
                     }
                     s.out_ctx.push(NegotiateContext::Signing {
@@ -978,6 +975,32 @@ impl ServerConnection {
             s.data_streams = m.streams.min(self.data_stream_limit);
         }
         Ok(s)
+    }
+
+    /// MS-SMB2 3.3.5.4 (SMB2_SIGNING_CAPABILITIES): the first of the client's algorithms the
+    /// server allows, but AES-CMAC before AES-GMAC where a session set up here may get more
+    /// channels (multichannel offered: 3.3.5.4, 3.3.5.5). Every binding signs its legs with
+    /// the session's key from MessageId 1 on (3.2.4.1.1, 3.3.4.1.1), so under AES-GMAC a
+    /// second binding would repeat the first one's nonces (3.1.4.1); AES-CMAC has none
+    /// (issue 42, docs/security.md).
+    fn choose_signing(
+        &self,
+        offered: &[WireSigning],
+        client_caps: u32,
+    ) -> Option<SigningAlgorithm> {
+        let mut allowed = offered
+            .iter()
+            .filter_map(|w| SigningAlgorithm::from_wire_id(w.0))
+            .filter(|a| self.cfg.signing.contains(a));
+        let first = allowed.next()?;
+        let may_bind = self.multichannel() && client_caps & capabilities::MULTI_CHANNEL != 0;
+        if first == SigningAlgorithm::AesGmac
+            && may_bind
+            && allowed.any(|a| a == SigningAlgorithm::AesCmac)
+        {
+            return Some(SigningAlgorithm::AesCmac);
+        }
+        Some(first)
     }
 
     /// MS-SMB2 3.3.5.4: leasing from 2.1 on; directory leasing for a 3.x client that asks for
@@ -1128,9 +1151,13 @@ impl ServerConnection {
             Ok(AcceptStep::Continue(token)) => {
                 let body = encode_session_setup(0, &token);
                 // A binding's legs are signed with the session's key, as the request was
-                // (MS-SMB2 3.3.5.5.2; Samba signs them, and its client checks them).
+                // (MS-SMB2 3.3.4.1.1; Samba signs them, and its client checks them), under a
+                // nonce no other message of that key had (crate::nonces).
                 let frame =
                     self.build_single(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body, binding)?;
+                if binding && !self.binding_answer_fresh(session_id, &frame) {
+                    return self.unbind_unsigned(&rhdr);
+                }
                 if p.dialect == Dialect::SMB3_1_1
                     && let Some(x) = self
                         .sessions
@@ -1304,18 +1331,7 @@ impl ServerConnection {
             install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
             session.signing_required = self.cfg.require_signing
                 || u16::from(client_security_mode) & security_mode::SIGNING_REQUIRED != 0;
-            if let Some(signer) = session.signer.clone() {
-                session.record.set_established(Arc::new(Established {
-                    dialect,
-                    signing: signing_algo,
-                    cipher: p.cipher,
-                    signer,
-                    encryptor: session.encryptor.clone(),
-                    decryptor: session.decryptor.clone(),
-                    signing_required: session.signing_required,
-                    encrypt_data: session.encrypt_data,
-                }));
-            }
+            establish(session, p);
         }
         // The connection it was set up on is its first channel (MS-SMB2 3.3.5.5.3).
         session.record.add_channel(self.id);
@@ -1337,6 +1353,9 @@ impl ServerConnection {
         let can_seal = session.encryptor.as_ref().map(|e| e.cipher());
         let body = encode_session_setup(flags, &token);
         let frame = self.build_single(rhdr, NtStatus::SUCCESS, &body, sign)?;
+        if !reauth && sign {
+            self.first_channel_nonces(rhdr, &frame);
+        }
         actions.push(Action::SessionStarted {
             session_id,
             bound: false,
@@ -1742,6 +1761,24 @@ fn encode_session_setup(flags: u16, token: &[u8]) -> Vec<u8> {
     }
     .encode(&mut w);
     w.into_vec()
+}
+
+/// What a session's first authentication settled, for the channels bound to it later
+/// (MS-SMB2 3.3.5.5.3): a session without a signing key (guest, anonymous) has none.
+fn establish(session: &mut Session, p: &SetupParams) {
+    if let Some(signer) = session.signer.clone() {
+        session.record.set_established(Arc::new(Established {
+            dialect: p.dialect,
+            signing: p.signing,
+            cipher: p.cipher,
+            nonces: Arc::new(NonceLedger::new(signer.algorithm())),
+            signer,
+            encryptor: session.encryptor.clone(),
+            decryptor: session.decryptor.clone(),
+            signing_required: session.signing_required,
+            encrypt_data: session.encrypt_data,
+        }));
+    }
 }
 
 /// Credits a request must be charged for its payload (MS-SMB2 3.3.5.2.5), from fixed offsets

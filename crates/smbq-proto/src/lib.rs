@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 pub mod framing;
 pub mod limits;
+pub mod nonces;
 pub mod observe;
 pub mod request;
 mod session;

@@ -21,6 +21,7 @@ use smbq_auth::Identity;
 use smbq_crypto::{Cipher, Sealer, Signer, SigningAlgorithm};
 use smbq_wire::Dialect;
 
+use crate::nonces::NonceLedger;
 use crate::transform::TransformSealer;
 
 /// Most channels one session may have (MS-SMB2 leaves the number to the server; Windows and
@@ -69,6 +70,8 @@ pub struct Established {
     pub decryptor: Option<Sealer>,
     pub signing_required: bool,
     pub encrypt_data: bool,
+    /// The nonces `signer` signed on binding connections (AES-GMAC; crate::nonces).
+    pub nonces: Arc<NonceLedger>,
 }
 
 impl std::fmt::Debug for SessionRecord {

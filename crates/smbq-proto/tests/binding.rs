@@ -47,6 +47,8 @@ fn second(table: &Arc<SessionTable>, conn_id: u64, offer: Offer) -> (Server, Cli
 /// What a binding exchange ended with.
 struct Bound {
     status: NtStatus,
+    /// Whether the last answer was signed.
+    signed: bool,
     /// The channel's signing key, when the binding succeeded and its final response verified.
     channel: Option<Signer>,
     actions: Vec<Action>,
@@ -96,6 +98,7 @@ fn bind(
     if r1.status() != NtStatus::MORE_PROCESSING_REQUIRED {
         return Bound {
             status: r1.status(),
+            signed: r1.header.is_signed(),
             channel: None,
             actions,
         };
@@ -115,6 +118,7 @@ fn bind(
     if r2.status() != NtStatus::SUCCESS {
         return Bound {
             status: r2.status(),
+            signed: r2.header.is_signed(),
             channel: None,
             actions,
         };
@@ -132,6 +136,7 @@ fn bind(
     );
     Bound {
         status: r2.status(),
+        signed: true,
         channel: Some(channel),
         actions,
     }
@@ -249,18 +254,29 @@ fn binding_refusals_follow_windows_order() {
         ),
         NtStatus::INVALID_PARAMETER
     );
-    // Another user, or a wrong password: refused, and the session goes on untouched.
-    assert_eq!(
-        try_bind(6, gmac.clone(), true, "bob", "builder"),
-        NtStatus::LOGON_FAILURE
-    );
-    assert_eq!(
-        try_bind(7, gmac.clone(), true, USER, "wrong"),
-        NtStatus::LOGON_FAILURE
-    );
     let rec = table.get(id).expect("a failed binding leaves the session");
     assert!(!rec.has_ended());
     assert_eq!(rec.channels(), vec![1]);
+    // Another user, or a wrong password: refused, and the session goes on untouched. Each on
+    // a session of its own: under AES-GMAC a session answers one binding's challenge only.
+    for (user, password) in [("bob", "builder"), (USER, "wrong")] {
+        let (_s, c, table) = first(gmac.clone());
+        let (mut s2, mut c2) = second(&table, 2, gmac.clone());
+        let master = c.signer.clone().unwrap();
+        let b = bind(
+            &mut s2,
+            &mut c2,
+            c.session_id,
+            &master,
+            user,
+            password,
+            true,
+        );
+        assert_eq!(b.status, NtStatus::LOGON_FAILURE);
+        let rec = table.get(c.session_id).unwrap();
+        assert!(!rec.has_ended());
+        assert_eq!(rec.channels(), vec![1]);
+    }
     // An unknown session.
     let (mut s, mut c) = second(&table, 8, gmac.clone());
     assert_eq!(
@@ -333,7 +349,7 @@ fn multichannel_off_refuses_binding_and_is_not_offered() {
 
 #[test]
 fn a_session_takes_at_most_32_channels() {
-    let offer = Offer::smb311(&[Cipher::Aes128Gcm], &[GMAC]);
+    let offer = Offer::smb311(&[Cipher::Aes128Gcm], &[CMAC]);
     let (_s1, c1, table) = first(offer.clone());
     let master = c1.signer.clone().unwrap();
     let mut kept = Vec::new();
@@ -405,4 +421,86 @@ fn unfinished_bindings_count_against_the_connections_sessions() {
     );
     assert_eq!(b.status, NtStatus::INSUFFICIENT_RESOURCES);
     assert_eq!(table.get(c3.session_id).unwrap().channels(), vec![3]);
+}
+
+/// Issue 42: every binding connection starts at MessageId 1, and a binding's MORE_PROCESSING
+/// answer is signed with the session's key (MS-SMB2 3.3.4.1.1). Under AES-GMAC the nonce is
+/// MessageId and role (3.1.4.1): a second NTLM binding's challenge would be a second message
+/// under the first one's nonce, so it is not sent. The binding is refused unsigned and the
+/// session keeps the channels it has. AES-CMAC has no nonce: there the session binds again.
+#[test]
+fn a_gmac_session_answers_one_bindings_challenge_only() {
+    let gmac = Offer::smb311(&[Cipher::Aes128Gcm], &[GMAC]);
+    let (_s1, c1, table) = first(gmac.clone());
+    let master = c1.signer.clone().unwrap();
+    let (mut s2, mut c2) = second(&table, 2, gmac.clone());
+    let b = bind(
+        &mut s2,
+        &mut c2,
+        c1.session_id,
+        &master,
+        USER,
+        PASSWORD,
+        true,
+    );
+    assert_eq!(b.status, NtStatus::SUCCESS);
+    let channel = b.channel.unwrap();
+    let (mut s3, mut c3) = second(&table, 3, gmac);
+    // Another challenge than the first binding's (the test servers share one seed).
+    s3.rng = rand::SeedableRng::seed_from_u64(3);
+    let b = bind(
+        &mut s3,
+        &mut c3,
+        c1.session_id,
+        &master,
+        USER,
+        PASSWORD,
+        true,
+    );
+    assert_eq!(b.status, NtStatus::INSUFFICIENT_RESOURCES);
+    assert!(
+        !b.signed,
+        "no nonce of the session's key is left to sign the refusal"
+    );
+    assert_eq!(table.get(c1.session_id).unwrap().channels(), vec![1, 2]);
+    // The channel bound first goes on with its own key.
+    assert_eq!(echo_status(&mut s2, &mut c2, &channel), NtStatus::SUCCESS);
+
+    let cmac = Offer::smb311(&[Cipher::Aes128Gcm], &[CMAC]);
+    let (_s1, c1, table) = first(cmac.clone());
+    let master = c1.signer.clone().unwrap();
+    for conn in 2..=3 {
+        let (mut s, mut c) = second(&table, conn, cmac.clone());
+        let b = bind(&mut s, &mut c, c1.session_id, &master, USER, PASSWORD, true);
+        assert_eq!(b.status, NtStatus::SUCCESS, "channel {conn}");
+    }
+}
+
+/// Issue 42: where multichannel is offered, a session may be bound, so AES-CMAC goes before
+/// AES-GMAC among the algorithms the client offers (MS-SMB2 3.3.5.4); elsewhere the client's
+/// first choice stands.
+#[test]
+fn where_sessions_may_bind_cmac_goes_before_gmac() {
+    let both = Offer::smb311(&[Cipher::Aes128Gcm], &[GMAC, CMAC]);
+    let negotiated = |cfg: smbq_proto::EngineConfig, offer: Offer| {
+        let mut s = Server::sharing_as(cfg, Transport::Tcp, SessionTable::new(), 1);
+        Client::new(offer).negotiate(&mut s).signing
+    };
+    assert_eq!(negotiated(config(), multichannel(both.clone())), CMAC);
+    // A client that does not ask for multichannel binds nothing.
+    assert_eq!(negotiated(config(), both.clone()), GMAC);
+    let mut off = config();
+    off.multichannel_tcp = false;
+    assert_eq!(negotiated(off, multichannel(both)), GMAC);
+    // GMAC alone is taken; HMAC-SHA256 first stays first.
+    let gmac = multichannel(Offer::smb311(&[Cipher::Aes128Gcm], &[GMAC]));
+    assert_eq!(negotiated(config(), gmac), GMAC);
+    let hmac_first = Offer::smb311(
+        &[Cipher::Aes128Gcm],
+        &[SigningAlgorithm::HmacSha256, GMAC, CMAC],
+    );
+    assert_eq!(
+        negotiated(config(), multichannel(hmac_first)),
+        SigningAlgorithm::HmacSha256
+    );
 }

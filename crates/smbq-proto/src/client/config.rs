@@ -31,6 +31,11 @@ pub struct ClientConfig {
     pub data_streams: u16,
     /// Start with an SMB1 multi-protocol NEGOTIATE as the Windows client does (MS-SMB2 3.2.4.2.1).
     pub smb1_first: bool,
+    /// Ask for multichannel (SMB2_GLOBAL_CAP_MULTI_CHANNEL): set by a caller that will bind
+    /// the session to more connections. A server may then prefer AES-CMAC to AES-GMAC, whose
+    /// nonces would repeat across bindings (docs/security.md), so a client that binds nothing
+    /// does not ask.
+    pub multichannel: bool,
     pub client_guid: [u8; 16],
     /// Credits asked for in each request.
     pub credit_request: u16,
@@ -62,6 +67,7 @@ impl Default for ClientConfig {
             transport_security: false,
             data_streams: 4,
             smb1_first: false,
+            multichannel: false,
             client_guid: [0; 16],
             credit_request: 512,
             max_io: 8 << 20,

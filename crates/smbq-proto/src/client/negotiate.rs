@@ -65,9 +65,11 @@ pub fn negotiate_request(cfg: &ClientConfig, header: &Header, salt: &[u8; 32]) -
     let mut contexts = Vec::new();
     let mut caps = capabilities::LARGE_MTU;
     if cfg.dialects.iter().any(|d| d.is_smb3()) {
-        // Multichannel is asked for as Windows does; it is used only if the caller binds a
-        // second connection (smbq-client's Client::bind).
-        caps |= capabilities::ENCRYPTION | capabilities::MULTI_CHANNEL;
+        caps |= capabilities::ENCRYPTION;
+        // Only a caller that binds more connections (smbq-client's Client::bind) asks.
+        if cfg.multichannel {
+            caps |= capabilities::MULTI_CHANNEL;
+        }
     }
     if cfg.dialects.contains(&Dialect::SMB3_1_1) {
         contexts.push(NegotiateContext::PreauthIntegrity {

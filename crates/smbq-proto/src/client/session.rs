@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use smbq_crypto::{Sealer, Signer};
+use smbq_crypto::{Sealer, Signer, SigningAlgorithm};
 use smbq_wire::header::{FLAGS_OFFSET, flags};
 use smbq_wire::transform::TRANSFORM_HEADER_LEN;
 
 use super::ClientError;
+use crate::nonces::NonceLedger;
 use crate::transform::{SealError, TransformSealer};
 
 /// Keys of one established session. Shared by every task issuing requests on it.
@@ -17,6 +18,8 @@ pub struct SessionCrypto {
     /// Shared by the session's channels: one nonce sequence for the one key.
     encryptor: Option<Arc<TransformSealer>>,
     decryptor: Option<Sealer>,
+    /// The nonces this key signed or accepted on binding connections (crate::nonces).
+    nonces: NonceLedger,
 }
 
 impl std::fmt::Debug for SessionCrypto {
@@ -37,23 +40,36 @@ impl SessionCrypto {
         decryptor: Option<Sealer>,
         nonce_prefix: [u8; 4],
     ) -> Self {
+        let algorithm = signer
+            .as_ref()
+            .map_or(SigningAlgorithm::HmacSha256, Signer::algorithm);
         Self {
             session_id,
             signer,
             encryptor: encryptor.map(|e| Arc::new(TransformSealer::new(e, nonce_prefix))),
             decryptor,
+            nonces: NonceLedger::new(algorithm),
         }
     }
 
     /// The keys of a channel bound to this session on another connection (MS-SMB2
     /// 3.2.5.3.1): its own signing key, the session's sealing keys.
+    /// A channel's key signs on its own connection only: no binding goes through it.
     pub fn channel(&self, signer: Signer) -> Self {
+        let nonces = NonceLedger::new(signer.algorithm());
+        nonces.first_channel_from(0);
         Self {
             session_id: self.session_id,
             signer: Some(signer),
             encryptor: self.encryptor.clone(),
             decryptor: self.decryptor.clone(),
+            nonces,
         }
+    }
+
+    /// The nonces this session's key has signed under outside its first connection.
+    pub fn nonces(&self) -> &NonceLedger {
+        &self.nonces
     }
 
     pub fn can_sign(&self) -> bool {

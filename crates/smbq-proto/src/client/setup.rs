@@ -119,8 +119,9 @@ impl SessionSetup {
     }
 
     /// The SESSION_SETUP request carrying `token` under `header`; a binding's is signed with
-    /// the session's key (so its SessionId must be the session's).
-    pub fn request(&self, header: &Header, token: &[u8]) -> Vec<u8> {
+    /// the session's key (so its SessionId must be the session's), and refused where that
+    /// key's nonces are spent (see [`Self::sign_binding`]).
+    pub fn request(&self, header: &Header, token: &[u8]) -> Result<Vec<u8>, ClientError> {
         let req = SessionSetupRequest {
             flags: if self.binding.is_some() {
                 setup_flags::BINDING
@@ -141,10 +142,12 @@ impl SessionSetup {
         req.encode(&mut w);
         let mut m = w.into_vec();
         if let Some(session) = &self.binding {
-            // A key the session was set up with signs; it cannot fail for a whole message.
-            let _ = session.sign(&mut m);
+            // An NTLM NEGOTIATE leg is answered with a challenge, signed with the session's
+            // key; the last leg with STATUS_SUCCESS, signed with the channel's.
+            let challenge = matches!(self.initiator, Mech::Ntlm(_)) && self.session_key.is_none();
+            sign_binding(session, header, &mut m, challenge)?;
         }
-        m
+        Ok(m)
     }
 
     fn is_311(&self) -> bool {
@@ -163,6 +166,9 @@ impl SessionSetup {
         let header = Header::decode(msg)?;
         match header.status {
             NtStatus::MORE_PROCESSING_REQUIRED => {
+                if let Some(session) = &self.binding {
+                    check_binding_answer(session, &header, msg)?;
+                }
                 if self.is_311() {
                     self.preauth.update(msg);
                 }
@@ -275,12 +281,154 @@ impl SessionSetup {
                 "final SESSION_SETUP response is not signed",
             ));
         }
-        Ok(SessionCrypto::new(
+        let crypto = SessionCrypto::new(
             session_id,
             Some(signer),
             keys.encryptor(),
             keys.decryptor(),
             self.nonce_prefix,
-        ))
+        );
+        // This connection's Channel.SigningKey is Session.SigningKey (MS-SMB2 3.2.5.3.1): it
+        // signs every MessageId from here on, which bindings must leave alone.
+        if header.is_signed() {
+            let _ = crypto.nonces().record(final_msg);
+        }
+        crypto
+            .nonces()
+            .first_channel_from(header.message_id.saturating_add(1));
+        Ok(crypto)
+    }
+}
+
+/// Signs a binding leg with Session.SigningKey (MS-SMB2 3.2.4.1.1), unless that would spend an
+/// AES-GMAC nonce of the key a second time (crate::nonces): the leg's own (MessageId, client)
+/// and, for a leg answered with a `challenge` (STATUS_MORE_PROCESSING_REQUIRED, signed with
+/// Session.SigningKey too, 3.3.4.1.1), the (MessageId, server) of that answer. Every binding
+/// connection starts at MessageId 1, so under AES-GMAC a session is bound once with NTLM.
+fn sign_binding(
+    session: &SessionCrypto,
+    header: &Header,
+    msg: &mut [u8],
+    challenge: bool,
+) -> Result<(), ClientError> {
+    const SPENT: ClientError = ClientError::Integrity(
+        "binding again would sign under an AES-GMAC nonce the session's key has used \
+         (MS-SMB2 3.1.4.1); offer AES-CMAC to bind more channels",
+    );
+    if challenge && !session.nonces().is_free(header.message_id, true) {
+        return Err(SPENT);
+    }
+    session.sign(msg)?;
+    session.nonces().record(msg).map_err(|_| SPENT)
+}
+
+/// A binding's MORE_PROCESSING answer: signed with Session.SigningKey (MS-SMB2 3.2.5.1.3)
+/// under a nonce that signed nothing else; else the binding stops before the next leg.
+fn check_binding_answer(
+    session: &SessionCrypto,
+    header: &Header,
+    msg: &[u8],
+) -> Result<(), ClientError> {
+    if !header.is_signed() || !session.verify(msg) {
+        return Err(ClientError::Integrity(
+            "binding answer not signed with the session's key",
+        ));
+    }
+    session.nonces().record(msg).map_err(|_| {
+        ClientError::Integrity("the server signed a binding answer under a used AES-GMAC nonce")
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use smbq_crypto::SigningAlgorithm;
+    use smbq_wire::Command;
+    use smbq_wire::header::flags;
+
+    /// A session whose own SESSION_SETUP ended at MessageId 2 on its first connection.
+    fn session(algorithm: SigningAlgorithm) -> SessionCrypto {
+        let signer = Signer::new(algorithm, &[5; 16]).unwrap();
+        let s = SessionCrypto::new(9, Some(signer), None, None, [0; 4]);
+        s.nonces().first_channel_from(3);
+        s
+    }
+
+    fn message(message_id: u64, from_server: bool, body: &[u8]) -> (Header, Vec<u8>) {
+        let h = Header {
+            command: Command::SESSION_SETUP,
+            message_id,
+            session_id: 9,
+            flags: if from_server {
+                flags::SERVER_TO_REDIR
+            } else {
+                0
+            },
+            status: if from_server {
+                NtStatus::MORE_PROCESSING_REQUIRED
+            } else {
+                NtStatus::SUCCESS
+            },
+            ..Header::default()
+        };
+        let mut w = Writer::new();
+        h.encode(&mut w);
+        let mut m = w.into_vec();
+        m.extend_from_slice(body);
+        (h, m)
+    }
+
+    /// One binding's signed messages under the session's key: leg 1, its challenge, leg 2.
+    fn one_binding(s: &SessionCrypto, challenge: &[u8]) -> Result<(), ClientError> {
+        let (h, mut leg1) = message(1, false, b"negotiate");
+        sign_binding(s, &h, &mut leg1, true)?;
+        let (_, mut answer) = message(1, true, challenge);
+        s.sign(&mut answer)?;
+        check_binding_answer(s, &Header::decode(&answer).unwrap(), &answer)?;
+        // Answered with STATUS_SUCCESS under the channel's key: (2, server) is the first
+        // connection's, and need not be free.
+        let (h, mut leg2) = message(2, false, challenge);
+        sign_binding(s, &h, &mut leg2, false)
+    }
+
+    #[test]
+    fn under_gmac_a_session_is_bound_once() {
+        let s = session(SigningAlgorithm::AesGmac);
+        one_binding(&s, b"challenge 1").unwrap();
+        // The same first leg again would be the same message, but its answer would not.
+        let (h, mut leg1) = message(1, false, b"negotiate");
+        assert!(matches!(
+            sign_binding(&s, &h, &mut leg1, true),
+            Err(ClientError::Integrity(_))
+        ));
+        assert_eq!(&leg1[48..64], &[0; 16], "nothing was signed");
+    }
+
+    #[test]
+    fn a_second_challenge_under_a_used_nonce_stops_the_binding() {
+        let s = session(SigningAlgorithm::AesGmac);
+        one_binding(&s, b"challenge 1").unwrap();
+        let (_, mut other) = message(1, true, b"challenge 2");
+        s.sign(&mut other).unwrap();
+        let h = Header::decode(&other).unwrap();
+        assert!(check_binding_answer(&s, &h, &other).is_err());
+        // An answer not signed with the session's key stops it too.
+        let (h, unsigned) = message(1, true, b"challenge 1");
+        assert!(check_binding_answer(&s, &h, &unsigned).is_err());
+    }
+
+    #[test]
+    fn the_first_connections_message_ids_are_not_used_for_binding() {
+        let s = session(SigningAlgorithm::AesGmac);
+        let (h, mut leg) = message(3, false, b"negotiate");
+        assert!(sign_binding(&s, &h, &mut leg, false).is_err());
+    }
+
+    #[test]
+    fn under_cmac_a_session_binds_again() {
+        let s = session(SigningAlgorithm::AesCmac);
+        one_binding(&s, b"challenge 1").unwrap();
+        one_binding(&s, b"challenge 2").unwrap();
     }
 }

@@ -10,6 +10,8 @@
 //! than the session's is accepted, as Windows does (smbtorture expects every `..d` variant,
 //! a new client GUID, to behave like its `..s` twin).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use smbq_auth::Identity;
 use smbq_crypto::{SigningAlgorithm, derive_signing_key};
@@ -22,7 +24,7 @@ use super::{
 };
 use crate::error::Violation;
 use crate::session::{Session, SessionState};
-use crate::sessions::MAX_CHANNELS;
+use crate::sessions::{Established, MAX_CHANNELS};
 
 /// GMAC and later algorithms pin a session's signing algorithm: a channel must use the same
 /// one (Samba's smbd_smb2_session_setup_send; smbtorture bind_negative_smb3sign*).
@@ -188,6 +190,41 @@ impl ServerConnection {
         Ok(frame)
     }
 
+    /// The session's first connection answered its setup with `frame`, signed with
+    /// Session.SigningKey, which is this connection's Channel.SigningKey from now on (MS-SMB2
+    /// 3.3.5.5.3): binding answers may reuse neither that nonce nor any MessageId from here on.
+    pub(super) fn first_channel_nonces(&self, rhdr: &Header, frame: &[u8]) {
+        if let Some(est) = self.established(rhdr.session_id) {
+            // A fresh ledger: the first message recorded cannot be refused.
+            let _ = est.nonces.record(frame.get(4..).unwrap_or_default());
+            est.nonces
+                .first_channel_from(rhdr.message_id.saturating_add(1));
+        }
+    }
+
+    /// Whether `frame`, a binding's MORE_PROCESSING answer signed with Session.SigningKey
+    /// (MS-SMB2 3.3.4.1.1), may go: under AES-GMAC its nonce (MessageId and role, 3.1.4.1)
+    /// must not have signed another message of that key. A second NTLM binding starts at the
+    /// MessageId the first one did, so its answer cannot go (issue 42; crate::nonces).
+    pub(super) fn binding_answer_fresh(&self, session_id: u64, frame: &[u8]) -> bool {
+        self.established(session_id).is_none_or(|est| {
+            est.nonces
+                .record(frame.get(4..).unwrap_or_default())
+                .is_ok()
+        })
+    }
+
+    /// Ends a binding whose answer could not be signed (`binding_answer_fresh`): only this
+    /// connection's channel goes, answered unsigned, since no nonce is left to sign it with.
+    pub(super) fn unbind_unsigned(&mut self, rhdr: &Header) -> Result<Bytes, Violation> {
+        self.sessions.remove(&rhdr.session_id);
+        self.plain_response(rhdr, NtStatus::INSUFFICIENT_RESOURCES, &ERROR_BODY)
+    }
+
+    fn established(&self, session_id: u64) -> Option<Arc<Established>> {
+        self.table.get(session_id)?.established().cloned()
+    }
+
     /// A binding that failed leaves the session as it was: only this connection's channel
     /// goes (Samba's smbXsrv_session_remove_channel; smbtorture bind_invalid_auth).
     pub(super) fn unbind(&mut self, rhdr: &Header, status: NtStatus) -> Result<Bytes, Violation> {
@@ -208,7 +245,19 @@ impl ServerConnection {
                 .get(id)
                 .and_then(|r| r.established().map(|e| e.signer.clone())),
         };
-        self.build_signed(rhdr, status, &ERROR_BODY, signer.as_ref())
+        let frame = self.build_signed(rhdr, status, &ERROR_BODY, signer.as_ref())?;
+        // Signed as MS-SMB2 3.3.4.1.1 says and as Samba's and Windows' clients require, even
+        // where the session's key signed another message at this nonce: only a client that
+        // holds the key can ask for it (docs/security.md). Its nonce is kept all the same, so
+        // no binding answer reuses it.
+        let session_key = self.sessions.get(&id).is_none_or(|s| s.is_binding());
+        if let Some(est) = self.established(id)
+            && signer.is_some()
+            && session_key
+        {
+            let _ = est.nonces.record(frame.get(4..).unwrap_or_default());
+        }
+        Ok(frame)
     }
 }
 

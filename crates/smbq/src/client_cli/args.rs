@@ -68,6 +68,8 @@ pub struct ConnArgs {
     #[arg(long, value_name = "CIPHER", value_parser = parse_cipher)]
     pub cipher: Vec<Cipher>,
     /// Signing algorithms to offer, most preferred first (repeatable): gmac, cmac, hmac-sha256.
+    /// Default: all three, gmac first; cmac first with `--channels` above 1 (under gmac a
+    /// session can be bound once only: docs/security.md).
     #[arg(long, value_name = "ALG", value_parser = parse_signing)]
     pub signing: Vec<SigningAlgorithm>,
     /// Encrypt every message (SMB3 encryption); fail if the server cannot.
@@ -125,11 +127,21 @@ impl ConnArgs {
         }
         if !self.signing.is_empty() {
             c.signing.clone_from(&self.signing);
+        } else if self.channels > 1 {
+            // A session bound to more channels signs each binding's legs with its own key
+            // from MessageId 1 on: AES-GMAC would repeat nonces (MS-SMB2 3.1.4.1; issue 42),
+            // AES-CMAC has none. See docs/security.md.
+            c.signing = vec![
+                SigningAlgorithm::AesCmac,
+                SigningAlgorithm::AesGmac,
+                SigningAlgorithm::HmacSha256,
+            ];
         }
         if self.encrypt {
             c.encryption = EncryptionPolicy::Required;
         }
         c.smb1_first = self.smb1_negotiate;
+        c.multichannel = self.channels > 1;
         // Client::connect turns it off again over TCP (MS-SMB2 2.2.3.1.5 is QUIC only).
         c.transport_security = !self.no_transport_security;
         if let Some(n) = self.streams {
@@ -273,9 +285,31 @@ mod tests {
         assert!(!c.transport_security);
         assert_eq!(c.data_streams, 0);
         let d = ConnArgs::default().client_config();
+        assert_eq!(d.signing.first(), Some(&SigningAlgorithm::AesGmac));
         assert_eq!(d.data_streams, 4);
         assert_eq!(d.dialects, ClientConfig::all_dialects());
         assert!(d.transport_security);
         assert_eq!(d.encryption, EncryptionPolicy::Auto);
+    }
+
+    #[test]
+    fn more_channels_prefer_cmac_unless_told() {
+        let many = ConnArgs {
+            channels: 3,
+            ..ConnArgs::default()
+        };
+        assert_eq!(
+            many.client_config().signing.first(),
+            Some(&SigningAlgorithm::AesCmac)
+        );
+        let gmac = ConnArgs {
+            channels: 3,
+            signing: vec![SigningAlgorithm::AesGmac],
+            ..ConnArgs::default()
+        };
+        assert_eq!(
+            gmac.client_config().signing,
+            vec![SigningAlgorithm::AesGmac]
+        );
     }
 }

@@ -380,7 +380,7 @@ impl Raw {
         let mut token = setup.first_token();
         let crypto = loop {
             let h = raw.header(Command::SESSION_SETUP, 1, GREEDY);
-            let m = setup.request(&h, &token);
+            let m = setup.request(&h, &token).unwrap();
             setup.sent(&m);
             let resp = raw.call(&m);
             match setup.on_response(&resp).unwrap() {
