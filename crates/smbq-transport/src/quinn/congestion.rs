@@ -5,8 +5,8 @@
 //! loopback or a LAN (tens of microseconds) it ramps up slowly and stays low: in the sweep
 //! scenario on loopback, 1 MB copies ran at 77-83 MB/s with BBR against 257-537 with Cubic,
 //! 10 MB at 89-129 against 538-553 (2026-11-25). Cubic alone collapses under random loss on
-//! long paths, which is why BBR is the default (README, `[quic] congestion`). Taking the larger
-//! of the two windows only where the round trip is LAN-short keeps both: with random loss
+//! long paths, which is why BBR is the default (docs/quic.md, `[quic] congestion`). Taking the
+//! larger of the two windows only where the round trip is LAN-short keeps both: with random loss
 //! Cubic's window shrinks and BBR's carries on; without loss Cubic's grows as it does alone;
 //! above the threshold it is BBR, unchanged.
 
