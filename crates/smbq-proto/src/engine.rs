@@ -43,6 +43,9 @@ use crate::request::{ConnView, Request, Response, SessionView};
 use crate::session::{Exchange, Session, SessionState};
 use crate::sessions::{Established, SessionTable};
 
+// Lives in `crate::transport`; re-exported at its old path, which the server, the binary and
+// the tests use.
+pub use crate::transport::Transport;
 pub use requests::{Execute, INTERIM_AFTER};
 
 /// One transport stream of a connection. TCP has one; QUIC has the client's first
@@ -61,13 +64,6 @@ impl StreamId {
 pub struct Transmit {
     pub stream: StreamId,
     pub frame: Vec<Bytes>,
-}
-
-/// Which transport carries the connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    Tcp,
-    Quic,
 }
 
 /// What the engine needs from its surroundings for one frame: no clock or randomness of its own.

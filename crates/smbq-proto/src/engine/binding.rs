@@ -19,12 +19,13 @@ use smbq_wire::session_setup::session_flags;
 use smbq_wire::{Dialect, Header, NtStatus};
 
 use super::{
-    Action, Authenticated, ERROR_BODY, Env, ServerConnection, SetupParams, Transport,
-    encode_session_setup, new_acceptor,
+    Action, Authenticated, ERROR_BODY, Env, ServerConnection, SetupParams, encode_session_setup,
+    new_acceptor,
 };
 use crate::error::Violation;
 use crate::session::{Session, SessionState};
 use crate::sessions::{Established, MAX_CHANNELS};
+use crate::transport::Transport;
 
 /// GMAC and later algorithms pin a session's signing algorithm: a channel must use the same
 /// one (Samba's smbd_smb2_session_setup_send; smbtorture bind_negative_smb3sign*).
