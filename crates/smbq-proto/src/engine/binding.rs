@@ -18,10 +18,8 @@ use smbq_crypto::{SigningAlgorithm, derive_signing_key};
 use smbq_wire::session_setup::session_flags;
 use smbq_wire::{Dialect, Header, NtStatus};
 
-use super::{
-    Action, Authenticated, ERROR_BODY, Env, ServerConnection, SetupParams, encode_session_setup,
-    new_acceptor,
-};
+use super::session_setup::{Authenticated, SetupParams, encode_session_setup, new_acceptor};
+use super::{Action, ERROR_BODY, Env, ServerConnection};
 use crate::error::Violation;
 use crate::session::{Session, SessionState};
 use crate::sessions::{Established, MAX_CHANNELS};
