@@ -12,6 +12,14 @@
 //! chaining, interim responses, CANCEL and credits stay here (`requests.rs`). Everything the
 //! engine answers itself (NEGOTIATE, SESSION_SETUP, LOGOFF, ECHO, errors) comes back as ready
 //! frames.
+//!
+//! This file keeps the types, the public surface, the dispatch of a frame by its protocol id
+//! (`on_frame`) and the session-key helpers the parts share; each part adds its own
+//! `impl ServerConnection`: `validate.rs` (frames in: decryption, signature checks, the
+//! compound walk and its rules), `negotiate.rs` (the SMB1 upgrade, NEGOTIATE and its
+//! contexts), `session_setup.rs` (authentication, re-authentication, keys), `binding.rs`
+//! (further channels of a session), `requests.rs` (chains in flight) and `outgoing.rs`
+//! (responses out: framing, signing, sealing).
 
 mod binding;
 mod negotiate;
