@@ -82,6 +82,8 @@ impl ServerConnection {
         Ok((buf.freeze(), th.session_id))
     }
 
+    /// The messages of one SMB2 frame in turn (a compound, MS-SMB2 3.3.5.2.7): each bounded,
+    /// related to the one before and validated; then the chain's requests start.
     pub(super) fn on_messages(
         &mut self,
         frame: Bytes,
@@ -108,16 +110,7 @@ impl ServerConnection {
                 return Err(Violation::UnexpectedResponse);
             }
             let next = hdr.next_command as usize;
-            let end = if next == 0 {
-                frame.len()
-            } else {
-                offset
-                    .checked_add(next)
-                    .ok_or(Violation::BadCompound("NextCommand overflows"))?
-            };
-            if end > frame.len() || (next != 0 && next < HEADER_LEN) {
-                return Err(Violation::BadCompound("NextCommand outside the frame"));
-            }
+            let end = message_end(frame.len(), offset, next)?;
             let msg = frame.slice(offset..end);
 
             // MS-SMB2 3.3.5.2.7.2: a related request inherits the session and tree of the
@@ -357,6 +350,22 @@ impl ServerConnection {
     }
 }
 
+/// Where the message at `offset` ends, by its NextCommand (`next`; 0 for the frame's last):
+/// within the frame, and past a whole header when another message follows.
+fn message_end(frame_len: usize, offset: usize, next: usize) -> Result<usize, Violation> {
+    let end = if next == 0 {
+        frame_len
+    } else {
+        offset
+            .checked_add(next)
+            .ok_or(Violation::BadCompound("NextCommand overflows"))?
+    };
+    if end > frame_len || (next != 0 && next < HEADER_LEN) {
+        return Err(Violation::BadCompound("NextCommand outside the frame"));
+    }
+    Ok(end)
+}
+
 /// The rules a message of a negotiated connection must meet before its session is looked at:
 /// a status to answer it with, or a violation that costs the connection.
 fn chain_rules(
@@ -455,5 +464,16 @@ mod tests {
         msg[HEADER_LEN + 4..HEADER_LEN + 8].copy_from_slice(&65536u32.to_le_bytes());
         assert_eq!(payload_credits(Command::READ, &msg), Some(1));
         assert_eq!(payload_credits(Command::CLOSE, &msg), None);
+    }
+
+    #[test]
+    fn message_end_rule() {
+        assert_eq!(message_end(200, 0, 0).ok(), Some(200));
+        assert_eq!(message_end(200, 64, 0).ok(), Some(200));
+        assert_eq!(message_end(200, 0, 72).ok(), Some(72));
+        assert_eq!(message_end(200, 72, 128).ok(), Some(200));
+        assert!(message_end(200, 72, 136).is_err());
+        assert!(message_end(200, 0, HEADER_LEN - 8).is_err());
+        assert!(message_end(200, usize::MAX - 8, 72).is_err());
     }
 }
