@@ -51,20 +51,7 @@ impl ServerConnection {
         };
         let session_id = match found {
             Ok(id) => id,
-            // A signed request is answered signed where a key for its session exists (MS-SMB2
-            // 3.3.4.1.1; Samba signs these too, and its client drops a connection whose
-            // answer to a signed request is not).
-            // A key of another connection's session signs only an answer to a request that
-            // proved it holds that key: else anyone could have answers of their choosing signed
-            // with someone else's key (and, with GMAC, nonces reused under it).
-            Err(status)
-                if hdr.is_signed()
-                    && (self.sessions.contains_key(&hdr.session_id)
-                        || self.signed_foreign(hdr, msg)) =>
-            {
-                return self.bind_refused(&rhdr, status);
-            }
-            Err(status) => return self.plain_response(&rhdr, status, &ERROR_BODY),
+            Err(status) => return self.setup_refused(hdr, msg, &rhdr, status),
         };
         rhdr.session_id = session_id;
 
@@ -85,24 +72,7 @@ impl ServerConnection {
         let hash = *preauth.value();
         match step {
             Ok(AcceptStep::Continue(token)) => {
-                let body = encode_session_setup(0, &token);
-                // A binding's legs are signed with the session's key, as the request was
-                // (MS-SMB2 3.3.4.1.1; Samba signs them, and its client checks them), under a
-                // nonce no other message of that key had (crate::nonces).
-                let frame =
-                    self.build_single(&rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body, binding)?;
-                if binding && !self.binding_answer_fresh(session_id, &frame) {
-                    return self.unbind_unsigned(&rhdr);
-                }
-                if p.dialect == Dialect::SMB3_1_1
-                    && let Some(x) = self
-                        .sessions
-                        .get_mut(&session_id)
-                        .and_then(Session::exchange)
-                {
-                    x.preauth.update(frame.get(4..).unwrap_or_default());
-                }
-                Ok(frame)
+                self.setup_continue(&rhdr, p.dialect, binding, &token)
             }
             Ok(AcceptStep::Done {
                 token,
@@ -131,6 +101,58 @@ impl ServerConnection {
             }
             Err(e) => self.setup_failed(&rhdr, e, reauth, binding, actions),
         }
+    }
+
+    /// The answer to a SESSION_SETUP that names no session it may go on with (`status` says
+    /// why).
+    fn setup_refused(
+        &self,
+        hdr: &Header,
+        msg: &[u8],
+        rhdr: &Header,
+        status: NtStatus,
+    ) -> Result<Bytes, Violation> {
+        // A signed request is answered signed where a key for its session exists (MS-SMB2
+        // 3.3.4.1.1; Samba signs these too, and its client drops a connection whose
+        // answer to a signed request is not).
+        // A key of another connection's session signs only an answer to a request that
+        // proved it holds that key: else anyone could have answers of their choosing signed
+        // with someone else's key (and, with GMAC, nonces reused under it).
+        if hdr.is_signed()
+            && (self.sessions.contains_key(&hdr.session_id) || self.signed_foreign(hdr, msg))
+        {
+            return self.bind_refused(rhdr, status);
+        }
+        self.plain_response(rhdr, status, &ERROR_BODY)
+    }
+
+    /// The acceptor wants another leg: MORE_PROCESSING_REQUIRED with its token, whose exact
+    /// bytes go into the session's preauth hash (3.1.1).
+    fn setup_continue(
+        &mut self,
+        rhdr: &Header,
+        dialect: Dialect,
+        binding: bool,
+        token: &[u8],
+    ) -> Result<Bytes, Violation> {
+        let session_id = rhdr.session_id;
+        let body = encode_session_setup(0, token);
+        // A binding's legs are signed with the session's key, as the request was
+        // (MS-SMB2 3.3.4.1.1; Samba signs them, and its client checks them), under a
+        // nonce no other message of that key had (crate::nonces).
+        let frame = self.build_single(rhdr, NtStatus::MORE_PROCESSING_REQUIRED, &body, binding)?;
+        if binding && !self.binding_answer_fresh(session_id, &frame) {
+            return self.unbind_unsigned(rhdr);
+        }
+        if dialect == Dialect::SMB3_1_1
+            && let Some(x) = self
+                .sessions
+                .get_mut(&session_id)
+                .and_then(Session::exchange)
+        {
+            x.preauth.update(frame.get(4..).unwrap_or_default());
+        }
+        Ok(frame)
     }
 
     /// What SESSION_SETUP needs from the negotiation.
