@@ -23,6 +23,7 @@ impl ServerConnection {
     /// the preauth hash. The steps: what the negotiation allows, which session the request is
     /// for (new, in progress, or valid and re-authenticating), one acceptor step, then the
     /// continuation, the established session, or the failure.
+    // Long: the steps above in order, and the acceptor step's note on disk IO.
     pub(super) fn session_setup(
         &mut self,
         hdr: &Header,
@@ -68,6 +69,12 @@ impl ServerConnection {
         if p.dialect == Dialect::SMB3_1_1 {
             preauth.update(msg);
         }
+        // The engine's one synchronous disk IO, on the connection loop's worker (documented in
+        // docs/ARCHITECTURE.md, smbq-proto). Bound: `env.accounts` (`LiveAccounts`) `stat`s the
+        // account file at most once a second server-wide, plus once per check in progress for
+        // an unknown name, and reads it only when it changed; a Kerberos AP-REQ has MIT read
+        // the keytab and lock and write the replay cache, once per step (`block_in_place` on a
+        // multi-thread runtime).
         let step = acceptor.step(req.security_buffer, env.accounts);
         let hash = *preauth.value();
         match step {
