@@ -16,6 +16,7 @@ pub mod request;
 mod session;
 pub mod sessions;
 pub mod transform;
+pub mod transport;
 
 pub use config::EngineConfig;
 pub use error::Violation;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use smbq_wire::{Command, NtStatus};
 
-use crate::engine::Transport;
+use crate::transport::Transport;
 
 /// One request a handler ran, as the server saw it.
 #[derive(Clone, Copy, Debug)]

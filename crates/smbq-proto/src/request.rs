@@ -39,7 +39,7 @@ pub struct ConnView {
     /// QUIC with transport-level security accepted: encryption is neither required nor applied.
     pub transport_security: bool,
     pub peer: String,
-    pub transport: crate::engine::Transport,
+    pub transport: crate::transport::Transport,
 }
 
 /// One validated request. `msg` is the whole SMB2 message (header included, decrypted), so the

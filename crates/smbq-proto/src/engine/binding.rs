@@ -18,13 +18,12 @@ use smbq_crypto::{SigningAlgorithm, derive_signing_key};
 use smbq_wire::session_setup::session_flags;
 use smbq_wire::{Dialect, Header, NtStatus};
 
-use super::{
-    Action, Authenticated, ERROR_BODY, Env, ServerConnection, SetupParams, Transport,
-    encode_session_setup, new_acceptor,
-};
+use super::session_setup::{Authenticated, SetupParams, encode_session_setup, new_acceptor};
+use super::{Action, ERROR_BODY, Env, ServerConnection};
 use crate::error::Violation;
 use crate::session::{Session, SessionState};
 use crate::sessions::{Established, MAX_CHANNELS};
+use crate::transport::Transport;
 
 /// GMAC and later algorithms pin a session's signing algorithm: a channel must use the same
 /// one (Samba's smbd_smb2_session_setup_send; smbtorture bind_negative_smb3sign*).
