@@ -762,25 +762,14 @@ impl Shared {
     /// buffer: its signature is checked here, in place, instead of later through a copy of the
     /// whole message. Returns the frame and the verdict, if one was reached.
     fn verify_large_in_place(&self, frame: Bytes) -> (Bytes, Option<bool>) {
-        let Ok(h) = Header::decode(&frame) else {
-            return (frame, None);
-        };
-        if frame.len() <= 4096 || !h.is_signed() || h.next_command != 0 {
-            return (frame, None);
-        }
-        let Some(session) = self.state.lock().sessions.get(&h.session_id).cloned() else {
-            return (frame, None);
-        };
-        if !session.can_sign() {
-            return (frame, None);
-        }
-        match frame.try_into_mut() {
-            Ok(mut buf) => {
-                let ok = session.verify_in_place(&mut buf);
-                (buf.freeze(), Some(ok))
-            }
-            Err(shared) => (shared, None),
-        }
+        smbq_proto::framing::verify_large_in_place(
+            frame,
+            |sid| {
+                let session = self.state.lock().sessions.get(&sid).cloned()?;
+                session.can_sign().then_some(session)
+            },
+            |session, buf| session.verify_in_place(buf),
+        )
     }
 
     /// `checked`: the signature verdict [`Self::verify_large_in_place`] reached, if any.

@@ -25,6 +25,43 @@ pub struct Deframer {
     chunk: Bytes,
 }
 
+/// Messages above this size, signed and alone in their frame, are verified in place.
+const IN_PLACE_VERIFY_ABOVE: usize = 4096;
+
+/// The one rule, for server and client alike, for checking a large signed message without
+/// copying it (MS-SMB2 3.1.5.1: the MAC runs over the message with its Signature zeroed): a
+/// signed message over 4 KiB, alone in its frame (no NextCommand, not related), whose frame
+/// owns its buffer, is verified where it lies (the Signature zeroed while the MAC runs, then
+/// put back). `key_of` gives the signing key of the header's SessionId, if there is one;
+/// `verify` checks the message with it. The verdict is `None` when the rule does not apply:
+/// then the caller verifies as for any message (through a copy).
+pub fn verify_large_in_place<K>(
+    frame: Bytes,
+    key_of: impl FnOnce(u64) -> Option<K>,
+    verify: impl FnOnce(&K, &mut BytesMut) -> bool,
+) -> (Bytes, Option<bool>) {
+    let Ok(h) = smbq_wire::Header::decode(&frame) else {
+        return (frame, None);
+    };
+    if frame.len() <= IN_PLACE_VERIFY_ABOVE
+        || !h.is_signed()
+        || h.next_command != 0
+        || h.is_related()
+    {
+        return (frame, None);
+    }
+    let Some(key) = key_of(h.session_id) else {
+        return (frame, None);
+    };
+    match frame.try_into_mut() {
+        Ok(mut buf) => {
+            let ok = verify(&key, &mut buf);
+            (buf.freeze(), Some(ok))
+        }
+        Err(shared) => (shared, None),
+    }
+}
+
 /// Checks a frame header against the limit and returns the frame's total size (header
 /// included). A bad length is refused from the 4-byte header alone, before anything is
 /// buffered for it.
@@ -158,6 +195,48 @@ pub fn frame_header(len: usize) -> [u8; 4] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message of `len` bytes whose header has `flags` and `next_command`, owning its buffer.
+    fn message(len: usize, flags: u32, next_command: u32) -> Bytes {
+        let h = smbq_wire::Header {
+            command: smbq_wire::Command::WRITE,
+            flags,
+            next_command,
+            session_id: 9,
+            ..Default::default()
+        };
+        let mut b = h.to_bytes().to_vec();
+        b.resize(len, 0x5A);
+        Bytes::from(b)
+    }
+
+    /// Runs the rule with a key for session 9 only; the verifier says whether it was called
+    /// on the whole message, and leaves the bytes as they were.
+    fn verdict(frame: Bytes) -> Option<bool> {
+        let len = frame.len();
+        verify_large_in_place(
+            frame,
+            |sid| (sid == 9).then_some(()),
+            |(), buf| buf.len() == len,
+        )
+        .1
+    }
+
+    #[test]
+    fn only_large_signed_single_owned_messages_are_verified_in_place() {
+        use smbq_wire::header::flags::{RELATED_OPERATIONS, SIGNED};
+        assert_eq!(verdict(message(4097, SIGNED, 0)), Some(true));
+        assert_eq!(verdict(message(4096, SIGNED, 0)), None, "4 KiB or less: through a copy");
+        assert_eq!(verdict(message(8192, 0, 0)), None, "unsigned");
+        assert_eq!(verdict(message(8192, SIGNED, 4096)), None, "first of a compound");
+        assert_eq!(verdict(message(8192, SIGNED | RELATED_OPERATIONS, 0)), None, "related");
+        let shared = message(8192, SIGNED, 0);
+        let _other_owner = shared.clone();
+        assert_eq!(verdict(shared), None, "a buffer shared with another owner");
+        let mut unknown = message(8192, SIGNED, 0).to_vec();
+        unknown[40] = 1; // SessionId's low byte: no key for it
+        assert_eq!(verdict(Bytes::from(unknown)), None);
+    }
 
     #[test]
     fn splits_frames_across_pushes() {

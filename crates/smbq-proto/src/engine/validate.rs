@@ -21,26 +21,11 @@ impl ServerConnection {
     /// the MAC runs, then put back), instead of through a copy of the whole message in
     /// `check_session_security`, which is given the verdict.
     pub(super) fn verify_large_in_place(&self, frame: Bytes) -> (Bytes, Option<bool>) {
-        let Ok(h) = Header::decode(&frame) else {
-            return (frame, None);
-        };
-        if frame.len() <= 4096 || !h.is_signed() || h.next_command != 0 || h.is_related() {
-            return (frame, None);
-        }
-        let Some(signer) = self
-            .sessions
-            .get(&h.session_id)
-            .and_then(|s| s.signer.as_ref())
-        else {
-            return (frame, None);
-        };
-        match frame.try_into_mut() {
-            Ok(mut buf) => {
-                let ok = signer.verify_in_place(&mut buf);
-                (buf.freeze(), Some(ok))
-            }
-            Err(shared) => (shared, None),
-        }
+        crate::framing::verify_large_in_place(
+            frame,
+            |sid| self.sessions.get(&sid).and_then(|s| s.signer.as_ref()),
+            |signer, buf| signer.verify_in_place(buf),
+        )
     }
 
     /// Opens a TRANSFORM frame (MS-SMB2 3.3.5.2.1.1) in place when the frame owns its buffer
