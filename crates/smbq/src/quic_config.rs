@@ -173,6 +173,34 @@ impl QuicConfig {
 
     /// Range checks that do not need the transport's types.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_limits()?;
+        self.validate_stack()?;
+        if self.max_connections_per_ip == Some(0) {
+            return Err("[quic] max_connections_per_ip must be at least 1".into());
+        }
+        if self
+            .certs
+            .iter()
+            .any(|c| c.names.iter().any(|n| n.trim().is_empty()))
+        {
+            return Err("[quic] certs: empty name in names".into());
+        }
+        self.allow_fingerprints()?;
+        self.deny_fingerprints()?;
+        if self.client_auth == ClientAuthMode::Required
+            && self.allow_fingerprints.is_empty()
+            && self.trusted_ca_files.is_empty()
+        {
+            return Err(
+                "[quic] client_auth = \"required\" needs allow_fingerprints or trusted_ca_files"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The sizes, counts and times, each within what the transport accepts.
+    fn validate_limits(&self) -> Result<(), String> {
         if let Some(m) = self.mtu_upper_bound
             && !(MTU_MIN..=MTU_MAX).contains(&m)
         {
@@ -212,6 +240,11 @@ impl QuicConfig {
                 "[quic] keep_alive_secs = {ka} must be below idle_timeout_secs = {idle}"
             ));
         }
+        Ok(())
+    }
+
+    /// The congestion controller and QUIC stack named, and what the stack cannot do.
+    fn validate_stack(&self) -> Result<(), String> {
         if let Some(c) = &self.congestion {
             c.parse::<smbq_transport::Congestion>()
                 .map_err(|e| format!("[quic] congestion: {e}"))?;
@@ -237,27 +270,6 @@ impl QuicConfig {
                     return Err("[quic] congestion = \"newreno\" is not available with stack = \"msquic\" (cubic, bbr)".into());
                 }
             }
-        }
-        if self.max_connections_per_ip == Some(0) {
-            return Err("[quic] max_connections_per_ip must be at least 1".into());
-        }
-        if self
-            .certs
-            .iter()
-            .any(|c| c.names.iter().any(|n| n.trim().is_empty()))
-        {
-            return Err("[quic] certs: empty name in names".into());
-        }
-        self.allow_fingerprints()?;
-        self.deny_fingerprints()?;
-        if self.client_auth == ClientAuthMode::Required
-            && self.allow_fingerprints.is_empty()
-            && self.trusted_ca_files.is_empty()
-        {
-            return Err(
-                "[quic] client_auth = \"required\" needs allow_fingerprints or trusted_ca_files"
-                    .into(),
-            );
         }
         Ok(())
     }

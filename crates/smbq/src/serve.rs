@@ -387,70 +387,18 @@ async fn serve(s: Startup) -> Result<(), String> {
     let kdc_proxy = s.file.kdc_proxy.settings(s.listen)?;
     let proxy_certs = s.quic.as_ref().map(|q| q.store.clone());
     let listeners = bind_listeners(s.listen, s.tcp_port, s.quic)?;
-    if let Some(settings) = kdc_proxy {
-        let certs = proxy_certs
-            .ok_or("[kdc_proxy] serves HTTPS with the SMB over QUIC certificate: turn QUIC on")?;
-        let listener = crate::kdc_proxy::bind(settings.listen).await?;
-        if let Ok(local) = listener.local_addr() {
-            eprintln!("smbq: KDC proxy at https://{local}/KdcProxy");
-        }
-        tasks.spawn(crate::kdc_proxy::serve(
-            listener,
-            settings,
-            certs,
-            tasks.shutdown.clone(),
-        ));
-    }
+    start_kdc_proxy(kdc_proxy, proxy_certs, &mut tasks).await?;
 
     let created = first_account(&s.users_path)?;
     let accounts = Arc::new(
         LiveAccounts::load(&s.users_path)
             .map_err(|e| format!("{}: {e}", s.users_path.display()))?,
     );
-    if let Some(p) = crate::unix_users::policy(&s.file, accounts.clone())? {
-        eprintln!(
-            "smbq: per-user Unix identities on {}",
-            if p.default_on {
-                "every share"
-            } else {
-                "the shares that ask"
-            }
-        );
-        server.set_unix_identity(p);
-    }
+    unix_identities(&s.file, &server, &accounts)?;
     let mut engine_cfg = s.engine_cfg;
-    engine_cfg.kerberos = s
-        .file
-        .kerberos
-        .acceptor(&s.state_dir, accounts.clone())?
-        .map(|k| -> Arc<dyn smbq_auth::Kerberos> { k });
-    engine_cfg.ntlm = s.file.kerberos.ntlm();
-    if let Some(k) = &s.file.kerberos.keytab {
-        let realm = s.file.kerberos.realm.as_deref().unwrap_or("(map only)");
-        eprintln!(
-            "smbq: Kerberos on: keytab {}, realm {realm}, NTLM {}",
-            k.display(),
-            if engine_cfg.ntlm {
-                "also accepted"
-            } else {
-                "off"
-            }
-        );
-    }
+    authentication(&mut engine_cfg, &s.file, &s.state_dir, &accounts)?;
     if let Some(addr) = s.metrics {
-        let (metrics, registry) = crate::metrics::Metrics::new(server.clone());
-        engine_cfg.observer = metrics.clone();
-        server.set_observer(metrics.clone());
-        let listener = crate::metrics::http::bind(addr).await?;
-        if let Ok(local) = listener.local_addr() {
-            eprintln!("smbq: metrics at http://{local}/metrics");
-        }
-        tasks.spawn(crate::metrics::http::serve(
-            listener,
-            Arc::new(registry),
-            tasks.shutdown.clone(),
-        ));
-        tasks.spawn(metrics.sample_rtts(server.clone(), tasks.shutdown.clone()));
+        start_metrics(addr, &server, &mut engine_cfg, &mut tasks).await?;
     }
     let runtime =
         smbq_server::conn::Runtime::new(server.clone(), Arc::new(engine_cfg), accounts.clone());
@@ -465,15 +413,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         signals.hup_config,
         tasks.shutdown.clone(),
     ));
-    let admin_path = crate::admin::socket_path(&s.state_dir);
-    let admin = crate::admin::listener::bind(&admin_path)?;
-    tasks.spawn(crate::admin::listener::serve(
-        admin,
-        admin_path,
-        server,
-        reloader,
-        tasks.shutdown.clone(),
-    ));
+    start_admin(&s.state_dir, server, reloader, &mut tasks)?;
     let watch = watch_accounts(
         accounts.clone(),
         signals.hup_accounts,
@@ -506,6 +446,121 @@ async fn serve(s: Startup) -> Result<(), String> {
     // The listener's MsQuic registration closes on a thread of its own; exiting under it
     // would panic in the msquic crate's exit handler.
     smbq_transport::QuicStack::MsQuic.wait_for_closes(std::time::Duration::from_secs(5));
+    Ok(())
+}
+
+/// The KDC proxy (MS-KKDCP), when `[kdc_proxy]` is on: bound after the SMB listeners, served
+/// with the QUIC certificate.
+async fn start_kdc_proxy(
+    settings: Option<crate::kdc_proxy::Settings>,
+    certs: Option<Arc<smbq_transport::CertStore>>,
+    tasks: &mut Tasks,
+) -> Result<(), String> {
+    let Some(settings) = settings else {
+        return Ok(());
+    };
+    let certs =
+        certs.ok_or("[kdc_proxy] serves HTTPS with the SMB over QUIC certificate: turn QUIC on")?;
+    let listener = crate::kdc_proxy::bind(settings.listen).await?;
+    if let Ok(local) = listener.local_addr() {
+        eprintln!("smbq: KDC proxy at https://{local}/KdcProxy");
+    }
+    tasks.spawn(crate::kdc_proxy::serve(
+        listener,
+        settings,
+        certs,
+        tasks.shutdown.clone(),
+    ));
+    Ok(())
+}
+
+/// Per-user Unix identities, when the configuration maps accounts to Unix users.
+fn unix_identities(
+    file: &FileConfig,
+    server: &Arc<smbq_server::Server>,
+    accounts: &Arc<LiveAccounts>,
+) -> Result<(), String> {
+    if let Some(p) = crate::unix_users::policy(file, accounts.clone())? {
+        eprintln!(
+            "smbq: per-user Unix identities on {}",
+            if p.default_on {
+                "every share"
+            } else {
+                "the shares that ask"
+            }
+        );
+        server.set_unix_identity(p);
+    }
+    Ok(())
+}
+
+/// Kerberos (from the keytab) and NTLM, as the engine accepts them.
+fn authentication(
+    engine_cfg: &mut EngineConfig,
+    file: &FileConfig,
+    state_dir: &Path,
+    accounts: &Arc<LiveAccounts>,
+) -> Result<(), String> {
+    engine_cfg.kerberos = file
+        .kerberos
+        .acceptor(state_dir, accounts.clone())?
+        .map(|k| -> Arc<dyn smbq_auth::Kerberos> { k });
+    engine_cfg.ntlm = file.kerberos.ntlm();
+    if let Some(k) = &file.kerberos.keytab {
+        let realm = file.kerberos.realm.as_deref().unwrap_or("(map only)");
+        eprintln!(
+            "smbq: Kerberos on: keytab {}, realm {realm}, NTLM {}",
+            k.display(),
+            if engine_cfg.ntlm {
+                "also accepted"
+            } else {
+                "off"
+            }
+        );
+    }
+    Ok(())
+}
+
+/// `/metrics` at `addr`: the observer the engine and server report to, its HTTP listener and
+/// the RTT sampler.
+async fn start_metrics(
+    addr: SocketAddr,
+    server: &Arc<smbq_server::Server>,
+    engine_cfg: &mut EngineConfig,
+    tasks: &mut Tasks,
+) -> Result<(), String> {
+    let (metrics, registry) = crate::metrics::Metrics::new(server.clone());
+    engine_cfg.observer = metrics.clone();
+    server.set_observer(metrics.clone());
+    let listener = crate::metrics::http::bind(addr).await?;
+    if let Ok(local) = listener.local_addr() {
+        eprintln!("smbq: metrics at http://{local}/metrics");
+    }
+    tasks.spawn(crate::metrics::http::serve(
+        listener,
+        Arc::new(registry),
+        tasks.shutdown.clone(),
+    ));
+    tasks.spawn(metrics.sample_rtts(server.clone(), tasks.shutdown.clone()));
+    Ok(())
+}
+
+/// The admin socket in the state directory (`smbq status`, `smbq reload`).
+fn start_admin(
+    state_dir: &Path,
+    server: Arc<smbq_server::Server>,
+    reloader: Arc<crate::reload::Reloader>,
+    tasks: &mut Tasks,
+) -> Result<(), String> {
+    let admin_path = crate::admin::socket_path(state_dir);
+    let admin = crate::admin::listener::bind(&admin_path)?;
+    tasks.spawn(crate::admin::listener::serve(
+        admin,
+        admin_path,
+        server,
+        reloader,
+        tasks.shutdown.clone(),
+    ));
     Ok(())
 }
 

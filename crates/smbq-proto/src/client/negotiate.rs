@@ -155,68 +155,77 @@ pub fn parse_negotiate_response(cfg: &ClientConfig, msg: &[u8]) -> Result<Negoti
         data_streams: 0,
     };
     if r.dialect == Dialect::SMB3_1_1 {
-        let mut preauth = 0;
-        for c in &r.contexts {
-            match c {
-                NegotiateContext::PreauthIntegrity {
-                    hash_algorithms, ..
-                } => {
-                    preauth += 1;
-                    if hash_algorithms.as_slice() != [HashAlgorithm::SHA512] {
-                        return Err(ClientError::protocol("preauth hash is not SHA-512"));
-                    }
-                }
-                NegotiateContext::Encryption { ciphers } => {
-                    let [one] = ciphers.as_slice() else {
-                        return Err(ClientError::protocol("server must choose one cipher"));
-                    };
-                    // 0 means "no common cipher" (MS-SMB2 3.3.5.2.5.2).
-                    if one.0 != 0 {
-                        let c = Cipher::from_wire_id(one.0)
-                            .filter(|c| cfg.ciphers.contains(c))
-                            .ok_or_else(|| ClientError::protocol("cipher not offered"))?;
-                        n.cipher = Some(c);
-                    }
-                }
-                NegotiateContext::Signing { algorithms } => {
-                    let [one] = algorithms.as_slice() else {
-                        return Err(ClientError::protocol(
-                            "server must choose one signing algorithm",
-                        ));
-                    };
-                    n.signing = SigningAlgorithm::from_wire_id(one.0)
-                        .filter(|a| cfg.signing.contains(a))
-                        .ok_or_else(|| ClientError::protocol("signing algorithm not offered"))?;
-                }
-                NegotiateContext::Transport { flags } => {
-                    n.transport_security = cfg.transport_security
-                        && flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0;
-                }
-                // docs/multistream.md 3, rule 5: only an answer to our offer, within it.
-                NegotiateContext::Other { context_type, data }
-                    if *context_type == NegotiateContextType::SMBQ_MULTI_STREAM =>
-                {
-                    let granted = MultiStream::decode(data)
-                        .ok()
-                        .filter(|m| cfg.data_streams > 0 && m.acceptable_response(cfg.data_streams))
-                        .ok_or_else(|| {
-                            ClientError::protocol(
-                                "multi-stream context not offered or out of range",
-                            )
-                        })?;
-                    n.data_streams = granted.streams;
-                }
-                _ => {}
-            }
-        }
-        if preauth != 1 {
-            return Err(ClientError::protocol(
-                "3.1.1 response without exactly one preauth integrity context",
-            ));
-        }
+        settle_contexts(cfg, &r.contexts, &mut n)?;
     } else if r.dialect.is_smb3() && r.capabilities & capabilities::ENCRYPTION != 0 {
         // 3.0 / 3.0.2 have one cipher, signalled by the capability (MS-SMB2 3.2.5.2).
         n.cipher = Some(Cipher::Aes128Ccm);
     }
     Ok(n)
+}
+
+/// The 3.1.1 negotiate contexts of the response: exactly one SHA-512 preauth integrity
+/// context, and a cipher, signing algorithm and multi-stream grant among those offered.
+fn settle_contexts(
+    cfg: &ClientConfig,
+    contexts: &[NegotiateContext<'_>],
+    n: &mut Negotiated,
+) -> Result<(), ClientError> {
+    let mut preauth = 0;
+    for c in contexts {
+        match c {
+            NegotiateContext::PreauthIntegrity {
+                hash_algorithms, ..
+            } => {
+                preauth += 1;
+                if hash_algorithms.as_slice() != [HashAlgorithm::SHA512] {
+                    return Err(ClientError::protocol("preauth hash is not SHA-512"));
+                }
+            }
+            NegotiateContext::Encryption { ciphers } => {
+                let [one] = ciphers.as_slice() else {
+                    return Err(ClientError::protocol("server must choose one cipher"));
+                };
+                // 0 means "no common cipher" (MS-SMB2 3.3.5.2.5.2).
+                if one.0 != 0 {
+                    let c = Cipher::from_wire_id(one.0)
+                        .filter(|c| cfg.ciphers.contains(c))
+                        .ok_or_else(|| ClientError::protocol("cipher not offered"))?;
+                    n.cipher = Some(c);
+                }
+            }
+            NegotiateContext::Signing { algorithms } => {
+                let [one] = algorithms.as_slice() else {
+                    return Err(ClientError::protocol(
+                        "server must choose one signing algorithm",
+                    ));
+                };
+                n.signing = SigningAlgorithm::from_wire_id(one.0)
+                    .filter(|a| cfg.signing.contains(a))
+                    .ok_or_else(|| ClientError::protocol("signing algorithm not offered"))?;
+            }
+            NegotiateContext::Transport { flags } => {
+                n.transport_security = cfg.transport_security
+                    && flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0;
+            }
+            // docs/multistream.md 3, rule 5: only an answer to our offer, within it.
+            NegotiateContext::Other { context_type, data }
+                if *context_type == NegotiateContextType::SMBQ_MULTI_STREAM =>
+            {
+                let granted = MultiStream::decode(data)
+                    .ok()
+                    .filter(|m| cfg.data_streams > 0 && m.acceptable_response(cfg.data_streams))
+                    .ok_or_else(|| {
+                        ClientError::protocol("multi-stream context not offered or out of range")
+                    })?;
+                n.data_streams = granted.streams;
+            }
+            _ => {}
+        }
+    }
+    if preauth != 1 {
+        return Err(ClientError::protocol(
+            "3.1.1 response without exactly one preauth integrity context",
+        ));
+    }
+    Ok(())
 }

@@ -345,14 +345,7 @@ impl ServerConnection {
             run.index += 1;
             let mut req = match item {
                 ChainItem::Answered(c) => {
-                    // An invalid CREATE answered by the engine still fails what follows it.
-                    if !c.header.is_related() {
-                        run.failed = None;
-                    }
-                    if c.header.command == Command::CREATE && c.response.status.is_error() {
-                        run.failed = Some(c.response.status);
-                    }
-                    run.done.push(c);
+                    take_answered(run, c);
                     continue;
                 }
                 ChainItem::Run(req) => req,
@@ -361,19 +354,8 @@ impl ServerConnection {
             let mid = header.message_id;
             if header.is_related() {
                 // MS-SMB2 3.3.5.2.7.2: a related request takes the FileId of the requests
-                // before it. With none to take it fails, whatever FileId it carries itself:
-                // with the status of the request before it when that one failed (smbtorture
-                // smb2.compound.related5, related9), else with INVALID_PARAMETER.
-                let no_file = run.related_fid.is_none() && names_file(header.command);
-                let before = run
-                    .done
-                    .last()
-                    .map(|c| c.response.status)
-                    .filter(|s| s.is_error());
-                let status = run
-                    .failed
-                    .or(no_file.then(|| before.unwrap_or(NtStatus::INVALID_PARAMETER)));
-                if let Some(status) = status {
+                // before it (`related_failure` when there is none to take).
+                if let Some(status) = related_failure(run, header.command) {
                     run.done.push(Completed {
                         header,
                         response: Response::error(status),
@@ -428,6 +410,33 @@ impl ServerConnection {
             self.transmits.push_back(Transmit { stream, frame });
         }
     }
+}
+
+/// An item the engine answered itself goes into the chain's responses as it is.
+fn take_answered(run: &mut ChainRun, c: Completed) {
+    // An invalid CREATE answered by the engine still fails what follows it.
+    if !c.header.is_related() {
+        run.failed = None;
+    }
+    if c.header.command == Command::CREATE && c.response.status.is_error() {
+        run.failed = Some(c.response.status);
+    }
+    run.done.push(c);
+}
+
+/// Why a related request fails before it runs, if it does: a CREATE of its segment failed
+/// (that status), or it has no FileId to take (MS-SMB2 3.3.5.2.7.2), whatever FileId it carries
+/// itself: with the status of the request before it when that one failed (smbtorture
+/// smb2.compound.related5, related9), else with INVALID_PARAMETER.
+fn related_failure(run: &ChainRun, command: Command) -> Option<NtStatus> {
+    let no_file = run.related_fid.is_none() && names_file(command);
+    let before = run
+        .done
+        .last()
+        .map(|c| c.response.status)
+        .filter(|s| s.is_error());
+    run.failed
+        .or(no_file.then(|| before.unwrap_or(NtStatus::INVALID_PARAMETER)))
 }
 
 /// What happens to the request at `index` of a chain of `count` if it runs long.

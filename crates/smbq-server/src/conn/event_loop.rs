@@ -5,15 +5,15 @@
 //! each, it applies what the engine asks (`poll_action`) and sends what it built
 //! (`poll_transmit`) on the stream each frame names.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use smbq_proto::ConnView;
-use smbq_proto::engine::{Action, Env, ServerConnection, StreamId, Transmit, Transport};
+use smbq_proto::engine::{Action, Env, Execute, ServerConnection, StreamId, Transmit, Transport};
+use smbq_proto::{ConnView, EngineConfig};
 use smbq_transport::{Connection, DataStream, StreamGate, TransportKind};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -172,19 +172,8 @@ fn start(
         path,
         ..
     } = conn;
-    let transport = match kind {
-        TransportKind::Tcp => Transport::Tcp,
-        TransportKind::Quic => Transport::Quic,
-    };
     let engine_cfg = rt.engine_config();
-    let mut engine = ServerConnection::new(
-        engine_cfg.clone(),
-        rt.server.session_table().clone(),
-        id,
-        peer.to_string(),
-        transport,
-    );
-    engine.set_data_stream_limit(gate.as_ref().map_or(0, |g| g.limit()));
+    let engine = new_engine(rt, &engine_cfg, id, peer, kind, gate.as_deref());
     let limits = &engine_cfg.limits;
     let backlog = Backlog::new(
         limits.max_pending_bytes,
@@ -204,27 +193,11 @@ fn start(
     );
     // Every running request sends one Done; `max_in_flight` bounds how many run.
     let (done_tx, done) = mpsc::channel::<Done>(limits.max_in_flight.max(1));
-    // Pushes are bounded by what the connection's sessions hold (one break per open at most).
-    let (push_tx, push) = mpsc::unbounded_channel::<crate::push::Push>();
-    rt.server.register_connection(id, push_tx);
-    let name = match kind {
-        TransportKind::Tcp => "tcp",
-        TransportKind::Quic => "quic",
-    };
-    let info = Arc::new(ConnInfo::new(id, peer, name, path));
-    rt.server.register_connection_info(info.clone());
+    let (push, info) = register(rt, id, peer, kind, path);
     let frame_limit: FrameLimit = Arc::new(engine.frame_limit().into());
     let (in_tx, inbound) = mpsc::channel::<Inbound>(reader::QUEUED_BATCHES);
     let chunked = kind == TransportKind::Quic;
-    let streams = DataStreams {
-        to_grant: None,
-        granted: false,
-        next_id: 1,
-        closing: HashSet::new(),
-        readers: Vec::new(),
-        inbound: in_tx.clone(),
-        failed: CancellationToken::new(),
-    };
+    let streams = DataStreams::new(in_tx.clone());
     let reader = reader::spawn(
         StreamId::CONTROL,
         reader,
@@ -262,6 +235,51 @@ fn start(
         gate,
     };
     (c, inputs, Tasks { reader, writer })
+}
+
+/// The connection's engine, over the server's session table.
+fn new_engine(
+    rt: &Runtime,
+    engine_cfg: &Arc<EngineConfig>,
+    id: u64,
+    peer: SocketAddr,
+    kind: TransportKind,
+    gate: Option<&dyn StreamGate>,
+) -> ServerConnection {
+    let transport = match kind {
+        TransportKind::Tcp => Transport::Tcp,
+        TransportKind::Quic => Transport::Quic,
+    };
+    let mut engine = ServerConnection::new(
+        engine_cfg.clone(),
+        rt.server.session_table().clone(),
+        id,
+        peer.to_string(),
+        transport,
+    );
+    engine.set_data_stream_limit(gate.map_or(0, |g| g.limit()));
+    engine
+}
+
+/// Makes the connection known to the server: the channel its pushes (breaks, notifications)
+/// come on, and what `smbq status` shows of it.
+fn register(
+    rt: &Runtime,
+    id: u64,
+    peer: SocketAddr,
+    kind: TransportKind,
+    path: Option<Arc<dyn smbq_transport::PathStats>>,
+) -> (mpsc::UnboundedReceiver<crate::push::Push>, Arc<ConnInfo>) {
+    // Pushes are bounded by what the connection's sessions hold (one break per open at most).
+    let (push_tx, push) = mpsc::unbounded_channel::<crate::push::Push>();
+    rt.server.register_connection(id, push_tx);
+    let name = match kind {
+        TransportKind::Tcp => "tcp",
+        TransportKind::Quic => "quic",
+    };
+    let info = Arc::new(ConnInfo::new(id, peer, name, path));
+    rt.server.register_connection_info(info.clone());
+    (push, info)
 }
 
 impl ConnLoop {
@@ -419,39 +437,12 @@ impl ConnLoop {
 
     fn apply(&mut self, action: Action) {
         match action {
-            Action::Execute(x) => {
-                let Some(view) = self.view.clone() else {
-                    return;
-                };
-                let budget = x.chain_charges.as_ref().map(|charges| {
-                    self.chains.insert(x.chain, None);
-                    self.backlog.start_chain(charges.iter().copied())
-                });
-                let token = CancellationToken::new();
-                let header = &x.request.header;
-                self.running.insert(
-                    header.message_id,
-                    Running {
-                        token: token.clone(),
-                        command: header.command,
-                        session_id: header.session_id,
-                    },
-                );
-                exec::spawn(x, budget, view, &self.rt.server, token, &self.done_tx);
-            }
+            Action::Execute(x) => self.execute(x),
             Action::Answered {
                 chain,
                 message_ids,
                 chain_done,
-            } => {
-                for mid in message_ids {
-                    self.running.remove(&mid);
-                    self.backlog.finished(mid);
-                }
-                if chain_done {
-                    self.chains.remove(&chain);
-                }
-            }
+            } => self.answered(chain, message_ids, chain_done),
             Action::Cancel { message_id, .. } => {
                 if let Some(r) = self.running.get(&message_id) {
                     r.token.cancel();
@@ -507,6 +498,40 @@ impl ConnLoop {
             Action::SessionEnded { session_id } => self.rt.server.session_lost(session_id),
             // Counted, logged and delayed by `LogonGuard::answer` in `take_frames`.
             Action::AuthFailed { .. } => self.rt.engine_config().observer.logon_failed(),
+        }
+    }
+
+    /// Runs a request the engine let through: its chain's share of the budget, a cancel
+    /// token, and the task (crate::conn::exec).
+    fn execute(&mut self, x: Execute) {
+        let Some(view) = self.view.clone() else {
+            return;
+        };
+        let budget = x.chain_charges.as_ref().map(|charges| {
+            self.chains.insert(x.chain, None);
+            self.backlog.start_chain(charges.iter().copied())
+        });
+        let token = CancellationToken::new();
+        let header = &x.request.header;
+        self.running.insert(
+            header.message_id,
+            Running {
+                token: token.clone(),
+                command: header.command,
+                session_id: header.session_id,
+            },
+        );
+        exec::spawn(x, budget, view, &self.rt.server, token, &self.done_tx);
+    }
+
+    /// Responses went out: their requests stop running and give back their backlog share.
+    fn answered(&mut self, chain: u64, message_ids: Vec<u64>, chain_done: bool) {
+        for mid in message_ids {
+            self.running.remove(&mid);
+            self.backlog.finished(mid);
+        }
+        if chain_done {
+            self.chains.remove(&chain);
         }
     }
 

@@ -9,12 +9,14 @@ use std::sync::Arc;
 
 use smbq_proto::Response;
 use smbq_wire::NtStatus;
-use smbq_wire::copychunk::{CopyChunkCopy, CopyChunkResponse, ResumeKeyResponse};
+use smbq_wire::copychunk::{Chunk, CopyChunkCopy, CopyChunkResponse, ResumeKeyResponse};
 use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse};
 
 use super::{Ctx, blocking, body};
+use crate::Server;
 use crate::access::mask;
 use crate::errors::map_io_error;
+use crate::file_state::FileKey;
 use crate::resume_key::ResumeKeys;
 use crate::tables::Open;
 
@@ -109,53 +111,64 @@ pub(super) async fn copy(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Respon
     let (s2, d2) = (src.clone(), dst.clone());
     // 3.3.5.15.6.1: chunks in order; the first failure ends the copy, and the answer counts
     // what was copied before it (those bytes stay written).
-    let (status, copied) = blocking(move || {
-        let mut copied = CopyChunkResponse::default();
-        let (Some(sf), Some(df)) = (s2.file(), d2.file()) else {
-            return Ok((NtStatus::ACCESS_DENIED, copied));
-        };
-        for c in &chunks {
-            let len = u64::from(c.length);
-            if c.source_offset > i64::MAX as u64 - len || c.target_offset > i64::MAX as u64 - len {
-                return Ok((NtStatus::INVALID_PARAMETER, copied));
-            }
-            let size = match sf.file.stat() {
-                Ok(st) => st.size,
-                Err(e) => return Ok((map_io_error(&e), copied)),
-            };
-            if size < c.source_offset + len {
-                return Ok((NtStatus::INVALID_VIEW_SIZE, copied));
-            }
-            let files = srv.files();
-            if let Err(s) = files
-                .check_io(skey, s2.volatile(), c.source_offset, len, false)
-                .and_then(|()| files.check_io(dkey, d2.volatile(), c.target_offset, len, true))
-            {
-                return Ok((s, copied));
-            }
-            match smbq_vfs::copy_range(
-                sf.file.as_ref(),
-                c.source_offset,
-                df.file.as_ref(),
-                c.target_offset,
-                len,
-            ) {
-                Ok(n) if n == len => {}
-                // The source shrank between the size check and the copy.
-                Ok(_) => return Ok((NtStatus::INVALID_VIEW_SIZE, copied)),
-                Err(e) => return Ok((map_io_error(&e), copied)),
-            }
-            copied.chunks_written += 1;
-            copied.total_bytes_written += c.length;
-        }
-        Ok((NtStatus::SUCCESS, copied))
-    })
-    .await?;
+    let (status, copied) =
+        blocking(move || copy_chunks(&srv, &s2, &d2, skey, dkey, &chunks)).await?;
     done = copied;
     if done.total_bytes_written > 0 {
         ctx.srv.notify_write(&dst); // CHANGE_NOTIFY and the parent's leases (crate::notify)
     }
     Ok(answer(status, done))
+}
+
+/// 3.3.5.15.6.1, on a blocking thread: each chunk's range and lock checks, then the copy.
+/// Always `Ok`: a failure is the status to answer with, next to what was copied before it.
+fn copy_chunks(
+    srv: &Server,
+    src: &Open,
+    dst: &Open,
+    skey: FileKey,
+    dkey: FileKey,
+    chunks: &[Chunk],
+) -> Result<(NtStatus, CopyChunkResponse), NtStatus> {
+    let mut copied = CopyChunkResponse::default();
+    let (Some(sf), Some(df)) = (src.file(), dst.file()) else {
+        return Ok((NtStatus::ACCESS_DENIED, copied));
+    };
+    for c in chunks {
+        let len = u64::from(c.length);
+        if c.source_offset > i64::MAX as u64 - len || c.target_offset > i64::MAX as u64 - len {
+            return Ok((NtStatus::INVALID_PARAMETER, copied));
+        }
+        let size = match sf.file.stat() {
+            Ok(st) => st.size,
+            Err(e) => return Ok((map_io_error(&e), copied)),
+        };
+        if size < c.source_offset + len {
+            return Ok((NtStatus::INVALID_VIEW_SIZE, copied));
+        }
+        let files = srv.files();
+        if let Err(s) = files
+            .check_io(skey, src.volatile(), c.source_offset, len, false)
+            .and_then(|()| files.check_io(dkey, dst.volatile(), c.target_offset, len, true))
+        {
+            return Ok((s, copied));
+        }
+        match smbq_vfs::copy_range(
+            sf.file.as_ref(),
+            c.source_offset,
+            df.file.as_ref(),
+            c.target_offset,
+            len,
+        ) {
+            Ok(n) if n == len => {}
+            // The source shrank between the size check and the copy.
+            Ok(_) => return Ok((NtStatus::INVALID_VIEW_SIZE, copied)),
+            Err(e) => return Ok((map_io_error(&e), copied)),
+        }
+        copied.chunks_written += 1;
+        copied.total_bytes_written += c.length;
+    }
+    Ok((NtStatus::SUCCESS, copied))
 }
 
 /// The open a resume key names, if this session may copy from it into `dst` (Samba and

@@ -63,6 +63,17 @@ fn is_sparse(open: &Open) -> bool {
     })
 }
 
+/// The source: an open of this session on this tree connect (Windows and Samba answer
+/// INVALID_HANDLE where MS-FSCC says INVALID_PARAMETER; smbtorture dup_extents_bad_handle).
+fn source(ctx: &Ctx<'_>, dst: &Open, r: &Request) -> Result<Arc<Open>, NtStatus> {
+    ctx.srv
+        .lookup_open(r.volatile)
+        .filter(|o| o.file_id.persistent == r.persistent)
+        .filter(|o| o.session_id == dst.session_id && Arc::ptr_eq(&o.tree, &dst.tree))
+        .filter(|o| !o.closed.load(std::sync::atomic::Ordering::Acquire))
+        .ok_or(NtStatus::INVALID_HANDLE)
+}
+
 /// Runs the FSCTL sent on `dst` with `input`.
 pub(super) async fn duplicate(ctx: &Ctx<'_>, dst: Arc<Open>, input: &[u8]) -> Result<(), NtStatus> {
     let vfs = dst
@@ -76,15 +87,7 @@ pub(super) async fn duplicate(ctx: &Ctx<'_>, dst: Arc<Open>, input: &[u8]) -> Re
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     }
     let r = parse(input)?;
-    // The source: an open of this session on this tree connect (Windows and Samba answer
-    // INVALID_HANDLE where MS-FSCC says INVALID_PARAMETER; smbtorture dup_extents_bad_handle).
-    let src = ctx
-        .srv
-        .lookup_open(r.volatile)
-        .filter(|o| o.file_id.persistent == r.persistent)
-        .filter(|o| o.session_id == dst.session_id && Arc::ptr_eq(&o.tree, &dst.tree))
-        .filter(|o| !o.closed.load(std::sync::atomic::Ordering::Acquire))
-        .ok_or(NtStatus::INVALID_HANDLE)?;
+    let src = source(ctx, &dst, &r)?;
     let (Some(sf), Some(df)) = (src.file(), dst.file()) else {
         return Err(NtStatus::ACCESS_DENIED);
     };

@@ -31,54 +31,17 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let max_out = req.max_output_response as usize;
-    let reply = |status: NtStatus, output: &[u8]| {
-        let file_id = req.file_id;
-        let r = IoctlResponse {
-            ctl_code: req.ctl_code,
-            file_id,
-            input: &[],
-            output,
-            flags: 0,
-        };
-        Response::with_status(status, body(|w| r.encode(w)))
-    };
     match req.ctl_code {
         CtlCode::VALIDATE_NEGOTIATE_INFO => validate_negotiate(ctx, &req),
-        CtlCode::PIPE_TRANSCEIVE => {
-            let open = ctx.open()?;
-            let pipe = open.pipe().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
-            let r = pipe.io.lock().transceive(req.input, max_out)?;
-            // 3.3.5.15.3: more output than fits is returned in part with BUFFER_OVERFLOW.
-            let status = if r.more {
-                NtStatus::BUFFER_OVERFLOW
-            } else {
-                NtStatus::SUCCESS
-            };
-            Ok(reply(status, &r.data))
-        }
-        CtlCode::CREATE_OR_GET_OBJECT_ID | CtlCode::GET_OBJECT_ID => {
-            let open = ctx.open()?;
-            let f = open.file().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
-            let st = f.file.stat().map_err(|e| crate::errors::map_io_error(&e))?;
-            let dos = crate::dos::DosInfo::read(f.file.as_ref());
-            // FILE_OBJECTID_BUFFER (MS-FSCC 2.1.3.1): a stable ObjectId from volume and file
-            // id (crate::file_id), then 48 bytes of extended info.
-            let mut out = Vec::with_capacity(64);
-            out.extend_from_slice(&crate::file_id::reported(&st, &dos).to_le_bytes());
-            out.extend_from_slice(&u64::from(open.tree.share.serial).to_le_bytes());
-            out.resize(64, 0);
-            if max_out < out.len() {
-                return Err(NtStatus::INVALID_PARAMETER);
-            }
-            Ok(reply(NtStatus::SUCCESS, &out))
-        }
+        CtlCode::PIPE_TRANSCEIVE => pipe_transceive(ctx, &req, max_out),
+        CtlCode::CREATE_OR_GET_OBJECT_ID | CtlCode::GET_OBJECT_ID => object_id(ctx, &req, max_out),
         CtlCode::SET_SPARSE => {
             super::sparse::set_sparse(ctx.open()?, req.input).await?;
-            Ok(reply(NtStatus::SUCCESS, &[]))
+            Ok(reply(&req, NtStatus::SUCCESS, &[]))
         }
         CtlCode::SET_ZERO_DATA => {
             super::sparse::zero_data(ctx.srv, ctx.open()?, req.input).await?;
-            Ok(reply(NtStatus::SUCCESS, &[]))
+            Ok(reply(&req, NtStatus::SUCCESS, &[]))
         }
         CtlCode::QUERY_ALLOCATED_RANGES => {
             let (out, more) =
@@ -88,54 +51,27 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             } else {
                 NtStatus::SUCCESS
             };
-            Ok(reply(status, &out))
+            Ok(reply(&req, status, &out))
         }
         CtlCode::GET_COMPRESSION => {
             let out = super::compression::get(ctx.open()?, max_out)?;
-            Ok(reply(NtStatus::SUCCESS, &out))
+            Ok(reply(&req, NtStatus::SUCCESS, &out))
         }
         CtlCode::SET_COMPRESSION => {
             super::compression::set(ctx.open()?, req.input)?;
-            Ok(reply(NtStatus::SUCCESS, &[]))
+            Ok(reply(&req, NtStatus::SUCCESS, &[]))
         }
         CtlCode::SRV_ENUMERATE_SNAPSHOTS => {
             ctx.open()?;
             let out = super::snapshots::enumerate(max_out)?;
-            Ok(reply(NtStatus::SUCCESS, &out))
+            Ok(reply(&req, NtStatus::SUCCESS, &out))
         }
-        CtlCode::LMR_REQUEST_RESILIENCY => {
-            // MS-SMB2 3.3.5.15.9 (crate::durable::resilient).
-            if ctx.conn.dialect == Dialect::SMB2_0_2 {
-                return Err(NtStatus::INVALID_DEVICE_REQUEST);
-            }
-            let who = &ctx.view.identity;
-            if who.is_guest || who.is_anonymous {
-                // Nobody could prove to be its owner when reclaiming it.
-                return Err(NtStatus::NOT_SUPPORTED);
-            }
-            let r = NetworkResiliencyRequest::decode(req.input)
-                .map_err(|_| NtStatus::INVALID_PARAMETER)?;
-            ctx.srv
-                .make_resilient(ctx.open()?, &who.user, ctx.conn.client_guid, r.timeout_ms)?;
-            Ok(reply(NtStatus::SUCCESS, &[]))
-        }
+        CtlCode::LMR_REQUEST_RESILIENCY => request_resiliency(ctx, &req),
         CtlCode::DUPLICATE_EXTENTS_TO_FILE => {
             super::dup_extents::duplicate(ctx, ctx.open()?.clone(), req.input).await?;
-            Ok(reply(NtStatus::SUCCESS, &[]))
+            Ok(reply(&req, NtStatus::SUCCESS, &[]))
         }
-        CtlCode::QUERY_NETWORK_INTERFACE_INFO => {
-            // MS-SMB2 3.3.5.15.11 (handlers/interfaces.rs): only where multichannel is offered,
-            // so a QUIC client on the internet learns nothing of the server's networks.
-            if ctx.conn.server_capabilities & smbq_wire::negotiate::capabilities::MULTI_CHANNEL == 0
-            {
-                return Err(NtStatus::NOT_SUPPORTED);
-            }
-            let policy = &ctx.srv.config().interfaces;
-            let list =
-                super::interfaces::advertised(&super::interfaces::list(), policy, &ctx.conn.peer);
-            let out = super::interfaces::encode(&list, policy.rss_capable, max_out)?;
-            Ok(reply(NtStatus::SUCCESS, &out))
-        }
+        CtlCode::QUERY_NETWORK_INTERFACE_INFO => network_interfaces(ctx, &req, max_out),
         CtlCode::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),
         CtlCode::DFS_GET_REFERRALS | CtlCode::DFS_GET_REFERRALS_EX => {
             Err(NtStatus::FS_DRIVER_REQUIRED)
@@ -146,6 +82,88 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         }
         _ => Err(NtStatus::INVALID_DEVICE_REQUEST),
     }
+}
+
+/// The IOCTL response to `req` carrying `output`.
+fn reply(req: &IoctlRequest<'_>, status: NtStatus, output: &[u8]) -> Response {
+    let r = IoctlResponse {
+        ctl_code: req.ctl_code,
+        file_id: req.file_id,
+        input: &[],
+        output,
+        flags: 0,
+    };
+    Response::with_status(status, body(|w| r.encode(w)))
+}
+
+/// FSCTL_PIPE_TRANSCEIVE: one write and read on the open named pipe.
+fn pipe_transceive(
+    ctx: &Ctx<'_>,
+    req: &IoctlRequest<'_>,
+    max_out: usize,
+) -> Result<Response, NtStatus> {
+    let open = ctx.open()?;
+    let pipe = open.pipe().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+    let r = pipe.io.lock().transceive(req.input, max_out)?;
+    // 3.3.5.15.3: more output than fits is returned in part with BUFFER_OVERFLOW.
+    let status = if r.more {
+        NtStatus::BUFFER_OVERFLOW
+    } else {
+        NtStatus::SUCCESS
+    };
+    Ok(reply(req, status, &r.data))
+}
+
+/// FSCTL_CREATE_OR_GET_OBJECT_ID and FSCTL_GET_OBJECT_ID: the same derived ObjectId for both.
+fn object_id(ctx: &Ctx<'_>, req: &IoctlRequest<'_>, max_out: usize) -> Result<Response, NtStatus> {
+    let open = ctx.open()?;
+    let f = open.file().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+    let st = f.file.stat().map_err(|e| crate::errors::map_io_error(&e))?;
+    let dos = crate::dos::DosInfo::read(f.file.as_ref());
+    // FILE_OBJECTID_BUFFER (MS-FSCC 2.1.3.1): a stable ObjectId from volume and file
+    // id (crate::file_id), then 48 bytes of extended info.
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(&crate::file_id::reported(&st, &dos).to_le_bytes());
+    out.extend_from_slice(&u64::from(open.tree.share.serial).to_le_bytes());
+    out.resize(64, 0);
+    if max_out < out.len() {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    Ok(reply(req, NtStatus::SUCCESS, &out))
+}
+
+/// FSCTL_LMR_REQUEST_RESILIENCY: the open survives a lost connection for the asked timeout.
+fn request_resiliency(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Response, NtStatus> {
+    // MS-SMB2 3.3.5.15.9 (crate::durable::resilient).
+    if ctx.conn.dialect == Dialect::SMB2_0_2 {
+        return Err(NtStatus::INVALID_DEVICE_REQUEST);
+    }
+    let who = &ctx.view.identity;
+    if who.is_guest || who.is_anonymous {
+        // Nobody could prove to be its owner when reclaiming it.
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    let r = NetworkResiliencyRequest::decode(req.input).map_err(|_| NtStatus::INVALID_PARAMETER)?;
+    ctx.srv
+        .make_resilient(ctx.open()?, &who.user, ctx.conn.client_guid, r.timeout_ms)?;
+    Ok(reply(req, NtStatus::SUCCESS, &[]))
+}
+
+/// FSCTL_QUERY_NETWORK_INTERFACE_INFO: the interfaces a multichannel client may bind.
+fn network_interfaces(
+    ctx: &Ctx<'_>,
+    req: &IoctlRequest<'_>,
+    max_out: usize,
+) -> Result<Response, NtStatus> {
+    // MS-SMB2 3.3.5.15.11 (handlers/interfaces.rs): only where multichannel is offered,
+    // so a QUIC client on the internet learns nothing of the server's networks.
+    if ctx.conn.server_capabilities & smbq_wire::negotiate::capabilities::MULTI_CHANNEL == 0 {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    let policy = &ctx.srv.config().interfaces;
+    let list = super::interfaces::advertised(&super::interfaces::list(), policy, &ctx.conn.peer);
+    let out = super::interfaces::encode(&list, policy.rss_capable, max_out)?;
+    Ok(reply(req, NtStatus::SUCCESS, &out))
 }
 
 /// MS-SMB2 3.3.5.15.12. Every mismatch drops the connection ([`Response::disconnect`]); on a

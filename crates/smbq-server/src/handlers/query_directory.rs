@@ -20,7 +20,8 @@ use crate::errors::map_io_error;
 use crate::file_state::FileKey;
 use crate::meta;
 use crate::security::{Token, check, store};
-use crate::tables::open::{DirCursor, ListEntry};
+use crate::tables::Open;
+use crate::tables::open::{DirCursor, FileOpen, ListEntry};
 
 pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let req = QueryDirectoryRequest::decode(&ctx.req.msg).map_err(bad)?;
@@ -37,17 +38,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if max > ctx.conn.max_transact_size {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    let pattern = req
-        .file_name_string()
-        .map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
-    if pattern.contains(['\\', '/', '\0']) {
-        return Err(NtStatus::OBJECT_NAME_INVALID);
-    }
-    let pattern = if pattern.is_empty() {
-        "*".to_owned()
-    } else {
-        pattern
-    };
+    let pattern = pattern_of(&req)?;
     let flags = req.flags;
     let srv = ctx.srv.self_arc();
     // Access-based enumeration: only what this session may read is listed.
@@ -71,21 +62,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         }
         let first = cur.entries.is_none();
         if first {
-            let pat = Pattern::new(&pattern);
-            let dir = open.path();
-            let mut entries = snapshot(vfs.as_ref(), &dir, f.file.as_ref(), &pat)?;
-            // Hidden entries are left out before the emptiness check, so a pattern that
-            // matches only them answers NO_SUCH_FILE, as one that matches nothing: the status
-            // must not tell a hidden name from an absent one.
-            if let Some(token) = &abe {
-                let handle = f.file.as_ref();
-                entries.retain(|e| {
-                    e.name == "." || e.name == ".." || readable(handle, &e.name, token)
-                });
-            }
-            cur.entries = Some(entries);
-            cur.pattern = Some(pat);
-            cur.next = 0;
+            start_listing(&mut cur, vfs.as_ref(), &open, f, &pattern, abe.as_deref())?;
         }
         let dir = open.path();
         let handle = f.file.as_ref();
@@ -93,27 +70,8 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         // Windows enumerates the live directory, so look at each one again (dir.fixed).
         // What the xattrs add (attributes, CreationTime, EA size) is read only for the
         // entries being returned.
-        let refresh = |e: &ListEntry| -> Option<Seen> {
-            let dots = e.name == "." || e.name == "..";
-            // The first query's snapshot was filtered just now.
-            if let Some(token) = &abe
-                && !first
-                && !dots
-                && !readable(handle, &e.name, token)
-            {
-                return None;
-            }
-            let entry = if first || dots {
-                e.clone()
-            } else {
-                let p = dir.join(&e.name).ok()?;
-                ListEntry {
-                    name: e.name.clone(),
-                    stat: vfs.stat(&p).ok()?,
-                }
-            };
-            Some(Seen::of(&srv, handle, entry))
-        };
+        let refresh =
+            |e: &ListEntry| refreshed(&srv, vfs.as_ref(), &dir, handle, abe.as_deref(), first, e);
         fill(
             &mut cur,
             class,
@@ -127,6 +85,80 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     Ok(Response::ok(body(|w| {
         QueryDirectoryResponse { buffer: &buf }.encode(w)
     })))
+}
+
+/// The search pattern: none means every name (`*`); one with a path separator or NUL is
+/// OBJECT_NAME_INVALID.
+fn pattern_of(req: &QueryDirectoryRequest<'_>) -> Result<String, NtStatus> {
+    let pattern = req
+        .file_name_string()
+        .map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    if pattern.contains(['\\', '/', '\0']) {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    Ok(if pattern.is_empty() {
+        "*".to_owned()
+    } else {
+        pattern
+    })
+}
+
+/// The first query (or RESTART_SCANS / REOPEN): the cursor starts over on a new snapshot of
+/// the entries matching `pattern`.
+fn start_listing(
+    cur: &mut DirCursor,
+    vfs: &dyn Vfs,
+    open: &Open,
+    f: &FileOpen,
+    pattern: &str,
+    abe: Option<&Token>,
+) -> Result<(), NtStatus> {
+    let pat = Pattern::new(pattern);
+    let dir = open.path();
+    let mut entries = snapshot(vfs, &dir, f.file.as_ref(), &pat)?;
+    // Hidden entries are left out before the emptiness check, so a pattern that
+    // matches only them answers NO_SUCH_FILE, as one that matches nothing: the status
+    // must not tell a hidden name from an absent one.
+    if let Some(token) = abe {
+        let handle = f.file.as_ref();
+        entries.retain(|e| e.name == "." || e.name == ".." || readable(handle, &e.name, token));
+    }
+    cur.entries = Some(entries);
+    cur.pattern = Some(pat);
+    cur.next = 0;
+    Ok(())
+}
+
+/// A snapshotted entry as this query returns it, looked at again unless the snapshot was
+/// taken just now; `None` when it is gone or hidden from `abe`'s token.
+fn refreshed(
+    srv: &Server,
+    vfs: &dyn Vfs,
+    dir: &RelPath,
+    handle: &dyn VfsFile,
+    abe: Option<&Token>,
+    first: bool,
+    e: &ListEntry,
+) -> Option<Seen> {
+    let dots = e.name == "." || e.name == "..";
+    // The first query's snapshot was filtered just now.
+    if let Some(token) = abe
+        && !first
+        && !dots
+        && !readable(handle, &e.name, token)
+    {
+        return None;
+    }
+    let entry = if first || dots {
+        e.clone()
+    } else {
+        let p = dir.join(&e.name).ok()?;
+        ListEntry {
+            name: e.name.clone(),
+            stat: vfs.stat(&p).ok()?,
+        }
+    };
+    Some(Seen::of(srv, handle, entry))
 }
 
 /// Whether access-based enumeration lists `name` (an entry of `dir`) to `token`: what it grants

@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 
 use smbq_proto::Response;
-use smbq_vfs::{FileKind, Stat};
+use smbq_vfs::{FileKind, FsStat, RelPath, Stat};
 use smbq_wire::error_response::ErrorResponse;
 use smbq_wire::fscc::file_info::{
     AccessInfo, AlignmentInfo, AllInfo, AttributeTagInfo, BasicInfo, CompressionInfo, EaInfo,
@@ -158,9 +158,97 @@ fn stream_suffix(open: &Open) -> String {
         .unwrap_or_default()
 }
 
+/// What the file information classes are built from: one stat and one DOS view per query,
+/// so FileAllInformation and its parts visibly agree.
+struct FileFacts<'a> {
+    srv: &'a crate::Server,
+    open: &'a Open,
+    f: &'a crate::tables::open::FileOpen,
+    st: Stat,
+    v: View,
+    delete_pending: bool,
+}
+
+impl FileFacts<'_> {
+    fn standard(&self) -> StandardInfo {
+        StandardInfo {
+            allocation_size: meta::allocation_with(
+                &self.st,
+                self.srv.files().allocation(self.f.key),
+            ),
+            end_of_file: meta::end_of_file(&self.st),
+            number_of_links: links(self.st.nlink, self.delete_pending),
+            delete_pending: self.delete_pending,
+            directory: self.st.kind == FileKind::Dir,
+        }
+    }
+
+    fn internal(&self) -> InternalInfo {
+        InternalInfo {
+            index_number: self.v.file_id,
+        }
+    }
+
+    fn ea(&self) -> EaInfo {
+        EaInfo {
+            ea_size: crate::ea::ea_size(self.f.file.as_ref()),
+        }
+    }
+
+    fn access(&self) -> AccessInfo {
+        AccessInfo {
+            access_flags: self.open.granted,
+        }
+    }
+
+    fn position(&self) -> PositionInfo {
+        PositionInfo {
+            current_byte_offset: self.open.position.load(Ordering::Relaxed),
+        }
+    }
+
+    fn mode(&self) -> ModeInfo {
+        ModeInfo {
+            mode: self.open.mode.load(Ordering::Relaxed),
+        }
+    }
+
+    /// FileAllInformation: the parts above, in MS-FSCC 2.4.2's order, and the name.
+    fn all(&self) -> AllInfo {
+        AllInfo {
+            basic: basic(&self.v),
+            standard: self.standard(),
+            internal: self.internal(),
+            ea: self.ea(),
+            access: self.access(),
+            position: self.position(),
+            mode: self.mode(),
+            alignment: AlignmentInfo::default(),
+            name: NameInfo {
+                file_name: windows_path(self.open),
+            },
+        }
+    }
+
+    fn network_open(&self) -> NetworkOpenInfo {
+        let v = &self.v;
+        NetworkOpenInfo {
+            creation_time: v.creation,
+            last_access_time: v.last_access,
+            last_write_time: v.last_write,
+            change_time: v.change,
+            allocation_size: meta::allocation_with(
+                &self.st,
+                self.srv.files().allocation(self.f.key),
+            ),
+            end_of_file: meta::end_of_file(&self.st),
+            file_attributes: v.attributes,
+        }
+    }
+}
+
 /// One arm per MS-FSCC 2.4 information class, each encoding its structure from the same
-/// stat and DOS view; long because the classes are many, kept together so FileAllInformation
-/// and its parts visibly agree.
+/// `FileFacts`.
 fn file_info(
     srv: &crate::Server,
     open: &Open,
@@ -178,137 +266,90 @@ fn file_info(
     let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
     let path = open.path();
     let name = path.file_name().unwrap_or_default();
-    let is_dir = st.kind == FileKind::Dir;
     let v = dos::view(srv, f.file.as_ref(), f.key, &st, name);
     let delete_pending = srv.files().delete_pending(f.key);
-    let standard = || StandardInfo {
-        allocation_size: meta::allocation_with(&st, srv.files().allocation(f.key)),
-        end_of_file: meta::end_of_file(&st),
-        number_of_links: links(st.nlink, delete_pending),
+    let x = FileFacts {
+        srv,
+        open,
+        f,
+        st,
+        v,
         delete_pending,
-        directory: is_dir,
-    };
-    let position = PositionInfo {
-        current_byte_offset: open.position.load(Ordering::Relaxed),
-    };
-    let mode = ModeInfo {
-        mode: open.mode.load(Ordering::Relaxed),
     };
     Ok(match class {
-        FileInfoClass::BASIC => enc(BasicInfo::LEN, |w| basic(&v).encode(w)),
-        FileInfoClass::STANDARD => enc(StandardInfo::LEN, |w| standard().encode(w)),
-        FileInfoClass::INTERNAL => enc(InternalInfo::LEN, |w| {
-            InternalInfo {
-                index_number: v.file_id,
-            }
-            .encode(w)
-        }),
-        FileInfoClass::EA => enc(EaInfo::LEN, |w| {
-            EaInfo {
-                ea_size: crate::ea::ea_size(f.file.as_ref()),
-            }
-            .encode(w)
-        }),
-        FileInfoClass::ACCESS => enc(AccessInfo::LEN, |w| {
-            AccessInfo {
-                access_flags: open.granted,
-            }
-            .encode(w)
-        }),
-        FileInfoClass::POSITION => enc(PositionInfo::LEN, |w| position.encode(w)),
-        FileInfoClass::MODE => enc(ModeInfo::LEN, |w| mode.encode(w)),
+        FileInfoClass::BASIC => enc(BasicInfo::LEN, |w| basic(&x.v).encode(w)),
+        FileInfoClass::STANDARD => enc(StandardInfo::LEN, |w| x.standard().encode(w)),
+        FileInfoClass::INTERNAL => enc(InternalInfo::LEN, |w| x.internal().encode(w)),
+        FileInfoClass::EA => enc(EaInfo::LEN, |w| x.ea().encode(w)),
+        FileInfoClass::ACCESS => enc(AccessInfo::LEN, |w| x.access().encode(w)),
+        FileInfoClass::POSITION => enc(PositionInfo::LEN, |w| x.position().encode(w)),
+        FileInfoClass::MODE => enc(ModeInfo::LEN, |w| x.mode().encode(w)),
         FileInfoClass::ALIGNMENT => enc(AlignmentInfo::LEN, |w| AlignmentInfo::default().encode(w)),
         // Windows counts 104 bytes as the fixed part (smb2.getinfo.qfile_buffercheck).
-        FileInfoClass::ALL => enc(AllInfo::FIXED_LEN + 4, |w| {
-            AllInfo {
-                basic: basic(&v),
-                standard: standard(),
-                internal: InternalInfo {
-                    index_number: v.file_id,
-                },
-                ea: EaInfo {
-                    ea_size: crate::ea::ea_size(f.file.as_ref()),
-                },
-                access: AccessInfo {
-                    access_flags: open.granted,
-                },
-                position,
-                mode,
-                alignment: AlignmentInfo::default(),
-                name: NameInfo {
-                    file_name: windows_path(open),
-                },
-            }
-            .encode(w)
-        }),
-        FileInfoClass::NETWORK_OPEN => enc(NetworkOpenInfo::LEN, |w| {
-            NetworkOpenInfo {
-                creation_time: v.creation,
-                last_access_time: v.last_access,
-                last_write_time: v.last_write,
-                change_time: v.change,
-                allocation_size: meta::allocation_with(&st, srv.files().allocation(f.key)),
-                end_of_file: meta::end_of_file(&st),
-                file_attributes: v.attributes,
-            }
-            .encode(w)
-        }),
+        FileInfoClass::ALL => enc(AllInfo::FIXED_LEN + 4, |w| x.all().encode(w)),
+        FileInfoClass::NETWORK_OPEN => enc(NetworkOpenInfo::LEN, |w| x.network_open().encode(w)),
         FileInfoClass::ATTRIBUTE_TAG => enc(AttributeTagInfo::LEN, |w| {
             AttributeTagInfo {
-                file_attributes: v.attributes,
+                file_attributes: x.v.attributes,
                 reparse_tag: 0,
             }
             .encode(w)
         }),
         FileInfoClass::STREAM => {
-            let list = stream_list(open, f, &st)?;
+            let list = stream_list(open, f, &x.st)?;
             enc(32, |w| StreamInfo::encode(&list, w))
         }
         FileInfoClass::COMPRESSION => enc(CompressionInfo::LEN, |w| {
             CompressionInfo {
-                compressed_file_size: meta::end_of_file(&st),
+                compressed_file_size: meta::end_of_file(&x.st),
                 ..Default::default()
             }
             .encode(w)
         }),
-        // MS-SMB2 3.3.5.20.1: FileNormalizedNameInformation is a 3.1.1 class.
-        FileInfoClass::NORMALIZED_NAME => {
-            if dialect != Dialect::SMB3_1_1 {
-                return Err(NtStatus::NOT_SUPPORTED);
-            }
-            enc(NAME_INFO_FIXED, |w| {
-                NameInfo {
-                    file_name: format!(
-                        "{}{}",
-                        path.as_str().replace('/', "\\"),
-                        stream_suffix(open)
-                    ),
-                }
-                .encode(w)
-            })
-        }
+        FileInfoClass::NORMALIZED_NAME => normalized_name(open, &path, dialect)?,
         // FILE_ID_INFORMATION (MS-FSCC 2.4.26): VolumeSerialNumber(8) and a 128-bit FileId.
         FileInfoClass::ID => enc(24, |w| {
             w.u64(u64::from(open.tree.share.serial))
-                .u64(v.file_id)
+                .u64(x.v.file_id)
                 .u64(0);
         }),
-        FileInfoClass::ALTERNATE_NAME => {
-            // The share root has no name of its own to shorten.
-            if path.is_root() {
-                return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
-            }
-            let leaf = path.file_name().unwrap_or_default();
-            enc(NAME_INFO_FIXED, |w| {
-                NameInfo {
-                    file_name: crate::short_name::short_name(leaf),
-                }
-                .encode(w)
-            })
-        }
+        FileInfoClass::ALTERNATE_NAME => alternate_name(&path)?,
         FileInfoClass::FULL_EA => return Err(NtStatus::NO_EAS_ON_FILE),
         _ => return Err(NtStatus::INVALID_INFO_CLASS),
     })
+}
+
+/// FileNormalizedNameInformation: the path from the share root, without a leading `\`.
+fn normalized_name(open: &Open, path: &RelPath, dialect: Dialect) -> Result<Answer, NtStatus> {
+    // MS-SMB2 3.3.5.20.1: FileNormalizedNameInformation is a 3.1.1 class.
+    if dialect != Dialect::SMB3_1_1 {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    Ok(enc(NAME_INFO_FIXED, |w| {
+        NameInfo {
+            file_name: format!(
+                "{}{}",
+                path.as_str().replace('/', "\\"),
+                stream_suffix(open)
+            ),
+        }
+        .encode(w)
+    }))
+}
+
+/// FileAlternateNameInformation: the 8.3 name of the leaf.
+fn alternate_name(path: &RelPath) -> Result<Answer, NtStatus> {
+    // The share root has no name of its own to shorten.
+    if path.is_root() {
+        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+    }
+    let leaf = path.file_name().unwrap_or_default();
+    Ok(enc(NAME_INFO_FIXED, |w| {
+        NameInfo {
+            file_name: crate::short_name::short_name(leaf),
+        }
+        .encode(w)
+    }))
 }
 
 /// Access a file information class needs from the open (MS-SMB2 3.3.5.20.1; MS-FSA 2.1.5.12.12
@@ -410,8 +451,7 @@ fn pipe_info(class: FileInfoClass) -> Result<Answer, NtStatus> {
     })
 }
 
-/// One arm per MS-FSCC 2.5 file system information class (long for the same reason as
-/// `file_info`).
+/// One arm per MS-FSCC 2.5 file system information class.
 fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
     let share = &open.tree.share;
     let vfs = share.vfs.as_ref().ok_or(NtStatus::INVALID_PARAMETER)?;
@@ -454,26 +494,7 @@ fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
             }
             .encode(w)
         }),
-        FsInfoClass::ATTRIBUTE => enc(16, |w| {
-            AttributeInfo {
-                // CASE_SENSITIVE_SEARCH says the file system can search by exact case (NTFS
-                // and Samba set it); names are still matched case-insensitively here.
-                file_system_attributes: fs_info::FILE_CASE_SENSITIVE_SEARCH
-                    | fs_info::FILE_CASE_PRESERVED_NAMES
-                    | fs_info::FILE_SUPPORTS_SPARSE_FILES
-                    | fs_info::FILE_UNICODE_ON_DISK
-                    | fs_info::FILE_PERSISTENT_ACLS
-                    // Block cloning where the file system shares extents (handlers/dup_extents.rs).
-                    | if fs.clones_extents {
-                        fs_info::FILE_SUPPORTS_BLOCK_REFCOUNTING
-                    } else {
-                        0
-                    },
-                maximum_component_name_length: u32::try_from(fs.name_max.min(255)).unwrap_or(255),
-                file_system_name: "NTFS".to_owned(),
-            }
-            .encode(w)
-        }),
+        FsInfoClass::ATTRIBUTE => enc(16, |w| attribute_info(&fs).encode(w)),
         // FILE_FS_CONTROL_INFORMATION (MS-FSCC 2.5.2): no quotas, default limits "none".
         FsInfoClass::CONTROL => enc(48, |w| {
             w.u64(0)
@@ -485,31 +506,60 @@ fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
                 .u32(0);
         }),
         FsInfoClass::OBJECT_ID => enc(ObjectIdInfo::LEN, |w| {
-            let mut object_id = [0u8; 16];
-            if let Some(s) = object_id.get_mut(..4) {
-                s.copy_from_slice(&share.serial.to_le_bytes());
-            }
-            ObjectIdInfo {
-                object_id,
-                extended_info: [0; 48],
-            }
-            .encode(w)
+            object_id_info(share.serial).encode(w)
         }),
-        FsInfoClass::SECTOR_SIZE => enc(SectorSizeInfo::LEN, |w| {
-            SectorSizeInfo {
-                logical_bytes_per_sector: sector,
-                physical_bytes_per_sector_for_atomicity: sector,
-                physical_bytes_per_sector_for_performance: sector,
-                file_system_effective_physical_bytes_per_sector_for_atomicity: sector,
-                flags: fs_info::SSINFO_FLAGS_ALIGNED_DEVICE
-                    | fs_info::SSINFO_FLAGS_PARTITION_ALIGNED_ON_DEVICE,
-                byte_offset_for_sector_alignment: 0,
-                byte_offset_for_partition_alignment: 0,
-            }
-            .encode(w)
-        }),
+        FsInfoClass::SECTOR_SIZE => {
+            enc(SectorSizeInfo::LEN, |w| sector_size_info(sector).encode(w))
+        }
         _ => return Err(NtStatus::INVALID_INFO_CLASS),
     })
+}
+
+/// FileFsAttributeInformation (MS-FSCC 2.5.1): what the file system says it supports.
+fn attribute_info(fs: &FsStat) -> AttributeInfo {
+    AttributeInfo {
+        // CASE_SENSITIVE_SEARCH says the file system can search by exact case (NTFS
+        // and Samba set it); names are still matched case-insensitively here.
+        file_system_attributes: fs_info::FILE_CASE_SENSITIVE_SEARCH
+            | fs_info::FILE_CASE_PRESERVED_NAMES
+            | fs_info::FILE_SUPPORTS_SPARSE_FILES
+            | fs_info::FILE_UNICODE_ON_DISK
+            | fs_info::FILE_PERSISTENT_ACLS
+            // Block cloning where the file system shares extents (handlers/dup_extents.rs).
+            | if fs.clones_extents {
+                fs_info::FILE_SUPPORTS_BLOCK_REFCOUNTING
+            } else {
+                0
+            },
+        maximum_component_name_length: u32::try_from(fs.name_max.min(255)).unwrap_or(255),
+        file_system_name: "NTFS".to_owned(),
+    }
+}
+
+/// FileFsObjectIdInformation: the share's serial number as the start of the object ID.
+fn object_id_info(serial: u32) -> ObjectIdInfo {
+    let mut object_id = [0u8; 16];
+    if let Some(s) = object_id.get_mut(..4) {
+        s.copy_from_slice(&serial.to_le_bytes());
+    }
+    ObjectIdInfo {
+        object_id,
+        extended_info: [0; 48],
+    }
+}
+
+/// FileFsSectorSizeInformation: one sector size for every purpose, aligned.
+fn sector_size_info(sector: u32) -> SectorSizeInfo {
+    SectorSizeInfo {
+        logical_bytes_per_sector: sector,
+        physical_bytes_per_sector_for_atomicity: sector,
+        physical_bytes_per_sector_for_performance: sector,
+        file_system_effective_physical_bytes_per_sector_for_atomicity: sector,
+        flags: fs_info::SSINFO_FLAGS_ALIGNED_DEVICE
+            | fs_info::SSINFO_FLAGS_PARTITION_ALIGNED_ON_DEVICE,
+        byte_offset_for_sector_alignment: 0,
+        byte_offset_for_partition_alignment: 0,
+    }
 }
 
 fn security(open: &Open, addl: u32) -> Result<Vec<u8>, NtStatus> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use smbq_proto::Response;
-use smbq_vfs::FileKind;
+use smbq_vfs::{FileKind, RelPath};
 use smbq_wire::filetime::SetTime;
 use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::file_info::{
@@ -313,29 +313,7 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
         dos.creation = Some(v);
     }
     if attrs != 0 {
-        // A directory keeps READONLY as a stored attribute (smb2.winattr); a file's is the mode.
-        let keep = if f.is_dir {
-            attr::STORED | attr::READONLY
-        } else {
-            attr::STORED
-        };
-        // SPARSE_FILE stays as FSCTL_SET_SPARSE left it (MS-FSCC 2.6: not settable here).
-        let sparse = dos.attributes.unwrap_or(0) & attr::SPARSE_FILE;
-        dos.attributes = Some((attrs & keep & !attr::SPARSE_FILE) | sparse);
-        if !f.is_dir {
-            let st = f.file.stat().map_err(io)?;
-            let perm = st.mode & 0o7777;
-            let want = if attrs & attr::READONLY != 0 {
-                perm & !0o222
-            } else if meta::is_read_only(&st) {
-                perm | 0o200
-            } else {
-                perm
-            };
-            if want != perm {
-                f.file.set_mode(want).map_err(io)?;
-            }
-        }
+        set_attributes(f, attrs, &mut dos)?;
     }
     if dos != before {
         match dos.write(f.file.as_ref()) {
@@ -352,6 +330,35 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     if let Some(v) = change {
         let st = f.file.stat().map_err(io)?;
         srv.files().set_change_time(f.key, st.ctime, v);
+    }
+    Ok(())
+}
+
+/// Nonzero FileAttributes of FileBasicInformation: the stored ones into `dos`, READONLY of a
+/// file as its mode.
+fn set_attributes(f: &FileOpen, attrs: u32, dos: &mut DosInfo) -> Result<(), NtStatus> {
+    // A directory keeps READONLY as a stored attribute (smb2.winattr); a file's is the mode.
+    let keep = if f.is_dir {
+        attr::STORED | attr::READONLY
+    } else {
+        attr::STORED
+    };
+    // SPARSE_FILE stays as FSCTL_SET_SPARSE left it (MS-FSCC 2.6: not settable here).
+    let sparse = dos.attributes.unwrap_or(0) & attr::SPARSE_FILE;
+    dos.attributes = Some((attrs & keep & !attr::SPARSE_FILE) | sparse);
+    if !f.is_dir {
+        let st = f.file.stat().map_err(io)?;
+        let perm = st.mode & 0o7777;
+        let want = if attrs & attr::READONLY != 0 {
+            perm & !0o222
+        } else if meta::is_read_only(&st) {
+            perm | 0o200
+        } else {
+            perm
+        };
+        if want != perm {
+            f.file.set_mode(want).map_err(io)?;
+        }
     }
     Ok(())
 }
@@ -428,22 +435,7 @@ fn rename(
     if name.is_root() {
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }
-    let from = open.path();
-    if from.is_root() {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    // MS-FSA 2.1.5.15.11: not while one of the file's named streams is open
-    // (smbtorture smb2.streams.basefile-rename-with-open-stream).
-    if srv.files().has_stream_opens(f.key) {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    // Every other open of the source must share delete.
-    if !srv.files().others_share_delete(f.key, open.volatile()) {
-        return Err(NtStatus::SHARING_VIOLATION);
-    }
-    if f.is_dir && srv.files().any_open_below(&from, f.key) {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
+    let from = movable_source(srv, open, f)?;
     let found = resolve(vfs.as_ref(), &name)?;
     check_target_directory(srv, vfs.as_ref(), &found.path, f.is_dir)?;
     let mut to = found.path;
@@ -475,6 +467,28 @@ fn rename(
     *open.path.lock() = to.clone();
     srv.files().set_path(f.key, to);
     Ok(())
+}
+
+/// The path of a source that may be renamed now: not the share root, none of its named
+/// streams open, every other open sharing delete, and (a directory) nothing open below it.
+fn movable_source(srv: &Server, open: &Open, f: &FileOpen) -> Result<RelPath, NtStatus> {
+    let from = open.path();
+    if from.is_root() {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    // MS-FSA 2.1.5.15.11: not while one of the file's named streams is open
+    // (smbtorture smb2.streams.basefile-rename-with-open-stream).
+    if srv.files().has_stream_opens(f.key) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    // Every other open of the source must share delete.
+    if !srv.files().others_share_delete(f.key, open.volatile()) {
+        return Err(NtStatus::SHARING_VIOLATION);
+    }
+    if f.is_dir && srv.files().any_open_below(&from, f.key) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    Ok(from)
 }
 
 /// The stored descriptor of the directory that holds (or would hold) `path`.

@@ -1,13 +1,16 @@
 //! WRITE (MS-SMB2 3.3.5.13). The payload is a `Bytes` slice of the request message, handed to
 //! the VFS without copying.
 
+use bytes::Bytes;
 use smbq_proto::Response;
 use smbq_wire::NtStatus;
 use smbq_wire::write::{WriteRequest, WriteResponse, write_flags};
 
 use super::{Ctx, bad, blocking, body};
+use crate::Server;
 use crate::access::mask;
 use crate::errors::map_io_error;
+use crate::tables::Open;
 
 /// 3.3.5.13: an Offset of all ones writes at the end of the file (append).
 const APPEND_OFFSET: u64 = u64::MAX;
@@ -23,13 +26,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if let Some(pipe) = open.pipe() {
         pipe.io.lock().write(&data)?;
         let count = data.len() as u32;
-        return Ok(Response::ok(body(|w| {
-            WriteResponse {
-                count,
-                remaining: 0,
-            }
-            .encode(w)
-        })));
+        return Ok(written(count));
     }
     if open.is_dir() {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
@@ -50,13 +47,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     // checks above: it breaks no oplock (pike readwrite.test_write_none_oplock, as Windows),
     // meets no byte-range lock, and changes neither the file, its times nor the position.
     if data.is_empty() {
-        return Ok(Response::ok(body(|w| {
-            WriteResponse {
-                count: 0,
-                remaining: 0,
-            }
-            .encode(w)
-        })));
+        return Ok(written(0));
     }
     if let Some(f) = open.file() {
         // MS-FSA 2.1.4.12.2: a write breaks every level II oplock on the file.
@@ -66,29 +57,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let len = data.len();
     let srv = ctx.srv.self_arc();
     let watched = open.clone();
-    let job = move || {
-        let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
-        let eof = || f.file.stat().map(|s| s.size).map_err(|e| map_io_error(&e));
-        let at = if offset == APPEND_OFFSET {
-            eof()?
-        } else {
-            // An append-only handle may not write before the end of the file (MS-FSA 2.1.5.3).
-            if !can_write && offset < eof()? {
-                return Err(NtStatus::ACCESS_DENIED);
-            }
-            offset
-        };
-        srv.files()
-            .check_io(f.key, open.volatile(), at, data.len() as u64, true)?;
-        let before = crate::write_time::before_write(&srv, &open, f);
-        let n = f.file.write_at(at, &[data]).map_err(|e| map_io_error(&e))?;
-        crate::write_time::after_write(&srv, &open, f, before);
-        if write_through {
-            f.file.fsync().map_err(|e| map_io_error(&e))?;
-        }
-        super::read::advance_position(&open, at.saturating_add(n as u64));
-        Ok(n)
-    };
+    let job = move || write_at(&srv, &open, data, offset, can_write, write_through);
     // A small write without WRITE_THROUGH goes to the page cache in microseconds: it runs
     // here rather than paying the blocking pool's hop (crate::inline_io says what bounds it).
     let target = watched.file().map(|f| (f.key, f.file.local_storage()));
@@ -112,11 +81,50 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     };
     ctx.srv.notify_write(&watched); // CHANGE_NOTIFY (crate::notify)
     let count = u32::try_from(count).unwrap_or(u32::MAX);
-    Ok(Response::ok(body(|w| {
+    Ok(written(count))
+}
+
+/// A WRITE response for `count` bytes.
+fn written(count: u32) -> Response {
+    Response::ok(body(|w| {
         WriteResponse {
             count,
             remaining: 0,
         }
         .encode(w)
-    })))
+    }))
+}
+
+/// The write itself, on whichever thread runs it: where it lands (the end of the file for
+/// APPEND_OFFSET), the byte-range locks, the data, the write time, WRITE_THROUGH's flush and
+/// the new position.
+fn write_at(
+    srv: &Server,
+    open: &Open,
+    data: Bytes,
+    offset: u64,
+    can_write: bool,
+    write_through: bool,
+) -> Result<usize, NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
+    let eof = || f.file.stat().map(|s| s.size).map_err(|e| map_io_error(&e));
+    let at = if offset == APPEND_OFFSET {
+        eof()?
+    } else {
+        // An append-only handle may not write before the end of the file (MS-FSA 2.1.5.3).
+        if !can_write && offset < eof()? {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        offset
+    };
+    srv.files()
+        .check_io(f.key, open.volatile(), at, data.len() as u64, true)?;
+    let before = crate::write_time::before_write(srv, open, f);
+    let n = f.file.write_at(at, &[data]).map_err(|e| map_io_error(&e))?;
+    crate::write_time::after_write(srv, open, f, before);
+    if write_through {
+        f.file.fsync().map_err(|e| map_io_error(&e))?;
+    }
+    super::read::advance_position(open, at.saturating_add(n as u64));
+    Ok(n)
 }

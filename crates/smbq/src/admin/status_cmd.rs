@@ -140,12 +140,25 @@ pub fn tables(s: &Snapshot) -> String {
         s.server.pid,
         age(s.server.uptime_secs)
     );
-    let section = |out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>| {
-        out.push_str(&format!("\n{title} ({})\n", rows.len()));
-        if !rows.is_empty() {
-            out.push_str(&render(headers, &rows));
-        }
-    };
+    connections_section(&mut out, s);
+    sessions_section(&mut out, s);
+    trees_section(&mut out, s);
+    opens_section(&mut out, s);
+    locks_section(&mut out, s);
+    notifies_section(&mut out, s);
+    out
+}
+
+/// One titled section: its row count, then the table when there are rows.
+fn section(out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>) {
+    out.push_str(&format!("\n{title} ({})\n", rows.len()));
+    if !rows.is_empty() {
+        out.push_str(&render(headers, &rows));
+    }
+}
+
+/// CONNECTIONS: one row per connection, with its QUIC path where there is one.
+fn connections_section(out: &mut String, s: &Snapshot) {
     let rows = s
         .connections
         .iter()
@@ -185,7 +198,11 @@ pub fn tables(s: &Snapshot) -> String {
         "AGE",
         "QUIC PATH",
     ];
-    section(&mut out, "CONNECTIONS", &h, rows);
+    section(out, "CONNECTIONS", &h, rows);
+}
+
+/// SESSIONS: user, kind and the connections each session is bound to.
+fn sessions_section(out: &mut String, s: &Snapshot) {
     let rows = s
         .sessions
         .iter()
@@ -221,7 +238,11 @@ pub fn tables(s: &Snapshot) -> String {
         "CONNECTIONS",
         "AGE",
     ];
-    section(&mut out, "SESSIONS", &h, rows);
+    section(out, "SESSIONS", &h, rows);
+}
+
+/// TREE CONNECTS: share and mode of each tree connect.
+fn trees_section(out: &mut String, s: &Snapshot) {
     let rows = s
         .trees
         .iter()
@@ -241,7 +262,11 @@ pub fn tables(s: &Snapshot) -> String {
         })
         .collect();
     let h = ["SESSION", "TREE", "SHARE", "MODE", "ENCRYPT"];
-    section(&mut out, "TREE CONNECTS", &h, rows);
+    section(out, "TREE CONNECTS", &h, rows);
+}
+
+/// OPEN FILES: access, sharing, caching and durability of each open.
+fn opens_section(out: &mut String, s: &Snapshot) {
     let rows = s
         .opens
         .iter()
@@ -274,7 +299,11 @@ pub fn tables(s: &Snapshot) -> String {
     let h = [
         "ID", "SESSION", "USER", "SHARE", "PATH", "ACCESS", "SHARING", "CACHING", "DURABLE",
     ];
-    section(&mut out, "OPEN FILES", &h, rows);
+    section(out, "OPEN FILES", &h, rows);
+}
+
+/// BYTE-RANGE LOCKS: one row per lock held.
+fn locks_section(out: &mut String, s: &Snapshot) {
     let rows = s
         .locks
         .iter()
@@ -290,7 +319,11 @@ pub fn tables(s: &Snapshot) -> String {
         })
         .collect();
     let h = ["OPEN", "SHARE", "PATH", "TYPE", "OFFSET", "LENGTH"];
-    section(&mut out, "BYTE-RANGE LOCKS", &h, rows);
+    section(out, "BYTE-RANGE LOCKS", &h, rows);
+}
+
+/// CHANGE NOTIFICATIONS: one row per open watching a directory.
+fn notifies_section(out: &mut String, s: &Snapshot) {
     let rows = s
         .notifies
         .iter()
@@ -310,6 +343,5 @@ pub fn tables(s: &Snapshot) -> String {
         })
         .collect();
     let h = ["OPEN", "SHARE", "DIRECTORY", "FILTER", "SUBTREE", "WAITING"];
-    section(&mut out, "CHANGE NOTIFICATIONS", &h, rows);
-    out
+    section(out, "CHANGE NOTIFICATIONS", &h, rows);
 }

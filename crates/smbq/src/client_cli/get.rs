@@ -159,24 +159,9 @@ async fn get_file(
     let part = local_part(target);
     let mut offset = 0;
     if resume {
-        match resume_point(len_of(target), len_of(&part), size) {
-            Resume::Complete => {
-                progress.skip(size);
-                progress.file_done();
-                return Ok(());
-            }
-            Resume::TooLong(p) => {
-                return Err(CliError::other(format!(
-                    "{} ({p} bytes) is longer than the remote file ({size} bytes); remove it or drop --continue",
-                    part.display()
-                )));
-            }
-            Resume::From(o) => {
-                if o > 0 && len_of(&part).is_none() {
-                    fs::rename(target, &part).map_err(|e| local_err(target, e))?;
-                }
-                offset = o;
-            }
+        match resume_from(target, &part, size, progress)? {
+            Some(o) => offset = o,
+            None => return Ok(()),
         }
     }
     let mut out = fs::OpenOptions::new()
@@ -221,25 +206,65 @@ async fn get_file(
     if reopened {
         let _ = file.close().await;
     }
+    finish_part(out, local, r, &part, target, progress)
+}
+
+/// `--continue`: the offset the download goes on from (a partial LOCAL becomes the `.part`),
+/// or `None` when the file is already whole.
+fn resume_from(
+    target: &Path,
+    part: &Path,
+    size: u64,
+    progress: &Progress,
+) -> Result<Option<u64>, CliError> {
+    match resume_point(len_of(target), len_of(part), size) {
+        Resume::Complete => {
+            progress.skip(size);
+            progress.file_done();
+            Ok(None)
+        }
+        Resume::TooLong(p) => Err(CliError::other(format!(
+            "{} ({p} bytes) is longer than the remote file ({size} bytes); remove it or drop --continue",
+            part.display()
+        ))),
+        Resume::From(o) => {
+            if o > 0 && len_of(part).is_none() {
+                fs::rename(target, part).map_err(|e| local_err(target, e))?;
+            }
+            Ok(Some(o))
+        }
+    }
+}
+
+/// The end of a download into `part`: flushed, then renamed over `target` when both the
+/// local writes and the transfer `r` went well; kept for `--continue` otherwise.
+fn finish_part(
+    mut out: fs::File,
+    local: Option<std::io::Error>,
+    r: Result<u64, CliError>,
+    part: &Path,
+    target: &Path,
+    progress: &Progress,
+) -> Result<(), CliError> {
     let flushed = out.flush();
     drop(out);
     let kept = || {
         format!(
             "{} bytes kept in {} (resume with --continue)",
-            len_of(&part).unwrap_or(0),
+            len_of(part).unwrap_or(0),
             part.display()
         )
     };
     if let Some(e) = local.or(flushed.err()) {
         set_partial(None);
-        return Err(local_err(&part, e).note(&kept()));
+        return Err(local_err(part, e).note(&kept()));
     }
     if let Err(e) = r {
         set_partial(None);
         return Err(e.note(&kept()));
     }
     // Shorter than announced means the file shrank while we read: what we have is the file.
-    fs::rename(&part, target).map_err(|e| local_err(target, e))?;
+    fs::rename(part, target).map_err(|e| local_err(target, e))?;
     set_partial(None);
     progress.file_done();
     Ok(())

@@ -161,6 +161,44 @@ fn window_of(opts: TransferOptions, file: &File) -> u64 {
     u64::from(opts.chunk.min(file.max_write()).max(1)) * opts.depth.max(1) as u64
 }
 
+/// One `upload_window` from `from`, read from `src`: its outcome, and the local read error
+/// that stopped it, if one did.
+async fn send_window(
+    f: &File,
+    from: u64,
+    opts: TransferOptions,
+    src: &mut fs::File,
+    progress: &Progress,
+) -> (Result<u64, Stopped>, Option<std::io::Error>) {
+    let mut read_err: Option<std::io::Error> = None;
+    let source = |n: usize| {
+        read_chunk(src, n).map_err(|e| {
+            read_err = Some(e);
+            Error::Protocol("local read".into())
+        })
+    };
+    let r = upload_window(f, from, opts, source, |n| progress.add(n)).await;
+    (r, read_err)
+}
+
+/// The end of an upload through `part`: cut to `end` when it was resumed, closed, renamed
+/// over `target`.
+async fn finish_upload(
+    f: File,
+    tree: &Tree,
+    part: &str,
+    target: &str,
+    resumed: bool,
+    end: u64,
+) -> Result<(), Error> {
+    if resumed {
+        // A longer .part (the local file shrank since) must not keep its old tail.
+        f.set_len(end).await?;
+    }
+    f.close().await?;
+    tree.rename(part, target, true).await
+}
+
 /// What every file of one `put` run shares: where the files go, how they are sent and the
 /// progress display they report to.
 struct Upload<'a, 'c> {
@@ -244,14 +282,7 @@ impl Upload<'_, '_> {
         let end = loop {
             src.seek(SeekFrom::Start(from))
                 .map_err(|e| local_err(local, e))?;
-            let mut read_err: Option<std::io::Error> = None;
-            let source = |n: usize| {
-                read_chunk(&mut src, n).map_err(|e| {
-                    read_err = Some(e);
-                    Error::Protocol("local read".into())
-                })
-            };
-            let r = upload_window(&f, from, opts, source, |n| progress.add(n)).await;
+            let (r, read_err) = send_window(&f, from, opts, &mut src, progress).await;
             if let Some(e) = read_err {
                 set_partial(None);
                 let _ = f.close().await;
@@ -288,15 +319,7 @@ impl Upload<'_, '_> {
                 }
             }
         };
-        let finish = async {
-            if resumed.is_some() {
-                // A longer .part (the local file shrank since) must not keep its old tail.
-                f.set_len(end).await?;
-            }
-            f.close().await?;
-            tree.rename(&part, target, true).await
-        };
-        let r = finish.await;
+        let r = finish_upload(f, &tree, &part, target, resumed.is_some(), end).await;
         set_partial(None);
         r.map_err(|e| CliError::from(e).note(&kept))?;
         progress.file_done();

@@ -28,6 +28,21 @@ pub(super) struct DataStreams {
     pub(super) failed: CancellationToken,
 }
 
+impl DataStreams {
+    /// None granted yet; readers of future data streams send to `inbound`.
+    pub(super) fn new(inbound: mpsc::Sender<Inbound>) -> Self {
+        Self {
+            to_grant: None,
+            granted: false,
+            next_id: 1,
+            closing: HashSet::new(),
+            readers: Vec::new(),
+            inbound,
+            failed: CancellationToken::new(),
+        }
+    }
+}
+
 pub(super) async fn accept_stream(gate: &mut Option<Box<dyn StreamGate>>) -> Option<DataStream> {
     match gate {
         Some(g) => g.accept().await,

@@ -14,14 +14,14 @@ use smbq_wire::create_context::{
 use smbq_wire::{Dialect, FileId, NtStatus};
 
 use super::contexts;
-use crate::durable::{DurableGrant, Parked};
+use crate::durable::{DurableGrant, FirstAnswer, Parked};
 use crate::errors::map_io_error;
 use crate::file_state::lease::{Granted, LeaseKey};
 use crate::handlers::{Ctx, body};
 use crate::path::parse_smb_name;
 use crate::share::ShareKind;
 use crate::tables::{Open, Tree};
-use crate::{dos, meta};
+use crate::{Server, dos, meta};
 
 /// A durable handle request (DHnQ or DH2Q).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,44 +176,7 @@ pub(super) async fn reconnect(
     });
     let user = &ctx.view.identity.user;
     let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
-    let accept = |p: &Parked| -> Result<(), NtStatus> {
-        let g = &p.grant;
-        // DH2C names the open by CreateGuid, a v1 open's being zero (smbtorture
-        // durable-open.reopen2-lease); DHnC reclaims v1 and v2 opens alike (durable-v2-open.
-        // reopen2b). The ClientGuid is not compared: Windows lets an oplock holder come back
-        // under another one (durable-v2-open.reopen1a), and a lease is tied to its client by
-        // the lease key anyway.
-        let same_guid = rc
-            .create_guid
-            .is_none_or(|a| a == g.create_guid.unwrap_or([0; 16]));
-        let key = p.open.file().map(|f| f.key).ok_or(not_found)?;
-        let (_, held) = srv.files().caching_of(key, p.open.volatile());
-        let lease_matches = match (held, asked_key) {
-            (Some((k, _)), Some(a)) => k == a,
-            (None, None) => true,
-            _ => false,
-        };
-        // A resilient open is reclaimed by DHnC only (MS-SMB2 3.3.5.9.7; DH2C is for
-        // durable v2 opens, 3.3.5.9.12).
-        let v2_for_resilient = g.resilient && rc.create_guid.is_some();
-        if p.open.file_id.persistent != rc.file_id.persistent
-            || v2_for_resilient
-            || !same_guid
-            || !lease_matches
-            || p.open.tree.share.cfg.name != tree.share.cfg.name
-        {
-            return Err(not_found);
-        }
-        if !g.user.eq_ignore_ascii_case(user) {
-            return Err(NtStatus::ACCESS_DENIED);
-        }
-        // With a lease the name must be the open's (unlike with an oplock, where it is
-        // ignored): INVALID_PARAMETER otherwise (smbtorture durable-open.reopen2-lease).
-        if held.is_some() && !names_the_open(req, &p.open) {
-            return Err(NtStatus::INVALID_PARAMETER);
-        }
-        Ok(())
-    };
+    let accept = |p: &Parked| reclaimable(srv, tree, req, rc, asked_key, user, p);
     let parked = srv
         .durable_store()
         .take_if(rc.file_id.persistent, not_found, accept)?;
@@ -245,6 +208,56 @@ pub(super) async fn reconnect(
         "durable open reclaimed"
     );
     respond(ctx, &open, key, asked.as_ref())
+}
+
+/// Whether the parked open `p` is the one the reconnect names, on this share, for this user
+/// and with this lease (the statuses as `reconnect` says).
+fn reclaimable(
+    srv: &Server,
+    tree: &Tree,
+    req: &CreateRequest<'_>,
+    rc: Reconnect,
+    asked_key: Option<LeaseKey>,
+    user: &str,
+    p: &Parked,
+) -> Result<(), NtStatus> {
+    let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
+    let g = &p.grant;
+    // DH2C names the open by CreateGuid, a v1 open's being zero (smbtorture
+    // durable-open.reopen2-lease); DHnC reclaims v1 and v2 opens alike (durable-v2-open.
+    // reopen2b). The ClientGuid is not compared: Windows lets an oplock holder come back
+    // under another one (durable-v2-open.reopen1a), and a lease is tied to its client by
+    // the lease key anyway.
+    let same_guid = rc
+        .create_guid
+        .is_none_or(|a| a == g.create_guid.unwrap_or([0; 16]));
+    let key = p.open.file().map(|f| f.key).ok_or(not_found)?;
+    let (_, held) = srv.files().caching_of(key, p.open.volatile());
+    let lease_matches = match (held, asked_key) {
+        (Some((k, _)), Some(a)) => k == a,
+        (None, None) => true,
+        _ => false,
+    };
+    // A resilient open is reclaimed by DHnC only (MS-SMB2 3.3.5.9.7; DH2C is for
+    // durable v2 opens, 3.3.5.9.12).
+    let v2_for_resilient = g.resilient && rc.create_guid.is_some();
+    if p.open.file_id.persistent != rc.file_id.persistent
+        || v2_for_resilient
+        || !same_guid
+        || !lease_matches
+        || p.open.tree.share.cfg.name != tree.share.cfg.name
+    {
+        return Err(not_found);
+    }
+    if !g.user.eq_ignore_ascii_case(user) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    // With a lease the name must be the open's (unlike with an oplock, where it is
+    // ignored): INVALID_PARAMETER otherwise (smbtorture durable-open.reopen2-lease).
+    if held.is_some() && !names_the_open(req, &p.open) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    Ok(())
 }
 
 /// The open itself once no request of its lost connection holds it any more (they end
@@ -363,21 +376,7 @@ pub(super) fn replay(
         return Some(Response::error(NtStatus::DUPLICATE_OBJECTID));
     }
     let asked = req.requested_oplock_level;
-    let weaker = asked != OplockLevel::LEASE
-        && first.oplock != OplockLevel::LEASE.0
-        && asked.0 < first.oplock;
-    let (oplock, contexts) = if weaker {
-        let keep = asked == OplockLevel::BATCH;
-        let ctxs = first
-            .contexts
-            .iter()
-            .filter(|(t, _)| keep || *t != CreateContextTag::DH2Q)
-            .cloned()
-            .collect();
-        (asked, ctxs)
-    } else {
-        (OplockLevel(first.oplock), first.contexts.clone())
-    };
+    let (oplock, contexts) = replayed_oplock(&first, asked);
     // A lease is answered as it is now (smbtorture smb2.replay.replay-dhv2-lease1: upgraded
     // by another open of the same key since).
     let current = open
@@ -407,6 +406,40 @@ pub(super) fn replay(
             }
         })
         .collect();
+    Some(replayed_answer(&open, &first, oplock, &contexts))
+}
+
+/// The oplock level and contexts a replay is answered with: the first answer's, or the weaker
+/// level asked for now (without the durable context below BATCH).
+fn replayed_oplock(
+    first: &FirstAnswer,
+    asked: OplockLevel,
+) -> (OplockLevel, Vec<(CreateContextTag<'static>, Vec<u8>)>) {
+    let weaker = asked != OplockLevel::LEASE
+        && first.oplock != OplockLevel::LEASE.0
+        && asked.0 < first.oplock;
+    if weaker {
+        let keep = asked == OplockLevel::BATCH;
+        let ctxs = first
+            .contexts
+            .iter()
+            .filter(|(t, _)| keep || *t != CreateContextTag::DH2Q)
+            .cloned()
+            .collect();
+        (asked, ctxs)
+    } else {
+        (OplockLevel(first.oplock), first.contexts.clone())
+    }
+}
+
+/// The CREATE response of a replay: the first answer's times, sizes and action, on the open
+/// it made.
+fn replayed_answer(
+    open: &Open,
+    first: &FirstAnswer,
+    oplock: OplockLevel,
+    contexts: &[(CreateContextTag<'static>, Vec<u8>)],
+) -> Response {
     let list: Vec<cc::CreateContext<'_>> = contexts
         .iter()
         .map(|(t, d)| cc::CreateContext::new(*t, d))
@@ -437,5 +470,5 @@ pub(super) fn replay(
     );
     let mut r = Response::ok(body(|w| resp.encode(w)));
     r.file_id = Some(open.file_id);
-    Some(r)
+    r
 }

@@ -253,27 +253,8 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         // MS-SMB2 2.2.13.2.6: the preallocation shows as AllocationSize (crate::meta).
         srv.files().set_allocation(f.key, a);
     }
-    // MS-SMB2 3.3.5.9.8: granted once admitted, so concurrent opens see each other.
-    let overwrote = matches!(
-        done.action,
-        CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED
-    );
-    let (oplock_level, lease) = match &intent.lease {
-        Some(ask) => match srv.lease_grant(&open, ask, dir_leasing(ctx.conn)) {
-            Some(g) => (OplockLevel::LEASE, Some(g)),
-            None => (OplockLevel::NONE, None),
-        },
-        None => (srv.oplock_grant(&open, intent.oplock, overwrote), None),
-    };
-    let mut extra = Vec::new();
-    if let (Some(g), Some(asked)) = (&lease, &intent.contexts.lease) {
-        extra.push((CreateContextTag::RQLS, contexts::lease_response(asked, g)));
-    }
-    if let Some(ask) = durability.ask
-        && let Some(c) = durable::grant(ctx, ask, &open, oplock_level, lease.as_ref())
-    {
-        extra.push(c);
-    }
+    let (oplock_level, extra) =
+        grant_caching(ctx, &srv, &open, &intent, done.action, durability.ask);
     let answer = Answer {
         oplock_level,
         extra: &extra,
@@ -281,6 +262,36 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         client_guid: ctx.conn.client_guid,
     };
     Ok(respond(&srv, &tree, &intent, &done, &answer))
+}
+
+/// The oplock or lease the open gets, and the contexts that answer for it and for durability.
+fn grant_caching(
+    ctx: &Ctx<'_>,
+    srv: &Server,
+    open: &Arc<Open>,
+    intent: &CreateIntent,
+    action: CreateAction,
+    ask: Option<DurableAsk>,
+) -> (OplockLevel, Vec<(CreateContextTag<'static>, Vec<u8>)>) {
+    // MS-SMB2 3.3.5.9.8: granted once admitted, so concurrent opens see each other.
+    let overwrote = matches!(action, CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED);
+    let (oplock_level, lease) = match &intent.lease {
+        Some(ask) => match srv.lease_grant(open, ask, dir_leasing(ctx.conn)) {
+            Some(g) => (OplockLevel::LEASE, Some(g)),
+            None => (OplockLevel::NONE, None),
+        },
+        None => (srv.oplock_grant(open, intent.oplock, overwrote), None),
+    };
+    let mut extra = Vec::new();
+    if let (Some(g), Some(asked)) = (&lease, &intent.contexts.lease) {
+        extra.push((CreateContextTag::RQLS, contexts::lease_response(asked, g)));
+    }
+    if let Some(ask) = ask
+        && let Some(c) = durable::grant(ctx, ask, open, oplock_level, lease.as_ref())
+    {
+        extra.push(c);
+    }
+    (oplock_level, extra)
 }
 
 /// Opens the pipe, or the disk object. A disk open that must wait for oplock breaks
