@@ -80,3 +80,39 @@ def test_samba_smbclient_over_quic(unstable, workdir, protection):
     else:
         # All but NEGOTIATE and the two SESSION_SETUP legs, sent before the session has keys.
         assert encrypted >= frames - 3, closed
+
+
+@pytest.mark.parametrize("cert_name, accepted", [("smbqtest", True), ("elsewhere.example", False)])
+def test_samba_smbclient_checks_the_certificate_over_quic(unstable, workdir, cert_name, accepted):
+    """`tls verify peer = ca_and_name` with smbq's exported certificate as the CA file: GnuTLS
+    accepts the server when the name the client dialled is among the certificate's DNS names,
+    and refuses it, before any SMB message, when it is not."""
+    import subprocess
+    from conftest import BINARY
+    state = workdir / "state"
+    made = subprocess.run([str(BINARY), "cert", "create", "--state-dir", str(state),
+                           "--name", cert_name], capture_output=True, text=True, timeout=30)
+    assert made.returncode == 0, made.stderr
+    ca = "/tmp/smbq-ca.pem"
+    exported = subprocess.run([str(BINARY), "cert", "export", "--pem", str(unstable.path(ca)),
+                               "--state-dir", str(state)], capture_output=True, text=True,
+                              timeout=30)
+    assert exported.returncode == 0, exported.stderr
+    server = SmbqServer(workdir, quic_port=free_udp_port())
+    try:
+        port = server.quic_addr.rsplit(":", 1)[1]
+        p = unstable.run([
+            "smbclient", f"//{HOST}/share", "-U", f"{USER}%{server.password}",
+            f"--option=client smb transports=quic:{port}",
+            "--option=tls verify peer=ca_and_name", f"--option=tls cafile={ca}",
+            "-c", "ls"], timeout=120)
+    finally:
+        assert server.stop() == 0, server.server_log()
+    out = p.stdout + p.stderr
+    log = server.server_log()
+    if accepted:
+        assert p.returncode == 0, out
+        assert "session established" in log, log
+    else:
+        assert p.returncode != 0, out
+        assert "session established" not in log, log

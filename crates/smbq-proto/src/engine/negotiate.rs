@@ -137,7 +137,8 @@ impl ServerConnection {
     }
 
     /// MS-SMB2 3.3.5.4, its steps in the spec's order (the 3.1.1 contexts are settled in
-    /// `settle_contexts`); kept whole so the order stays readable against the spec.
+    /// `settle_contexts`).
+    // Long: kept whole so its steps read in MS-SMB2 3.3.5.4's order.
     fn negotiate(
         &mut self,
         hdr: &Header,
