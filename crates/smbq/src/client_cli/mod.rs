@@ -186,6 +186,10 @@ pub fn run(cmd: ClientCmd) -> ExitCode {
     let result = rt.block_on(cmd.run());
     // Tasks still waiting on a dead peer must not hold the exit up.
     rt.shutdown_timeout(Duration::from_millis(200));
+    // An MsQuic registration dropped with the runtime closes on a thread of its own; exiting
+    // under it panics in the msquic crate's exit handler (seen after a `put` over MsQuic in
+    // CI). As `serve` does: wait for those closes, a moment at most (none: no wait).
+    smbq_transport::QuicStack::MsQuic.wait_for_closes(Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
