@@ -1,7 +1,7 @@
 //! SMB2 IOCTL request and response (MS-SMB2 2.2.31, 2.2.32), FSCTL codes, and the
 //! VALIDATE_NEGOTIATE_INFO payloads (2.2.31.4, 2.2.32.6).
 
-use crate::cursor::{Reader, Writer, slice_at};
+use crate::cursor::{Reader, Writer, len16, len32, slice_at, to_usize};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::header::{Dialect, HEADER_LEN};
@@ -81,8 +81,7 @@ impl<'a> IoctlRequest<'a> {
     }
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let _reserved = r.u16()?;
         let ctl_code = CtlCode(r.u32()?);
         let file_id = FileId::decode(&mut r)?;
@@ -140,8 +139,7 @@ impl<'a> IoctlResponse<'a> {
     const FIXED: usize = 48;
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let _reserved = r.u16()?;
         let ctl_code = CtlCode(r.u32()?);
         let file_id = FileId::decode(&mut r)?;
@@ -193,10 +191,7 @@ fn write_buffers(w: &mut Writer, start: usize, input: &[u8], output: &[u8]) {
     w.bytes(input);
     if !output.is_empty() {
         if !input.is_empty() {
-            let rem = (w.len() - start) % 8;
-            if rem != 0 {
-                w.zeros(8 - rem);
-            }
+            w.align_from(start, 8);
         }
         w.bytes(output);
     }
@@ -266,7 +261,7 @@ impl ValidateNegotiateInfoRequest {
         w.u32(self.capabilities)
             .bytes(&self.guid)
             .u16(self.security_mode)
-            .u16(u16::try_from(self.dialects.len()).unwrap_or(u16::MAX));
+            .u16(len16(self.dialects.len()));
         for d in &self.dialects {
             w.u16(d.0);
         }
@@ -303,25 +298,11 @@ impl ValidateNegotiateInfoResponse {
     }
 }
 
-fn to_usize(v: u32) -> usize {
-    usize::try_from(v).unwrap_or(usize::MAX)
-}
-
-fn len32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::header::Header;
-
-    fn with_header(body: &[u8]) -> Vec<u8> {
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as with_header;
 
     #[test]
     fn request_round_trip_and_offsets() {
