@@ -1,7 +1,7 @@
 //! SMB2 IOCTL request and response (MS-SMB2 2.2.31, 2.2.32), FSCTL codes, and the
 //! VALIDATE_NEGOTIATE_INFO payloads (2.2.31.4, 2.2.32.6).
 
-use crate::cursor::{Reader, Writer, len16, len32, slice_at, to_usize};
+use crate::cursor::{Reader, Writer, len16, len32, to_usize};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::header::{Dialect, HEADER_LEN};
@@ -81,45 +81,29 @@ impl<'a> IoctlRequest<'a> {
     }
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
-        let _reserved = r.u16()?;
-        let ctl_code = CtlCode(r.u32()?);
-        let file_id = FileId::decode(&mut r)?;
-        let in_off = to_usize(r.u32()?);
-        let in_len = to_usize(r.u32()?);
-        let max_input_response = r.u32()?;
-        let out_off = to_usize(r.u32()?);
-        let out_len = to_usize(r.u32()?);
-        let max_output_response = r.u32()?;
-        let flags = r.u32()?;
-        let _reserved2 = r.u32()?;
-        let input = slice_at(msg, in_off, in_len)?;
-        let output = slice_at(msg, out_off, out_len)?;
+        let b = Body::decode(msg, Self::STRUCTURE_SIZE, true)?;
+        let (max_input_response, max_output_response) = b.max_responses.unwrap_or_default();
         Ok(Self {
-            ctl_code,
-            file_id,
-            input,
+            ctl_code: b.ctl_code,
+            file_id: b.file_id,
+            input: b.input,
             max_input_response,
-            output,
+            output: b.output,
             max_output_response,
-            flags,
+            flags: b.flags,
         })
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        let start = w.len();
-        let (in_off, out_off) = buffer_offsets(Self::FIXED, self.input.len());
-        w.u16(Self::STRUCTURE_SIZE).u16(0).u32(self.ctl_code.0);
-        self.file_id.encode(w);
-        w.u32(in_off)
-            .u32(len32(self.input.len()))
-            .u32(self.max_input_response)
-            .u32(out_off)
-            .u32(len32(self.output.len()))
-            .u32(self.max_output_response)
-            .u32(self.flags)
-            .u32(0);
-        write_buffers(w, start, self.input, self.output);
+        let b = Body {
+            ctl_code: self.ctl_code,
+            file_id: self.file_id,
+            input: self.input,
+            output: self.output,
+            flags: self.flags,
+            max_responses: Some((self.max_input_response, self.max_output_response)),
+        };
+        b.encode(w, Self::STRUCTURE_SIZE, Self::FIXED);
     }
 }
 
@@ -139,65 +123,99 @@ impl<'a> IoctlResponse<'a> {
     const FIXED: usize = 48;
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
+        let b = Body::decode(msg, Self::STRUCTURE_SIZE, false)?;
+        Ok(Self {
+            ctl_code: b.ctl_code,
+            file_id: b.file_id,
+            input: b.input,
+            output: b.output,
+            flags: b.flags,
+        })
+    }
+
+    pub fn encode(&self, w: &mut Writer) {
+        let b = Body {
+            ctl_code: self.ctl_code,
+            file_id: self.file_id,
+            input: self.input,
+            output: self.output,
+            flags: self.flags,
+            max_responses: None,
+        };
+        b.encode(w, Self::STRUCTURE_SIZE, Self::FIXED);
+    }
+}
+
+/// The layout the IOCTL request and response share (MS-SMB2 2.2.31, 2.2.32): Reserved,
+/// CtlCode, FileId, the input and the output offset/length pairs (in the request each is
+/// followed by MaxInputResponse or MaxOutputResponse), Flags, Reserved2, then Buffer.
+struct Body<'a> {
+    ctl_code: CtlCode,
+    file_id: FileId,
+    input: &'a [u8],
+    output: &'a [u8],
+    flags: u32,
+    /// MaxInputResponse and MaxOutputResponse: in the request only.
+    max_responses: Option<(u32, u32)>,
+}
+
+impl<'a> Body<'a> {
+    /// Decodes a whole message; each buffer, when not empty, must lie inside it (checked once
+    /// per buffer, after every fixed field is read).
+    fn decode(msg: &'a [u8], structure_size: u16, request: bool) -> Result<Self, DecodeError> {
+        let mut r = Reader::body(msg, structure_size)?;
         let _reserved = r.u16()?;
         let ctl_code = CtlCode(r.u32()?);
         let file_id = FileId::decode(&mut r)?;
         let in_off = to_usize(r.u32()?);
         let in_len = to_usize(r.u32()?);
+        let max_input = if request { Some(r.u32()?) } else { None };
         let out_off = to_usize(r.u32()?);
         let out_len = to_usize(r.u32()?);
+        let max_output = if request { Some(r.u32()?) } else { None };
         let flags = r.u32()?;
         let _reserved2 = r.u32()?;
-        let input = slice_at(msg, in_off, in_len)?;
-        let output = slice_at(msg, out_off, out_len)?;
         Ok(Self {
             ctl_code,
             file_id,
-            input,
-            output,
+            input: r.slice_at(in_off, in_len)?,
+            output: r.slice_at(out_off, out_len)?,
             flags,
+            max_responses: max_input.zip(max_output),
         })
     }
 
-    pub fn encode(&self, w: &mut Writer) {
+    /// Writes the body: input at the start of Buffer, output after it, 8-byte aligned; both
+    /// offsets point into the message even when a buffer is empty, as Windows sends them.
+    fn encode(&self, w: &mut Writer, structure_size: u16, fixed: usize) {
         let start = w.len();
-        let (in_off, out_off) = buffer_offsets(Self::FIXED, self.input.len());
-        w.u16(Self::STRUCTURE_SIZE).u16(0).u32(self.ctl_code.0);
+        let in_off = HEADER_LEN + fixed;
+        let out_off = if self.input.is_empty() {
+            in_off
+        } else {
+            (in_off + self.input.len() + 7) & !7
+        };
+        w.u16(structure_size).u16(0).u32(self.ctl_code.0);
         self.file_id.encode(w);
-        w.u32(in_off)
-            .u32(len32(self.input.len()))
-            .u32(out_off)
-            .u32(len32(self.output.len()))
-            .u32(self.flags)
-            .u32(0);
-        write_buffers(w, start, self.input, self.output);
-    }
-}
-
-/// Input at the start of Buffer; output after it, 8-byte aligned. Both offsets point into
-/// the message even when a buffer is empty, as Windows sends them.
-fn buffer_offsets(fixed: usize, input_len: usize) -> (u32, u32) {
-    let in_off = HEADER_LEN + fixed;
-    let out_off = if input_len == 0 {
-        in_off
-    } else {
-        (in_off + input_len + 7) & !7
-    };
-    (len32(in_off), len32(out_off))
-}
-
-fn write_buffers(w: &mut Writer, start: usize, input: &[u8], output: &[u8]) {
-    w.bytes(input);
-    if !output.is_empty() {
-        if !input.is_empty() {
-            w.align_from(start, 8);
+        w.u32(len32(in_off)).u32(len32(self.input.len()));
+        if let Some((max_input, _)) = self.max_responses {
+            w.u32(max_input);
         }
-        w.bytes(output);
-    }
-    if input.is_empty() && output.is_empty() {
-        // The odd StructureSize counts one byte of Buffer.
-        w.u8(0);
+        w.u32(len32(out_off)).u32(len32(self.output.len()));
+        if let Some((_, max_output)) = self.max_responses {
+            w.u32(max_output);
+        }
+        w.u32(self.flags).u32(0).bytes(self.input);
+        if !self.output.is_empty() {
+            if !self.input.is_empty() {
+                w.align_from(start, 8);
+            }
+            w.bytes(self.output);
+        }
+        if self.input.is_empty() && self.output.is_empty() {
+            // The odd StructureSize counts one byte of Buffer.
+            w.u8(0);
+        }
     }
 }
 
