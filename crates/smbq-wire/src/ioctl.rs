@@ -81,8 +81,8 @@ impl<'a> IoctlRequest<'a> {
     }
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let b = Body::decode(msg, Self::STRUCTURE_SIZE, true)?;
-        let (max_input_response, max_output_response) = b.max_responses.unwrap_or_default();
+        let (b, max) = decode_body(msg, Self::STRUCTURE_SIZE, true)?;
+        let (max_input_response, max_output_response) = max.unwrap_or_default();
         Ok(Self {
             ctl_code: b.ctl_code,
             file_id: b.file_id,
@@ -95,19 +95,19 @@ impl<'a> IoctlRequest<'a> {
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        let b = Body {
+        let shared = IoctlResponse {
             ctl_code: self.ctl_code,
             file_id: self.file_id,
             input: self.input,
             output: self.output,
             flags: self.flags,
-            max_responses: Some((self.max_input_response, self.max_output_response)),
         };
-        b.encode(w, Self::STRUCTURE_SIZE, Self::FIXED);
+        let max = Some((self.max_input_response, self.max_output_response));
+        encode_body(w, Self::STRUCTURE_SIZE, Self::FIXED, &shared, max);
     }
 }
 
-/// SMB2 IOCTL Response (MS-SMB2 2.2.32).
+/// SMB2 IOCTL Response (MS-SMB2 2.2.32). Its fields are exactly those the request shares.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct IoctlResponse<'a> {
     pub ctl_code: CtlCode,
@@ -123,99 +123,87 @@ impl<'a> IoctlResponse<'a> {
     const FIXED: usize = 48;
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let b = Body::decode(msg, Self::STRUCTURE_SIZE, false)?;
-        Ok(Self {
-            ctl_code: b.ctl_code,
-            file_id: b.file_id,
-            input: b.input,
-            output: b.output,
-            flags: b.flags,
-        })
+        decode_body(msg, Self::STRUCTURE_SIZE, false).map(|(b, _)| b)
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        let b = Body {
-            ctl_code: self.ctl_code,
-            file_id: self.file_id,
-            input: self.input,
-            output: self.output,
-            flags: self.flags,
-            max_responses: None,
-        };
-        b.encode(w, Self::STRUCTURE_SIZE, Self::FIXED);
+        encode_body(w, Self::STRUCTURE_SIZE, Self::FIXED, self, None);
     }
 }
 
-/// The layout the IOCTL request and response share (MS-SMB2 2.2.31, 2.2.32): Reserved,
-/// CtlCode, FileId, the input and the output offset/length pairs (in the request each is
-/// followed by MaxInputResponse or MaxOutputResponse), Flags, Reserved2, then Buffer.
-struct Body<'a> {
-    ctl_code: CtlCode,
-    file_id: FileId,
-    input: &'a [u8],
-    output: &'a [u8],
-    flags: u32,
-    /// MaxInputResponse and MaxOutputResponse: in the request only.
-    max_responses: Option<(u32, u32)>,
+/// MaxInputResponse and MaxOutputResponse: the request's only fields the response lacks.
+type MaxResponses = Option<(u32, u32)>;
+
+/// Decodes the layout the IOCTL request and response share (MS-SMB2 2.2.31, 2.2.32):
+/// Reserved, CtlCode, FileId, the input and the output offset/length pairs (in the request
+/// each is followed by MaxInputResponse or MaxOutputResponse), Flags, Reserved2, Buffer. Each
+/// buffer, when not empty, must lie inside the message (checked once, after every fixed field
+/// is read).
+fn decode_body(
+    msg: &[u8],
+    structure_size: u16,
+    request: bool,
+) -> Result<(IoctlResponse<'_>, MaxResponses), DecodeError> {
+    let mut r = Reader::body(msg, structure_size)?;
+    let _reserved = r.u16()?;
+    let ctl_code = CtlCode(r.u32()?);
+    let file_id = FileId::decode(&mut r)?;
+    let in_off = to_usize(r.u32()?);
+    let in_len = to_usize(r.u32()?);
+    let max_input = if request { Some(r.u32()?) } else { None };
+    let out_off = to_usize(r.u32()?);
+    let out_len = to_usize(r.u32()?);
+    let max_output = if request { Some(r.u32()?) } else { None };
+    let flags = r.u32()?;
+    let _reserved2 = r.u32()?;
+    let input = r.slice_at(in_off, in_len)?;
+    let output = r.slice_at(out_off, out_len)?;
+    let shared = IoctlResponse {
+        ctl_code,
+        file_id,
+        input,
+        output,
+        flags,
+    };
+    Ok((shared, max_input.zip(max_output)))
 }
 
-impl<'a> Body<'a> {
-    /// Decodes a whole message; each buffer, when not empty, must lie inside it (checked once
-    /// per buffer, after every fixed field is read).
-    fn decode(msg: &'a [u8], structure_size: u16, request: bool) -> Result<Self, DecodeError> {
-        let mut r = Reader::body(msg, structure_size)?;
-        let _reserved = r.u16()?;
-        let ctl_code = CtlCode(r.u32()?);
-        let file_id = FileId::decode(&mut r)?;
-        let in_off = to_usize(r.u32()?);
-        let in_len = to_usize(r.u32()?);
-        let max_input = if request { Some(r.u32()?) } else { None };
-        let out_off = to_usize(r.u32()?);
-        let out_len = to_usize(r.u32()?);
-        let max_output = if request { Some(r.u32()?) } else { None };
-        let flags = r.u32()?;
-        let _reserved2 = r.u32()?;
-        Ok(Self {
-            ctl_code,
-            file_id,
-            input: r.slice_at(in_off, in_len)?,
-            output: r.slice_at(out_off, out_len)?,
-            flags,
-            max_responses: max_input.zip(max_output),
-        })
+/// Writes the shared layout: input at the start of Buffer, output after it, 8-byte aligned;
+/// both offsets point into the message even when a buffer is empty, as Windows sends them.
+fn encode_body(
+    w: &mut Writer,
+    structure_size: u16,
+    fixed: usize,
+    b: &IoctlResponse<'_>,
+    max: MaxResponses,
+) {
+    let start = w.len();
+    let in_off = HEADER_LEN + fixed;
+    let out_off = if b.input.is_empty() {
+        in_off
+    } else {
+        (in_off + b.input.len() + 7) & !7
+    };
+    w.u16(structure_size).u16(0).u32(b.ctl_code.0);
+    b.file_id.encode(w);
+    w.u32(len32(in_off)).u32(len32(b.input.len()));
+    if let Some((max_input, _)) = max {
+        w.u32(max_input);
     }
-
-    /// Writes the body: input at the start of Buffer, output after it, 8-byte aligned; both
-    /// offsets point into the message even when a buffer is empty, as Windows sends them.
-    fn encode(&self, w: &mut Writer, structure_size: u16, fixed: usize) {
-        let start = w.len();
-        let in_off = HEADER_LEN + fixed;
-        let out_off = if self.input.is_empty() {
-            in_off
-        } else {
-            (in_off + self.input.len() + 7) & !7
-        };
-        w.u16(structure_size).u16(0).u32(self.ctl_code.0);
-        self.file_id.encode(w);
-        w.u32(len32(in_off)).u32(len32(self.input.len()));
-        if let Some((max_input, _)) = self.max_responses {
-            w.u32(max_input);
+    w.u32(len32(out_off)).u32(len32(b.output.len()));
+    if let Some((_, max_output)) = max {
+        w.u32(max_output);
+    }
+    w.u32(b.flags).u32(0).bytes(b.input);
+    if !b.output.is_empty() {
+        if !b.input.is_empty() {
+            w.align_from(start, 8);
         }
-        w.u32(len32(out_off)).u32(len32(self.output.len()));
-        if let Some((_, max_output)) = self.max_responses {
-            w.u32(max_output);
-        }
-        w.u32(self.flags).u32(0).bytes(self.input);
-        if !self.output.is_empty() {
-            if !self.input.is_empty() {
-                w.align_from(start, 8);
-            }
-            w.bytes(self.output);
-        }
-        if self.input.is_empty() && self.output.is_empty() {
-            // The odd StructureSize counts one byte of Buffer.
-            w.u8(0);
-        }
+        w.bytes(b.output);
+    }
+    if b.input.is_empty() && b.output.is_empty() {
+        // The odd StructureSize counts one byte of Buffer.
+        w.u8(0);
     }
 }
 
