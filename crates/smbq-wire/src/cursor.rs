@@ -21,7 +21,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A reader over a whole message positioned after the 64-byte header, past the StructureSize
-    /// that opens every SMB2 body (MS-SMB2 2.2.1), which must be `structure_size`.
+    /// that opens every SMB2 message body (MS-SMB2 2.2), which must be `structure_size`.
     pub fn body(msg: &'a [u8], structure_size: u16) -> Result<Self, DecodeError> {
         let mut r = Self::at(msg, crate::header::HEADER_LEN)?;
         r.structure_size(structure_size)?;

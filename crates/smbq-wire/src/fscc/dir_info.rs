@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use super::chain;
 use super::info_class::FileInfoClass;
-use crate::cursor::{Reader, Writer, len32, utf16le_decode, utf16le_encode};
+use crate::cursor::{Reader, Writer, len32, to_usize, utf16le_decode, utf16le_encode};
 use crate::error::DecodeError;
 
 /// The 8.3 ShortName field is a fixed 24 bytes (12 UTF-16 units).
@@ -193,7 +193,7 @@ impl DirEntryInfo<'_> {
                 }
             }
         }
-        e.name = Cow::Owned(utf16le_decode(r.bytes(name_len as usize)?)?);
+        e.name = Cow::Owned(utf16le_decode(r.bytes(to_usize(name_len))?)?);
         Ok(e)
     }
 }

@@ -5,7 +5,7 @@
 
 use super::chain;
 use super::fixed::{fixed_class, need};
-use crate::cursor::{Reader, Writer, len32, utf16le_decode, utf16le_encode};
+use crate::cursor::{Reader, Writer, len32, to_usize, utf16le_decode, utf16le_encode};
 use crate::error::DecodeError;
 
 /// Cap on a file name carried in a class (a UTF-16 path is at most 32767 units on Windows).
@@ -150,7 +150,7 @@ pub mod disposition_ex {
 
 /// Decodes a UTF-16LE name of `len` bytes from `r`, enforcing [`MAX_NAME_BYTES`].
 fn read_name(r: &mut Reader<'_>, len: u32) -> Result<String, DecodeError> {
-    let len = len as usize;
+    let len = to_usize(len);
     if len > MAX_NAME_BYTES {
         return Err(DecodeError::TooLong {
             field: "FileNameLength",
