@@ -1,45 +1,10 @@
 //! Access masks, generic mapping and the protocol constants the handlers test (MS-SMB2 2.2.13,
 //! MS-DTYP 2.4.3, MS-FSCC 2.6).
 
-/// MS-SMB2 2.2.13.1.1 / 2.2.13.1.2 access mask bits.
+/// Access mask bits (MS-SMB2 2.2.13.1.1 / 2.2.13.1.2, MS-DTYP 2.4.3): smbq-wire's definitions,
+/// plus the groupings only the server's access policy uses.
 pub mod mask {
-    pub const FILE_READ_DATA: u32 = 0x0000_0001;
-    pub const FILE_LIST_DIRECTORY: u32 = 0x0000_0001;
-    pub const FILE_WRITE_DATA: u32 = 0x0000_0002;
-    pub const FILE_ADD_FILE: u32 = 0x0000_0002;
-    pub const FILE_APPEND_DATA: u32 = 0x0000_0004;
-    pub const FILE_ADD_SUBDIRECTORY: u32 = 0x0000_0004;
-    pub const FILE_READ_EA: u32 = 0x0000_0008;
-    pub const FILE_WRITE_EA: u32 = 0x0000_0010;
-    pub const FILE_EXECUTE: u32 = 0x0000_0020;
-    pub const FILE_TRAVERSE: u32 = 0x0000_0020;
-    pub const FILE_DELETE_CHILD: u32 = 0x0000_0040;
-    pub const FILE_READ_ATTRIBUTES: u32 = 0x0000_0080;
-    pub const FILE_WRITE_ATTRIBUTES: u32 = 0x0000_0100;
-    pub const DELETE: u32 = 0x0001_0000;
-    pub const READ_CONTROL: u32 = 0x0002_0000;
-    pub const WRITE_DAC: u32 = 0x0004_0000;
-    pub const WRITE_OWNER: u32 = 0x0008_0000;
-    pub const SYNCHRONIZE: u32 = 0x0010_0000;
-    pub const ACCESS_SYSTEM_SECURITY: u32 = 0x0100_0000;
-    pub const MAXIMUM_ALLOWED: u32 = 0x0200_0000;
-    pub const GENERIC_ALL: u32 = 0x1000_0000;
-    pub const GENERIC_EXECUTE: u32 = 0x2000_0000;
-    pub const GENERIC_WRITE: u32 = 0x4000_0000;
-    pub const GENERIC_READ: u32 = 0x8000_0000;
-
-    /// Windows FILE_GENERIC_* mappings (MS-DTYP 2.4.3 via MS-FSA's file object mapping).
-    pub const FILE_GENERIC_READ: u32 =
-        READ_CONTROL | FILE_READ_DATA | FILE_READ_ATTRIBUTES | FILE_READ_EA | SYNCHRONIZE;
-    pub const FILE_GENERIC_WRITE: u32 = READ_CONTROL
-        | FILE_WRITE_DATA
-        | FILE_WRITE_ATTRIBUTES
-        | FILE_WRITE_EA
-        | FILE_APPEND_DATA
-        | SYNCHRONIZE;
-    pub const FILE_GENERIC_EXECUTE: u32 =
-        READ_CONTROL | FILE_READ_ATTRIBUTES | FILE_EXECUTE | SYNCHRONIZE;
-    pub const FILE_ALL_ACCESS: u32 = 0x001F_01FF;
+    pub use smbq_wire::fscc::access::*;
 
     /// Every right that modifies the file or its metadata (refused on read-only shares).
     pub const WRITE_RIGHTS: u32 = FILE_WRITE_DATA
@@ -58,27 +23,12 @@ pub mod mask {
         | SYNCHRONIZE;
 
     /// MS-SMB2 3.3.5.9: reserved access bits; any set -> STATUS_ACCESS_DENIED.
-    pub const INVALID_BITS: u32 = 0x0CE0_FE00;
+    pub const INVALID_BITS: u32 = !VALID_ACCESS_MASK;
 }
 
-/// MS-DTYP 2.4.3: turns GENERIC_* bits into the file-specific rights they stand for.
-pub fn map_generic(m: u32) -> u32 {
-    use mask::*;
-    let mut out = m & !(GENERIC_ALL | GENERIC_EXECUTE | GENERIC_WRITE | GENERIC_READ);
-    if m & GENERIC_READ != 0 {
-        out |= FILE_GENERIC_READ;
-    }
-    if m & GENERIC_WRITE != 0 {
-        out |= FILE_GENERIC_WRITE;
-    }
-    if m & GENERIC_EXECUTE != 0 {
-        out |= FILE_GENERIC_EXECUTE;
-    }
-    if m & GENERIC_ALL != 0 {
-        out |= FILE_ALL_ACCESS;
-    }
-    out
-}
+/// MS-DTYP 2.4.3: turns GENERIC_* bits into the file-specific rights they stand for
+/// (smbq-wire's mapping, the one definition).
+pub use smbq_wire::fscc::access::map_generic;
 
 /// MS-FSCC 2.6 file attributes.
 pub mod attr {
@@ -107,10 +57,12 @@ pub mod attr {
 
 /// MS-SMB2 2.2.13 ShareAccess.
 pub mod share {
-    pub const READ: u32 = 0x1;
-    pub const WRITE: u32 = 0x2;
-    pub const DELETE: u32 = 0x4;
-    pub const ALL: u32 = READ | WRITE | DELETE;
+    use smbq_wire::fscc::access as wire;
+
+    pub const READ: u32 = wire::FILE_SHARE_READ;
+    pub const WRITE: u32 = wire::FILE_SHARE_WRITE;
+    pub const DELETE: u32 = wire::FILE_SHARE_DELETE;
+    pub const ALL: u32 = wire::FILE_SHARE_VALID;
 }
 
 /// MS-SMB2 2.2.13 CreateOptions.
@@ -161,12 +113,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn generic_mapping_matches_windows_values() {
-        // FILE_GENERIC_READ/WRITE/EXECUTE as documented in winnt.h / MS-SMB2 2.2.13.1.
-        assert_eq!(mask::FILE_GENERIC_READ, 0x0012_0089);
-        assert_eq!(mask::FILE_GENERIC_WRITE, 0x0012_0116);
-        assert_eq!(mask::FILE_GENERIC_EXECUTE, 0x0012_00A0);
-        assert_eq!(map_generic(mask::GENERIC_ALL), mask::FILE_ALL_ACCESS);
+    fn server_groupings_keep_their_values() {
+        // The reserved bits MS-SMB2 3.3.5.9 rejects, as this module listed them before it
+        // took its masks from smbq-wire.
+        assert_eq!(mask::INVALID_BITS, 0x0CE0_FE00);
+        assert_eq!(mask::WRITE_RIGHTS, 0x000D_0156);
+        assert_eq!(mask::READ_RIGHTS, 0x0012_00A9);
+        assert_eq!(share::ALL, 0x7);
         assert_eq!(
             map_generic(mask::GENERIC_READ | mask::DELETE),
             0x0012_0089 | mask::DELETE

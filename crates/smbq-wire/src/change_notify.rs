@@ -1,10 +1,10 @@
 //! SMB2 CHANGE_NOTIFY request and response (MS-SMB2 2.2.35, 2.2.36), and the
 //! FILE_NOTIFY_INFORMATION list the response carries (MS-FSCC 2.7.1).
 
-use crate::cursor::{Reader, Writer, slice_at, utf16le_decode, utf16le_encode};
+use crate::body;
+use crate::cursor::{Reader, Writer, len32, to_usize, utf16le_decode, utf16le_encode};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
-use crate::header::HEADER_LEN;
 
 /// CHANGE_NOTIFY request Flags (MS-SMB2 2.2.35).
 pub mod flags {
@@ -64,8 +64,7 @@ impl ChangeNotifyRequest {
     }
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let flags = r.u16()?;
         let output_buffer_length = r.u32()?;
         let file_id = FileId::decode(&mut r)?;
@@ -88,35 +87,13 @@ impl ChangeNotifyRequest {
     }
 }
 
-/// SMB2 CHANGE_NOTIFY Response (MS-SMB2 2.2.36). `output` is a FILE_NOTIFY_INFORMATION list.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct ChangeNotifyResponse<'a> {
-    pub output: &'a [u8],
-}
-
-impl<'a> ChangeNotifyResponse<'a> {
-    pub const STRUCTURE_SIZE: u16 = 9;
-    const FIXED: usize = 8;
-
-    pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
-        let off = usize::from(r.u16()?);
-        let len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
-        Ok(Self {
-            output: slice_at(msg, off, len)?,
-        })
-    }
-
-    pub fn encode(&self, w: &mut Writer) {
-        w.u16(Self::STRUCTURE_SIZE)
-            .u16(u16::try_from(HEADER_LEN + Self::FIXED).unwrap_or(u16::MAX))
-            .u32(u32::try_from(self.output.len()).unwrap_or(u32::MAX));
-        if self.output.is_empty() {
-            w.u8(0);
-        } else {
-            w.bytes(self.output);
-        }
+body::output_buffer_body! {
+    /// SMB2 CHANGE_NOTIFY Response (MS-SMB2 2.2.36). A non-empty buffer must lie inside the
+    /// message (this decoder has never also insisted that it start after the fixed part).
+    ChangeNotifyResponse {
+        /// A FILE_NOTIFY_INFORMATION list (MS-FSCC 2.7.1).
+        output,
+        placement: InsideMessage,
     }
 }
 
@@ -131,18 +108,12 @@ pub fn encode_notify_entries<'n>(
     let mut prev_entry: Option<usize> = None;
     for (action, name) in entries {
         if let Some(prev) = prev_entry {
-            let rem = (w.len() - start) % 4;
-            if rem != 0 {
-                w.zeros(4 - rem);
-            }
-            w.patch_u32(prev, u32::try_from(w.len() - prev).unwrap_or(u32::MAX));
+            w.align_from(start, 4);
+            w.patch_u32(prev, len32(w.len() - prev));
         }
         prev_entry = Some(w.len());
         let name = utf16le_encode(name);
-        w.u32(0)
-            .u32(action.0)
-            .u32(u32::try_from(name.len()).unwrap_or(u32::MAX))
-            .bytes(&name);
+        w.u32(0).u32(action.0).u32(len32(name.len())).bytes(&name);
     }
     w.len() - start
 }
@@ -163,9 +134,9 @@ pub fn decode_notify_entries(buf: &[u8]) -> Result<Vec<(NotifyAction, String)>, 
             });
         }
         let mut r = Reader::at(buf, pos)?;
-        let next = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+        let next = to_usize(r.u32()?);
         let action = NotifyAction(r.u32()?);
-        let name_len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+        let name_len = to_usize(r.u32()?);
         let name = utf16le_decode(r.bytes(name_len)?)?;
         out.push((action, name));
         if next == 0 {
@@ -187,13 +158,7 @@ pub fn decode_notify_entries(buf: &[u8]) -> Result<Vec<(NotifyAction, String)>, 
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::header::Header;
-
-    fn with_header(body: &[u8]) -> Vec<u8> {
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as with_header;
 
     #[test]
     fn request_hand_assembled() {

@@ -3,7 +3,6 @@
 use crate::cursor::{Reader, Writer};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
-use crate::header::HEADER_LEN;
 
 /// SMB2_CLOSE_FLAG_POSTQUERY_ATTRIB (2.2.15): the response carries the file's attributes.
 pub const POSTQUERY_ATTRIB: u16 = 0x0001;
@@ -19,8 +18,7 @@ impl CloseRequest {
     pub const STRUCTURE_SIZE: u16 = 24;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let flags = r.u16()?;
         let _reserved = r.u32()?;
         Ok(Self {
@@ -53,8 +51,7 @@ impl CloseResponse {
     pub const STRUCTURE_SIZE: u16 = 60;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let flags = r.u16()?;
         let _reserved = r.u32()?;
         Ok(Self {
@@ -87,12 +84,7 @@ impl CloseResponse {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-
-    fn msg(body: &[u8]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER_LEN];
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as msg;
 
     #[test]
     fn request_round_trip_and_hand_assembled() {

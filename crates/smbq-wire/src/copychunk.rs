@@ -1,7 +1,7 @@
 //! Server-side copy payloads (MS-SMB2 2.2.31.1, 2.2.32.1, 2.2.32.3): the resume key that names
 //! a source open, the chunk list of FSCTL_SRV_COPYCHUNK(_WRITE), and its answer.
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::{Reader, Writer, len32};
 use crate::error::DecodeError;
 
 /// Length of a resume key (MS-SMB2 2.2.32.3: opaque to the client).
@@ -96,7 +96,7 @@ impl CopyChunkCopy {
 
     pub fn encode(&self, w: &mut Writer) {
         w.bytes(&self.source_key)
-            .u32(u32::try_from(self.chunks.len()).unwrap_or(u32::MAX))
+            .u32(len32(self.chunks.len()))
             .u32(0);
         for c in &self.chunks {
             w.u64(c.source_offset)

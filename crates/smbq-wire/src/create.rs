@@ -1,7 +1,7 @@
 //! SMB2 CREATE request and response (MS-SMB2 2.2.13, 2.2.14).
 
 use crate::create_context::{self, CreateContext};
-use crate::cursor::{Reader, Writer, utf16le_decode};
+use crate::cursor::{Reader, Writer, len16, len32, pad8, to_usize, utf16le_decode};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::header::HEADER_LEN;
@@ -95,10 +95,6 @@ const RESPONSE_FIXED: usize = 88;
 /// Where the response Buffer starts, counted from the header: 0x98 (8-aligned).
 pub const RESPONSE_BUFFER_OFFSET: usize = HEADER_LEN + RESPONSE_FIXED;
 
-fn pad8(n: usize) -> usize {
-    (8 - n % 8) % 8
-}
-
 /// A CREATE request (MS-SMB2 2.2.13). `name` is the UTF-16LE path as sent (no terminator);
 /// `contexts` is the raw context list, parsed on demand with [`CreateRequest::parse_contexts`].
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -126,8 +122,7 @@ impl<'a> CreateRequest<'a> {
     /// offset (clients send 0 or 0x78). The context list, when present, must also lie after
     /// the fixed part and inside the message.
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let security_flags = r.u8()?;
         let requested_oplock_level = OplockLevel(r.u8()?);
         let impersonation_level = ImpersonationLevel(r.u32()?);
@@ -140,8 +135,8 @@ impl<'a> CreateRequest<'a> {
         let create_options = r.u32()?;
         let name_offset = usize::from(r.u16()?);
         let name_len = usize::from(r.u16()?);
-        let ctx_offset = r.u32()? as usize;
-        let ctx_len = r.u32()? as usize;
+        let ctx_offset = to_usize(r.u32()?);
+        let ctx_len = to_usize(r.u32()?);
 
         if !name_len.is_multiple_of(2) {
             return Err(DecodeError::InvalidField {
@@ -198,9 +193,9 @@ impl<'a> CreateRequest<'a> {
             .u32(self.create_disposition.0)
             .u32(self.create_options)
             .u16(REQUEST_BUFFER_OFFSET as u16)
-            .u16(u16::try_from(name_len).unwrap_or(u16::MAX))
-            .u32(u32::try_from(ctx_offset).unwrap_or(u32::MAX))
-            .u32(u32::try_from(self.contexts.len()).unwrap_or(u32::MAX))
+            .u16(len16(name_len))
+            .u32(len32(ctx_offset))
+            .u32(len32(self.contexts.len()))
             .bytes(self.name);
         if !self.contexts.is_empty() {
             w.zeros(pad8(REQUEST_BUFFER_OFFSET + name_len))
@@ -233,8 +228,7 @@ impl<'a> CreateResponse<'a> {
     pub const STRUCTURE_SIZE: u16 = 89;
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let oplock_level = OplockLevel(r.u8()?);
         let flags = r.u8()?;
         let create_action = CreateAction(r.u32()?);
@@ -247,8 +241,8 @@ impl<'a> CreateResponse<'a> {
         let file_attributes = r.u32()?;
         let _reserved2 = r.u32()?;
         let file_id = FileId::decode(&mut r)?;
-        let ctx_offset = r.u32()? as usize;
-        let ctx_len = r.u32()? as usize;
+        let ctx_offset = to_usize(r.u32()?);
+        let ctx_len = to_usize(r.u32()?);
         let contexts = r.variable_buffer(ctx_offset, ctx_len)?;
         Ok(Self {
             oplock_level,
@@ -290,8 +284,7 @@ impl<'a> CreateResponse<'a> {
             .u32(self.file_attributes)
             .u32(0);
         self.file_id.encode(w);
-        w.u32(ctx_offset as u32)
-            .u32(u32::try_from(self.contexts.len()).unwrap_or(u32::MAX));
+        w.u32(ctx_offset as u32).u32(len32(self.contexts.len()));
         if self.contexts.is_empty() {
             w.u8(0);
         } else {
@@ -304,15 +297,10 @@ impl<'a> CreateResponse<'a> {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+    use crate::body::test_message as msg;
     use crate::create_context::{CreateContextTag, MxAcResponse, QFidResponse};
     use crate::cursor::utf16le_encode;
     use crate::ntstatus::NtStatus;
-
-    fn msg(body: &[u8]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER_LEN];
-        m.extend_from_slice(body);
-        m
-    }
 
     fn body_of<F: Fn(&mut Writer)>(f: F) -> Vec<u8> {
         let mut w = Writer::new();

@@ -5,7 +5,7 @@
 //! `Next(4) NameOffset(2) NameLength(2) Reserved(2) DataOffset(2) DataLength(4) Buffer`, all
 //! offsets counted from the start of that element.
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::{Reader, Writer, len16, len32, pad8, to_usize};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::ntstatus::NtStatus;
@@ -137,12 +137,12 @@ pub fn parse_contexts(list: &[u8]) -> Result<Vec<CreateContext<'_>>, DecodeError
             });
         }
         let mut r = Reader::new(rest);
-        let next = r.u32()? as usize;
+        let next = to_usize(r.u32()?);
         let name_offset = usize::from(r.u16()?);
         let name_len = usize::from(r.u16()?);
         let _reserved = r.u16()?;
         let data_offset = usize::from(r.u16()?);
-        let data_len = r.u32()? as usize;
+        let data_len = to_usize(r.u32()?);
 
         let extent = if next == 0 {
             rest
@@ -198,10 +198,6 @@ pub fn find<'a>(
     list.iter().find(|c| c.name == tag.0).copied()
 }
 
-fn pad8(n: usize) -> usize {
-    (8 - n % 8) % 8
-}
-
 /// Writes a context list: each element starts 8-aligned relative to the list start, the name
 /// at offset 16, the data (if any) at the next 8-aligned offset after the name. An empty data
 /// gets DataOffset 0. No padding follows the last element. The list start must itself be
@@ -224,12 +220,12 @@ pub fn encode_contexts(list: &[CreateContext<'_>], w: &mut Writer) {
         } else {
             end + pad8(end)
         };
-        w.u32(u32::try_from(next).unwrap_or(u32::MAX))
+        w.u32(len32(next))
             .u16(CONTEXT_HEADER_LEN as u16)
-            .u16(u16::try_from(c.name.len()).unwrap_or(u16::MAX))
+            .u16(len16(c.name.len()))
             .u16(0)
-            .u16(u16::try_from(data_offset).unwrap_or(u16::MAX))
-            .u32(u32::try_from(c.data.len()).unwrap_or(u32::MAX))
+            .u16(len16(data_offset))
+            .u32(len32(c.data.len()))
             .bytes(c.name);
         if !c.data.is_empty() {
             w.zeros(pad8(name_end)).bytes(c.data);

@@ -4,6 +4,8 @@
 //! out of bounds. Offsets found on the wire are turned into sub-slices in exactly one checked
 //! call ([`Reader::slice_at`]) so offset + length arithmetic can never wrap.
 
+use core::ops::Range;
+
 use crate::error::DecodeError;
 
 /// A cursor over a borrowed byte slice. Decoders return data borrowed from the input.
@@ -16,6 +18,14 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
         Self { buf, pos: 0 }
+    }
+
+    /// A reader over a whole message positioned after the 64-byte header, past the StructureSize
+    /// that opens every SMB2 message body (MS-SMB2 2.2), which must be `structure_size`.
+    pub fn body(msg: &'a [u8], structure_size: u16) -> Result<Self, DecodeError> {
+        let mut r = Self::at(msg, crate::header::HEADER_LEN)?;
+        r.structure_size(structure_size)?;
+        Ok(r)
     }
 
     /// A reader positioned at `pos` of `buf` (for bodies that start after the 64-byte header).
@@ -116,14 +126,25 @@ impl<'a> Reader<'a> {
     /// A message's variable buffer: empty when `len` is 0 whatever the offset, otherwise inside
     /// the message and not overlapping the fixed part, which ends at the reader's position.
     pub fn variable_buffer(&self, offset: usize, len: usize) -> Result<&'a [u8], DecodeError> {
-        if len != 0 && offset < self.pos {
+        let range = self.variable_range(offset, len)?;
+        Ok(self.buf.get(range).unwrap_or_default())
+    }
+
+    /// Where [`Self::variable_buffer`] lies in the whole buffer, checked the same way, for
+    /// callers that slice a shared buffer themselves; `0..0` when `len` is 0.
+    pub fn variable_range(&self, offset: usize, len: usize) -> Result<Range<usize>, DecodeError> {
+        if len == 0 {
+            return Ok(0..0);
+        }
+        if offset < self.pos {
             return Err(DecodeError::BadOffset {
                 offset,
                 len,
                 total: self.buf.len(),
             });
         }
-        self.slice_at(offset, len)
+        let s = self.slice_at(offset, len)?;
+        Ok(offset..offset + s.len())
     }
 
     /// `len` bytes at absolute `offset` of the whole buffer, checked once. A zero length gives an
@@ -133,17 +154,25 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The 4-byte body shared by ECHO, LOGOFF and CANCEL (MS-SMB2 2.2.7, 2.2.28, 2.2.30):
-/// StructureSize 4 and a reserved u16.
-pub(crate) fn decode_reserved4(msg: &[u8]) -> Result<(), DecodeError> {
-    let mut r = Reader::at(msg, crate::header::HEADER_LEN)?;
-    r.structure_size(4)?;
-    let _reserved = r.u16()?;
-    Ok(())
+/// A u32 length or offset from the wire as a `usize`; saturates where `usize` is narrower, so
+/// the bounds check that follows fails instead of wrapping.
+pub(crate) fn to_usize(v: u32) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
 }
 
-pub(crate) fn encode_reserved4(w: &mut Writer) {
-    w.u16(4).u16(0);
+/// Zero bytes that bring `n` to a multiple of 8.
+pub(crate) fn pad8(n: usize) -> usize {
+    (8 - n % 8) % 8
+}
+
+/// A buffer length for a u16 field; encoders are given buffers that fit.
+pub(crate) fn len16(n: usize) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
+}
+
+/// A buffer length for a u32 field; encoders are given buffers that fit.
+pub(crate) fn len32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// `len` bytes at `offset` of `buf`; never wraps, never panics.
@@ -218,6 +247,15 @@ impl Writer {
         self.buf.extend_from_slice(b);
         self
     }
+    /// Writes a variable Buffer field: its bytes, or when it is empty the one zero byte that an
+    /// odd StructureSize counts (MS-SMB2 2.2: StructureSize includes one byte of Buffer).
+    pub fn buffer(&mut self, b: &[u8]) -> &mut Self {
+        if b.is_empty() {
+            self.u8(0)
+        } else {
+            self.bytes(b)
+        }
+    }
     pub fn zeros(&mut self, n: usize) -> &mut Self {
         self.buf.resize(self.buf.len() + n, 0);
         self
@@ -225,6 +263,15 @@ impl Writer {
     /// Pads with zeros until the length is a multiple of `align`.
     pub fn align(&mut self, align: usize) -> &mut Self {
         let rem = self.buf.len() % align;
+        if rem != 0 {
+            self.zeros(align - rem);
+        }
+        self
+    }
+    /// Pads with zeros until the length counted from `base` (a body's or a list's start) is a
+    /// multiple of `align`, so data encoded after other data still aligns per entry.
+    pub fn align_from(&mut self, base: usize, align: usize) -> &mut Self {
+        let rem = (self.buf.len() - base) % align;
         if rem != 0 {
             self.zeros(align - rem);
         }

@@ -1,76 +1,12 @@
 //! SMB2 ECHO request and response (MS-SMB2 2.2.28, 2.2.29): a 4-byte body,
-//! StructureSize 4 and Reserved.
+//! StructureSize 4 and Reserved. Tested with the other empty bodies in `body`.
 
-use crate::cursor::Writer;
-use crate::error::DecodeError;
-
-/// SMB2 ECHO Request (MS-SMB2 2.2.28).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct EchoRequest;
-
-impl EchoRequest {
-    pub const STRUCTURE_SIZE: u16 = 4;
-
-    pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        crate::cursor::decode_reserved4(msg).map(|()| Self)
-    }
-
-    pub fn encode(&self, w: &mut Writer) {
-        crate::cursor::encode_reserved4(w);
-    }
+crate::body::empty_body! {
+    /// SMB2 ECHO Request (MS-SMB2 2.2.28).
+    EchoRequest { structure_size: 4, reserved: 2 }
 }
 
-/// SMB2 ECHO Response (MS-SMB2 2.2.29).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct EchoResponse;
-
-impl EchoResponse {
-    pub const STRUCTURE_SIZE: u16 = 4;
-
-    pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        crate::cursor::decode_reserved4(msg).map(|()| Self)
-    }
-
-    pub fn encode(&self, w: &mut Writer) {
-        crate::cursor::encode_reserved4(w);
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::header::Header;
-
-    #[test]
-    fn round_trip_and_hand_assembled() {
-        let mut w = Writer::new();
-        EchoRequest.encode(&mut w);
-        assert_eq!(w.as_slice(), &[4, 0, 0, 0]);
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(w.as_slice());
-        assert_eq!(EchoRequest::decode(&m).unwrap(), EchoRequest);
-        let mut w = Writer::new();
-        EchoResponse.encode(&mut w);
-        assert_eq!(w.as_slice(), &[4, 0, 0, 0]);
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(w.as_slice());
-        assert_eq!(EchoResponse::decode(&m).unwrap(), EchoResponse);
-    }
-
-    #[test]
-    fn rejects_wrong_size_and_truncation() {
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(&[8, 0, 0, 0]);
-        assert!(matches!(
-            EchoRequest::decode(&m),
-            Err(DecodeError::StructureSize {
-                expected: 4,
-                got: 8
-            })
-        ));
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(&[4, 0, 0]);
-        assert!(EchoRequest::decode(&m).is_err());
-    }
+crate::body::empty_body! {
+    /// SMB2 ECHO Response (MS-SMB2 2.2.29).
+    EchoResponse { structure_size: 4, reserved: 2 }
 }

@@ -1,9 +1,8 @@
 //! SMB2 ERROR Response (MS-SMB2 2.2.2), its 3.1.1 error contexts (2.2.2.1) and the error data
 //! formats the server produces (2.2.2.2).
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::{Reader, Writer, len16, len32, to_usize};
 use crate::error::DecodeError;
-use crate::header::HEADER_LEN;
 
 /// Most error contexts accepted in one response (the count field is a u8).
 pub const MAX_ERROR_CONTEXTS: usize = 16;
@@ -37,11 +36,10 @@ impl<'a> ErrorResponse<'a> {
     };
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let error_context_count = r.u8()?;
         let _reserved = r.u8()?;
-        let byte_count = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+        let byte_count = to_usize(r.u32()?);
         let error_data = r.bytes(byte_count)?;
         Ok(Self {
             error_context_count,
@@ -55,12 +53,8 @@ impl<'a> ErrorResponse<'a> {
         w.u16(Self::STRUCTURE_SIZE)
             .u8(self.error_context_count)
             .u8(0)
-            .u32(u32::try_from(self.error_data.len()).unwrap_or(u32::MAX));
-        if self.error_data.is_empty() {
-            w.u8(0);
-        } else {
-            w.bytes(self.error_data);
-        }
+            .u32(len32(self.error_data.len()))
+            .buffer(self.error_data);
     }
 
     /// Writes an ERROR response whose ErrorData is `contexts` (3.1.1, MS-SMB2 2.2.2.1).
@@ -119,7 +113,7 @@ impl<'a> ErrorContext<'a> {
                 let pad = (8 - r.pos() % 8) % 8;
                 r.skip(pad)?;
             }
-            let len = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+            let len = to_usize(r.u32()?);
             let error_id = ErrorId(r.u32()?);
             let data = r.bytes(len)?;
             out.push(Self { error_id, data });
@@ -132,14 +126,9 @@ impl<'a> ErrorContext<'a> {
         let start = w.len();
         for (i, c) in contexts.iter().enumerate() {
             if i > 0 {
-                let rem = (w.len() - start) % 8;
-                if rem != 0 {
-                    w.zeros(8 - rem);
-                }
+                w.align_from(start, 8);
             }
-            w.u32(u32::try_from(c.data.len()).unwrap_or(u32::MAX))
-                .u32(c.error_id.0)
-                .bytes(c.data);
+            w.u32(len32(c.data.len())).u32(c.error_id.0).bytes(c.data);
         }
     }
 }
@@ -170,7 +159,7 @@ impl<'a> SymlinkErrorResponse<'a> {
 
     pub fn decode(data: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(data);
-        let sym_link_length = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+        let sym_link_length = to_usize(r.u32()?);
         let body = r.bytes(sym_link_length)?;
         let mut r = Reader::new(body);
         if r.u32()? != Self::ERROR_TAG {
@@ -204,12 +193,12 @@ impl<'a> SymlinkErrorResponse<'a> {
     /// Writes the ErrorData: PathBuffer holds the substitute name then the print name.
     pub fn encode(&self, w: &mut Writer) {
         let path_len = self.substitute_name.len() + self.print_name.len();
-        let sub_len = u16::try_from(self.substitute_name.len()).unwrap_or(u16::MAX);
-        let print_len = u16::try_from(self.print_name.len()).unwrap_or(u16::MAX);
-        w.u32(u32::try_from(Self::FIXED + path_len).unwrap_or(u32::MAX))
+        let sub_len = len16(self.substitute_name.len());
+        let print_len = len16(self.print_name.len());
+        w.u32(len32(Self::FIXED + path_len))
             .u32(Self::ERROR_TAG)
             .u32(Self::REPARSE_TAG)
-            .u16(u16::try_from(12 + path_len).unwrap_or(u16::MAX))
+            .u16(len16(12 + path_len))
             .u16(self.unparsed_path_length)
             .u16(0)
             .u16(sub_len)
@@ -225,14 +214,8 @@ impl<'a> SymlinkErrorResponse<'a> {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+    use crate::body::test_message as with_header;
     use crate::cursor::utf16le_encode;
-    use crate::header::Header;
-
-    fn with_header(body: &[u8]) -> Vec<u8> {
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(body);
-        m
-    }
 
     #[test]
     fn empty_error_is_nine_bytes_with_zero_byte() {

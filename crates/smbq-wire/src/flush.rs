@@ -3,7 +3,6 @@
 use crate::cursor::{Reader, Writer};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
-use crate::header::HEADER_LEN;
 
 /// A FLUSH request (MS-SMB2 2.2.17): two reserved fields and the FileId.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -15,8 +14,7 @@ impl FlushRequest {
     pub const STRUCTURE_SIZE: u16 = 24;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         r.skip(6)?;
         Ok(Self {
             file_id: FileId::decode(&mut r)?,
@@ -29,35 +27,16 @@ impl FlushRequest {
     }
 }
 
-/// A FLUSH response (MS-SMB2 2.2.18): StructureSize 4 and a reserved u16.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct FlushResponse;
-
-impl FlushResponse {
-    pub const STRUCTURE_SIZE: u16 = 4;
-
-    pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
-        r.skip(2)?;
-        Ok(Self)
-    }
-
-    pub fn encode(&self, w: &mut Writer) {
-        w.u16(Self::STRUCTURE_SIZE).u16(0);
-    }
+crate::body::empty_body! {
+    /// A FLUSH response (MS-SMB2 2.2.18): StructureSize 4 and a reserved u16.
+    FlushResponse { structure_size: 4, reserved: 2 }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-
-    fn msg(body: &[u8]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER_LEN];
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as msg;
 
     #[test]
     fn request_round_trip_and_hand_assembled() {

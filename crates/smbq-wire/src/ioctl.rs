@@ -1,7 +1,7 @@
 //! SMB2 IOCTL request and response (MS-SMB2 2.2.31, 2.2.32), FSCTL codes, and the
 //! VALIDATE_NEGOTIATE_INFO payloads (2.2.31.4, 2.2.32.6).
 
-use crate::cursor::{Reader, Writer, slice_at};
+use crate::cursor::{Reader, Writer, len16, len32, to_usize};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::header::{Dialect, HEADER_LEN};
@@ -81,50 +81,33 @@ impl<'a> IoctlRequest<'a> {
     }
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
-        let _reserved = r.u16()?;
-        let ctl_code = CtlCode(r.u32()?);
-        let file_id = FileId::decode(&mut r)?;
-        let in_off = to_usize(r.u32()?);
-        let in_len = to_usize(r.u32()?);
-        let max_input_response = r.u32()?;
-        let out_off = to_usize(r.u32()?);
-        let out_len = to_usize(r.u32()?);
-        let max_output_response = r.u32()?;
-        let flags = r.u32()?;
-        let _reserved2 = r.u32()?;
-        let input = slice_at(msg, in_off, in_len)?;
-        let output = slice_at(msg, out_off, out_len)?;
+        let (b, max) = decode_body(msg, Self::STRUCTURE_SIZE, true)?;
+        let (max_input_response, max_output_response) = max.unwrap_or_default();
         Ok(Self {
-            ctl_code,
-            file_id,
-            input,
+            ctl_code: b.ctl_code,
+            file_id: b.file_id,
+            input: b.input,
             max_input_response,
-            output,
+            output: b.output,
             max_output_response,
-            flags,
+            flags: b.flags,
         })
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        let start = w.len();
-        let (in_off, out_off) = buffer_offsets(Self::FIXED, self.input.len());
-        w.u16(Self::STRUCTURE_SIZE).u16(0).u32(self.ctl_code.0);
-        self.file_id.encode(w);
-        w.u32(in_off)
-            .u32(len32(self.input.len()))
-            .u32(self.max_input_response)
-            .u32(out_off)
-            .u32(len32(self.output.len()))
-            .u32(self.max_output_response)
-            .u32(self.flags)
-            .u32(0);
-        write_buffers(w, start, self.input, self.output);
+        let shared = IoctlResponse {
+            ctl_code: self.ctl_code,
+            file_id: self.file_id,
+            input: self.input,
+            output: self.output,
+            flags: self.flags,
+        };
+        let max = Some((self.max_input_response, self.max_output_response));
+        encode_body(w, Self::STRUCTURE_SIZE, Self::FIXED, &shared, max);
     }
 }
 
-/// SMB2 IOCTL Response (MS-SMB2 2.2.32).
+/// SMB2 IOCTL Response (MS-SMB2 2.2.32). Its fields are exactly those the request shares.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct IoctlResponse<'a> {
     pub ctl_code: CtlCode,
@@ -140,67 +123,85 @@ impl<'a> IoctlResponse<'a> {
     const FIXED: usize = 48;
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
-        let _reserved = r.u16()?;
-        let ctl_code = CtlCode(r.u32()?);
-        let file_id = FileId::decode(&mut r)?;
-        let in_off = to_usize(r.u32()?);
-        let in_len = to_usize(r.u32()?);
-        let out_off = to_usize(r.u32()?);
-        let out_len = to_usize(r.u32()?);
-        let flags = r.u32()?;
-        let _reserved2 = r.u32()?;
-        let input = slice_at(msg, in_off, in_len)?;
-        let output = slice_at(msg, out_off, out_len)?;
-        Ok(Self {
-            ctl_code,
-            file_id,
-            input,
-            output,
-            flags,
-        })
+        decode_body(msg, Self::STRUCTURE_SIZE, false).map(|(b, _)| b)
     }
 
     pub fn encode(&self, w: &mut Writer) {
-        let start = w.len();
-        let (in_off, out_off) = buffer_offsets(Self::FIXED, self.input.len());
-        w.u16(Self::STRUCTURE_SIZE).u16(0).u32(self.ctl_code.0);
-        self.file_id.encode(w);
-        w.u32(in_off)
-            .u32(len32(self.input.len()))
-            .u32(out_off)
-            .u32(len32(self.output.len()))
-            .u32(self.flags)
-            .u32(0);
-        write_buffers(w, start, self.input, self.output);
+        encode_body(w, Self::STRUCTURE_SIZE, Self::FIXED, self, None);
     }
 }
 
-/// Input at the start of Buffer; output after it, 8-byte aligned. Both offsets point into
-/// the message even when a buffer is empty, as Windows sends them.
-fn buffer_offsets(fixed: usize, input_len: usize) -> (u32, u32) {
+/// MaxInputResponse and MaxOutputResponse: the request's only fields the response lacks.
+type MaxResponses = Option<(u32, u32)>;
+
+/// Decodes the layout the IOCTL request and response share (MS-SMB2 2.2.31, 2.2.32):
+/// Reserved, CtlCode, FileId, the input and the output offset/length pairs (in the request
+/// each is followed by MaxInputResponse or MaxOutputResponse), Flags, Reserved2, Buffer. Each
+/// buffer, when not empty, must lie inside the message (checked once, after every fixed field
+/// is read).
+fn decode_body(
+    msg: &[u8],
+    structure_size: u16,
+    request: bool,
+) -> Result<(IoctlResponse<'_>, MaxResponses), DecodeError> {
+    let mut r = Reader::body(msg, structure_size)?;
+    let _reserved = r.u16()?;
+    let ctl_code = CtlCode(r.u32()?);
+    let file_id = FileId::decode(&mut r)?;
+    let in_off = to_usize(r.u32()?);
+    let in_len = to_usize(r.u32()?);
+    let max_input = if request { Some(r.u32()?) } else { None };
+    let out_off = to_usize(r.u32()?);
+    let out_len = to_usize(r.u32()?);
+    let max_output = if request { Some(r.u32()?) } else { None };
+    let flags = r.u32()?;
+    let _reserved2 = r.u32()?;
+    let input = r.slice_at(in_off, in_len)?;
+    let output = r.slice_at(out_off, out_len)?;
+    let shared = IoctlResponse {
+        ctl_code,
+        file_id,
+        input,
+        output,
+        flags,
+    };
+    Ok((shared, max_input.zip(max_output)))
+}
+
+/// Writes the shared layout: input at the start of Buffer, output after it, 8-byte aligned;
+/// both offsets point into the message even when a buffer is empty, as Windows sends them.
+fn encode_body(
+    w: &mut Writer,
+    structure_size: u16,
+    fixed: usize,
+    b: &IoctlResponse<'_>,
+    max: MaxResponses,
+) {
+    let start = w.len();
     let in_off = HEADER_LEN + fixed;
-    let out_off = if input_len == 0 {
+    let out_off = if b.input.is_empty() {
         in_off
     } else {
-        (in_off + input_len + 7) & !7
+        (in_off + b.input.len() + 7) & !7
     };
-    (len32(in_off), len32(out_off))
-}
-
-fn write_buffers(w: &mut Writer, start: usize, input: &[u8], output: &[u8]) {
-    w.bytes(input);
-    if !output.is_empty() {
-        if !input.is_empty() {
-            let rem = (w.len() - start) % 8;
-            if rem != 0 {
-                w.zeros(8 - rem);
-            }
-        }
-        w.bytes(output);
+    w.u16(structure_size).u16(0).u32(b.ctl_code.0);
+    b.file_id.encode(w);
+    w.u32(len32(in_off)).u32(len32(b.input.len()));
+    if let Some((max_input, _)) = max {
+        w.u32(max_input);
     }
-    if input.is_empty() && output.is_empty() {
+    w.u32(len32(out_off)).u32(len32(b.output.len()));
+    if let Some((_, max_output)) = max {
+        w.u32(max_output);
+    }
+    w.u32(b.flags).u32(0).bytes(b.input);
+    if !b.output.is_empty() {
+        if !b.input.is_empty() {
+            w.align_from(start, 8);
+        }
+        w.bytes(b.output);
+    }
+    if b.input.is_empty() && b.output.is_empty() {
         // The odd StructureSize counts one byte of Buffer.
         w.u8(0);
     }
@@ -266,7 +267,7 @@ impl ValidateNegotiateInfoRequest {
         w.u32(self.capabilities)
             .bytes(&self.guid)
             .u16(self.security_mode)
-            .u16(u16::try_from(self.dialects.len()).unwrap_or(u16::MAX));
+            .u16(len16(self.dialects.len()));
         for d in &self.dialects {
             w.u16(d.0);
         }
@@ -303,25 +304,11 @@ impl ValidateNegotiateInfoResponse {
     }
 }
 
-fn to_usize(v: u32) -> usize {
-    usize::try_from(v).unwrap_or(usize::MAX)
-}
-
-fn len32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::header::Header;
-
-    fn with_header(body: &[u8]) -> Vec<u8> {
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as with_header;
 
     #[test]
     fn request_round_trip_and_offsets() {

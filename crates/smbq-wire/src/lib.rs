@@ -9,6 +9,7 @@
 //!   [`header::HEADER_LEN`] from the header, which is true for every message in a compound too.
 #![forbid(unsafe_code)]
 
+mod body;
 pub mod cursor;
 pub mod error;
 pub mod file_id;

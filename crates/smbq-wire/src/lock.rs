@@ -1,9 +1,8 @@
 //! SMB2 LOCK request and response (MS-SMB2 2.2.26, 2.2.27).
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::{Reader, Writer, len16};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
-use crate::header::HEADER_LEN;
 
 /// SMB2_LOCK_ELEMENT Flags (MS-SMB2 2.2.26.1).
 pub mod lock_flags {
@@ -61,8 +60,7 @@ impl LockRequest {
     pub const STRUCTURE_SIZE: u16 = 48;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let count = usize::from(r.u16()?);
         let lock_sequence = r.u32()?;
         let file_id = FileId::decode(&mut r)?;
@@ -102,7 +100,7 @@ impl LockRequest {
     /// Writes the body. Callers send 1..=65535 locks.
     pub fn encode(&self, w: &mut Writer) {
         w.u16(Self::STRUCTURE_SIZE)
-            .u16(u16::try_from(self.locks.len()).unwrap_or(u16::MAX))
+            .u16(len16(self.locks.len()))
             .u32(self.lock_sequence);
         self.file_id.encode(w);
         for l in self.locks.iter().take(usize::from(u16::MAX)) {
@@ -111,35 +109,16 @@ impl LockRequest {
     }
 }
 
-/// A LOCK response (MS-SMB2 2.2.27): StructureSize 4 and a reserved u16.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct LockResponse;
-
-impl LockResponse {
-    pub const STRUCTURE_SIZE: u16 = 4;
-
-    pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
-        r.skip(2)?;
-        Ok(Self)
-    }
-
-    pub fn encode(&self, w: &mut Writer) {
-        w.u16(Self::STRUCTURE_SIZE).u16(0);
-    }
+crate::body::empty_body! {
+    /// A LOCK response (MS-SMB2 2.2.27): StructureSize 4 and a reserved u16.
+    LockResponse { structure_size: 4, reserved: 2 }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-
-    fn msg(body: &[u8]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER_LEN];
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as msg;
 
     #[test]
     fn request_round_trip_and_layout() {

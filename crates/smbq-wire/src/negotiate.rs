@@ -1,7 +1,7 @@
 //! SMB2 NEGOTIATE request and response (MS-SMB2 2.2.3, 2.2.4) and the SMB 3.1.1 negotiate
 //! contexts (MS-SMB2 2.2.3.1, 2.2.4.1).
 
-use crate::cursor::{Reader, Writer, slice_at, utf16le_decode};
+use crate::cursor::{Reader, Writer, len16, len32, slice_at, utf16le_decode};
 use crate::error::DecodeError;
 use crate::header::{Dialect, HEADER_LEN};
 
@@ -309,7 +309,7 @@ pub fn decode_contexts<'a>(
 pub fn encode_contexts(contexts: &[NegotiateContext<'_>], w: &mut Writer, body_start: usize) {
     for (i, c) in contexts.iter().enumerate() {
         if i > 0 {
-            pad_body(w, body_start, 8);
+            w.align_from(body_start, 8);
         }
         c.encode(w);
     }
@@ -335,8 +335,7 @@ impl<'a> NegotiateRequest<'a> {
     }
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let dialect_count = usize::from(r.u16()?);
         let security_mode = r.u16()?;
         let _reserved = r.u16()?;
@@ -386,7 +385,7 @@ impl<'a> NegotiateRequest<'a> {
             w.u16(d.0);
         }
         if !self.contexts.is_empty() {
-            pad_body(w, start, 8);
+            w.align_from(start, 8);
             let off = HEADER_LEN + (w.len() - start);
             w.patch_u32(ctx_offset_pos, len32(off));
             encode_contexts(&self.contexts, w, start);
@@ -420,8 +419,7 @@ impl<'a> NegotiateResponse<'a> {
     const FIXED: usize = 64;
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let security_mode = r.u16()?;
         let dialect = Dialect(r.u16()?);
         let context_count = r.u16()?;
@@ -479,7 +477,7 @@ impl<'a> NegotiateResponse<'a> {
         w.u32(0);
         w.bytes(self.security_buffer);
         if !self.contexts.is_empty() {
-            pad_body(w, start, 8);
+            w.align_from(start, 8);
             let off = HEADER_LEN + (w.len() - start);
             w.patch_u32(ctx_offset_pos, len32(off));
             encode_contexts(&self.contexts, w, start);
@@ -524,23 +522,6 @@ fn align8(pos: usize) -> Result<usize, DecodeError> {
 
 fn offset_usize(v: u32) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
-}
-
-/// Zero-pads the body so its length (from `body_start`) is a multiple of `align`.
-fn pad_body(w: &mut Writer, body_start: usize, align: usize) {
-    let rem = (w.len() - body_start) % align;
-    if rem != 0 {
-        w.zeros(align - rem);
-    }
-}
-
-/// Lengths we encode come from our own values; saturating keeps encoding infallible.
-fn len16(n: usize) -> u16 {
-    u16::try_from(n).unwrap_or(u16::MAX)
-}
-
-fn len32(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

@@ -42,8 +42,7 @@ impl OplockBreak {
     pub const STRUCTURE_SIZE: u16 = 24;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let oplock_level = r.u8()?;
         let _reserved = r.u8()?;
         let _reserved2 = r.u32()?;
@@ -81,8 +80,7 @@ impl LeaseBreakNotification {
     pub const STRUCTURE_SIZE: u16 = 44;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         Ok(Self {
             new_epoch: r.u16()?,
             flags: r.u32()?,
@@ -122,8 +120,7 @@ impl LeaseBreakAck {
     pub const STRUCTURE_SIZE: u16 = 36;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let _reserved = r.u16()?;
         Ok(Self {
             flags: r.u32()?,
@@ -212,13 +209,7 @@ fn peek_structure_size(msg: &[u8]) -> Result<u16, DecodeError> {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use crate::header::Header;
-
-    fn with_header(body: &[u8]) -> Vec<u8> {
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as with_header;
 
     fn enc(f: impl Fn(&mut Writer)) -> Vec<u8> {
         let mut w = Writer::new();

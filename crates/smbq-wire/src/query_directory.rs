@@ -1,6 +1,7 @@
 //! SMB2 QUERY_DIRECTORY request and response (MS-SMB2 2.2.33, 2.2.34).
 
-use crate::cursor::{Reader, Writer, utf16le_decode};
+use crate::body;
+use crate::cursor::{Reader, Writer, len16, utf16le_decode};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::header::HEADER_LEN;
@@ -17,7 +18,7 @@ const REQUEST_FIXED: usize = 32;
 /// Where the request's FileName starts, counted from the header (0x60).
 pub const REQUEST_BUFFER_OFFSET: usize = HEADER_LEN + REQUEST_FIXED;
 /// Where the response's buffer starts, counted from the header (0x48).
-pub const RESPONSE_BUFFER_OFFSET: usize = HEADER_LEN + 8;
+pub const RESPONSE_BUFFER_OFFSET: usize = body::OUTPUT_BUFFER_OFFSET;
 
 /// A QUERY_DIRECTORY request (MS-SMB2 2.2.33). `file_name` is the UTF-16LE search pattern.
 /// An empty pattern decodes; 3.3.5.18 leaves its rejection to the handler.
@@ -35,8 +36,7 @@ impl<'a> QueryDirectoryRequest<'a> {
     pub const STRUCTURE_SIZE: u16 = 33;
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let file_information_class = r.u8()?;
         let flags = r.u8()?;
         let file_index = r.u32()?;
@@ -68,60 +68,25 @@ impl<'a> QueryDirectoryRequest<'a> {
             .u32(self.file_index);
         self.file_id.encode(w);
         w.u16(REQUEST_BUFFER_OFFSET as u16)
-            .u16(u16::try_from(self.file_name.len()).unwrap_or(u16::MAX))
-            .u32(self.output_buffer_length);
-        if self.file_name.is_empty() {
-            w.u8(0);
-        } else {
-            w.bytes(self.file_name);
-        }
+            .u16(len16(self.file_name.len()))
+            .u32(self.output_buffer_length)
+            .buffer(self.file_name);
     }
 }
 
-/// A QUERY_DIRECTORY response (MS-SMB2 2.2.34): the entries of the requested information
-/// class, already laid out by the FSCC encoder, borrowed.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct QueryDirectoryResponse<'a> {
-    pub buffer: &'a [u8],
-}
-
-impl<'a> QueryDirectoryResponse<'a> {
-    pub const STRUCTURE_SIZE: u16 = 9;
-
-    pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
-        let offset = usize::from(r.u16()?);
-        let len = r.u32()? as usize;
-        Ok(Self {
-            buffer: r.variable_buffer(offset, len)?,
-        })
-    }
-
-    /// Writes the body with the buffer at 0x48 (one zero byte if it is empty).
-    pub fn encode(&self, w: &mut Writer) {
-        w.u16(Self::STRUCTURE_SIZE)
-            .u16(RESPONSE_BUFFER_OFFSET as u16)
-            .u32(u32::try_from(self.buffer.len()).unwrap_or(u32::MAX));
-        if self.buffer.is_empty() {
-            w.u8(0);
-        } else {
-            w.bytes(self.buffer);
-        }
-    }
+body::output_buffer_body! {
+    /// A QUERY_DIRECTORY response (MS-SMB2 2.2.34): the entries of the requested information
+    /// class, already laid out by the FSCC encoder, borrowed. A non-empty buffer must lie after
+    /// the fixed part and inside the message.
+    QueryDirectoryResponse { buffer, placement: AfterFixedPart }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+    use crate::body::test_message as msg;
     use crate::cursor::utf16le_encode;
-
-    fn msg(body: &[u8]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER_LEN];
-        m.extend_from_slice(body);
-        m
-    }
 
     #[test]
     fn request_round_trip_and_layout() {

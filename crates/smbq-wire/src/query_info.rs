@@ -1,6 +1,7 @@
 //! SMB2 QUERY_INFO request and response (MS-SMB2 2.2.37, 2.2.38).
 
-use crate::cursor::{Reader, Writer};
+use crate::body;
+use crate::cursor::{Reader, Writer, len32, to_usize};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::header::HEADER_LEN;
@@ -26,7 +27,7 @@ const REQUEST_FIXED: usize = 40;
 /// Where the request's input buffer starts, counted from the header (0x68).
 pub const REQUEST_BUFFER_OFFSET: usize = HEADER_LEN + REQUEST_FIXED;
 /// Where the response's output buffer starts, counted from the header (0x48).
-pub const RESPONSE_BUFFER_OFFSET: usize = HEADER_LEN + 8;
+pub const RESPONSE_BUFFER_OFFSET: usize = body::OUTPUT_BUFFER_OFFSET;
 
 /// A QUERY_INFO request (MS-SMB2 2.2.37). `input` holds, for example, an EA name list or a
 /// quota SID list; `additional_information` carries security-information bits for SECURITY.
@@ -45,14 +46,13 @@ impl<'a> QueryInfoRequest<'a> {
     pub const STRUCTURE_SIZE: u16 = 41;
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let info_type = InfoType(r.u8()?);
         let file_info_class = r.u8()?;
         let output_buffer_length = r.u32()?;
         let input_offset = usize::from(r.u16()?);
         let _reserved = r.u16()?;
-        let input_len = r.u32()? as usize;
+        let input_len = to_usize(r.u32()?);
         let additional_information = r.u32()?;
         let flags = r.u32()?;
         let file_id = FileId::decode(&mut r)?;
@@ -76,60 +76,25 @@ impl<'a> QueryInfoRequest<'a> {
             .u32(self.output_buffer_length)
             .u16(REQUEST_BUFFER_OFFSET as u16)
             .u16(0)
-            .u32(u32::try_from(self.input.len()).unwrap_or(u32::MAX))
+            .u32(len32(self.input.len()))
             .u32(self.additional_information)
             .u32(self.flags);
         self.file_id.encode(w);
-        if self.input.is_empty() {
-            w.u8(0);
-        } else {
-            w.bytes(self.input);
-        }
+        w.buffer(self.input);
     }
 }
 
-/// A QUERY_INFO response (MS-SMB2 2.2.38): the encoded information, borrowed.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct QueryInfoResponse<'a> {
-    pub buffer: &'a [u8],
-}
-
-impl<'a> QueryInfoResponse<'a> {
-    pub const STRUCTURE_SIZE: u16 = 9;
-
-    pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
-        let offset = usize::from(r.u16()?);
-        let len = r.u32()? as usize;
-        Ok(Self {
-            buffer: r.variable_buffer(offset, len)?,
-        })
-    }
-
-    /// Writes the body with OutputBufferOffset 0x48 (one zero byte if the buffer is empty).
-    pub fn encode(&self, w: &mut Writer) {
-        w.u16(Self::STRUCTURE_SIZE)
-            .u16(RESPONSE_BUFFER_OFFSET as u16)
-            .u32(u32::try_from(self.buffer.len()).unwrap_or(u32::MAX));
-        if self.buffer.is_empty() {
-            w.u8(0);
-        } else {
-            w.bytes(self.buffer);
-        }
-    }
+body::output_buffer_body! {
+    /// A QUERY_INFO response (MS-SMB2 2.2.38): the encoded information, borrowed. A non-empty
+    /// buffer must lie after the fixed part and inside the message.
+    QueryInfoResponse { buffer, placement: AfterFixedPart }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-
-    fn msg(body: &[u8]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER_LEN];
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as msg;
 
     #[test]
     fn request_round_trip_and_layout() {

@@ -4,7 +4,7 @@
 //! [`ReadResponse::encode_header`] and sends the file data as a separate segment right after
 //! it; the client gets the data back as a slice borrowed from the message.
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::{Reader, Writer, len16, len32, to_usize};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::header::HEADER_LEN;
@@ -57,8 +57,7 @@ impl<'a> ReadRequest<'a> {
     /// Decodes a whole message. Channel info, when its length is non-zero, must lie inside
     /// the message after the fixed part.
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let padding = r.u8()?;
         let flags = r.u8()?;
         let length = r.u32()?;
@@ -101,12 +100,8 @@ impl<'a> ReadRequest<'a> {
             .u32(self.channel.0)
             .u32(self.remaining_bytes)
             .u16(info_offset as u16)
-            .u16(u16::try_from(self.read_channel_info.len()).unwrap_or(u16::MAX));
-        if self.read_channel_info.is_empty() {
-            w.u8(0);
-        } else {
-            w.bytes(self.read_channel_info);
-        }
+            .u16(len16(self.read_channel_info.len()))
+            .buffer(self.read_channel_info);
     }
 }
 
@@ -126,11 +121,10 @@ impl<'a> ReadResponse<'a> {
     /// Decodes a whole message. DataOffset is one byte counted from the header; non-empty
     /// data must start at or after 0x50 and lie inside the message.
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let data_offset = usize::from(r.u8()?);
         let _reserved = r.u8()?;
-        let data_len = r.u32()? as usize;
+        let data_len = to_usize(r.u32()?);
         let data_remaining = r.u32()?;
         let flags = r.u32()?;
         let data = r.variable_buffer(data_offset, data_len)?;
@@ -158,7 +152,7 @@ impl<'a> ReadResponse<'a> {
 
     /// Writes the body followed by a copy of `self.data` (for tests and small replies).
     pub fn encode(&self, w: &mut Writer) {
-        self.encode_header(u32::try_from(self.data.len()).unwrap_or(u32::MAX), w);
+        self.encode_header(len32(self.data.len()), w);
         w.bytes(self.data);
     }
 }
@@ -167,12 +161,7 @@ impl<'a> ReadResponse<'a> {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-
-    fn msg(body: &[u8]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER_LEN];
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as msg;
 
     #[test]
     fn request_round_trip_and_layout() {

@@ -6,7 +6,7 @@
 use core::fmt;
 use core::str::FromStr;
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::{Reader, Writer, len16, len32, to_usize};
 use crate::error::DecodeError;
 use crate::fscc::access::{
     DELETE, FILE_DELETE_CHILD, FILE_GENERIC_EXECUTE, FILE_GENERIC_READ, FILE_GENERIC_WRITE,
@@ -383,7 +383,7 @@ impl Ace {
 
     pub fn encode(&self, w: &mut Writer) {
         let start = w.len();
-        let size = u16::try_from(self.encoded_len()).unwrap_or(u16::MAX);
+        let size = len16(self.encoded_len());
         w.u8(self.ace_type.0)
             .u8(self.flags)
             .u16(size)
@@ -507,8 +507,8 @@ impl Acl {
         } else {
             self.revision
         };
-        let size = u16::try_from(self.encoded_len()).unwrap_or(u16::MAX);
-        let count = u16::try_from(self.aces.len()).unwrap_or(u16::MAX);
+        let size = len16(self.encoded_len());
+        let count = len16(self.aces.len());
         w.u8(revision).u8(0).u16(size).u16(count).u16(0);
         for a in &self.aces {
             a.encode(w);
@@ -638,7 +638,7 @@ impl SecurityDescriptor {
         w.u8(1).u8(0).u16(ctl);
         let offsets_at = w.len();
         w.zeros(16);
-        let rel = |w: &Writer| u32::try_from(w.len() - base).unwrap_or(u32::MAX);
+        let rel = |w: &Writer| len32(w.len() - base);
         if let Some(s) = owner {
             w.patch_u32(offsets_at, rel(w));
             s.encode(w);
@@ -674,10 +674,10 @@ impl SecurityDescriptor {
                 field: "SecurityDescriptor.Control",
             });
         }
-        let owner_off = r.u32()? as usize;
-        let group_off = r.u32()? as usize;
-        let sacl_off = r.u32()? as usize;
-        let dacl_off = r.u32()? as usize;
+        let owner_off = to_usize(r.u32()?);
+        let group_off = to_usize(r.u32()?);
+        let sacl_off = to_usize(r.u32()?);
+        let dacl_off = to_usize(r.u32()?);
         let part = |off: usize| -> Result<Option<&[u8]>, DecodeError> {
             if off == 0 {
                 return Ok(None);

@@ -1,6 +1,6 @@
 //! SMB2 SESSION_SETUP request and response (MS-SMB2 2.2.5, 2.2.6).
 
-use crate::cursor::{Reader, Writer, slice_at};
+use crate::cursor::{Reader, Writer, len16, slice_at};
 use crate::error::DecodeError;
 use crate::header::HEADER_LEN;
 
@@ -44,8 +44,7 @@ impl<'a> SessionSetupRequest<'a> {
     }
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let flags = r.u8()?;
         let security_mode = r.u8()?;
         let capabilities = r.u32()?;
@@ -73,7 +72,7 @@ impl<'a> SessionSetupRequest<'a> {
             .u16(len16(HEADER_LEN + Self::FIXED))
             .u16(len16(self.security_buffer.len()))
             .u64(self.previous_session_id);
-        write_buffer(w, self.security_buffer);
+        w.buffer(self.security_buffer);
     }
 }
 
@@ -89,8 +88,7 @@ impl<'a> SessionSetupResponse<'a> {
     const FIXED: usize = 8;
 
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let session_flags = r.u16()?;
         let off = usize::from(r.u16()?);
         let len = usize::from(r.u16()?);
@@ -106,21 +104,8 @@ impl<'a> SessionSetupResponse<'a> {
             .u16(self.session_flags)
             .u16(len16(HEADER_LEN + Self::FIXED))
             .u16(len16(self.security_buffer.len()));
-        write_buffer(w, self.security_buffer);
+        w.buffer(self.security_buffer);
     }
-}
-
-/// Writes the variable Buffer; an empty one still takes the byte its odd StructureSize counts.
-fn write_buffer(w: &mut Writer, b: &[u8]) {
-    if b.is_empty() {
-        w.u8(0);
-    } else {
-        w.bytes(b);
-    }
-}
-
-fn len16(n: usize) -> u16 {
-    u16::try_from(n).unwrap_or(u16::MAX)
 }
 
 #[cfg(test)]

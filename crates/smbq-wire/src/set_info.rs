@@ -1,6 +1,6 @@
 //! SMB2 SET_INFO request and response (MS-SMB2 2.2.39, 2.2.40).
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::{Reader, Writer, len32, to_usize};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::header::HEADER_LEN;
@@ -26,23 +26,15 @@ impl<'a> SetInfoRequest<'a> {
     /// Decodes a whole message; a non-empty buffer must lie after the fixed part and inside
     /// the message.
     pub fn decode(msg: &'a [u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let info_type = InfoType(r.u8()?);
         let file_info_class = r.u8()?;
-        let len = r.u32()? as usize;
+        let len = to_usize(r.u32()?);
         let offset = usize::from(r.u16()?);
         let _reserved = r.u16()?;
         let additional_information = r.u32()?;
         let file_id = FileId::decode(&mut r)?;
-        if len != 0 && offset < r.pos() {
-            return Err(DecodeError::BadOffset {
-                offset,
-                len,
-                total: msg.len(),
-            });
-        }
-        let buffer = r.slice_at(offset, len)?;
+        let buffer = r.variable_buffer(offset, len)?;
         Ok(Self {
             info_type,
             file_info_class,
@@ -57,47 +49,25 @@ impl<'a> SetInfoRequest<'a> {
         w.u16(Self::STRUCTURE_SIZE)
             .u8(self.info_type.0)
             .u8(self.file_info_class)
-            .u32(u32::try_from(self.buffer.len()).unwrap_or(u32::MAX))
+            .u32(len32(self.buffer.len()))
             .u16(REQUEST_BUFFER_OFFSET as u16)
             .u16(0)
             .u32(self.additional_information);
         self.file_id.encode(w);
-        if self.buffer.is_empty() {
-            w.u8(0);
-        } else {
-            w.bytes(self.buffer);
-        }
+        w.buffer(self.buffer);
     }
 }
 
-/// A SET_INFO response (MS-SMB2 2.2.40): StructureSize 2 and nothing else.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct SetInfoResponse;
-
-impl SetInfoResponse {
-    pub const STRUCTURE_SIZE: u16 = 2;
-
-    pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
-        Ok(Self)
-    }
-
-    pub fn encode(&self, w: &mut Writer) {
-        w.u16(Self::STRUCTURE_SIZE);
-    }
+crate::body::empty_body! {
+    /// A SET_INFO response (MS-SMB2 2.2.40): StructureSize 2 and nothing else.
+    SetInfoResponse { structure_size: 2, reserved: 0 }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-
-    fn msg(body: &[u8]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER_LEN];
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as msg;
 
     #[test]
     fn request_round_trip_and_layout() {

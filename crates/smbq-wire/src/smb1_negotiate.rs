@@ -1,7 +1,7 @@
 //! The SMB1 SMB_COM_NEGOTIATE request a client may open with to ask for SMB2 (MS-CIFS
 //! 2.2.4.52.1, MS-SMB2 3.3.5.3.1). Only enough SMB1 to find the offered dialect strings.
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::{Reader, Writer, len16};
 use crate::error::DecodeError;
 use crate::header::{Dialect, SMB1_PROTOCOL_ID};
 
@@ -92,7 +92,7 @@ impl<'a> Smb1NegotiateRequest<'a> {
             .u16(0) // UID
             .u16(0); // MID
         let len: usize = self.dialects.iter().map(|d| d.len() + 2).sum();
-        w.u8(0).u16(u16::try_from(len).unwrap_or(u16::MAX));
+        w.u8(0).u16(len16(len));
         for d in &self.dialects {
             w.u8(DIALECT_BUFFER_FORMAT).bytes(d).u8(0);
         }

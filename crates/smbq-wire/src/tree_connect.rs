@@ -1,6 +1,6 @@
 //! SMB2 TREE_CONNECT and TREE_DISCONNECT (MS-SMB2 2.2.9 - 2.2.12).
 
-use crate::cursor::{Reader, Writer, slice_at, utf16le_decode};
+use crate::cursor::{Reader, Writer, len16, len32, slice_at, to_usize, utf16le_decode};
 use crate::error::DecodeError;
 use crate::header::HEADER_LEN;
 
@@ -101,8 +101,7 @@ impl<'a> TreeConnectRequest<'a> {
     }
 
     fn decode_inner(msg: &'a [u8], is_311: bool) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let raw_flags = r.u16()?;
         let flags = if is_311 { raw_flags } else { 0 };
         let path_off = usize::from(r.u16()?);
@@ -117,7 +116,7 @@ impl<'a> TreeConnectRequest<'a> {
         }
         // The extension sits at the start of Buffer.
         let ext_start = HEADER_LEN + Self::FIXED;
-        let ctx_off = usize::try_from(r.u32()?).unwrap_or(usize::MAX);
+        let ctx_off = to_usize(r.u32()?);
         let ctx_count = usize::from(r.u16()?);
         r.skip(10)?;
         // The spec counts PathOffset from the header, but some clients count it from the
@@ -147,17 +146,13 @@ impl<'a> TreeConnectRequest<'a> {
     /// EXTENSION_PRESENT); offsets are counted from the header.
     pub fn encode(&self, w: &mut Writer) {
         let start = w.len();
-        let path_len = u16::try_from(self.path_utf16.len()).unwrap_or(u16::MAX);
+        let path_len = len16(self.path_utf16.len());
         if self.contexts.is_empty() {
             w.u16(Self::STRUCTURE_SIZE)
                 .u16(self.flags & !flags::EXTENSION_PRESENT)
                 .u16(len16(HEADER_LEN + Self::FIXED))
-                .u16(path_len);
-            if self.path_utf16.is_empty() {
-                w.u8(0);
-            } else {
-                w.bytes(self.path_utf16);
-            }
+                .u16(path_len)
+                .buffer(self.path_utf16);
             return;
         }
         w.u16(Self::STRUCTURE_SIZE)
@@ -169,14 +164,11 @@ impl<'a> TreeConnectRequest<'a> {
             .u16(len16(self.contexts.len()))
             .zeros(10)
             .bytes(self.path_utf16);
-        pad_body(w, start);
-        w.patch_u32(
-            ctx_off_pos,
-            u32::try_from(HEADER_LEN + (w.len() - start)).unwrap_or(u32::MAX),
-        );
+        w.align_from(start, 8);
+        w.patch_u32(ctx_off_pos, len32(HEADER_LEN + (w.len() - start)));
         for (i, c) in self.contexts.iter().enumerate() {
             if i > 0 {
-                pad_body(w, start);
+                w.align_from(start, 8);
             }
             w.u16(c.context_type.0)
                 .u16(len16(c.data.len()))
@@ -234,8 +226,7 @@ impl TreeConnectResponse {
     pub const STRUCTURE_SIZE: u16 = 16;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let share_type = r.u8()?;
         let _reserved = r.u8()?;
         Ok(Self {
@@ -256,63 +247,22 @@ impl TreeConnectResponse {
     }
 }
 
-/// SMB2 TREE_DISCONNECT Request (MS-SMB2 2.2.11).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct TreeDisconnectRequest;
-
-/// SMB2 TREE_DISCONNECT Response (MS-SMB2 2.2.12).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct TreeDisconnectResponse;
-
-impl TreeDisconnectRequest {
-    pub const STRUCTURE_SIZE: u16 = 4;
-    pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        decode_reserved4(msg).map(|()| Self)
-    }
-    pub fn encode(&self, w: &mut Writer) {
-        w.u16(4).u16(0);
-    }
+crate::body::empty_body! {
+    /// SMB2 TREE_DISCONNECT Request (MS-SMB2 2.2.11): StructureSize 4 and a reserved u16.
+    TreeDisconnectRequest { structure_size: 4, reserved: 2 }
 }
 
-impl TreeDisconnectResponse {
-    pub const STRUCTURE_SIZE: u16 = 4;
-    pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        decode_reserved4(msg).map(|()| Self)
-    }
-    pub fn encode(&self, w: &mut Writer) {
-        w.u16(4).u16(0);
-    }
-}
-
-fn decode_reserved4(msg: &[u8]) -> Result<(), DecodeError> {
-    let mut r = Reader::at(msg, HEADER_LEN)?;
-    r.structure_size(4)?;
-    r.u16().map(|_| ())
-}
-
-fn pad_body(w: &mut Writer, body_start: usize) {
-    let rem = (w.len() - body_start) % 8;
-    if rem != 0 {
-        w.zeros(8 - rem);
-    }
-}
-
-fn len16(n: usize) -> u16 {
-    u16::try_from(n).unwrap_or(u16::MAX)
+crate::body::empty_body! {
+    /// SMB2 TREE_DISCONNECT Response (MS-SMB2 2.2.12): StructureSize 4 and a reserved u16.
+    TreeDisconnectResponse { structure_size: 4, reserved: 2 }
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+    use crate::body::test_message as with_header;
     use crate::cursor::utf16le_encode;
-    use crate::header::Header;
-
-    fn with_header(body: &[u8]) -> Vec<u8> {
-        let mut m = Header::default().to_bytes();
-        m.extend_from_slice(body);
-        m
-    }
 
     fn enc(r: &TreeConnectRequest<'_>) -> Vec<u8> {
         let mut w = Writer::new();

@@ -6,7 +6,7 @@
 
 use core::ops::Range;
 
-use crate::cursor::{Reader, Writer};
+use crate::cursor::{Reader, Writer, len16, len32, to_usize};
 use crate::error::DecodeError;
 use crate::file_id::FileId;
 use crate::header::HEADER_LEN;
@@ -41,31 +41,13 @@ struct Parsed {
     info: Range<usize>,
 }
 
-/// A buffer's byte range: empty when `len` is 0 whatever the offset; otherwise it must start
-/// at or after the fixed part and end inside the message. Checked once, without wrapping.
-fn range(msg: &[u8], offset: usize, len: usize) -> Result<Range<usize>, DecodeError> {
-    if len == 0 {
-        return Ok(0..0);
-    }
-    if offset < REQUEST_DATA_OFFSET {
-        return Err(DecodeError::BadOffset {
-            offset,
-            len,
-            total: msg.len(),
-        });
-    }
-    crate::cursor::slice_at(msg, offset, len)?;
-    Ok(offset..offset + len)
-}
-
 impl<'a> WriteRequest<'a> {
     pub const STRUCTURE_SIZE: u16 = 49;
 
     fn parse(msg: &[u8]) -> Result<Parsed, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let data_offset = usize::from(r.u16()?);
-        let length = r.u32()? as usize;
+        let length = to_usize(r.u32()?);
         let offset = r.u64()?;
         let file_id = FileId::decode(&mut r)?;
         let channel = Channel(r.u32()?);
@@ -83,8 +65,10 @@ impl<'a> WriteRequest<'a> {
                 flags,
                 data: &[],
             },
-            data: range(msg, data_offset, length)?,
-            info: range(msg, info_offset, info_len)?,
+            // The reader stands at the end of the fixed part (0x70): each buffer, when not
+            // empty, must start there or later and end inside the message.
+            data: r.variable_range(data_offset, length)?,
+            info: r.variable_range(info_offset, info_len)?,
         })
     }
 
@@ -117,14 +101,14 @@ impl<'a> WriteRequest<'a> {
             REQUEST_DATA_OFFSET
         };
         w.u16(Self::STRUCTURE_SIZE)
-            .u16(u16::try_from(REQUEST_DATA_OFFSET + info_len).unwrap_or(u16::MAX))
+            .u16(len16(REQUEST_DATA_OFFSET + info_len))
             .u32(data_len)
             .u64(self.offset);
         self.file_id.encode(w);
         w.u32(self.channel.0)
             .u32(self.remaining_bytes)
             .u16(info_offset as u16)
-            .u16(u16::try_from(info_len).unwrap_or(u16::MAX))
+            .u16(len16(info_len))
             .u32(self.flags)
             .bytes(self.write_channel_info);
         if data_len == 0 && info_len == 0 {
@@ -134,7 +118,7 @@ impl<'a> WriteRequest<'a> {
 
     /// Writes the body followed by a copy of `self.data` (for tests and small writes).
     pub fn encode(&self, w: &mut Writer) {
-        self.encode_header(u32::try_from(self.data.len()).unwrap_or(u32::MAX), w);
+        self.encode_header(len32(self.data.len()), w);
         w.bytes(self.data);
     }
 }
@@ -150,8 +134,7 @@ impl WriteResponse {
     pub const STRUCTURE_SIZE: u16 = 17;
 
     pub fn decode(msg: &[u8]) -> Result<Self, DecodeError> {
-        let mut r = Reader::at(msg, HEADER_LEN)?;
-        r.structure_size(Self::STRUCTURE_SIZE)?;
+        let mut r = Reader::body(msg, Self::STRUCTURE_SIZE)?;
         let _reserved = r.u16()?;
         let count = r.u32()?;
         let remaining = r.u32()?;
@@ -176,12 +159,7 @@ impl WriteResponse {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-
-    fn msg(body: &[u8]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADER_LEN];
-        m.extend_from_slice(body);
-        m
-    }
+    use crate::body::test_message as msg;
 
     #[test]
     fn request_round_trip_and_layout() {

@@ -56,8 +56,10 @@ pub const FILE_ALL_ACCESS: u32 = STANDARD_RIGHTS_REQUIRED | SYNCHRONIZE | 0x1FF;
 pub const VALID_ACCESS_MASK: u32 =
     FILE_ALL_ACCESS | ACCESS_SYSTEM_SECURITY | MAXIMUM_ALLOWED | GENERIC_MASK;
 
-/// Replaces GENERIC_* bits with the file rights they stand for; other bits pass through
-/// (MAXIMUM_ALLOWED and ACCESS_SYSTEM_SECURITY are resolved by the caller's access check).
+/// Replaces GENERIC_* bits with the file rights they stand for (MS-DTYP 2.4.3; files and
+/// directories share this one mapping); other bits pass through (MAXIMUM_ALLOWED and
+/// ACCESS_SYSTEM_SECURITY are resolved by the caller's access check). The only definition:
+/// the server and the client both use it.
 pub fn map_generic(mask: u32) -> u32 {
     let mut out = mask & !GENERIC_MASK;
     if mask & GENERIC_READ != 0 {

@@ -1,6 +1,7 @@
 //! Walking NextEntryOffset-chained lists (FILE_FULL_EA_INFORMATION, FILE_STREAM_INFORMATION,
 //! directory entries; MS-FSCC 2.4). Shared so every list gets the same hostile-input checks.
 
+use crate::cursor::to_usize;
 use crate::error::DecodeError;
 
 /// Splits `buf` into entries. Each slice starts at an entry and runs to the next entry (or to
@@ -34,7 +35,7 @@ pub(crate) fn split(
             });
         }
         let next = match rest.get(..4) {
-            Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]) as usize,
+            Some(&[a, b, c, d]) => to_usize(u32::from_le_bytes([a, b, c, d])),
             _ => {
                 return Err(DecodeError::Truncated {
                     need: pos + 4,

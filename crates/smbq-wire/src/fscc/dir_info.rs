@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use super::chain;
 use super::info_class::FileInfoClass;
-use crate::cursor::{Reader, Writer, utf16le_decode, utf16le_encode};
+use crate::cursor::{Reader, Writer, len32, to_usize, utf16le_decode, utf16le_encode};
 use crate::error::DecodeError;
 
 /// The 8.3 ShortName field is a fixed 24 bytes (12 UTF-16 units).
@@ -106,7 +106,7 @@ pub struct DirEntryInfo<'a> {
 impl DirEntryInfo<'_> {
     /// Encodes the entry with NextEntryOffset 0 (the list encoder patches it).
     fn encode(&self, class: DirClass, name: &[u8], w: &mut Writer) {
-        let name_len = u32::try_from(name.len()).unwrap_or(u32::MAX);
+        let name_len = len32(name.len());
         w.u32(0).u32(self.file_index);
         if class == DirClass::Names {
             w.u32(name_len).bytes(name);
@@ -193,7 +193,7 @@ impl DirEntryInfo<'_> {
                 }
             }
         }
-        e.name = Cow::Owned(utf16le_decode(r.bytes(name_len as usize)?)?);
+        e.name = Cow::Owned(utf16le_decode(r.bytes(to_usize(name_len))?)?);
         Ok(e)
     }
 }

@@ -5,7 +5,7 @@
 
 use super::chain;
 use super::fixed::{fixed_class, need};
-use crate::cursor::{Reader, Writer, utf16le_decode, utf16le_encode};
+use crate::cursor::{Reader, Writer, len32, to_usize, utf16le_decode, utf16le_encode};
 use crate::error::DecodeError;
 
 /// Cap on a file name carried in a class (a UTF-16 path is at most 32767 units on Windows).
@@ -150,7 +150,7 @@ pub mod disposition_ex {
 
 /// Decodes a UTF-16LE name of `len` bytes from `r`, enforcing [`MAX_NAME_BYTES`].
 fn read_name(r: &mut Reader<'_>, len: u32) -> Result<String, DecodeError> {
-    let len = len as usize;
+    let len = to_usize(len);
     if len > MAX_NAME_BYTES {
         return Err(DecodeError::TooLong {
             field: "FileNameLength",
@@ -171,8 +171,7 @@ fn read_name(r: &mut Reader<'_>, len: u32) -> Result<String, DecodeError> {
 /// Writes a u32 byte length followed by the UTF-16LE name.
 fn write_name(w: &mut Writer, name: &str) {
     let raw = utf16le_encode(name);
-    w.u32(u32::try_from(raw.len()).unwrap_or(u32::MAX))
-        .bytes(&raw);
+    w.u32(len32(raw.len())).bytes(&raw);
 }
 
 /// FILE_NAME_INFORMATION (MS-FSCC 2.4): FileNameLength then the name. Also the layout of
@@ -284,7 +283,7 @@ impl StreamInfo {
             prev = Some(w.len());
             let name = utf16le_encode(&e.name);
             w.u32(0)
-                .u32(u32::try_from(name.len()).unwrap_or(u32::MAX))
+                .u32(len32(name.len()))
                 .u64(e.size)
                 .u64(e.allocation_size)
                 .bytes(&name);
@@ -498,20 +497,6 @@ impl GetEaList {
             prev = Some(w.len());
             let name = name.get(..255).unwrap_or(name);
             w.u32(0).u8(name.len() as u8).bytes(name).u8(0);
-        }
-    }
-}
-
-/// Pads relative to a list's start, so lists encoded after other data still align per entry.
-trait AlignFrom {
-    fn align_from(&mut self, base: usize, align: usize);
-}
-
-impl AlignFrom for Writer {
-    fn align_from(&mut self, base: usize, align: usize) {
-        let rem = (self.len() - base) % align;
-        if rem != 0 {
-            self.zeros(align - rem);
         }
     }
 }

@@ -2,7 +2,7 @@
 //! SMB2_0_INFO_FILESYSTEM. Decoders exist for the client side.
 
 use super::fixed::{fixed_class, need};
-use crate::cursor::{Reader, Writer, utf16le_decode, utf16le_encode};
+use crate::cursor::{Reader, Writer, len32, to_usize, utf16le_decode, utf16le_encode};
 use crate::error::DecodeError;
 
 /// Cap on a volume label or file system name (MS-FSCC 2.5.9 limits labels to 32 characters;
@@ -10,7 +10,7 @@ use crate::error::DecodeError;
 pub const MAX_NAME_BYTES: usize = 1024;
 
 fn read_utf16(r: &mut Reader<'_>, len: u32, field: &'static str) -> Result<String, DecodeError> {
-    let len = len as usize;
+    let len = to_usize(len);
     if len > MAX_NAME_BYTES {
         return Err(DecodeError::TooLong {
             field,
@@ -22,7 +22,7 @@ fn read_utf16(r: &mut Reader<'_>, len: u32, field: &'static str) -> Result<Strin
 }
 
 fn byte_len(raw: &[u8]) -> u32 {
-    u32::try_from(raw.len()).unwrap_or(u32::MAX)
+    len32(raw.len())
 }
 
 /// FileFsVolumeInformation (MS-FSCC 2.5.9): 18 fixed bytes then the UTF-16 label.
