@@ -10,9 +10,9 @@ use std::sync::Arc;
 use smbq_proto::Response;
 use smbq_wire::NtStatus;
 use smbq_wire::copychunk::{Chunk, CopyChunkCopy, CopyChunkResponse, ResumeKeyResponse};
-use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse};
+use smbq_wire::ioctl::{CtlCode, IoctlRequest};
 
-use super::{Ctx, blocking, body};
+use super::{Ctx, blocking};
 use crate::Server;
 use crate::access::mask;
 use crate::errors::map_io_error;
@@ -25,17 +25,6 @@ use crate::tables::Open;
 pub const MAX_CHUNKS: u32 = 256;
 pub const MAX_CHUNK_BYTES: u32 = 1 << 20;
 pub const MAX_TOTAL_BYTES: u32 = 16 << 20;
-
-fn ioctl_reply(req: &IoctlRequest<'_>, status: NtStatus, output: &[u8]) -> Response {
-    let r = IoctlResponse {
-        ctl_code: req.ctl_code,
-        file_id: req.file_id,
-        input: &[],
-        output,
-        flags: 0,
-    };
-    Response::with_status(status, body(|w| r.encode(w)))
-}
 
 /// MS-SMB2 3.3.5.15.5. Needs no access right (smbtorture asks on a handle with
 /// READ_ATTRIBUTES only); the copy checks the source's rights when the key is used.
@@ -52,7 +41,7 @@ pub(super) fn resume_key(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Respon
     };
     let mut w = smbq_wire::Writer::new();
     out.encode(&mut w);
-    Ok(ioctl_reply(req, NtStatus::SUCCESS, w.as_slice()))
+    Ok(super::ioctl::reply(req, NtStatus::SUCCESS, w.as_slice()))
 }
 
 /// MS-SMB2 3.3.5.15.6.
@@ -65,7 +54,7 @@ pub(super) async fn copy(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Respon
     let answer = |status: NtStatus, r: CopyChunkResponse| {
         let mut w = smbq_wire::Writer::new();
         r.encode(&mut w);
-        ioctl_reply(req, status, w.as_slice())
+        super::ioctl::reply(req, status, w.as_slice())
     };
     let cc =
         CopyChunkCopy::decode(req.input, MAX_CHUNKS).map_err(|_| NtStatus::INVALID_PARAMETER)?;

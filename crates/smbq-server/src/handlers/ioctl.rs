@@ -85,7 +85,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
 }
 
 /// The IOCTL response to `req` carrying `output`.
-fn reply(req: &IoctlRequest<'_>, status: NtStatus, output: &[u8]) -> Response {
+pub(super) fn reply(req: &IoctlRequest<'_>, status: NtStatus, output: &[u8]) -> Response {
     let r = IoctlResponse {
         ctl_code: req.ctl_code,
         file_id: req.file_id,
