@@ -226,10 +226,22 @@ mod tests {
     fn only_large_signed_single_owned_messages_are_verified_in_place() {
         use smbq_wire::header::flags::{RELATED_OPERATIONS, SIGNED};
         assert_eq!(verdict(message(4097, SIGNED, 0)), Some(true));
-        assert_eq!(verdict(message(4096, SIGNED, 0)), None, "4 KiB or less: through a copy");
+        assert_eq!(
+            verdict(message(4096, SIGNED, 0)),
+            None,
+            "4 KiB or less: through a copy"
+        );
         assert_eq!(verdict(message(8192, 0, 0)), None, "unsigned");
-        assert_eq!(verdict(message(8192, SIGNED, 4096)), None, "first of a compound");
-        assert_eq!(verdict(message(8192, SIGNED | RELATED_OPERATIONS, 0)), None, "related");
+        assert_eq!(
+            verdict(message(8192, SIGNED, 4096)),
+            None,
+            "first of a compound"
+        );
+        assert_eq!(
+            verdict(message(8192, SIGNED | RELATED_OPERATIONS, 0)),
+            None,
+            "related"
+        );
         let shared = message(8192, SIGNED, 0);
         let _other_owner = shared.clone();
         assert_eq!(verdict(shared), None, "a buffer shared with another owner");
