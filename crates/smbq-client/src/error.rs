@@ -21,8 +21,22 @@ pub enum Error {
     /// nothing was sent, so another way to log on is safe to try.
     #[error("Kerberos: {0}")]
     NoKerberos(String),
+    /// The transport's I/O failed (the connection's socket or stream).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A local file or stream the caller gave a transfer failed (`what` says which side); the
+    /// connection is fine.
+    #[error("{what}: {source}")]
+    Local {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// A task of a parallel transfer (`what`: read, write, copy) panicked or was cancelled.
+    #[error("{what} task failed: {source}")]
+    Task {
+        what: &'static str,
+        source: tokio::task::JoinError,
+    },
     #[error("timed out: {0}")]
     Timeout(&'static str),
 }

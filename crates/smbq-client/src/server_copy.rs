@@ -146,8 +146,10 @@ pub async fn server_copy(
             let Some(joined) = set.join_next().await else {
                 return Ok(done);
             };
-            let (start, end, r) =
-                joined.map_err(|e| Error::Protocol(format!("copy task failed: {e}")))?;
+            let (start, end, r) = joined.map_err(|source| Error::Task {
+                what: "copy",
+                source,
+            })?;
             match r? {
                 Ok(c) if u64::from(c.total_bytes_written) == end - start => {
                     finished.insert(start, end);

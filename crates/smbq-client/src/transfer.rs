@@ -92,7 +92,12 @@ pub async fn download(
                 ready.insert(at, (len, data));
             }
             Some(Ok(Err(e))) => return Err(e),
-            Some(Err(e)) => return Err(Error::Protocol(format!("read task failed: {e}"))),
+            Some(Err(source)) => {
+                return Err(Error::Task {
+                    what: "read",
+                    source,
+                });
+            }
         }
     }
 }
@@ -137,7 +142,12 @@ pub async fn upload(
                 progress(done);
             }
             Some(Ok(Err(e))) => return Err(e),
-            Some(Err(e)) => return Err(Error::Protocol(format!("write task failed: {e}"))),
+            Some(Err(source)) => {
+                return Err(Error::Task {
+                    what: "write",
+                    source,
+                });
+            }
         }
     }
 }

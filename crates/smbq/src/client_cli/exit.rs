@@ -85,7 +85,10 @@ pub fn error_code(e: &Error) -> Code {
         Error::Status { status, .. } => status_code(*status),
         Error::Auth(_) | Error::NoKerberos(_) => Code::Auth,
         Error::Disconnected(_) | Error::Timeout(_) | Error::Io(_) => Code::Connection,
-        Error::Protocol(_) | Error::Integrity(_) => Code::Other,
+        // A local file's failure: the command line's own files, "other" as documented.
+        Error::Protocol(_) | Error::Integrity(_) | Error::Local { .. } | Error::Task { .. } => {
+            Code::Other
+        }
     }
 }
 

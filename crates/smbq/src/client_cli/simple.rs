@@ -156,18 +156,21 @@ pub async fn to_stdout(tree: &Tree, path: &str, opts: TransferOptions) -> Result
     let (f, first) = tree.open_and_read(path, &o, opts.chunk).await?;
     first?;
     let mut out = std::io::stdout().lock();
-    let mut local: Option<std::io::Error> = None;
     // To the end of the file as it is while reading, not as it was at open.
     let r = transfer::download(&f, 0, u64::MAX, opts, |b| {
         watchdog::touch();
-        out.write_all(b).map_err(|e| {
-            local = Some(e);
-            Error::Protocol("stdout".into())
+        out.write_all(b).map_err(|source| Error::Local {
+            what: "stdout",
+            source,
         })
     })
     .await;
     let _ = f.close().await;
     let flushed = out.flush();
+    let (r, local) = match r {
+        Err(Error::Local { source, .. }) => (Ok(0), Some(source)),
+        r => (r, None),
+    };
     match local.or(flushed.err()) {
         // The reader went away (`| head`): not an error, as with cat(1) under SIGPIPE.
         Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
