@@ -22,7 +22,7 @@ use smbq_wire::{Command, FileId, NtStatus, Writer};
 use crate::compound::Part;
 use crate::session::check;
 use crate::tree::Tree;
-use crate::{DirEntry, Error, Metadata};
+use crate::{DirEntry, Error, Metadata, ProtocolError};
 
 /// Output buffer asked for in one QUERY_DIRECTORY (what Windows uses).
 const DIR_BUFFER: u32 = 64 * 1024;
@@ -168,7 +168,9 @@ impl File {
         let len = u32::try_from(data.len())
             .ok()
             .filter(|&l| l <= self.max_write())
-            .ok_or_else(|| Error::Protocol("write larger than the negotiated maximum".into()))?;
+            .ok_or(ProtocolError::TooLarge(
+                "write larger than the negotiated maximum",
+            ))?;
         let mut w = Writer::new();
         WriteRequest {
             offset,
@@ -341,7 +343,11 @@ pub(crate) fn read_data(r: &Incoming, asked: u32) -> Result<Bytes, Error> {
     check(r, "READ")?;
     let data = ReadResponse::decode(&r.msg)?.data;
     if data.len() > asked as usize {
-        return Err(Error::Protocol("READ returned more than asked".into()));
+        return Err(ProtocolError::ReadOverrun {
+            got: data.len(),
+            asked,
+        }
+        .into());
     }
     Ok(r.msg.slice_ref(data))
 }
@@ -428,7 +434,7 @@ pub(crate) fn append_dir_entries(out: &mut Vec<DirEntry>, r: &Incoming) -> Resul
             continue;
         }
         if out.len() == MAX_LISTING {
-            return Err(Error::Protocol("directory listing too long".into()));
+            return Err(ProtocolError::TooLarge("directory listing too long").into());
         }
         out.push(DirEntry {
             name: e.name.into_owned(),

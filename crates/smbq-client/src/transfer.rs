@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::{Error, File};
+use crate::{Error, File, ProtocolError};
 
 /// How much to keep in flight.
 #[derive(Clone, Copy, Debug)]
@@ -129,7 +129,11 @@ pub async fn upload(
             set.spawn(async move {
                 let n = f.write_at(pos, data).await?;
                 if u64::from(n) != len {
-                    return Err(Error::Protocol(format!("short write: {n} of {len} bytes")));
+                    return Err(ProtocolError::ShortWrite {
+                        written: n.into(),
+                        asked: len,
+                    }
+                    .into());
                 }
                 Ok(len)
             });

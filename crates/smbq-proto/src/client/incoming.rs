@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use smbq_wire::{HEADER_LEN, Header};
 
-use super::ClientError;
+use super::{ClientError, ProtocolError};
 
 /// Most messages one response frame may hold; more is a hostile server.
 const MAX_COMPOUND: usize = 256;
@@ -26,11 +26,11 @@ pub fn split_compound(plain: Bytes, encrypted: bool) -> Result<Vec<Incoming>, Cl
     let mut rest = plain;
     loop {
         if out.len() == MAX_COMPOUND {
-            return Err(ClientError::protocol("too many messages in one frame"));
+            return Err(ProtocolError::TooLarge("too many messages in one frame").into());
         }
         let header = Header::decode(&rest)?;
         if !header.is_response() {
-            return Err(ClientError::protocol("a request arrived from the server"));
+            return Err(ProtocolError::Violation("a request arrived from the server").into());
         }
         let next = header.next_command as usize;
         if next == 0 {
@@ -42,10 +42,11 @@ pub fn split_compound(plain: Bytes, encrypted: bool) -> Result<Vec<Incoming>, Cl
             return Ok(out);
         }
         if !next.is_multiple_of(8) || next < HEADER_LEN || next > rest.len() {
-            return Err(ClientError::protocol(format!(
-                "bad NextCommand {next} in a frame of {}",
-                rest.len()
-            )));
+            return Err(ProtocolError::NextCommand {
+                next,
+                frame: rest.len(),
+            }
+            .into());
         }
         let msg = rest.split_to(next);
         out.push(Incoming {

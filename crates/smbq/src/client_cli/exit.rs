@@ -175,6 +175,7 @@ impl std::fmt::Display for CliError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smbq_client::{AuthError, ProtocolError};
 
     #[test]
     fn statuses_map_to_documented_codes() {
@@ -196,8 +197,13 @@ mod tests {
             Code::Connection
         );
         assert_eq!(error_code(&Error::Timeout("read")), Code::Connection);
-        assert_eq!(error_code(&Error::Auth("bad token".into())), Code::Auth);
-        assert_eq!(error_code(&Error::Protocol("x".into())), Code::Other);
+        let auth = AuthError::Mechanism(smbq_auth::AuthError::Rejected);
+        assert_eq!(error_code(&Error::Auth(auth)), Code::Auth);
+        let short = ProtocolError::ShortWrite {
+            written: 1,
+            asked: 2,
+        };
+        assert_eq!(error_code(&Error::Protocol(short)), Code::Other);
         let e = Error::Status {
             op: "CREATE",
             status: NtStatus::ACCESS_DENIED,

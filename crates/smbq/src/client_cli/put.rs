@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use smbq_client::transfer::TransferOptions;
-use smbq_client::{DurableHandle, Error, File, OpenOptions, Tree};
+use smbq_client::{DurableHandle, Error, File, OpenOptions, ProtocolError, Tree};
 use smbq_wire::NtStatus;
 
 use super::Command;
@@ -128,7 +128,11 @@ async fn upload_window(
             set.spawn(async move {
                 let n = f.write_at(pos, data).await?;
                 if u64::from(n) != len {
-                    return Err(Error::Protocol(format!("short write: {n} of {len} bytes")));
+                    return Err(ProtocolError::ShortWrite {
+                        written: n.into(),
+                        asked: len,
+                    }
+                    .into());
                 }
                 Ok(pos)
             });

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use smbq_client::transfer::{self, TransferOptions};
-use smbq_client::{Error, OpenOptions, Tree};
+use smbq_client::{Error, OpenOptions, ProtocolError, Tree};
 use smbq_wire::NtStatus;
 use smbq_wire::create::create_options;
 
@@ -194,10 +194,7 @@ async fn cat(a: CatArgs, c: &mut Connector) -> Result<(), CliError> {
 async fn rm_tree(tree: &Tree, path: &str) -> Result<(), Error> {
     for e in tree.list(path).await? {
         if !safe_entry_name(&e.name) {
-            return Err(Error::Protocol(format!(
-                "server listed an impossible name {:?}",
-                e.name
-            )));
+            return Err(ProtocolError::BadName(e.name).into());
         }
         let child = remote_join(path, &e.name);
         if e.meta.is_dir() {
