@@ -91,7 +91,15 @@ mod tests {
         for next in [70u32, 8, 4096] {
             let mut f = msg(next, 8);
             f.extend(msg(0, 4));
-            assert!(split_compound(Bytes::from(f), false).is_err(), "{next}");
+            let e = split_compound(Bytes::from(f), false).expect_err("refused");
+            assert!(
+                matches!(
+                    e,
+                    ClientError::Protocol(ProtocolError::NextCommand { next: n, frame: 140 })
+                        if n == next as usize
+                ),
+                "{next}: {e:?}"
+            );
         }
     }
 
@@ -99,7 +107,17 @@ mod tests {
     fn refuses_requests_and_truncation_at_every_length() {
         let mut req = msg(0, 0);
         req[16] = 0;
-        assert!(split_compound(Bytes::from(req), false).is_err());
+        let e = split_compound(Bytes::from(req), false).expect_err("a request");
+        assert!(
+            matches!(e, ClientError::Protocol(ProtocolError::Violation(_))),
+            "{e:?}"
+        );
+        let e = split_compound(Bytes::from(msg(0, 0)).slice(..10), false).expect_err("short");
+        assert!(
+            matches!(e, ClientError::Protocol(ProtocolError::Malformed(_))),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("malformed response"), "{e}");
         let mut f = msg(72, 8);
         f.extend(msg(0, 4));
         for n in 0..f.len() {
