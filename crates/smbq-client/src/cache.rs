@@ -25,7 +25,7 @@ use crate::file::File;
 use crate::lease::{self, H, R};
 use crate::session::check;
 use crate::tree::{OpenOptions, Tree, create_body_with, smb_path};
-use crate::{Error, Metadata};
+use crate::{Error, Metadata, ProtocolError};
 
 /// How much a [`CachedTree`] keeps.
 #[derive(Clone, Copy, Debug)]
@@ -186,9 +186,11 @@ impl CachedTree {
                 return Ok(out);
             }
             if out.len() + chunk.len() > max {
-                return Err(Error::Protocol(format!(
-                    "{path} is larger than {max} bytes"
-                )));
+                return Err(ProtocolError::FileTooLarge {
+                    path: path.to_string(),
+                    max,
+                }
+                .into());
             }
             out.extend_from_slice(&chunk);
         }

@@ -14,9 +14,9 @@ use smbq_transport::{Connection, TransportKind};
 use smbq_wire::session_setup::session_flags;
 use smbq_wire::{Command, Dialect, Header};
 
-use crate::Error;
 use crate::conn::{Outgoing, Protect, Shared};
 use crate::session::Session;
+use crate::{Error, ProtocolError};
 
 /// An SMB connection to one server.
 #[derive(Clone)]
@@ -191,9 +191,10 @@ impl Client {
         password: &str,
     ) -> Result<Session, Error> {
         if !self.negotiated().multichannel() {
-            return Err(Error::Protocol(
-                "the server does not offer multichannel on this connection".into(),
-            ));
+            return Err(ProtocolError::Unsupported(
+                "the server does not offer multichannel on this connection",
+            )
+            .into());
         }
         let creds =
             Credentials::with_password(user, domain, password, &self.shared.config.workstation);

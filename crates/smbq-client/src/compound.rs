@@ -16,7 +16,7 @@ use crate::conn::{Protect, Shared, Slot};
 use crate::file::File;
 use crate::session::check;
 use crate::tree::{OpenOptions, Tree};
-use crate::{Error, Metadata};
+use crate::{Error, Metadata, ProtocolError};
 
 /// One request of a compound: everything after its header.
 pub(crate) struct Part {
@@ -65,7 +65,7 @@ fn layout(headers: &[Header], parts: Vec<Part>, protect: &Protect) -> Result<Vec
         }
         if !last {
             h.next_command = u32::try_from(padded)
-                .map_err(|_| Error::Protocol("compound message too large".into()))?;
+                .map_err(|_| ProtocolError::TooLarge("compound message too large"))?;
         }
         let mut w = Writer::with_capacity(padded);
         h.encode(&mut w);
@@ -126,8 +126,11 @@ impl Shared {
 /// The response to the `index`th request of a compound, or the failure that took its place.
 fn nth(answers: &mut [Result<Incoming, Error>], index: usize) -> Result<Incoming, Error> {
     match answers.get_mut(index) {
-        Some(slot) => std::mem::replace(slot, Err(Error::Protocol("taken".into()))),
-        None => Err(Error::Protocol("a compound response is missing".into())),
+        Some(slot) => std::mem::replace(
+            slot,
+            Err(ProtocolError::Missing("a compound response taken twice").into()),
+        ),
+        None => Err(ProtocolError::Missing("a compound response is missing").into()),
     }
 }
 
@@ -241,7 +244,9 @@ impl Tree {
         let len = u32::try_from(data.len())
             .ok()
             .filter(|&l| l <= self.max_write())
-            .ok_or_else(|| Error::Protocol("write larger than the negotiated maximum".into()))?;
+            .ok_or(ProtocolError::TooLarge(
+                "write larger than the negotiated maximum",
+            ))?;
         let mut middle = Vec::new();
         if len > 0 {
             middle.push(Part {
@@ -256,7 +261,11 @@ impl Tree {
             check(&r, "WRITE")?;
             let n = smbq_wire::write::WriteResponse::decode(&r.msg)?.count;
             if n != len {
-                return Err(Error::Protocol(format!("short write: {n} of {len} bytes")));
+                return Err(ProtocolError::ShortWrite {
+                    written: n.into(),
+                    asked: len.into(),
+                }
+                .into());
             }
         }
         crate::file::metadata_of(&create)

@@ -23,7 +23,7 @@ use smbq_wire::transform::{TRANSFORM_HEADER_LEN, TransformHeader};
 use smbq_wire::{Command, Header, NtStatus, Writer};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::Error;
+use crate::{Error, ProtocolError};
 
 /// Message id the server uses for oplock/lease break notifications (MS-SMB2 3.3.4.6).
 const UNSOLICITED: u64 = u64::MAX;
@@ -500,13 +500,13 @@ impl Shared {
                 lane,
                 move |s, headers| match headers.first() {
                     Some(h) => build(s, h),
-                    None => Err(Error::Protocol("no header".into())),
+                    None => Err(ProtocolError::Missing("no header").into()),
                 },
             )
             .await?;
         answers
             .pop()
-            .unwrap_or_else(|| Err(Error::Protocol("no response".into())))
+            .unwrap_or_else(|| Err(ProtocolError::Missing("no response").into()))
     }
 
     /// Sends one frame of `slots.len()` messages (one request, or a compound that `build`
@@ -726,7 +726,7 @@ impl Shared {
             if th.original_message_size as usize != frame.len().saturating_sub(TRANSFORM_HEADER_LEN)
                 || th.flags != 1
             {
-                return Err(Error::Protocol("transform header size or flags".into()));
+                return Err(ProtocolError::Violation("transform header size or flags").into());
             }
             let session = self
                 .state
@@ -734,9 +734,9 @@ impl Shared {
                 .sessions
                 .get(&th.session_id)
                 .cloned()
-                .ok_or_else(|| {
-                    Error::Protocol("encrypted response for an unknown session".into())
-                })?;
+                .ok_or(ProtocolError::Violation(
+                    "encrypted response for an unknown session",
+                ))?;
             // In place when the frame owns its buffer alone (the deframer hands large frames
             // out that way): a sealed 8 MiB READ response is not copied once more.
             let mut buf = frame

@@ -1,6 +1,7 @@
 //! Client errors, with NTSTATUS names and meanings a person can act on.
 
 use smbq_proto::client::ClientError;
+pub use smbq_proto::client::{AuthError, ProtocolError};
 use smbq_wire::NtStatus;
 
 #[derive(Debug, thiserror::Error)]
@@ -11,18 +12,33 @@ pub enum Error {
     /// The connection ended (the reason is what the transport or the server said).
     #[error("connection lost: {0}")]
     Disconnected(String),
+    /// The server sent something wrong, or the connection cannot do what was asked.
     #[error("protocol error: {0}")]
-    Protocol(String),
+    Protocol(#[from] ProtocolError),
     #[error("integrity check failed: {0}")]
     Integrity(&'static str),
     #[error("authentication failed: {0}")]
-    Auth(String),
+    Auth(#[from] AuthError),
     /// No Kerberos AP-REQ could be made (no ticket, KDC unreachable, no Kerberos library):
     /// nothing was sent, so another way to log on is safe to try.
     #[error("Kerberos: {0}")]
     NoKerberos(String),
+    /// The transport's I/O failed (the connection's socket or stream).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A local file or stream the caller gave a transfer failed (`what` says which side); the
+    /// connection is fine.
+    #[error("{what}: {source}")]
+    Local {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// A task of a parallel transfer (`what`: read, write, copy) panicked or was cancelled.
+    #[error("{what} task failed: {source}")]
+    Task {
+        what: &'static str,
+        source: tokio::task::JoinError,
+    },
     #[error("timed out: {0}")]
     Timeout(&'static str),
 }
@@ -40,16 +56,16 @@ impl From<ClientError> for Error {
     fn from(e: ClientError) -> Self {
         match e {
             ClientError::Status { op, status } => Self::Status { op, status },
-            ClientError::Protocol(m) => Self::Protocol(m),
+            ClientError::Protocol(p) => Self::Protocol(p),
             ClientError::Integrity(m) => Self::Integrity(m),
-            ClientError::Auth(m) => Self::Auth(m),
+            ClientError::Auth(a) => Self::Auth(a),
         }
     }
 }
 
 impl From<smbq_wire::DecodeError> for Error {
     fn from(e: smbq_wire::DecodeError) -> Self {
-        Self::Protocol(format!("malformed response: {e}"))
+        Self::Protocol(ProtocolError::Malformed(e))
     }
 }
 

@@ -22,7 +22,7 @@ use smbq_wire::{Command, FileId, NtStatus, Writer};
 use crate::compound::Part;
 use crate::session::check;
 use crate::tree::Tree;
-use crate::{DirEntry, Error, Metadata};
+use crate::{DirEntry, Error, Metadata, ProtocolError};
 
 /// Output buffer asked for in one QUERY_DIRECTORY (what Windows uses).
 const DIR_BUFFER: u32 = 64 * 1024;
@@ -168,7 +168,9 @@ impl File {
         let len = u32::try_from(data.len())
             .ok()
             .filter(|&l| l <= self.max_write())
-            .ok_or_else(|| Error::Protocol("write larger than the negotiated maximum".into()))?;
+            .ok_or(ProtocolError::TooLarge(
+                "write larger than the negotiated maximum",
+            ))?;
         let mut w = Writer::new();
         WriteRequest {
             offset,
@@ -341,7 +343,11 @@ pub(crate) fn read_data(r: &Incoming, asked: u32) -> Result<Bytes, Error> {
     check(r, "READ")?;
     let data = ReadResponse::decode(&r.msg)?.data;
     if data.len() > asked as usize {
-        return Err(Error::Protocol("READ returned more than asked".into()));
+        return Err(ProtocolError::ReadOverrun {
+            got: data.len(),
+            asked,
+        }
+        .into());
     }
     Ok(r.msg.slice_ref(data))
 }
@@ -428,7 +434,7 @@ pub(crate) fn append_dir_entries(out: &mut Vec<DirEntry>, r: &Incoming) -> Resul
             continue;
         }
         if out.len() == MAX_LISTING {
-            return Err(Error::Protocol("directory listing too long".into()));
+            return Err(ProtocolError::TooLarge("directory listing too long").into());
         }
         out.push(DirEntry {
             name: e.name.into_owned(),
@@ -444,4 +450,69 @@ pub(crate) fn append_dir_entries(out: &mut Vec<DirEntry>, r: &Incoming) -> Resul
         });
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use smbq_wire::Header;
+    use smbq_wire::header::flags;
+
+    use super::*;
+
+    /// A READ response message (header and body) carrying `data`, as `split_compound` hands
+    /// one out.
+    fn read_response(data: &[u8]) -> Incoming {
+        let header = Header {
+            command: Command::READ,
+            flags: flags::SERVER_TO_REDIR,
+            ..Default::default()
+        };
+        let mut w = Writer::new();
+        header.encode(&mut w);
+        ReadResponse {
+            data_remaining: 0,
+            flags: 0,
+            data,
+        }
+        .encode(&mut w);
+        Incoming {
+            header,
+            msg: Bytes::from(w.into_vec()),
+            encrypted: false,
+        }
+    }
+
+    #[test]
+    fn a_read_within_what_was_asked_is_its_data() {
+        let data = read_data(&read_response(b"abcd"), 4).expect("4 of 4");
+        assert_eq!(&data[..], b"abcd");
+    }
+
+    #[test]
+    fn a_read_past_what_was_asked_is_a_typed_overrun() {
+        let e = read_data(&read_response(b"abcdef"), 4).expect_err("6 of 4");
+        assert!(
+            matches!(
+                e,
+                Error::Protocol(ProtocolError::ReadOverrun { got: 6, asked: 4 })
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains("READ returned more than asked"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_truncated_read_response_is_malformed() {
+        let mut r = read_response(b"abcd");
+        r.msg.truncate(smbq_wire::HEADER_LEN + 4);
+        let e = read_data(&r, 4).expect_err("truncated");
+        assert!(
+            matches!(e, Error::Protocol(ProtocolError::Malformed(_))),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("malformed response"), "{e}");
+    }
 }

@@ -30,7 +30,7 @@ mod tree;
 pub use cache::{CacheLimits, CachedTree};
 pub use client::Client;
 pub use durable::DurableHandle;
-pub use error::{Error, describe, status_name};
+pub use error::{AuthError, Error, ProtocolError, describe, status_name};
 pub use file::File;
 pub use server_copy::server_copy;
 pub use session::Session;

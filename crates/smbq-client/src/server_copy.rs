@@ -10,7 +10,7 @@ use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse, flags as ioctl_flag
 use smbq_wire::{Command, NtStatus, Writer};
 
 use crate::session::check;
-use crate::{Error, File};
+use crate::{Error, File, ProtocolError};
 
 /// Windows' limits (MS-SMB2 3.3.5.15.6), the first guess until a server says otherwise.
 const DEFAULT_LIMITS: CopyChunkResponse = CopyChunkResponse {
@@ -96,7 +96,7 @@ impl File {
             _ => {
                 check(&r, "IOCTL copychunk")?;
                 body.map(Ok)
-                    .ok_or_else(|| Error::Protocol("copychunk answer without its counts".into()))
+                    .ok_or(ProtocolError::Missing("copychunk answer without its counts").into())
             }
         }
     }
@@ -146,8 +146,10 @@ pub async fn server_copy(
             let Some(joined) = set.join_next().await else {
                 return Ok(done);
             };
-            let (start, end, r) =
-                joined.map_err(|e| Error::Protocol(format!("copy task failed: {e}")))?;
+            let (start, end, r) = joined.map_err(|source| Error::Task {
+                what: "copy",
+                source,
+            })?;
             match r? {
                 Ok(c) if u64::from(c.total_bytes_written) == end - start => {
                     finished.insert(start, end);
@@ -157,7 +159,13 @@ pub async fn server_copy(
                         progress(done);
                     }
                 }
-                Ok(_) => return Err(Error::Protocol("server copied less than asked".into())),
+                Ok(c) => {
+                    return Err(ProtocolError::ShortCopy {
+                        copied: u64::from(c.total_bytes_written),
+                        asked: end - start,
+                    }
+                    .into());
+                }
                 Err(server_limits) => {
                     if server_limits.chunk_bytes_written == 0
                         || server_limits == limits

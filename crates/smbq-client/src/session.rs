@@ -10,7 +10,7 @@ use smbq_wire::{Command, Writer};
 
 use crate::conn::{Outgoing, Protect};
 use crate::tree::Tree;
-use crate::{Client, Error};
+use crate::{Client, Error, ProtocolError};
 
 /// A logged-on user on one connection. Cheap to clone.
 #[derive(Clone)]
@@ -33,9 +33,10 @@ impl Session {
         let cfg = &client.shared.config;
         let wants = encrypt_data || cfg.encryption == EncryptionPolicy::Required;
         if wants && !crypto.can_seal() {
-            return Err(Error::Protocol(
-                "encryption is required but no cipher was negotiated".into(),
-            ));
+            return Err(ProtocolError::Unsupported(
+                "encryption is required but no cipher was negotiated",
+            )
+            .into());
         }
         // MS-SMB2 3.2.5.3.1: sign when either side requires it (and there is a key).
         let sign = crypto.can_sign() && (cfg.signing_required || neg.server_requires_signing());
@@ -130,9 +131,7 @@ impl Session {
         let t = TreeConnectResponse::decode(&r.msg)?;
         let encrypt = t.share_flags & share_flags::ENCRYPT_DATA != 0;
         if encrypt && !self.crypto.can_seal() {
-            return Err(Error::Protocol(format!(
-                "share {share} requires encryption but no cipher was negotiated"
-            )));
+            return Err(ProtocolError::ShareNeedsEncryption(share.to_string()).into());
         }
         Ok(Tree::new(
             self.clone(),

@@ -2,7 +2,7 @@
 //! carried by FSCTL_PIPE_TRANSCEIVE (MS-SMB2 3.2.4.20.1) and READs for further fragments.
 
 use smbq_rpc::client::{
-    ResponseAssembler, ShareInfo1, bind_request, check_bind_ack, parse_share_enum,
+    ResponseAssembler, RpcClientError, ShareInfo1, bind_request, check_bind_ack, parse_share_enum,
     share_enum_request,
 };
 use smbq_wire::create::create_options;
@@ -12,11 +12,16 @@ use smbq_wire::{Command, NtStatus, Writer};
 
 use crate::session::check;
 use crate::tree::OpenOptions;
-use crate::{Error, File, Session, Tree};
+use crate::{Error, File, ProtocolError, Session, Tree};
 
 /// Largest RPC response accepted (a share list of thousands fits easily).
 const MAX_STUB: usize = 4 << 20;
 const PIPE_BUFFER: u32 = 65536;
+
+/// A failed srvsvc step `op`, as the protocol error it is.
+fn rpc(op: &'static str) -> impl Fn(RpcClientError) -> Error {
+    move |source| ProtocolError::Rpc { op, source }.into()
+}
 
 async fn transceive(tree: &Tree, pipe: &File, input: Vec<u8>) -> Result<Vec<u8>, Error> {
     let mut w = Writer::new();
@@ -45,7 +50,7 @@ async fn transceive(tree: &Tree, pipe: &File, input: Vec<u8>) -> Result<Vec<u8>,
                 Ok(b) if b.is_empty() => break,
                 Ok(b) => {
                     if pdu.len() + b.len() > MAX_STUB {
-                        return Err(Error::Protocol("RPC response too large".into()));
+                        return Err(ProtocolError::TooLarge("RPC response too large").into());
                     }
                     pdu.extend_from_slice(&b);
                     if b.len() < PIPE_BUFFER as usize {
@@ -72,23 +77,21 @@ impl Session {
         let pipe = ipc.open("srvsvc", &o).await?;
         let result = async {
             let ack = transceive(&ipc, &pipe, bind_request(1)).await?;
-            check_bind_ack(&ack).map_err(|e| Error::Protocol(format!("srvsvc bind: {e}")))?;
+            check_bind_ack(&ack).map_err(rpc("srvsvc bind"))?;
             let server = format!("\\\\{}", self.client().server_name());
             let mut asm = ResponseAssembler::new(MAX_STUB);
             let mut pdu = transceive(&ipc, &pipe, share_enum_request(2, &server)).await?;
             loop {
-                match asm
-                    .push(&pdu)
-                    .map_err(|e| Error::Protocol(format!("srvsvc: {e}")))?
-                {
+                match asm.push(&pdu).map_err(rpc("srvsvc"))? {
                     Some(stub) => {
-                        return parse_share_enum(&stub)
-                            .map_err(|e| Error::Protocol(format!("srvsvc: {e}")));
+                        return parse_share_enum(&stub).map_err(rpc("srvsvc"));
                     }
                     None => {
                         pdu = pipe.read_at(0, PIPE_BUFFER).await?.to_vec();
                         if pdu.is_empty() {
-                            return Err(Error::Protocol("srvsvc response ended early".into()));
+                            return Err(
+                                ProtocolError::Missing("srvsvc response ended early").into()
+                            );
                         }
                     }
                 }

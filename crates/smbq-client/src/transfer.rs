@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::{Error, File};
+use crate::{Error, File, ProtocolError};
 
 /// How much to keep in flight.
 #[derive(Clone, Copy, Debug)]
@@ -92,7 +92,12 @@ pub async fn download(
                 ready.insert(at, (len, data));
             }
             Some(Ok(Err(e))) => return Err(e),
-            Some(Err(e)) => return Err(Error::Protocol(format!("read task failed: {e}"))),
+            Some(Err(source)) => {
+                return Err(Error::Task {
+                    what: "read",
+                    source,
+                });
+            }
         }
     }
 }
@@ -124,7 +129,11 @@ pub async fn upload(
             set.spawn(async move {
                 let n = f.write_at(pos, data).await?;
                 if u64::from(n) != len {
-                    return Err(Error::Protocol(format!("short write: {n} of {len} bytes")));
+                    return Err(ProtocolError::ShortWrite {
+                        written: n.into(),
+                        asked: len,
+                    }
+                    .into());
                 }
                 Ok(len)
             });
@@ -137,7 +146,12 @@ pub async fn upload(
                 progress(done);
             }
             Some(Ok(Err(e))) => return Err(e),
-            Some(Err(e)) => return Err(Error::Protocol(format!("write task failed: {e}"))),
+            Some(Err(source)) => {
+                return Err(Error::Task {
+                    what: "write",
+                    source,
+                });
+            }
         }
     }
 }

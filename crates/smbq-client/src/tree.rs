@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::conn::Lane;
 use crate::file::File;
 use crate::session::{Session, check};
-use crate::{DirEntry, Error, Metadata};
+use crate::{DirEntry, Error, Metadata, ProtocolError};
 
 /// One share on one session. Cheap to clone.
 #[derive(Clone)]
@@ -111,9 +111,9 @@ impl Tree {
     /// it is valid on every channel (MS-SMB2 3.3.5.2.11).
     pub fn with_channels(&self, channels: Vec<Session>) -> Result<Tree, Error> {
         if channels.iter().any(|c| c.id() != self.session.id()) {
-            return Err(Error::Protocol(
-                "a channel must carry the tree's own session".into(),
-            ));
+            return Err(
+                ProtocolError::Unsupported("a channel must carry the tree's own session").into(),
+            );
         }
         Ok(Tree {
             channels: Arc::new(channels),
@@ -290,9 +290,9 @@ impl Tree {
             .compound_on(path, &list_options(), vec![first], false)
             .await?;
         let dir = File::from_create(self.clone(), &create)?;
-        let first = rest
-            .pop()
-            .unwrap_or_else(|| Err(Error::Protocol("a compound response is missing".into())));
+        let first = rest.pop().unwrap_or_else(|| {
+            Err(ProtocolError::Missing("a compound response is missing").into())
+        });
         let r = match first {
             Ok(first) => dir.read_dir_after(first, "*").await,
             Err(e) => Err(e),

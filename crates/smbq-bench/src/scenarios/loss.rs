@@ -171,7 +171,10 @@ async fn smb_download(
             let mut out = std::fs::File::create(&local).map_err(|e| e.to_string())?;
             let got = download(&f, 0, size, TransferOptions::default(), |b| {
                 out.write_all(b)
-                    .map_err(|e| smbq_client::Error::Protocol(format!("local write: {e}")))
+                    .map_err(|source| smbq_client::Error::Local {
+                        what: "local write",
+                        source,
+                    })
             })
             .await
             .map_err(|e| format!("download {name}: {e}"))?;

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use smbq_wire::{HEADER_LEN, Header};
 
-use super::ClientError;
+use super::{ClientError, ProtocolError};
 
 /// Most messages one response frame may hold; more is a hostile server.
 const MAX_COMPOUND: usize = 256;
@@ -26,11 +26,11 @@ pub fn split_compound(plain: Bytes, encrypted: bool) -> Result<Vec<Incoming>, Cl
     let mut rest = plain;
     loop {
         if out.len() == MAX_COMPOUND {
-            return Err(ClientError::protocol("too many messages in one frame"));
+            return Err(ProtocolError::TooLarge("too many messages in one frame").into());
         }
         let header = Header::decode(&rest)?;
         if !header.is_response() {
-            return Err(ClientError::protocol("a request arrived from the server"));
+            return Err(ProtocolError::Violation("a request arrived from the server").into());
         }
         let next = header.next_command as usize;
         if next == 0 {
@@ -42,10 +42,11 @@ pub fn split_compound(plain: Bytes, encrypted: bool) -> Result<Vec<Incoming>, Cl
             return Ok(out);
         }
         if !next.is_multiple_of(8) || next < HEADER_LEN || next > rest.len() {
-            return Err(ClientError::protocol(format!(
-                "bad NextCommand {next} in a frame of {}",
-                rest.len()
-            )));
+            return Err(ProtocolError::NextCommand {
+                next,
+                frame: rest.len(),
+            }
+            .into());
         }
         let msg = rest.split_to(next);
         out.push(Incoming {
@@ -90,7 +91,15 @@ mod tests {
         for next in [70u32, 8, 4096] {
             let mut f = msg(next, 8);
             f.extend(msg(0, 4));
-            assert!(split_compound(Bytes::from(f), false).is_err(), "{next}");
+            let e = split_compound(Bytes::from(f), false).expect_err("refused");
+            assert!(
+                matches!(
+                    e,
+                    ClientError::Protocol(ProtocolError::NextCommand { next: n, frame: 140 })
+                        if n == next as usize
+                ),
+                "{next}: {e:?}"
+            );
         }
     }
 
@@ -98,7 +107,17 @@ mod tests {
     fn refuses_requests_and_truncation_at_every_length() {
         let mut req = msg(0, 0);
         req[16] = 0;
-        assert!(split_compound(Bytes::from(req), false).is_err());
+        let e = split_compound(Bytes::from(req), false).expect_err("a request");
+        assert!(
+            matches!(e, ClientError::Protocol(ProtocolError::Violation(_))),
+            "{e:?}"
+        );
+        let e = split_compound(Bytes::from(msg(0, 0)).slice(..10), false).expect_err("short");
+        assert!(
+            matches!(e, ClientError::Protocol(ProtocolError::Malformed(_))),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("malformed response"), "{e}");
         let mut f = msg(72, 8);
         f.extend(msg(0, 4));
         for n in 0..f.len() {

@@ -10,7 +10,7 @@ use smbq_wire::negotiate::{
 use smbq_wire::smb1_negotiate::{DIALECT_SMB2_002, DIALECT_SMB2_WILDCARD, Smb1NegotiateRequest};
 use smbq_wire::{Command, Dialect, Header, NtStatus, Writer};
 
-use super::{ClientConfig, ClientError};
+use super::{ClientConfig, ClientError, ProtocolError};
 
 /// What NEGOTIATE settled.
 #[derive(Clone, Debug)]
@@ -135,10 +135,7 @@ pub fn parse_negotiate_response(cfg: &ClientConfig, msg: &[u8]) -> Result<Negoti
     }
     let r = NegotiateResponse::decode(msg)?;
     if r.dialect != Dialect::WILDCARD && !cfg.dialects.contains(&r.dialect) {
-        return Err(ClientError::protocol(format!(
-            "server chose dialect {:?}, which was not offered",
-            r.dialect
-        )));
+        return Err(ProtocolError::DialectNotOffered(r.dialect).into());
     }
     let mut n = Negotiated {
         dialect: r.dialect,
@@ -178,30 +175,31 @@ fn settle_contexts(
             } => {
                 preauth += 1;
                 if hash_algorithms.as_slice() != [HashAlgorithm::SHA512] {
-                    return Err(ClientError::protocol("preauth hash is not SHA-512"));
+                    return Err(ProtocolError::Violation("preauth hash is not SHA-512").into());
                 }
             }
             NegotiateContext::Encryption { ciphers } => {
                 let [one] = ciphers.as_slice() else {
-                    return Err(ClientError::protocol("server must choose one cipher"));
+                    return Err(ProtocolError::Violation("server must choose one cipher").into());
                 };
                 // 0 means "no common cipher" (MS-SMB2 3.3.5.2.5.2).
                 if one.0 != 0 {
                     let c = Cipher::from_wire_id(one.0)
                         .filter(|c| cfg.ciphers.contains(c))
-                        .ok_or_else(|| ClientError::protocol("cipher not offered"))?;
+                        .ok_or(ProtocolError::Violation("cipher not offered"))?;
                     n.cipher = Some(c);
                 }
             }
             NegotiateContext::Signing { algorithms } => {
                 let [one] = algorithms.as_slice() else {
-                    return Err(ClientError::protocol(
+                    return Err(ProtocolError::Violation(
                         "server must choose one signing algorithm",
-                    ));
+                    )
+                    .into());
                 };
                 n.signing = SigningAlgorithm::from_wire_id(one.0)
                     .filter(|a| cfg.signing.contains(a))
-                    .ok_or_else(|| ClientError::protocol("signing algorithm not offered"))?;
+                    .ok_or(ProtocolError::Violation("signing algorithm not offered"))?;
             }
             NegotiateContext::Transport { flags } => {
                 n.transport_security = cfg.transport_security
@@ -214,18 +212,19 @@ fn settle_contexts(
                 let granted = MultiStream::decode(data)
                     .ok()
                     .filter(|m| cfg.data_streams > 0 && m.acceptable_response(cfg.data_streams))
-                    .ok_or_else(|| {
-                        ClientError::protocol("multi-stream context not offered or out of range")
-                    })?;
+                    .ok_or(ProtocolError::Violation(
+                        "multi-stream context not offered or out of range",
+                    ))?;
                 n.data_streams = granted.streams;
             }
             _ => {}
         }
     }
     if preauth != 1 {
-        return Err(ClientError::protocol(
+        return Err(ProtocolError::Violation(
             "3.1.1 response without exactly one preauth integrity context",
-        ));
+        )
+        .into());
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use smbq_crypto::{Sealer, Signer, SigningAlgorithm};
 use smbq_wire::header::{FLAGS_OFFSET, flags};
 use smbq_wire::transform::TRANSFORM_HEADER_LEN;
 
-use super::ClientError;
+use super::{ClientError, ProtocolError};
 use crate::nonces::NonceLedger;
 use crate::transform::{SealError, TransformSealer};
 
@@ -119,7 +119,7 @@ impl SessionCrypto {
             .ok_or(ClientError::Integrity("no encryption key"))?;
         enc.seal_reserved(self.session_id, &mut frame)
             .map_err(|e| match e {
-                SealError::TooLarge => ClientError::protocol("message too large to seal"),
+                SealError::TooLarge => ProtocolError::TooLarge("message too large to seal").into(),
                 SealError::NoRoom => ClientError::Integrity("no room for the transform header"),
                 SealError::Crypto => ClientError::Integrity("encryption failed"),
             })?;

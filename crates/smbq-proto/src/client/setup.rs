@@ -12,7 +12,7 @@ use smbq_wire::session_setup::{
 };
 use smbq_wire::{Dialect, Header, NtStatus, Writer};
 
-use super::{ClientError, Negotiated, SessionCrypto};
+use super::{AuthError, ClientError, Negotiated, ProtocolError, SessionCrypto};
 
 /// What to do after a SESSION_SETUP response.
 #[derive(Debug)]
@@ -174,13 +174,9 @@ impl SessionSetup {
                 }
                 let r = SessionSetupResponse::decode(msg)?;
                 let Mech::Ntlm(initiator) = &mut self.initiator else {
-                    return Err(ClientError::Auth(
-                        "Kerberos: the server asked for a second leg".into(),
-                    ));
+                    return Err(AuthError::KerberosSecondLeg.into());
                 };
-                let (token, key) = initiator
-                    .step(r.security_buffer)
-                    .map_err(|e| ClientError::Auth(e.to_string()))?;
+                let (token, key) = initiator.step(r.security_buffer).map_err(AuthError::from)?;
                 self.session_key = Some(zeroize::Zeroizing::new(key.to_vec()));
                 Ok(SetupStep::Continue {
                     session_id: header.session_id,
@@ -189,7 +185,7 @@ impl SessionSetup {
             }
             NtStatus::SUCCESS => {
                 let r = SessionSetupResponse::decode(msg)?;
-                let auth = |e: smbq_auth::AuthError| ClientError::Auth(e.to_string());
+                let auth = AuthError::Mechanism;
                 match &mut self.initiator {
                     Mech::Ntlm(i) => i.finish(r.security_buffer).map_err(auth)?,
                     Mech::Kerberos(k) => {
@@ -201,7 +197,7 @@ impl SessionSetup {
                 let key = self
                     .session_key
                     .take()
-                    .ok_or_else(|| ClientError::protocol("SUCCESS before the challenge"))?;
+                    .ok_or(ProtocolError::Violation("SUCCESS before the challenge"))?;
                 if let Some(session) = &self.binding {
                     let crypto = self.channel(session, &key, msg, &header)?;
                     return Ok(SetupStep::Done {
@@ -238,10 +234,8 @@ impl SessionSetup {
     ) -> Result<SessionCrypto, ClientError> {
         let n = &self.negotiated;
         let hash = self.is_311().then_some(self.preauth.value());
-        let k = derive_signing_key(n.dialect.0, key, hash)
-            .map_err(|e| ClientError::Auth(format!("key derivation: {e}")))?;
-        let signer = Signer::new(n.signing, &k[..])
-            .map_err(|e| ClientError::Auth(format!("signing key: {e}")))?;
+        let k = derive_signing_key(n.dialect.0, key, hash).map_err(AuthError::KeyDerivation)?;
+        let signer = Signer::new(n.signing, &k[..]).map_err(AuthError::SigningKey)?;
         if !header.is_signed() || !signer.verify(final_msg) {
             return Err(ClientError::Integrity(
                 "final binding response is not signed with the channel's key",
@@ -265,9 +259,8 @@ impl SessionSetup {
             self.is_311().then_some(self.preauth.value()),
             n.cipher,
         )
-        .map_err(|e| ClientError::Auth(format!("key derivation: {e}")))?;
-        let signer = Signer::new(n.signing, keys.signing_key())
-            .map_err(|e| ClientError::Auth(format!("signing key: {e}")))?;
+        .map_err(AuthError::KeyDerivation)?;
+        let signer = Signer::new(n.signing, keys.signing_key()).map_err(AuthError::SigningKey)?;
         // The final response is signed when signing is on for the session; 3.1.1 always signs
         // it (MS-SMB2 3.3.5.5.3), which is what proves the server derived the same keys.
         if header.is_signed() {

@@ -85,7 +85,10 @@ pub fn error_code(e: &Error) -> Code {
         Error::Status { status, .. } => status_code(*status),
         Error::Auth(_) | Error::NoKerberos(_) => Code::Auth,
         Error::Disconnected(_) | Error::Timeout(_) | Error::Io(_) => Code::Connection,
-        Error::Protocol(_) | Error::Integrity(_) => Code::Other,
+        // A local file's failure: the command line's own files, "other" as documented.
+        Error::Protocol(_) | Error::Integrity(_) | Error::Local { .. } | Error::Task { .. } => {
+            Code::Other
+        }
     }
 }
 
@@ -172,6 +175,7 @@ impl std::fmt::Display for CliError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use smbq_client::{AuthError, ProtocolError};
 
     #[test]
     fn statuses_map_to_documented_codes() {
@@ -193,13 +197,85 @@ mod tests {
             Code::Connection
         );
         assert_eq!(error_code(&Error::Timeout("read")), Code::Connection);
-        assert_eq!(error_code(&Error::Auth("bad token".into())), Code::Auth);
-        assert_eq!(error_code(&Error::Protocol("x".into())), Code::Other);
+        let auth = AuthError::Mechanism(smbq_auth::AuthError::Rejected);
+        assert_eq!(error_code(&Error::Auth(auth)), Code::Auth);
+        let auth = AuthError::KeyDerivation(smbq_crypto::CryptoError::MissingPreauthHash);
+        assert_eq!(error_code(&Error::Auth(auth)), Code::Auth);
+        assert_eq!(
+            error_code(&Error::NoKerberos("no ticket".into())),
+            Code::Auth
+        );
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(error_code(&Error::Io(io)), Code::Connection);
+        let short = ProtocolError::ShortWrite {
+            written: 1,
+            asked: 2,
+        };
+        assert_eq!(error_code(&Error::Protocol(short)), Code::Other);
+        let overrun = ProtocolError::ReadOverrun { got: 3, asked: 2 };
+        assert_eq!(error_code(&Error::Protocol(overrun)), Code::Other);
+        let malformed =
+            ProtocolError::Malformed(smbq_wire::DecodeError::Truncated { need: 64, have: 0 });
+        assert_eq!(error_code(&Error::Protocol(malformed)), Code::Other);
+        assert_eq!(error_code(&Error::Integrity("signature")), Code::Other);
+        let local = Error::Local {
+            what: "local write",
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        };
+        assert_eq!(error_code(&local), Code::Other);
+        assert_eq!(
+            error_code(&Error::Task {
+                what: "read",
+                source: cancelled()
+            }),
+            Code::Other
+        );
         let e = Error::Status {
             op: "CREATE",
             status: NtStatus::ACCESS_DENIED,
         };
         assert_eq!(error_code(&e), Code::AccessDenied);
+    }
+
+    /// A JoinError as a parallel transfer sees one: its task aborted.
+    fn cancelled() -> tokio::task::JoinError {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let task = tokio::spawn(std::future::pending::<()>());
+            task.abort();
+            task.await.expect_err("aborted")
+        })
+    }
+
+    #[test]
+    fn messages_keep_what_scripts_and_people_look_for() {
+        let short = Error::from(ProtocolError::ShortWrite {
+            written: 4096,
+            asked: 8192,
+        });
+        assert_eq!(
+            short.to_string(),
+            "protocol error: short write: 4096 of 8192 bytes"
+        );
+        let bad = Error::from(smbq_wire::DecodeError::Truncated { need: 64, have: 0 });
+        assert!(
+            bad.to_string()
+                .starts_with("protocol error: malformed response: ")
+        );
+        let auth = Error::Auth(AuthError::Mechanism(smbq_auth::AuthError::Rejected));
+        assert!(auth.to_string().starts_with("authentication failed: "));
+        let task = Error::Task {
+            what: "write",
+            source: cancelled(),
+        };
+        assert!(task.to_string().starts_with("write task failed: "));
+        let local = Error::Local {
+            what: "local write",
+            source: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        };
+        assert!(local.to_string().starts_with("local write: "));
     }
 
     #[test]

@@ -83,16 +83,15 @@ fn len_of(p: &Path) -> Option<u64> {
 }
 
 /// The download's sink: each piece is written to `out` and counted in `progress`; a local
-/// write error stops the transfer and is kept in `local` for the caller to report.
+/// write error stops the transfer as `Error::Local`, for the caller to report with its path.
 fn sink<'a>(
     out: &'a mut fs::File,
-    local: &'a mut Option<std::io::Error>,
     progress: &'a Progress,
 ) -> impl FnMut(&bytes::Bytes) -> Result<(), Error> + 'a {
     move |b| {
-        out.write_all(b).map_err(|e| {
-            *local = Some(e);
-            Error::Protocol("local write".into())
+        out.write_all(b).map_err(|source| Error::Local {
+            what: "local write",
+            source,
         })?;
         progress.add(b.len() as u64);
         Ok(())
@@ -113,8 +112,11 @@ async fn get_into_special(
         .write(true)
         .open(target)
         .map_err(|e| local_err(target, e))?;
-    let mut local: Option<std::io::Error> = None;
-    let r = transfer::download(f, 0, size, opts, sink(&mut out, &mut local, progress)).await;
+    let r = transfer::download(f, 0, size, opts, sink(&mut out, progress)).await;
+    let (r, local) = match r {
+        Err(Error::Local { source, .. }) => (Ok(0), Some(source)),
+        r => (r, None),
+    };
     if let Some(e) = local.or(out.flush().err()) {
         return Err(local_err(target, e));
     }
@@ -180,7 +182,7 @@ async fn get_file(
     let mut at = offset;
     let r = loop {
         let mut delivered = 0u64;
-        let mut put = sink(&mut out, &mut local, progress);
+        let mut put = sink(&mut out, progress);
         let r = transfer::download(&file, at, size, opts, |b| {
             put(b)?;
             delivered += b.len() as u64;
@@ -189,7 +191,11 @@ async fn get_file(
         .await;
         drop(put);
         match r {
-            Err(e) if local.is_none() && connection_lost(&e) => {
+            Err(Error::Local { source, .. }) => {
+                local = Some(source);
+                break Ok(at);
+            }
+            Err(e) if connection_lost(&e) => {
                 at += delivered;
                 Again::report_lost(at, &e);
                 match again.reopen_for_read(remote).await {

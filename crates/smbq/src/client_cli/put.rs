@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use smbq_client::transfer::TransferOptions;
-use smbq_client::{DurableHandle, Error, File, OpenOptions, Tree};
+use smbq_client::{DurableHandle, Error, File, OpenOptions, ProtocolError, Tree};
 use smbq_wire::NtStatus;
 
 use super::Command;
@@ -128,7 +128,11 @@ async fn upload_window(
             set.spawn(async move {
                 let n = f.write_at(pos, data).await?;
                 if u64::from(n) != len {
-                    return Err(Error::Protocol(format!("short write: {n} of {len} bytes")));
+                    return Err(ProtocolError::ShortWrite {
+                        written: n.into(),
+                        asked: len,
+                    }
+                    .into());
                 }
                 Ok(pos)
             });
@@ -147,7 +151,10 @@ async fn upload_window(
                 continue;
             }
             Some(Ok(Err(e))) => e,
-            Some(Err(e)) => Error::Protocol(format!("write task failed: {e}")),
+            Some(Err(source)) => Error::Task {
+                what: "write",
+                source,
+            },
         };
         return Err(Stopped {
             error,
@@ -161,24 +168,22 @@ fn window_of(opts: TransferOptions, file: &File) -> u64 {
     u64::from(opts.chunk.min(file.max_write()).max(1)) * opts.depth.max(1) as u64
 }
 
-/// One `upload_window` from `from`, read from `src`: its outcome, and the local read error
-/// that stopped it, if one did.
+/// One `upload_window` from `from`, read from `src`; a read error of `src` stops it as
+/// `Error::Local`.
 async fn send_window(
     f: &File,
     from: u64,
     opts: TransferOptions,
     src: &mut fs::File,
     progress: &Progress,
-) -> (Result<u64, Stopped>, Option<std::io::Error>) {
-    let mut read_err: Option<std::io::Error> = None;
+) -> Result<u64, Stopped> {
     let source = |n: usize| {
-        read_chunk(src, n).map_err(|e| {
-            read_err = Some(e);
-            Error::Protocol("local read".into())
+        read_chunk(src, n).map_err(|source| Error::Local {
+            what: "local read",
+            source,
         })
     };
-    let r = upload_window(f, from, opts, source, |n| progress.add(n)).await;
-    (r, read_err)
+    upload_window(f, from, opts, source, |n| progress.add(n)).await
 }
 
 /// The end of an upload through `part`: cut to `end` when it was resumed, closed, renamed
@@ -282,14 +287,16 @@ impl Upload<'_, '_> {
         let end = loop {
             src.seek(SeekFrom::Start(from))
                 .map_err(|e| local_err(local, e))?;
-            let (r, read_err) = send_window(&f, from, opts, &mut src, progress).await;
-            if let Some(e) = read_err {
-                set_partial(None);
-                let _ = f.close().await;
-                return Err(local_err(local, e).note(&kept));
-            }
-            match r {
+            match send_window(&f, from, opts, &mut src, progress).await {
                 Ok(end) => break end,
+                Err(Stopped {
+                    error: Error::Local { source, .. },
+                    ..
+                }) => {
+                    set_partial(None);
+                    let _ = f.close().await;
+                    return Err(local_err(local, source).note(&kept));
+                }
                 Err(stop) if connection_lost(&stop.error) && handle.is_some() => {
                     let Some(h) = handle.as_ref() else {
                         unreachable!("checked in the guard")

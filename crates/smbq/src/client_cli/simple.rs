@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use smbq_client::transfer::{self, TransferOptions};
-use smbq_client::{Error, OpenOptions, Tree};
+use smbq_client::{Error, OpenOptions, ProtocolError, Tree};
 use smbq_wire::NtStatus;
 use smbq_wire::create::create_options;
 
@@ -156,18 +156,21 @@ pub async fn to_stdout(tree: &Tree, path: &str, opts: TransferOptions) -> Result
     let (f, first) = tree.open_and_read(path, &o, opts.chunk).await?;
     first?;
     let mut out = std::io::stdout().lock();
-    let mut local: Option<std::io::Error> = None;
     // To the end of the file as it is while reading, not as it was at open.
     let r = transfer::download(&f, 0, u64::MAX, opts, |b| {
         watchdog::touch();
-        out.write_all(b).map_err(|e| {
-            local = Some(e);
-            Error::Protocol("stdout".into())
+        out.write_all(b).map_err(|source| Error::Local {
+            what: "stdout",
+            source,
         })
     })
     .await;
     let _ = f.close().await;
     let flushed = out.flush();
+    let (r, local) = match r {
+        Err(Error::Local { source, .. }) => (Ok(0), Some(source)),
+        r => (r, None),
+    };
     match local.or(flushed.err()) {
         // The reader went away (`| head`): not an error, as with cat(1) under SIGPIPE.
         Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
@@ -191,10 +194,7 @@ async fn cat(a: CatArgs, c: &mut Connector) -> Result<(), CliError> {
 async fn rm_tree(tree: &Tree, path: &str) -> Result<(), Error> {
     for e in tree.list(path).await? {
         if !safe_entry_name(&e.name) {
-            return Err(Error::Protocol(format!(
-                "server listed an impossible name {:?}",
-                e.name
-            )));
+            return Err(ProtocolError::BadName(e.name).into());
         }
         let child = remote_join(path, &e.name);
         if e.meta.is_dir() {
