@@ -2,7 +2,7 @@
 suite (ngtcp2 + GnuTLS, the first QUIC stack tested here that is neither quinn/rustls nor
 MsQuic) against the real smbq binary, protected once by the transport alone
 (`client smb encryption over quic = no`, SMB2_TRANSPORT_CAPABILITIES) and once by SMB3
-encryption inside QUIC.
+encryption inside QUIC; and the same client over TCP at each dialect from 2.0.2 to 3.1.1.
 
 The regression this guards: before smbq stopped sending TLS 1.3 session tickets by default,
 this client failed right after NEGOTIATE (NGTCP2_ERR_CRYPTO; docs/interop.md has the root
@@ -118,3 +118,32 @@ def test_samba_smbclient_checks_the_certificate_over_quic(unstable, workdir, cer
         # GnuTLS's verdict: "check failed for verify_peer[ca_and_name] and peer_name[smbqtest]".
         assert "check failed for verify_peer[ca_and_name]" in out, out
         assert "session established" not in log, log
+
+
+# Samba 4.25's smbclient over TCP at each dialect it can be held to, and what smbq logs for it.
+DIALECTS = {"SMB2_02": "2.0.2", "SMB2_10": "2.1", "SMB3_00": "3.0", "SMB3_02": "3.0.2",
+            "SMB3_11": "3.1.1"}
+
+
+@pytest.mark.parametrize("protocol", list(DIALECTS))
+def test_samba_425_smbclient_over_tcp_at_each_dialect(unstable, workdir, protocol):
+    server = SmbqServer(workdir)
+    up, down = "/tmp/smbq-tcp-up.bin", "/tmp/smbq-tcp-down.bin"
+    try:
+        unstable.path(up).write_bytes(os.urandom(SIZE))
+        unstable.path(down).unlink(missing_ok=True)
+        p = unstable.run([
+            "smbclient", f"//{HOST}/share", "-p", str(server.port),
+            "-U", f"{USER}%{server.password}",
+            f"--option=client min protocol={protocol}", f"--option=client max protocol={protocol}",
+            "-c", f"put {up} up.bin; get up.bin {down}; ls"], timeout=120)
+    finally:
+        assert server.stop() == 0, server.server_log()
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "up.bin" in p.stdout, out
+    assert sha256(server.share / "up.bin") == sha256(unstable.path(up))
+    assert sha256(unstable.path(down)) == sha256(unstable.path(up))
+    sessions = [l for l in server.server_log().splitlines() if "session established" in l]
+    assert any(f"dialect={DIALECTS[protocol]} " in l and 'transport="tcp"' in l
+               for l in sessions), sessions
