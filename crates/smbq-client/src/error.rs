@@ -15,6 +15,13 @@ pub enum Error {
     /// The server sent something wrong, or the connection cannot do what was asked.
     #[error("protocol error: {0}")]
     Protocol(#[from] ProtocolError),
+    /// A DCE/RPC exchange over a named pipe failed (`op` is the interface and step): the
+    /// RPC layer lives above smbq-proto, so its error lives here.
+    #[error("protocol error: {op}: {source}")]
+    Rpc {
+        op: &'static str,
+        source: smbq_rpc::client::RpcClientError,
+    },
     #[error("integrity check failed: {0}")]
     Integrity(&'static str),
     #[error("authentication failed: {0}")]

@@ -20,7 +20,7 @@ const PIPE_BUFFER: u32 = 65536;
 
 /// A failed srvsvc step `op`, as the protocol error it is.
 fn rpc(op: &'static str) -> impl Fn(RpcClientError) -> Error {
-    move |source| ProtocolError::Rpc { op, source }.into()
+    move |source| Error::Rpc { op, source }
 }
 
 async fn transceive(tree: &Tree, pipe: &File, input: Vec<u8>) -> Result<Vec<u8>, Error> {

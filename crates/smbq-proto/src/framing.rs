@@ -40,14 +40,14 @@ pub fn verify_large_in_place<K>(
     key_of: impl FnOnce(u64) -> Option<K>,
     verify: impl FnOnce(&K, &mut BytesMut) -> bool,
 ) -> (Bytes, Option<bool>) {
+    // Most frames are small: they skip the header decode (on_messages decodes it anyway).
+    if frame.len() <= IN_PLACE_VERIFY_ABOVE {
+        return (frame, None);
+    }
     let Ok(h) = smbq_wire::Header::decode(&frame) else {
         return (frame, None);
     };
-    if frame.len() <= IN_PLACE_VERIFY_ABOVE
-        || !h.is_signed()
-        || h.next_command != 0
-        || h.is_related()
-    {
+    if !h.is_signed() || h.next_command != 0 || h.is_related() {
         return (frame, None);
     }
     let Some(key) = key_of(h.session_id) else {

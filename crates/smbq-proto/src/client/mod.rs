@@ -87,12 +87,6 @@ pub enum ProtocolError {
     /// The server listed a name that cannot be one path component (`/`, `\`, `..`, ...).
     #[error("server listed an impossible name {0:?}")]
     BadName(String),
-    /// A DCE/RPC exchange over a named pipe failed (`op` is the interface and step).
-    #[error("{op}: {source}")]
-    Rpc {
-        op: &'static str,
-        source: smbq_rpc::client::RpcClientError,
-    },
 }
 
 /// Why the client could not authenticate or derive the session's keys.

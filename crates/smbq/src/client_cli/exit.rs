@@ -86,9 +86,11 @@ pub fn error_code(e: &Error) -> Code {
         Error::Auth(_) | Error::NoKerberos(_) => Code::Auth,
         Error::Disconnected(_) | Error::Timeout(_) | Error::Io(_) => Code::Connection,
         // A local file's failure: the command line's own files, "other" as documented.
-        Error::Protocol(_) | Error::Integrity(_) | Error::Local { .. } | Error::Task { .. } => {
-            Code::Other
-        }
+        Error::Protocol(_)
+        | Error::Rpc { .. }
+        | Error::Integrity(_)
+        | Error::Local { .. }
+        | Error::Task { .. } => Code::Other,
     }
 }
 
@@ -218,6 +220,15 @@ mod tests {
             ProtocolError::Malformed(smbq_wire::DecodeError::Truncated { need: 64, have: 0 });
         assert_eq!(error_code(&Error::Protocol(malformed)), Code::Other);
         assert_eq!(error_code(&Error::Integrity("signature")), Code::Other);
+        let rpc = Error::Rpc {
+            op: "srvsvc bind",
+            source: smbq_client::RpcClientError::Protocol("fragmented bind_ack"),
+        };
+        assert!(
+            rpc.to_string().starts_with("protocol error: srvsvc bind: "),
+            "{rpc}"
+        );
+        assert_eq!(error_code(&rpc), Code::Other);
         let local = Error::Local {
             what: "local write",
             source: std::io::Error::from(std::io::ErrorKind::StorageFull),
