@@ -168,18 +168,15 @@ fn refreshed(
 /// POSIX rules decide its access, and they let the session list the directory. Links and
 /// devices are never listed (snapshot), so the descriptor read is the entry's own.
 fn readable(dir: &dyn VfsFile, name: &str, token: &Token) -> bool {
-    const READ: u32 = check::ABE_READ;
     let want = |x: &str| x == store::XATTR;
     // Unreadable metadata hides the entry: access-based enumeration fails closed.
-    let Ok(xattrs) = dir.entry_xattrs(name, &want) else {
-        return false;
-    };
-    match xattrs.iter().find(|(n, _)| n == store::XATTR) {
-        Some((_, bytes)) => {
-            store::decode(bytes).is_none_or(|sd| check::maximal_access(&sd, token) & READ == READ)
-        }
-        None => true,
-    }
+    let stored = dir.entry_xattrs(name, &want).map(|xattrs| {
+        xattrs
+            .into_iter()
+            .find(|(n, _)| n == store::XATTR)
+            .map(|(_, bytes)| bytes)
+    });
+    store::grants(stored, token, check::ABE_READ)
 }
 
 /// Every matching entry, "." and ".." first.

@@ -92,10 +92,7 @@ pub fn may_list(vfs: &dyn Vfs, watched: &RelPath, dir: &str, token: &Token, abe:
     } else {
         mask::FILE_LIST_DIRECTORY
     };
-    match store::read(opened.file.as_ref()) {
-        Some(sd) => check::maximal_access(&sd, token) & need == need,
-        None => true,
-    }
+    store::grants(opened.file.get_xattr(store::XATTR), token, need)
 }
 
 #[cfg(test)]

@@ -33,6 +33,24 @@ pub fn read(file: &dyn VfsFile) -> Option<SecurityDescriptor> {
     decode(&file.get_xattr(XATTR).ok().flatten()?)
 }
 
+/// Whether a stored descriptor grants `token` all of `need`: no descriptor, or one that does
+/// not decode, leaves the decision to the share's and the POSIX rules (true); a descriptor
+/// that cannot be read fails closed (false). Access-based enumeration and change notify's
+/// listing check both ask this.
+pub fn grants(
+    stored: std::io::Result<Option<Vec<u8>>>,
+    token: &crate::security::Token,
+    need: u32,
+) -> bool {
+    match stored {
+        Err(_) => false,
+        Ok(None) => true,
+        Ok(Some(bytes)) => {
+            decode(&bytes).is_none_or(|sd| super::check::maximal_access(&sd, token) & need == need)
+        }
+    }
+}
+
 /// A stored descriptor's bytes (the value of [`XATTR`]), as [`read`] judges them.
 pub fn decode(bytes: &[u8]) -> Option<SecurityDescriptor> {
     if bytes.len() > MAX_STORED {
