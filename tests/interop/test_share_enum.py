@@ -146,3 +146,25 @@ def test_switch_off_lists_everything(start):
     assert listed(out) == everything, out
     out = get_info(server, "secret", anonymous=True)
     assert found(out, "secret"), out
+
+
+
+@pytest.mark.parametrize("protocol", ["SMB2_10", "SMB3_11"])
+def test_listing_under_required_encryption(workdir, protocol):
+    """With `--encrypt required`, a 3.1.1 session lists shares (sealed, IPC$ included); a
+    session that cannot encrypt (SMB 2.1) is refused at SESSION_SETUP (MS-SMB2 3.3.5.5,
+    RejectUnencryptedAccess), so it never reaches IPC$ in the clear."""
+    server = SmbqServer(workdir, extra_args=["--encrypt", "required"])
+    try:
+        p = subprocess.run(
+            ["smbclient", "-s", "/dev/null", "-p", str(server.port),
+             "-U", f"tester%{server.password}", "-m", protocol, "-L", "127.0.0.1"],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        server.stop()
+    out = p.stdout + p.stderr
+    if protocol == "SMB2_10":
+        assert p.returncode != 0 and "session setup failed: NT_STATUS_ACCESS_DENIED" in out, out
+    else:
+        assert p.returncode == 0, out
+        assert {"share", "IPC$"} <= listed(out), out
