@@ -512,6 +512,7 @@ impl Shared {
     /// Sends one frame of `slots.len()` messages (one request, or a compound that `build`
     /// lays out from the headers) and waits for every final response, in order. The whole
     /// charge is taken from the window at once, so a compound never waits half-sent.
+    // Long: credit charge, send and the wait for every slot share one set of cleanup paths.
     pub(crate) async fn call_many(
         &self,
         slots: &[Slot],

@@ -105,6 +105,8 @@ impl File {
 /// Copies `len` bytes from the start of `src` to the start of `dst` inside the server (both
 /// opens on one session, any shares), calling `progress` with the bytes copied so far.
 /// Returns the bytes copied.
+// Long: one loop of resume key, chunk batches and the server's limits, read in the order
+// MS-SMB2 3.3.5.15.6 answers them.
 pub async fn server_copy(
     src: &File,
     dst: &File,

@@ -251,6 +251,7 @@ impl Upload<'_, '_> {
     }
 
     /// Uploads `local` (`size` bytes) to `target` through `target.part`.
+    // Long: resume point, upload window and the `.part` rename in the order they happen.
     async fn put_file(&self, local: &Path, size: u64, target: &str) -> Result<(), CliError> {
         let (tree, progress, opts) = (&self.tree(), self.progress, self.opts);
         let part = remote_part(target);
