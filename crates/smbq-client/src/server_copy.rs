@@ -105,8 +105,8 @@ impl File {
 /// Copies `len` bytes from the start of `src` to the start of `dst` inside the server (both
 /// opens on one session, any shares), calling `progress` with the bytes copied so far.
 /// Returns the bytes copied.
-// Long: one loop of resume key, chunk batches and the server's limits, read in the order
-// MS-SMB2 3.3.5.15.6 answers them.
+// Long: the resume key, the batches in flight and the restart under the limits the server
+// reports (MS-SMB2 3.3.5.15.6) share one set of loop state.
 pub async fn server_copy(
     src: &File,
     dst: &File,
