@@ -1,0 +1,2 @@
+//! SMB2 compression transform.
+#![forbid(unsafe_code)]
