@@ -21,6 +21,7 @@ pub mod open_enum;
 // Session and connection level messages.
 pub mod cancel;
 pub mod change_notify;
+pub mod compression;
 pub mod copychunk;
 pub mod echo;
 pub mod error_response;

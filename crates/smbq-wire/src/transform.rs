@@ -7,8 +7,8 @@ use crate::header::{PROTOCOL_ID, SMB1_PROTOCOL_ID};
 
 /// 0xFD 'S' 'M' 'B' (MS-SMB2 2.2.41).
 pub const TRANSFORM_PROTOCOL_ID: [u8; 4] = [0xFD, b'S', b'M', b'B'];
-/// 0xFC 'S' 'M' 'B': SMB2_COMPRESSION_TRANSFORM_HEADER (MS-SMB2 2.2.42). We do not negotiate
-/// compression, so such a message is a protocol violation.
+/// 0xFC 'S' 'M' 'B': SMB2_COMPRESSION_TRANSFORM_HEADER (MS-SMB2 2.2.42, `crate::compression`).
+/// Before compression is negotiated such a message is a protocol violation.
 pub const COMPRESSION_PROTOCOL_ID: [u8; 4] = [0xFC, b'S', b'M', b'B'];
 /// The transform header is 52 bytes; the encrypted SMB2 message follows it.
 pub const TRANSFORM_HEADER_LEN: usize = 52;
