@@ -12,6 +12,7 @@ use crate::lanes::Lanes;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
+use smbq_compress::Compression;
 use smbq_proto::client::{ClientConfig, Incoming, Negotiated, SessionCrypto, split_compound};
 use smbq_proto::framing::{Deframer, frame_header};
 use smbq_transport::{ChunkRead, ChunkWrite, Connection, TransportKind};
@@ -19,7 +20,7 @@ use smbq_wire::cancel::CancelRequest;
 use smbq_wire::oplock_break::{
     LeaseBreakAck, OplockBreak, OplockBreakFromServer, lease_break_flags,
 };
-use smbq_wire::transform::{TRANSFORM_HEADER_LEN, TransformHeader};
+use smbq_wire::transform::{COMPRESSION_PROTOCOL_ID, TRANSFORM_HEADER_LEN, TransformHeader};
 use smbq_wire::{Command, Header, NtStatus, Writer};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
@@ -438,6 +439,10 @@ impl Shared {
             ..
         } = out;
         let p = protect.clone();
+        let mut body = body;
+        if command == Command::READ && self.compression().is_some() {
+            smbq_wire::read::request_compressed(&mut body);
+        }
         self.call_with(
             Slot { command, charge },
             session_id,
@@ -612,8 +617,34 @@ impl Shared {
     ) -> Result<Vec<Bytes>, Error> {
         let payload_len = payload.as_ref().map_or(0, Bytes::len);
         let session = protect.session.as_ref();
+        // MS-SMB2 3.2.4.1.9: bulk data (a WRITE's) is compressed when the connection
+        // negotiated it and it pays: after signing, before sealing (3.1.4.4).
+        let compression = payload
+            .as_ref()
+            .filter(|p| p.len() >= self.config.compress_min_size)
+            .and_then(|_| self.compression());
+        let head = |header: &Header, body: &[u8]| {
+            let mut w = Writer::with_capacity(64 + body.len());
+            header.encode(&mut w);
+            w.bytes(body);
+            w.into_vec()
+        };
         if protect.encrypt {
             let s = session.ok_or(Error::Integrity("encryption without a session"))?;
+            if let Some(c) = compression
+                .as_ref()
+                .zip(payload.as_ref())
+                .and_then(|(c, p)| c.compress(&head(header, &body), p))
+            {
+                let mut frame = Vec::with_capacity(TRANSFORM_HEADER_LEN + c.message.len());
+                frame.resize(TRANSFORM_HEADER_LEN, 0);
+                frame.extend_from_slice(&c.message);
+                let sealed = s.seal_reserved(frame)?;
+                return Ok(vec![
+                    Bytes::copy_from_slice(&frame_header(sealed.len())),
+                    Bytes::from(sealed),
+                ]);
+            }
             // Built behind room for the transform header and sealed where it lies: the
             // payload is copied once, into the frame.
             let mut w = Writer::with_capacity(TRANSFORM_HEADER_LEN + 64 + body.len() + payload_len);
@@ -640,12 +671,28 @@ impl Shared {
             }
             let mut m = w.into_vec();
             s.sign(&mut m)?;
+            if let Some(c) = compression.as_ref().and_then(|c| {
+                let (prefix, data) = m.split_at_checked(64 + body.len())?;
+                c.compress(prefix, data)
+            }) {
+                m = c.message;
+            }
             return Ok(vec![
                 Bytes::copy_from_slice(&frame_header(m.len())),
                 Bytes::from(m),
             ]);
         }
         let m = w.into_vec();
+        if let Some(c) = compression
+            .as_ref()
+            .zip(payload.as_ref())
+            .and_then(|(c, p)| c.compress(&m, p))
+        {
+            return Ok(vec![
+                Bytes::copy_from_slice(&frame_header(c.message.len())),
+                Bytes::from(c.message),
+            ]);
+        }
         let total = m.len() + payload_len;
         let mut segs = vec![Bytes::copy_from_slice(&frame_header(total)), Bytes::from(m)];
         // Unsigned, unsealed bulk data goes out as the caller's buffer, uncopied.
@@ -653,6 +700,26 @@ impl Shared {
             segs.push(p);
         }
         Ok(segs)
+    }
+
+    /// What NEGOTIATE settled for compression, when it is on.
+    pub(crate) fn compression(&self) -> Option<Compression> {
+        self.negotiated
+            .lock()
+            .as_ref()
+            .map(|n| &n.compression)
+            .filter(|c| c.is_on())
+            .cloned()
+    }
+
+    /// MS-SMB2 3.2.5.1.1.2: a compressed response, decompressed before anything looks at
+    /// it; no larger than the largest frame this client accepts.
+    fn decompress(&self, msg: &[u8]) -> Result<Bytes, Error> {
+        let c = self.compression().unwrap_or_default();
+        let plain = c
+            .decompress(msg, self.config.max_frame as usize)
+            .map_err(ProtocolError::Compression)?;
+        Ok(Bytes::from(plain))
     }
 
     /// Ends the stream (TCP FIN / QUIC stream FIN) after what is queued, and waits until the
@@ -722,6 +789,11 @@ impl Shared {
     /// Takes one frame off the wire: opens a transform, splits the compound, returns credits
     /// and routes each message to its waiter.
     fn on_frame(&self, frame: Bytes) -> Result<(), Error> {
+        let frame = if frame.starts_with(&COMPRESSION_PROTOCOL_ID) {
+            self.decompress(&frame)?
+        } else {
+            frame
+        };
         let (plain, encrypted) = if frame.get(..4) == Some(&[0xFD, b'S', b'M', b'B'][..]) {
             let th = TransformHeader::decode(&frame)?;
             if th.original_message_size as usize != frame.len().saturating_sub(TRANSFORM_HEADER_LEN)
@@ -744,7 +816,10 @@ impl Shared {
                 .try_into_mut()
                 .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
             session.open(&mut buf)?;
-            let plain = buf.freeze().split_off(TRANSFORM_HEADER_LEN);
+            let mut plain = buf.freeze().split_off(TRANSFORM_HEADER_LEN);
+            if plain.starts_with(&COMPRESSION_PROTOCOL_ID) {
+                plain = self.decompress(&plain)?;
+            }
             (plain, true)
         } else {
             let (frame, checked) = self.verify_large_in_place(frame);

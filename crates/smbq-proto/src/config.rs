@@ -42,6 +42,11 @@ pub struct EngineConfig {
     pub multichannel_tcp: bool,
     /// The same on QUIC connections (Windows binds no QUIC channels; off by default).
     pub multichannel_quic: bool,
+    /// Compression algorithms offered in NEGOTIATE, in the server's order of preference
+    /// (MS-SMB2 3.3.5.4); empty: compression is off and the context is not answered.
+    pub compression: Vec<smbq_compress::Algorithm>,
+    /// Responses shorter than this are never compressed.
+    pub compress_min_size: usize,
 }
 
 impl EngineConfig {
@@ -80,6 +85,11 @@ impl EngineConfig {
             ntlm: true,
             multichannel_tcp: true,
             multichannel_quic: false,
+            compression: smbq_compress::Algorithm::ALL
+                .into_iter()
+                .filter(|a| a.available())
+                .collect(),
+            compress_min_size: 4096,
         }
     }
 

@@ -158,6 +158,8 @@ struct Negotiated {
     preauth: PreauthHash,
     /// Data streams granted by the multi-stream context (docs/multistream.md); 0 if none.
     data_streams: u16,
+    /// What the compression context settled (off unless 3.1.1 negotiated it).
+    compression: smbq_compress::Compression,
 }
 
 pub struct ServerConnection {
@@ -332,9 +334,19 @@ impl ServerConnection {
         match frame.get(..4) {
             Some([0xFF, b'S', b'M', b'B']) => self.on_smb1(&frame, env),
             Some([0xFD, b'S', b'M', b'B']) => {
-                let (plain, session_id) = self.decrypt(frame)?;
+                let (mut plain, session_id) = self.decrypt(frame)?;
                 self.encrypted_frames += 1;
+                // MS-SMB2 3.3.5.2.1.1: a decrypted message may be compressed (compressed,
+                // then encrypted: 3.1.4.4 before 3.1.4.3).
+                if plain.starts_with(&smbq_wire::transform::COMPRESSION_PROTOCOL_ID) {
+                    plain = self.decompress(&plain)?;
+                }
                 self.on_messages(plain, true, Some(session_id), None, env)
+            }
+            Some([0xFC, b'S', b'M', b'B']) => {
+                let plain = self.decompress(&frame)?;
+                let (frame, checked) = self.verify_large_in_place(plain);
+                self.on_messages(frame, false, None, checked, env)
             }
             Some([0xFE, b'S', b'M', b'B']) => {
                 let (frame, checked) = self.verify_large_in_place(frame);

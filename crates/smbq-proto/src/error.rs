@@ -42,6 +42,9 @@ pub enum Violation {
     CompoundTooLong,
     #[error("decryption failed")]
     DecryptFailed,
+    /// A compressed message refused (MS-SMB2 3.3.5.2.1.2: every such case disconnects).
+    #[error("{0}")]
+    Compression(smbq_compress::DecompressError),
     #[error("unsupported protocol id")]
     BadProtocol,
     #[error("response received where a request was expected")]

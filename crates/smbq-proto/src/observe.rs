@@ -35,6 +35,18 @@ pub trait Observer: Send + Sync + std::fmt::Debug {
     /// A QUIC connection ended with this smoothed round-trip time (its last word on the path;
     /// live connections are sampled by the binary).
     fn quic_ended(&self, _rtt: Duration) {}
+    /// A compressed message was received (`sent` false) or sent: its size on the wire and
+    /// uncompressed, and the algorithm that did most of the work.
+    fn compression(&self, _c: &CompressionEvent) {}
+}
+
+/// One compressed message, for the metrics.
+#[derive(Clone, Copy, Debug)]
+pub struct CompressionEvent {
+    pub sent: bool,
+    pub algorithm: Option<smbq_compress::Algorithm>,
+    pub wire_bytes: u64,
+    pub plain_bytes: u64,
 }
 
 /// Observes nothing (the default).

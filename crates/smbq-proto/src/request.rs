@@ -89,6 +89,11 @@ pub struct Response {
     /// Drop the connection instead of answering (MS-SMB2 3.3.5.15.12: a failed
     /// FSCTL_VALIDATE_NEGOTIATE_INFO); such a response is never sent.
     pub disconnect: bool,
+    /// Compress this response when the connection negotiated compression and it pays
+    /// (MS-SMB2 3.3.5.12, 3.1.4.4: a READ that asked with SMB2_READFLAG_REQUEST_COMPRESSED, or any
+    /// response on a share with compress_data). `data` (or the body after its fixed part)
+    /// is compressed; the header and fixed body go as they are.
+    pub compress: bool,
 }
 
 impl Response {

@@ -38,6 +38,9 @@ pub struct ShareConfig {
     /// listings leave out what the session may not read, and TREE_CONNECT says so
     /// (SMB2_SHAREFLAG_ACCESS_BASED_DIRECTORY_ENUM).
     pub access_based_enumeration: bool,
+    /// SMB2_SHAREFLAG_COMPRESS_DATA: READ responses are compressed whether or not the client
+    /// asked, and clients compress their WRITEs (MS-SMB2 2.2.10, 3.3.5.12).
+    pub compress_data: bool,
 }
 
 #[derive(Clone, Debug)]

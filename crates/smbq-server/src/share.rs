@@ -187,6 +187,7 @@ impl ShareRegistry {
                 guest_ok: true,
                 acl_flag_inherited_canonicalization: true,
                 access_based_enumeration: false,
+                compress_data: false,
             },
             kind: ShareKind::Pipe,
             vfs: None,
@@ -256,6 +257,7 @@ mod tests {
             guest_ok: false,
             acl_flag_inherited_canonicalization: true,
             access_based_enumeration: false,
+            compress_data: false,
         }
     }
 

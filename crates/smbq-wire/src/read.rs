@@ -26,6 +26,14 @@ pub mod read_flags {
 }
 
 /// READ response Flags (MS-SMB2 2.2.20).
+/// Sets SMB2_READFLAG_REQUEST_COMPRESSED in an encoded READ request body (Flags is its
+/// fourth byte, MS-SMB2 2.2.19): the client's way to say it takes a compressed response.
+pub fn request_compressed(body: &mut [u8]) {
+    if let Some(f) = body.get_mut(3) {
+        *f |= read_flags::REQUEST_COMPRESSED;
+    }
+}
+
 pub mod read_response_flags {
     pub const RDMA_TRANSFORM: u32 = 0x0000_0001;
 }

@@ -59,12 +59,61 @@ pub struct FileConfig {
     pub kerberos: crate::kerberos::KerberosConfig,
     #[serde(default)]
     pub kdc_proxy: crate::kdc_proxy::KdcProxyConfig,
+    #[serde(default)]
+    pub compression: CompressionConfig,
     /// "per-user": file system work runs as each account's Unix user (needs root);
     /// "off" (default): as the server's own user. A share may set its own.
     pub unix_identity: Option<String>,
     /// The Unix user guest and anonymous sessions act as on per-user shares (default
     /// "nobody").
     pub guest_unix_user: Option<String>,
+}
+
+/// `[compression]` (docs/configuration.md): SMB 3.1.1 compression, negotiated with clients
+/// that offer it. Responses are compressed only when the client asks (a READ's
+/// REQUEST_COMPRESSED flag) or the share has `compress_data`, and only when it pays.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompressionConfig {
+    /// Default true.
+    pub enabled: Option<bool>,
+    /// In the server's order of preference: "lz4", "pattern_v1", "lz77", "lz77_huffman",
+    /// "lznt1". Default: all of them, in that order.
+    pub algorithms: Option<Vec<String>>,
+    /// Responses shorter than this many bytes are never compressed (default 4096).
+    pub min_size: Option<usize>,
+}
+
+impl CompressionConfig {
+    /// The algorithms to offer (empty: off), or what is wrong with the list.
+    pub fn algorithms(&self) -> Result<Vec<smbq_compress::Algorithm>, String> {
+        use smbq_compress::Algorithm;
+        if self.enabled == Some(false) {
+            return Ok(Vec::new());
+        }
+        let Some(names) = &self.algorithms else {
+            return Ok(Algorithm::ALL
+                .into_iter()
+                .filter(|a| a.available())
+                .collect());
+        };
+        let mut out = Vec::new();
+        for n in names {
+            let a = Algorithm::from_name(n).ok_or_else(|| {
+                format!(
+                    "[compression] algorithms: unknown {n:?} (expected lz4, pattern_v1, lz77, \
+                     lz77_huffman or lznt1)"
+                )
+            })?;
+            if !a.available() {
+                return Err(format!("[compression] algorithms: {n:?} is not built in"));
+            }
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// `[log]` (crate::logging).
@@ -153,6 +202,10 @@ pub struct ShareFile {
     pub access_based_enumeration: bool,
     /// "per-user" or "off": overrides the server's `unix_identity` for this share.
     pub unix_identity: Option<String>,
+    /// Compress READ responses whether or not the client asked, and tell clients to compress
+    /// their WRITEs (SMB2_SHAREFLAG_COMPRESS_DATA; default false).
+    #[serde(default)]
+    pub compress_data: bool,
 }
 
 /// `unix_identity = "per-user" | "off"`.
@@ -296,6 +349,7 @@ impl FileConfig {
                     .acl_flag_inherited_canonicalization
                     .unwrap_or(true),
                 access_based_enumeration: s.access_based_enumeration,
+                compress_data: s.compress_data,
             })
             .collect()
     }

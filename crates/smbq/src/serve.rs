@@ -165,6 +165,7 @@ impl Startup {
             Some(s) => parse_encrypt(s)?,
             None => EncryptPolicy::Off,
         };
+        file.compression.algorithms()?;
         // Only a start whose arguments hold up creates the state directory.
         let state_dir = prepare_state_dir(args, &file)?;
         let users_path = args
@@ -277,6 +278,7 @@ fn add_share(shares: &mut Vec<ShareConfig>, name: &str, dir: PathBuf) -> Result<
         guest_ok: false,
         acl_flag_inherited_canonicalization: true,
         access_based_enumeration: false,
+        compress_data: false,
     });
     Ok(())
 }
@@ -330,6 +332,11 @@ fn server_configs(
     engine_cfg.directory_leases = file.directory_leases.unwrap_or(true);
     engine_cfg.multichannel_tcp = file.multichannel.unwrap_or(true);
     engine_cfg.multichannel_quic = file.quic.multichannel.unwrap_or(false);
+    // Checked when the start was planned.
+    engine_cfg.compression = file.compression.algorithms().unwrap_or_default();
+    if let Some(n) = file.compression.min_size {
+        engine_cfg.compress_min_size = n;
+    }
     (server_cfg, engine_cfg)
 }
 

@@ -49,19 +49,29 @@ pub async fn start_with(encrypt: EncryptPolicy, quic: bool) -> TestServer {
 
 /// A server whose QUIC listener (if any) runs with `quic`.
 pub async fn start_quic_with(encrypt: EncryptPolicy, quic: Option<QuicSettings>) -> TestServer {
-    start_full(encrypt, quic, false).await
+    start_full(encrypt, quic, false, |_| {}).await
+}
+
+/// A server (QUIC too) whose engine configuration `tune` adjusts.
+#[allow(dead_code)] // not every test binary uses it
+pub async fn start_tuned(
+    encrypt: EncryptPolicy,
+    tune: impl FnOnce(&mut EngineConfig),
+) -> TestServer {
+    start_full(encrypt, Some(QuicSettings::default()), false, tune).await
 }
 
 /// A server with QUIC whose share requires encryption (`encrypt = true` on the share).
 #[allow(dead_code)] // not every test binary uses it
 pub async fn start_encrypted_share(encrypt: EncryptPolicy) -> TestServer {
-    start_full(encrypt, Some(QuicSettings::default()), true).await
+    start_full(encrypt, Some(QuicSettings::default()), true, |_| {}).await
 }
 
 async fn start_full(
     encrypt: EncryptPolicy,
     quic: Option<QuicSettings>,
     share_encrypt: bool,
+    tune: impl FnOnce(&mut EngineConfig),
 ) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let share = dir.path().join("share");
@@ -80,6 +90,7 @@ async fn start_full(
             guest_ok: false,
             acl_flag_inherited_canonicalization: true,
             access_based_enumeration: false,
+            compress_data: false,
         }],
         encrypt,
         guest_ok: false,
@@ -90,10 +101,11 @@ async fn start_full(
         interfaces: Default::default(),
     };
     let server = smbq_server::Server::new(cfg).unwrap();
-    let engine = EngineConfig::new(Limits::default(), [7; 16], "SMBQTEST").encrypt(
+    let mut engine = EngineConfig::new(Limits::default(), [7; 16], "SMBQTEST").encrypt(
         matches!(encrypt, EncryptPolicy::Required),
         matches!(encrypt, EncryptPolicy::Desired),
     );
+    tune(&mut engine);
     let accounts = |u: &str| {
         u.eq_ignore_ascii_case(USER)
             .then(|| smbq_auth::nt_hash(PASSWORD))

@@ -45,6 +45,11 @@ pub struct ClientConfig {
     pub max_frame: u32,
     /// Workstation name sent in NTLM AUTHENTICATE.
     pub workstation: String,
+    /// Compression algorithms offered (3.1.1, chained), in order of preference; empty: none.
+    /// When the server takes some, WRITEs are compressed and READs ask for compressed data.
+    pub compression: Vec<smbq_compress::Algorithm>,
+    /// WRITE data shorter than this is never compressed.
+    pub compress_min_size: usize,
 }
 
 impl Default for ClientConfig {
@@ -73,6 +78,8 @@ impl Default for ClientConfig {
             max_io: 8 << 20,
             max_frame: (8 << 20) + (64 << 10),
             workstation: "SMBQ".into(),
+            compression: Vec::new(),
+            compress_min_size: 4096,
         }
     }
 }

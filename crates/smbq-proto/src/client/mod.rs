@@ -53,6 +53,9 @@ pub enum ProtocolError {
     /// The server broke a rule of the protocol; the text says which.
     #[error("{0}")]
     Violation(&'static str),
+    /// A compressed response that was refused (MS-SMB2 3.2.5.1.1.2).
+    #[error("{0}")]
+    Compression(smbq_compress::DecompressError),
     /// A compound's NextCommand is unaligned, points backwards or past the frame.
     #[error("bad NextCommand {next} in a frame of {frame}")]
     NextCommand { next: usize, frame: usize },

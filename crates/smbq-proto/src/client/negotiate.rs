@@ -1,11 +1,12 @@
 //! NEGOTIATE from the client's side (MS-SMB2 3.2.4.2.2, 3.2.5.2).
 
+use smbq_compress::Compression;
 use smbq_crypto::{Cipher, SigningAlgorithm};
 use smbq_wire::multi_stream::MultiStream;
 use smbq_wire::negotiate::{
     Cipher as WireCipher, HashAlgorithm, NegotiateContext, NegotiateContextType, NegotiateRequest,
-    NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, security_mode,
-    transport_flags,
+    NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, compression_flags,
+    security_mode, transport_flags,
 };
 use smbq_wire::smb1_negotiate::{DIALECT_SMB2_002, DIALECT_SMB2_WILDCARD, Smb1NegotiateRequest};
 use smbq_wire::{Command, Dialect, Header, NtStatus, Writer};
@@ -30,6 +31,8 @@ pub struct Negotiated {
     pub security_blob: Vec<u8>,
     /// Data streams the server granted (docs/multistream.md 3); 0 if none.
     pub data_streams: u16,
+    /// What the compression context settled (off unless both ends offered it).
+    pub compression: Compression,
 }
 
 impl Negotiated {
@@ -102,6 +105,12 @@ pub fn negotiate_request(cfg: &ClientConfig, header: &Header, salt: &[u8; 32]) -
         if cfg.data_streams > 0 {
             contexts.push(MultiStream::context(&multi_stream));
         }
+        if !cfg.compression.is_empty() {
+            contexts.push(NegotiateContext::Compression {
+                flags: compression_flags::CHAINED,
+                algorithms: cfg.compression.iter().map(|a| a.wire()).collect(),
+            });
+        }
     }
     let req = NegotiateRequest {
         security_mode: if cfg.signing_required {
@@ -150,6 +159,7 @@ pub fn parse_negotiate_response(cfg: &ClientConfig, msg: &[u8]) -> Result<Negoti
         transport_security: false,
         security_blob: r.security_buffer.to_vec(),
         data_streams: 0,
+        compression: Compression::default(),
     };
     if r.dialect == Dialect::SMB3_1_1 {
         settle_contexts(cfg, &r.contexts, &mut n)?;
@@ -200,6 +210,15 @@ fn settle_contexts(
                 n.signing = SigningAlgorithm::from_wire_id(one.0)
                     .filter(|a| cfg.signing.contains(a))
                     .ok_or(ProtocolError::Violation("signing algorithm not offered"))?;
+            }
+            // MS-SMB2 3.2.5.2: only algorithms offered, chained only if asked for.
+            NegotiateContext::Compression { flags, algorithms } => {
+                n.compression = Compression::accept(&cfg.compression, true, *flags, algorithms)
+                    .ok()
+                    .filter(|_| !cfg.compression.is_empty())
+                    .ok_or(ProtocolError::Violation(
+                        "compression context not offered or out of range",
+                    ))?;
             }
             NegotiateContext::Transport { flags } => {
                 n.transport_security = cfg.transport_security

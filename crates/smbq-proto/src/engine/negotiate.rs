@@ -3,6 +3,7 @@
 //! security, multi-stream), the capabilities offered and the connection's negotiated state.
 
 use bytes::Bytes;
+use smbq_compress::Compression;
 use smbq_crypto::{Cipher, PreauthHash, SigningAlgorithm};
 use smbq_wire::multi_stream::MultiStream;
 use smbq_wire::negotiate::{
@@ -180,6 +181,7 @@ impl ServerConnection {
             },
             transport_security: false,
             data_streams: 0,
+            compression: Compression::default(),
         };
         if dialect == Dialect::SMB3_1_1 {
             settled = match self.settle_contexts(&req, settled) {
@@ -199,6 +201,7 @@ impl ServerConnection {
             signing,
             transport_security,
             data_streams,
+            compression,
         } = settled;
         let mut out_ctx: Vec<NegotiateContext<'_>> = out_ctx;
         // The salt must be filled in the encoded context; rebuild the preauth context with it.
@@ -233,6 +236,7 @@ impl ServerConnection {
         );
         if let ConnState::Negotiated(n) = &mut self.state {
             n.data_streams = data_streams;
+            n.compression = compression;
         }
         let _ = caps;
         Ok(frame)
@@ -294,6 +298,16 @@ impl ServerConnection {
                     s.out_ctx.push(NegotiateContext::Signing {
                         algorithms: vec![WireSigning(s.signing.wire_id())],
                     });
+                }
+                // SMB2_COMPRESSION_CAPABILITIES: answered when compression is configured,
+                // with the common algorithms in the server's order (NONE alone if none).
+                NegotiateContext::Compression { flags, algorithms }
+                    if !self.cfg.compression.is_empty() =>
+                {
+                    s.compression = Compression::settle(&self.cfg.compression, algorithms, *flags);
+                    let (flags, algorithms) = s.compression.response();
+                    s.out_ctx
+                        .push(NegotiateContext::Compression { flags, algorithms });
                 }
                 NegotiateContext::Transport { flags }
                     if self.transport == Transport::Quic
@@ -423,6 +437,7 @@ impl ServerConnection {
             cipher,
             preauth,
             data_streams: 0,
+            compression: smbq_compress::Compression::default(),
         }));
     }
 }
@@ -435,6 +450,8 @@ struct Settled {
     transport_security: bool,
     /// Data streams to grant (the response context is added by the caller).
     data_streams: u16,
+    /// Connection.CompressionIds and SupportsChainedCompression.
+    compression: Compression,
 }
 
 /// What the client's NEGOTIATE said about itself (MS-SMB2 3.3.5.4), kept for

@@ -1,16 +1,18 @@
 //! Responses out (MS-SMB2 3.3.4.1): single responses (the engine's own answers), interim
 //! responses, unsolicited notifications and the frame of a finished chain: credits granted,
 //! compounds joined and padded (3.3.4.1.3), messages signed (large ones in one pooled buffer)
-//! and frames sealed in a TRANSFORM_HEADER (3.3.4.1.4) when the session calls for it.
+//! lone responses compressed when asked and it pays (3.1.4.4), and frames sealed in a
+//! TRANSFORM_HEADER (3.3.4.1.4) when the session calls for it.
 
 use bytes::Bytes;
 use smbq_crypto::Signer;
 use smbq_wire::header::flags;
 use smbq_wire::{Command, HEADER_LEN, Header, NtStatus, Writer};
 
-use super::{Completed, ERROR_BODY, ServerConnection};
+use super::{Completed, ConnState, ERROR_BODY, ServerConnection};
 use crate::error::Violation;
 use crate::framing::frame_header;
+use crate::observe::CompressionEvent;
 use crate::request::Response;
 
 impl ServerConnection {
@@ -175,6 +177,13 @@ impl ServerConnection {
             }
             msgs.push(self.encode_message(c, credits, sign, (n > 1).then_some(i + 1 == n)));
         }
+        if let [c] = items
+            && c.response.compress
+            && !interim
+            && let Some(m) = self.compress(&msgs, c.response.body.len())
+        {
+            msgs = vec![(m, None)];
+        }
         let total: usize = msgs
             .iter()
             .map(|(m, d)| m.len() + d.as_ref().map_or(0, |d| d.len()))
@@ -260,6 +269,35 @@ impl ServerConnection {
             }
             (_, false) => (m, data),
         }
+    }
+
+    /// MS-SMB2 3.1.4.4 for a lone response the handler marked (`Response::compress`), on a
+    /// connection that negotiated compression: after signing (the signature covers the
+    /// message as the client will see it once decompressed), before sealing. The SMB2 header
+    /// stays uncompressed, and the body too when the data travels apart from it (a READ's).
+    /// None when it is too short, compression is off, or it does not pay.
+    fn compress(&self, msgs: &[(Vec<u8>, Option<Bytes>)], body_len: usize) -> Option<Vec<u8>> {
+        let ConnState::Negotiated(n) = &self.state else {
+            return None;
+        };
+        let [(m, d)] = msgs else { return None };
+        let total = m.len() + d.as_ref().map_or(0, |d| d.len());
+        if !n.compression.is_on() || total < self.cfg.compress_min_size.max(HEADER_LEN + 1) {
+            return None;
+        }
+        let (prefix, data): (&[u8], &[u8]) = match d {
+            Some(d) if m.is_empty() => d.split_at_checked(HEADER_LEN + body_len)?,
+            Some(d) => (m.as_slice(), d.as_ref()),
+            None => m.split_at_checked(HEADER_LEN)?,
+        };
+        let c = n.compression.compress(prefix, data)?;
+        self.cfg.observer.compression(&CompressionEvent {
+            sent: true,
+            algorithm: Some(c.algorithm),
+            wire_bytes: c.message.len() as u64,
+            plain_bytes: total as u64,
+        });
+        Some(c.message)
     }
 
     fn sign_into(&self, session_id: u64, m: &mut [u8]) {

@@ -7,7 +7,10 @@
 use std::time::Instant;
 
 use bytes::{Buf, Bytes, BytesMut};
+use smbq_compress::DecompressError;
 use smbq_wire::transform::TransformHeader;
+
+use crate::observe::CompressionEvent;
 use smbq_wire::{Command, HEADER_LEN, Header, NtStatus};
 
 use super::{Action, ChainItem, Completed, ConnState, Env, ServerConnection, StreamId, malformed};
@@ -65,6 +68,35 @@ impl ServerConnection {
         dec.open_in_place(nonce, &aad, &mut buf, &th.signature)
             .map_err(|_| Violation::DecryptFailed)?;
         Ok((buf.freeze(), th.session_id))
+    }
+
+    /// Decompresses a compressed message (MS-SMB2 3.3.5.2.1.2) before anything else looks at
+    /// it. Only on a connection that negotiated compression; the declared size is held to
+    /// the spec's limit (256 + the header + the largest of MaxRead/MaxWrite/MaxTransact) and
+    /// to the frame limit of the moment, so before a session is set up it stays as small as
+    /// any pre-authentication frame.
+    pub(super) fn decompress(&self, msg: &[u8]) -> Result<Bytes, Violation> {
+        let ConnState::Negotiated(n) = &self.state else {
+            return Err(Violation::Compression(DecompressError::NotNegotiated));
+        };
+        let v = &n.view;
+        let spec = 256
+            + smbq_wire::compression::UNCHAINED_HEADER_LEN
+            + v.max_read_size
+                .max(v.max_write_size)
+                .max(v.max_transact_size) as usize;
+        let limit = spec.min(self.frame_limit() as usize);
+        let plain = n
+            .compression
+            .decompress(msg, limit)
+            .map_err(Violation::Compression)?;
+        self.cfg.observer.compression(&CompressionEvent {
+            sent: false,
+            algorithm: None,
+            wire_bytes: msg.len() as u64,
+            plain_bytes: plain.len() as u64,
+        });
+        Ok(Bytes::from(plain))
     }
 
     /// The messages of one SMB2 frame in turn (a compound, MS-SMB2 3.3.5.2.7): each bounded,

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use smbq_proto::Response;
 use smbq_wire::NtStatus;
 use smbq_wire::fscc::file_info::mode;
-use smbq_wire::read::{ReadRequest, ReadResponse};
+use smbq_wire::read::{ReadRequest, ReadResponse, read_flags};
 
 use super::{Ctx, bad, blocking, body};
 use crate::access::mask;
@@ -87,6 +87,11 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let dlen = data.len() as u32;
     let mut resp = Response::ok(body(|w| ReadResponse::default().encode_header(dlen, w)));
     resp.data = Some(data);
+    // MS-SMB2 3.3.5.12: compressed when the client asked, or the share compresses all data
+    // (SMB2_SHAREFLAG_COMPRESS_DATA); the engine does it if the connection negotiated
+    // compression and it pays.
+    resp.compress = req.flags & read_flags::REQUEST_COMPRESSED != 0
+        || ctx.tree().is_ok_and(|t| t.share.cfg.compress_data);
     Ok(resp)
 }
 

@@ -82,6 +82,11 @@ fn connect_to(ctx: &Ctx<'_>, asked: &mut String) -> Result<Response, NtStatus> {
     if share.cfg.access_based_enumeration {
         flags |= share_flags::ACCESS_BASED_DIRECTORY_ENUM; // handlers/query_directory.rs
     }
+    // MS-SMB2 2.2.10: the client compresses its WRITEs to this share, the server its READ
+    // responses (handlers/read.rs), when the connection negotiated compression.
+    if share.cfg.compress_data && ctx.conn.dialect == Dialect::SMB3_1_1 {
+        flags |= share_flags::COMPRESS_DATA;
+    }
     let resp = TreeConnectResponse {
         share_type: stype,
         share_flags: flags,

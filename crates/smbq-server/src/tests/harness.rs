@@ -36,6 +36,7 @@ pub fn share(name: &str, path: &std::path::Path) -> ShareConfig {
         guest_ok: false,
         acl_flag_inherited_canonicalization: true,
         access_based_enumeration: false,
+        compress_data: false,
     }
 }
 

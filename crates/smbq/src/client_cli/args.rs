@@ -81,6 +81,16 @@ pub struct ConnArgs {
     /// Over QUIC, do not offer to rely on TLS instead of SMB3 encryption.
     #[arg(long)]
     pub no_transport_security: bool,
+    /// SMB 3.1.1 compression: WRITE data compressed and READs asking for compressed data,
+    /// where it pays. On by default over QUIC; `--compress` turns it on over TCP too, and
+    /// `--compress ALG[,ALG...]` offers only those, in that order (lz4, pattern_v1, lz77,
+    /// lz77_huffman, lznt1).
+    #[arg(long, value_name = "ALGS", num_args = 0..=1, default_missing_value = "all",
+          value_parser = parse_compress, conflicts_with = "no_compress")]
+    pub compress: Option<CompressList>,
+    /// No compression, over QUIC either.
+    #[arg(long)]
+    pub no_compress: bool,
     /// Over QUIC, data streams to ask an smbq server for besides the control stream
     /// (smbq's multi-stream extension, docs/multistream.md): requests of different files
     /// then do not wait behind each other's lost packets. 0 keeps one stream, as Windows
@@ -147,8 +157,55 @@ impl ConnArgs {
         if let Some(n) = self.streams {
             c.data_streams = n;
         }
+        c.compression = match (&self.compress, self.no_compress) {
+            (_, true) => Vec::new(),
+            (Some(CompressList(list)), false) => list.clone(),
+            (None, false) => default_compression(),
+        };
         c
     }
+
+    /// What to offer on a connection of `kind`: compression is on by default over QUIC only
+    /// (where the link, not the CPU, is usually the limit); over TCP when asked.
+    pub fn client_config_for(&self, kind: smbq_transport::TransportKind) -> ClientConfig {
+        let mut c = self.client_config();
+        if kind == smbq_transport::TransportKind::Tcp && self.compress.is_none() {
+            c.compression.clear();
+        }
+        c
+    }
+}
+
+/// `--compress` algorithms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompressList(pub Vec<smbq_compress::Algorithm>);
+
+fn default_compression() -> Vec<smbq_compress::Algorithm> {
+    smbq_compress::Algorithm::ALL
+        .into_iter()
+        .filter(|a| a.available())
+        .collect()
+}
+
+fn parse_compress(s: &str) -> Result<CompressList, String> {
+    if s == "all" {
+        return Ok(CompressList(default_compression()));
+    }
+    let mut out = Vec::new();
+    for name in s.split(',').filter(|n| !n.trim().is_empty()) {
+        let a = smbq_compress::Algorithm::from_name(name)
+            .filter(|a| a.available())
+            .ok_or_else(|| {
+                format!("unknown compression algorithm {name:?} (lz4, pattern_v1, lz77, lz77_huffman, lznt1)")
+            })?;
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    if out.is_empty() {
+        return Err("no compression algorithm given".into());
+    }
+    Ok(CompressList(out))
 }
 
 /// Transfer knobs (get, put).

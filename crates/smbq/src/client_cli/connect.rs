@@ -210,7 +210,7 @@ impl Connector {
         watchdog::touch();
         let conn = self.transport(url).await?;
         watchdog::touch();
-        let mut config = self.args.client_config();
+        let mut config = self.args.client_config_for(conn.kind);
         config.client_guid = self.client_guid;
         let client = Client::connect(conn, config).await?;
         // TREE_CONNECT paths name the server as the user did (\\HOST\share), not its address.
@@ -318,7 +318,7 @@ impl Connector {
         let mut channels = Vec::new();
         for _ in 1..self.args.channels {
             let conn = self.tcp(url, &addrs, tcp_port).await?;
-            let mut config = self.args.client_config();
+            let mut config = self.args.client_config_for(conn.kind);
             config.client_guid = self.client_guid;
             let extra = Client::connect(conn, config).await?;
             extra.set_server_name(&url.host);

@@ -17,7 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use smbq_proto::engine::Transport;
-use smbq_proto::observe::{Handled, Observer};
+use smbq_proto::observe::{CompressionEvent, Handled, Observer};
 use smbq_wire::{Command, NtStatus};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -37,6 +37,14 @@ struct CommandLabels {
 struct DataLabels {
     share: String,
     transport: &'static str,
+}
+
+/// A compressed message's direction and algorithm ("any" for a received one: its payloads
+/// may mix algorithms).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CompressionLabels {
+    direction: &'static str,
+    algorithm: &'static str,
 }
 
 /// The label of every command code and NTSTATUS smbq has no name for. A client picks the
@@ -75,6 +83,9 @@ pub struct Metrics {
     written: Family<DataLabels, Counter>,
     logon_failures: Counter,
     quic_rtt: Histogram,
+    compressed: Family<CompressionLabels, Counter>,
+    compressed_wire: Family<CompressionLabels, Counter>,
+    compressed_plain: Family<CompressionLabels, Counter>,
 }
 
 impl Metrics {
@@ -89,6 +100,9 @@ impl Metrics {
             logon_failures: Counter::default(),
             // 100 µs .. ~3 s, factor 2.
             quic_rtt: Histogram::new(exponential_buckets(0.000_1, 2.0, 15)),
+            compressed: Family::default(),
+            compressed_wire: Family::default(),
+            compressed_plain: Family::default(),
         });
         let mut r = Registry::default();
         r.register(
@@ -129,6 +143,23 @@ impl Metrics {
             "Smoothed round-trip time of QUIC connections: each live one every 5 s, and each as it ends",
             Unit::Seconds,
             m.quic_rtt.clone(),
+        );
+        r.register(
+            "smbq_compressed_messages",
+            "SMB2 compressed messages, by direction (sent, received) and algorithm",
+            m.compressed.clone(),
+        );
+        r.register_with_unit(
+            "smbq_compressed_wire",
+            "Size of compressed messages as they crossed the wire",
+            Unit::Bytes,
+            m.compressed_wire.clone(),
+        );
+        r.register_with_unit(
+            "smbq_compressed_plain",
+            "Size of the same messages uncompressed",
+            Unit::Bytes,
+            m.compressed_plain.clone(),
         );
         r.register_collector(Box::new(collector::Tables::new(server)));
         (m, r)
@@ -191,6 +222,20 @@ impl Observer for Metrics {
 
     fn quic_ended(&self, rtt: Duration) {
         self.quic_rtt.observe(rtt.as_secs_f64());
+    }
+
+    fn compression(&self, c: &CompressionEvent) {
+        let labels = CompressionLabels {
+            direction: if c.sent { "sent" } else { "received" },
+            algorithm: c.algorithm.map_or("any", |a| a.name()),
+        };
+        self.compressed.get_or_create(&labels).inc();
+        self.compressed_wire
+            .get_or_create(&labels)
+            .inc_by(c.wire_bytes);
+        self.compressed_plain
+            .get_or_create(&labels)
+            .inc_by(c.plain_bytes);
     }
 }
 
