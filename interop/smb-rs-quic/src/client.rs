@@ -84,6 +84,7 @@ fn config(args: &SmbArgs) -> Res<ClientConfig> {
             smb2_only_negotiate: smb2_only,
             encryption_mode,
             transport,
+            compression_enabled: args.compress,
             ..Default::default()
         },
         ..Default::default()

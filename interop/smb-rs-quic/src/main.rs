@@ -59,6 +59,10 @@ pub struct SmbArgs {
     /// Requests in flight during put/get.
     #[arg(long, default_value_t = 4)]
     pub depth: usize,
+    /// Turn on the crate's SMB 3.1.1 compression (LZ4 and Pattern_V1): messages over 1 KiB
+    /// go out compressed and READs ask for compressed responses.
+    #[arg(long)]
+    pub compress: bool,
 }
 
 impl SmbArgs {

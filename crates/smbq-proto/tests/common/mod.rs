@@ -307,6 +307,8 @@ pub struct Offer {
     pub data_streams: u16,
     /// Send this raw Data in the multi-stream context instead (malformed offers).
     pub data_streams_raw: Option<Vec<u8>>,
+    /// SMB2_COMPRESSION_CAPABILITIES to send: Flags and algorithm ids.
+    pub compression: Option<(u32, Vec<u16>)>,
 }
 
 impl Offer {
@@ -320,6 +322,7 @@ impl Offer {
             transport_security: false,
             data_streams: 0,
             data_streams_raw: None,
+            compression: None,
         }
     }
 
@@ -346,6 +349,7 @@ impl Offer {
             transport_security: false,
             data_streams: 0,
             data_streams_raw: None,
+            compression: None,
         }
     }
 }
@@ -364,6 +368,8 @@ pub struct Negotiated {
     pub transport_security: bool,
     /// The multi-stream context the server answered, if any.
     pub multi_stream: Option<MultiStream>,
+    /// The compression context the server answered: Flags and algorithm ids.
+    pub compression: Option<(u32, Vec<u16>)>,
 }
 
 /// The result of a whole SESSION_SETUP exchange.
@@ -501,6 +507,13 @@ impl Client {
         let len = u32::from_be_bytes(framed[..4].try_into().unwrap()) as usize;
         assert_eq!(len, framed.len() - 4, "frame length header");
         let body = &framed[4..];
+        let decompressed;
+        let body = if body[..4] == [0xFC, b'S', b'M', b'B'] {
+            decompressed = self.decompress(body);
+            &decompressed[..]
+        } else {
+            body
+        };
         let (encrypted, plain) = if body[..4] == [0xFD, b'S', b'M', b'B'] {
             let th = TransformHeader::decode(body).unwrap();
             assert_eq!(th.session_id, self.session_id, "transform SessionId");
@@ -516,6 +529,9 @@ impl Client {
                 .expect("encrypted response but no decryption key")
                 .open_transform(&hdr, &mut payload)
                 .expect("response does not open with the client's decryption key");
+            if payload[..4] == [0xFC, b'S', b'M', b'B'] {
+                payload = self.decompress(&payload);
+            }
             (true, payload)
         } else {
             (false, body.to_vec())
@@ -526,6 +542,22 @@ impl Client {
             self.credits += i64::from(m.header.credits);
         }
         Received { encrypted, msgs }
+    }
+
+    /// A compressed response, decompressed with what NEGOTIATE settled.
+    pub fn decompress(&self, msg: &[u8]) -> Vec<u8> {
+        let (flags, algs) = self
+            .negotiated
+            .as_ref()
+            .and_then(|n| n.compression.clone())
+            .expect("a compressed response without compression negotiated");
+        let ids: Vec<_> = algs
+            .iter()
+            .map(|a| smbq_wire::negotiate::CompressionAlgorithm(*a))
+            .collect();
+        let all = smbq_compress::Algorithm::ALL;
+        let c = smbq_compress::Compression::accept(&all, true, flags, &ids).unwrap();
+        c.decompress(msg, 16 << 20).expect("response decompresses")
     }
 
     /// Whether `m` carries a signature that verifies with the client's signing key.
@@ -568,6 +600,15 @@ impl Client {
             } else if self.offer.data_streams > 0 {
                 contexts.push(MultiStream::context(&multi));
             }
+            if let Some((flags, algs)) = &self.offer.compression {
+                contexts.push(NegotiateContext::Compression {
+                    flags: *flags,
+                    algorithms: algs
+                        .iter()
+                        .map(|a| smbq_wire::negotiate::CompressionAlgorithm(*a))
+                        .collect(),
+                });
+            }
             if !self.offer.signing.is_empty() {
                 contexts.push(NegotiateContext::Signing {
                     algorithms: self
@@ -601,6 +642,7 @@ impl Client {
         let mut signing = SigningAlgorithm::default_for_dialect(r.dialect.0);
         let mut salt_len = 0;
         let mut transport_security = false;
+        let mut compression = None;
         let multi_stream = MultiStream::find(&r.contexts);
         if r.dialect == Dialect::SMB3_1_1 {
             self.conn_preauth.update(req);
@@ -626,6 +668,9 @@ impl Client {
                         transport_security =
                             flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0;
                     }
+                    NegotiateContext::Compression { flags, algorithms } => {
+                        compression = Some((*flags, algorithms.iter().map(|a| a.0).collect()));
+                    }
                     _ => {}
                 }
             }
@@ -642,6 +687,7 @@ impl Client {
             salt_len,
             transport_security,
             multi_stream,
+            compression,
         };
         self.negotiated = Some(n.clone());
         n

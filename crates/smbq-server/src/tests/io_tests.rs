@@ -105,3 +105,37 @@ async fn concurrent_small_and_large_writes_all_land() {
         );
     }
 }
+
+/// MS-SMB2 3.3.5.12: a READ response is marked for compression when the client asked
+/// (SMB2_READFLAG_REQUEST_COMPRESSED) or the share has compress_data; the engine compresses it
+/// if the connection negotiated compression and it pays (smbq-proto/tests/compression.rs).
+#[tokio::test]
+async fn read_responses_are_marked_for_compression_when_asked_or_by_the_share() {
+    for share_compresses in [false, true] {
+        let h = H::with(|c| c.shares[0].compress_data = share_compresses).await;
+        let o = h
+            .create("f", mask::GENERIC_READ | mask::GENERIC_WRITE, D::CREATE, 0)
+            .await;
+        assert_eq!(h.write(o.id, 0, &[7; 8192]).await.status, NtStatus::SUCCESS);
+        assert_eq!(h.read(o.id, 0, 8192).await.compress, share_compresses);
+        let asked = h
+            .send(super::harness::msg(
+                smbq_wire::Command::READ,
+                h.tree,
+                h.session.id,
+                |w| {
+                    smbq_wire::read::ReadRequest {
+                        padding: 0x50,
+                        flags: smbq_wire::read::read_flags::REQUEST_COMPRESSED,
+                        length: 8192,
+                        file_id: o.id,
+                        ..Default::default()
+                    }
+                    .encode(w)
+                },
+            ))
+            .await;
+        assert_eq!(asked.status, NtStatus::SUCCESS);
+        assert!(asked.compress);
+    }
+}
