@@ -224,7 +224,7 @@ fn a_marked_response_is_compressed_after_signing() {
             .exchange(&frame(&req), &mut |_| read_response(&data, compress))
             .unwrap();
         let f = single(frames);
-        assert_eq!(&f[4..8] == [0xFC, b'S', b'M', b'B'], compress);
+        assert_eq!(f[4..8] == [0xFC, b'S', b'M', b'B'], compress);
         if compress {
             assert!(f.len() < data.len() / 10, "{} bytes on the wire", f.len());
         }
