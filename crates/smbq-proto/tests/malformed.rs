@@ -68,7 +68,6 @@ fn garbage_protocol_ids() {
     for id in [
         *b"\xFESMX",
         *b"GET ",
-        *b"\xFCSMB", // compression transform: not negotiated
         [0; 4],
     ] {
         let mut server = Server::new(config());
@@ -84,6 +83,14 @@ fn garbage_protocol_ids() {
     assert_eq!(
         server.feed(&frame(b"\xFES")).unwrap_err(),
         Violation::BadProtocol
+    );
+    // A compression transform before NEGOTIATE (tests/compression.rs has the rest).
+    let mut server = Server::new(config());
+    let mut msg = b"\xFCSMB".to_vec();
+    msg.resize(64, 0);
+    assert_eq!(
+        server.feed(&frame(&msg)).unwrap_err(),
+        Violation::Compression(smbq_compress::DecompressError::NotNegotiated)
     );
 }
 
