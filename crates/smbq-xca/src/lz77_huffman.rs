@@ -42,33 +42,7 @@ pub fn compress(input: &[u8], out: &mut Vec<u8>) {
     let mut start = 0;
     loop {
         let end = input.len().min(start + BLOCK_LEN);
-        tokens.clear();
-        let mut pos = start;
-        matcher.parse(
-            input,
-            start,
-            end,
-            &window,
-            |_| usize::MAX,
-            |t| {
-                match t {
-                    // Trap 1: never the match that shares its symbol with end of stream.
-                    Token::Match { len: 3, dist: 1 } => {
-                        let b = pos.checked_sub(1).and_then(|p| input.get(p)).copied();
-                        tokens.extend([Token::Literal(b.unwrap_or(0)); 3]);
-                        pos += 3;
-                    }
-                    Token::Match { len, .. } => {
-                        tokens.push(t);
-                        pos += len;
-                    }
-                    Token::Literal(_) => {
-                        tokens.push(t);
-                        pos += 1;
-                    }
-                }
-            },
-        );
+        parse_block(&mut matcher, &window, input, start..end, &mut tokens);
         let last = end == input.len();
         encode_block(&tokens, last, out);
         if last {
@@ -76,6 +50,43 @@ pub fn compress(input: &[u8], out: &mut Vec<u8>) {
         }
         start = end;
     }
+}
+
+/// The tokens of `input[range]`, matches reaching back into earlier blocks. Trap 1: a match
+/// of length 3 at distance 1 would be symbol 256, which a decoder takes for end of stream
+/// once its input is used up; it is written as three literals instead, anywhere in the
+/// stream (MS-XCA 2.2.4's end condition is about input position, not output).
+fn parse_block(
+    matcher: &mut Matcher,
+    window: &Window,
+    input: &[u8],
+    range: std::ops::Range<usize>,
+    tokens: &mut Vec<Token>,
+) {
+    tokens.clear();
+    let mut pos = range.start;
+    matcher.parse(
+        input,
+        range.start,
+        range.end,
+        window,
+        |_| usize::MAX,
+        |t| match t {
+            Token::Match { len: 3, dist: 1 } => {
+                let b = pos.checked_sub(1).and_then(|p| input.get(p)).copied();
+                tokens.extend([Token::Literal(b.unwrap_or(0)); 3]);
+                pos += 3;
+            }
+            Token::Match { len, .. } => {
+                tokens.push(t);
+                pos += len;
+            }
+            Token::Literal(_) => {
+                tokens.push(t);
+                pos += 1;
+            }
+        },
+    );
 }
 
 /// Index of the highest set bit of `dist` (>= 1).
@@ -362,4 +373,122 @@ fn decode_block(
         copy_match(out, floor, dist, len)?;
     }
     Ok(BlockEnd::Full(r.pos))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{hostile_suite, random, round_trip, round_trip_suite, text};
+
+    /// MS-XCA 3.2: the alphabet as literals. Code lengths: a-v 5 bits, w-z and EOF 4 bits.
+    fn spec_alphabet() -> Vec<u8> {
+        let mut z = vec![0u8; 256];
+        z[48] = 0x50;
+        z[49..59].fill(0x55);
+        z[59..62].copy_from_slice(&[0x45, 0x44, 0x04]);
+        z[128] = 0x04;
+        z.extend([
+            0xd8, 0x52, 0x3e, 0xd7, 0x94, 0x11, 0x5b, 0xe9, 0x19, 0x5f, 0xf9, 0xd6, 0x7c, 0xdf,
+            0x8d, 0x04, 0x00, 0x00, 0x00, 0x00,
+        ]);
+        z
+    }
+
+    /// The spec's stream decodes, and our encoder writes the same 276 bytes, including the
+    /// two zero words that end it (trap 2). (The spec's second example, "abc" x 100, is not
+    /// reproduced here: its bytes were not available in full.)
+    #[test]
+    fn spec_example_alphabet() {
+        let plain = b"abcdefghijklmnopqrstuvwxyz";
+        let mut out = Vec::new();
+        decompress(&spec_alphabet(), &mut out, plain.len()).unwrap();
+        assert_eq!(out, plain);
+        assert_eq!(round_trip(compress, decompress, plain), spec_alphabet());
+    }
+
+    #[test]
+    fn round_trips() {
+        round_trip_suite(
+            compress,
+            decompress,
+            &[65535, 65536, 65537, 131_071, 131_072, 131_073, 200_000],
+        );
+    }
+
+    /// Matches across the block boundary's history, long escapes, all distance classes.
+    #[test]
+    fn long_matches_and_far_distances() {
+        let r = random(40_000, 3);
+        let mut data = r.clone();
+        data.extend(text(20_000));
+        data.extend(&r); // distance ~60000: highest distance class
+        data.extend(vec![0u8; 70_000]); // a block-long match (16-bit escape)
+        round_trip(compress, decompress, &data);
+    }
+
+    #[test]
+    fn hostile() {
+        hostile_suite(compress, decompress, &text(5000));
+        hostile_suite(compress, decompress, &text(70_000));
+    }
+
+    #[test]
+    fn incomplete_or_oversubscribed_table() {
+        let mut z = vec![0u8; 260];
+        assert_eq!(
+            decompress(&z, &mut Vec::new(), 1),
+            Err(Error::BadHuffmanTable)
+        );
+        z[..4].fill(0x11); // eight 1-bit codes
+        assert_eq!(
+            decompress(&z, &mut Vec::new(), 1),
+            Err(Error::BadHuffmanTable)
+        );
+    }
+
+    #[test]
+    fn match_before_start() {
+        // Two 1-bit codes: 0 -> 'a'... no: symbol 0 and symbol 256; the first bit 1 is 256,
+        // which is a match (distance 1) while the output is still short of its length.
+        let mut z = vec![0u8; 256];
+        z[0] = 0x01;
+        z[128] = 0x01;
+        z.extend([0x00, 0x80, 0, 0]);
+        let mut out = b"not ours".to_vec();
+        assert_eq!(decompress(&z, &mut out, 10), Err(Error::BadDistance));
+    }
+
+    /// Trap 1: no block ever holds the match (length 3, distance 1), whose symbol is 256.
+    #[test]
+    fn never_writes_the_eof_match() {
+        let window = Window {
+            floor: 0,
+            max_dist: MAX_DIST,
+        };
+        for tail in [&b"xaaaa"[..], b"aaaa", b"abcaaaa", b"zzzz", b"aaa"] {
+            let mut data = text(50);
+            data.extend_from_slice(tail);
+            round_trip(compress, decompress, &data);
+            let mut tokens = Vec::new();
+            parse_block(
+                &mut Matcher::new(data.len()),
+                &window,
+                &data,
+                0..data.len(),
+                &mut tokens,
+            );
+            assert!(!tokens.iter().any(|t| symbol(t) == EOF), "{tail:?}");
+        }
+    }
+
+    #[test]
+    fn trailing_data() {
+        let mut z = Vec::new();
+        compress(b"hello hello", &mut z);
+        z.extend([0, 0]);
+        assert_eq!(
+            decompress(&z, &mut Vec::new(), 11),
+            Err(Error::TrailingData)
+        );
+    }
 }

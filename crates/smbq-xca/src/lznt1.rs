@@ -193,3 +193,92 @@ fn decode_chunk(body: &[u8], out: &mut Vec<u8>, target: usize) -> Result<(), Err
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{hostile_suite, round_trip, round_trip_suite, text};
+
+    /// MS-XCA 3.3: 142 bytes (with the final NUL) in one 59-byte compressed chunk.
+    const SPEC_PLAIN: &[u8] = b"F# F# G A A G F# E D D E F# F# E E F# F# G A A G F# E D D E F# E D D E E F# D E F# G F# D E F# G F# E D E A F# F# G A A G F# E D D E F# E D D\0";
+    const SPEC_COMPRESSED: [u8; 59] = [
+        0x38, 0xb0, 0x88, 0x46, 0x23, 0x20, 0x00, 0x20, 0x47, 0x20, 0x41, 0x00, 0x10, 0xa2, 0x47,
+        0x01, 0xa0, 0x45, 0x20, 0x44, 0x00, 0x08, 0x45, 0x01, 0x50, 0x79, 0x00, 0xc0, 0x45, 0x20,
+        0x05, 0x24, 0x13, 0x88, 0x05, 0xb4, 0x02, 0x4a, 0x44, 0xef, 0x03, 0x58, 0x02, 0x8c, 0x09,
+        0x16, 0x01, 0x48, 0x45, 0x00, 0xbe, 0x00, 0x9e, 0x00, 0x04, 0x01, 0x18, 0x90, 0x00,
+    ];
+
+    /// The spec's chunk decodes. Our greedy encoder's output differs from Windows' (which
+    /// finds other matches) but round-trips.
+    #[test]
+    fn spec_example() {
+        assert_eq!(SPEC_PLAIN.len(), 142);
+        let mut out = Vec::new();
+        decompress(&SPEC_COMPRESSED, &mut out, SPEC_PLAIN.len()).unwrap();
+        assert_eq!(out, SPEC_PLAIN);
+        let ours = round_trip(compress, decompress, SPEC_PLAIN);
+        assert!(ours.len() < SPEC_PLAIN.len());
+    }
+
+    #[test]
+    fn distance_split() {
+        // MS-XCA 3.3: at 3 bytes in, 4 distance bits and 12 length bits.
+        assert_eq!(distance_bits(3), 4);
+        assert_eq!(distance_bits(16), 4);
+        assert_eq!(distance_bits(17), 5);
+        assert_eq!(distance_bits(2048), 11);
+        assert_eq!(distance_bits(2049), 12);
+        assert_eq!(distance_bits(4095), 12);
+        assert_eq!(max_len(1), 4098);
+        assert_eq!(max_len(4000), 18);
+    }
+
+    #[test]
+    fn round_trips() {
+        round_trip_suite(compress, decompress, &[4095, 4096, 4097, 8191, 8192, 8193]);
+    }
+
+    #[test]
+    fn hostile() {
+        hostile_suite(compress, decompress, &text(5000));
+    }
+
+    #[test]
+    fn terminator() {
+        let mut z = Vec::new();
+        compress(&text(5000), &mut z);
+        z.extend([0, 0, 0, 0]);
+        decompress(&z, &mut Vec::new(), 5000).unwrap();
+        z.push(1);
+        assert_eq!(
+            decompress(&z, &mut Vec::new(), 5000),
+            Err(Error::TrailingData)
+        );
+    }
+
+    #[test]
+    fn bad_headers() {
+        // Signature 2 instead of 3.
+        assert_eq!(
+            decompress(&[0x02, 0x20, b'a', b'b', b'c'], &mut Vec::new(), 3),
+            Err(Error::BadChunkHeader)
+        );
+        // Claims more bytes than there are.
+        assert_eq!(
+            decompress(&[0x10, 0x30, b'a'], &mut Vec::new(), 1),
+            Err(Error::BadChunkHeader)
+        );
+    }
+
+    #[test]
+    fn match_before_chunk_start() {
+        // A compressed chunk whose first item is a match: nothing in this chunk to copy.
+        let z = [0x02, 0xb0, 0x01, 0x00, 0x00];
+        let mut out = b"earlier chunk".to_vec();
+        assert_eq!(decompress(&z, &mut out, 3), Err(Error::BadDistance));
+        // A second chunk cannot reach into the first.
+        let mut z = vec![0x02, 0x30, b'a', b'b', b'c'];
+        z.extend([0x03, 0xb0, 0x02, b'x', 0x00, 0x30]); // 'x', then distance 4 at u = 1
+        assert_eq!(decompress(&z, &mut Vec::new(), 7), Err(Error::BadDistance));
+    }
+}
