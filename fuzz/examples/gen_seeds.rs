@@ -794,6 +794,34 @@ fn engine_seeds(out: &Out) {
     t.put("cancel", &with(3, &[req("cancel", mid, 1)]));
 }
 
+/// MS-XCA targets: a u32 expected length, then a stream: the spec's section 3 examples and
+/// our own encoder's output for text, a run and every byte value.
+fn xca_seeds(out: &Out) {
+    type Compress = fn(&[u8], &mut Vec<u8>);
+    let alphabet: &[u8] = b"abcdefghijklmnopqrstuvwxyz";
+    let abc = b"abc".repeat(100);
+    let text = b"the server compresses the share's file, the client reads the file. ".repeat(40);
+    let all: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    let targets: [(&str, Compress); 3] = [
+        ("xca_lz77", smbq_xca::lz77::compress),
+        ("xca_lz77_huffman", smbq_xca::lz77_huffman::compress),
+        ("xca_lznt1", smbq_xca::lznt1::compress),
+    ];
+    for (name, compress) in targets {
+        let t = out.target(name);
+        for (seed, plain) in [
+            ("alphabet", alphabet),
+            ("abc300", &abc),
+            ("text", &text),
+            ("all", &all),
+        ] {
+            let mut input = (plain.len() as u32).to_le_bytes().to_vec();
+            compress(plain, &mut input);
+            t.put(seed, &input);
+        }
+    }
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
     let out = Out { root };
@@ -803,5 +831,6 @@ fn main() {
     auth_seeds(&out);
     rpc_seeds(&out);
     engine_seeds(&out);
+    xca_seeds(&out);
     println!("seeds written to {}", out.root.display());
 }

@@ -10,6 +10,7 @@ pub mod driver;
 pub mod fscc;
 pub mod rpc;
 pub mod smb2;
+pub mod xca;
 
 /// Splits `data` into chunks, each prefixed by a little-endian u16 length (so the fuzzer
 /// chooses where tokens, writes or stream pushes begin); a length past the end takes the rest.
