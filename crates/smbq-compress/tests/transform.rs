@@ -46,14 +46,32 @@ fn whole(p: &[u8], d: &[u8]) -> Vec<u8> {
 }
 
 #[test]
-fn chained_and_unchained_round_trip() {
-    for chained in [false, true] {
-        let c = conn(&[Algorithm::Lz4, Algorithm::PatternV1], chained);
-        let (p, d) = (prefix(), text(256 * 1024));
-        let out = c.compress(&p, &d).expect("text compresses");
-        assert!(out.message.len() < d.len() / 10, "{}", out.message.len());
-        assert_eq!(out.algorithm, Algorithm::Lz4);
-        assert_eq!(c.decompress(&out.message, LIMIT).unwrap(), whole(&p, &d));
+fn chained_and_unchained_round_trip_with_every_algorithm() {
+    let general = Algorithm::ALL.into_iter().filter(|a| a.is_general());
+    for a in general {
+        assert!(a.available(), "{a} is built in");
+        for chained in [false, true] {
+            let c = conn(&[a, Algorithm::PatternV1], chained);
+            // Text, and text with zero runs inside (not at the ends: no Pattern_V1).
+            let mut mixed = text(100_000);
+            mixed.extend(vec![0u8; 70_000]);
+            mixed.extend(text(100_001));
+            for d in [text(256 * 1024), mixed] {
+                let p = prefix();
+                let out = c.compress(&p, &d).expect("text compresses");
+                assert!(
+                    out.message.len() < d.len() / 5,
+                    "{a}: {}",
+                    out.message.len()
+                );
+                assert_eq!(out.algorithm, a);
+                assert_eq!(
+                    c.decompress(&out.message, LIMIT).unwrap(),
+                    whole(&p, &d),
+                    "{a}"
+                );
+            }
+        }
     }
 }
 

@@ -65,11 +65,7 @@ fn bad_frame_header_byte() {
 
 #[test]
 fn garbage_protocol_ids() {
-    for id in [
-        *b"\xFESMX",
-        *b"GET ",
-        [0; 4],
-    ] {
+    for id in [*b"\xFESMX", *b"GET ", [0; 4]] {
         let mut server = Server::new(config());
         let mut msg = id.to_vec();
         msg.resize(64, 0);
