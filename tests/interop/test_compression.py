@@ -87,15 +87,17 @@ def test_the_smb_crate_writes_and_reads_compressed(workdir, tool, transport):  #
         assert rc == 0, out
         assert sha256(s.share / "log.txt") == want
         after_put = counters(s)
-        # The crate compresses every message over 1 KiB, its WRITEs included.
-        assert total(after_put, "smbq_compressed_messages_total", "received") >= 24, after_put
+        # The crate compresses every message over 1 KiB, its WRITEs included (8 MiB each).
+        assert total(after_put, "smbq_compressed_messages_total", "received") >= 3, after_put
+        assert total(after_put, "smbq_compressed_plain_bytes_total", "received") >= 24 * MB
+        assert total(after_put, "smbq_compressed_wire_bytes_total", "received") < 8 * MB
         back = workdir / "back.txt"
         rc, out = smb(s, "get", "--compress", "log.txt", str(back), tcp=tcp, timeout=600)
         assert rc == 0, out
         assert sha256(back) == want
         c = counters(s)
         sent = total(c, "smbq_compressed_messages_total", "sent")
-        assert sent >= 24, c
+        assert sent >= 3, c
         plain = total(c, "smbq_compressed_plain_bytes_total", "sent")
         wire = total(c, "smbq_compressed_wire_bytes_total", "sent")
         assert plain >= 24 * MB and wire < plain / 3, (plain, wire)
@@ -134,7 +136,9 @@ def test_a_compress_data_share_is_served_compressed(workdir):
         back = workdir / "a.txt"
         cli.run("get", cli.url("a.txt"), str(back))
         assert sha256(back) == want
-        assert total(counters(s), "smbq_compressed_messages_total", "sent") >= 8
+        # Eight 1 MiB READs; the first travels in a compound with its CREATE, and compound
+        # responses go uncompressed.
+        assert total(counters(s), "smbq_compressed_messages_total", "sent") >= 7
     finally:
         stop(s)
 
