@@ -27,7 +27,11 @@ fuzz_target!(|data: &[u8]| {
     let body = &data[split..];
     for lead in Algorithm::ALL.into_iter().filter(|a| a.available() && a.is_general()) {
         let mut order = vec![lead, Algorithm::PatternV1];
-        order.extend(Algorithm::ALL.iter().filter(|a| !order.contains(a)));
+        let rest: Vec<_> = Algorithm::ALL
+            .into_iter()
+            .filter(|a| !order.contains(a))
+            .collect();
+        order.extend(rest);
         for flags in [compression_flags::CHAINED, compression_flags::NONE] {
             let c = Compression::settle(&order, &all, flags);
             if let Some(m) = c.compress(&prefix, body) {

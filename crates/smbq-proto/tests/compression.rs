@@ -264,3 +264,31 @@ fn a_sealed_response_is_compressed_then_encrypted() {
     assert!(r.encrypted);
     assert_eq!(&r.one().bytes[80..], &data[..]);
 }
+
+#[test]
+fn a_compound_is_compressed_whole() {
+    let mut server = Server::new(config());
+    let mut c = Client::new(offer(CHAINED, &[LZ4, PATTERN_V1]));
+    c.connect(&mut server);
+    let data = text(64 * 1024);
+    let unsigned = |c: &mut Client| {
+        let mut m = read_request(c);
+        m[48..64].fill(0);
+        m[16] &= !0x08;
+        m
+    };
+    let (a, b) = (unsigned(&mut c), unsigned(&mut c));
+    let req = c.compound(vec![(a, true), (b, true)]);
+    let (frames, _) = server
+        .exchange(&frame(&req), &mut |_| read_response(&data, true))
+        .unwrap();
+    let f = single(frames);
+    assert_eq!(&f[4..8], &[0xFC, b'S', b'M', b'B']);
+    assert!(f.len() < data.len() / 5, "{} bytes on the wire", f.len());
+    let r = c.receive(&f);
+    assert_eq!(r.msgs.len(), 2);
+    for m in &r.msgs {
+        assert!(c.verifies(m), "each message of the compound still verifies");
+        assert_eq!(&m.bytes[80..80 + data.len()], &data[..]);
+    }
+}

@@ -93,6 +93,11 @@ pub(crate) async fn dispatch(
             if r.file_id.is_none() {
                 r.file_id = ctx.open.as_ref().map(|o| o.file_id);
             }
+            // A compress_data share: every large response is offered to compression (the
+            // engine compresses what is long enough and pays: listings, queries, IOCTLs).
+            if ctx.tree.as_ref().is_some_and(|t| t.share.cfg.compress_data) {
+                r.compress = true;
+            }
             r
         }
         Err(NtStatus::FILE_CLOSED) if notify_overtaken(srv, req) => {

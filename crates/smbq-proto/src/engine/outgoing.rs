@@ -177,10 +177,9 @@ impl ServerConnection {
             }
             msgs.push(self.encode_message(c, credits, sign, (n > 1).then_some(i + 1 == n)));
         }
-        if let [c] = items
-            && c.response.compress
-            && !interim
-            && let Some(m) = self.compress(&msgs, c.response.body.len())
+        if !interim
+            && items.iter().any(|c| c.response.compress)
+            && let Some(m) = self.compress(&msgs, items)
         {
             msgs = vec![(m, None)];
         }
@@ -271,24 +270,42 @@ impl ServerConnection {
         }
     }
 
-    /// MS-SMB2 3.1.4.4 for a lone response the handler marked (`Response::compress`), on a
-    /// connection that negotiated compression: after signing (the signature covers the
-    /// message as the client will see it once decompressed), before sealing. The SMB2 header
-    /// stays uncompressed, and the body too when the data travels apart from it (a READ's).
-    /// None when it is too short, compression is off, or it does not pay.
-    fn compress(&self, msgs: &[(Vec<u8>, Option<Bytes>)], body_len: usize) -> Option<Vec<u8>> {
+    /// MS-SMB2 3.1.4.4 for a frame holding a response the handler marked
+    /// (`Response::compress`), on a connection that negotiated compression: after signing
+    /// (the signature covers the message as the client will see it once decompressed),
+    /// before sealing. The first SMB2 header stays uncompressed, and a lone response's body
+    /// too when its data travels apart from it (a READ's); a compound is compressed whole
+    /// (one copy to join it). None when it is too short, compression is off, or it does not
+    /// pay.
+    fn compress(&self, msgs: &[(Vec<u8>, Option<Bytes>)], items: &[Completed]) -> Option<Vec<u8>> {
         let ConnState::Negotiated(n) = &self.state else {
             return None;
         };
-        let [(m, d)] = msgs else { return None };
-        let total = m.len() + d.as_ref().map_or(0, |d| d.len());
+        let total: usize = msgs
+            .iter()
+            .map(|(m, d)| m.len() + d.as_ref().map_or(0, |d| d.len()))
+            .sum();
         if !n.compression.is_on() || total < self.cfg.compress_min_size.max(HEADER_LEN + 1) {
             return None;
         }
-        let (prefix, data): (&[u8], &[u8]) = match d {
-            Some(d) if m.is_empty() => d.split_at_checked(HEADER_LEN + body_len)?,
-            Some(d) => (m.as_slice(), d.as_ref()),
-            None => m.split_at_checked(HEADER_LEN)?,
+        let joined;
+        let (prefix, data): (&[u8], &[u8]) = match (msgs, items) {
+            ([(m, Some(d))], [c]) if m.is_empty() => {
+                d.split_at_checked(HEADER_LEN + c.response.body.len())?
+            }
+            ([(m, Some(d))], [_]) => (m.as_slice(), d.as_ref()),
+            ([(m, None)], [_]) => m.split_at_checked(HEADER_LEN)?,
+            _ => {
+                let mut all = Vec::with_capacity(total);
+                for (m, d) in msgs {
+                    all.extend_from_slice(m);
+                    if let Some(d) = d {
+                        all.extend_from_slice(d);
+                    }
+                }
+                joined = all;
+                joined.split_at_checked(HEADER_LEN)?
+            }
         };
         let c = n.compression.compress(prefix, data)?;
         self.cfg.observer.compression(&CompressionEvent {

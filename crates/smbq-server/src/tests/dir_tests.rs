@@ -152,3 +152,33 @@ async fn buffer_limits() {
         NtStatus::INVALID_PARAMETER
     );
 }
+
+/// On a compress_data share every response is offered to compression (the engine then
+/// compresses what is long enough and pays); elsewhere only READs that ask are.
+#[tokio::test]
+async fn a_compress_data_share_offers_listings_to_compression() {
+    for share_compresses in [false, true] {
+        let h = H::with(|c| c.shares[0].compress_data = share_compresses).await;
+        for i in 0..50 {
+            std::fs::write(h.path(&format!("file-{i:03}.txt")), b"x").unwrap();
+        }
+        let d = h
+            .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+            .await;
+        let p = utf16le_encode("*");
+        let m = msg(Command::QUERY_DIRECTORY, h.tree, h.session.id, |w| {
+            QueryDirectoryRequest {
+                file_information_class: DirClass::Names.info_class().0,
+                flags: 0,
+                file_index: 0,
+                file_id: d.id,
+                file_name: &p,
+                output_buffer_length: 65536,
+            }
+            .encode(w)
+        });
+        let r = h.send(m).await;
+        assert_eq!(r.status, NtStatus::SUCCESS);
+        assert_eq!(r.compress, share_compresses);
+    }
+}
