@@ -9,7 +9,7 @@ mod contexts;
 mod disposition;
 mod durable;
 mod eas;
-pub(crate) mod grant;
+mod rights;
 mod secure;
 mod stream;
 
@@ -44,6 +44,7 @@ use crate::tables::{Open, OpenKind, Tree};
 use crate::{dos, kernel_rights, meta};
 use disposition::{Plan, plan};
 use durable::DurableAsk;
+use rights::Rights;
 
 /// What the client asked this CREATE to do, validated once from the decoded request
 /// (MS-SMB2 2.2.13, 3.3.5.9) and read by every step after.
@@ -190,7 +191,7 @@ fn validate(req: &CreateRequest<'_>) -> Result<(), NtStatus> {
     if req.share_access & !share_bits::ALL != 0 || req.file_attributes & !attr::VALID_SET != 0 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    grant::check_desired(req.desired_access)
+    rights::check_desired(req.desired_access)
 }
 
 pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
@@ -489,13 +490,6 @@ impl From<Result<Done, Stop>> for Attempt {
     }
 }
 
-/// What an open is granted, and the most it could have been (MxAc, MS-SMB2 2.2.14.2.5).
-#[derive(Clone, Copy, Debug)]
-struct Rights {
-    granted: u32,
-    maximal: u32,
-}
-
 /// One disk CREATE's fixed inputs, shared by every step of the blocking part.
 struct Opener<'a> {
     srv: &'a Arc<Server>,
@@ -584,7 +578,7 @@ fn open_pipe(
     let name = intent.name.rsplit('\\').next().unwrap_or_default();
     let io = (ctx.srv.pipe_factory())(name, ctx.srv.config(), &ctx.view.identity)
         .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-    let granted = grant::grant(intent.desired, tree.maximal_access)?;
+    let granted = rights::grant(intent.desired, tree.maximal_access)?;
     let kind = OpenKind::Pipe(PipeOpen {
         name: name.to_owned(),
         io: Mutex::new(io),
@@ -684,7 +678,7 @@ fn open_existing_steps(
     let rights = apply_stored_sd(o, path, (file.as_ref(), object), rights, read_only)?;
     if truncate {
         // The stored DACL may grant less than the share does.
-        grant::check_truncate(o.intent.disposition, rights.maximal, o.tree.read_only())?;
+        rights::check_truncate(o.intent.disposition, rights.maximal, o.tree.read_only())?;
         check_overwrite_attributes(file.as_ref(), o.intent.attributes)?;
     }
     let opened = Opened {
@@ -722,7 +716,7 @@ fn existing_rights(
     if read_only && truncate {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let mut maximal = grant::maximal(o.tree.maximal_access, read_only);
+    let mut maximal = rights::maximal(o.tree.maximal_access, read_only);
     // Per-user identities (crate::unix_identity): DELETE is exercised at close, long after
     // this, so the kernel's verdict on removing the file is asked now, as the user.
     if crate::unix_identity::active()
@@ -733,9 +727,9 @@ fn existing_rights(
         maximal &= !mask::DELETE;
     }
     if truncate {
-        grant::check_truncate(p.disposition, maximal, o.tree.read_only())?;
+        rights::check_truncate(p.disposition, maximal, o.tree.read_only())?;
     }
-    let granted = grant::grant(p.desired, maximal)?;
+    let granted = rights::grant(p.desired, maximal)?;
     check_delete_on_close(p, granted, read_only, path)?;
     Ok(Rights { granted, maximal })
 }
@@ -804,7 +798,7 @@ fn create_new_steps(o: &Opener<'_>, path: &RelPath) -> Result<Done, Stop> {
     }
     let is_dir = o.intent.options & opts::DIRECTORY_FILE != 0;
     let maximal = o.tree.maximal_access;
-    let granted = grant::grant(o.intent.desired, maximal)?;
+    let granted = rights::grant(o.intent.desired, maximal)?;
     // MS-FSA 2.1.5.1.1: a new object asked to be READONLY cannot be deleted on close
     // (CANNOT_DELETE, and nothing is created; smb2.delete-on-close-perms.READONLY).
     let read_only = o.intent.attributes & attr::READONLY != 0;
@@ -943,8 +937,8 @@ fn apply_stored_sd(
     if narrowed == maximal {
         return Ok(rights);
     }
-    let refused = grant::grant(p.desired, maximal)? & !granted;
-    let granted = grant::grant(grant::lenient_execute(p.desired), narrowed)? & !refused;
+    let refused = rights::grant(p.desired, maximal)? & !granted;
+    let granted = rights::grant(rights::lenient_execute(p.desired), narrowed)? & !refused;
     check_delete_on_close(p, granted, read_only, path)?;
     Ok(Rights {
         granted,
@@ -1059,10 +1053,10 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
 /// The access the share-mode check sees: a truncating open also writes (and a supersede
 /// deletes), so an open that denies write sharing keeps its data, while the handle itself is
 /// granted only what it asked for (MS-FSA 2.1.5.1.2.2 with the rights of
-/// [`grant::truncate_needs`]).
+/// [`rights::truncate_needs`]).
 fn checked_access(p: &CreateIntent, granted: u32, truncate: bool) -> u32 {
     if truncate {
-        granted | grant::truncate_needs(p.disposition)
+        granted | rights::truncate_needs(p.disposition)
     } else {
         granted
     }

@@ -9,8 +9,8 @@ use smbq_wire::create::CreateAction;
 
 use super::disposition::{Plan, may_create, plan};
 use super::{
-    Attempt, Done, Opener, Rights, Stop, apply_stored_sd, check_delete_on_close, final_err, grant,
-    key_of,
+    Attempt, Done, Opener, Rights, Stop, apply_stored_sd, check_delete_on_close, final_err, key_of,
+    rights,
 };
 use crate::access::{mask, opts};
 use crate::errors::map_io_error;
@@ -117,7 +117,7 @@ fn open_on(o: &Opener<'_>, found: &Resolved, sname: &str, base: &Base) -> Result
     let (stored, plan) = match plan(o.intent.disposition, existing.is_some())? {
         open @ Plan::OpenExisting { truncate, .. } => {
             if truncate {
-                grant::check_truncate(o.intent.disposition, rights.maximal, o.tree.read_only())?;
+                rights::check_truncate(o.intent.disposition, rights.maximal, o.tree.read_only())?;
             }
             (existing.ok_or(NtStatus::INTERNAL_ERROR)?, open)
         }
@@ -144,8 +144,8 @@ fn open_base(
     is_dir: bool,
     read_only: bool,
 ) -> Result<(Box<dyn VfsFile>, Rights), NtStatus> {
-    let maximal = grant::maximal(o.tree.maximal_access, read_only);
-    let mut granted = grant::grant(o.intent.desired, maximal)?;
+    let maximal = rights::maximal(o.tree.maximal_access, read_only);
+    let mut granted = rights::grant(o.intent.desired, maximal)?;
     check_delete_on_close(o.intent, granted, read_only, path)?;
     // Stream data lives in xattrs, which a read-only descriptor can change; the base is
     // opened for writing only so a rename onto `::$DATA` can move the data there.

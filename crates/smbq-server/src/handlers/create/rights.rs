@@ -10,6 +10,13 @@ use crate::access::{map_generic, mask};
 /// Rights a READONLY file never grants (it may still be opened for DELETE or attributes).
 const READONLY_DENIED: u32 = mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA;
 
+/// What an open is granted, and the most it could have been (MxAc, MS-SMB2 2.2.14.2.5).
+#[derive(Clone, Copy, Debug)]
+pub struct Rights {
+    pub granted: u32,
+    pub maximal: u32,
+}
+
 /// Validates the raw DesiredAccess before anything else (MS-SMB2 3.3.5.9).
 pub fn check_desired(desired: u32) -> Result<(), NtStatus> {
     if desired & mask::INVALID_BITS != 0 {
