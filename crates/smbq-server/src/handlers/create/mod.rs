@@ -9,6 +9,7 @@ mod contexts;
 mod disposition;
 mod durable;
 mod eas;
+mod intent;
 mod rights;
 mod secure;
 mod stream;
@@ -20,83 +21,32 @@ use parking_lot::Mutex;
 use smbq_proto::{ConnView, Response};
 use smbq_vfs::{CreateMode, FileKind, OpenOptions, RelPath, Stat, Vfs, VfsFile};
 use smbq_wire::create::{
-    CreateAction, CreateDisposition, CreateRequest, CreateResponse, ImpersonationLevel, OplockLevel,
+    CreateAction, CreateDisposition, CreateRequest, CreateResponse, OplockLevel,
 };
-use smbq_wire::create_context::{CreateContextTag, Lease, lease_flags};
+use smbq_wire::create_context::CreateContextTag;
 use smbq_wire::negotiate::capabilities;
-use smbq_wire::{Dialect, FileId, NtStatus};
+use smbq_wire::{FileId, NtStatus};
 
 use super::{Ctx, bad, blocking, body};
 use crate::Server;
-use crate::access::{attr, mask, opts, share as share_bits};
+use crate::access::{attr, mask, opts};
 use crate::durable::FirstAnswer;
 use crate::durable::replay::ReplayRecord;
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
-use crate::file_state::lease::{LeaseAsk, LeaseKey};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
 use crate::file_state::{FileKey, NewOpen, OpenRequest};
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::pipe::PipeOpen;
-use crate::security::Token;
 use crate::share::ShareKind;
 use crate::tables::open::{DirCursor, FileOpen};
 use crate::tables::{Open, OpenKind, Tree};
 use crate::{dos, kernel_rights, meta};
 use disposition::{Plan, plan};
 use durable::DurableAsk;
+use intent::CreateIntent;
 use rights::Rights;
 
-/// What the client asked this CREATE to do, validated once from the decoded request
-/// (MS-SMB2 2.2.13, 3.3.5.9) and read by every step after.
-#[derive(Debug)]
-struct CreateIntent {
-    name: String,
-    desired: u32,
-    share_access: u32,
-    disposition: CreateDisposition,
-    options: u32,
-    attributes: u32,
-    /// RequestedOplockLevel, granted once the open is admitted (3.3.5.9.8).
-    oplock: OplockLevel,
-    /// The lease asked for, when RequestedOplockLevel is LEASE, the request carries an RqLs
-    /// context and the dialect has leases (2.1 for V1, 3.x for V2; MS-SMB2 3.3.5.9.8,
-    /// 3.3.5.9.11). Then no oplock is granted.
-    lease: Option<LeaseAsk>,
-    /// The create contexts the server acts on.
-    contexts: contexts::Requested,
-    /// The session's token, for the security-descriptor checks (crate::security).
-    token: Arc<Token>,
-}
-
 impl CreateIntent {
-    fn from_request(
-        req: &CreateRequest<'_>,
-        token: Arc<Token>,
-        conn: &ConnView,
-    ) -> Result<Self, NtStatus> {
-        validate(req)?;
-        let name = req
-            .name_string()
-            .map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
-        let contexts = contexts::parse(req)?;
-        if let Some(sd) = &contexts.sec_desc {
-            secure::check_creator_sd(sd)?;
-        }
-        let lease = lease_ask(req.requested_oplock_level, contexts.lease.as_ref(), conn);
-        Ok(Self {
-            name,
-            desired: req.desired_access,
-            share_access: req.share_access,
-            disposition: req.create_disposition,
-            options: req.create_options,
-            attributes: req.file_attributes,
-            oplock: req.requested_oplock_level,
-            lease,
-            contexts,
-            token,
-        })
-    }
-
     /// The open this CREATE produces, once admitted.
     fn new_open(
         &self,
@@ -134,64 +84,10 @@ impl CreateIntent {
     }
 }
 
-/// MS-SMB2 3.3.5.9.8 / 3.3.5.9.11: which lease the CREATE asks for, if any.
-fn lease_ask(level: OplockLevel, ctx: Option<&Lease>, conn: &ConnView) -> Option<LeaseAsk> {
-    let l = ctx.filter(|_| level == OplockLevel::LEASE)?;
-    if conn.dialect.0 < Dialect::SMB2_1.0 || (l.v2.is_some() && !conn.dialect.is_smb3()) {
-        return None;
-    }
-    Some(LeaseAsk {
-        key: LeaseKey {
-            client_guid: conn.client_guid,
-            key: l.key,
-        },
-        requested: l.state,
-        v2_epoch: l.v2.map(|v| v.epoch),
-        parent: l
-            .v2
-            .filter(|_| l.flags & lease_flags::PARENT_LEASE_KEY_SET != 0)
-            .map(|v| LeaseKey {
-                client_guid: conn.client_guid,
-                key: v.parent_key,
-            }),
-    })
-}
-
 /// SMB2_GLOBAL_CAP_DIRECTORY_LEASING was negotiated (3.x, the client asked, the server
 /// allows it): leases on directories are granted.
 fn dir_leasing(conn: &ConnView) -> bool {
     conn.server_capabilities & capabilities::DIRECTORY_LEASING != 0
-}
-
-/// The request fields MS-SMB2 3.3.5.9 checks before anything is looked up.
-fn validate(req: &CreateRequest<'_>) -> Result<(), NtStatus> {
-    if req.impersonation_level.0 > ImpersonationLevel::DELEGATE.0 {
-        return Err(NtStatus::BAD_IMPERSONATION_LEVEL);
-    }
-    let o = req.create_options;
-    if o & opts::RESERVE_OPFILTER != 0 || o & opts::OPEN_BY_FILE_ID != 0 {
-        return Err(NtStatus::NOT_SUPPORTED);
-    }
-    if o & 0xFF00_0000 != 0 || (o & opts::DIRECTORY_FILE != 0 && o & opts::NON_DIRECTORY_FILE != 0)
-    {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    if req.create_disposition.0 > CreateDisposition::OVERWRITE_IF.0 {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    // MS-FSA 2.1.5.1: a directory can only be opened or created, never overwritten.
-    if o & opts::DIRECTORY_FILE != 0
-        && !matches!(
-            req.create_disposition,
-            CreateDisposition::OPEN | CreateDisposition::CREATE | CreateDisposition::OPEN_IF
-        )
-    {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    if req.share_access & !share_bits::ALL != 0 || req.file_attributes & !attr::VALID_SET != 0 {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    rights::check_desired(req.desired_access)
 }
 
 pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {

@@ -17,18 +17,6 @@ pub struct Rights {
     pub maximal: u32,
 }
 
-/// Validates the raw DesiredAccess before anything else (MS-SMB2 3.3.5.9).
-pub fn check_desired(desired: u32) -> Result<(), NtStatus> {
-    if desired & mask::INVALID_BITS != 0 {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    if desired & mask::ACCESS_SYSTEM_SECURITY != 0 {
-        // Reading or writing the SACL needs SeSecurityPrivilege, which no SMB user holds here.
-        return Err(NtStatus::PRIVILEGE_NOT_HELD);
-    }
-    Ok(())
-}
-
 /// The most this file may be opened with.
 pub fn maximal(tree_max: u32, file_read_only: bool) -> u32 {
     if file_read_only {
@@ -150,15 +138,6 @@ mod tests {
         assert_eq!(
             grant(mask::DELETE | mask::FILE_WRITE_ATTRIBUTES, ro_file).map(|g| g & mask::DELETE),
             Ok(mask::DELETE)
-        );
-        assert_eq!(check_desired(0x0000_0200), Err(NtStatus::ACCESS_DENIED));
-        assert_eq!(
-            check_desired(mask::ACCESS_SYSTEM_SECURITY),
-            Err(NtStatus::PRIVILEGE_NOT_HELD)
-        );
-        assert_eq!(
-            check_desired(mask::GENERIC_ALL | mask::MAXIMUM_ALLOWED),
-            Ok(())
         );
         let read_only_dacl = mask::FILE_GENERIC_READ;
         let ma_ge = mask::MAXIMUM_ALLOWED | mask::GENERIC_EXECUTE;
