@@ -5,10 +5,12 @@
 //! pool from an [`Opener`] (the intent plus where and for whom it opens) and ends in an open
 //! or a [`Stop`]: a failure, or oplock breaks to wait for before running again.
 
+mod answer;
 mod contexts;
 mod disposition;
 mod durable;
 mod eas;
+mod grant;
 mod intent;
 mod rights;
 mod secure;
@@ -18,20 +20,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use parking_lot::Mutex;
-use smbq_proto::{ConnView, Response};
+use smbq_proto::Response;
 use smbq_vfs::{CreateMode, FileKind, OpenOptions, RelPath, Stat, Vfs, VfsFile};
-use smbq_wire::create::{
-    CreateAction, CreateDisposition, CreateRequest, CreateResponse, OplockLevel,
-};
-use smbq_wire::create_context::CreateContextTag;
-use smbq_wire::negotiate::capabilities;
+use smbq_wire::create::{CreateAction, CreateDisposition, CreateRequest};
 use smbq_wire::{FileId, NtStatus};
 
-use super::{Ctx, bad, blocking, body};
+use super::{Ctx, bad, blocking};
 use crate::Server;
 use crate::access::{attr, mask, opts};
-use crate::durable::FirstAnswer;
-use crate::durable::replay::ReplayRecord;
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
 use crate::file_state::{FileKey, NewOpen, OpenRequest};
@@ -42,7 +38,6 @@ use crate::tables::open::{DirCursor, FileOpen};
 use crate::tables::{Open, OpenKind, Tree};
 use crate::{dos, kernel_rights, meta};
 use disposition::{Plan, plan};
-use durable::DurableAsk;
 use intent::CreateIntent;
 use rights::Rights;
 
@@ -84,12 +79,6 @@ impl CreateIntent {
     }
 }
 
-/// SMB2_GLOBAL_CAP_DIRECTORY_LEASING was negotiated (3.x, the client asked, the server
-/// allows it): leases on directories are granted.
-fn dir_leasing(conn: &ConnView) -> bool {
-    conn.server_capabilities & capabilities::DIRECTORY_LEASING != 0
-}
-
 pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let req = CreateRequest::decode(&ctx.req.msg).map_err(bad)?;
     let durability = durable::scan(&req, ctx.conn.dialect)?;
@@ -97,23 +86,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if let Some(rc) = durability.reconnect {
         return durable::reconnect(ctx, &tree, &req, rc).await;
     }
-    // MS-SMB2 3.3.5.9.10 (crate::durable::replay): a CREATE whose first sending is still
-    // running (waiting for a break) is answered FILE_NOT_AVAILABLE, before it can open or
-    // break anything; held until this one answers, so a replay finds it running or finished.
-    let replay_guid = match durability.ask {
-        Some(DurableAsk::V2 { create_guid, .. }) => Some(create_guid),
-        _ => None,
-    };
-    let _running = match replay_guid {
-        Some(g) => Some(
-            ctx.srv
-                .durable_store()
-                .creating
-                .start(ctx.conn.client_guid, g)
-                .ok_or(NtStatus::FILE_NOT_AVAILABLE)?,
-        ),
-        None => None,
-    };
+    let _running = durable::start_running(ctx, durability.ask)?;
     if let Some(r) = durable::replay(ctx, &req, durability.ask) {
         return Ok(r);
     }
@@ -137,58 +110,16 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         }
     };
     let done = apply_eas(&srv, &tree, &intent, id, done).await?;
-    let open = done.open.clone();
-    if !ctx.session.add_open(id) {
-        srv.install_open(open);
-        return Err(close_installed(&srv, id, NtStatus::INSUFFICIENT_RESOURCES).await);
-    }
-    srv.install_open(open.clone());
-    srv.notify_created(&open, done.action); // CHANGE_NOTIFY (crate::notify)
-    if let (Some(a), Some(f), CreateAction::CREATED) =
-        (intent.contexts.allocation_size, open.file(), done.action)
-    {
-        // MS-SMB2 2.2.13.2.6: the preallocation shows as AllocationSize (crate::meta).
-        srv.files().set_allocation(f.key, a);
-    }
-    let (oplock_level, extra) =
-        grant_caching(ctx, &srv, &open, &intent, done.action, durability.ask);
-    let answer = Answer {
-        oplock_level,
-        extra: &extra,
+    let granted = grant::grant(ctx, &srv, &intent, id, &done, durability.ask).await?;
+    let replay_guid = durable::replay_guid(durability.ask);
+    Ok(answer::respond(
+        ctx,
+        &tree,
+        &intent,
+        &done,
+        &granted,
         replay_guid,
-        client_guid: ctx.conn.client_guid,
-    };
-    Ok(respond(&srv, &tree, &intent, &done, &answer))
-}
-
-/// The oplock or lease the open gets, and the contexts that answer for it and for durability.
-fn grant_caching(
-    ctx: &Ctx<'_>,
-    srv: &Server,
-    open: &Arc<Open>,
-    intent: &CreateIntent,
-    action: CreateAction,
-    ask: Option<DurableAsk>,
-) -> (OplockLevel, Vec<(CreateContextTag<'static>, Vec<u8>)>) {
-    // MS-SMB2 3.3.5.9.8: granted once admitted, so concurrent opens see each other.
-    let overwrote = matches!(action, CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED);
-    let (oplock_level, lease) = match &intent.lease {
-        Some(ask) => match srv.lease_grant(open, ask, dir_leasing(ctx.conn)) {
-            Some(g) => (OplockLevel::LEASE, Some(g)),
-            None => (OplockLevel::NONE, None),
-        },
-        None => (srv.oplock_grant(open, intent.oplock, overwrote), None),
-    };
-    let mut extra = Vec::new();
-    if let (Some(g), Some(asked)) = (&lease, &intent.contexts.lease) {
-        extra.push((CreateContextTag::RQLS, contexts::lease_response(asked, g)));
-    }
-    if let Some(ask) = ask
-        && let Some(c) = durable::grant(ctx, ask, open, oplock_level, lease.as_ref())
-    {
-        extra.push(c);
-    }
-    (oplock_level, extra)
+    ))
 }
 
 /// Opens the pipe, or the disk object. A disk open that must wait for oplock breaks
@@ -243,101 +174,8 @@ async fn apply_eas(
     .await;
     match r {
         Ok(d) => Ok(d),
-        Err(e) => Err(close_installed(srv, id, e).await),
+        Err(e) => Err(grant::close_installed(srv, id, e).await),
     }
-}
-
-/// Fails a CREATE whose open is already installed: closes it as a CLOSE would
-/// (`Server::close_open_by_id` releases its share mode, oplock and delete-on-close) and
-/// returns `status`, or the error of the close itself.
-async fn close_installed(srv: &Arc<Server>, id: u64, status: NtStatus) -> NtStatus {
-    let srv = srv.clone();
-    let closed = blocking(move || {
-        srv.close_open_by_id(id);
-        Ok(())
-    })
-    .await;
-    match closed {
-        Ok(()) => status,
-        Err(e) => e,
-    }
-}
-
-/// What the CREATE decided besides the open itself.
-struct Answer<'a> {
-    oplock_level: OplockLevel,
-    extra: &'a [(CreateContextTag<'static>, Vec<u8>)],
-    /// The durable v2 request's CreateGuid: the answer is kept for replays.
-    replay_guid: Option<[u8; 16]>,
-    client_guid: [u8; 16],
-}
-
-/// The CREATE response (MS-SMB2 2.2.14) for an admitted open.
-fn respond(
-    srv: &Server,
-    tree: &Tree,
-    intent: &CreateIntent,
-    done: &Done,
-    answer: &Answer<'_>,
-) -> Response {
-    let (oplock_level, extra) = (answer.oplock_level, answer.extra);
-    let open = &done.open;
-    let (disk_id, volume) = match &done.view {
-        Some(v) => (v.file_id, u64::from(tree.share.serial)),
-        None => (0, 0),
-    };
-    let ctx_bytes = contexts::respond(&intent.contexts, done.maximal, disk_id, volume, extra);
-    let resp = match (&done.stat, &done.view) {
-        (Some(st), Some(v)) => CreateResponse {
-            oplock_level,
-            flags: 0,
-            create_action: done.action,
-            creation_time: v.creation,
-            last_access_time: v.last_access,
-            last_write_time: v.last_write,
-            change_time: v.change,
-            allocation_size: meta::allocation_with(
-                st,
-                open.file().and_then(|f| srv.files().allocation(f.key)),
-            ),
-            end_of_file: meta::end_of_file(st),
-            file_attributes: v.attributes,
-            file_id: open.file_id,
-            contexts: &ctx_bytes,
-        },
-        _ => CreateResponse {
-            oplock_level: OplockLevel::NONE,
-            create_action: done.action,
-            file_attributes: attr::NORMAL,
-            file_id: open.file_id,
-            contexts: &ctx_bytes,
-            ..Default::default()
-        },
-    };
-    if let Some(create_guid) = answer.replay_guid {
-        let first = FirstAnswer {
-            oplock: resp.oplock_level.0,
-            action: resp.create_action.0,
-            times: [
-                resp.creation_time,
-                resp.last_access_time,
-                resp.last_write_time,
-                resp.change_time,
-            ],
-            allocation: resp.allocation_size,
-            end_of_file: resp.end_of_file,
-            attributes: resp.file_attributes,
-            contexts: extra.to_vec(),
-        };
-        *open.replay.lock() = Some(ReplayRecord {
-            create_guid,
-            client_guid: answer.client_guid,
-            first,
-        });
-    }
-    let mut r = Response::ok(body(|w| resp.encode(w)));
-    r.file_id = Some(open.file_id);
-    r
 }
 
 struct Done {
