@@ -1,10 +1,23 @@
-//! CREATE (MS-SMB2 3.3.5.9): validation, then a named pipe open on IPC$ or a file/directory
-//! open on a disk share, with share modes (crate::share_mode) and the create dispositions.
+//! CREATE (MS-SMB2 3.3.5.9): a named pipe open on IPC$, or a file, directory or stream open
+//! on a disk share. [`handle`] reads as the sequence, each step in its own module:
 //!
-//! The request is validated once into a [`CreateIntent`]. A disk open runs on the blocking
-//! pool from an [`Opener`] (the intent plus where and for whom it opens) and ends in an open
-//! or a [`Stop`]: a failure, or oplock breaks to wait for before running again.
+//! 1. intent (intent.rs): the request and its contexts validated once into a
+//!    [`CreateIntent`], which every later step reads;
+//! 2. resolve (resolve.rs): the name looked up beneath the share, and what the disposition
+//!    makes of it (disposition.rs); nothing changes;
+//! 3. admit (admit.rs): the share and the session admit an open, the user's access is
+//!    checked (rights.rs, secure.rs) and `FileStates::admit` breaks oplocks and leases and
+//!    checks share modes;
+//! 4. open (open.rs, stream.rs, eas.rs): the file-system side of the disposition;
+//! 5. grant (grant.rs): the open installed, its oplock or lease and durability granted;
+//! 6. answer (answer.rs): the response and its contexts (contexts.rs).
+//!
+//! Steps 2 to 4 run together on the blocking pool ([`open::run`]), in the order the object
+//! store needs, and end in an open ([`Done`]) or a [`Stop`]: a failure, or oplock breaks to
+//! wait for before running them again. A durable reconnect or replay (durable.rs) is another
+//! sequence, taken before the intent.
 
+mod admit;
 mod answer;
 mod contexts;
 mod disposition;
@@ -12,77 +25,31 @@ mod durable;
 mod eas;
 mod grant;
 mod intent;
+mod open;
+mod resolve;
 mod rights;
 mod secure;
 mod stream;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
-use parking_lot::Mutex;
 use smbq_proto::Response;
-use smbq_vfs::{CreateMode, FileKind, OpenOptions, RelPath, Stat, Vfs, VfsFile};
-use smbq_wire::create::{CreateAction, CreateDisposition, CreateRequest};
-use smbq_wire::{FileId, NtStatus};
+use smbq_vfs::Stat;
+use smbq_wire::NtStatus;
+use smbq_wire::create::{CreateAction, CreateRequest};
 
-use super::{Ctx, bad, blocking};
-use crate::Server;
-use crate::access::{attr, mask, opts};
-use crate::errors::{IoContext, map_io_error, map_io_error_in};
-use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS, PendingBreaks};
-use crate::file_state::{FileKey, NewOpen, OpenRequest};
-use crate::path::{Stream, parse_smb_name, resolve};
-use crate::pipe::PipeOpen;
-use crate::share::ShareKind;
-use crate::tables::open::{DirCursor, FileOpen};
-use crate::tables::{Open, OpenKind, Tree};
-use crate::{dos, kernel_rights, meta};
-use disposition::{Plan, plan};
+use super::{Ctx, bad};
+use crate::dos;
+use crate::file_state::oplock::PendingBreaks;
+use crate::tables::Open;
 use intent::CreateIntent;
-use rights::Rights;
 
-impl CreateIntent {
-    /// The open this CREATE produces, once admitted.
-    fn new_open(
-        &self,
-        id: u64,
-        session_id: u64,
-        tree: &Arc<Tree>,
-        kind: OpenKind,
-        path: RelPath,
-        granted: u32,
-    ) -> Arc<Open> {
-        Arc::new(Open {
-            file_id: file_id_for(id),
-            session_id,
-            tree: tree.clone(),
-            kind,
-            path: Mutex::new(path),
-            granted,
-            share_access: self.share_access,
-            create_options: self.options,
-            delete_on_close: AtomicBool::new(self.options & opts::DELETE_ON_CLOSE != 0),
-            position: AtomicU64::new(0),
-            mode: AtomicU32::new(self.options & smbq_wire::fscc::file_info::mode::SETTABLE),
-            closed: AtomicBool::new(false),
-            ea_index: AtomicU32::new(0),
-            durable: Mutex::new(None),
-            replay: Mutex::new(None),
-            channel: Mutex::new(Default::default()),
-            lock_seq: Mutex::new(Default::default()),
-            parent_lease: self.lease.as_ref().and_then(|l| l.parent),
-            modified: AtomicBool::new(false),
-            sticky_write: AtomicBool::new(false),
-            written_after_update: AtomicBool::new(false),
-            wrote_once: AtomicBool::new(false),
-        })
-    }
-}
-
+/// One CREATE, as the steps above.
 pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let req = CreateRequest::decode(&ctx.req.msg).map_err(bad)?;
     let durability = durable::scan(&req, ctx.conn.dialect)?;
     let tree = ctx.tree()?.clone();
+    // A durable reconnect or replay: another sequence (durable.rs).
     if let Some(rc) = durability.reconnect {
         return durable::reconnect(ctx, &tree, &req, rc).await;
     }
@@ -90,27 +57,17 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if let Some(r) = durable::replay(ctx, &req, durability.ask) {
         return Ok(r);
     }
+    // 1. intent
     let intent = Arc::new(CreateIntent::from_request(&req, ctx.token(), ctx.conn)?);
-    // MS-SMB2 3.3.5.9: Share.FileSecurity grants this user nothing on the share.
-    if tree.maximal_access == 0 {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    if ctx.session.open_count() >= ctx.srv.limits().max_opens_per_session {
-        return Err(NtStatus::INSUFFICIENT_RESOURCES);
-    }
+    // 3. admit, on the share and the session first: the open gets its id.
     let srv = ctx.srv.self_arc();
-    let id = srv
-        .reserve_open_id()
-        .ok_or(NtStatus::INSUFFICIENT_RESOURCES)?;
-    let done = match open_pipe_or_disk(ctx, &srv, &tree, &intent, id).await {
-        Ok(d) => d,
-        Err(e) => {
-            srv.cancel_reservation(id);
-            return Err(e);
-        }
-    };
-    let done = apply_eas(&srv, &tree, &intent, id, done).await?;
+    let id = admit::reserve(ctx, &srv, &tree)?;
+    // 2. resolve, 3. admit, 4. open: on the blocking pool, waiting for breaks.
+    let done = open::run(ctx, &srv, &tree, &intent, id).await?;
+    let done = eas::apply(&srv, &tree, &intent, id, done).await?;
+    // 5. grant
     let granted = grant::grant(ctx, &srv, &intent, id, &done, durability.ask).await?;
+    // 6. answer
     let replay_guid = durable::replay_guid(durability.ask);
     Ok(answer::respond(
         ctx,
@@ -122,62 +79,7 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     ))
 }
 
-/// Opens the pipe, or the disk object. A disk open that must wait for oplock breaks
-/// (crate::oplock) waits for the acknowledgments or closes and runs again, at most
-/// [`MAX_BREAK_ROUNDS`] times.
-async fn open_pipe_or_disk(
-    ctx: &Ctx<'_>,
-    srv: &Arc<Server>,
-    tree: &Arc<Tree>,
-    intent: &Arc<CreateIntent>,
-    id: u64,
-) -> Result<Done, NtStatus> {
-    if tree.share.kind == ShareKind::Pipe {
-        return open_pipe(ctx, tree, intent, id);
-    }
-    let mut rounds = 0;
-    loop {
-        let (srv2, tree2, intent2) = (srv.clone(), tree.clone(), intent.clone());
-        let session_id = ctx.session.id;
-        let r = blocking(move || Ok(open_disk(&srv2, &tree2, session_id, &intent2, id))).await;
-        match r.unwrap_or_else(|e| Err(Stop::Failed(e))) {
-            Ok(done) => return Ok(done),
-            Err(Stop::Failed(e)) => return Err(e),
-            Err(Stop::MustWait(pending)) if rounds < MAX_BREAK_ROUNDS => {
-                rounds += 1;
-                srv.oplock_wait(pending, &ctx.cancel).await?;
-            }
-            Err(Stop::MustWait(_)) => return Err(NtStatus::SHARING_VIOLATION),
-        }
-    }
-}
-
-/// MS-SMB2 2.2.13.2.1: the request's EAs go on a disk file this CREATE created or overwrote,
-/// and FILE_NO_EA_KNOWLEDGE is checked (eas.rs). The open is installed first, so a failure
-/// releases it the normal way.
-async fn apply_eas(
-    srv: &Arc<Server>,
-    tree: &Tree,
-    intent: &Arc<CreateIntent>,
-    id: u64,
-    done: Done,
-) -> Result<Done, NtStatus> {
-    let wanted = intent.contexts.eas.is_some() || intent.options & eas::NO_EA_KNOWLEDGE != 0;
-    if !wanted || tree.share.kind != ShareKind::Disk {
-        return Ok(done);
-    }
-    srv.install_open(done.open.clone());
-    let intent = intent.clone();
-    let r = blocking(move || {
-        eas::after_open(&done, intent.contexts.eas.as_deref(), intent.options).map(|()| done)
-    })
-    .await;
-    match r {
-        Ok(d) => Ok(d),
-        Err(e) => Err(grant::close_installed(srv, id, e).await),
-    }
-}
-
+/// What steps 2 to 4 made: the open, not yet installed, and what the answer reports of it.
 struct Done {
     open: Arc<Open>,
     action: CreateAction,
@@ -198,612 +100,5 @@ enum Stop {
 impl From<NtStatus> for Stop {
     fn from(status: NtStatus) -> Self {
         Stop::Failed(status)
-    }
-}
-
-/// How one look at the name ended (one pass of [`open_disk`]'s loop).
-enum Attempt {
-    Done(Done),
-    Stopped(Stop),
-    /// The name appeared or vanished between our look and our open: look again.
-    Retry,
-}
-
-impl Attempt {
-    fn failed(status: NtStatus) -> Self {
-        Attempt::Stopped(Stop::Failed(status))
-    }
-}
-
-impl From<Result<Done, Stop>> for Attempt {
-    fn from(r: Result<Done, Stop>) -> Self {
-        match r {
-            Ok(d) => Attempt::Done(d),
-            Err(s) => Attempt::Stopped(s),
-        }
-    }
-}
-
-/// One disk CREATE's fixed inputs, shared by every step of the blocking part.
-struct Opener<'a> {
-    srv: &'a Arc<Server>,
-    tree: &'a Arc<Tree>,
-    vfs: &'a dyn Vfs,
-    session_id: u64,
-    /// The reserved open id (`Server::reserve_open_id`).
-    id: u64,
-    intent: &'a CreateIntent,
-}
-
-impl Opener<'_> {
-    fn new_open(&self, kind: OpenKind, path: RelPath, granted: u32) -> Arc<Open> {
-        self.intent
-            .new_open(self.id, self.session_id, self.tree, kind, path, granted)
-    }
-
-    /// The share-mode entry of this open on the object at `path`.
-    fn sharing<'p>(
-        &self,
-        path: &'p RelPath,
-        is_dir: bool,
-        rights: Rights,
-        truncate: bool,
-    ) -> NewOpen<'p> {
-        NewOpen {
-            open_id: self.id,
-            checked: checked_access(self.intent, rights.granted, truncate),
-            access: rights.granted,
-            share_access: self.intent.share_access,
-            path,
-            is_dir,
-        }
-    }
-
-    /// MS-FSA 2.1.5.1.2: breaks the oplocks this open conflicts with before it is admitted or
-    /// truncates (not for an object this CREATE made, which nobody else can hold), then checks
-    /// share modes and registers it (crate::share_mode).
-    fn admit(
-        &self,
-        key: FileKey,
-        new: &NewOpen<'_>,
-        truncate: bool,
-        made_here: bool,
-    ) -> Result<(), Stop> {
-        // MS-SMB2 3.3.5.9.8: a lease key in use for another file (or stream) is refused
-        // (smbtorture smb2.lease.request).
-        if let Some(ask) = &self.intent.lease
-            && self.srv.files().lease_elsewhere(&ask.key, key)
-        {
-            return Err(Stop::Failed(NtStatus::INVALID_PARAMETER));
-        }
-        if !made_here {
-            let open = OpenRequest {
-                granted: new.checked,
-                share_access: new.share_access,
-                overwrite: truncate,
-                deletes: self.intent.options & opts::DELETE_ON_CLOSE != 0,
-                lease: self.intent.lease.as_ref(),
-            };
-            match self.srv.oplock_before_open(key, &open) {
-                Admission::Granted => {}
-                Admission::Conflict(e) => return Err(Stop::Failed(e)),
-                Admission::MustWait(pending) => return Err(Stop::MustWait(pending)),
-            }
-        }
-        self.srv.files().admit_checking(key, new)?;
-        Ok(())
-    }
-}
-
-fn file_id_for(id: u64) -> FileId {
-    FileId {
-        persistent: id,
-        volatile: id,
-    }
-}
-
-/// MS-SMB2 3.3.5.9: on IPC$ the name is a pipe name.
-fn open_pipe(
-    ctx: &Ctx<'_>,
-    tree: &Arc<Tree>,
-    intent: &CreateIntent,
-    id: u64,
-) -> Result<Done, NtStatus> {
-    let name = intent.name.rsplit('\\').next().unwrap_or_default();
-    let io = (ctx.srv.pipe_factory())(name, ctx.srv.config(), &ctx.view.identity)
-        .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
-    let granted = rights::grant(intent.desired, tree.maximal_access)?;
-    let kind = OpenKind::Pipe(PipeOpen {
-        name: name.to_owned(),
-        io: Mutex::new(io),
-    });
-    let path = RelPath::root();
-    let open = intent.new_open(id, ctx.view.id, tree, kind, path, granted);
-    Ok(Done {
-        open,
-        action: CreateAction::OPENED,
-        stat: None,
-        view: None,
-        maximal: tree.maximal_access,
-    })
-}
-
-fn key_of(st: &Stat) -> FileKey {
-    FileKey::of(st)
-}
-
-/// The blocking part of a disk CREATE.
-fn open_disk(
-    srv: &Arc<Server>,
-    tree: &Arc<Tree>,
-    session_id: u64,
-    intent: &CreateIntent,
-    id: u64,
-) -> Result<Done, Stop> {
-    let vfs = tree.share.vfs.clone().ok_or(NtStatus::INTERNAL_ERROR)?;
-    let o = Opener {
-        srv,
-        tree,
-        vfs: vfs.as_ref(),
-        session_id,
-        id,
-        intent,
-    };
-    let name = parse_smb_name(&intent.name)?;
-    // Two tries: a name that appears or vanishes between our look and our open is looked at
-    // again once.
-    for _ in 0..2 {
-        let found = resolve(o.vfs, &name)?;
-        let attempt = if let Stream::Named(sname) = &name.stream {
-            stream::open(&o, &found, sname)
-        } else {
-            // MS-FSCC 2.1.4: a directory has no unnamed data stream (smb2.streams.dir).
-            if name.default_data && found.stat.as_ref().is_some_and(|s| s.kind == FileKind::Dir) {
-                return Err(Stop::Failed(
-                    if intent.options & opts::DIRECTORY_FILE != 0 {
-                        NtStatus::NOT_A_DIRECTORY
-                    } else {
-                        NtStatus::FILE_IS_A_DIRECTORY
-                    },
-                ));
-            }
-            match plan(intent.disposition, found.stat.is_some())? {
-                existing @ Plan::OpenExisting { .. } => {
-                    let st = found.stat.as_ref().ok_or(NtStatus::INTERNAL_ERROR)?;
-                    open_existing(&o, &found.path, st, existing)
-                }
-                Plan::Create => create_new(&o, &found.path),
-            }
-        };
-        match attempt {
-            Attempt::Done(d) => return Ok(d),
-            Attempt::Stopped(s) => return Err(s),
-            Attempt::Retry => continue,
-        }
-    }
-    Err(Stop::Failed(NtStatus::SHARING_VIOLATION))
-}
-
-/// Opens the existing object `st` at `path` as `plan` (an [`Plan::OpenExisting`]) says.
-fn open_existing(o: &Opener<'_>, path: &RelPath, st: &Stat, plan: Plan) -> Attempt {
-    match open_existing_steps(o, path, st, plan) {
-        // It vanished since we looked.
-        Err(Stop::Failed(NtStatus::OBJECT_NAME_NOT_FOUND)) => Attempt::Retry,
-        other => other.into(),
-    }
-}
-
-fn open_existing_steps(
-    o: &Opener<'_>,
-    path: &RelPath,
-    st: &Stat,
-    plan: Plan,
-) -> Result<Done, Stop> {
-    let truncate = plan.truncates();
-    let read_only = meta::is_read_only(st);
-    let rights = existing_rights(o, path, st, truncate, read_only)?;
-    let (file, rights) = open_existing_file(o, path, st.kind == FileKind::Dir, truncate, rights)?;
-    let st = file.stat().map_err(|e| map_io_error(&e))?;
-    let object = if st.kind == FileKind::Dir {
-        kernel_rights::Object::Dir
-    } else {
-        kernel_rights::Object::File
-    };
-    let rights = apply_stored_sd(o, path, (file.as_ref(), object), rights, read_only)?;
-    if truncate {
-        // The stored DACL may grant less than the share does.
-        rights::check_truncate(o.intent.disposition, rights.maximal, o.tree.read_only())?;
-        check_overwrite_attributes(file.as_ref(), o.intent.attributes)?;
-    }
-    let opened = Opened {
-        path: path.clone(),
-        file,
-        st,
-    };
-    finish(o, opened, rights, plan)
-}
-
-/// MS-FSA 2.1.5.1.2.1: what an open of the existing object `st` may get before its stored
-/// security descriptor is read: the kind it must be, the truncation rules, the share's
-/// MaximalAccess and the READONLY attribute.
-fn existing_rights(
-    o: &Opener<'_>,
-    path: &RelPath,
-    st: &Stat,
-    truncate: bool,
-    read_only: bool,
-) -> Result<Rights, NtStatus> {
-    let p = o.intent;
-    let is_dir = st.kind == FileKind::Dir;
-    if st.kind == FileKind::Other {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    if is_dir && p.options & opts::NON_DIRECTORY_FILE != 0 {
-        return Err(NtStatus::FILE_IS_A_DIRECTORY);
-    }
-    if !is_dir && p.options & opts::DIRECTORY_FILE != 0 {
-        return Err(NtStatus::NOT_A_DIRECTORY);
-    }
-    if is_dir && truncate {
-        return Err(NtStatus::INVALID_PARAMETER);
-    }
-    if read_only && truncate {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    let mut maximal = rights::maximal(o.tree.maximal_access, read_only);
-    // Per-user identities (crate::unix_identity): DELETE is exercised at close, long after
-    // this, so the kernel's verdict on removing the file is asked now, as the user.
-    if crate::unix_identity::active()
-        && maximal & mask::DELETE != 0
-        && !path.is_root()
-        && !o.vfs.may_unlink(path).map_err(|e| map_io_error(&e))?
-    {
-        maximal &= !mask::DELETE;
-    }
-    if truncate {
-        rights::check_truncate(p.disposition, maximal, o.tree.read_only())?;
-    }
-    let granted = rights::grant(p.desired, maximal)?;
-    check_delete_on_close(p, granted, read_only, path)?;
-    Ok(Rights { granted, maximal })
-}
-
-/// Opens the existing object for reading, and for writing when the open may write or
-/// truncates. MAXIMUM_ALLOWED settles for what POSIX permissions give: the write rights the
-/// file system refuses are taken out of the grant.
-fn open_existing_file(
-    o: &Opener<'_>,
-    path: &RelPath,
-    is_dir: bool,
-    truncate: bool,
-    mut rights: Rights,
-) -> Result<(Box<dyn VfsFile>, Rights), NtStatus> {
-    let write_bits = mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA;
-    let wants_write = !is_dir && (truncate || rights.granted & write_bits != 0);
-    let opts = OpenOptions {
-        read: true,
-        write: wants_write,
-        create: CreateMode::OpenExisting,
-        directory: Some(is_dir),
-        mode: 0,
-    };
-    let file = match o.vfs.open(path, &opts) {
-        Ok(o) => o.file,
-        Err(e)
-            if wants_write
-                && !truncate
-                && o.intent.desired & mask::MAXIMUM_ALLOWED != 0
-                && map_io_error(&e) == NtStatus::ACCESS_DENIED =>
-        {
-            rights.granted &= !write_bits;
-            let read_only = OpenOptions {
-                write: false,
-                ..opts
-            };
-            o.vfs
-                .open(path, &read_only)
-                .map_err(|e| final_err(&e))?
-                .file
-        }
-        Err(e) => return Err(final_err(&e)),
-    };
-    Ok((file, rights))
-}
-
-/// Creates the object at `path` as the disposition allows.
-fn create_new(o: &Opener<'_>, path: &RelPath) -> Attempt {
-    match create_new_steps(o, path) {
-        // Someone created it first: OPEN_IF and friends now open the existing one.
-        Err(Stop::Failed(NtStatus::OBJECT_NAME_COLLISION))
-            if o.intent.disposition != CreateDisposition::CREATE =>
-        {
-            Attempt::Retry
-        }
-        other => other.into(),
-    }
-}
-
-fn create_new_steps(o: &Opener<'_>, path: &RelPath) -> Result<Done, Stop> {
-    if o.tree.read_only() {
-        return Err(NtStatus::ACCESS_DENIED.into());
-    }
-    if path.is_root() {
-        return Err(NtStatus::OBJECT_NAME_COLLISION.into());
-    }
-    let is_dir = o.intent.options & opts::DIRECTORY_FILE != 0;
-    let maximal = o.tree.maximal_access;
-    let granted = rights::grant(o.intent.desired, maximal)?;
-    // MS-FSA 2.1.5.1.1: a new object asked to be READONLY cannot be deleted on close
-    // (CANNOT_DELETE, and nothing is created; smb2.delete-on-close-perms.READONLY).
-    let read_only = o.intent.attributes & attr::READONLY != 0;
-    check_delete_on_close(o.intent, granted, read_only, path)?;
-    let (file, ino) = make_object(o, path, is_dir)?;
-    stamp_new(o, file.as_ref(), ino, is_dir);
-    let st = file.stat().map_err(|e| map_io_error(&e))?;
-    let opened = Opened {
-        path: path.clone(),
-        file,
-        st,
-    };
-    finish(o, opened, Rights { granted, maximal }, Plan::Create)
-}
-
-/// Creates the file or directory with the security descriptor it must have (MS-DTYP
-/// 2.5.3.4), after asking the parent's descriptor whether it may. Returns the file and its
-/// inode number.
-fn make_object(
-    o: &Opener<'_>,
-    path: &RelPath,
-    is_dir: bool,
-) -> Result<(Box<dyn VfsFile>, u64), NtStatus> {
-    let token = &o.intent.token;
-    let parent_sd = secure::parent_sd(o.vfs, path);
-    secure::check_parent_allows_create(parent_sd.as_ref(), token, is_dir)?;
-    let opts = OpenOptions {
-        read: true,
-        write: !is_dir,
-        create: CreateMode::CreateNew,
-        directory: Some(is_dir),
-        mode: if is_dir { 0o755 } else { 0o644 },
-    };
-    let file = o.vfs.open(path, &opts).map_err(|e| create_err(&e))?.file;
-    // The descriptor goes on before the file is usable; a file that cannot get the one it
-    // must have is removed again rather than left with the POSIX view.
-    let secured = file.stat().map_err(|e| map_io_error(&e)).and_then(|st| {
-        secure::apply_new(
-            file.as_ref(),
-            &st,
-            o.intent.contexts.sec_desc.as_ref(),
-            parent_sd.as_ref(),
-            is_dir,
-            token,
-        )
-        .map(|()| st.ino)
-    });
-    match secured {
-        Ok(ino) => Ok((file, ino)),
-        Err(e) => {
-            drop(file);
-            remove_new(o.vfs, path, is_dir);
-            Err(e)
-        }
-    }
-}
-
-/// A new object's DOS attributes, file id, READONLY mode and preallocation, each best effort.
-fn stamp_new(o: &Opener<'_>, file: &dyn VfsFile, ino: u64, is_dir: bool) {
-    // SPARSE_FILE is reported, never set by a CREATE: only FSCTL_SET_SPARSE makes a file
-    // sparse (Windows and Samba; smbtorture smb2.ioctl.sparse_file_attr).
-    let attributes = o.intent.attributes & !attr::SPARSE_FILE;
-    // MS-FSA 2.1.5.1.1: a new file gets the requested attributes plus ARCHIVE, and a
-    // FileId64 no other file on the volume has had (crate::file_id).
-    let dos = dos::DosInfo {
-        attributes: (attributes & attr::STORED & !attr::ARCHIVE != 0)
-            .then_some((attributes | attr::ARCHIVE) & attr::STORED),
-        creation: None,
-        file_id: Some(dos::IdStamp {
-            ino,
-            id: o.tree.share.file_ids.next(o.vfs),
-        }),
-    };
-    // Best effort: without xattrs the file keeps the default attributes and reports its
-    // inode number as its id. Before the mode below, which would forbid a user xattr write
-    // to a server not running as root.
-    let _ = dos.write(file);
-    if attributes & attr::READONLY != 0 && !is_dir {
-        // The creating handle keeps its write access, as on Windows.
-        let _ = file.set_mode(0o444);
-    }
-    if let Some(a) = o.intent.contexts.allocation_size {
-        let _ = file.allocate(a);
-    }
-}
-
-/// MS-FSA 2.1.5.1.2.1: an overwritten or superseded file takes the attributes the CREATE asks
-/// for, plus ARCHIVE, in place of its own (HIDDEN and SYSTEM were checked to be asked for
-/// again, check_overwrite_attributes); SPARSE_FILE stays as FSCTL_SET_SPARSE left it. A
-/// READONLY asked for is the mode, as at creation: the overwriting handle keeps its write
-/// access (smbtorture smb2.openattr).
-fn stamp_overwritten(o: &Opener<'_>, file: &dyn VfsFile, st: &Stat) {
-    let requested = o.intent.attributes;
-    let mut dos = dos::DosInfo::read(file);
-    let sparse = dos.attributes.unwrap_or(0) & attr::SPARSE_FILE;
-    let attributes = ((requested | attr::ARCHIVE) & attr::STORED & !attr::SPARSE_FILE) | sparse;
-    if dos.attributes.is_some() || attributes != attr::ARCHIVE {
-        dos.attributes = Some(attributes);
-        // Best effort, as at creation: without xattrs the POSIX-derived attributes show.
-        let _ = dos.write(file);
-    }
-    if requested & attr::READONLY != 0
-        && let Err(e) = file.set_mode(st.mode & 0o7777 & !0o222)
-    {
-        // A per-user identity that does not own the file may not chmod it (crate::unix_identity).
-        tracing::debug!(error = %e, "READONLY of an overwritten file not set");
-    }
-}
-
-/// Removes an object this CREATE made and could not finish; best effort, as the CREATE fails
-/// either way.
-fn remove_new(vfs: &dyn Vfs, path: &RelPath, is_dir: bool) {
-    let _ = if is_dir {
-        vfs.rmdir(path)
-    } else {
-        vfs.unlink(path)
-    };
-}
-
-/// MS-FSA 2.1.5.1.2.1: an existing file's stored security descriptor narrows what the open
-/// may get (the tree and READONLY bounds in `maximal` still hold), and so does the kernel
-/// for a per-user identity (crate::kernel_rights: changes smbq makes as root). Returns the
-/// new granted access and maximal access; bits the POSIX open already refused stay refused.
-fn apply_stored_sd(
-    o: &Opener<'_>,
-    path: &RelPath,
-    (file, object): (&dyn VfsFile, kernel_rights::Object),
-    rights: Rights,
-    read_only: bool,
-) -> Result<Rights, NtStatus> {
-    let p = o.intent;
-    let Rights { granted, maximal } = rights;
-    let narrowed =
-        secure::existing_maximal(o.vfs, path, file, &p.token, maximal, o.tree.maximal_access);
-    let narrowed = kernel_rights::narrow(file, object, narrowed).map_err(|e| map_io_error(&e))?;
-    if narrowed == maximal {
-        return Ok(rights);
-    }
-    let refused = rights::grant(p.desired, maximal)? & !granted;
-    let granted = rights::grant(rights::lenient_execute(p.desired), narrowed)? & !refused;
-    check_delete_on_close(p, granted, read_only, path)?;
-    Ok(Rights {
-        granted,
-        maximal: narrowed,
-    })
-}
-
-/// MS-FSA 2.1.5.1.2: overwriting or superseding a file whose stored attributes include HIDDEN
-/// or SYSTEM must ask for them again, else STATUS_ACCESS_DENIED (smb2.dosmode). Only stored
-/// attributes count: the HIDDEN a dot-name shows is not the file's own.
-fn check_overwrite_attributes(file: &dyn VfsFile, requested: u32) -> Result<(), NtStatus> {
-    let stored = dos::DosInfo::read(file).attributes.unwrap_or(0);
-    for bit in [attr::HIDDEN, attr::SYSTEM] {
-        if stored & bit != 0 && requested & bit == 0 {
-            return Err(NtStatus::ACCESS_DENIED);
-        }
-    }
-    Ok(())
-}
-
-/// MS-SMB2 3.3.5.9: DELETE_ON_CLOSE needs DELETE access; MS-FSA 2.1.5.1.2.1: not on a
-/// read-only file (CANNOT_DELETE), nor on the share root.
-fn check_delete_on_close(
-    p: &CreateIntent,
-    granted: u32,
-    read_only: bool,
-    path: &RelPath,
-) -> Result<(), NtStatus> {
-    if p.options & opts::DELETE_ON_CLOSE == 0 {
-        return Ok(());
-    }
-    if granted & mask::DELETE == 0 {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    if read_only || path.is_root() {
-        return Err(NtStatus::CANNOT_DELETE);
-    }
-    Ok(())
-}
-
-/// A file or directory opened by the blocking part, not yet admitted.
-struct Opened {
-    path: RelPath,
-    file: Box<dyn VfsFile>,
-    st: Stat,
-}
-
-/// Admits the opened object (oplocks, share modes) and builds the open. An object this
-/// CREATE made (`Plan::Create`) is removed again if admission fails.
-fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<Done, Stop> {
-    let Opened { path, file, mut st } = opened;
-    let key = key_of(&st);
-    let is_dir = st.kind == FileKind::Dir;
-    let truncate = plan.truncates();
-    let created = plan == Plan::Create;
-    let new = o.sharing(&path, is_dir, rights, truncate);
-    if let Err(stop) = o.admit(key, &new, truncate, created) {
-        if created {
-            remove_new(o.vfs, &path, is_dir);
-        }
-        return Err(stop);
-    }
-    if truncate {
-        // MS-FSA 2.1.5.1.2.1: overwrite and supersede drop the named streams too.
-        let r = file
-            .set_len(0)
-            .and_then(|()| crate::streams::remove_all(file.as_ref()))
-            .and_then(|()| file.stat());
-        match r {
-            Ok(s) => st = s,
-            Err(e) => {
-                o.srv.files().release(key, o.id, false);
-                return Err(map_io_error(&e).into());
-            }
-        }
-        if key.stream == 0 {
-            stamp_overwritten(o, file.as_ref(), &st);
-            if let Ok(s) = file.stat() {
-                st = s;
-            }
-        }
-        // Overwriting is writing, and shows at once, also to the file's other handles whose
-        // shown LastWriteTime was held (crate::write_time).
-        let written = meta::ft(st.mtime);
-        let files = o.srv.files();
-        if files
-            .write_time(key, written, std::time::Instant::now())
-            .is_some()
-        {
-            files.set_write_time(key, written);
-        }
-    }
-    let name = path.file_name().unwrap_or_default().to_owned();
-    let view = dos::view(o.srv, file.as_ref(), key, &st, &name);
-    let kind = OpenKind::File(FileOpen {
-        file,
-        key,
-        is_dir,
-        dir: Mutex::new(DirCursor::default()),
-        stream: None,
-    });
-    let open = o.new_open(kind, path, rights.granted);
-    Ok(Done {
-        open,
-        action: plan.action(),
-        stat: Some(st),
-        view: Some(view),
-        maximal: rights.maximal,
-    })
-}
-
-/// The access the share-mode check sees: a truncating open also writes (and a supersede
-/// deletes), so an open that denies write sharing keeps its data, while the handle itself is
-/// granted only what it asked for (MS-FSA 2.1.5.1.2.2 with the rights of
-/// [`rights::truncate_needs`]).
-fn checked_access(p: &CreateIntent, granted: u32, truncate: bool) -> u32 {
-    if truncate {
-        granted | rights::truncate_needs(p.disposition)
-    } else {
-        granted
-    }
-}
-
-fn final_err(e: &std::io::Error) -> NtStatus {
-    map_io_error_in(e, IoContext::Final)
-}
-
-fn create_err(e: &std::io::Error) -> NtStatus {
-    match e.raw_os_error() {
-        // The parent vanished or is not a directory.
-        Some(libc::ENOENT) | Some(libc::ENOTDIR) => NtStatus::OBJECT_PATH_NOT_FOUND,
-        _ => map_io_error(e),
     }
 }
