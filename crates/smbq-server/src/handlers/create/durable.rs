@@ -14,6 +14,7 @@ use smbq_wire::create_context::{
 use smbq_wire::{Dialect, FileId, NtStatus};
 
 use super::contexts;
+use crate::durable::replay::Running;
 use crate::durable::{DurableGrant, FirstAnswer, Parked};
 use crate::errors::map_io_error;
 use crate::file_state::lease::{Granted, LeaseKey};
@@ -94,6 +95,34 @@ pub(super) fn scan(req: &CreateRequest<'_>, dialect: Dialect) -> Result<Durabili
         out.ask = Some(DurableAsk::V1);
     }
     Ok(out)
+}
+
+/// MS-SMB2 3.3.5.9.10 (crate::durable::replay): a CREATE whose first sending is still
+/// running (waiting for a break) is answered FILE_NOT_AVAILABLE, before it can open or
+/// break anything; the guard is held until this one answers, so a replay finds it running or
+/// finished.
+pub(super) fn start_running(
+    ctx: &Ctx<'_>,
+    ask: Option<DurableAsk>,
+) -> Result<Option<Running>, NtStatus> {
+    match replay_guid(ask) {
+        Some(g) => Ok(Some(
+            ctx.srv
+                .durable_store()
+                .creating
+                .start(ctx.conn.client_guid, g)
+                .ok_or(NtStatus::FILE_NOT_AVAILABLE)?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The CreateGuid of a durable v2 request, under which its answer is kept for replays.
+pub(super) fn replay_guid(ask: Option<DurableAsk>) -> Option<[u8; 16]> {
+    match ask {
+        Some(DurableAsk::V2 { create_guid, .. }) => Some(create_guid),
+        _ => None,
+    }
 }
 
 /// MS-SMB2 3.3.5.9.6 / 3.3.5.9.10: the open is made durable when it got a BATCH oplock or a

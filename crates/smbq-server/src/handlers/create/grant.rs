@@ -1,175 +1,120 @@
-//! The access an open is granted (MS-SMB2 3.3.5.9, MS-FSA 2.1.5.1.2.1): generic rights mapped,
-//! MAXIMUM_ALLOWED expanded, everything bounded by the tree's MaximalAccess and the file's
-//! read-only attribute.
+//! Step 5 of a CREATE, the grant: the admitted open goes into the server's slab and the
+//! session's table, then gets its oplock or lease (MS-SMB2 3.3.5.9.8; crate::file_state) and,
+//! when asked and allowed, durability (3.3.5.9.6, 3.3.5.9.10; durable.rs).
 
+use std::sync::Arc;
+
+use smbq_proto::ConnView;
 use smbq_wire::NtStatus;
-use smbq_wire::create::CreateDisposition;
+use smbq_wire::create::{CreateAction, OplockLevel};
+use smbq_wire::create_context::CreateContextTag;
+use smbq_wire::negotiate::capabilities;
 
-use crate::access::{map_generic, mask};
+use super::durable::{self, DurableAsk};
+use super::intent::CreateIntent;
+use super::{Done, contexts};
+use crate::Server;
+use crate::handlers::{Ctx, blocking};
+use crate::tables::Open;
 
-/// Rights a READONLY file never grants (it may still be opened for DELETE or attributes).
-const READONLY_DENIED: u32 = mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA;
-
-/// Validates the raw DesiredAccess before anything else (MS-SMB2 3.3.5.9).
-pub fn check_desired(desired: u32) -> Result<(), NtStatus> {
-    if desired & mask::INVALID_BITS != 0 {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    if desired & mask::ACCESS_SYSTEM_SECURITY != 0 {
-        // Reading or writing the SACL needs SeSecurityPrivilege, which no SMB user holds here.
-        return Err(NtStatus::PRIVILEGE_NOT_HELD);
-    }
-    Ok(())
+/// What the open was granted besides its access: the oplock level the response carries and
+/// the response contexts that answer for a lease and for durability.
+pub(super) struct Granted {
+    pub(super) oplock_level: OplockLevel,
+    pub(super) extra: Vec<(CreateContextTag<'static>, Vec<u8>)>,
 }
 
-/// The most this file may be opened with.
-pub fn maximal(tree_max: u32, file_read_only: bool) -> u32 {
-    if file_read_only {
-        tree_max & !READONLY_DENIED
-    } else {
-        tree_max
-    }
+/// Installs the open `done` made under the reserved `id`, then grants it caching and
+/// durability.
+pub(super) async fn grant(
+    ctx: &Ctx<'_>,
+    srv: &Arc<Server>,
+    intent: &CreateIntent,
+    id: u64,
+    done: &Done,
+    ask: Option<DurableAsk>,
+) -> Result<Granted, NtStatus> {
+    let open = install(ctx, srv, intent, id, done).await?;
+    let (oplock_level, extra) = caching(ctx, srv, &open, intent, done.action, ask);
+    Ok(Granted {
+        oplock_level,
+        extra,
+    })
 }
 
-/// With MAXIMUM_ALLOWED, GENERIC_EXECUTE is satisfied without FILE_EXECUTE (which it maps
-/// to): smbtorture's smb2.maximum_allowed, written against Windows, expects a file whose DACL
-/// grants only FILE_GENERIC_READ to open for MAXIMUM_ALLOWED | GENERIC_EXECUTE, while an
-/// explicit FILE_EXECUTE is refused. Only what is requested changes; nothing more is granted.
-pub fn lenient_execute(desired: u32) -> u32 {
-    if desired & mask::MAXIMUM_ALLOWED != 0
-        && desired & mask::GENERIC_EXECUTE != 0
-        && desired & mask::FILE_EXECUTE == 0
+/// Puts the open in the session's table and the server's slab, where other requests find it,
+/// and tells CHANGE_NOTIFY (crate::notify). A session at its limit of opens fails the CREATE.
+async fn install(
+    ctx: &Ctx<'_>,
+    srv: &Arc<Server>,
+    intent: &CreateIntent,
+    id: u64,
+    done: &Done,
+) -> Result<Arc<Open>, NtStatus> {
+    let open = done.open.clone();
+    if !ctx.session.add_open(id) {
+        srv.install_open(open);
+        return Err(close_installed(srv, id, NtStatus::INSUFFICIENT_RESOURCES).await);
+    }
+    srv.install_open(open.clone());
+    srv.notify_created(&open, done.action); // CHANGE_NOTIFY (crate::notify)
+    if let (Some(a), Some(f), CreateAction::CREATED) =
+        (intent.contexts.allocation_size, open.file(), done.action)
     {
-        (desired & !mask::GENERIC_EXECUTE) | (mask::FILE_GENERIC_EXECUTE & !mask::FILE_EXECUTE)
-    } else {
-        desired
+        // MS-SMB2 2.2.13.2.6: the preallocation shows as AllocationSize (crate::meta).
+        srv.files().set_allocation(f.key, a);
     }
+    Ok(open)
 }
 
-/// Rights an overwrite or supersede needs whether or not the client asked for them. MS-SMB2
-/// 3.3.5.9 hands the disposition to the object store, and Windows' file systems add the right
-/// the destruction needs to the access they check (MS-FSA 2.1.5.1.2.1 and the IFS notes on
-/// FILE_SUPERSEDE/FILE_OVERWRITE in IRP_MJ_CREATE): FILE_WRITE_DATA for an overwrite, DELETE
-/// for a supersede. A supersede also throws the data away, so it needs FILE_WRITE_DATA too, as
-/// in Samba (the stricter of the two reference servers). Without this a read-only open could
-/// empty any file it may read.
-pub fn truncate_needs(disposition: CreateDisposition) -> u32 {
-    match disposition {
-        CreateDisposition::SUPERSEDE => mask::FILE_WRITE_DATA | mask::DELETE,
-        CreateDisposition::OVERWRITE | CreateDisposition::OVERWRITE_IF => mask::FILE_WRITE_DATA,
-        _ => 0,
+/// The oplock or lease the open gets, and the contexts that answer for it and for durability.
+fn caching(
+    ctx: &Ctx<'_>,
+    srv: &Server,
+    open: &Arc<Open>,
+    intent: &CreateIntent,
+    action: CreateAction,
+    ask: Option<DurableAsk>,
+) -> (OplockLevel, Vec<(CreateContextTag<'static>, Vec<u8>)>) {
+    // MS-SMB2 3.3.5.9.8: granted once admitted, so concurrent opens see each other.
+    let overwrote = matches!(action, CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED);
+    let (oplock_level, lease) = match &intent.lease {
+        Some(ask) => match srv.lease_grant(open, ask, dir_leasing(ctx.conn)) {
+            Some(g) => (OplockLevel::LEASE, Some(g)),
+            None => (OplockLevel::NONE, None),
+        },
+        None => (srv.oplock_grant(open, intent.oplock, overwrote), None),
+    };
+    let mut extra = Vec::new();
+    if let (Some(g), Some(asked)) = (&lease, &intent.contexts.lease) {
+        extra.push((CreateContextTag::RQLS, contexts::lease_response(asked, g)));
     }
+    if let Some(ask) = ask
+        && let Some(c) = durable::grant(ctx, ask, open, oplock_level, lease.as_ref())
+    {
+        extra.push(c);
+    }
+    (oplock_level, extra)
 }
 
-/// Refuses a truncating open of an existing file unless `maximal` (the share's MaximalAccess,
-/// the READONLY attribute and the stored DACL folded in) holds what [`truncate_needs`] says,
-/// and always on a read-only share.
-pub fn check_truncate(
-    disposition: CreateDisposition,
-    maximal: u32,
-    share_read_only: bool,
-) -> Result<(), NtStatus> {
-    if share_read_only || truncate_needs(disposition) & !maximal != 0 {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    Ok(())
+/// SMB2_GLOBAL_CAP_DIRECTORY_LEASING was negotiated (3.x, the client asked, the server
+/// allows it): leases on directories are granted.
+fn dir_leasing(conn: &ConnView) -> bool {
+    conn.server_capabilities & capabilities::DIRECTORY_LEASING != 0
 }
 
-/// GrantedAccess for `desired`, or ACCESS_DENIED when it asks for more than `maximal`.
-pub fn grant(desired: u32, maximal: u32) -> Result<u32, NtStatus> {
-    let wanted = map_generic(desired & !mask::MAXIMUM_ALLOWED);
-    if wanted & !maximal != 0 {
-        return Err(NtStatus::ACCESS_DENIED);
-    }
-    if desired & mask::MAXIMUM_ALLOWED != 0 {
-        Ok(wanted | maximal)
-    } else {
-        Ok(wanted)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const RO_SHARE: u32 = mask::FILE_GENERIC_READ | mask::FILE_GENERIC_EXECUTE;
-
-    #[test]
-    fn truncation_needs_write_data_and_supersede_delete_too() {
-        let all = mask::FILE_ALL_ACCESS;
-        let read = mask::FILE_GENERIC_READ;
-        for d in [
-            CreateDisposition::OVERWRITE,
-            CreateDisposition::OVERWRITE_IF,
-        ] {
-            assert_eq!(check_truncate(d, all, false), Ok(()));
-            assert_eq!(check_truncate(d, read, false), Err(NtStatus::ACCESS_DENIED));
-            assert_eq!(check_truncate(d, all, true), Err(NtStatus::ACCESS_DENIED));
-            assert_eq!(
-                check_truncate(d, read | mask::FILE_WRITE_DATA, false),
-                Ok(())
-            );
-        }
-        let s = CreateDisposition::SUPERSEDE;
-        assert_eq!(check_truncate(s, all, false), Ok(()));
-        assert_eq!(
-            check_truncate(s, read | mask::FILE_WRITE_DATA, false),
-            Err(NtStatus::ACCESS_DENIED)
-        );
-        assert_eq!(
-            check_truncate(s, read | mask::DELETE, false),
-            Err(NtStatus::ACCESS_DENIED)
-        );
-        assert_eq!(truncate_needs(CreateDisposition::OPEN_IF), 0);
-        assert_eq!(check_truncate(CreateDisposition::OPEN, read, false), Ok(()));
-    }
-
-    #[test]
-    fn grants_follow_the_bounds() {
-        let all = mask::FILE_ALL_ACCESS;
-        assert_eq!(grant(mask::GENERIC_READ, all), Ok(mask::FILE_GENERIC_READ));
-        assert_eq!(grant(mask::MAXIMUM_ALLOWED, all), Ok(all));
-        assert_eq!(grant(mask::MAXIMUM_ALLOWED, RO_SHARE), Ok(RO_SHARE));
-        assert_eq!(
-            grant(mask::GENERIC_WRITE, RO_SHARE),
-            Err(NtStatus::ACCESS_DENIED)
-        );
-        assert_eq!(grant(mask::DELETE, RO_SHARE), Err(NtStatus::ACCESS_DENIED));
-        let ro_file = maximal(all, true);
-        assert_eq!(
-            grant(mask::FILE_WRITE_DATA, ro_file),
-            Err(NtStatus::ACCESS_DENIED)
-        );
-        assert_eq!(
-            grant(mask::DELETE | mask::FILE_WRITE_ATTRIBUTES, ro_file).map(|g| g & mask::DELETE),
-            Ok(mask::DELETE)
-        );
-        assert_eq!(check_desired(0x0000_0200), Err(NtStatus::ACCESS_DENIED));
-        assert_eq!(
-            check_desired(mask::ACCESS_SYSTEM_SECURITY),
-            Err(NtStatus::PRIVILEGE_NOT_HELD)
-        );
-        assert_eq!(
-            check_desired(mask::GENERIC_ALL | mask::MAXIMUM_ALLOWED),
-            Ok(())
-        );
-        let read_only_dacl = mask::FILE_GENERIC_READ;
-        let ma_ge = mask::MAXIMUM_ALLOWED | mask::GENERIC_EXECUTE;
-        assert_eq!(
-            grant(lenient_execute(ma_ge), read_only_dacl),
-            Ok(read_only_dacl)
-        );
-        assert_eq!(
-            grant(lenient_execute(mask::GENERIC_EXECUTE), read_only_dacl),
-            Err(NtStatus::ACCESS_DENIED),
-            "without MAXIMUM_ALLOWED GENERIC_EXECUTE needs FILE_EXECUTE"
-        );
-        assert_eq!(
-            grant(
-                lenient_execute(mask::MAXIMUM_ALLOWED | mask::FILE_EXECUTE),
-                read_only_dacl
-            ),
-            Err(NtStatus::ACCESS_DENIED)
-        );
+/// Fails a CREATE whose open is already installed: closes it as a CLOSE would
+/// (`Server::close_open_by_id` releases its share mode, oplock and delete-on-close) and
+/// returns `status`, or the error of the close itself.
+pub(super) async fn close_installed(srv: &Arc<Server>, id: u64, status: NtStatus) -> NtStatus {
+    let srv = srv.clone();
+    let closed = blocking(move || {
+        srv.close_open_by_id(id);
+        Ok(())
+    })
+    .await;
+    match closed {
+        Ok(()) => status,
+        Err(e) => e,
     }
 }

@@ -8,10 +8,9 @@ use smbq_wire::NtStatus;
 use smbq_wire::create::CreateAction;
 
 use super::disposition::{Plan, may_create, plan};
-use super::{
-    Attempt, Done, Opener, Rights, Stop, apply_stored_sd, check_delete_on_close, final_err, grant,
-    key_of,
-};
+use super::open::{Attempt, Opener, final_err, key_of};
+use super::rights::{self, Rights};
+use super::{Done, Stop, admit};
 use crate::access::{mask, opts};
 use crate::errors::map_io_error;
 use crate::path::Resolved;
@@ -75,7 +74,7 @@ fn create_base(o: &Opener<'_>, found: &Resolved) -> NewBase {
     }
     // The same rules as any new file: the parent's descriptor must allow it (FILE_ADD_FILE)
     // and the file gets the descriptor it inherits (MS-DTYP 2.5.3.4).
-    let file = match super::make_object(o, &found.path, false) {
+    let file = match super::open::make_object(o, &found.path, false) {
         Ok((file, _)) => file,
         Err(NtStatus::OBJECT_NAME_COLLISION) => return NewBase::Retry,
         Err(status) => return NewBase::Failed(status),
@@ -84,7 +83,7 @@ fn create_base(o: &Opener<'_>, found: &Resolved) -> NewBase {
         Ok(st) => st,
         Err(e) => return NewBase::Failed(map_io_error(&e)),
     };
-    // A new file: its id, as in super::stamp_new (crate::file_id).
+    // A new file: its id, as in super::open::stamp_new (crate::file_id).
     let dos = dos::DosInfo {
         file_id: Some(dos::IdStamp {
             ino: st.ino,
@@ -117,7 +116,7 @@ fn open_on(o: &Opener<'_>, found: &Resolved, sname: &str, base: &Base) -> Result
     let (stored, plan) = match plan(o.intent.disposition, existing.is_some())? {
         open @ Plan::OpenExisting { truncate, .. } => {
             if truncate {
-                grant::check_truncate(o.intent.disposition, rights.maximal, o.tree.read_only())?;
+                rights::check_truncate(o.intent.disposition, rights.maximal, o.tree.read_only())?;
             }
             (existing.ok_or(NtStatus::INTERNAL_ERROR)?, open)
         }
@@ -144,9 +143,9 @@ fn open_base(
     is_dir: bool,
     read_only: bool,
 ) -> Result<(Box<dyn VfsFile>, Rights), NtStatus> {
-    let maximal = grant::maximal(o.tree.maximal_access, read_only);
-    let mut granted = grant::grant(o.intent.desired, maximal)?;
-    check_delete_on_close(o.intent, granted, read_only, path)?;
+    let maximal = rights::maximal(o.tree.maximal_access, read_only);
+    let mut granted = rights::grant(o.intent.desired, maximal)?;
+    admit::check_delete_on_close(o.intent, granted, read_only, path)?;
     // Stream data lives in xattrs, which a read-only descriptor can change; the base is
     // opened for writing only so a rename onto `::$DATA` can move the data there.
     let write_bits = mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA;
@@ -189,7 +188,7 @@ fn open_base(
     };
     // A stream's data, its deletion and its base's metadata are written as root; the kernel
     // says what the user may change (crate::kernel_rights).
-    let rights = apply_stored_sd(
+    let rights = admit::apply_stored_sd(
         o,
         path,
         (file.as_ref(), kernel_rights::Object::Stream),
@@ -215,9 +214,9 @@ fn admit(
         stream: streams::stream_id(&stored),
         ..key_of(&base.stat)
     };
-    let new = o.sharing(path, base.stat.kind == FileKind::Dir, rights, truncate);
+    let new = admit::share_entry(o, path, base.stat.kind == FileKind::Dir, rights, truncate);
     // A new stream, or a stream of a new file, is held by no other open.
-    if let Err(stop) = o.admit(key, &new, truncate, created || base.created) {
+    if let Err(stop) = admit::admit(o, key, &new, truncate, created || base.created) {
         if created {
             let _ = file.remove_xattr(&format!("{}{stored}", streams::PREFIX));
         }
