@@ -544,3 +544,36 @@ fn has_no_durable_grant(h: &H, id: FileId) -> bool {
         .lookup_open(id.volatile)
         .is_some_and(|o| o.durable.lock().is_none())
 }
+
+/// A client reconnects the moment its old connection closed, before the server's teardown
+/// of that connection has parked the open (smbtorture durable-open.reopen2-lease under
+/// load): the reconnect waits for the parking instead of answering NOT_FOUND. An open whose
+/// connection stays alive is still NOT_FOUND, after the short wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnect_waits_for_the_old_connection_to_be_torn_down() {
+    let mut h = H::new().await;
+    let o = durable_open(&h, "f").await;
+    assert!(has_context(&o, CreateContextTag::DHNQ), "durable granted");
+    let old_session = h.session.id;
+
+    // Still installed, and it stays so: NOT_FOUND after the wait.
+    new_session(&mut h, 0x21, "alice").await;
+    let started = std::time::Instant::now();
+    assert_eq!(
+        reconnect(&h, o.id).await.status,
+        NtStatus::OBJECT_NAME_NOT_FOUND
+    );
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+
+    // Torn down 100 ms after the reconnect arrived: reclaimed.
+    let srv = h.srv.clone();
+    let teardown = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        srv.session_lost(old_session);
+    });
+    let back = reconnect(&h, o.id).await;
+    teardown.await.unwrap();
+    assert_eq!(back.status, NtStatus::SUCCESS);
+    assert_eq!(back.id, o.id);
+    assert_eq!(h.srv.parked_opens(), 0);
+}

@@ -206,9 +206,26 @@ pub(super) async fn reconnect(
     let user = &ctx.view.identity.user;
     let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
     let accept = |p: &Parked| reclaimable(srv, tree, req, rc, asked_key, user, p);
-    let parked = srv
+    let mut parked = srv
         .durable_store()
-        .take_if(rc.file_id.persistent, not_found, accept)?;
+        .take_if(rc.file_id.persistent, not_found, accept);
+    // The client's old connection may have closed a moment ago, its teardown (which parks
+    // the open) not run yet: a client reconnects at once (smbtorture durable-open.reopen2-
+    // lease under load). While the open is still installed and durable, look again for a
+    // short while; an open whose connection is really alive stays NOT_FOUND, as before.
+    let mut waited = Duration::ZERO;
+    while matches!(parked, Err(s) if s == not_found)
+        && waited < PARKING_WAIT
+        && live_durable(srv, rc.file_id)
+    {
+        tokio::time::sleep(PARKING_POLL).await;
+        waited += PARKING_POLL;
+        let accept = |p: &Parked| reclaimable(srv, tree, req, rc, asked_key, user, p);
+        parked = srv
+            .durable_store()
+            .take_if(rc.file_id.persistent, not_found, accept);
+    }
+    let parked = parked?;
     let id = parked.open.volatile();
     let mut open = take_alone(parked.open).await.map_err(|still_used| {
         // A request of the lost connection never let go of it: treat it as gone.
@@ -237,6 +254,18 @@ pub(super) async fn reconnect(
         "durable open reclaimed"
     );
     respond(ctx, &open, key, asked.as_ref())
+}
+
+/// How long a reconnect waits for a durable open still installed to be parked, and how
+/// often it looks.
+const PARKING_WAIT: Duration = Duration::from_secs(1);
+const PARKING_POLL: Duration = Duration::from_millis(10);
+
+/// Whether `id` names an open still installed (its connection not torn down) that will be
+/// parked when it is.
+fn live_durable(srv: &Server, id: FileId) -> bool {
+    srv.lookup_open(id.volatile)
+        .is_some_and(|o| o.file_id.persistent == id.persistent && o.durable.lock().is_some())
 }
 
 /// Whether the parked open `p` is the one the reconnect names, on this share, for this user
