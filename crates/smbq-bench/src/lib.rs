@@ -339,6 +339,28 @@ impl Ctx {
         tag: &str,
         stack: smbq_transport::QuicStack,
     ) -> Result<SmbqServer, String> {
+        self.start_smbq_with(net, encrypt, tag, stack, false)
+    }
+
+    /// An smbq server (QUIC on quinn) that also serves its Prometheus metrics
+    /// ([`SmbqServer::scrape_metrics`]).
+    pub fn start_smbq_with_metrics(
+        &mut self,
+        net: &Net,
+        encrypt: bool,
+        tag: &str,
+    ) -> Result<SmbqServer, String> {
+        self.start_smbq_with(net, encrypt, tag, smbq_transport::QuicStack::Quinn, true)
+    }
+
+    fn start_smbq_with(
+        &mut self,
+        net: &Net,
+        encrypt: bool,
+        tag: &str,
+        stack: smbq_transport::QuicStack,
+        metrics: bool,
+    ) -> Result<SmbqServer, String> {
         self.servers_started += 1;
         let work = self
             .scratch
@@ -346,6 +368,7 @@ impl Ctx {
             .join(format!("smbq-{}-{tag}", self.servers_started));
         let tcp_port = self.ports.take(net);
         let quic_port = if encrypt { self.ports.take(net) } else { 0 };
+        let metrics_port = if metrics { self.ports.take(net) } else { 0 };
         SmbqServer::start(
             net,
             &SmbqOptions {
@@ -358,6 +381,7 @@ impl Ctx {
                 user: &self.user,
                 password: &self.password,
                 quic_settings: self.quic_settings_on(stack),
+                metrics_port,
             },
         )
     }
