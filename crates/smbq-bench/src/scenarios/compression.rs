@@ -356,7 +356,14 @@ fn prepare(ctx: &Ctx, size: u64) -> Result<Vec<DataSet>, String> {
             bytes: Bytes::from(bytes),
         };
         let p = ctx.data.join(set.path());
-        std::fs::write(&p, &set.bytes).map_err(|e| format!("{}: {e}", p.display()))?;
+        // On disk before the runs: written back later, hundreds of MB would slow the first
+        // uploads (a full run's first loopback writes varied 4x before this).
+        std::fs::File::create(&p)
+            .and_then(|mut f| {
+                std::io::Write::write_all(&mut f, &set.bytes)?;
+                f.sync_all()
+            })
+            .map_err(|e| format!("{}: {e}", p.display()))?;
         out.push(set);
     }
     Ok(out)
