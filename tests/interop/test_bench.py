@@ -1,7 +1,7 @@
 """`smbq bench --quick`: every scenario runs (raw baselines, fio jobs against smbq and Samba,
 the file-size sweep, connection setup through the link emulator, loss/delay against scp, small
-operations during a bulk read, the crypto micro-benchmark against `openssl speed`) and
-leaves numbers, the ratio table and parseable SVG figures behind.
+operations during a bulk read, SMB compression on and off over three links, the crypto
+micro-benchmark against `openssl speed`) and leaves numbers, the ratio table and parseable SVG figures behind.
 
 Needs root (network namespaces for the emulated link, a Unix account and smbd for Samba, sshd
 for scp), as CI has. SMBQ_BENCH_EXE may name a stand-alone bench executable (the smbq-bench
@@ -19,7 +19,7 @@ import pytest
 
 from conftest import BINARY
 
-SCENARIOS = ["raw", "fio", "sweep", "setup", "loss", "interactive", "crypto"]
+SCENARIOS = ["raw", "fio", "sweep", "setup", "loss", "interactive", "compression", "crypto"]
 CRYPTO = {"AES-128-GMAC": ("sign", "verify"), "AES-128-CMAC": ("sign", "verify"),
           "HMAC-SHA256": ("sign", "verify"), "AES-128-GCM": ("seal", "open"),
           "AES-256-GCM": ("seal", "open"), "AES-128-CCM": ("seal", "open"),
@@ -33,8 +33,8 @@ TARGETS = {"smbq-quic", "smbq-msquic", "smbq-tcp-enc", "smbq-tcp-enc-2ch", "smbq
 S1_ONLY = {"smbq-tcp-enc-2ch"}
 FIGURES = ["raw.svg", "fio_s1.svg", "fio_s2.svg", "fio_s3.svg", "sweep.svg", "sweep_cpu.svg",
            "setup.svg", "loss_files_delay.svg", "loss_files_loss.svg", "loss_big_delay.svg",
-           "loss_big_loss.svg", "interactive.svg"]
-# The whole quick run measures about 2.5 minutes on 2 cores (crypto's `openssl speed`
+           "loss_big_loss.svg", "interactive.svg", "compression.svg", "compression_loopback.svg"]
+# The whole quick run measures about 3.5 minutes on 2 cores (compression ~1 minute) (crypto's `openssl speed`
 # references alone take 33 s); this bounds a hang.
 TIMEOUT = 600
 TCP_ALLOWED = pathlib.Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
@@ -168,6 +168,42 @@ def test_crypto_has_every_algorithm_and_size_against_openssl(quick_run):
     md = (out / "results.md").read_text()
     assert "## 7. Crypto micro-benchmark" in md
     assert "| AES-128-GCM | seal | 1 MiB |" in md
+
+
+def test_compression_compresses_text_and_gives_up_on_random(quick_run):
+    out, res, _ = quick_run
+    rows = res["scenarios"]["compression"]
+    cells = {(r["data"], r["link"], r["target"]) for r in rows}
+    assert cells == {(d, l, t) for d in ("text", "vmdisk", "random")
+                     for l in ("loopback", "1gbit", "100mbit")
+                     for t in ("smbq-tcp-enc", "smbq-quic")}
+    # Every cell runs without compression and with LZ4 (MS-XCA's algorithms when built in).
+    for cell in cells:
+        algs = {r["algorithm"] for r in rows if (r["data"], r["link"], r["target"]) == cell}
+        assert {"off", "lz4"} <= algs, (cell, algs)
+
+    def row(data, link, target, alg):
+        return next(r for r in rows if (r["data"], r["link"], r["target"], r["algorithm"])
+                    == (data, link, target, alg))
+
+    for r in rows:
+        for k in ("read_mb_s", "write_mb_s", "read_ratio", "write_ratio"):
+            assert positive(r[k]["median"]), (k, r)
+        if r["algorithm"] == "off":
+            assert r["read_ratio"]["median"] == 1 and r["write_ratio"]["median"] == 1, r
+    for t in ("smbq-tcp-enc", "smbq-quic"):
+        # The server's metrics saw text shrink both ways, and random go as it was.
+        text = row("text", "100mbit", t, "lz4")
+        assert text["read_ratio"]["median"] > 1.5 and text["write_ratio"]["median"] > 1.5, text
+        rnd = row("random", "loopback", t, "lz4")
+        assert rnd["read_ratio"]["median"] < 1.01 and rnd["write_ratio"]["median"] < 1.01, rnd
+        # On the 100 Mbit/s link that shows as speed.
+        off = row("text", "100mbit", t, "off")
+        for d in ("read_mb_s", "write_mb_s"):
+            assert text[d]["median"] > 1.5 * off[d]["median"], (d, text, off)
+    md = (out / "results.md").read_text()
+    assert "## 8. SMB compression" in md
+    assert "compressed / uncompressed MB/s, best algorithm" in md
 
 
 def test_markdown_has_the_ratio_table(quick_run):

@@ -10,6 +10,9 @@
 //!   data streams) against scp;
 //! - `interactive`: stats, 4 KiB reads and listings while the same connection reads 1 GiB, at
 //!   20 ms round trip with and without loss: TCP, QUIC on one stream, QUIC with data streams;
+//! - `compression`: text, a VM-disk-like image and random data downloaded and uploaded with
+//!   SMB compression off and with each algorithm, over TCP and QUIC, on loopback and at
+//!   1 Gbit/s and 100 Mbit/s with 20 ms round trip;
 //! - `crypto`: smbq-crypto's signing and encryption in GB/s at 1 KiB to 1 MiB, one thread,
 //!   against `openssl speed` on the same primitives.
 //!
@@ -41,13 +44,14 @@ use crate::servers::smbq::{SmbqOptions, SmbqServer};
 use crate::servers::sshd::Sshd;
 
 /// Scenario names in the order they run.
-pub const SCENARIOS: [&str; 7] = [
+pub const SCENARIOS: [&str; 8] = [
     "raw",
     "fio",
     "sweep",
     "setup",
     "loss",
     "interactive",
+    "compression",
     "crypto",
 ];
 
@@ -68,7 +72,8 @@ pub struct BenchArgs {
     /// Where results.json, results.md and the SVG figures go.
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
-    /// Scenarios to run: raw, fio, sweep, setup, loss, interactive, crypto (default: all).
+    /// Scenarios to run: raw, fio, sweep, setup, loss, interactive, compression, crypto
+    /// (default: all).
     #[arg(value_name = "SCENARIO")]
     pub scenarios: Vec<String>,
     /// Link for raw, fio and sweep (setup and loss always use the emulator, which sets their
@@ -339,6 +344,28 @@ impl Ctx {
         tag: &str,
         stack: smbq_transport::QuicStack,
     ) -> Result<SmbqServer, String> {
+        self.start_smbq_with(net, encrypt, tag, stack, false)
+    }
+
+    /// An smbq server (QUIC on quinn) that also serves its Prometheus metrics
+    /// ([`SmbqServer::scrape_metrics`]).
+    pub fn start_smbq_with_metrics(
+        &mut self,
+        net: &Net,
+        encrypt: bool,
+        tag: &str,
+    ) -> Result<SmbqServer, String> {
+        self.start_smbq_with(net, encrypt, tag, smbq_transport::QuicStack::Quinn, true)
+    }
+
+    fn start_smbq_with(
+        &mut self,
+        net: &Net,
+        encrypt: bool,
+        tag: &str,
+        stack: smbq_transport::QuicStack,
+        metrics: bool,
+    ) -> Result<SmbqServer, String> {
         self.servers_started += 1;
         let work = self
             .scratch
@@ -346,6 +373,7 @@ impl Ctx {
             .join(format!("smbq-{}-{tag}", self.servers_started));
         let tcp_port = self.ports.take(net);
         let quic_port = if encrypt { self.ports.take(net) } else { 0 };
+        let metrics_port = if metrics { self.ports.take(net) } else { 0 };
         SmbqServer::start(
             net,
             &SmbqOptions {
@@ -358,6 +386,7 @@ impl Ctx {
                 user: &self.user,
                 password: &self.password,
                 quic_settings: self.quic_settings_on(stack),
+                metrics_port,
             },
         )
     }
@@ -609,6 +638,9 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             "sweep" => scenarios::sweep::run(&mut ctx).map(|v| results.sweep = Some(v)),
             "setup" => scenarios::setup::run(&mut ctx).map(|v| results.setup = Some(v)),
             "crypto" => scenarios::crypto::run(&mut ctx).map(|v| results.crypto = Some(v)),
+            "compression" => {
+                scenarios::compression::run(&mut ctx).map(|v| results.compression = Some(v))
+            }
             "interactive" => {
                 scenarios::interactive::run(&mut ctx).map(|v| results.interactive = Some(v))
             }

@@ -98,6 +98,8 @@ pub struct Endpoint {
     data_streams: u16,
     /// TCP connections the session is bound to (multichannel); 1: one, as without.
     channels: u16,
+    /// Compression algorithms offered (docs/compression.md); empty: none, as by default.
+    compression: Vec<smbq_compress::Algorithm>,
 }
 
 /// The client configuration every target gets: the library defaults, plus transport-level
@@ -122,6 +124,7 @@ impl Endpoint {
             quic: None,
             data_streams: 0,
             channels: 1,
+            compression: Vec::new(),
         }
     }
 
@@ -135,6 +138,13 @@ impl Endpoint {
     /// The same endpoint, asking an smbq server for `n` data streams over QUIC.
     pub fn with_data_streams(mut self, n: u16) -> Self {
         self.data_streams = n;
+        self
+    }
+
+    /// The same endpoint, offering these compression algorithms in this order (chained; the
+    /// client then compresses WRITEs and asks for compressed READs); empty: none.
+    pub fn with_compression(mut self, algorithms: Vec<smbq_compress::Algorithm>) -> Self {
+        self.compression = algorithms;
         self
     }
 
@@ -173,6 +183,7 @@ impl Endpoint {
             quic: Some(client),
             data_streams: 0,
             channels: 1,
+            compression: Vec::new(),
         })
     }
 
@@ -191,6 +202,7 @@ impl Endpoint {
             data_streams: self.data_streams,
             // Only a session that gets more channels asks for multichannel.
             multichannel: self.channels > 1,
+            compression: self.compression.clone(),
             ..client_config(self.quic.is_some())
         };
         Client::connect(conn, cfg)

@@ -273,6 +273,9 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
     if let Some(crypto) = &res.crypto {
         crypto_table(&mut o, crypto, meta);
     }
+    if let Some(rows) = &res.compression {
+        compression_table(&mut o, rows);
+    }
     if let Some(errors) = meta
         .get("errors")
         .and_then(|e| e.as_array())
@@ -398,6 +401,70 @@ fn interactive_table(o: &mut String, rows: &[crate::scenarios::interactive::Inte
         );
     }
     o.push_str("\n![interactive latency](interactive.svg)\n\n");
+}
+
+/// Scenario `compression`: each data set with and without compression, per link, transport
+/// and algorithm.
+fn compression_table(o: &mut String, rows: &[crate::scenarios::compression::CompressionRow]) {
+    use crate::scenarios::compression::link_label;
+    let _ = writeln!(
+        o,
+        "## 8. SMB compression (download and upload of one file per data set)\n"
+    );
+    let _ = writeln!(
+        o,
+        "Each run is one session: a download (READ) of the data set's file, then an upload \
+         (WRITE) of the same bytes, with compression off or with one algorithm offered \
+         (Pattern_V1 with it, chained). \"Ratio\" is file bytes over the bytes that crossed \
+         the wire for them, from the server's `smbq_compressed_*` metrics (1.00: nothing \
+         compressed; compression gives up where it does not pay). CPU is seconds per GB of \
+         file data, on the client (its runtime's threads) and on the server (the process).\n"
+    );
+    let mut about: Vec<(&str, &str)> = Vec::new();
+    for r in rows {
+        if !about.iter().any(|(d, _)| *d == r.data) {
+            about.push((r.data, &r.data_about));
+        }
+    }
+    for (d, a) in about {
+        let _ = writeln!(o, "- `{d}`: {a}");
+    }
+    let _ = writeln!(
+        o,
+        "\n| Data | Link | Transport | Algorithm | MB | Read MB/s | Write MB/s | Read ratio | Write ratio | Client CPU s/GB read / write | Server CPU s/GB read / write |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    let ratio = |s: &Summary| {
+        if s.n == 0 {
+            "–".to_string()
+        } else {
+            format!("{:.2}", s.median)
+        }
+    };
+    for r in rows {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} / {} | {} / {} |",
+            r.data,
+            link_label(r.link),
+            r.target.name(),
+            r.algorithm,
+            r.bytes as f64 / 1e6,
+            fmt_summary(&r.read_mb_s),
+            fmt_summary(&r.write_mb_s),
+            ratio(&r.read_ratio),
+            ratio(&r.write_ratio),
+            num(r.read_client_cpu_s_per_gb.median),
+            num(r.write_client_cpu_s_per_gb.median),
+            num(r.read_server_cpu_s_per_gb.median),
+            num(r.write_server_cpu_s_per_gb.median),
+        );
+    }
+    let figures: Vec<String> = crate::report::plots::COMPRESSION_FIGURES
+        .into_iter()
+        .filter(|(_, link)| rows.iter().any(|r| r.link == *link))
+        .map(|(name, link)| format!("![{}]({name}.svg)", link_label(link)))
+        .collect();
+    let _ = writeln!(o, "\n{}\n", figures.join(" "));
 }
 
 #[cfg(test)]

@@ -65,6 +65,55 @@ fn lines(
     }
 }
 
+/// The compression scenario's figures: (base file name, link).
+pub const COMPRESSION_FIGURES: [(&str, &str); 2] = [
+    ("compression", "100mbit"),
+    ("compression_loopback", "loopback"),
+];
+
+/// Scenario `compression`: download MB/s on one link, per data set and transport, a bar per
+/// algorithm (and off).
+fn compression_chart(
+    rows: &[crate::scenarios::compression::CompressionRow],
+    link: &str,
+) -> Option<Chart> {
+    use crate::scenarios::compression::{DATA_SETS, TARGETS, algorithm_order, link_label};
+    let here: Vec<_> = rows.iter().filter(|r| r.link == link).collect();
+    if here.is_empty() {
+        return None;
+    }
+    let cells: Vec<(&str, Target)> = DATA_SETS
+        .into_iter()
+        .flat_map(|d| TARGETS.map(|t| (d, t)))
+        .filter(|(d, t)| here.iter().any(|r| r.data == *d && r.target == *t))
+        .collect();
+    let categories = cells
+        .iter()
+        .map(|(d, t)| format!("{d}, {}", t.label()))
+        .collect();
+    let series = algorithm_order()
+        .into_iter()
+        .filter(|a| here.iter().any(|r| r.algorithm == *a))
+        .map(|a| {
+            let vals = cells
+                .iter()
+                .map(|(d, t)| {
+                    here.iter()
+                        .find(|r| r.data == *d && r.target == *t && r.algorithm == a)
+                        .and_then(|r| bar(&r.read_mb_s))
+                })
+                .collect();
+            (a.to_string(), vals)
+        })
+        .collect();
+    Some(bars(
+        &format!("Download with SMB compression, {}", link_label(link)),
+        "MB/s",
+        categories,
+        series,
+    ))
+}
+
 /// (base file name, chart) of every figure the results allow.
 pub fn charts(res: &Results) -> Vec<(String, Chart)> {
     let mut out = Vec::new();
@@ -310,6 +359,13 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
                 series,
             ),
         ));
+    }
+    if let Some(rows) = &res.compression {
+        for (name, link) in COMPRESSION_FIGURES {
+            if let Some(c) = compression_chart(rows, link) {
+                out.push((name.to_string(), c));
+            }
+        }
     }
     out
 }

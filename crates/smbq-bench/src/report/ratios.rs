@@ -117,6 +117,70 @@ fn interactive(out: &mut Vec<Ratio>, rows: &[crate::scenarios::interactive::Inte
     }
 }
 
+/// Scenario `compression` (issue 36): compressed over uncompressed MB/s, per transport and
+/// direction. On text at 100 Mbit/s with the best algorithm (goal 3x), on the VM-disk image
+/// there (no goal), and on random data at loopback with the worst algorithm (goal 0.95x:
+/// compression must give up when it does not pay).
+fn compression(out: &mut Vec<Ratio>, rows: &[crate::scenarios::compression::CompressionRow]) {
+    use crate::scenarios::compression::{OFF, TARGETS, link_label};
+    let cases: [(&str, &str, bool, Option<f64>, &'static str); 3] = [
+        (
+            "text",
+            "100mbit",
+            true,
+            Some(3.0),
+            "compressed / uncompressed MB/s, best algorithm",
+        ),
+        (
+            "vmdisk",
+            "100mbit",
+            true,
+            None,
+            "compressed / uncompressed MB/s, best algorithm",
+        ),
+        (
+            "random",
+            "loopback",
+            false,
+            Some(0.95),
+            "compressed / uncompressed MB/s, worst algorithm",
+        ),
+    ];
+    for (data, link, best, goal, kind) in cases {
+        for t in TARGETS {
+            for read in [true, false] {
+                let of = |r: &crate::scenarios::compression::CompressionRow| {
+                    if read {
+                        r.read_mb_s.median
+                    } else {
+                        r.write_mb_s.median
+                    }
+                };
+                let here = rows
+                    .iter()
+                    .filter(|r| r.data == data && r.link == link && r.target == t);
+                let off = here.clone().find(|r| r.algorithm == OFF).map(of);
+                let pick = here
+                    .filter(|r| r.algorithm != OFF)
+                    .map(|r| (r.algorithm, of(r)))
+                    .reduce(|a, b| if (b.1 > a.1) == best { b } else { a });
+                out.push(Ratio {
+                    kind,
+                    case: format!(
+                        "{data} at {}, {} {} ({})",
+                        link_label(link),
+                        t.name(),
+                        if read { "read" } else { "write" },
+                        pick.map_or("–", |p| p.0)
+                    ),
+                    value: ratio(pick.map(|p| p.1), off),
+                    goal,
+                });
+            }
+        }
+    }
+}
+
 pub fn compute(res: &Results) -> Vec<Ratio> {
     let mut out = Vec::new();
     if let Some(fio) = &res.fio {
@@ -365,6 +429,9 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
     }
     if let Some(rows) = &res.interactive {
         interactive(&mut out, rows);
+    }
+    if let Some(rows) = &res.compression {
+        compression(&mut out, rows);
     }
     out
 }

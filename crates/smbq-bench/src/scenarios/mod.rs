@@ -1,6 +1,7 @@
-//! The five measured scenarios of the benchmark issue, one module each, and the crypto
-//! micro-benchmark.
+//! The five measured scenarios of the benchmark issue, one module each, the later ones
+//! (`interactive`, `compression`), and the crypto micro-benchmark.
 
+pub mod compression;
 pub mod crypto;
 pub mod fio;
 pub mod interactive;

@@ -31,6 +31,8 @@ pub struct SmbqServer {
     /// The QUIC settings it runs (congestion controller, MTU bound); the bench's clients of
     /// it use the same.
     pub quic_settings: QuicSettings,
+    /// Where its Prometheus endpoint listens (`--metrics-listen`), when asked for.
+    pub metrics: Option<SocketAddr>,
     log: PathBuf,
 }
 
@@ -47,6 +49,8 @@ pub struct SmbqOptions<'a> {
     /// QUIC congestion controller and MTU-discovery bound, given to the server as
     /// `[quic] congestion` and `mtu_upper_bound`.
     pub quic_settings: QuicSettings,
+    /// Serve Prometheus metrics on this port of the server's address (0: none).
+    pub metrics_port: u16,
 }
 
 fn parse_ready(line: &str, part: &str) -> Option<SocketAddr> {
@@ -62,6 +66,8 @@ impl SmbqServer {
         let log = o.work.join("server.log");
         let log_file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
         let config = o.work.join("smbq.toml");
+        let metrics =
+            (o.metrics_port != 0).then(|| SocketAddr::new(net.server_ip(), o.metrics_port));
         std::fs::write(
             &config,
             format!(
@@ -83,6 +89,7 @@ impl SmbqServer {
             .arg("--state-dir")
             .arg(&state)
             .args(["--encrypt", if o.encrypt { "required" } else { "off" }])
+            .args(metrics.map(|a| format!("--metrics-listen={a}")))
             .env("SMBQ_USER", o.user)
             .env("SMBQ_PASSWORD", o.password)
             .env(
@@ -148,6 +155,7 @@ impl SmbqServer {
             key_path,
             encrypt: o.encrypt,
             quic_settings: o.quic_settings.clone(),
+            metrics,
             child,
             log,
         })
@@ -160,6 +168,41 @@ impl SmbqServer {
     /// The certificate's key, for the in-process raw QUIC server (same identity and cipher).
     pub fn key(&self) -> Result<PrivateKeyDer<'static>, String> {
         PrivateKeyDer::from_pem_file(&self.key_path).map_err(|e| e.to_string())
+    }
+
+    /// The Prometheus text of its `/metrics` (started with a metrics port), fetched from the
+    /// server's side of the network.
+    pub fn scrape_metrics(&self, net: &Net) -> Result<String, String> {
+        let addr = self.metrics.ok_or("the server has no metrics endpoint")?;
+        let fetch = async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut s = tokio::net::TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("metrics {addr}: {e}"))?;
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: smbq\r\nConnection: close\r\n\r\n")
+                .await
+                .map_err(|e| format!("metrics {addr}: {e}"))?;
+            let mut body = Vec::new();
+            s.read_to_end(&mut body)
+                .await
+                .map_err(|e| format!("metrics {addr}: {e}"))?;
+            let text = String::from_utf8_lossy(&body).into_owned();
+            match text.split_once("\r\n\r\n") {
+                Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
+                _ => Err(format!(
+                    "metrics {addr}: {}",
+                    text.lines().next().unwrap_or("no answer")
+                )),
+            }
+        };
+        let limited = async move {
+            tokio::time::timeout(Duration::from_secs(10), fetch)
+                .await
+                .map_err(|_| format!("metrics {addr}: no answer in 10 s"))?
+        };
+        net.server_rt
+            .block_on(net.spawn_server(limited))
+            .map_err(|e| format!("metrics task: {e}"))?
     }
 
     pub fn cpu(&self) -> f64 {
