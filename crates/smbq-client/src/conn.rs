@@ -74,6 +74,9 @@ pub(crate) struct Shared {
     /// The data streams of smbq's multi-stream extension (docs/multistream.md). An async
     /// lock: a stream is opened under it the first time a request needs it.
     lanes: tokio::sync::Mutex<Lanes>,
+    /// How fast the writers get bytes out, and whether compressing pays against it.
+    link: Mutex<smbq_compress::LinkRate>,
+    pace: Mutex<smbq_compress::Pace>,
 }
 
 /// How long opening a data stream may wait for the server's grant (it comes with the first
@@ -200,6 +203,8 @@ impl Shared {
             frames_sent: AtomicU64::new(0),
             acks,
             lanes: tokio::sync::Mutex::new(Lanes::new(conn.opener)),
+            link: Mutex::new(smbq_compress::LinkRate::default()),
+            pace: Mutex::new(smbq_compress::Pace::default()),
         });
         tokio::spawn(ack_task(ack_rx, Arc::downgrade(&shared)));
         tokio::spawn(writer_task(conn.writer, rx, Arc::downgrade(&shared), true));
@@ -634,7 +639,7 @@ impl Shared {
             if let Some(c) = compression
                 .as_ref()
                 .zip(payload.as_ref())
-                .and_then(|(c, p)| c.compress(&head(header, &body), p))
+                .and_then(|(c, p)| self.try_compress(c, &head(header, &body), p))
             {
                 let mut frame = Vec::with_capacity(TRANSFORM_HEADER_LEN + c.message.len());
                 frame.resize(TRANSFORM_HEADER_LEN, 0);
@@ -673,7 +678,7 @@ impl Shared {
             s.sign(&mut m)?;
             if let Some(c) = compression.as_ref().and_then(|c| {
                 let (prefix, data) = m.split_at_checked(64 + body.len())?;
-                c.compress(prefix, data)
+                self.try_compress(c, prefix, data)
             }) {
                 m = c.message;
             }
@@ -686,7 +691,7 @@ impl Shared {
         if let Some(c) = compression
             .as_ref()
             .zip(payload.as_ref())
-            .and_then(|(c, p)| c.compress(&m, p))
+            .and_then(|(c, p)| self.try_compress(c, &m, p))
         {
             return Ok(vec![
                 Bytes::copy_from_slice(&frame_header(c.message.len())),
@@ -700,6 +705,26 @@ impl Shared {
             segs.push(p);
         }
         Ok(segs)
+    }
+
+    /// Compresses when this end compresses faster than the link drains
+    /// (smbq_compress::pace), measuring how fast it does.
+    fn try_compress(
+        &self,
+        c: &Compression,
+        prefix: &[u8],
+        data: &[u8],
+    ) -> Option<smbq_compress::Compressed> {
+        let mut pace = self.pace.lock();
+        pace.set_link_rate(self.link.lock().get());
+        if self.config.compress_adaptive && !pace.should_try() {
+            return None;
+        }
+        drop(pace);
+        let started = Instant::now();
+        let out = c.compress(prefix, data);
+        self.pace.lock().compressed(data.len(), started.elapsed());
+        out
     }
 
     /// What NEGOTIATE settled for compression, when it is on.
@@ -947,7 +972,13 @@ async fn writer_task(
         {
             writer.set_priority(p);
         }
-        if let Err(e) = writer.write_chunks(&mut chunks).await {
+        let bytes: usize = chunks.iter().map(Bytes::len).sum();
+        let started = Instant::now();
+        let r = writer.write_chunks(&mut chunks).await;
+        if let Some(s) = shared.upgrade() {
+            s.link.lock().wrote(bytes, started.elapsed());
+        }
+        if let Err(e) = r {
             if let Some(s) = shared.upgrade() {
                 s.die(format!("send failed: {e}"));
             }

@@ -5,8 +5,10 @@
 #![forbid(unsafe_code)]
 
 mod algorithm;
+pub mod pace;
 mod transform;
 mod xca;
 
 pub use algorithm::Algorithm;
+pub use pace::{LinkRate, Pace};
 pub use transform::{Compressed, Compression, DecompressError, MIN_RUN};

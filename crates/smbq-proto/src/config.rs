@@ -47,6 +47,9 @@ pub struct EngineConfig {
     pub compression: Vec<smbq_compress::Algorithm>,
     /// Responses shorter than this are never compressed.
     pub compress_min_size: usize,
+    /// Compress only while it is faster than the link (smbq_compress::pace); false
+    /// compresses whatever the link (a metered link, where bytes cost more than time).
+    pub compress_adaptive: bool,
 }
 
 impl EngineConfig {
@@ -90,6 +93,7 @@ impl EngineConfig {
                 .filter(|a| a.available())
                 .collect(),
             compress_min_size: 4096,
+            compress_adaptive: true,
         }
     }
 

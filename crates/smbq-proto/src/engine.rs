@@ -190,6 +190,8 @@ pub struct ServerConnection {
     /// answered USER_SESSION_DELETED signed with its key, as Samba answers (smbtorture
     /// smb2.session.bind_invalid_auth), so a client that signs everything keeps the connection.
     ended_signers: VecDeque<(u64, Signer)>,
+    /// Whether compressing pays on this link (smbq_compress::pace).
+    pace: smbq_compress::Pace,
 }
 
 /// How many ended sessions' keys a connection remembers (see `ended_signers`).
@@ -227,6 +229,7 @@ impl ServerConnection {
             rx_stream: StreamId::CONTROL,
             data_stream_limit: 0,
             ended_signers: VecDeque::new(),
+            pace: smbq_compress::Pace::default(),
         }
     }
 
@@ -262,6 +265,12 @@ impl ServerConnection {
 
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// How fast the connection's writers get bytes out (smbq_compress::pace): compression
+    /// is tried only while it is faster than that.
+    pub fn set_link_rate(&mut self, bytes_per_s: Option<u64>) {
+        self.pace.set_link_rate(bytes_per_s);
     }
 
     /// Caps the credits later responses may leave the client holding (see

@@ -292,3 +292,41 @@ fn a_compound_is_compressed_whole() {
         assert_eq!(&m.bytes[80..80 + data.len()], &data[..]);
     }
 }
+
+#[test]
+fn compression_steps_aside_on_a_link_faster_than_it() {
+    let mut server = Server::new(config());
+    let mut c = Client::new(offer(CHAINED, &[LZ4, PATTERN_V1]));
+    c.connect(&mut server);
+    let data = text(512 * 1024);
+    let mut compressed = |server: &mut Server, c: &mut Client| {
+        let req = read_request(c);
+        let (frames, _) = server
+            .exchange(&frame(&req), &mut |_| read_response(&data, true))
+            .unwrap();
+        let f = single(frames);
+        assert_eq!(&c.receive(&f).one().bytes[80..], &data[..]);
+        f[4..8] == [0xFC, b'S', b'M', b'B']
+    };
+    // A 100 GB/s link: after one measured compression, it steps aside (but for a probe now
+    // and then, smbq_compress::pace::PROBE_EVERY).
+    server.engine.set_link_rate(Some(100_000_000_000));
+    assert!(
+        compressed(&mut server, &mut c),
+        "the speed is not known yet"
+    );
+    let later = (0..10).filter(|_| compressed(&mut server, &mut c)).count();
+    assert_eq!(later, 0);
+    // A 10 Mbit/s link: every one.
+    server.engine.set_link_rate(Some(1_250_000));
+    assert!((0..10).all(|_| compressed(&mut server, &mut c)));
+
+    // Not adaptive ([compression] adaptive = false): every one, whatever the link.
+    let mut cfg = config();
+    cfg.compress_adaptive = false;
+    let mut server = Server::new(cfg);
+    let mut c = Client::new(offer(CHAINED, &[LZ4, PATTERN_V1]));
+    c.connect(&mut server);
+    server.engine.set_link_rate(Some(100_000_000_000));
+    assert!((0..10).all(|_| compressed(&mut server, &mut c)));
+}

@@ -17,11 +17,13 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 /// units, request or response, whichever is larger).
 pub const CREDIT_BYTES: usize = 64 * 1024;
 
-/// Bytes handed to the writer task and not yet written, shared with it.
+/// Bytes handed to the writer task and not yet written, shared with it, and the rate at
+/// which the writer gets them out (for compression's pace, smbq_compress::pace).
 #[derive(Clone, Default)]
 pub struct Queued {
     bytes: Arc<AtomicUsize>,
     drained: Arc<Notify>,
+    link: Arc<parking_lot::Mutex<smbq_compress::LinkRate>>,
 }
 
 impl Queued {
@@ -43,6 +45,16 @@ impl Queued {
 
     pub fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// One write of `n` bytes took `elapsed` (measured by the writer).
+    pub fn took(&self, n: usize, elapsed: std::time::Duration) {
+        self.link.lock().wrote(n, elapsed);
+    }
+
+    /// Bytes per second the writers get out, once measured.
+    pub fn link_rate(&self) -> Option<u64> {
+        self.link.lock().get()
     }
 
     /// Resolves after the next `written` (or at once if one happened since the last wait).

@@ -82,6 +82,9 @@ pub struct CompressionConfig {
     pub algorithms: Option<Vec<String>>,
     /// Responses shorter than this many bytes are never compressed (default 4096).
     pub min_size: Option<usize>,
+    /// Compress only while compressing is faster than the connection's link (default true);
+    /// false compresses whenever it shrinks the data (a metered link).
+    pub adaptive: Option<bool>,
 }
 
 impl CompressionConfig {

@@ -337,6 +337,7 @@ fn server_configs(
     if let Some(n) = file.compression.min_size {
         engine_cfg.compress_min_size = n;
     }
+    engine_cfg.compress_adaptive = file.compression.adaptive.unwrap_or(true);
     (server_cfg, engine_cfg)
 }
 

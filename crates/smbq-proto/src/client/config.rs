@@ -50,6 +50,9 @@ pub struct ClientConfig {
     pub compression: Vec<smbq_compress::Algorithm>,
     /// WRITE data shorter than this is never compressed.
     pub compress_min_size: usize,
+    /// Compress only while it is faster than the link (smbq_compress::pace); false
+    /// compresses whatever the link.
+    pub compress_adaptive: bool,
 }
 
 impl Default for ClientConfig {
@@ -80,6 +83,7 @@ impl Default for ClientConfig {
             workstation: "SMBQ".into(),
             compression: Vec::new(),
             compress_min_size: 4096,
+            compress_adaptive: true,
         }
     }
 }

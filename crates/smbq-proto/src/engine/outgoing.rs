@@ -277,7 +277,11 @@ impl ServerConnection {
     /// too when its data travels apart from it (a READ's); a compound is compressed whole
     /// (one copy to join it). None when it is too short, compression is off, or it does not
     /// pay.
-    fn compress(&self, msgs: &[(Vec<u8>, Option<Bytes>)], items: &[Completed]) -> Option<Vec<u8>> {
+    fn compress(
+        &mut self,
+        msgs: &[(Vec<u8>, Option<Bytes>)],
+        items: &[Completed],
+    ) -> Option<Vec<u8>> {
         let ConnState::Negotiated(n) = &self.state else {
             return None;
         };
@@ -307,7 +311,14 @@ impl ServerConnection {
                 joined.split_at_checked(HEADER_LEN)?
             }
         };
-        let c = n.compression.compress(prefix, data)?;
+        // Only while this end compresses faster than the link drains (smbq_compress::pace).
+        if self.cfg.compress_adaptive && !self.pace.should_try() {
+            return None;
+        }
+        let started = std::time::Instant::now();
+        let c = n.compression.compress(prefix, data);
+        self.pace.compressed(data.len(), started.elapsed());
+        let c = c?;
         self.cfg.observer.compression(&CompressionEvent {
             sent: true,
             algorithm: Some(c.algorithm),

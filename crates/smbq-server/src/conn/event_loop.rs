@@ -289,6 +289,7 @@ impl ConnLoop {
         let full = self.backlog.full();
         self.engine
             .set_credit_ceiling(self.backlog.credit_ceiling());
+        self.engine.set_link_rate(self.backlog.queued.link_rate());
         if !self.waiting.is_empty() && !full {
             return Event::Waiting;
         }

@@ -50,7 +50,9 @@ pub(super) fn spawn(
                 // Metadata answers overtake READ data on the connection's other streams.
                 writer.set_priority(p);
             }
+            let started = std::time::Instant::now();
             let r = writer.write_chunks(&mut batch).await;
+            queued.took(bytes, started.elapsed());
             queued.written(bytes);
             if r.is_err() {
                 gone.cancel();

@@ -91,6 +91,10 @@ pub struct ConnArgs {
     /// No compression, over QUIC either.
     #[arg(long)]
     pub no_compress: bool,
+    /// Compress whenever it shrinks the data, even where the link is faster than compressing
+    /// (by default compression steps aside then): for metered links.
+    #[arg(long, conflicts_with = "no_compress")]
+    pub compress_always: bool,
     /// Over QUIC, data streams to ask an smbq server for besides the control stream
     /// (smbq's multi-stream extension, docs/multistream.md): requests of different files
     /// then do not wait behind each other's lost packets. 0 keeps one stream, as Windows
@@ -157,6 +161,7 @@ impl ConnArgs {
         if let Some(n) = self.streams {
             c.data_streams = n;
         }
+        c.compress_adaptive = !self.compress_always;
         c.compression = match (&self.compress, self.no_compress) {
             (_, true) => Vec::new(),
             (Some(CompressList(list)), false) => list.clone(),
@@ -169,7 +174,10 @@ impl ConnArgs {
     /// (where the link, not the CPU, is usually the limit); over TCP when asked.
     pub fn client_config_for(&self, kind: smbq_transport::TransportKind) -> ClientConfig {
         let mut c = self.client_config();
-        if kind == smbq_transport::TransportKind::Tcp && self.compress.is_none() {
+        if kind == smbq_transport::TransportKind::Tcp
+            && self.compress.is_none()
+            && !self.compress_always
+        {
             c.compression.clear();
         }
         c
