@@ -299,7 +299,7 @@ fn compression_steps_aside_on_a_link_faster_than_it() {
     let mut c = Client::new(offer(CHAINED, &[LZ4, PATTERN_V1]));
     c.connect(&mut server);
     let data = text(512 * 1024);
-    let mut compressed = |server: &mut Server, c: &mut Client| {
+    let compressed = |server: &mut Server, c: &mut Client| {
         let req = read_request(c);
         let (frames, _) = server
             .exchange(&frame(&req), &mut |_| read_response(&data, true))
