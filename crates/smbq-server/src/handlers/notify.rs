@@ -70,8 +70,17 @@ async fn wait(ctx: &Ctx<'_>, spec: &WatchSpec) -> Result<Outcome, NtStatus> {
         hub.flush(id);
     }
     // A close that ran before the watch existed would leave it behind.
-    if ctx.open()?.is_closed() {
+    let open = ctx.open()?;
+    if open.is_closed() {
         hub.closed(id);
+    }
+    // So would a delete-on-close set (and its DELETE_PENDING sent) by another open before
+    // this request reached the hub: MS-FSA 2.1.5.10 fails a notify on a directory that is
+    // delete-pending (smbtorture smb2.notify.rmdir3 with the request still queued).
+    if let Some(f) = open.file()
+        && ctx.srv.files().delete_pending(f.key)
+    {
+        hub.delete_pending(&spec.share, &spec.dir);
     }
     tokio::select! {
         o = &mut rx => Ok(o.unwrap_or(Outcome::Cleanup)),

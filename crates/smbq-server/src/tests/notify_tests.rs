@@ -207,3 +207,35 @@ async fn a_tree_watch_drops_changes_below_a_directory_its_session_may_not_list()
         "a listing of the root would not show shut"
     );
 }
+
+/// A notify that reaches the hub after another open marked its directory delete-on-close
+/// (and the DELETE_PENDING that sent was for nobody) fails at once with DELETE_PENDING
+/// instead of waiting forever (MS-FSA 2.1.5.10; smbtorture smb2.notify.rmdir3 under load).
+#[tokio::test]
+async fn a_notify_on_a_delete_pending_directory_fails_at_once() {
+    let h = H::new().await;
+    let d = dir(&h, "gone", mask::GENERIC_ALL).await;
+    let other = h
+        .create("gone", mask::GENERIC_ALL, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    assert_eq!(other.status, NtStatus::SUCCESS);
+    let disposition = msg(Command::SET_INFO, h.tree, h.session.id, |w| {
+        smbq_wire::set_info::SetInfoRequest {
+            info_type: smbq_wire::query_info::InfoType::FILE,
+            file_info_class: smbq_wire::fscc::FileInfoClass::DISPOSITION.0,
+            additional_information: 0,
+            file_id: other.id,
+            buffer: &[1],
+        }
+        .encode(w)
+    });
+    assert_eq!(h.send(disposition).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.close(other.id).await.status, NtStatus::SUCCESS);
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        h.send(notify_msg(&h, d, cf::FILE_NAME, 1000)),
+    )
+    .await
+    .expect("the notify does not wait forever");
+    assert_eq!(r.status, NtStatus::DELETE_PENDING);
+}
