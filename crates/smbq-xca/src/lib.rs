@@ -12,6 +12,7 @@
 //!   (a decompression bomb) costs no more than the caller agreed to.
 #![forbid(unsafe_code)]
 
+mod chain;
 mod error;
 mod huffman;
 mod matcher;

@@ -17,8 +17,9 @@
 //! 2. The bit writer reserves the next 16-bit word's place before its bits are known, so the
 //!    stream can end in reserved words that never got bits: they are written as zero.
 
+use crate::chain::{ChainMatcher, Effort};
 use crate::huffman::{self, SYMBOLS};
-use crate::matcher::{Matcher, Token, Window};
+use crate::matcher::{Token, Window};
 use crate::{Error, copy_match, read_u16, read_u32};
 
 /// Uncompressed bytes per block (MS-XCA 2.1).
@@ -33,7 +34,7 @@ const EOF: usize = 256;
 /// Appends the LZ77+Huffman encoding of `input` to `out` (MS-XCA 2.1). Empty input is one
 /// block holding only the end-of-stream symbol.
 pub fn compress(input: &[u8], out: &mut Vec<u8>) {
-    let mut matcher = Matcher::new(input.len());
+    let mut matcher = new_matcher(input.len());
     let window = Window {
         floor: 0,
         max_dist: MAX_DIST,
@@ -52,12 +53,25 @@ pub fn compress(input: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// The match finder: hash chains of up to 16 candidates (stopping at a 32-byte match), a
+/// lazy look at the next position for matches under 16 bytes (with 4 candidates from 8
+/// bytes on). About 26 % on source text at 70-80 MB/s, against 33 % at ~180 MB/s greedy.
+fn new_matcher(input_len: usize) -> ChainMatcher {
+    let effort = Effort {
+        depth: 16,
+        nice: 32,
+        lazy: 16,
+        good: 8,
+    };
+    ChainMatcher::new(input_len, MAX_DIST, effort)
+}
+
 /// The tokens of `input[range]`, matches reaching back into earlier blocks. Trap 1: a match
 /// of length 3 at distance 1 would be symbol 256, which a decoder takes for end of stream
 /// once its input is used up; it is written as three literals instead, anywhere in the
 /// stream (MS-XCA 2.2.4's end condition is about input position, not output).
 fn parse_block(
-    matcher: &mut Matcher,
+    matcher: &mut ChainMatcher,
     window: &Window,
     input: &[u8],
     range: std::ops::Range<usize>,
@@ -65,28 +79,21 @@ fn parse_block(
 ) {
     tokens.clear();
     let mut pos = range.start;
-    matcher.parse(
-        input,
-        range.start,
-        range.end,
-        window,
-        |_| usize::MAX,
-        |t| match t {
-            Token::Match { len: 3, dist: 1 } => {
-                let b = pos.checked_sub(1).and_then(|p| input.get(p)).copied();
-                tokens.extend([Token::Literal(b.unwrap_or(0)); 3]);
-                pos += 3;
-            }
-            Token::Match { len, .. } => {
-                tokens.push(t);
-                pos += len;
-            }
-            Token::Literal(_) => {
-                tokens.push(t);
-                pos += 1;
-            }
-        },
-    );
+    matcher.parse(input, range.start, range.end, window, |t| match t {
+        Token::Match { len: 3, dist: 1 } => {
+            let b = pos.checked_sub(1).and_then(|p| input.get(p)).copied();
+            tokens.extend([Token::Literal(b.unwrap_or(0)); 3]);
+            pos += 3;
+        }
+        Token::Match { len, .. } => {
+            tokens.push(t);
+            pos += len;
+        }
+        Token::Literal(_) => {
+            tokens.push(t);
+            pos += 1;
+        }
+    });
 }
 
 /// Index of the highest set bit of `dist` (>= 1).
@@ -471,7 +478,7 @@ mod tests {
             round_trip(compress, decompress, &data);
             let mut tokens = Vec::new();
             parse_block(
-                &mut Matcher::new(data.len()),
+                &mut new_matcher(data.len()),
                 &window,
                 &data,
                 0..data.len(),

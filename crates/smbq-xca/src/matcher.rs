@@ -35,7 +35,7 @@ pub(crate) struct Matcher {
 }
 
 /// Reads 4 bytes little-endian at `pos`, or `None` within 3 bytes of the end.
-fn read4(input: &[u8], pos: usize) -> Option<u32> {
+pub(crate) fn read4(input: &[u8], pos: usize) -> Option<u32> {
     crate::read_u32(input, pos)
 }
 
@@ -46,7 +46,7 @@ fn read8(input: &[u8], pos: usize) -> Option<u64> {
 }
 
 /// How many bytes from `a` and `b` (with `a < b`) agree, up to `limit`.
-fn common_len(input: &[u8], a: usize, b: usize, limit: usize) -> usize {
+pub(crate) fn common_len(input: &[u8], a: usize, b: usize, limit: usize) -> usize {
     let mut n = 0;
     while n + 8 <= limit {
         match (read8(input, a + n), read8(input, b + n)) {
