@@ -715,15 +715,17 @@ impl Shared {
         prefix: &[u8],
         data: &[u8],
     ) -> Option<smbq_compress::Compressed> {
-        let mut pace = self.pace.lock();
-        pace.set_link_rate(self.link.lock().get());
-        if self.config.compress_adaptive && !pace.should_try() {
-            return None;
-        }
-        drop(pace);
+        let a = {
+            let mut pace = self.pace.lock();
+            pace.set_link_rate(self.link.lock().get());
+            pace.pick(c, self.config.compress_adaptive)?
+        };
         let started = Instant::now();
-        let out = c.compress(prefix, data);
-        self.pace.lock().compressed(data.len(), started.elapsed());
+        let out = c.compress_with(a, prefix, data);
+        let took = started.elapsed();
+        self.pace
+            .lock()
+            .record(a, prefix.len(), data.len(), out.as_ref(), took);
         out
     }
 

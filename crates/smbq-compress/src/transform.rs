@@ -294,17 +294,30 @@ impl Compression {
     /// data as Pattern_V1, the rest with the first negotiated algorithm. None when that would
     /// not save at least 1/32 of the data, or when samples of large data do not compress.
     pub fn compress(&self, prefix: &[u8], data: &[u8]) -> Option<Compressed> {
+        self.compress_with(self.general()?, prefix, data)
+    }
+
+    /// [`compress`](Self::compress) with `a` (one of [`general`](Self::general_algorithms))
+    /// as the general algorithm: the sender's pace picks it (crate::pace).
+    pub fn compress_with(&self, a: Algorithm, prefix: &[u8], data: &[u8]) -> Option<Compressed> {
+        if !a.is_general() || !self.algorithms.contains(&a) {
+            return None;
+        }
         let total = u32::try_from(prefix.len().checked_add(data.len())?).ok()?;
         let c = if self.chained {
-            self.compress_chained(prefix, data, total)?
+            self.compress_chained(a, prefix, data, total)?
         } else {
-            self.compress_unchained(prefix, data)?
+            self.compress_unchained(a, prefix, data)?
         };
         (c.message.len() + data.len() / 32 < total as usize).then_some(c)
     }
 
-    fn compress_unchained(&self, prefix: &[u8], data: &[u8]) -> Option<Compressed> {
-        let a = self.general()?;
+    /// The negotiated algorithms that compress arbitrary data, in order of preference.
+    pub fn general_algorithms(&self) -> impl Iterator<Item = Algorithm> + '_ {
+        self.algorithms.iter().copied().filter(|a| a.is_general())
+    }
+
+    fn compress_unchained(&self, a: Algorithm, prefix: &[u8], data: &[u8]) -> Option<Compressed> {
         if !worth_trying(a, data) {
             return None;
         }
@@ -325,7 +338,13 @@ impl Compression {
         })
     }
 
-    fn compress_chained(&self, prefix: &[u8], data: &[u8], total: u32) -> Option<Compressed> {
+    fn compress_chained(
+        &self,
+        a: Algorithm,
+        prefix: &[u8],
+        data: &[u8],
+        total: u32,
+    ) -> Option<Compressed> {
         let pattern = self.algorithms.contains(&Algorithm::PatternV1);
         let (lead, trail) = if pattern { runs(data) } else { (0, 0) };
         let mid = data.get(lead..data.len() - trail)?;
@@ -349,7 +368,7 @@ impl Compression {
         }
         let mut message = w.into_vec();
         if !mid.is_empty() {
-            match self.general().filter(|a| worth_trying(*a, mid)) {
+            match Some(a).filter(|a| worth_trying(*a, mid)) {
                 Some(a) if algorithm_payload(&mut message, a, mid)? => used = a,
                 _ => {
                     let mut w = Writer::with_capacity(wire::PAYLOAD_HEADER_LEN);

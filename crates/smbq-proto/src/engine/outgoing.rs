@@ -311,13 +311,14 @@ impl ServerConnection {
                 joined.split_at_checked(HEADER_LEN)?
             }
         };
-        // Only while this end compresses faster than the link drains (smbq_compress::pace).
-        if self.cfg.compress_adaptive && !self.pace.should_try() {
-            return None;
-        }
+        // The algorithm that moves the most on this link, if any beats sending it as it is
+        // (smbq_compress::pace).
+        let a = self.pace.pick(&n.compression, self.cfg.compress_adaptive)?;
         let started = std::time::Instant::now();
-        let c = n.compression.compress(prefix, data);
-        self.pace.compressed(data.len(), started.elapsed());
+        let c = n.compression.compress_with(a, prefix, data);
+        let took = started.elapsed();
+        self.pace
+            .record(a, prefix.len(), data.len(), c.as_ref(), took);
         let c = c?;
         self.cfg.observer.compression(&CompressionEvent {
             sent: true,
