@@ -177,10 +177,13 @@ def test_compression_compresses_text_and_gives_up_on_random(quick_run):
     assert cells == {(d, l, t) for d in ("text", "vmdisk", "random")
                      for l in ("loopback", "1gbit", "100mbit")
                      for t in ("smbq-tcp-enc", "smbq-quic")}
-    # Every cell runs without compression and with LZ4 (MS-XCA's algorithms when built in).
+    # Every cell runs without compression, with LZ4 and with every algorithm offered (auto);
+    # text and the disk image with each MS-XCA algorithm too.
     for cell in cells:
         algs = {r["algorithm"] for r in rows if (r["data"], r["link"], r["target"]) == cell}
-        assert {"off", "lz4"} <= algs, (cell, algs)
+        assert {"off", "lz4", "auto"} <= algs, (cell, algs)
+        if cell[0] != "random":
+            assert {"lz77", "lz77_huffman", "lznt1"} <= algs, (cell, algs)
 
     def row(data, link, target, alg):
         return next(r for r in rows if (r["data"], r["link"], r["target"], r["algorithm"])
@@ -197,10 +200,12 @@ def test_compression_compresses_text_and_gives_up_on_random(quick_run):
         assert text["read_ratio"]["median"] > 1.5 and text["write_ratio"]["median"] > 1.5, text
         rnd = row("random", "loopback", t, "lz4")
         assert rnd["read_ratio"]["median"] < 1.01 and rnd["write_ratio"]["median"] < 1.01, rnd
-        # On the 100 Mbit/s link that shows as speed.
+        # On the 100 Mbit/s link that shows as speed, and the pace (auto) compresses there.
         off = row("text", "100mbit", t, "off")
+        auto = row("text", "100mbit", t, "auto")
         for d in ("read_mb_s", "write_mb_s"):
             assert text[d]["median"] > 1.5 * off[d]["median"], (d, text, off)
+            assert auto[d]["median"] > 1.5 * off[d]["median"], (d, auto, off)
     md = (out / "results.md").read_text()
     assert "## 8. SMB compression" in md
     assert "compressed / uncompressed MB/s, best algorithm" in md

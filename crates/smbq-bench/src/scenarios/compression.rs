@@ -32,6 +32,41 @@ pub const TARGETS: [Target; 2] = [Target::SmbqTcpEnc, Target::SmbqQuic];
 pub const LINKS: [&str; 3] = ["loopback", "1gbit", "100mbit"];
 /// The label of a row without compression.
 pub const OFF: &str = "off";
+/// The label of a row where the client offers every algorithm (as `smbq get` does) and the
+/// ends' pace picks one per message, or none (smbq_compress::pace).
+pub const AUTO: &str = "auto";
+
+/// What a row's client offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Off,
+    /// One algorithm (and Pattern_V1).
+    One(Algorithm),
+    /// Every algorithm, the pace choosing.
+    Auto,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => OFF,
+            Self::One(a) => a.name(),
+            Self::Auto => AUTO,
+        }
+    }
+
+    /// What the client offers, in order.
+    pub fn offer(self) -> Vec<Algorithm> {
+        match self {
+            Self::Off => Vec::new(),
+            Self::One(a) => vec![a, Algorithm::PatternV1],
+            Self::Auto => Algorithm::ALL
+                .into_iter()
+                .filter(|a| a.available())
+                .collect(),
+        }
+    }
+}
 /// One-way delay of the emulated links: 20 ms round trip.
 const ONE_WAY_MS: f64 = 10.0;
 /// The VM-disk image's block, and how many blocks in 100 are zero and random (the rest are
@@ -113,7 +148,8 @@ pub fn link_label(link: &str) -> &'static str {
     }
 }
 
-/// The algorithm names rows can carry, in table order: [`OFF`], then smbq's order.
+/// The algorithm names rows can carry, in table order: [`OFF`], then smbq's order, then
+/// [`AUTO`].
 pub fn algorithm_order() -> Vec<&'static str> {
     std::iter::once(OFF)
         .chain(
@@ -122,6 +158,7 @@ pub fn algorithm_order() -> Vec<&'static str> {
                 .filter(|a| a.is_general())
                 .map(Algorithm::name),
         )
+        .chain(std::iter::once(AUTO))
         .collect()
 }
 
@@ -141,36 +178,31 @@ pub fn general_algorithms() -> Vec<Algorithm> {
         .collect()
 }
 
-/// The algorithms a data set is measured with (None: compression off). Random data, which
-/// does not compress, only with LZ4 and the slowest algorithm this build has.
-pub fn plan(data: &str) -> Vec<Option<Algorithm>> {
+/// How a data set is measured: off, each algorithm alone, then all of them with the pace
+/// choosing. Random data, which does not compress, only with LZ4, the slowest algorithm this
+/// build has, and all.
+pub fn plan(data: &str) -> Vec<Method> {
     let general = general_algorithms();
-    let mut v = vec![None];
+    let mut v = vec![Method::Off];
     if data == "random" {
         v.extend(
             general
                 .iter()
                 .copied()
                 .filter(|a| *a == Algorithm::Lz4)
-                .map(Some),
+                .map(Method::One),
         );
         v.extend(
             SLOWEST_FIRST
                 .into_iter()
                 .find(|a| general.contains(a))
-                .map(Some),
+                .map(Method::One),
         );
     } else {
-        v.extend(general.into_iter().map(Some));
+        v.extend(general.into_iter().map(Method::One));
     }
+    v.push(Method::Auto);
     v
-}
-
-/// What the client offers for `algorithm`: it and Pattern_V1 (runs of zeros), chained.
-fn offer(algorithm: Option<Algorithm>) -> Vec<Algorithm> {
-    algorithm
-        .map(|a| vec![a, Algorithm::PatternV1])
-        .unwrap_or_default()
 }
 
 /// xorshift64*: deterministic data without a dependency.
@@ -473,14 +505,18 @@ async fn write_file(tree: Tree, name: String, data: Bytes) -> Result<(), String>
 
 /// Fails unless the session negotiated what was offered: compression off, or on with the
 /// algorithm asked for.
-fn check_compression(tree: &Tree, algorithm: Option<Algorithm>) -> Result<(), String> {
+fn check_compression(tree: &Tree, method: Method) -> Result<(), String> {
     let n = tree.session().client().negotiated();
     let c = &n.compression;
-    match algorithm {
-        None if c.is_on() => Err("compression is on though none was offered".into()),
-        Some(a) if !c.is_on() || !c.algorithms().contains(&a) => Err(format!(
+    match method {
+        Method::Off if c.is_on() => Err("compression is on though none was offered".into()),
+        Method::One(a) if !c.is_on() || !c.algorithms().contains(&a) => Err(format!(
             "{} offered but the server settled {:?}",
             a.name(),
+            c.algorithms()
+        )),
+        Method::Auto if c.algorithms().len() < general_algorithms().len() => Err(format!(
+            "every algorithm offered but the server settled {:?}",
             c.algorithms()
         )),
         _ => Ok(()),
@@ -492,7 +528,7 @@ fn check_compression(tree: &Tree, algorithm: Option<Algorithm>) -> Result<(), St
 struct Work<'a> {
     set: &'a DataSet,
     size: u64,
-    algorithm: Option<Algorithm>,
+    method: Method,
 }
 
 /// One session: a download of the data set's file, then an upload of the same bytes.
@@ -506,7 +542,7 @@ fn one_run(
     let e = ep.clone();
     let tree = net.on_client(async move { e.open_tree().await })??;
     check_protection(ep.target, &tree)?;
-    check_compression(&tree, w.algorithm)?;
+    check_compression(&tree, w.method)?;
     let up = format!("{DIR}/upload-{}-{}.bin", w.set.name, ep.target.name());
     let data = w
         .set
@@ -549,11 +585,8 @@ fn row(
         link,
         link_desc: net.desc.clone(),
         target,
-        algorithm: w.algorithm.map_or(OFF, Algorithm::name),
-        offered: offer(w.algorithm)
-            .into_iter()
-            .map(Algorithm::name)
-            .collect(),
+        algorithm: w.method.name(),
+        offered: w.method.offer().into_iter().map(Algorithm::name).collect(),
         bytes: w.size,
         read_mb_s: s(&|p| p.0.mb_s),
         write_mb_s: s(&|p| p.1.mb_s),
@@ -596,20 +629,16 @@ fn measure(
             &tcp
         };
         for set in sets {
-            for algorithm in plan(set.name) {
-                let ep = base.clone().with_compression(offer(algorithm));
-                let w = Work {
-                    set,
-                    size,
-                    algorithm,
-                };
+            for method in plan(set.name) {
+                let ep = base.clone().with_compression(method.offer());
+                let w = Work { set, size, method };
                 let mut passes = Vec::new();
                 for r in 0..ctx.repeats() {
                     prog.step(&format!(
                         "{} {link} {} {} (repeat {})",
                         set.name,
                         target.name(),
-                        algorithm.map_or(OFF, Algorithm::name),
+                        method.name(),
                         r + 1
                     ));
                     passes.push(one_run(ctx, net, server, &ep, &w)?);
@@ -679,17 +708,19 @@ mod tests {
     fn plans_start_without_compression_and_keep_random_short() {
         for d in DATA_SETS {
             let p = plan(d);
-            assert_eq!(p[0], None);
-            assert!(p.contains(&Some(Algorithm::Lz4)), "{d}");
-            assert!(!p.contains(&Some(Algorithm::PatternV1)), "{d}");
+            assert_eq!(p[0], Method::Off);
+            assert_eq!(p.last(), Some(&Method::Auto));
+            assert!(p.contains(&Method::One(Algorithm::Lz4)), "{d}");
+            assert!(!p.contains(&Method::One(Algorithm::PatternV1)), "{d}");
         }
-        assert_eq!(plan("text").len(), 1 + general_algorithms().len());
-        assert!(plan("random").len() <= 3);
+        assert_eq!(plan("text").len(), 2 + general_algorithms().len());
+        assert!(plan("random").len() <= 4);
         assert_eq!(
-            offer(Some(Algorithm::Lz4)),
+            Method::One(Algorithm::Lz4).offer(),
             vec![Algorithm::Lz4, Algorithm::PatternV1]
         );
-        assert!(offer(None).is_empty());
+        assert!(Method::Off.offer().is_empty());
+        assert_eq!(Method::Auto.offer().len(), Algorithm::ALL.len());
     }
 
     #[test]
