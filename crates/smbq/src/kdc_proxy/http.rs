@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -140,6 +140,49 @@ impl Proxy {
     }
 }
 
+/// The request body, or None when it is over `max`. An oversized body is still read (and
+/// dropped) up to [`DRAIN_MAX`] bytes for up to [`DRAIN_TIME`], so the client has sent it
+/// all and reads the 413 instead of a reset: closing a socket with unread data resets the
+/// connection, and the client's send fails before it sees the answer.
+async fn read_body(mut body: Incoming, max: usize) -> Option<Bytes> {
+    let mut got = Vec::new();
+    let mut over = false;
+    let mut drained = 0usize;
+    let deadline = tokio::time::Instant::now() + DRAIN_TIME;
+    loop {
+        let next = if over {
+            match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(f) => f,
+                Err(_) => return None,
+            }
+        } else {
+            body.frame().await
+        };
+        let Some(Ok(frame)) = next else {
+            return (!over).then(|| Bytes::from(got));
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if over {
+            drained += data.len();
+            if drained > DRAIN_MAX {
+                return None;
+            }
+        } else if got.len() + data.len() > max {
+            over = true;
+            drained = got.len() + data.len();
+            got = Vec::new();
+        } else {
+            got.extend_from_slice(&data);
+        }
+    }
+}
+
+/// How much of an oversized request is read and dropped, and for how long, before the 413.
+const DRAIN_MAX: usize = 4 << 20;
+const DRAIN_TIME: Duration = Duration::from_secs(2);
+
 impl Proxy {
     async fn handle(&self, req: Request<Incoming>, peer: IpAddr) -> Response<Full<Bytes>> {
         if req.uri().path() != "/KdcProxy" {
@@ -156,12 +199,9 @@ impl Proxy {
             let why = "too many requests";
             return self.refuse(StatusCode::TOO_MANY_REQUESTS, peer, why, why);
         }
-        let body = match Limited::new(req.into_body(), self.settings.max_message)
-            .collect()
-            .await
-        {
-            Ok(b) => b.to_bytes(),
-            Err(_) => {
+        let body = match read_body(req.into_body(), self.settings.max_message).await {
+            Some(b) => b,
+            None => {
                 let why = "request too large";
                 return self.refuse(StatusCode::PAYLOAD_TOO_LARGE, peer, why, why);
             }
