@@ -135,15 +135,26 @@ impl Pace {
 }
 
 /// The link rate as a sender's writer measures it: `bytes` written in `elapsed` by one
-/// write (of at least [`MEASURED_MIN`] bytes: a write into an empty socket buffer measures
-/// memory, not the link, and is fast, which is right: the link then keeps up).
+/// write of at least [`MEASURED_MIN`] bytes, once [`WARM_UP`] bytes have gone. Until the
+/// socket's and the path's buffers are full, a write measures memory, not the link: a
+/// 100 Mbit/s link takes megabytes at memory speed first. So the first bytes of a
+/// connection are not measured (compressed, as while the link is unknown); later, a fast
+/// write does mean the link keeps up.
 #[derive(Clone, Debug, Default)]
 pub struct LinkRate {
     rate: Option<f64>,
+    seen: usize,
 }
+
+/// Bytes a connection writes before its link is measured.
+pub const WARM_UP: usize = 4 << 20;
 
 impl LinkRate {
     pub fn wrote(&mut self, bytes: usize, elapsed: Duration) {
+        if self.seen < WARM_UP {
+            self.seen += bytes;
+            return;
+        }
         if bytes < MEASURED_MIN {
             return;
         }
@@ -229,6 +240,11 @@ mod tests {
         p.compressed(Lz4, 1000, 10, Duration::from_secs(1));
         assert_eq!(p.measured(Lz4), (None, None));
         let mut l = LinkRate::default();
+        // The first WARM_UP bytes are not measured, however slow or fast.
+        for _ in 0..WARM_UP / (1 << 20) {
+            l.wrote(1 << 20, Duration::from_micros(100));
+        }
+        assert_eq!(l.get(), None);
         l.wrote(1000, Duration::from_secs(1));
         assert_eq!(l.get(), None);
         l.wrote(1 << 20, Duration::from_secs(1));
