@@ -140,11 +140,19 @@ impl Pace {
 /// 100 Mbit/s link takes megabytes at memory speed first. So the first bytes of a
 /// connection are not measured (compressed, as while the link is unknown); later, a fast
 /// write does mean the link keeps up.
+///
+/// The rate is bytes over seconds of writing, both decayed with the time written (a time
+/// constant of [`LINK_TAU`]): a write that took 80 ms counts 80 times what a 1 ms one does,
+/// so buffers taking megabytes at memory speed do not make a slow link look fast.
 #[derive(Clone, Debug, Default)]
 pub struct LinkRate {
-    rate: Option<f64>,
+    bytes: f64,
+    secs: f64,
     seen: usize,
 }
+
+/// How long (seconds of writing) the link's measurements are remembered for.
+pub const LINK_TAU: f64 = 2.0;
 
 /// Bytes a connection writes before its link is measured.
 pub const WARM_UP: usize = 4 << 20;
@@ -159,12 +167,14 @@ impl LinkRate {
             return;
         }
         let secs = elapsed.as_secs_f64().max(1e-6);
-        self.rate = Some(mix(self.rate, bytes as f64 / secs));
+        let keep = (-secs / LINK_TAU).exp();
+        self.bytes = self.bytes * keep + bytes as f64;
+        self.secs = self.secs * keep + secs;
     }
 
     /// Bytes per second, once measured.
     pub fn get(&self) -> Option<u64> {
-        self.rate.map(|r| r as u64)
+        (self.secs > 0.0).then(|| (self.bytes / self.secs) as u64)
     }
 }
 
@@ -249,7 +259,33 @@ mod tests {
         assert_eq!(l.get(), None);
         l.wrote(1 << 20, Duration::from_secs(1));
         assert_eq!(l.get(), Some(1 << 20));
-        l.wrote(1 << 20, Duration::from_secs(2));
-        assert_eq!(l.get(), Some(917_504)); // (3/4) 1 MiB/s + (1/4) 0.5 MiB/s
+    }
+
+    /// Buffers that take 8 MB at memory speed, then a 100 Mbit/s link: within a second of
+    /// writing the rate is the link's order of magnitude (tens of MB/s, below any
+    /// algorithm's speed), not the memory's.
+    #[test]
+    fn the_link_rate_is_weighted_by_time() {
+        let mut l = LinkRate {
+            seen: WARM_UP,
+            ..LinkRate::default()
+        };
+        for _ in 0..8 {
+            l.wrote(1_000_000, Duration::from_micros(300)); // 3.3 GB/s
+        }
+        for _ in 0..12 {
+            l.wrote(1_000_000, Duration::from_millis(80)); // 12.5 MB/s
+        }
+        let r = l.get().unwrap();
+        assert!(r < 25_000_000, "{r}");
+        // And a fast link stays fast.
+        let mut f = LinkRate {
+            seen: WARM_UP,
+            ..LinkRate::default()
+        };
+        for _ in 0..100 {
+            f.wrote(1_000_000, Duration::from_micros(800));
+        }
+        assert!(f.get().unwrap() > 1_000_000_000);
     }
 }

@@ -250,18 +250,7 @@ impl ServerConnection {
         req: &NegotiateRequest<'_>,
         mut s: Settled,
     ) -> Result<Settled, NtStatus> {
-        let mut seen = Vec::new();
-        for c in &req.contexts {
-            let t = c.context_type();
-            if t != NegotiateContextType::CONTEXTTYPE_RESERVED
-                && !matches!(c, NegotiateContext::Other { .. })
-            {
-                if seen.contains(&t) {
-                    return Err(NtStatus::INVALID_PARAMETER);
-                }
-                seen.push(t);
-            }
-        }
+        each_context_once(&req.contexts)?;
         let preauth = req.contexts.iter().find_map(|c| match c {
             NegotiateContext::PreauthIntegrity {
                 hash_algorithms, ..
@@ -440,6 +429,24 @@ impl ServerConnection {
             compression: smbq_compress::Compression::default(),
         }));
     }
+}
+
+/// MS-SMB2 3.3.5.4: a context type the server knows may come once (unknown ones are
+/// ignored), else INVALID_PARAMETER.
+fn each_context_once(contexts: &[NegotiateContext<'_>]) -> Result<(), NtStatus> {
+    let mut seen = Vec::new();
+    for c in contexts {
+        let t = c.context_type();
+        if t != NegotiateContextType::CONTEXTTYPE_RESERVED
+            && !matches!(c, NegotiateContext::Other { .. })
+        {
+            if seen.contains(&t) {
+                return Err(NtStatus::INVALID_PARAMETER);
+            }
+            seen.push(t);
+        }
+    }
+    Ok(())
 }
 
 /// What NEGOTIATE settles besides the dialect.

@@ -87,12 +87,16 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let dlen = data.len() as u32;
     let mut resp = Response::ok(body(|w| ReadResponse::default().encode_header(dlen, w)));
     resp.data = Some(data);
-    // MS-SMB2 3.3.5.12: compressed when the client asked, or the share compresses all data
-    // (SMB2_SHAREFLAG_COMPRESS_DATA); the engine does it if the connection negotiated
-    // compression and it pays.
-    resp.compress = req.flags & read_flags::REQUEST_COMPRESSED != 0
-        || ctx.tree().is_ok_and(|t| t.share.cfg.compress_data);
+    resp.compress = wants_compression(ctx, &req);
     Ok(resp)
+}
+
+/// MS-SMB2 3.3.5.12: a READ response is compressed when the client asked, or the share
+/// compresses all data (SMB2_SHAREFLAG_COMPRESS_DATA); the engine does it if the connection
+/// negotiated compression and it pays.
+fn wants_compression(ctx: &Ctx<'_>, req: &ReadRequest<'_>) -> bool {
+    req.flags & read_flags::REQUEST_COMPRESSED != 0
+        || ctx.tree().is_ok_and(|t| t.share.cfg.compress_data)
 }
 
 /// MS-FSA 2.1.5.2 / 2.1.5.3: only an open in synchronous mode (FILE_SYNCHRONOUS_IO_ALERT or
