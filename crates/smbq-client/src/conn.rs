@@ -717,7 +717,11 @@ impl Shared {
     ) -> Option<smbq_compress::Compressed> {
         let a = {
             let mut pace = self.pace.lock();
-            pace.set_link_rate(self.link.lock().get());
+            // Over QUIC a write's time measures quinn's buffer, not the link: unknown there.
+            let link = (self.kind == TransportKind::Tcp)
+                .then(|| self.link.lock().get())
+                .flatten();
+            pace.set_link_rate(link);
             pace.pick(c, self.config.compress_adaptive)?
         };
         let started = Instant::now();
