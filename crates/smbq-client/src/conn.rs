@@ -445,7 +445,7 @@ impl Shared {
         } = out;
         let p = protect.clone();
         let mut body = body;
-        if command == Command::READ && self.compression().is_some() {
+        if command == Command::READ && self.compression_on() {
             smbq_wire::read::request_compressed(&mut body);
         }
         self.call_with(
@@ -731,6 +731,15 @@ impl Shared {
             .lock()
             .record(a, prefix.len(), data.len(), out.as_ref(), took);
         out
+    }
+
+    /// Whether NEGOTIATE settled compression (without copying what it settled: asked on
+    /// every READ).
+    fn compression_on(&self) -> bool {
+        self.negotiated
+            .lock()
+            .as_ref()
+            .is_some_and(|n| n.compression.is_on())
     }
 
     /// What NEGOTIATE settled for compression, when it is on.
