@@ -630,6 +630,10 @@ fn measure(
         };
         for set in sets {
             for method in plan(set.name) {
+                let names = [set.name, link, target.name(), method.name()];
+                if !selected(&names.map(Some)) {
+                    continue;
+                }
                 let ep = base.clone().with_compression(method.offer());
                 let w = Work { set, size, method };
                 let mut passes = Vec::new();
@@ -649,6 +653,38 @@ fn measure(
     }
     let _ = net.on_client(async move { drop(quic) });
     Ok(rows)
+}
+
+/// Whether a row is measured: `SMBQ_BENCH_ROWS` (a development aid, e.g.
+/// `text,100mbit,lz77_huffman`) keeps the rows whose data set, link, target or algorithm
+/// names match one of each group of its words: a word names what it filters by what it
+/// matches. Unset: every row.
+fn selected(names: &[Option<&str>; 4]) -> bool {
+    let Ok(filter) = std::env::var("SMBQ_BENCH_ROWS") else {
+        return true;
+    };
+    filter_rows(&filter, names)
+}
+
+/// Whether `names` (data set, link, target, algorithm; None: any) pass `filter`'s
+/// comma-separated words. A word filters the position whose names it is one of; words of
+/// the same position are alternatives (`text,vmdisk`); a position no word names passes.
+fn filter_rows(filter: &str, names: &[Option<&str>; 4]) -> bool {
+    let words: Vec<&str> = filter
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+        .collect();
+    let universe: [Vec<&str>; 4] = [
+        vec!["text", "vmdisk", "random"],
+        LINKS.to_vec(),
+        TARGETS.iter().map(|t| t.name()).collect(),
+        algorithm_order(),
+    ];
+    names.iter().zip(universe.iter()).all(|(name, all)| {
+        let here: Vec<&&str> = words.iter().filter(|w| all.contains(w)).collect();
+        here.is_empty() || name.is_none_or(|n| here.iter().any(|w| **w == n))
+    })
 }
 
 /// Starts the server on one link, measures, and stops it.
@@ -683,13 +719,26 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<CompressionRow>, String> {
     for s in &sets {
         eprintln!("bench: compression data set {}: {}", s.name, s.about);
     }
-    let runs: usize = sets.iter().map(|s| plan(s.name).len()).sum();
-    let mut prog = Progress::new(
-        "compression",
-        links.len() * TARGETS.len() * runs * ctx.repeats(),
-    );
+    let runs = links
+        .iter()
+        .flat_map(|l| TARGETS.iter().map(move |t| (*l, t.name())))
+        .flat_map(|(l, t)| {
+            sets.iter().flat_map(move |s| {
+                plan(s.name)
+                    .into_iter()
+                    .map(move |m| [s.name, l, t, m.name()])
+            })
+        })
+        .filter(|names| selected(&names.map(Some)))
+        .count();
+    let mut prog = Progress::new("compression", runs * ctx.repeats());
     let mut rows = Vec::new();
     for link in links {
+        if std::env::var("SMBQ_BENCH_ROWS")
+            .is_ok_and(|f| !filter_rows(&f, &[None, Some(link), None, None]))
+        {
+            continue;
+        }
         rows.extend(on_link(ctx, link, &sets, &mut prog)?);
     }
     prog.finish();
@@ -703,6 +752,29 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<CompressionRow>, String> {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_row_filter_keeps_what_each_named_position_allows() {
+        let row = |d, l, t, a| [Some(d), Some(l), Some(t), Some(a)];
+        let f = "text,vmdisk,100mbit,lz77_huffman,off";
+        assert!(filter_rows(f, &row("text", "100mbit", "smbq-quic", "off")));
+        assert!(filter_rows(
+            f,
+            &row("vmdisk", "100mbit", "smbq-tcp-enc", "lz77_huffman")
+        ));
+        assert!(!filter_rows(
+            f,
+            &row("random", "100mbit", "smbq-quic", "off")
+        ));
+        assert!(!filter_rows(
+            f,
+            &row("text", "loopback", "smbq-quic", "off")
+        ));
+        assert!(!filter_rows(f, &row("text", "100mbit", "smbq-quic", "lz4")));
+        assert!(filter_rows(f, &[None, Some("100mbit"), None, None]));
+        assert!(!filter_rows(f, &[None, Some("1gbit"), None, None]));
+        assert!(filter_rows("", &row("random", "1gbit", "smbq-quic", "lz4")));
+    }
 
     #[test]
     fn plans_start_without_compression_and_keep_random_short() {
