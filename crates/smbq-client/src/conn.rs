@@ -77,6 +77,8 @@ pub(crate) struct Shared {
     /// How fast the writers get bytes out, and whether compressing pays against it.
     link: Mutex<smbq_compress::LinkRate>,
     pace: Mutex<smbq_compress::Pace>,
+    /// The QUIC stack's path figures (congestion window, RTT), where it has them.
+    path: Option<Arc<dyn smbq_transport::PathStats>>,
 }
 
 /// How long opening a data stream may wait for the server's grant (it comes with the first
@@ -205,6 +207,7 @@ impl Shared {
             lanes: tokio::sync::Mutex::new(Lanes::new(conn.opener)),
             link: Mutex::new(smbq_compress::LinkRate::default()),
             pace: Mutex::new(smbq_compress::Pace::default()),
+            path: conn.path,
         });
         tokio::spawn(ack_task(ack_rx, Arc::downgrade(&shared)));
         tokio::spawn(writer_task(conn.writer, rx, Arc::downgrade(&shared), true));
@@ -717,10 +720,16 @@ impl Shared {
     ) -> Option<smbq_compress::Compressed> {
         let a = {
             let mut pace = self.pace.lock();
-            // Over QUIC a write's time measures quinn's buffer, not the link: unknown there.
-            let link = (self.kind == TransportKind::Tcp)
-                .then(|| self.link.lock().get())
-                .flatten();
+            // Over QUIC a write's time measures quinn's buffer, not the link: there the
+            // congestion window over the RTT (unknown without the stack's figures).
+            let link = match (self.kind, &self.path) {
+                (TransportKind::Tcp, _) => self.link.lock().get(),
+                (_, Some(p)) => {
+                    let s = p.sample();
+                    smbq_compress::pace::window_rate(s.cwnd_bytes, s.rtt)
+                }
+                (_, None) => None,
+            };
             pace.set_link_rate(link);
             pace.pick(c, self.config.compress_adaptive)?
         };
@@ -991,7 +1000,11 @@ async fn writer_task(
         let started = Instant::now();
         let r = writer.write_chunks(&mut chunks).await;
         if let Some(s) = shared.upgrade() {
-            s.link.lock().wrote(bytes, started.elapsed());
+            let mut link = s.link.lock();
+            link.wrote(bytes, started.elapsed());
+            if let Some(p) = writer.tcp_path() {
+                link.path(p.delivery_rate, p.app_limited);
+            }
         }
         if let Err(e) = r {
             if let Some(s) = shared.upgrade() {

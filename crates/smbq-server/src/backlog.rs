@@ -52,6 +52,13 @@ impl Queued {
         self.link.lock().wrote(n, elapsed);
     }
 
+    /// The kernel's view of the path after a write (TCP_INFO), when the transport has one.
+    pub fn path(&self, sample: Option<smbq_transport::TcpPath>) {
+        if let Some(s) = sample {
+            self.link.lock().path(s.delivery_rate, s.app_limited);
+        }
+    }
+
     /// Bytes per second the writers get out, once measured.
     pub fn link_rate(&self) -> Option<u64> {
         self.link.lock().get()

@@ -56,6 +56,12 @@ pub trait ChunkWrite: Send {
     /// Sending priority of this stream against the connection's others (higher first; QUIC
     /// only, local: nothing is signalled). A no-op where there is one stream.
     fn set_priority(&mut self, _priority: i32) {}
+
+    /// What the kernel measured of the path under this stream (TCP only: TCP_INFO's
+    /// delivery rate); None where the transport has no such view (QUIC).
+    fn tcp_path(&self) -> Option<smbq_tcpinfo::TcpPath> {
+        None
+    }
 }
 
 /// Drops the first `n` written bytes from `chunks`, emptying whole chunks first; returns the

@@ -40,6 +40,7 @@ pub use crate::tcp::connect_tcp;
 pub use crate::tls::{TlsError, TlsSettings, crypto_provider, server_config};
 /// The rustls this crate builds on, so callers name the same `CertificateDer`, `KeyLog`, ...
 pub use rustls;
+pub use smbq_tcpinfo::TcpPath;
 
 use std::net::SocketAddr;
 

@@ -132,4 +132,9 @@ impl ChunkWrite for TcpWriter {
     fn shutdown(&mut self) -> IoFuture<'_, ()> {
         Box::pin(async move { self.inner.shutdown().await })
     }
+
+    fn tcp_path(&self) -> Option<smbq_tcpinfo::TcpPath> {
+        let stream: &TcpStream = self.inner.as_ref();
+        smbq_tcpinfo::sample(stream)
+    }
 }

@@ -53,6 +53,7 @@ pub(super) fn spawn(
             let started = std::time::Instant::now();
             let r = writer.write_chunks(&mut batch).await;
             queued.took(bytes, started.elapsed());
+            queued.path(writer.tcp_path());
             queued.written(bytes);
             if r.is_err() {
                 gone.cancel();
