@@ -1002,7 +1002,10 @@ async fn writer_task(
         if let Some(s) = shared.upgrade() {
             let mut link = s.link.lock();
             link.wrote(bytes, started.elapsed());
-            if let Some(p) = writer.tcp_path() {
+            // A system call: only after the writes the pace measures.
+            if bytes >= smbq_compress::pace::MEASURED_MIN
+                && let Some(p) = writer.tcp_path()
+            {
                 link.path(p.delivery_rate, p.app_limited);
             }
         }

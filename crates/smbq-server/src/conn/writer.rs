@@ -53,7 +53,11 @@ pub(super) fn spawn(
             let started = std::time::Instant::now();
             let r = writer.write_chunks(&mut batch).await;
             queued.took(bytes, started.elapsed());
-            queued.path(writer.tcp_path());
+            // The kernel's view costs a system call: asked only after the writes the pace
+            // measures (small answers, 4 KiB random I/O, would pay it for nothing).
+            if bytes >= smbq_compress::pace::MEASURED_MIN {
+                queued.path(writer.tcp_path());
+            }
             queued.written(bytes);
             if r.is_err() {
                 gone.cancel();
