@@ -304,10 +304,16 @@ def test_client_certificate_access_control(workdir, tool):
         assert "session established" not in log, log
         assert not re.search(r'transport="?quic', log), log
 
+        assert "quic_connect" not in log, log
         r = probe("allowed")
         assert r.get("outcome") == "response", r["_text"]
         assert r.get("status") == "0x00000000" and r.get("dialect") == "0x0311", r["_text"]
         assert re.search(r'transport="?quic', s.server_log()), s.server_log()
+        # One audit line for the admitted connection, naming its certificate (issue 34 item 5).
+        audit = [l for l in s.server_log().splitlines() if "quic_connect" in l]
+        assert len(audit) == 1, audit
+        assert "smbq::audit" in audit[0] and fp["allowed"] in audit[0], audit
+        assert "subject=CN=allowed" in audit[0], audit
 
         # The smb crate has no client certificate to offer, so it is refused as well.
         rc, out = smb(s, "ls", timeout=60, step=10)

@@ -68,6 +68,20 @@ pub struct Connection {
     /// The QUIC path's figures for `smbq status` and the metrics; None on TCP (the kernel
     /// keeps those) and on MsQuic.
     pub path: Option<std::sync::Arc<dyn PathStats>>,
+    /// Server side of QUIC under `client_auth`: the certificate the client was admitted
+    /// with, for the connection's audit line.
+    pub client_cert: Option<ClientCert>,
+}
+
+/// A client certificate as the audit line names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientCert {
+    /// SHA-256 of the DER leaf.
+    pub fingerprint: [u8; 32],
+    pub subject: String,
+    pub issuer: String,
+    /// DNS subject alternative names.
+    pub names: Vec<String>,
 }
 
 /// What a QUIC connection's path looks like now.

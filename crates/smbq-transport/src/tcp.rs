@@ -71,6 +71,7 @@ fn connection(stream: TcpStream, peer: SocketAddr) -> io::Result<Connection> {
         gate: None,
         opener: None,
         path: None,
+        client_cert: None,
     })
 }
 

@@ -56,6 +56,7 @@ fn echo_stream(s: DataStream) -> tokio::task::JoinHandle<usize> {
         gate: None,
         opener: None,
         path: None,
+        client_cert: None,
     }))
 }
 

@@ -240,7 +240,7 @@ async fn client_auth_fingerprints() {
     let policy = ClientPolicy {
         allow_fingerprints: vec![fingerprint(&alice.der), fingerprint(&mallory.der)],
         deny_fingerprints: vec![fingerprint(&mallory.der)],
-        trusted_cas: vec![],
+        ..ClientPolicy::default()
     };
     let store = CertStore::new(vec![server.entry(&["files.test"])]).unwrap();
     let listener = listen(store, ClientAuth::Required(policy), test_settings());
@@ -269,9 +269,8 @@ async fn client_auth_trusted_ca() {
     let bob = ca.issue_client("bob");
     let stranger = other_ca.issue_client("stranger");
     let policy = ClientPolicy {
-        allow_fingerprints: vec![],
-        deny_fingerprints: vec![],
         trusted_cas: vec![ca.der()],
+        ..ClientPolicy::default()
     };
     let store = CertStore::new(vec![server.entry(&["files.test"])]).unwrap();
     let listener = listen(store.clone(), ClientAuth::Required(policy), test_settings());
@@ -283,9 +282,9 @@ async fn client_auth_trusted_ca() {
 
     // A deny entry for the CA itself covers every leaf the client sends it with.
     let deny_ca = ClientPolicy {
-        allow_fingerprints: vec![],
         deny_fingerprints: vec![fingerprint(&ca.der())],
         trusted_cas: vec![ca.der()],
+        ..ClientPolicy::default()
     };
     let listener2 = listen(store, ClientAuth::Required(deny_ca), test_settings());
     let addr2 = listener2.local_addr().unwrap();
@@ -295,6 +294,69 @@ async fn client_auth_trusted_ca() {
         Err(QuicConnectError::Refused(why)) => assert!(why.contains("AccessDenied"), "{why}"),
         other => panic!("unexpected {other:?}"),
     }
+}
+
+/// Windows' client access control by issuer (`-IdentifierType ISSUER`) and by subject
+/// alternative name, in real handshakes: allow lists narrow what a trusted CA admits, deny
+/// lists win, and a name never admits a chain that did not verify.
+#[tokio::test]
+async fn client_auth_by_issuer_and_name() {
+    let server = server_cert("files.test");
+    let ca = Ca::new("smbq test CA");
+    let bob = ca.issue_client("bob.clients.test");
+    let carol = ca.issue_client("carol.elsewhere.test");
+    let forger = self_signed("bob.clients.test", ExtendedKeyUsagePurpose::ClientAuth);
+    let store = CertStore::new(vec![server.entry(&["files.test"])]).unwrap();
+    let trust = || trusting(&[&server]);
+    let with = |p: ClientPolicy| {
+        listen(
+            store.clone(),
+            ClientAuth::Required(ClientPolicy {
+                trusted_cas: vec![ca.der()],
+                ..p
+            }),
+            test_settings(),
+        )
+    };
+    let refused_as = async |l: &smbq_transport::QuicListener, c: &Cert| {
+        refused(l.local_addr().unwrap(), "files.test", trust(), Some(c)).await
+    };
+
+    // Names: only *.clients.test; a self-signed certificate claiming the name is not
+    // trusted, so the name does not help it.
+    let l = with(ClientPolicy {
+        allow_names: vec!["*.Clients.test.".into()],
+        ..ClientPolicy::default()
+    });
+    assert_client_echo_as(&l, "files.test", trust(), Some(&bob)).await;
+    assert!(refused_as(&l, &carol).await.contains("AccessDenied"));
+    assert!(refused_as(&l, &forger).await.contains("UnknownCA"));
+
+    // Issuer, written with other case and spacing than the certificate has it.
+    let l = with(ClientPolicy {
+        allow_issuers: vec!["cn = SMBQ Test CA".into()],
+        ..ClientPolicy::default()
+    });
+    assert_client_echo_as(&l, "files.test", trust(), Some(&carol)).await;
+    let l = with(ClientPolicy {
+        allow_issuers: vec!["CN=another CA".into()],
+        ..ClientPolicy::default()
+    });
+    assert!(refused_as(&l, &carol).await.contains("AccessDenied"));
+
+    // Deny wins over allow, by name and by issuer.
+    let l = with(ClientPolicy {
+        allow_issuers: vec!["CN=smbq test CA".into()],
+        deny_names: vec!["bob.clients.test".into()],
+        ..ClientPolicy::default()
+    });
+    assert!(refused_as(&l, &bob).await.contains("AccessDenied"));
+    assert_client_echo_as(&l, "files.test", trust(), Some(&carol)).await;
+    let l = with(ClientPolicy {
+        deny_issuers: vec!["CN=smbq test CA".into()],
+        ..ClientPolicy::default()
+    });
+    assert!(refused_as(&l, &bob).await.contains("AccessDenied"));
 }
 
 #[tokio::test]

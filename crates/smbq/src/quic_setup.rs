@@ -67,6 +67,10 @@ pub fn client_auth(q: &QuicConfig) -> Result<ClientAuth, String> {
                 allow_fingerprints: q.allow_fingerprints()?,
                 deny_fingerprints: q.deny_fingerprints()?,
                 trusted_cas,
+                allow_issuers: q.allow_issuers.clone(),
+                deny_issuers: q.deny_issuers.clone(),
+                allow_names: q.allow_names.clone(),
+                deny_names: q.deny_names.clone(),
             }))
         }
     }

@@ -51,7 +51,12 @@ pub struct Runtime {
     admission: Arc<Admission>,
     /// Failed-logon throttle and log.
     logon: Arc<LogonGuard>,
+    /// The audit line of each QUIC connection (its client certificate), rate-limited.
+    quic_audit: crate::audit::AuditWindow,
 }
+
+/// QUIC connections audited one by one per audit window; past that they are counted.
+const QUIC_AUDITS_PER_WINDOW: u32 = 200;
 
 impl Runtime {
     pub fn new(
@@ -75,6 +80,7 @@ impl Runtime {
             next_session_id: AtomicU64::new(((seed & 0x7FFF) << 16) | 1),
             admission,
             logon,
+            quic_audit: crate::audit::AuditWindow::new("quic_connect", QUIC_AUDITS_PER_WINDOW),
         })
     }
 }
@@ -141,6 +147,9 @@ pub fn spawn_connection(conn: Connection, rt: Arc<Runtime>, shutdown: Shutdown) 
         TransportKind::Tcp => "tcp",
         TransportKind::Quic => "quic",
     };
+    if conn.kind == TransportKind::Quic && rt.quic_audit.admit(std::time::Instant::now()) {
+        audit_quic(&conn);
+    }
     let span = info_span!("conn", id, peer = %conn.peer, transport);
     tokio::spawn(
         async move {
@@ -154,6 +163,30 @@ pub fn spawn_connection(conn: Connection, rt: Arc<Runtime>, shutdown: Shutdown) 
         }
         .instrument(span),
     );
+}
+
+/// One audit line per QUIC connection, naming the client certificate it was admitted with
+/// (Windows logs event 30832 for client certificate access).
+fn audit_quic(conn: &Connection) {
+    match &conn.client_cert {
+        Some(c) => info!(
+            target: crate::AUDIT,
+            event = "quic_connect",
+            peer = %conn.peer,
+            client_cert = %smbq_transport::fingerprint_hex(&c.fingerprint),
+            subject = %c.subject,
+            issuer = %c.issuer,
+            names = ?c.names,
+            "QUIC connection admitted with a client certificate"
+        ),
+        None => info!(
+            target: crate::AUDIT,
+            event = "quic_connect",
+            peer = %conn.peer,
+            client_cert = "none",
+            "QUIC connection admitted without a client certificate"
+        ),
+    }
 }
 
 /// Why a connection ended, other than by the client closing it or the server shutting down.

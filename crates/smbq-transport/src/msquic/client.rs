@@ -151,6 +151,7 @@ impl MsQuicClient {
             gate: None,
             opener: None,
             path: None,
+            client_cert: None,
         })
     }
 

@@ -360,6 +360,7 @@ impl ConnState {
             gate: None,
             opener: None,
             path: None,
+            client_cert: None,
         };
         tracing::debug!(peer = %self.peer, "SMB over QUIC connection ready (msquic)");
         if let Err(e) = self.shared.ready.try_send(Ok(connection)) {

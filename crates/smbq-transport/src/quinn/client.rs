@@ -124,6 +124,7 @@ impl QuicClient {
             gate: None,
             opener: Some(opener),
             path: Some(path),
+            client_cert: None,
         })
     }
 

@@ -428,6 +428,17 @@ fn admit(incoming: Incoming, shared: &Arc<Shared>, tx: &mpsc::Sender<io::Result<
             gate,
             opener: None,
             path: Some(std::sync::Arc::new(super::QuinnPath(conn.clone()))),
+            client_cert: conn
+                .peer_identity()
+                .and_then(|id| {
+                    id.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+                        .ok()
+                })
+                .and_then(|chain| {
+                    chain
+                        .first()
+                        .map(|leaf| crate::client_auth::client_cert(leaf))
+                }),
         };
         tracing::debug!(%peer, "SMB over QUIC connection ready");
         tokio::spawn(watch(conn, gone, slot, shared, feed));
