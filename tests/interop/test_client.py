@@ -98,8 +98,10 @@ def smbq(workdir, request):
     assert rc == 0, s.server_log()
 
 
-def exercise_every_command(cli: Cli, share_dir: pathlib.Path | None, local: pathlib.Path):
-    """mkdir, put, ls, stat, cat, mv, get, rm, rmdir, shares; checks each on both sides."""
+def exercise_every_command(cli: Cli, share_dir: pathlib.Path | None, local: pathlib.Path,
+                           pipes_over_quic: bool = False):
+    """mkdir, put, ls, stat, cat, mv, get, rm, rmdir, shares; checks each on both sides.
+    Over QUIC `shares` is refused unless the server allows named pipes there."""
     local.mkdir(parents=True, exist_ok=True)
     src = local / "hello.txt"
     src.write_bytes(b"hello from smbq\n" * 1000)
@@ -122,7 +124,14 @@ def exercise_every_command(cli: Cli, share_dir: pathlib.Path | None, local: path
     cli.run("rmdir", cli.url("docs"))
     if share_dir is not None:
         assert not (share_dir / "docs").exists()
-    shares = cli.run("shares", f"smb://{cli.user}@{cli.host}:{cli.port}").stdout.decode()
+    server_url = f"smb://{cli.user}@{cli.host}:{cli.port}"
+    if cli.transport == "quic" and not pipes_over_quic:
+        # Named pipes (srvsvc) are refused over QUIC by default, as on Windows.
+        p = cli.run("shares", server_url, check=False)
+        assert p.returncode == EXIT_ACCESS, p.stderr
+        assert b"over QUIC by default" in p.stderr, p.stderr
+        return
+    shares = cli.run("shares", server_url).stdout.decode()
     assert re.search(rf"^{cli.share}\b", shares, re.M), shares
     assert "IPC$" in shares, shares
 
@@ -130,6 +139,17 @@ def exercise_every_command(cli: Cli, share_dir: pathlib.Path | None, local: path
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_every_command(smbq, workdir, transport):
     exercise_every_command(smbq_cli(smbq, transport), smbq.share, workdir / "local")
+
+
+def test_shares_over_quic_when_the_server_allows_named_pipes(workdir):
+    """`[quic] restrict_named_pipes = false` lets srvsvc (the share list) through over QUIC."""
+    s = SmbqServer(workdir, quic_port=free_udp_port(),
+                   config="[quic]\nrestrict_named_pipes = false\n")
+    try:
+        exercise_every_command(smbq_cli(s, "quic"), s.share, workdir / "local",
+                               pipes_over_quic=True)
+    finally:
+        assert s.stop() == 0
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -51,14 +51,52 @@ async fn file_operations_over_quic_with_transport_security() {
     assert_eq!(list[0].meta.size, data.len() as u64);
     tree.remove("q/f.bin").await.unwrap();
     tree.rmdir("q").await.unwrap();
+}
+
+async fn quic_session(srv: &TestServer) -> smbq_client::Session {
+    let qc = quic_client(ServerTrust::Pin(srv.pin));
+    let conn = qc.connect(srv.quic.unwrap(), "localhost").await.unwrap();
+    let client = Client::connect(conn, ClientConfig::default())
+        .await
+        .unwrap();
+    client.login(USER, "", PASSWORD).await.unwrap()
+}
+
+/// Windows' RestrictNamedpipeAccessViaQuic (default on there and here): no named pipe, so
+/// no srvsvc share listing, over QUIC; over TCP, or with `[quic] restrict_named_pipes =
+/// false`, the listing works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_pipes_are_refused_over_quic_unless_allowed() {
+    let srv = start_with(EncryptPolicy::Off, true).await;
+    let e = quic_session(&srv).await.shares().await.err().unwrap();
+    assert!(e.to_string().contains("ACCESS_DENIED"), "{e}");
+    let (_c, tcp, _t) = login(&srv, ClientConfig::default()).await;
     assert!(
-        session
-            .shares()
+        tcp.shares()
             .await
             .unwrap()
             .iter()
             .any(|s| s.name == "share")
     );
+
+    let open =
+        start_server_tuned(EncryptPolicy::Off, |c| c.restrict_named_pipes_quic = false).await;
+    let listed = quic_session(&open).await.shares().await.unwrap();
+    assert!(listed.iter().any(|s| s.name == "share"));
+}
+
+/// `[quic] ntlm = false`: NTLM is refused on QUIC connections and still accepted over TCP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ntlm_can_be_refused_over_quic_only() {
+    let srv = start_tuned(EncryptPolicy::Off, |e| e.ntlm_quic = false).await;
+    let qc = quic_client(ServerTrust::Pin(srv.pin));
+    let conn = qc.connect(srv.quic.unwrap(), "localhost").await.unwrap();
+    let client = Client::connect(conn, ClientConfig::default())
+        .await
+        .unwrap();
+    assert!(client.login(USER, "", PASSWORD).await.is_err());
+    let (_c, tcp, _t) = login(&srv, ClientConfig::default()).await;
+    assert!(tcp.signs());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,6 +37,10 @@ pub struct EngineConfig {
     pub kerberos: Option<std::sync::Arc<dyn smbq_auth::Kerberos>>,
     /// Accept NTLMSSP; false leaves Kerberos as the only way in.
     pub ntlm: bool,
+    /// Accept NTLMSSP on QUIC connections too (`[quic] ntlm`): false leaves Kerberos (through
+    /// the KDC proxy) as the only way in over UDP 443, where NTLM relay and coercion would
+    /// otherwise reach the internet.
+    pub ntlm_quic: bool,
     /// Offer multichannel (SMB2_GLOBAL_CAP_MULTI_CHANNEL) and accept session binding
     /// (MS-SMB2 3.3.5.5.2) on TCP connections.
     pub multichannel_tcp: bool,
@@ -86,6 +90,7 @@ impl EngineConfig {
             observer: crate::observe::none(),
             kerberos: None,
             ntlm: true,
+            ntlm_quic: true,
             multichannel_tcp: true,
             multichannel_quic: false,
             compression: smbq_compress::Algorithm::ALL

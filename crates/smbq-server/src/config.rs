@@ -62,6 +62,9 @@ pub struct ServerConfig {
     pub logon: crate::LogonPolicy,
     /// What FSCTL_QUERY_NETWORK_INTERFACE_INFO may advertise (handlers/interfaces.rs).
     pub interfaces: InterfacePolicy,
+    /// Refuse named pipes on QUIC connections (`[quic] restrict_named_pipes`, Windows'
+    /// RestrictNamedpipeAccessViaQuic).
+    pub restrict_named_pipes_quic: bool,
 }
 
 /// What the server may advertise to multichannel clients (MS-SMB2 3.3.5.15.11).

@@ -273,6 +273,7 @@ mod tests {
             refuse_hardlinks: false,
             logon: Default::default(),
             interfaces: Default::default(),
+            restrict_named_pipes_quic: true,
         }
     }
 

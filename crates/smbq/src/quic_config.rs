@@ -34,6 +34,27 @@ pub struct QuicConfig {
     /// PEM files of CAs whose client certificates are accepted.
     #[serde(default)]
     pub trusted_ca_files: Vec<PathBuf>,
+    /// Client certificates (verified to a trusted CA) admitted only when issued by one of
+    /// these, by the issuer's distinguished name (`CN=Contoso Issuing CA, O=Contoso`), as
+    /// Windows' `Grant-SmbClientAccessToServer -IdentifierType ISSUER`.
+    #[serde(default)]
+    pub allow_issuers: Vec<String>,
+    /// Client certificates refused when issued by one of these names; deny always wins.
+    #[serde(default)]
+    pub deny_issuers: Vec<String>,
+    /// Client certificates (verified to a trusted CA) admitted only when one of their
+    /// subject alternative names (DNS names; `*.domain` matches one label) is listed.
+    #[serde(default)]
+    pub allow_names: Vec<String>,
+    /// Client certificates refused when a subject alternative name is listed.
+    #[serde(default)]
+    pub deny_names: Vec<String>,
+    /// NTLM over QUIC (default true). false: Kerberos only on QUIC connections (through the
+    /// KDC proxy), so NTLM relay and coercion cannot come in over UDP 443; needs a keytab.
+    pub ntlm: Option<bool>,
+    /// Refuse named pipes (IPC$ opens: srvsvc, lsarpc, ...) on QUIC connections, as
+    /// Windows' RestrictNamedpipeAccessViaQuic (default true there and here).
+    pub restrict_named_pipes: Option<bool>,
     /// Honour SMB2_ACCEPT_TRANSPORT_LEVEL_SECURITY (skip SMB encryption inside TLS 1.3).
     pub transport_security: Option<bool>,
     /// Multichannel (session binding) on QUIC connections; default false, as Windows binds
@@ -187,6 +208,25 @@ impl QuicConfig {
         }
         self.allow_fingerprints()?;
         self.deny_fingerprints()?;
+        let by_name = !self.allow_issuers.is_empty() || !self.allow_names.is_empty();
+        if by_name && self.trusted_ca_files.is_empty() {
+            return Err(
+                "[quic] allow_issuers and allow_names need trusted_ca_files: a name is only \
+                 worth what the CA that signed it vouches for"
+                    .into(),
+            );
+        }
+        if [
+            &self.allow_issuers,
+            &self.deny_issuers,
+            &self.allow_names,
+            &self.deny_names,
+        ]
+        .iter()
+        .any(|l| l.iter().any(|n| n.trim().is_empty()))
+        {
+            return Err("[quic] empty name in allow/deny_issuers or allow/deny_names".into());
+        }
         if self.client_auth == ClientAuthMode::Required
             && self.allow_fingerprints.is_empty()
             && self.trusted_ca_files.is_empty()

@@ -213,6 +213,12 @@ pub(crate) fn load_config(args: &ServeArgs) -> Result<FileConfig, String> {
         file.quic.stack = Some(stack.clone());
     }
     file.quic.validate()?;
+    if file.quic.ntlm == Some(false) && file.kerberos.keytab.is_none() {
+        return Err(
+            "[quic] ntlm = false needs [kerberos] keytab: without it no logon could succeed over QUIC"
+                .into(),
+        );
+    }
     if let Some(l) = &file.log.level {
         crate::logging::parse_level(l)?;
     }
@@ -319,6 +325,7 @@ fn server_configs(
             listen: file.listen.filter(|a| !a.is_unspecified()),
             rss_capable: file.rss_capable.unwrap_or(false),
         },
+        restrict_named_pipes_quic: file.quic.restrict_named_pipes.unwrap_or(true),
     };
     let mut engine_cfg = EngineConfig::new(limits, guid, &server_name)
         .require_signing(file.require_signing)
@@ -514,6 +521,7 @@ fn authentication(
         .acceptor(state_dir, accounts.clone())?
         .map(|k| -> Arc<dyn smbq_auth::Kerberos> { k });
     engine_cfg.ntlm = file.kerberos.ntlm();
+    engine_cfg.ntlm_quic = file.quic.ntlm.unwrap_or(true);
     if let Some(k) = &file.kerberos.keytab {
         let realm = file.kerberos.realm.as_deref().unwrap_or("(map only)");
         eprintln!(

@@ -49,7 +49,7 @@ pub async fn start_with(encrypt: EncryptPolicy, quic: bool) -> TestServer {
 
 /// A server whose QUIC listener (if any) runs with `quic`.
 pub async fn start_quic_with(encrypt: EncryptPolicy, quic: Option<QuicSettings>) -> TestServer {
-    start_full(encrypt, quic, false, |_| {}).await
+    start_full(encrypt, quic, false, |_| {}, |_| {}).await
 }
 
 /// A server (QUIC too) whose engine configuration `tune` adjusts.
@@ -58,19 +58,29 @@ pub async fn start_tuned(
     encrypt: EncryptPolicy,
     tune: impl FnOnce(&mut EngineConfig),
 ) -> TestServer {
-    start_full(encrypt, Some(QuicSettings::default()), false, tune).await
+    start_full(encrypt, Some(QuicSettings::default()), false, |_| {}, tune).await
 }
 
 /// A server with QUIC whose share requires encryption (`encrypt = true` on the share).
 #[allow(dead_code)] // not every test binary uses it
 pub async fn start_encrypted_share(encrypt: EncryptPolicy) -> TestServer {
-    start_full(encrypt, Some(QuicSettings::default()), true, |_| {}).await
+    start_full(encrypt, Some(QuicSettings::default()), true, |_| {}, |_| {}).await
+}
+
+/// A server (QUIC too) whose server configuration `tune` adjusts.
+#[allow(dead_code)] // not every test binary uses it
+pub async fn start_server_tuned(
+    encrypt: EncryptPolicy,
+    tune: impl FnOnce(&mut ServerConfig),
+) -> TestServer {
+    start_full(encrypt, Some(QuicSettings::default()), false, tune, |_| {}).await
 }
 
 async fn start_full(
     encrypt: EncryptPolicy,
     quic: Option<QuicSettings>,
     share_encrypt: bool,
+    tune_server: impl FnOnce(&mut ServerConfig),
     tune: impl FnOnce(&mut EngineConfig),
 ) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
@@ -99,7 +109,10 @@ async fn start_full(
         refuse_hardlinks: true,
         logon: Default::default(),
         interfaces: Default::default(),
+        restrict_named_pipes_quic: true,
     };
+    let mut cfg = cfg;
+    tune_server(&mut cfg);
     let server = smbq_server::Server::new(cfg).unwrap();
     let mut engine = EngineConfig::new(Limits::default(), [7; 16], "SMBQTEST").encrypt(
         matches!(encrypt, EncryptPolicy::Required),

@@ -112,7 +112,7 @@ impl ServerConnection {
         caps: u32,
         contexts: Vec<NegotiateContext<'_>>,
     ) -> Vec<u8> {
-        let token = smbq_auth::spnego_init_token(self.cfg.kerberos.is_some(), self.cfg.ntlm);
+        let token = smbq_auth::spnego_init_token(self.cfg.kerberos.is_some(), self.ntlm());
         let small = dialect == Dialect::SMB2_0_2 || dialect == Dialect::WILDCARD;
         let cap_size = |v: u32| if small { v.min(65536) } else { v };
         let mut sec_mode = security_mode::SIGNING_ENABLED;

@@ -11,7 +11,7 @@ use smbq_wire::negotiate::{capabilities, security_mode};
 use smbq_wire::session_setup::{SessionSetupRequest, SessionSetupResponse, session_flags};
 use smbq_wire::{Dialect, Header, NtStatus, Writer};
 
-use super::{Action, ConnState, ERROR_BODY, Env, ServerConnection};
+use super::{Action, ConnState, ERROR_BODY, Env, ServerConnection, Transport};
 use crate::config::EngineConfig;
 use crate::error::Violation;
 use crate::nonces::NonceLedger;
@@ -191,8 +191,13 @@ impl ServerConnection {
             allow_guest: self.cfg.guest_ok,
             allow_anonymous: self.cfg.anonymous_ok,
             kerberos: self.cfg.kerberos.clone(),
-            ntlm: self.cfg.ntlm,
+            ntlm: self.ntlm(),
         }
+    }
+
+    /// Whether NTLM is accepted on this connection: `ntlm`, and over QUIC `ntlm_quic` too.
+    pub(super) fn ntlm(&self) -> bool {
+        self.cfg.ntlm && (self.transport != Transport::Quic || self.cfg.ntlm_quic)
     }
 
     /// The session a SESSION_SETUP is for: a new one (SessionId 0), or one in progress or

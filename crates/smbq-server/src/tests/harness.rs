@@ -52,6 +52,7 @@ pub fn config(shares: Vec<ShareConfig>) -> ServerConfig {
         refuse_hardlinks: false,
         logon: Default::default(),
         interfaces: Default::default(),
+        restrict_named_pipes_quic: true,
     }
 }
 

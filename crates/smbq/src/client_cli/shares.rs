@@ -71,7 +71,18 @@ async fn run(a: SharesArgs, c: &mut Connector) -> Result<(), CliError> {
     each(a.urls, async |u: SmbUrl| {
         let at = |e: CliError| e.at("shares", &u.raw);
         let session = c.session(&u).await.map_err(at)?;
-        let mut list = session.shares().await.map_err(|e| at(e.into()))?;
+        let quic = session.client().transport() == smbq_transport::TransportKind::Quic;
+        let mut list = session.shares().await.map_err(|e| {
+            let denied = matches!(&e, smbq_client::Error::Status { status, .. }
+                if *status == smbq_wire::NtStatus::ACCESS_DENIED);
+            let err = at(e.into());
+            if quic && denied {
+                // Windows' RestrictNamedpipeAccessViaQuic, smbq's [quic] restrict_named_pipes.
+                err.note("servers refuse named pipes (the share list) over QUIC by default; list the shares over TCP")
+            } else {
+                err
+            }
+        })?;
         list.sort_by_key(|x| x.name.to_lowercase());
         let mut out = std::io::stdout().lock();
         out.write_all(table(&list).as_bytes())

@@ -146,6 +146,13 @@ fn open_pipe(
     intent: &CreateIntent,
     id: u64,
 ) -> Result<Done, NtStatus> {
+    // Windows' RestrictNamedpipeAccessViaQuic: RPC over named pipes (srvsvc, and the
+    // coercion routes through others) is not offered to the internet over UDP 443.
+    if ctx.conn.transport == smbq_proto::engine::Transport::Quic
+        && ctx.srv.config().restrict_named_pipes_quic
+    {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
     let name = intent.name.rsplit('\\').next().unwrap_or_default();
     let io = (ctx.srv.pipe_factory())(name, ctx.srv.config(), &ctx.view.identity)
         .ok_or(NtStatus::OBJECT_NAME_NOT_FOUND)?;
