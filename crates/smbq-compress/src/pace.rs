@@ -12,8 +12,15 @@ use std::time::Duration;
 
 use crate::{Algorithm, Compressed, Compression};
 
-/// While no algorithm pays, one message in this many is still compressed.
+/// While no algorithm pays, one message in this many is still compressed at first; each
+/// probe that finds nothing worth it doubles the interval, up to [`PROBE_MAX`] (random data
+/// on a fast link paid 2-5 % for probes every 64 messages).
 pub const PROBE_EVERY: u32 = 64;
+/// The longest interval between probes, in messages.
+pub const PROBE_MAX: u32 = 1024;
+/// Input over output below this is data that does not compress: what the transform keeps
+/// must save 1/32 (smaller results are thrown away).
+const SHRINKS: f64 = 1.0 + 1.0 / 32.0;
 /// Messages and writes shorter than this are not measured (fixed costs would dominate).
 pub const MEASURED_MIN: usize = 64 * 1024;
 /// Weight of a new measurement in the running averages.
@@ -40,6 +47,8 @@ pub struct Pace {
     measured: [Measured; Algorithm::ALL.len()],
     skipped: u32,
     probes: usize,
+    /// Messages between probes now (0: [`PROBE_EVERY`]).
+    interval: u32,
 }
 
 fn index(a: Algorithm) -> usize {
@@ -58,7 +67,16 @@ impl Pace {
     /// one that moves the most, if that beats the link, or a probe.
     pub fn choose(&mut self, candidates: &[Algorithm]) -> Option<Algorithm> {
         let Some(link) = self.link else {
-            return candidates.first().copied();
+            // Unknown link: the first candidate, unless it found the data incompressible.
+            let first = candidates.first().copied()?;
+            if self.measured[index(first)]
+                .ratio
+                .is_some_and(|r| r < SHRINKS)
+            {
+                return self.probe(candidates);
+            }
+            self.interval = PROBE_EVERY;
+            return Some(first);
         };
         if let Some(a) = candidates
             .iter()
@@ -76,13 +94,26 @@ impl Pace {
             .max_by(|a, b| moves(a).total_cmp(&moves(b)))?;
         if moves(&best) > link {
             self.skipped = 0;
+            self.interval = PROBE_EVERY;
             return Some(best);
         }
+        self.probe(candidates)
+    }
+
+    /// None, but every so many messages a candidate (in turn), the interval doubling after
+    /// each probe until something pays again.
+    fn probe(&mut self, candidates: &[Algorithm]) -> Option<Algorithm> {
+        let every = if self.interval == 0 {
+            PROBE_EVERY
+        } else {
+            self.interval
+        };
         self.skipped += 1;
-        if self.skipped < PROBE_EVERY {
+        if self.skipped < every {
             return None;
         }
         self.skipped = 0;
+        self.interval = every.saturating_mul(2).min(PROBE_MAX);
         self.probes = self.probes.wrapping_add(1);
         candidates.get(self.probes % candidates.len()).copied()
     }
@@ -266,10 +297,11 @@ mod tests {
         p.set_link_rate(Some(120 * MB as u64)); // 1 Gbit/s: the faster one
         assert!((0..100).all(|_| p.choose(&both) == Some(Lz4)));
         p.set_link_rate(Some(1200 * MB as u64)); // faster than either: none, but probes
-        let tried = (0..PROBE_EVERY * 4)
+        let tried: Vec<u32> = (1..=PROBE_EVERY * 16)
             .filter(|_| p.choose(&both).is_some())
-            .count();
-        assert_eq!(tried, 4);
+            .collect();
+        // Each probe that changed nothing doubles the interval: 64, 128, 256, 512.
+        assert_eq!(tried, vec![64, 192, 448, 960]);
     }
 
     #[test]
@@ -288,6 +320,20 @@ mod tests {
             }
         }
         assert!(picked > PROBE_EVERY as usize, "{picked}");
+    }
+
+    /// With the link unknown (a QUIC stack without path figures) the first candidate is
+    /// used, unless it found the data incompressible: then only probes.
+    #[test]
+    fn an_unknown_link_gets_no_compression_of_incompressible_data() {
+        let mut p = Pace::default();
+        assert_eq!(p.choose(&[Lz4]), Some(Lz4));
+        p.compressed(Lz4, MB, MB, MS / 10); // gave up
+        let tried = (0..PROBE_EVERY).filter(|_| p.choose(&[Lz4]).is_some()).count();
+        assert_eq!(tried, 1);
+        p.compressed(Lz4, MB, MB / 100, MS / 10); // the data changed: it pays again
+        p.compressed(Lz4, MB, MB / 100, MS / 10);
+        assert_eq!(p.choose(&[Lz4]), Some(Lz4));
     }
 
     #[test]
