@@ -213,12 +213,7 @@ pub(crate) fn load_config(args: &ServeArgs) -> Result<FileConfig, String> {
         file.quic.stack = Some(stack.clone());
     }
     file.quic.validate()?;
-    if file.quic.ntlm == Some(false) && file.kerberos.keytab.is_none() {
-        return Err(
-            "[quic] ntlm = false needs [kerberos] keytab: without it no logon could succeed over QUIC"
-                .into(),
-        );
-    }
+    quic_logon_possible(&file)?;
     if let Some(l) = &file.log.level {
         crate::logging::parse_level(l)?;
     }
@@ -226,6 +221,17 @@ pub(crate) fn load_config(args: &ServeArgs) -> Result<FileConfig, String> {
         crate::logging::parse_format(f)?;
     }
     Ok(file)
+}
+
+/// `[quic] ntlm = false` leaves Kerberos as the only logon over QUIC, which needs a keytab.
+fn quic_logon_possible(file: &FileConfig) -> Result<(), String> {
+    if file.quic.ntlm == Some(false) && file.kerberos.keytab.is_none() {
+        return Err(
+            "[quic] ntlm = false needs [kerberos] keytab: without it no logon could succeed over QUIC"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// The state directory, created if missing.
@@ -1035,6 +1041,15 @@ async fn wait_for_signal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kerberos_only_quic_needs_a_keytab() {
+        let cfg = |t: &str| -> FileConfig { toml::from_str(t).unwrap() };
+        assert!(quic_logon_possible(&cfg("[quic]\nntlm = false\n")).is_err());
+        assert!(quic_logon_possible(&cfg("[quic]\nntlm = true\n")).is_ok());
+        let with_keytab = "[quic]\nntlm = false\n[kerberos]\nkeytab = \"/etc/smbq.keytab\"\n";
+        assert!(quic_logon_possible(&cfg(with_keytab)).is_ok());
+    }
 
     fn hint(tcp: Option<u16>, quic: Option<u16>) -> Hint {
         Hint {
