@@ -329,7 +329,9 @@ mod tests {
         let mut p = Pace::default();
         assert_eq!(p.choose(&[Lz4]), Some(Lz4));
         p.compressed(Lz4, MB, MB, MS / 10); // gave up
-        let tried = (0..PROBE_EVERY).filter(|_| p.choose(&[Lz4]).is_some()).count();
+        let tried = (0..PROBE_EVERY)
+            .filter(|_| p.choose(&[Lz4]).is_some())
+            .count();
         assert_eq!(tried, 1);
         p.compressed(Lz4, MB, MB / 100, MS / 10); // the data changed: it pays again
         p.compressed(Lz4, MB, MB / 100, MS / 10);
