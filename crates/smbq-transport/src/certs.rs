@@ -158,7 +158,8 @@ impl ResolvesServerCert for CertStore {
     }
 }
 
-fn normalize(name: &str) -> String {
+/// A DNS name as compared: without case and without a trailing dot.
+pub(crate) fn normalize(name: &str) -> String {
     name.trim_end_matches('.').to_ascii_lowercase()
 }
 

@@ -130,8 +130,8 @@ fn issuer_listed(list: &[String], issuer: &str) -> bool {
 /// A DNS name against a listed one: equal without case and a trailing dot, or `*.domain`
 /// matching exactly one label in front of `domain`.
 fn dns_matches(pattern: &str, name: &str) -> bool {
-    let p = pattern.trim().trim_end_matches('.').to_ascii_lowercase();
-    let n = name.trim_end_matches('.').to_ascii_lowercase();
+    let p = crate::certs::normalize(pattern.trim());
+    let n = crate::certs::normalize(name);
     match p.strip_prefix("*.") {
         Some(domain) => n
             .split_once('.')
