@@ -141,6 +141,19 @@ def test_every_command(smbq, workdir, transport):
     exercise_every_command(smbq_cli(smbq, transport), smbq.share, workdir / "local")
 
 
+def test_shares_without_a_forced_transport_falls_back_to_tcp(smbq):
+    """The CLI races both transports and prefers QUIC; a share list refused over QUIC (named
+    pipes, the default) is asked again over TCP."""
+    cli = smbq_cli(smbq, "quic")
+    opts = [o for o in cli.opts if o not in ("--transport", "quic")]
+    e = {**os.environ, "SMBQ_PASSWORD": cli.password}
+    p = subprocess.run([str(BINARY), "shares", f"smb://{cli.user}@{cli.host}:{cli.port}",
+                        "--tcp-port", str(smbq.port), *opts], capture_output=True,
+                       timeout=120, env=e, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr
+    assert re.search(rf"^{cli.share}\b", p.stdout.decode(), re.M), p.stdout
+
+
 def test_shares_over_quic_when_the_server_allows_named_pipes(workdir):
     """`[quic] restrict_named_pipes = false` lets srvsvc (the share list) through over QUIC."""
     s = SmbqServer(workdir, quic_port=free_udp_port(),

@@ -5,7 +5,7 @@ use std::io::Write;
 use smbq_client::ShareInfo1;
 
 use super::Command;
-use super::args::ConnArgs;
+use super::args::{ConnArgs, Transport};
 use super::connect::Connector;
 use super::each;
 use super::exit::CliError;
@@ -70,19 +70,7 @@ pub fn table(shares: &[ShareInfo1]) -> String {
 async fn run(a: SharesArgs, c: &mut Connector) -> Result<(), CliError> {
     each(a.urls, async |u: SmbUrl| {
         let at = |e: CliError| e.at("shares", &u.raw);
-        let session = c.session(&u).await.map_err(at)?;
-        let quic = session.client().transport() == smbq_transport::TransportKind::Quic;
-        let mut list = session.shares().await.map_err(|e| {
-            let denied = matches!(&e, smbq_client::Error::Status { status, .. }
-                if *status == smbq_wire::NtStatus::ACCESS_DENIED);
-            let err = at(e.into());
-            if quic && denied {
-                // Windows' RestrictNamedpipeAccessViaQuic, smbq's [quic] restrict_named_pipes.
-                err.note("servers refuse named pipes (the share list) over QUIC by default; list the shares over TCP")
-            } else {
-                err
-            }
-        })?;
+        let mut list = list_shares(c, &u).await.map_err(at)?;
         list.sort_by_key(|x| x.name.to_lowercase());
         let mut out = std::io::stdout().lock();
         out.write_all(table(&list).as_bytes())
@@ -90,6 +78,35 @@ async fn run(a: SharesArgs, c: &mut Connector) -> Result<(), CliError> {
             .map_err(|e| at(stdout_error(e)))
     })
     .await
+}
+
+/// The share list (srvsvc over a named pipe). Servers refuse named pipes over QUIC by
+/// default (Windows' RestrictNamedpipeAccessViaQuic, smbq's `[quic] restrict_named_pipes`):
+/// when the transport was not forced, a list refused over QUIC is asked again over TCP.
+async fn list_shares(c: &mut Connector, u: &SmbUrl) -> Result<Vec<ShareInfo1>, CliError> {
+    let session = c.session(u).await?;
+    let quic = session.client().transport() == smbq_transport::TransportKind::Quic;
+    let e = match session.shares().await {
+        Ok(list) => return Ok(list),
+        Err(e) => e,
+    };
+    let denied = matches!(&e, smbq_client::Error::Status { status, .. }
+        if *status == smbq_wire::NtStatus::ACCESS_DENIED);
+    if !(quic && denied) {
+        return Err(e.into());
+    }
+    if c.args().transport.is_some() {
+        return Err(CliError::from(e)
+            .note("servers refuse named pipes (the share list) over QUIC by default; list the shares over TCP"));
+    }
+    let mut args = c.args().clone();
+    args.transport = Some(Transport::Tcp);
+    let mut tcp = Connector::new(args)?;
+    let session = tcp.session(u).await?;
+    session
+        .shares()
+        .await
+        .map_err(|e| CliError::from(e).note("refused over QUIC (named pipes), then over TCP"))
 }
 
 #[cfg(test)]
