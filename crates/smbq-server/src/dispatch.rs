@@ -111,6 +111,22 @@ pub(crate) async fn dispatch(
     }
 }
 
+/// Runs on the connection's loop, before the request's task is spawned: what a client sees
+/// happen before the answers to requests it sent later. Today that is a rename's handle
+/// breaks (MS-FSA 2.1.5.15.11). Windows and Samba send them before they answer anything sent
+/// after the SET_INFO, and smbtorture smb2.lease.rename_wait acknowledges the break it picked
+/// up while a later CREATE was answered; a task started late on a busy machine (its worker
+/// thread preempted) sent it after four such answers. The task asks again and finds the
+/// breaks under way, so nothing is sent twice.
+pub(crate) fn before_task(srv: &Server, conn: &ConnView, req: &Request) {
+    if req.command() != Command::SET_INFO {
+        return;
+    }
+    if let Ok(ctx) = resolve(srv, conn, req) {
+        handlers::start_rename_breaks(&ctx);
+    }
+}
+
 /// The Unix user the request's file system work runs as, on a per-user share.
 fn unix_identity(
     srv: &Server,

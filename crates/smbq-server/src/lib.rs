@@ -217,6 +217,13 @@ impl Server {
         dispatch::dispatch(self, conn, req, cancel).await
     }
 
+    /// What a request starts on its connection's loop, before [`Server::handle`] runs it on
+    /// a task of its own: the part whose order against the connection's later requests
+    /// clients rely on (crate::dispatch::before_task).
+    pub fn before_task(&self, conn: &ConnView, req: &Request) {
+        dispatch::before_task(self, conn, req);
+    }
+
     /// The session table every connection's engine shares with the server.
     pub fn session_table(&self) -> &Arc<SessionTable> {
         &self.sessions

@@ -327,6 +327,12 @@ impl ConnLoop {
             self.streams.granted = true;
         }
         let accepting = self.streams.granted && inputs.gate.is_some();
+        // A notification queued before a request finished goes out before its answer: a
+        // break a request started (crate::dispatch::before_task) precedes the answers to the
+        // requests sent after it.
+        if let Ok(push) = inputs.push.try_recv() {
+            return Event::Push(Some(push));
+        }
         let timer = self.engine.poll_timeout();
         tokio::select! {
             r = inputs.inbound.recv(), if !full => Event::Inbound(r),
@@ -551,6 +557,7 @@ impl ConnLoop {
                 session_id: header.session_id,
             },
         );
+        self.rt.server.before_task(&view, &x.request);
         exec::spawn(x, budget, view, &self.rt.server, token, &self.done_tx);
     }
 

@@ -27,6 +27,8 @@ use smbq_proto::{ConnView, Request, Response, SessionView};
 use smbq_wire::{Command, DecodeError, NtStatus};
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use set_info::start_rename_breaks;
+
 use crate::Server;
 use crate::tables::{Open, SessionState, Tree};
 

@@ -77,12 +77,36 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     ok()
 }
 
+/// The file a rename through `open` may move: only a rename that may happen breaks
+/// anything, and it needs DELETE on the source.
+fn rename_source(open: &Open) -> Option<&FileOpen> {
+    open.file().filter(|_| open.granted & mask::DELETE != 0)
+}
+
+/// Starts a rename's handle breaks from the connection's loop, before the request's task
+/// runs (crate::dispatch::before_task); the task then waits for them.
+pub(crate) fn start_rename_breaks(ctx: &Ctx<'_>) {
+    let Ok(req) = SetInfoRequest::decode(&ctx.req.msg) else {
+        return;
+    };
+    let class = FileInfoClass(req.file_info_class);
+    let rename = matches!(class, FileInfoClass::RENAME | FileInfoClass::RENAME_EX);
+    if req.info_type != InfoType::FILE || !rename {
+        return;
+    }
+    if let Some(open) = ctx.open.as_ref().filter(|o| o.pipe().is_none())
+        && let Some(f) = rename_source(open)
+    {
+        // Waiting is the task's part (wait_for_handle_breaks).
+        let _ = ctx.srv.lease_handles_before_rename(f.key, open.volatile());
+    }
+}
+
 /// MS-FSA 2.1.5.15.11: before a rename, other keys' leases give up handle caching and the
 /// rename waits for their acknowledgments (smbtorture smb2.lease.rename_wait), at most
 /// [`MAX_BREAK_ROUNDS`] rounds.
 async fn wait_for_handle_breaks(ctx: &Ctx<'_>, open: &Open) -> Result<(), NtStatus> {
-    // Only a rename that may happen breaks anything: it needs DELETE on the source.
-    let Some(f) = open.file().filter(|_| open.granted & mask::DELETE != 0) else {
+    let Some(f) = rename_source(open) else {
         return Ok(());
     };
     for _ in 0..MAX_BREAK_ROUNDS {

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use smbq_auth::Identity;
 use smbq_proto::{ConnView, Limits, Request, Response, SessionView};
 use smbq_wire::close::CloseRequest;
-use smbq_wire::create::{CreateDisposition, CreateRequest, CreateResponse};
+use smbq_wire::create::{CreateDisposition, CreateRequest, CreateResponse, OplockLevel};
 use smbq_wire::cursor::utf16le_encode;
 use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse, flags as ioctl_flags};
 use smbq_wire::read::ReadRequest;
@@ -209,16 +209,21 @@ impl H {
         session: Option<SessionView>,
         cancel: CancellationToken,
     ) -> Response {
-        let header = Header::decode(&m).unwrap();
-        let req = Request {
-            header,
+        let mut req = self.request(m);
+        req.session = Some(session.unwrap_or_else(|| self.session.clone()));
+        self.srv.handle(&self.conn, &req, cancel).await
+    }
+
+    /// `m` as the engine hands it up, on this harness's session.
+    pub fn request(&self, m: Bytes) -> Request {
+        Request {
+            header: Header::decode(&m).unwrap(),
             msg: m,
-            session: Some(session.unwrap_or_else(|| self.session.clone())),
+            session: Some(self.session.clone()),
             encrypted: false,
             related_file_id: None,
             async_id: None,
-        };
-        self.srv.handle(&self.conn, &req, cancel).await
+        }
     }
 
     pub async fn tree_connect(&self, path: &str) -> Response {
@@ -257,6 +262,7 @@ impl H {
             options: 0,
             attrs: 0,
             contexts: &[],
+            oplock: OplockLevel::NONE,
         }
     }
 
@@ -340,6 +346,7 @@ pub struct CreateReq<'a> {
     options: u32,
     attrs: u32,
     contexts: &'a [u8],
+    oplock: OplockLevel,
 }
 
 impl<'a> CreateReq<'a> {
@@ -362,6 +369,10 @@ impl<'a> CreateReq<'a> {
         Self { contexts, ..self }
     }
 
+    pub fn oplock(self, oplock: OplockLevel) -> Self {
+        Self { oplock, ..self }
+    }
+
     pub async fn send(self) -> Open {
         let n = utf16le_encode(self.name);
         let h = self.h;
@@ -374,6 +385,7 @@ impl<'a> CreateReq<'a> {
                 file_attributes: self.attrs,
                 name: &n,
                 contexts: self.contexts,
+                requested_oplock_level: self.oplock,
                 ..Default::default()
             }
             .encode(w)
