@@ -66,7 +66,10 @@ pub(crate) async fn dispatch(
             let ctx = Ctx { cancel, ..ctx };
             let _counted = match channel_sequence(conn, req, ctx.open.as_ref()) {
                 Ok(c) => c,
-                Err(status) => return Response::error(status),
+                Err(status) => {
+                    abandon_early_notify(srv, &ctx);
+                    return Response::error(status);
+                }
             };
             if let Some(open) = &ctx.open {
                 // The client has the CREATE's answer: no replay of it can come any more
@@ -76,13 +79,17 @@ pub(crate) async fn dispatch(
             let started = std::time::Instant::now();
             let who = match unix_identity(srv, &ctx) {
                 Ok(w) => w,
-                Err(status) => return Response::error(status),
+                Err(status) => {
+                    abandon_early_notify(srv, &ctx);
+                    return Response::error(status);
+                }
             };
             let run = crate::unix_identity::CURRENT.scope(who, handlers::run(&ctx));
             let mut r = match run.await {
                 Ok(r) => r,
                 Err(status) => Response::error(status),
             };
+            abandon_early_notify(srv, &ctx);
             if let Some(o) = srv.observer() {
                 observe(o.as_ref(), &ctx, &r, started.elapsed());
             }
@@ -112,18 +119,40 @@ pub(crate) async fn dispatch(
 }
 
 /// Runs on the connection's loop, before the request's task is spawned: what a client sees
-/// happen before the answers to requests it sent later. Today that is a rename's handle
-/// breaks (MS-FSA 2.1.5.15.11). Windows and Samba send them before they answer anything sent
-/// after the SET_INFO, and smbtorture smb2.lease.rename_wait acknowledges the break it picked
-/// up while a later CREATE was answered; a task started late on a busy machine (its worker
-/// thread preempted) sent it after four such answers. The task asks again and finds the
-/// breaks under way, so nothing is sent twice.
+/// happen before the answers to requests it sent later. A task can start late on a busy
+/// machine (its worker thread preempted), so this is done here, in arrival order:
+/// - a rename's handle breaks (MS-FSA 2.1.5.15.11). Windows and Samba send them before they
+///   answer anything sent after the SET_INFO, and smbtorture smb2.lease.rename_wait
+///   acknowledges the break it picked up while a later CREATE was answered; a late task sent
+///   it after four such answers. The task asks again and finds the breaks under way, so
+///   nothing is sent twice.
+/// - a CHANGE_NOTIFY's place in its watch (crate::notify): changes made after it was sent are
+///   its own (smbtorture smb2.notify.mask-change got two where one was due when the request
+///   reached the watch after both). Its task takes the registration, or withdraws it when it
+///   fails before waiting (`dispatch`).
 pub(crate) fn before_task(srv: &Server, conn: &ConnView, req: &Request) {
-    if req.command() != Command::SET_INFO {
+    let command = req.command();
+    if !matches!(command, Command::SET_INFO | Command::CHANGE_NOTIFY) {
         return;
     }
-    if let Ok(ctx) = resolve(srv, conn, req) {
+    let Ok(ctx) = resolve(srv, conn, req) else {
+        return;
+    };
+    if command == Command::SET_INFO {
         handlers::start_rename_breaks(&ctx);
+    } else {
+        handlers::register_notify_early(&ctx);
+    }
+}
+
+/// A CHANGE_NOTIFY registered by `before_task` whose handler did not take the registration
+/// withdraws it.
+fn abandon_early_notify(srv: &Server, ctx: &Ctx<'_>) {
+    if ctx.req.command() == Command::CHANGE_NOTIFY
+        && let Some(open) = &ctx.open
+    {
+        srv.notify()
+            .abandon_early(open.volatile(), ctx.req.header.message_id);
     }
 }
 

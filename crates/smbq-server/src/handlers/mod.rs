@@ -27,6 +27,7 @@ use smbq_proto::{ConnView, Request, Response, SessionView};
 use smbq_wire::{Command, DecodeError, NtStatus};
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use notify::register_early as register_notify_early;
 pub(crate) use set_info::start_rename_breaks;
 
 use crate::Server;

@@ -17,7 +17,8 @@ use crate::notify::{Change, Outcome, Start, WatchSpec, visible};
 /// How long buffered changes wait for an earlier request of the same client to arrive.
 const SETTLE: Duration = Duration::from_millis(10);
 
-pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+/// The watch a valid request asks for (MS-SMB2 3.3.5.19).
+fn watch_spec(ctx: &Ctx<'_>) -> Result<WatchSpec, NtStatus> {
     let req = ChangeNotifyRequest::decode(&ctx.req.msg).map_err(bad)?;
     let open = ctx.open()?;
     if !open.is_dir() {
@@ -32,23 +33,36 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if !open.has(mask::FILE_LIST_DIRECTORY) {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    let spec = WatchSpec {
+    Ok(WatchSpec {
         share: open.tree.share.cfg.name.to_lowercase(),
         dir: open.path(),
         filter: req.completion_filter,
         tree: req.watch_tree(),
         buffer: req.output_buffer_length,
         seq: ctx.req.header.message_id,
-    };
+    })
+}
+
+/// Registers a valid request with the hub from the connection's loop, as it arrives
+/// (crate::dispatch::before_task): changes made after the client sent it are its own, however
+/// late its task starts. An invalid one is left to its task to answer.
+pub(crate) fn register_early(ctx: &Ctx<'_>) {
+    if let (Ok(spec), Ok(open)) = (watch_spec(ctx), ctx.open()) {
+        ctx.srv.notify().request_early(open.volatile(), &spec);
+    }
+}
+
+pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
+    let spec = watch_spec(ctx)?;
     loop {
         let changes = match wait(ctx, &spec).await? {
             Outcome::Changes(c) => c,
-            o => return respond(o, req.output_buffer_length),
+            o => return respond(o, spec.buffer),
         };
         let changes = visible_to_watcher(ctx, changes).await?;
         // Nothing the watcher may see: the request waits on, as if nothing had happened.
         if !changes.is_empty() {
-            return respond(Outcome::Changes(changes), req.output_buffer_length);
+            return respond(Outcome::Changes(changes), spec.buffer);
         }
     }
 }
@@ -62,7 +76,9 @@ async fn wait(ctx: &Ctx<'_>, spec: &WatchSpec) -> Result<Outcome, NtStatus> {
         id: waiter,
         mut rx,
         ready,
-    } = hub.request(id, spec);
+    } = hub
+        .take_early(id, spec.seq)
+        .unwrap_or_else(|| hub.request(id, spec));
     if ready {
         // Requests are separate tasks: one sent just before this may not have reached the hub
         // yet, and the buffered changes are its to return (smbtorture smb2.notify.double).

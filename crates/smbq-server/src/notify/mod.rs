@@ -110,6 +110,10 @@ struct Inner {
     /// Opens that renamed their (non-directory) file: closing them reports the attribute
     /// change Windows shows on the new name (smbtorture smb2.notify.mask-change).
     renamed: HashSet<u64>,
+    /// Requests registered by the connection's loop as they arrived, before their tasks ran
+    /// ([`NotifyHub::request_early`]), by (open, MessageId). At most one per request in flight,
+    /// and gone with the open.
+    early: HashMap<(u64, u64), Start>,
     next_waiter: u64,
 }
 
@@ -280,6 +284,41 @@ impl NotifyHub {
         Start { id, rx, ready }
     }
 
+    /// [`NotifyHub::request`] made by the connection's loop when the request arrives
+    /// (crate::dispatch::before_task), so a change made after the client sent it is this
+    /// request's even when its task starts late on a busy machine (smbtorture
+    /// smb2.notify.mask-change expects one change per request). Its task takes it with
+    /// [`NotifyHub::take_early`].
+    pub fn request_early(&self, open_id: u64, spec: &WatchSpec) {
+        let start = self.request(open_id, spec);
+        self.inner.lock().early.insert((open_id, spec.seq), start);
+    }
+
+    /// The registration the loop made for request `seq` on the open, if it did.
+    pub fn take_early(&self, open_id: u64, seq: u64) -> Option<Start> {
+        self.inner.lock().early.remove(&(open_id, seq))
+    }
+
+    /// A request whose task ended without taking its early registration (it failed before
+    /// waiting) withdraws it, so changes do not go to a request nobody answers.
+    pub fn abandon_early(&self, open_id: u64, seq: u64) {
+        if let Some(start) = self.take_early(open_id, seq) {
+            if self.forget(open_id, start.id) {
+                return;
+            }
+            // It had been answered: the changes it was given go back to the buffer, first.
+            let mut rx = start.rx;
+            if let Ok(Outcome::Changes(back)) = rx.try_recv()
+                && let Some(w) = self.inner.lock().watches.get_mut(&open_id)
+            {
+                for c in back.into_iter().rev() {
+                    w.pending_bytes += entry_len(&c);
+                    w.pending.insert(0, c);
+                }
+            }
+        }
+    }
+
     /// Hands buffered changes (or the overflow) to the first request waiting on the open.
     pub fn flush(&self, open_id: u64) {
         let mut inner = self.inner.lock();
@@ -353,6 +392,7 @@ impl NotifyHub {
         if let Some(mut w) = inner.watches.remove(&open_id) {
             w.finish_all(|| Outcome::Cleanup);
         }
+        inner.early.retain(|(open, _), _| *open != open_id);
         inner.renamed.remove(&open_id)
     }
 
@@ -454,6 +494,40 @@ mod tests {
             }
             o => panic!("{o:?}"),
         }
+    }
+
+    #[test]
+    fn an_early_request_abandoned_by_its_task_gives_back_its_place_and_changes() {
+        let hub = NotifyHub::new();
+        let at = |seq| WatchSpec {
+            seq,
+            ..spec("d", cf::FILE_NAME, false, 1000)
+        };
+        hub.request_early(1, &at(5));
+        let a = p("d/a");
+        hub.report("share", &[ev(&a, NotifyAction::ADDED, cf::FILE_NAME)]);
+        hub.abandon_early(1, 5);
+        assert_eq!(
+            ready(&hub, 1, hub.request(1, &at(6))),
+            Outcome::Changes(vec![added("a")])
+        );
+        hub.request_early(1, &at(7));
+        assert_eq!(hub.watches()[0].1, 1);
+        hub.abandon_early(1, 7);
+        assert_eq!(hub.watches()[0].1, 0, "withdrawn");
+        // Taken by its task, it is that task's; the open's close ends what is left.
+        hub.request_early(1, &at(8));
+        let (_, mut rx) = wait(hub.take_early(1, 8).unwrap());
+        hub.abandon_early(1, 8);
+        assert_eq!(
+            hub.watches()[0].1,
+            1,
+            "a taken registration is not withdrawn"
+        );
+        hub.request_early(1, &at(9));
+        assert!(!hub.closed(1));
+        assert_eq!(rx.try_recv().unwrap(), Outcome::Cleanup);
+        assert!(hub.take_early(1, 9).is_none());
     }
 
     #[test]
