@@ -457,20 +457,21 @@ impl Server {
                 self.notify_removed(open, last, Some(&name)); // CHANGE_NOTIFY (crate::notify)
             }
         }
-        if let Some(last) = last
-            && last.delete
-            && let Some(vfs) = &open.tree.share.vfs
-        {
-            let r = if last.is_dir {
-                vfs.rmdir(&last.path)
-            } else {
-                vfs.unlink(&last.path)
-            };
-            if let Err(e) = r {
-                tracing::warn!(path = %last.path, error = %e, "delete on close failed");
-            } else {
-                self.notify_removed(open, &last, None); // CHANGE_NOTIFY (crate::notify)
+        if let Some(last) = last.filter(|l| l.delete) {
+            if let Some(vfs) = &open.tree.share.vfs {
+                let r = if last.is_dir {
+                    vfs.rmdir(&last.path)
+                } else {
+                    vfs.unlink(&last.path)
+                };
+                if let Err(e) = r {
+                    tracing::warn!(path = %last.path, error = %e, "delete on close failed");
+                } else {
+                    self.notify_removed(open, &last, None); // CHANGE_NOTIFY (crate::notify)
+                }
             }
+            // Only now may an open of the name go on (FileStates::deleted).
+            self.files.deleted(f.key);
         }
     }
 }

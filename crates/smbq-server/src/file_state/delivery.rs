@@ -82,6 +82,14 @@ impl Server {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let Some(until) = self.files().oplock_pending_until(key, Instant::now()) else {
+                // A holder that closed and is deleting the file: the CREATE runs again once
+                // the name is free (FileStates::deleted wakes it).
+                if self.files().deleting(key) {
+                    tokio::select! {
+                        _ = &mut notified => continue,
+                        _ = cancel.cancelled() => return Err(NtStatus::CANCELLED),
+                    }
+                }
                 return Ok(());
             };
             tokio::select! {

@@ -82,7 +82,8 @@ struct FileEntry {
 
 impl FileEntry {
     fn is_idle(&self) -> bool {
-        self.opens.as_ref().is_none_or(ShareModes::is_empty)
+        // A file its last close is deleting stays until `FileStates::deleted`.
+        self.opens.as_ref().is_none_or(ShareModes::is_idle)
             && self.locks.is_empty()
             && self.oplocks.is_empty()
             && self.leases.is_empty()
@@ -254,17 +255,49 @@ impl FileStates {
                 .opens
                 .as_mut()
                 .and_then(|m| m.remove(key, open_id, delete_on_close));
-            if e.opens.as_ref().is_some_and(ShareModes::is_empty) {
+            // A file its last close deletes stays delete-pending until `deleted`.
+            let deleting = last.as_ref().is_some_and(|l| l.delete);
+            if !deleting && e.opens.as_ref().is_some_and(ShareModes::is_empty) {
                 e.opens = None;
                 e.write_time = None;
             }
             last
         });
         drop(files);
+        if last.as_ref().is_some_and(|l| l.delete) {
+            return last;
+        }
         // Always wake: even without locks of its own, the closing open may have a lock
         // request waiting, which must now complete; CREATEs waiting for its break go on.
         shard.changed.notify_waiters();
         last
+    }
+
+    /// The file whose last close [`release`](Self::release) said to delete is gone from the
+    /// file system (or its unlink failed): it stops being delete-pending and what waited for
+    /// it goes on. Until then a new open of it is STATUS_DELETE_PENDING (MS-FSA 2.1.5.1.2),
+    /// and a CREATE that waited for its break runs again only once the name is free, so it
+    /// never opens the file the close is about to unlink (smbtorture
+    /// smb2.durable-open.delete_on_close1 opened it, size 1, under load).
+    /// Whether the file's last close is deleting it (between `release` and `deleted`).
+    pub fn deleting(&self, key: FileKey) -> bool {
+        self.read(key, |e| {
+            e.opens
+                .as_ref()
+                .is_some_and(|m| m.is_empty() && !m.is_idle())
+        })
+        .unwrap_or(false)
+    }
+
+    pub fn deleted(&self, key: FileKey) {
+        let shard = self.shard(key);
+        shard.files.lock().update(key.base(), |e| {
+            if e.opens.as_ref().is_some_and(ShareModes::is_empty) {
+                e.opens = None;
+                e.write_time = None;
+            }
+        });
+        shard.changed.notify_waiters();
     }
 
     /// Marks the file (or, for a named stream's key, that stream) delete-pending.

@@ -116,6 +116,11 @@ impl ShareModes {
         self.opens.is_empty()
     }
 
+    /// No opens, and not a file its last close is deleting.
+    pub fn is_idle(&self) -> bool {
+        self.opens.is_empty() && !self.delete_pending
+    }
+
     /// Unregisters an open. Says what its close must do: remove a delete-pending stream, or,
     /// when it was the last open ([`is_empty`](Self::is_empty) afterwards), delete the file
     /// if it is delete-pending. `delete_on_close` marks the file delete-pending first

@@ -332,3 +332,47 @@ fn an_update_due_while_nobody_looked_shows_the_write_before() {
     let s = FileKey { stream: 7, ..K };
     assert_eq!(t.write_time(s, 150, later).map(|w| w.shown), Some(140));
 }
+
+/// The last close of a delete-pending file keeps it delete-pending until its unlink is done
+/// (`deleted`): a new open meanwhile is DELETE_PENDING and nothing waiting wakes, so a CREATE
+/// that waited for the closing open's break never opens the file about to be unlinked
+/// (smbtorture smb2.durable-open.delete_on_close1 under load).
+#[tokio::test]
+async fn a_deleting_last_close_holds_the_name_until_deleted() {
+    let t = FileStates::new();
+    t.admit(K, 1, RW | mask::DELETE, share::ALL, &p(), false)
+        .unwrap();
+    t.oplock_grant(K, 1, Level::Batch, false, owner(1));
+    let changed = &t.shard(K).changed;
+    let woken = changed.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
+    let last = t.release(K, 1, true).expect("the last close");
+    assert!(last.delete);
+    assert!(t.deleting(K));
+    assert_eq!(
+        t.admit(K, 2, RW, share::ALL, &p(), false),
+        Err(NtStatus::DELETE_PENDING)
+    );
+    assert!(
+        futures_util_poll(woken.as_mut()).is_pending(),
+        "nothing wakes before the unlink"
+    );
+    t.deleted(K);
+    assert!(!t.deleting(K));
+    assert!(futures_util_poll(woken.as_mut()).is_ready());
+    t.admit(K, 2, RW, share::ALL, &p(), false).unwrap();
+    // A close that deletes nothing wakes at once.
+    let woken = changed.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
+    assert!(t.release(K, 2, false).is_some_and(|l| !l.delete));
+    assert!(futures_util_poll(woken.as_mut()).is_ready());
+}
+
+fn futures_util_poll<F: std::future::Future>(
+    f: std::pin::Pin<&mut F>,
+) -> std::task::Poll<F::Output> {
+    let waker = std::task::Waker::noop();
+    f.poll(&mut std::task::Context::from_waker(waker))
+}
