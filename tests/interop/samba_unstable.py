@@ -1,9 +1,15 @@
-"""Samba's client from Debian's unstable suite (4.25 or newer: smbclient over QUIC, ngtcp2 +
-GnuTLS) on this Debian 12 machine: a minimal debootstrap of unstable with smbclient, cached
-under /var/cache (about 80 s and 150 MB the first time, nothing after), and run with chroot.
+"""Samba's client tools from Debian's unstable suite (4.25 or newer: smbclient and smbtorture
+over QUIC, ngtcp2 + GnuTLS) on this Debian 12 machine: a minimal debootstrap of unstable with
+smbclient, then samba-testsuite installed inside it, cached under /var/cache (40 s and 610 MB
+the first time on 2026-11-28, nothing after), and run with chroot.
+
+Several pytest-xdist workers may use it at once: making it is done under a lock, and /proc and
+/dev stay mounted while any process holds a `Chroot` (the lock file lists those processes).
 
 Needs root and debootstrap (scripts/test.sh installs it)."""
 
+import contextlib
+import fcntl
 import os
 import pathlib
 import shutil
@@ -14,42 +20,101 @@ MIRROR = os.environ.get("SMBQ_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 # smbclient refuses QUIC to an address in the UNC, and "localhost" resolves to ::1 first: the
 # tests name the server by this, which the chroot's /etc/hosts maps to 127.0.0.1.
 HOST = "smbqtest"
+MOUNTS = (("proc", "proc", ["-t", "proc"]), ("/dev", "dev", ["--bind"]))
+# The suite's Release file may say it expired; apt would then refuse the index.
+APT = ["apt-get", "-q", "-o", "Acquire::Check-Valid-Until=false"]
 
 
-def provision() -> pathlib.Path:
-    """The chroot's root, made on first use (into a temporary directory, renamed when done,
-    so an interrupted run leaves nothing half made)."""
-    root = CACHE / "root"
-    if not (root / "usr/bin/smbclient").exists():
-        assert os.geteuid() == 0, "debootstrap and chroot need root"
-        assert shutil.which("debootstrap"), "debootstrap missing (Debian: debootstrap)"
-        tmp = CACHE / "root.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        CACHE.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run(["debootstrap", "--variant=minbase", "--include=smbclient",
-                            "unstable", str(tmp), MIRROR],
-                           capture_output=True, text=True, timeout=900)
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-        shutil.rmtree(root, ignore_errors=True)
-        tmp.rename(root)
-    (root / "etc/hosts").write_text(f"127.0.0.1 {HOST}\n127.0.0.1 localhost\n")
-    return root
+@contextlib.contextmanager
+def locked():
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "lock", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield f
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _debootstrap(root: pathlib.Path):
+    """The base root with smbclient (into a temporary directory, renamed when done, so an
+    interrupted run leaves nothing half made)."""
+    assert os.geteuid() == 0, "debootstrap and chroot need root"
+    assert shutil.which("debootstrap"), "debootstrap missing (Debian: debootstrap)"
+    tmp = CACHE / "root.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    p = subprocess.run(["debootstrap", "--variant=minbase", "--include=smbclient",
+                        "unstable", str(tmp), MIRROR],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    shutil.rmtree(root, ignore_errors=True)
+    tmp.rename(root)
+
+
+def _apt(root: pathlib.Path, *args, timeout=900):
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    p = subprocess.run(["chroot", str(root), *APT, *args], capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    return p
+
+
+def _install_smbtorture(root: pathlib.Path):
+    """samba-testsuite inside the root. A virtual-package dependency of python3-cryptography
+    can leave packages unconfigured; `apt-get -f install` finishes them."""
+    p = _apt(root, "update")
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    p = _apt(root, "install", "-y", "--no-install-recommends", "samba-testsuite")
+    fixed = _apt(root, "-f", "install", "-y")
+    assert (root / "usr/bin/smbtorture").exists(), (p.stdout[-3000:] + p.stderr[-3000:]
+                                                    + fixed.stdout[-2000:] + fixed.stderr[-2000:])
+
+
+def _mount(root: pathlib.Path):
+    for src, dst, args in MOUNTS:
+        target = root / dst
+        if subprocess.run(["mountpoint", "-q", str(target)]).returncode != 0:
+            subprocess.run(["mount", *args, src, str(target)], check=True, timeout=30)
+
+
+def _unmount(root: pathlib.Path):
+    for _, dst, _ in reversed(MOUNTS):
+        subprocess.run(["umount", "-l", str(root / dst)], check=False, timeout=30)
+
+
+def _users(lock) -> set:
+    """The processes using the root, as the lock file lists them, less those that died (a
+    killed run must not keep the mounts forever)."""
+    lock.seek(0)
+    pids = {int(w) for w in lock.read().split() if w.isdigit()}
+    return {pid for pid in pids if pathlib.Path(f"/proc/{pid}").exists()}
+
+
+def _set_users(lock, pids: set):
+    lock.seek(0)
+    lock.truncate()
+    lock.write(" ".join(str(p) for p in sorted(pids)))
+    lock.flush()
 
 
 class Chroot:
-    """The provisioned root with /proc and /dev mounted while in use."""
+    """The provisioned root, with /proc and /dev mounted while any process uses it."""
 
     def __init__(self):
-        self.root = provision()
-        self.mounts = []
-        for src, dst, args in (("proc", "proc", ["-t", "proc"]), ("/dev", "dev", ["--bind"])):
-            target = self.root / dst
-            if subprocess.run(["mountpoint", "-q", str(target)]).returncode != 0:
-                subprocess.run(["mount", *args, src, str(target)], check=True, timeout=30)
-                self.mounts.append(target)
+        self.root = CACHE / "root"
+        with locked() as lock:
+            if not (self.root / "usr/bin/smbclient").exists():
+                _debootstrap(self.root)
+            (self.root / "etc/hosts").write_text(f"127.0.0.1 {HOST}\n127.0.0.1 localhost\n")
+            # Mounted whatever the list says: one left by a killed run must not leave a
+            # root without /proc.
+            _mount(self.root)
+            _set_users(lock, _users(lock) | {os.getpid()})
+            self.open = True
+            if not (self.root / "usr/bin/smbtorture").exists():
+                _install_smbtorture(self.root)
 
-    def version(self) -> str:
-        return self.run(["smbclient", "--version"]).stdout.strip()
+    def version(self, tool="smbclient") -> str:
+        return self.run([tool, "--version"]).stdout.strip()
 
     def path(self, inside: str) -> pathlib.Path:
         """Where a path inside the chroot is on this machine."""
@@ -60,5 +125,11 @@ class Chroot:
                               text=True, timeout=timeout)
 
     def close(self):
-        for target in reversed(self.mounts):
-            subprocess.run(["umount", "-l", str(target)], check=False, timeout=30)
+        if not self.open:
+            return
+        self.open = False
+        with locked() as lock:
+            users = _users(lock) - {os.getpid()}
+            if not users:
+                _unmount(self.root)
+            _set_users(lock, users)
