@@ -145,3 +145,15 @@ def samba(request, workdir):
     yield s
     s.stop()
     print(f"--- samba logs ({s.base}) ---\n{s.log_tail(200)}")
+
+
+@pytest.fixture(scope="module")
+def unstable():
+    """Samba's tools from Debian unstable (4.25+: smbclient and smbtorture over QUIC), in the
+    cached chroot samba_unstable.py makes."""
+    from samba_unstable import Chroot
+    c = Chroot()
+    try:
+        yield c
+    finally:
+        c.close()

@@ -15,21 +15,12 @@ import re
 import pytest
 
 from conftest import USER, SmbqServer, free_udp_port
-from samba_unstable import HOST, Chroot
+from samba_unstable import HOST
 
 # Uploads of more than a few MiB slow down quadratically in this client (a Samba bug,
 # docs/interop.md), so what it puts is small; what it gets is the big file of the QUIC tests.
 SIZE = 256 << 10
 BIG_MB = int(os.environ.get("SMBQ_QUIC_BIG_MB", "256"))
-
-
-@pytest.fixture(scope="module")
-def unstable():
-    c = Chroot()
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def sha256(path) -> str:

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from conftest import BINARY, SmbqServer, USER, free_udp_port, unix_user
-from samba_unstable import HOST, Chroot
+from samba_unstable import HOST
 
 ALLOWLIST = pathlib.Path(__file__).with_name("smbtorture_allowlist.txt")
 
@@ -250,15 +250,6 @@ QUIC_MULTICHANNEL = {
 }
 
 QUIC_EXCEPTIONS = QUIC_NEEDS_OLD_DIALECT | FAIL_IN_425
-
-
-@pytest.fixture(scope="module")
-def unstable():
-    c = Chroot()
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def quic_selection():
