@@ -232,12 +232,11 @@ QUIC_NEEDS_OLD_DIALECT = {
         "3signGtoH2Xs", "3signH2XtoGd", "3signH2XtoGs")),
 }
 
-# These fail with smbtorture 4.25 over TCP as well: 4.25 expects what Windows Server 2025 and
-# Samba 4.25 do where 4.17 expected older behaviour (write times updated at once, a lease
-# break on unlink, MaximalAccess of a read-only file). Conformance to 4.25 is issue 38.
+# These fail with smbtorture 4.25 over TCP as well: 4.25 expects write times updated at once
+# where 4.17 expected them delayed. Conformance to 4.25 is issue 38.
 FAIL_IN_425 = {
-    "smb2.lease.unlink", "smb2.maximum_allowed", "smb2.timestamps.delayed-2write",
-    "smb2.timestamps.delayed-write-vs-flush", "smb2.timestamps.delayed-write-vs-setbasic",
+    "smb2.timestamps.delayed-2write", "smb2.timestamps.delayed-write-vs-flush",
+    "smb2.timestamps.delayed-write-vs-setbasic",
 }
 
 # These bind a second channel (multichannel, session binding, replay across channels) or

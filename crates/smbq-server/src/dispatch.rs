@@ -55,13 +55,25 @@ fn needs(cmd: Command) -> Option<Needs> {
     }
 }
 
+/// What the connection's loop saw of a request as it arrived ([`before_task`]).
+#[derive(Default)]
+pub struct Arrival {
+    /// The open the request named, live when it arrived. A CLOSE sent after the request may
+    /// run before its task starts; the request still works on the open it was sent for, as
+    /// on Windows, where requests reach the file in the order they arrive (smbtorture
+    /// smb2.compound_find.compound_find_close got FILE_CLOSED for a QUERY_DIRECTORY sent just
+    /// before the CLOSE of its handle).
+    open: Option<Arc<Open>>,
+}
+
 pub(crate) async fn dispatch(
     srv: &Server,
     conn: &ConnView,
     req: &Request,
     cancel: CancellationToken,
+    arrival: Arrival,
 ) -> Response {
-    match resolve(srv, conn, req) {
+    match resolve(srv, conn, req).or_else(|e| arrived_open(srv, conn, req, arrival, e)) {
         Ok(ctx) => {
             let ctx = Ctx { cancel, ..ctx };
             let _counted = match channel_sequence(conn, req, ctx.open.as_ref()) {
@@ -121,28 +133,54 @@ pub(crate) async fn dispatch(
 /// Runs on the connection's loop, before the request's task is spawned: what a client sees
 /// happen before the answers to requests it sent later. A task can start late on a busy
 /// machine (its worker thread preempted), so this is done here, in arrival order:
-/// - a rename's handle breaks (MS-FSA 2.1.5.15.11). Windows and Samba send them before they
-///   answer anything sent after the SET_INFO, and smbtorture smb2.lease.rename_wait
-///   acknowledges the break it picked up while a later CREATE was answered; a late task sent
-///   it after four such answers. The task asks again and finds the breaks under way, so
-///   nothing is sent twice.
+/// - a rename's or a delete's handle breaks (MS-FSA 2.1.5.15.11, 2.1.4.12). Windows and
+///   Samba send them before they answer anything sent after the SET_INFO, and smbtorture
+///   smb2.lease.rename_wait acknowledges the break it picked up while a later CREATE was
+///   answered; a late task sent it after four such answers. The task asks again and finds
+///   the breaks under way, so nothing is sent twice.
 /// - a CHANGE_NOTIFY's place in its watch (crate::notify): changes made after it was sent are
 ///   its own (smbtorture smb2.notify.mask-change got two where one was due when the request
 ///   reached the watch after both). Its task takes the registration, or withdraws it when it
 ///   fails before waiting (`dispatch`).
-pub(crate) fn before_task(srv: &Server, conn: &ConnView, req: &Request) {
+/// - the open a request names, held for it ([`Arrival`]).
+pub(crate) fn before_task(srv: &Server, conn: &ConnView, req: &Request) -> Arrival {
     let command = req.command();
-    if !matches!(command, Command::SET_INFO | Command::CHANGE_NOTIFY) {
-        return;
+    let names_file = needs(command).is_some_and(|n| n.file != FileNeed::None);
+    if !names_file || command == Command::CLOSE {
+        return Arrival::default();
     }
     let Ok(ctx) = resolve(srv, conn, req) else {
-        return;
+        return Arrival::default();
     };
-    if command == Command::SET_INFO {
-        handlers::start_rename_breaks(&ctx);
-    } else {
-        handlers::register_notify_early(&ctx);
+    match command {
+        Command::SET_INFO => handlers::start_handle_breaks(&ctx),
+        Command::CHANGE_NOTIFY => handlers::register_notify_early(&ctx),
+        _ => {}
     }
+    Arrival { open: ctx.open }
+}
+
+/// A request whose open a CLOSE sent after it has closed since it arrived: resolved again
+/// with the open it arrived for ([`Arrival`]).
+fn arrived_open<'a>(
+    srv: &'a Server,
+    conn: &'a ConnView,
+    req: &'a Request,
+    arrival: Arrival,
+    status: NtStatus,
+) -> Result<Ctx<'a>, NtStatus> {
+    let Some(open) = arrival.open.filter(|_| status == NtStatus::FILE_CLOSED) else {
+        return Err(status);
+    };
+    let closed_after = srv
+        .session_state(open.session_id)
+        .is_some_and(|s| s.closed_after(open.volatile(), req.header.message_id));
+    if !closed_after {
+        return Err(status);
+    }
+    let mut ctx = resolve_without_file(srv, conn, req)?;
+    ctx.open = Some(open);
+    Ok(ctx)
 }
 
 /// A CHANGE_NOTIFY registered by `before_task` whose handler did not take the registration
@@ -256,6 +294,35 @@ impl Drop for Counted {
 }
 
 fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<Ctx<'a>, NtStatus> {
+    let mut ctx = resolve_without_file(srv, conn, req)?;
+    let needs = needs(req.command()).ok_or(NtStatus::NOT_SUPPORTED)?;
+    let (view, tree) = (ctx.view, ctx.tree.as_ref());
+    ctx.open = match needs.file {
+        FileNeed::None => None,
+        FileNeed::Required(at) => Some(resolve_open(srv, req, at, view.id, tree)?),
+        FileNeed::Optional(at) => {
+            let id = req.resolve_file_id(read_file_id(req, at)?);
+            if id == FileId::RELATED {
+                None
+            } else if ioctl_code(req) == Some(CtlCode::QUERY_NETWORK_INTERFACE_INFO) {
+                // MS-SMB2 3.3.5.15.11: this FSCTL names no file; a FileId other than
+                // all-ones is INVALID_PARAMETER, not FILE_CLOSED (smbtorture
+                // smb2.ioctl.bug14788.NETWORK_INTERFACE).
+                return Err(NtStatus::INVALID_PARAMETER);
+            } else {
+                Some(lookup(srv, id, view.id, tree)?)
+            }
+        }
+    };
+    Ok(ctx)
+}
+
+/// The session and tree of a request (MS-SMB2 3.3.5.2.9, 3.3.5.2.11), its open left out.
+fn resolve_without_file<'a>(
+    srv: &'a Server,
+    conn: &'a ConnView,
+    req: &'a Request,
+) -> Result<Ctx<'a>, NtStatus> {
     let needs = needs(req.command()).ok_or(NtStatus::NOT_SUPPORTED)?;
     // 3.3.5.2.9: the engine found no valid session for this SessionId.
     let view: &SessionView = req.session.as_ref().ok_or(NtStatus::USER_SESSION_DELETED)?;
@@ -277,23 +344,6 @@ fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<
     } else {
         None
     };
-    let open = match needs.file {
-        FileNeed::None => None,
-        FileNeed::Required(at) => Some(resolve_open(srv, req, at, view.id, tree.as_ref())?),
-        FileNeed::Optional(at) => {
-            let id = req.resolve_file_id(read_file_id(req, at)?);
-            if id == FileId::RELATED {
-                None
-            } else if ioctl_code(req) == Some(CtlCode::QUERY_NETWORK_INTERFACE_INFO) {
-                // MS-SMB2 3.3.5.15.11: this FSCTL names no file; a FileId other than
-                // all-ones is INVALID_PARAMETER, not FILE_CLOSED (smbtorture
-                // smb2.ioctl.bug14788.NETWORK_INTERFACE).
-                return Err(NtStatus::INVALID_PARAMETER);
-            } else {
-                Some(lookup(srv, id, view.id, tree.as_ref())?)
-            }
-        }
-    };
     Ok(Ctx {
         srv,
         conn,
@@ -301,7 +351,7 @@ fn resolve<'a>(srv: &'a Server, conn: &'a ConnView, req: &'a Request) -> Result<
         view,
         session,
         tree,
-        open,
+        open: None,
         cancel: CancellationToken::new(),
     })
 }

@@ -11,6 +11,7 @@ mod backlog;
 pub mod config;
 pub mod conn;
 mod dispatch;
+pub use dispatch::Arrival;
 mod dos;
 pub mod durable;
 pub mod ea;
@@ -214,14 +215,25 @@ impl Server {
         req: &Request,
         cancel: CancellationToken,
     ) -> Response {
-        dispatch::dispatch(self, conn, req, cancel).await
+        dispatch::dispatch(self, conn, req, cancel, dispatch::Arrival::default()).await
     }
 
-    /// What a request starts on its connection's loop, before [`Server::handle`] runs it on
-    /// a task of its own: the part whose order against the connection's later requests
-    /// clients rely on (crate::dispatch::before_task).
-    pub fn before_task(&self, conn: &ConnView, req: &Request) {
-        dispatch::before_task(self, conn, req);
+    /// What a request starts on its connection's loop, before
+    /// [`Server::handle_arrived`] runs it on a task of its own: the part whose order against
+    /// the connection's later requests clients rely on (crate::dispatch::before_task).
+    pub fn before_task(&self, conn: &ConnView, req: &Request) -> Arrival {
+        dispatch::before_task(self, conn, req)
+    }
+
+    /// [`Server::handle`] for a request [`Server::before_task`] saw arrive.
+    pub async fn handle_arrived(
+        &self,
+        conn: &ConnView,
+        req: &Request,
+        cancel: CancellationToken,
+        arrival: Arrival,
+    ) -> Response {
+        dispatch::dispatch(self, conn, req, cancel, arrival).await
     }
 
     /// The session table every connection's engine shares with the server.

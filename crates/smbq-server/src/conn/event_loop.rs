@@ -557,8 +557,16 @@ impl ConnLoop {
                 session_id: header.session_id,
             },
         );
-        self.rt.server.before_task(&view, &x.request);
-        exec::spawn(x, budget, view, &self.rt.server, token, &self.done_tx);
+        let arrival = self.rt.server.before_task(&view, &x.request);
+        exec::spawn(
+            x,
+            budget,
+            view,
+            &self.rt.server,
+            token,
+            arrival,
+            &self.done_tx,
+        );
     }
 
     /// Responses went out: their requests stop running and give back their backlog share.

@@ -28,6 +28,7 @@ pub(super) fn spawn(
     view: Arc<ConnView>,
     server: &Arc<Server>,
     cancel: CancellationToken,
+    arrival: crate::dispatch::Arrival,
     tx: &mpsc::Sender<Done>,
 ) {
     let server = server.clone();
@@ -37,7 +38,9 @@ pub(super) fn spawn(
             Some(b) => b.acquire().await,
             None => None,
         };
-        let response = server.handle(&view, &x.request, cancel).await;
+        let response = server
+            .handle_arrived(&view, &x.request, cancel, arrival)
+            .await;
         let done = Done {
             chain: x.chain,
             message_id: x.request.header.message_id,

@@ -28,7 +28,7 @@ use smbq_wire::{Command, DecodeError, NtStatus};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use notify::register_early as register_notify_early;
-pub(crate) use set_info::start_rename_breaks;
+pub(crate) use set_info::start_handle_breaks;
 
 use crate::Server;
 use crate::tables::{Open, SessionState, Tree};

@@ -63,7 +63,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let class = FileInfoClass(req.file_info_class);
-    if matches!(class, FileInfoClass::RENAME | FileInfoClass::RENAME_EX) {
+    if breaks_handles(class, req.buffer) {
         wait_for_handle_breaks(ctx, &open).await?;
     }
     let buf = req.buffer.to_vec();
@@ -77,36 +77,49 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     ok()
 }
 
-/// The file a rename through `open` may move: only a rename that may happen breaks
-/// anything, and it needs DELETE on the source.
-fn rename_source(open: &Open) -> Option<&FileOpen> {
+/// MS-FSA 2.1.4.12: a rename, and marking a file delete-pending, break the handle caching
+/// of other lease keys first (smbtorture smb2.lease.rename_wait; 4.25's smb2.lease.unlink
+/// for a delete-on-close set with FileDispositionInformation).
+fn breaks_handles(class: FileInfoClass, buf: &[u8]) -> bool {
+    match class {
+        FileInfoClass::RENAME | FileInfoClass::RENAME_EX => true,
+        FileInfoClass::DISPOSITION => DispositionInfo::decode(buf).is_ok_and(|d| d.delete_pending),
+        FileInfoClass::DISPOSITION_EX => {
+            DispositionInfoEx::decode(buf).is_ok_and(|d| d.flags & dx::FILE_DISPOSITION_DELETE != 0)
+        }
+        _ => false,
+    }
+}
+
+/// The file a rename or delete through `open` concerns: only one that may happen breaks
+/// anything, and both need DELETE.
+fn deletable_source(open: &Open) -> Option<&FileOpen> {
     open.file().filter(|_| open.granted & mask::DELETE != 0)
 }
 
-/// Starts a rename's handle breaks from the connection's loop, before the request's task
-/// runs (crate::dispatch::before_task); the task then waits for them.
-pub(crate) fn start_rename_breaks(ctx: &Ctx<'_>) {
+/// Starts the handle breaks of a rename or a delete from the connection's loop, before the
+/// request's task runs (crate::dispatch::before_task); the task then waits for them.
+pub(crate) fn start_handle_breaks(ctx: &Ctx<'_>) {
     let Ok(req) = SetInfoRequest::decode(&ctx.req.msg) else {
         return;
     };
     let class = FileInfoClass(req.file_info_class);
-    let rename = matches!(class, FileInfoClass::RENAME | FileInfoClass::RENAME_EX);
-    if req.info_type != InfoType::FILE || !rename {
+    if req.info_type != InfoType::FILE || !breaks_handles(class, req.buffer) {
         return;
     }
     if let Some(open) = ctx.open.as_ref().filter(|o| o.pipe().is_none())
-        && let Some(f) = rename_source(open)
+        && let Some(f) = deletable_source(open)
     {
         // Waiting is the task's part (wait_for_handle_breaks).
         let _ = ctx.srv.lease_handles_before_rename(f.key, open.volatile());
     }
 }
 
-/// MS-FSA 2.1.5.15.11: before a rename, other keys' leases give up handle caching and the
-/// rename waits for their acknowledgments (smbtorture smb2.lease.rename_wait), at most
-/// [`MAX_BREAK_ROUNDS`] rounds.
+/// MS-FSA 2.1.5.15.11 and 2.1.4.12: before a rename or a delete, other keys' leases give up
+/// handle caching and the request waits for their acknowledgments (smbtorture
+/// smb2.lease.rename_wait), at most [`MAX_BREAK_ROUNDS`] rounds.
 async fn wait_for_handle_breaks(ctx: &Ctx<'_>, open: &Open) -> Result<(), NtStatus> {
-    let Some(f) = rename_source(open) else {
+    let Some(f) = deletable_source(open) else {
         return Ok(());
     };
     for _ in 0..MAX_BREAK_ROUNDS {

@@ -367,3 +367,42 @@ async fn rename_breaks_start_before_the_request_task() {
     assert!(rx.try_recv().is_err(), "no second break");
     assert!(h.path("dst").exists());
 }
+
+/// MS-FSA 2.1.4.12: marking a file delete-pending breaks the handle caching of other lease
+/// keys, as a rename does (smbtorture 4.25 smb2.lease.unlink); clearing it breaks nothing.
+#[tokio::test]
+async fn a_delete_pending_set_breaks_other_keys_handle_caching() {
+    use smbq_wire::oplock_break::{LeaseBreakAck, LeaseBreakNotification};
+    let h = H::new().await;
+    h.put("f", b"x").await;
+    let _first = rh_leased(&h, "f", 1, mask::GENERIC_READ).await;
+    let deleter = rh_leased(&h, "f", 2, mask::DELETE | mask::GENERIC_READ).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    h.srv.register_connection(h.conn.id, tx);
+    let disposition = |delete_pending: bool| DispositionInfo { delete_pending }.to_bytes();
+    assert_eq!(
+        set(&h, deleter, 13, &disposition(false)).await,
+        NtStatus::SUCCESS
+    );
+    assert!(rx.try_recv().is_err(), "clearing breaks nothing");
+    let delete = disposition(true);
+    let (status, ()) = tokio::join!(set(&h, deleter, 13, &delete), async {
+        let wait = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv());
+        let crate::push::Push::Notification { body, .. } =
+            wait.await.expect("a break").expect("the channel is open");
+        let mut m = vec![0u8; 64];
+        m.extend_from_slice(&body);
+        let n = LeaseBreakNotification::decode(&m).unwrap();
+        assert_eq!((n.lease_key, n.new_lease_state), ([1; 16], 1), "RH to R");
+        let ack = msg(Command::OPLOCK_BREAK, h.tree, h.session.id, |w| {
+            LeaseBreakAck {
+                lease_key: n.lease_key,
+                lease_state: n.new_lease_state,
+                ..Default::default()
+            }
+            .encode(w)
+        });
+        assert_eq!(h.send(ack).await.status, NtStatus::SUCCESS);
+    });
+    assert_eq!(status, NtStatus::SUCCESS);
+}

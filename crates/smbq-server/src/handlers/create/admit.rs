@@ -76,7 +76,11 @@ pub(super) fn existing_rights(
     }
     let granted = rights::grant(p.desired, maximal)?;
     check_delete_on_close(p, granted, read_only, path)?;
-    Ok(Rights { granted, maximal })
+    Ok(Rights {
+        granted,
+        maximal,
+        read_only_withheld: rights::withheld(o.tree.maximal_access, read_only),
+    })
 }
 
 /// MS-FSA 2.1.5.1.2.1: an existing file's stored security descriptor narrows what the open
@@ -91,11 +95,17 @@ pub(super) fn apply_stored_sd(
     read_only: bool,
 ) -> Result<Rights, NtStatus> {
     let p = o.intent;
-    let Rights { granted, maximal } = rights;
-    let narrowed =
-        secure::existing_maximal(o.vfs, path, file, &p.token, maximal, o.tree.maximal_access);
-    let narrowed = kernel_rights::narrow(file, object, narrowed).map_err(|e| map_io_error(&e))?;
-    if narrowed == maximal {
+    let Rights {
+        granted,
+        maximal,
+        read_only_withheld,
+    } = rights;
+    // What READONLY withholds is narrowed like the rest, for the MaxAc it is reported in.
+    let all = maximal | read_only_withheld;
+    let all = secure::existing_maximal(o.vfs, path, file, &p.token, all, o.tree.maximal_access);
+    let all = kernel_rights::narrow(file, object, all).map_err(|e| map_io_error(&e))?;
+    let (narrowed, withheld) = (all & !read_only_withheld, all & read_only_withheld);
+    if narrowed == maximal && withheld == read_only_withheld {
         return Ok(rights);
     }
     let refused = rights::grant(p.desired, maximal)? & !granted;
@@ -104,6 +114,7 @@ pub(super) fn apply_stored_sd(
     Ok(Rights {
         granted,
         maximal: narrowed,
+        read_only_withheld: withheld,
     })
 }
 

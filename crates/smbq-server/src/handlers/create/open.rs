@@ -351,7 +351,12 @@ fn create_new_steps(o: &Opener<'_>, path: &RelPath) -> Result<Done, Stop> {
         file,
         st,
     };
-    finish(o, opened, Rights { granted, maximal }, Plan::Create)
+    let rights = Rights {
+        granted,
+        maximal,
+        read_only_withheld: 0,
+    };
+    finish(o, opened, rights, Plan::Create)
 }
 
 /// Creates the file or directory with the security descriptor it must have (MS-DTYP
@@ -498,7 +503,7 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
         action: plan.action(),
         stat: Some(st),
         view: Some(view),
-        maximal: rights.maximal,
+        maximal: rights.reported(),
     })
 }
 

@@ -7,14 +7,40 @@ use smbq_wire::create::CreateDisposition;
 
 use crate::access::{map_generic, mask};
 
-/// Rights a READONLY file never grants (it may still be opened for DELETE or attributes).
-const READONLY_DENIED: u32 = mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA;
+/// Rights a READONLY file never grants (MS-FSA 2.1.5.1.2.1: FILE_WRITE_DATA, FILE_APPEND_DATA,
+/// which is FILE_ADD_SUBDIRECTORY, and FILE_DELETE_CHILD); it may still be opened for DELETE
+/// or attributes.
+const READONLY_DENIED: u32 =
+    mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA | mask::FILE_DELETE_CHILD;
 
-/// What an open is granted, and the most it could have been (MxAc, MS-SMB2 2.2.14.2.5).
+/// What an open is granted, and the most it could have been.
 #[derive(Clone, Copy, Debug)]
 pub struct Rights {
     pub granted: u32,
+    /// The most the open may be granted.
     pub maximal: u32,
+    /// What the READONLY attribute alone keeps out of `maximal` (see [`Rights::reported`]).
+    pub read_only_withheld: u32,
+}
+
+impl Rights {
+    /// The MaximalAccess a MxAc response reports (MS-SMB2 2.2.14.2.5): the access the share
+    /// and the security descriptor give, READONLY or not. Windows reports the full access of
+    /// a read-only file there and refuses the writes at open (smbtorture 4.25
+    /// smb2.maximum_allowed.read_only_file, which Samba's commit 878e7975de1 says passes
+    /// against Windows).
+    pub fn reported(&self) -> u32 {
+        self.maximal | self.read_only_withheld
+    }
+}
+
+/// What READONLY alone withholds from an open bounded by `tree_max`.
+pub fn withheld(tree_max: u32, file_read_only: bool) -> u32 {
+    if file_read_only {
+        tree_max & READONLY_DENIED
+    } else {
+        0
+    }
 }
 
 /// The most this file may be opened with.
@@ -117,6 +143,27 @@ mod tests {
         );
         assert_eq!(truncate_needs(CreateDisposition::OPEN_IF), 0);
         assert_eq!(check_truncate(CreateDisposition::OPEN, read, false), Ok(()));
+    }
+
+    /// MS-FSA 2.1.5.1.2.1 with Windows' MxAc: a read-only file opened for MAXIMUM_ALLOWED
+    /// gets no write, append or delete-child right, and MxAc still reports them.
+    #[test]
+    fn a_read_only_file_reports_full_access_and_grants_no_writes() {
+        let all = mask::FILE_ALL_ACCESS;
+        let r = Rights {
+            granted: grant(mask::MAXIMUM_ALLOWED, maximal(all, true)).unwrap(),
+            maximal: maximal(all, true),
+            read_only_withheld: withheld(all, true),
+        };
+        assert_eq!(r.reported(), all);
+        let writes = mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA | mask::FILE_DELETE_CHILD;
+        assert_eq!(r.granted, all & !writes);
+        assert_eq!(withheld(all, false), 0);
+        assert_eq!(
+            withheld(RO_SHARE, true),
+            0,
+            "a read-only share withholds them already"
+        );
     }
 
     #[test]

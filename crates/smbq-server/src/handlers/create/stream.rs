@@ -192,7 +192,11 @@ fn open_base(
         o,
         path,
         (file.as_ref(), kernel_rights::Object::Stream),
-        Rights { granted, maximal },
+        Rights {
+            granted,
+            maximal,
+            read_only_withheld: rights::withheld(o.tree.maximal_access, read_only),
+        },
         read_only,
     )?;
     Ok((file, rights))
@@ -257,7 +261,7 @@ fn admit(
         action,
         stat: Some(st),
         view: Some(view),
-        maximal: rights.maximal,
+        maximal: rights.reported(),
     })
 }
 
