@@ -115,7 +115,7 @@ fi
 step "interop: smbtorture's allowlist, as the test user, with per-user identities, and 4.25 over QUIC"
 # Each test starts its own server and smbtorture process and mostly waits on the other, so
 # three run at once (pytest-xdist): the 919 runs over TCP took 9 minutes on the 2-core machine
-# (2026-11-28), where the 461 of the first set alone took 11 minutes one at a time; the 436
+# (2026-11-28), where the 461 of the first set alone took 11 minutes one at a time; the 438
 # over QUIC (smbtorture 4.25 from the unstable chroot, tests/interop/samba_unstable.py) add 5.
 python3 -m pytest -q -p no:cacheprovider -n 3 tests/interop/test_smbtorture.py
 
