@@ -235,6 +235,9 @@ async fn a_query_sent_before_the_close_of_its_handle_still_runs() {
     assert_eq!(r.status, NtStatus::SUCCESS);
     let after = query_mid(11);
     let arrival = h.srv.before_task(&h.conn, &after);
-    let r = h.srv.handle_arrived(&h.conn, &after, cancel(), arrival).await;
+    let r = h
+        .srv
+        .handle_arrived(&h.conn, &after, cancel(), arrival)
+        .await;
     assert_eq!(r.status, NtStatus::FILE_CLOSED);
 }
