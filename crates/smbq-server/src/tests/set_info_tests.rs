@@ -313,7 +313,6 @@ async fn rh_leased(h: &H, name: &str, key: u8, access: u32) -> FileId {
 /// way and sends nothing twice.
 #[tokio::test]
 async fn rename_breaks_start_before_the_request_task() {
-    use smbq_wire::oplock_break::{LeaseBreakAck, LeaseBreakNotification};
     let h = H::new().await;
     h.put("src", b"x").await;
     let renamer = rh_leased(&h, "src", 1, mask::DELETE | mask::GENERIC_READ).await;
@@ -349,20 +348,7 @@ async fn rename_breaks_start_before_the_request_task() {
         .try_recv()
         .expect("the break is queued before the task runs");
     assert_eq!(command, Command::OPLOCK_BREAK);
-    let mut m = vec![0u8; 64];
-    m.extend_from_slice(&body);
-    let n = LeaseBreakNotification::decode(&m).unwrap();
-    assert_eq!((n.lease_key, n.new_lease_state), ([2; 16], 1));
-
-    let ack = msg(Command::OPLOCK_BREAK, h.tree, h.session.id, |w| {
-        LeaseBreakAck {
-            lease_key: n.lease_key,
-            lease_state: n.new_lease_state,
-            ..Default::default()
-        }
-        .encode(w)
-    });
-    assert_eq!(h.send(ack).await.status, NtStatus::SUCCESS);
+    assert_eq!(acknowledge(&h, &body).await, ([2; 16], 1));
     assert_eq!(h.send(rename("dst")).await.status, NtStatus::SUCCESS);
     assert!(rx.try_recv().is_err(), "no second break");
     assert!(h.path("dst").exists());
@@ -372,7 +358,6 @@ async fn rename_breaks_start_before_the_request_task() {
 /// keys, as a rename does (smbtorture 4.25 smb2.lease.unlink); clearing it breaks nothing.
 #[tokio::test]
 async fn a_delete_pending_set_breaks_other_keys_handle_caching() {
-    use smbq_wire::oplock_break::{LeaseBreakAck, LeaseBreakNotification};
     let h = H::new().await;
     h.put("f", b"x").await;
     let _first = rh_leased(&h, "f", 1, mask::GENERIC_READ).await;
@@ -390,19 +375,26 @@ async fn a_delete_pending_set_breaks_other_keys_handle_caching() {
         let wait = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv());
         let crate::push::Push::Notification { body, .. } =
             wait.await.expect("a break").expect("the channel is open");
-        let mut m = vec![0u8; 64];
-        m.extend_from_slice(&body);
-        let n = LeaseBreakNotification::decode(&m).unwrap();
-        assert_eq!((n.lease_key, n.new_lease_state), ([1; 16], 1), "RH to R");
-        let ack = msg(Command::OPLOCK_BREAK, h.tree, h.session.id, |w| {
-            LeaseBreakAck {
-                lease_key: n.lease_key,
-                lease_state: n.new_lease_state,
-                ..Default::default()
-            }
-            .encode(w)
-        });
-        assert_eq!(h.send(ack).await.status, NtStatus::SUCCESS);
+        assert_eq!(acknowledge(&h, &body).await, ([1; 16], 1), "RH to R");
     });
     assert_eq!(status, NtStatus::SUCCESS);
+}
+
+/// Acknowledges the LEASE_BREAK notification `body` with the state it asks for; its lease
+/// key and new state.
+async fn acknowledge(h: &H, body: &[u8]) -> ([u8; 16], u32) {
+    use smbq_wire::oplock_break::{LeaseBreakAck, LeaseBreakNotification};
+    let mut m = vec![0u8; 64];
+    m.extend_from_slice(body);
+    let n = LeaseBreakNotification::decode(&m).unwrap();
+    let ack = msg(Command::OPLOCK_BREAK, h.tree, h.session.id, |w| {
+        LeaseBreakAck {
+            lease_key: n.lease_key,
+            lease_state: n.new_lease_state,
+            ..Default::default()
+        }
+        .encode(w)
+    });
+    assert_eq!(h.send(ack).await.status, NtStatus::SUCCESS);
+    (n.lease_key, n.new_lease_state)
 }
