@@ -731,7 +731,7 @@ impl Shared {
                 (_, None) => None,
             };
             pace.set_link_rate(link);
-            pace.pick(c, self.config.compress_adaptive)?
+            pace.pick(c, self.config.compress_adaptive, data)?
         };
         let started = Instant::now();
         let out = c.compress_with(a, prefix, data);
@@ -1002,11 +1002,17 @@ async fn writer_task(
         if let Some(s) = shared.upgrade() {
             let mut link = s.link.lock();
             link.wrote(bytes, started.elapsed());
-            // A system call: only after the writes the pace measures.
-            if bytes >= smbq_compress::pace::MEASURED_MIN
+            // A system call: only after the writes the pace measures, and until the link
+            // is known (the first requests give the window and the RTT).
+            if (bytes >= smbq_compress::pace::MEASURED_MIN || link.get().is_none())
                 && let Some(p) = writer.tcp_path()
             {
-                link.path(p.delivery_rate, p.app_limited);
+                link.tcp(
+                    p.delivery_rate,
+                    p.app_limited,
+                    p.cwnd_bytes(),
+                    std::time::Duration::from_micros(u64::from(p.rtt_us)),
+                );
             }
         }
         if let Err(e) = r {

@@ -55,7 +55,12 @@ impl Queued {
     /// The kernel's view of the path after a write (TCP_INFO), when the transport has one.
     pub fn path(&self, sample: Option<smbq_transport::TcpPath>) {
         if let Some(s) = sample {
-            self.link.lock().path(s.delivery_rate, s.app_limited);
+            self.link.lock().tcp(
+                s.delivery_rate,
+                s.app_limited,
+                s.cwnd_bytes(),
+                std::time::Duration::from_micros(u64::from(s.rtt_us)),
+            );
         }
     }
 

@@ -17,8 +17,12 @@ const ASK: usize = 256;
 /// Offset of the byte whose lowest bit is `tcpi_delivery_rate_app_limited` (after the seven
 /// `__u8` fields, the `tcpi_snd_wscale`/`tcpi_rcv_wscale` bitfield byte included).
 const APP_LIMITED_BYTE: usize = 7;
+/// Offset of `tcpi_snd_mss` (bytes).
+const SND_MSS: usize = 16;
 /// Offset of `tcpi_rtt` (microseconds).
 const RTT: usize = 68;
+/// Offset of `tcpi_snd_cwnd` (segments).
+const SND_CWND: usize = 80;
 /// Offset of `tcpi_notsent_bytes`.
 const NOTSENT: usize = 144;
 /// Offset of `tcpi_delivery_rate` (bytes per second).
@@ -36,6 +40,18 @@ pub struct TcpPath {
     pub notsent: u32,
     /// Smoothed round-trip time, microseconds.
     pub rtt_us: u32,
+    /// Congestion window, segments.
+    pub snd_cwnd: u32,
+    /// Sender's maximum segment size, bytes.
+    pub snd_mss: u32,
+}
+
+impl TcpPath {
+    /// The congestion window in bytes (what the sender may have in flight per round trip):
+    /// known from the handshake on, before any rate sample.
+    pub fn cwnd_bytes(&self) -> u64 {
+        u64::from(self.snd_cwnd) * u64::from(self.snd_mss)
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -53,6 +69,8 @@ fn parse(filled: &[u8]) -> Option<TcpPath> {
         app_limited: filled.get(APP_LIMITED_BYTE)? & 1 == 1,
         notsent: u32_at(filled, NOTSENT)?,
         rtt_us: u32_at(filled, RTT)?,
+        snd_cwnd: u32_at(filled, SND_CWND)?,
+        snd_mss: u32_at(filled, SND_MSS)?,
     })
 }
 
@@ -92,6 +110,8 @@ mod tests {
     #[test]
     fn offsets_match_the_kernel_struct() {
         assert_eq!(offset_of!(libc::tcp_info, tcpi_rtt), RTT);
+        assert_eq!(offset_of!(libc::tcp_info, tcpi_snd_mss), SND_MSS);
+        assert_eq!(offset_of!(libc::tcp_info, tcpi_snd_cwnd), SND_CWND);
         assert_eq!(offset_of!(libc::tcp_info, tcpi_notsent_bytes), NOTSENT);
         assert_eq!(
             offset_of!(libc::tcp_info, tcpi_delivery_rate),
@@ -137,6 +157,8 @@ mod tests {
         let got = sample(&c).unwrap();
         assert!(got.delivery_rate > 0, "{got:?}");
         assert_eq!(got.notsent, 0);
+        assert!(got.snd_cwnd >= 1 && got.snd_mss >= 536, "{got:?}");
+        assert!(got.cwnd_bytes() >= 536 && got.rtt_us > 0, "{got:?}");
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         assert_eq!(sample(&udp), None);
     }

@@ -313,7 +313,9 @@ impl ServerConnection {
         };
         // The algorithm that moves the most on this link, if any beats sending it as it is
         // (smbq_compress::pace).
-        let a = self.pace.pick(&n.compression, self.cfg.compress_adaptive)?;
+        let a = self
+            .pace
+            .pick(&n.compression, self.cfg.compress_adaptive, data)?;
         let started = std::time::Instant::now();
         let c = n.compression.compress_with(a, prefix, data);
         let took = started.elapsed();

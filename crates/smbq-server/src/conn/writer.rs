@@ -54,8 +54,10 @@ pub(super) fn spawn(
             let r = writer.write_chunks(&mut batch).await;
             queued.took(bytes, started.elapsed());
             // The kernel's view costs a system call: asked only after the writes the pace
-            // measures (small answers, 4 KiB random I/O, would pay it for nothing).
-            if bytes >= smbq_compress::pace::MEASURED_MIN {
+            // measures (small answers, 4 KiB random I/O, would pay it for nothing), and
+            // until the link is known (NEGOTIATE's answer gives the window and the RTT, so
+            // the first READs know the link).
+            if bytes >= smbq_compress::pace::MEASURED_MIN || queued.link_rate().is_none() {
                 queued.path(writer.tcp_path());
             }
             queued.written(bytes);
