@@ -449,9 +449,6 @@ impl Server {
             return;
         };
         let doc = open.delete_on_close.load(Ordering::Acquire);
-        if !doc {
-            write_time::settle(self, open); // its writes show now (crate::write_time)
-        }
         // CHANGE_NOTIFY waits on this open end; watchers hear of a delete-pending directory.
         self.notify_closing(open, doc);
         // Share mode, locks and oplock go in one step, so a CREATE or lock request this

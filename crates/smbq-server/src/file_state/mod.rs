@@ -23,7 +23,6 @@ pub mod lease;
 mod leasing;
 pub mod oplock;
 pub mod share_mode;
-mod write_time;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -37,7 +36,6 @@ use tokio::sync::Notify;
 pub use byte_range::WaitEnds;
 pub use key::FileKey;
 pub use share_mode::{LastClose, NewOpen};
-pub use write_time::{UPDATE_DELAY, WriteTimeState};
 
 use byte_range::{Range, RangeLocks};
 use lease::{Contention, Granted, LeaseAsk, LeaseBreakNotice, LeaseKey, Leases, Opener};
@@ -75,9 +73,6 @@ struct FileEntry {
     leases: Leases,
     /// A client-set ChangeTime, valid while the inode's ctime is the one recorded (crate::dos).
     change_time: Option<(Timespec, u64)>,
-    /// The LastWriteTime clients see while the file is open ([`write_time`]); it goes with the
-    /// last open, and alone it does not keep an entry.
-    write_time: Option<write_time::ShownWriteTime>,
 }
 
 impl FileEntry {
@@ -259,7 +254,6 @@ impl FileStates {
             let deleting = last.as_ref().is_some_and(|l| l.delete);
             if !deleting && e.opens.as_ref().is_some_and(ShareModes::is_empty) {
                 e.opens = None;
-                e.write_time = None;
             }
             last
         });
@@ -294,7 +288,6 @@ impl FileStates {
         shard.files.lock().update(key.base(), |e| {
             if e.opens.as_ref().is_some_and(ShareModes::is_empty) {
                 e.opens = None;
-                e.write_time = None;
             }
         });
         shard.changed.notify_waiters();

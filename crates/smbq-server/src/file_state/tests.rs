@@ -272,67 +272,6 @@ fn stat_opens_leave_write_caching() {
     );
 }
 
-#[test]
-fn a_write_shows_in_the_write_time_once_and_late() {
-    use super::UPDATE_DELAY;
-    let t = FileStates::new();
-    let t0 = Instant::now();
-    // No open: nothing is kept, the inode's time is shown.
-    assert!(!t.note_write(K, Some(100), true, t0));
-    assert_eq!(t.write_time(K, 200, t0), None);
-
-    t.admit(K, 1, RW, share::ALL, &p(), false).unwrap();
-    assert!(t.write_time_needs_base(K, t0));
-    // The first write: the time before it stays shown until the update is due.
-    assert!(!t.note_write(K, Some(100), true, t0));
-    assert!(!t.write_time_needs_base(K, t0));
-    let w = t.write_time(K, 150, t0 + UPDATE_DELAY / 2).unwrap();
-    assert_eq!((w.shown, w.pending), (100, true));
-    // A second write before that moves nothing and is not "after the update".
-    assert!(!t.note_write(K, None, false, t0 + UPDATE_DELAY / 2));
-    // Due: whoever looks next takes the inode's time, once.
-    let w = t.write_time(K, 160, t0 + UPDATE_DELAY).unwrap();
-    assert_eq!((w.shown, w.pending), (160, false));
-    assert!(!t.write_time_needs_base(K, t0 + UPDATE_DELAY * 2));
-    // Writes after the update leave the shown time; the writer's close sets it.
-    assert!(t.note_write(K, None, false, t0 + UPDATE_DELAY * 2));
-    let w = t.write_time(K, 170, t0 + UPDATE_DELAY * 3).unwrap();
-    assert_eq!((w.shown, w.pending), (160, false));
-    // Another handle's first write schedules its own update.
-    let t1 = t0 + UPDATE_DELAY * 3;
-    assert!(!t.note_write(K, None, true, t1));
-    let w = t.write_time(K, 175, t1).unwrap();
-    assert_eq!((w.shown, w.pending), (160, true));
-    let w = t.write_time(K, 175, t1 + UPDATE_DELAY).unwrap();
-    assert_eq!((w.shown, w.pending), (175, false));
-    t.set_write_time(K, 180);
-    assert_eq!(t.write_time(K, 190, t0).map(|w| w.shown), Some(180));
-
-    // It goes with the last open.
-    t.release(K, 1, false);
-    assert_eq!(t.write_time(K, 190, t0), None);
-    assert_eq!(t.entries(), 0);
-}
-
-#[test]
-fn an_update_due_while_nobody_looked_shows_the_write_before() {
-    use super::UPDATE_DELAY;
-    let t = FileStates::new();
-    let t0 = Instant::now();
-    t.admit(K, 1, RW, share::ALL, &p(), false).unwrap();
-    assert!(!t.note_write(K, Some(100), true, t0));
-    // The next write comes after the update was due: the update shows the previous write's
-    // time (the mtime before this one), and this write counts as after it.
-    let later = t0 + UPDATE_DELAY * 2;
-    assert!(t.write_time_needs_base(K, later));
-    assert!(t.note_write(K, Some(140), false, later));
-    let w = t.write_time(K, 150, later).unwrap();
-    assert_eq!((w.shown, w.pending), (140, false));
-    // A stream of the file shares its time.
-    let s = FileKey { stream: 7, ..K };
-    assert_eq!(t.write_time(s, 150, later).map(|w| w.shown), Some(140));
-}
-
 /// The last close of a delete-pending file keeps it delete-pending until its unlink is done
 /// (`deleted`): a new open meanwhile is DELETE_PENDING and nothing waiting wakes, so a CREATE
 /// that waited for the closing open's break never opens the file about to be unlinked

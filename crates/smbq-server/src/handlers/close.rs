@@ -27,11 +27,6 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         open.delete_on_close.store(false, Ordering::Release);
     }
     let resp = blocking(move || {
-        // What this handle wrote shows now, so the attributes returned are the final ones
-        // (release_open finds nothing left to do; smbtorture smb2.timestamps.delayed-*).
-        if !open.delete_on_close.load(Ordering::Acquire) {
-            crate::write_time::settle(&srv, &open);
-        }
         // Stat before closing: a delete-on-close file is gone afterwards.
         let post = match open.file() {
             Some(f) if post => f.file.stat().ok().map(|st| {

@@ -16,15 +16,13 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     // 3.3.5.11: FILE_WRITE_DATA or FILE_APPEND_DATA; for a directory the same bits are
     // FILE_ADD_FILE and FILE_ADD_SUBDIRECTORY, which Samba accepts there.
     crate::security::require_any(&open, mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)?;
-    let srv = ctx.srv.self_arc();
     blocking(move || {
         let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
         f.file
             .fsync()
             .map_err(|e| crate::errors::map_io_error(&e))?;
-        // A delayed LastWriteTime update of what this handle wrote happens now (Windows;
-        // smbtorture smb2.timestamps.delayed-write-vs-flush).
-        crate::write_time::best_effort(&srv, &open, false);
+        // No LastWriteTime update: the writes made it (MS-FSA 2.1.4.17, crate::write_time;
+        // smbtorture 4.25 smb2.timestamps.delayed-write-vs-flush).
         Ok(())
     })
     .await?;

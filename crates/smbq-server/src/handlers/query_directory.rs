@@ -295,7 +295,7 @@ impl Seen {
             &entry.name,
             &info,
             srv.files().change_time(key, st.ctime),
-            Some(crate::write_time::shown(srv, key, st)),
+            None,
         );
         let allocation = meta::allocation_with(st, srv.files().allocation(key));
         Seen {

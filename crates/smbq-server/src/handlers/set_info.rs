@@ -281,25 +281,35 @@ fn size_change<'a>(srv: &Server, open: &'a Open, size: u64) -> Result<&'a FileOp
 /// MS-FSA 2.1.5.15.4 FileEndOfFileInformation.
 fn set_end_of_file(srv: &Arc<Server>, open: &Arc<Open>, end_of_file: u64) -> Result<(), NtStatus> {
     let f = size_change(srv, open, end_of_file)?;
-    let size = f.file.stat().map_err(io)?.size;
-    f.file.set_len(end_of_file).map_err(io)?;
-    // Even to the same size, a delayed LastWriteTime update happens now (Windows; smbtorture
-    // smb2.timestamps.delayed-write-vs-seteof).
-    crate::write_time::best_effort(srv, open, size != end_of_file);
-    Ok(())
+    let held = crate::write_time::held(open, f);
+    let r = f.file.set_len(end_of_file).map_err(io);
+    // Even to the same size, the file counts as modified (MS-FSA 2.1.4.17; Windows Server
+    // 2022, smbtorture 4.25 smb2.timestamps.delayed-write-vs-seteof).
+    crate::write_time::after(open, f, held, r.is_ok());
+    r
 }
 
 /// MS-FSA 2.1.5.15.1 FileAllocationInformation: below end of file it truncates the file.
 fn set_allocation(srv: &Arc<Server>, open: &Arc<Open>, allocation: u64) -> Result<(), NtStatus> {
     let f = size_change(srv, open, allocation)?;
-    let size = f.file.stat().map_err(io)?.size;
-    if allocation < size {
-        f.file.set_len(allocation).map_err(io)?;
+    let st = f.file.stat().map_err(io)?;
+    let size = st.size;
+    // Only a truncation modifies the file (MS-FSA 2.1.5.15.1, 2.1.4.17): a larger allocation
+    // leaves LastWriteTime where it was, whatever fallocate does to the mtime (smbtorture 4.25
+    // smb2.timestamps.modern_write_time_update-2; ChangeTime moves).
+    let held = if allocation < size {
+        crate::write_time::held(open, f)
     } else {
-        f.file.allocate(allocation).map_err(io)?;
-    }
+        Some(st.mtime)
+    };
+    let r = if allocation < size {
+        f.file.set_len(allocation).map_err(io)
+    } else {
+        f.file.allocate(allocation).map_err(io)
+    };
+    crate::write_time::after(open, f, held, allocation < size && r.is_ok());
+    r?;
     srv.files().set_allocation(f.key, allocation);
-    crate::write_time::best_effort(srv, open, allocation < size);
     Ok(())
 }
 
@@ -308,9 +318,7 @@ use crate::write_time::to_timespec as to_ts;
 /// MS-FSA 2.1.5.15.2: 0 keeps a time; -1/-2 freeze and unfreeze LastWriteTime for this handle
 /// (crate::write_time) and keep the other times. Access and write times go to the inode;
 /// CreationTime and the DOS attributes to the `crate::dos` xattr; ChangeTime is remembered in
-/// memory until the inode changes again. Any FileBasicInformation, all zeros too, first makes
-/// a delayed LastWriteTime update of this handle's writes happen (Windows Server 2016;
-/// smbtorture smb2.timestamps.delayed-write-vs-setbasic).
+/// memory until the inode changes again.
 fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
     let classify = |v| SetTime::from_wire(v).ok_or(NtStatus::INVALID_PARAMETER);
@@ -338,12 +346,11 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     let kept = srv
         .files()
         .change_time(f.key, f.file.stat().map_err(io)?.ctime);
-    crate::write_time::best_effort(srv, open, false);
     let (atime, mtime) = (pick(a), pick(m));
     if atime.is_some() || mtime.is_some() {
         f.file.set_times(atime, mtime).map_err(io)?;
     }
-    crate::write_time::set_by_client(srv, open, f, m).map_err(io)?;
+    crate::write_time::set_by_client(open, m);
     let mut dos = DosInfo::read(f.file.as_ref());
     let before = dos;
     if let SetTime::Set(v) = c {

@@ -119,9 +119,12 @@ fn write_at(
     };
     srv.files()
         .check_io(f.key, open.volatile(), at, data.len() as u64, true)?;
-    let before = crate::write_time::before_write(srv, open, f);
-    let n = f.file.write_at(at, &[data]).map_err(|e| map_io_error(&e))?;
-    crate::write_time::after_write(srv, open, f, before);
+    // MS-FSA 2.1.4.17: the write moves LastWriteTime at once, unless this handle's is
+    // sticky (crate::write_time).
+    let held = crate::write_time::held(open, f);
+    let n = f.file.write_at(at, &[data]).map_err(|e| map_io_error(&e));
+    crate::write_time::after(open, f, held, f.key.stream != 0);
+    let n = n?;
     if write_through {
         f.file.fsync().map_err(|e| map_io_error(&e))?;
     }

@@ -84,12 +84,6 @@ pub struct Open {
     /// MS-FSA Open.UserSetModificationTime: a client set or froze LastWriteTime through this
     /// handle, so its writes do not move it (crate::write_time).
     pub sticky_write: AtomicBool,
-    /// This handle wrote after its file's delayed LastWriteTime update was taken: its close
-    /// sets the time (crate::write_time).
-    pub written_after_update: AtomicBool,
-    /// This handle has written: its first write schedules a LastWriteTime update of its own
-    /// (crate::write_time).
-    pub wrote_once: AtomicBool,
 }
 
 impl std::fmt::Debug for Open {

@@ -6,6 +6,7 @@ use smbq_proto::{ConnView, Limits, Request, Response, SessionView};
 use smbq_wire::close::CloseRequest;
 use smbq_wire::create::{CreateDisposition, CreateRequest, CreateResponse, OplockLevel};
 use smbq_wire::cursor::utf16le_encode;
+use smbq_wire::flush::FlushRequest;
 use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse, flags as ioctl_flags};
 use smbq_wire::read::ReadRequest;
 use smbq_wire::tree_connect::{TreeConnectRequest, TreeConnectResponse};
@@ -311,6 +312,13 @@ impl H {
                 ..Default::default()
             }
             .encode(w)
+        }))
+        .await
+    }
+
+    pub async fn flush(&self, id: FileId) -> Response {
+        self.send(msg(Command::FLUSH, self.tree, self.session.id, |w| {
+            FlushRequest { file_id: id }.encode(w)
         }))
         .await
     }

@@ -11,7 +11,6 @@ use parking_lot::Mutex;
 use smbq_vfs::{FileKind, OpenOptions, RelPath};
 use smbq_wire::create::CreateDisposition as D;
 use smbq_wire::create_context::{CreateContext, CreateContextTag, contexts_to_bytes};
-use smbq_wire::flush::FlushRequest;
 use smbq_wire::fscc::file_info::{
     AllocationInfo, BasicInfo, DispositionInfo, DispositionInfoEx, EndOfFileInfo, FullEa,
     RenameInfo, disposition_ex as dx,
@@ -90,10 +89,7 @@ async fn set_file(h: &H, id: FileId, class: u8, buf: &[u8]) -> NtStatus {
 }
 
 async fn flush(h: &H, id: FileId) -> NtStatus {
-    let m = msg(Command::FLUSH, h.tree, h.session.id, |w| {
-        FlushRequest { file_id: id }.encode(w)
-    });
-    h.send(m).await.status
+    h.flush(id).await.status
 }
 
 async fn set_sparse(h: &H, id: FileId) -> NtStatus {
@@ -631,8 +627,6 @@ fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId
         parent_lease: None,
         modified: AtomicBool::new(false),
         sticky_write: AtomicBool::new(false),
-        written_after_update: AtomicBool::new(false),
-        wrote_once: AtomicBool::new(false),
     }));
     file_id
 }

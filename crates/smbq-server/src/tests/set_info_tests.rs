@@ -228,59 +228,121 @@ fn mtime_secs(h: &H, name: &str) -> u64 {
         .as_secs()
 }
 
-/// MS-FSA 2.1.5.15.2 (Open.UserSetModificationTime): a LastWriteTime a client set through a
-/// handle survives that handle's own later writes; its close puts it back on the inode. A
-/// handle with -1 (freeze) keeps the time it froze the same way (crate::write_time).
+fn mtime(h: &H, name: &str) -> std::time::SystemTime {
+    std::fs::metadata(h.path(name)).unwrap().modified().unwrap()
+}
+
+/// Past the file system's timestamp granularity (the kernel's coarse clock ticks every few
+/// milliseconds), as smbtorture's timestamps tests wait.
+async fn tick() {
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+}
+
+/// MS-FSA 2.1.4.17 and 2.1.5.15.2 (Open.UserSetModificationTime), as Windows Server 2022
+/// keeps them (crate::write_time; smbtorture 4.25 smb2.timestamps.modern_write_time_update-1):
+/// a write moves LastWriteTime at once. After a client set the time through a handle, or
+/// froze it with -1, that handle's writes leave the time where it is, and another handle's
+/// writes still move it; -2 lets the handle's writes move it again. FLUSH and CLOSE set
+/// nothing, and a same-size end of file moves it.
 #[tokio::test]
-async fn a_write_time_set_by_a_handle_outlives_its_writes() {
+async fn writes_move_the_write_time_at_once_except_through_a_handle_that_set_it() {
     let h = H::new().await;
     h.put("f", b"0123456789").await;
-    let o = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
+    let o1 = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
+    let o2 = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
+    let t0 = mtime(&h, "f");
+    tick().await;
+    assert_eq!(h.write(o1.id, 0, b"a").await.status, NtStatus::SUCCESS);
+    let t1 = mtime(&h, "f");
+    assert!(t1 > t0, "a write moves the time at once");
+
+    // A time set through o1: o1's writes keep it, o2's move it.
     let basic = BasicInfo {
         last_write_time: smbq_wire::filetime::from_unix(1_000_000_000, 0),
         ..Default::default()
     };
-    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
-    assert_eq!(h.write(o.id, 0, b"abc").await.status, NtStatus::SUCCESS);
-    assert_ne!(
-        mtime_secs(&h, "f"),
-        1_000_000_000,
-        "the write moved the inode"
-    );
-    assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
-    assert_eq!(mtime_secs(&h, "f"), 1_000_000_000);
-
-    // Frozen with -1 after a set: the same.
-    let o = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
-    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
-    let freeze = BasicInfo {
-        last_write_time: u64::MAX,
-        ..Default::default()
-    };
     assert_eq!(
-        set(&h, o.id, 4, &freeze.to_bytes()).await,
+        set(&h, o1.id, 4, &basic.to_bytes()).await,
         NtStatus::SUCCESS
     );
-    assert_eq!(h.write(o.id, 0, b"def").await.status, NtStatus::SUCCESS);
-    assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
     assert_eq!(mtime_secs(&h, "f"), 1_000_000_000);
+    tick().await;
+    assert_eq!(h.write(o1.id, 1, b"b").await.status, NtStatus::SUCCESS);
+    assert_eq!(
+        mtime_secs(&h, "f"),
+        1_000_000_000,
+        "the setter's write keeps it"
+    );
+    assert_eq!(h.write(o2.id, 2, b"c").await.status, NtStatus::SUCCESS);
+    let t2 = mtime(&h, "f");
+    assert!(t2 > t1, "another handle's write moves it");
+    tick().await;
+    assert_eq!(h.write(o1.id, 3, b"d").await.status, NtStatus::SUCCESS);
+    assert_eq!(
+        mtime(&h, "f"),
+        t2,
+        "the setter's write keeps the time it found"
+    );
 
-    // -2 after writes made while the time was held: the held time stays (the writes made under
-    // it do not show), and only later writes move it again.
-    let o = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
-    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
-    assert_eq!(h.write(o.id, 0, b"ghi").await.status, NtStatus::SUCCESS);
+    // FLUSH and a same-size end of file through the sticky handle: nothing moves.
+    assert_eq!(h.flush(o1.id).await.status, NtStatus::SUCCESS);
+    let eof = EndOfFileInfo { end_of_file: 10 }.to_bytes();
+    assert_eq!(set(&h, o1.id, 20, &eof).await, NtStatus::SUCCESS);
+    assert_eq!(mtime(&h, "f"), t2);
+    // Through o2, the same end of file moves it (the file counts as modified).
+    tick().await;
+    assert_eq!(set(&h, o2.id, 20, &eof).await, NtStatus::SUCCESS);
+    let t3 = mtime(&h, "f");
+    assert!(t3 > t2, "a same-size end of file moves it");
+
+    // -2 on o1: its writes move the time again.
     let unfreeze = BasicInfo {
         last_write_time: u64::MAX - 1,
         ..Default::default()
     };
     assert_eq!(
-        set(&h, o.id, 4, &unfreeze.to_bytes()).await,
+        set(&h, o1.id, 4, &unfreeze.to_bytes()).await,
         NtStatus::SUCCESS
     );
-    assert_eq!(mtime_secs(&h, "f"), 1_000_000_000);
+    assert_eq!(mtime(&h, "f"), t3, "-2 itself changes nothing");
+    tick().await;
+    assert_eq!(h.write(o1.id, 4, b"e").await.status, NtStatus::SUCCESS);
+    let t4 = mtime(&h, "f");
+    assert!(t4 > t3);
+
+    // -1 on o2 freezes it for o2's writes.
+    let freeze = BasicInfo {
+        last_write_time: u64::MAX,
+        ..Default::default()
+    };
+    assert_eq!(
+        set(&h, o2.id, 4, &freeze.to_bytes()).await,
+        NtStatus::SUCCESS
+    );
+    tick().await;
+    assert_eq!(h.write(o2.id, 5, b"f").await.status, NtStatus::SUCCESS);
+    assert_eq!(mtime(&h, "f"), t4);
+
+    // Closing sets nothing.
+    tick().await;
+    assert_eq!(h.close(o1.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.close(o2.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(mtime(&h, "f"), t4);
+}
+
+/// A named stream's write moves its file's LastWriteTime (MS-FSA 2.1.4.17): the stream lives
+/// in xattrs, and writing those moves no mtime by itself (crate::write_time).
+#[tokio::test]
+async fn a_stream_write_moves_its_files_write_time() {
+    let h = H::new().await;
+    h.put("f", b"x").await;
+    let o = h.create("f:s", mask::GENERIC_ALL, D::CREATE, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let t0 = mtime(&h, "f");
+    tick().await;
+    assert_eq!(h.write(o.id, 0, b"data").await.status, NtStatus::SUCCESS);
+    assert!(mtime(&h, "f") > t0);
     assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
-    assert_eq!(mtime_secs(&h, "f"), 1_000_000_000);
 }
 
 /// An RH lease with key `key` on `name`, for `access`.

@@ -126,8 +126,6 @@ impl CreateIntent {
             parent_lease: self.lease.as_ref().and_then(|l| l.parent),
             modified: AtomicBool::new(false),
             sticky_write: AtomicBool::new(false),
-            written_after_update: AtomicBool::new(false),
-            wrote_once: AtomicBool::new(false),
         })
     }
 }
@@ -528,16 +526,6 @@ fn overwrite(o: &Opener<'_>, key: FileKey, file: &dyn VfsFile) -> Result<Stat, S
         if let Ok(s) = file.stat() {
             st = s;
         }
-    }
-    // Overwriting is writing, and shows at once, also to the file's other handles whose
-    // shown LastWriteTime was held (crate::write_time).
-    let written = meta::ft(st.mtime);
-    let files = o.srv.files();
-    if files
-        .write_time(key, written, std::time::Instant::now())
-        .is_some()
-    {
-        files.set_write_time(key, written);
     }
     Ok(st)
 }
