@@ -402,8 +402,7 @@ mod tests {
     }
 
     /// The spec's stream decodes, and our encoder writes the same 276 bytes, including the
-    /// two zero words that end it (trap 2). (The spec's second example, "abc" x 100, is not
-    /// reproduced here: its bytes were not available in full.)
+    /// two zero words that end it (trap 2).
     #[test]
     fn spec_example_alphabet() {
         let plain = b"abcdefghijklmnopqrstuvwxyz";
@@ -411,6 +410,29 @@ mod tests {
         decompress(&spec_alphabet(), &mut out, plain.len()).unwrap();
         assert_eq!(out, plain);
         assert_eq!(round_trip(compress, decompress, plain), spec_alphabet());
+    }
+
+    /// MS-XCA 3.2's second example: "abc" x 100 as "abc", one match of 297 bytes at
+    /// distance 3 (symbol 287: length class 15, so the length follows in the byte stream,
+    /// 0xff and then 294 as 16 bits) and EOF. Codes: c, EOF and 287 two bits, a and b three.
+    fn spec_abc() -> Vec<u8> {
+        let mut z = vec![0u8; 256];
+        z[48] = 0x30; // 'a' (0x61) 3 bits in the high nibble
+        z[49] = 0x23; // 'b' 3 bits, 'c' 2 bits
+        z[128] = 0x02; // symbol 256 (EOF) 2 bits
+        z[143] = 0x20; // symbol 287 2 bits
+        z.extend([0xa8, 0xdc, 0x00, 0x00, 0xff, 0x26, 0x01]);
+        z
+    }
+
+    #[test]
+    fn spec_example_abc_times_100() {
+        let plain = b"abc".repeat(100);
+        let mut out = Vec::new();
+        decompress(&spec_abc(), &mut out, plain.len()).unwrap();
+        assert_eq!(out, plain);
+        let ours = round_trip(compress, decompress, &plain);
+        assert_eq!(ours, spec_abc());
     }
 
     #[test]
