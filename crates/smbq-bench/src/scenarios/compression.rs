@@ -629,25 +629,32 @@ fn measure(
             &tcp
         };
         for set in sets {
-            for method in plan(set.name) {
-                let names = [set.name, link, target.name(), method.name()];
-                if !selected(&names.map(Some)) {
-                    continue;
-                }
-                let ep = base.clone().with_compression(method.offer());
-                let w = Work { set, size, method };
-                let mut passes = Vec::new();
-                for r in 0..ctx.repeats() {
+            let work: Vec<(Work, Endpoint)> = plan(set.name)
+                .into_iter()
+                .filter(|m| selected(&[set.name, link, target.name(), m.name()].map(Some)))
+                .map(|method| {
+                    let ep = base.clone().with_compression(method.offer());
+                    (Work { set, size, method }, ep)
+                })
+                .collect();
+            // The repeats go round the rows (off, each algorithm, auto, then off again), so
+            // a drift of this noisy machine's speed falls on both sides of each ratio alike:
+            // one row's repeats back to back put the loopback ratios 5-10 % off either way.
+            let mut passes: Vec<Vec<_>> = work.iter().map(|_| Vec::new()).collect();
+            for r in 0..ctx.repeats() {
+                for ((w, ep), done) in work.iter().zip(passes.iter_mut()) {
                     prog.step(&format!(
                         "{} {link} {} {} (repeat {})",
                         set.name,
                         target.name(),
-                        method.name(),
+                        w.method.name(),
                         r + 1
                     ));
-                    passes.push(one_run(ctx, net, server, &ep, &w)?);
+                    done.push(one_run(ctx, net, server, ep, w)?);
                 }
-                rows.push(row(link, net, target, &w, &passes));
+            }
+            for ((w, _), done) in work.iter().zip(&passes) {
+                rows.push(row(link, net, target, w, done));
             }
         }
     }
