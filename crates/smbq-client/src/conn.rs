@@ -711,7 +711,10 @@ impl Shared {
     }
 
     /// Compresses when this end compresses faster than the link drains
-    /// (smbq_compress::pace), measuring how fast it does.
+    /// (smbq_compress::pace), measuring how fast it does. The pace's tries on a sample (one
+    /// 64 KiB compression per algorithm on the first large message, and a probe now and
+    /// then: up to a few milliseconds) run under its lock, so a concurrent WRITE on this
+    /// connection waits for them; the message itself is compressed outside it.
     fn try_compress(
         &self,
         c: &Compression,

@@ -133,19 +133,13 @@ pub struct View {
 }
 
 impl View {
-    /// `change` and `write` are the times clients are shown when they are not the inode's
-    /// (a client-set ChangeTime; a delayed LastWriteTime, crate::write_time).
-    pub fn new(
-        st: &Stat,
-        name: &str,
-        dos: &DosInfo,
-        change: Option<u64>,
-        write: Option<u64>,
-    ) -> View {
+    /// `change` is the ChangeTime clients are shown when it is not the inode's (a client set
+    /// it). LastWriteTime is always the inode's (crate::write_time).
+    pub fn new(st: &Stat, name: &str, dos: &DosInfo, change: Option<u64>) -> View {
         View {
             creation: dos.creation.unwrap_or_else(|| meta::creation_time(st)),
             last_access: meta::ft(st.atime),
-            last_write: write.unwrap_or_else(|| meta::ft(st.mtime)),
+            last_write: meta::ft(st.mtime),
             change: change.unwrap_or_else(|| meta::ft(st.ctime)),
             attributes: attributes(st, name, dos),
             file_id: crate::file_id::reported(st, dos),
@@ -156,7 +150,7 @@ impl View {
 /// What `file` (an open of `key`, whose metadata is `st`) looks like to a client.
 pub fn view(srv: &Server, file: &dyn VfsFile, key: FileKey, st: &Stat, name: &str) -> View {
     let dos = DosInfo::read(file);
-    View::new(st, name, &dos, srv.files().change_time(key, st.ctime), None)
+    View::new(st, name, &dos, srv.files().change_time(key, st.ctime))
 }
 
 /// MS-FSCC 2.6: stored bits plus READONLY (mode) and DIRECTORY (type); a file with none left
@@ -317,7 +311,6 @@ mod tests {
             &stat(FileKind::File, 0o100644),
             "a",
             &DosInfo::default(),
-            None,
             None,
         );
         assert_eq!(view.change, meta::ft(Timespec::new(3, 0)));

@@ -15,9 +15,9 @@
 //!
 //! The kernel moves the inode's mtime at each write, so the time clients see is the inode's
 //! and nothing is kept in memory. A write through a sticky handle puts back the mtime it found
-//! (smbd does the same). Two writes at once through one sticky handle and another handle can
-//! race so that the other handle's update is undone; Windows serializes that in the file
-//! system, smbq does not.
+//! (smbd does the same), and so does a larger allocation for every handle. A write through
+//! another handle at the same moment can have its update undone by that put-back; Windows
+//! serializes this in the file system, smbq does not.
 
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -142,13 +142,18 @@ fn copy_chunks(
         {
             return Ok((s, copied));
         }
-        match smbq_vfs::copy_range(
+        // Copying in is writing: the destination's time moves unless its handle set it
+        // (MS-FSA 2.1.4.17, crate::write_time).
+        let held = crate::write_time::held(dst, df);
+        let r = smbq_vfs::copy_range(
             sf.file.as_ref(),
             c.source_offset,
             df.file.as_ref(),
             c.target_offset,
             len,
-        ) {
+        );
+        crate::write_time::after(dst, df, held, dkey.stream != 0 && r.is_ok());
+        match r {
             Ok(n) if n == len => {}
             // The source shrank between the size check and the copy.
             Ok(_) => return Ok((NtStatus::INVALID_VIEW_SIZE, copied)),

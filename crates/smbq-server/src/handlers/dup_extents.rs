@@ -141,8 +141,11 @@ pub(super) async fn duplicate(ctx: &Ctx<'_>, dst: Arc<Open>, input: &[u8]) -> Re
         let (Some(sf), Some(df)) = (s2.file(), d2.file()) else {
             return Err(NtStatus::ACCESS_DENIED);
         };
-        smbq_vfs::clone_range(sf.file.as_ref(), so, df.file.as_ref(), to, count)
-            .map_err(|_| NtStatus::NOT_SUPPORTED)
+        // Cloning in is writing (MS-FSA 2.1.4.17, crate::write_time).
+        let held = crate::write_time::held(&d2, df);
+        let r = smbq_vfs::clone_range(sf.file.as_ref(), so, df.file.as_ref(), to, count);
+        crate::write_time::after(&d2, df, held, df.key.stream != 0 && r.is_ok());
+        r.map_err(|_| NtStatus::NOT_SUPPORTED)
     })
     .await?;
     ctx.srv.notify_write(&dst); // CHANGE_NOTIFY and the parent's leases (crate::notify)

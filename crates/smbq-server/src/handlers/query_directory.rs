@@ -295,7 +295,6 @@ impl Seen {
             &entry.name,
             &info,
             srv.files().change_time(key, st.ctime),
-            None,
         );
         let allocation = meta::allocation_with(st, srv.files().allocation(key));
         Seen {

@@ -296,7 +296,8 @@ fn set_allocation(srv: &Arc<Server>, open: &Arc<Open>, allocation: u64) -> Resul
     let size = st.size;
     // Only a truncation modifies the file (MS-FSA 2.1.5.15.1, 2.1.4.17): a larger allocation
     // leaves LastWriteTime where it was, whatever fallocate does to the mtime (smbtorture 4.25
-    // smb2.timestamps.modern_write_time_update-2; ChangeTime moves).
+    // smb2.timestamps.modern_write_time_update-2; ChangeTime moves). A write through another
+    // handle between the stat and the put-back loses its time update (write_time.rs).
     let held = if allocation < size {
         crate::write_time::held(open, f)
     } else {

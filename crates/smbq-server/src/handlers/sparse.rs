@@ -105,9 +105,11 @@ pub(super) async fn zero_data(
         let size = f.file.stat().map_err(|e| map_io_error(&e))?.size;
         let end = beyond.min(size);
         if from < end {
-            f.file
-                .punch_hole(from, end - from)
-                .map_err(|e| map_io_error(&e))?;
+            // Zeroing is writing (MS-FSA 2.1.4.17, crate::write_time).
+            let held = crate::write_time::held(&o, f);
+            let r = f.file.punch_hole(from, end - from);
+            crate::write_time::after(&o, f, held, f.key.stream != 0 && r.is_ok());
+            r.map_err(|e| map_io_error(&e))?;
         }
         Ok(())
     })

@@ -123,7 +123,7 @@ fn write_at(
     // sticky (crate::write_time).
     let held = crate::write_time::held(open, f);
     let n = f.file.write_at(at, &[data]).map_err(|e| map_io_error(&e));
-    crate::write_time::after(open, f, held, f.key.stream != 0);
+    crate::write_time::after(open, f, held, f.key.stream != 0 && n.is_ok());
     let n = n?;
     if write_through {
         f.file.fsync().map_err(|e| map_io_error(&e))?;

@@ -330,6 +330,41 @@ async fn writes_move_the_write_time_at_once_except_through_a_handle_that_set_it(
     assert_eq!(mtime(&h, "f"), t4);
 }
 
+/// Zeroing a range (FSCTL_SET_ZERO_DATA) is writing: it moves LastWriteTime, except through a
+/// handle that set the time, like a WRITE (MS-FSA 2.1.4.17, crate::write_time).
+#[tokio::test]
+async fn zeroing_through_a_handle_that_set_the_time_keeps_it() {
+    use smbq_wire::ioctl::CtlCode;
+    let h = H::new().await;
+    h.put("f", &[7u8; 8192]).await;
+    let o = h.create("f", mask::GENERIC_ALL, D::OPEN, 0).await;
+    let zero = |from: u64, beyond: u64| [from.to_le_bytes(), beyond.to_le_bytes()].concat();
+    let t0 = mtime(&h, "f");
+    tick().await;
+    let r = h
+        .fsctl(CtlCode::SET_ZERO_DATA, o.id, &zero(0, 4096), 0)
+        .await;
+    assert_eq!(r.0, NtStatus::SUCCESS);
+    let t1 = mtime(&h, "f");
+    assert!(t1 > t0, "zeroing moves the time");
+    let basic = BasicInfo {
+        last_write_time: smbq_wire::filetime::from_unix(1_000_000_000, 0),
+        ..Default::default()
+    };
+    assert_eq!(set(&h, o.id, 4, &basic.to_bytes()).await, NtStatus::SUCCESS);
+    tick().await;
+    let r = h
+        .fsctl(CtlCode::SET_ZERO_DATA, o.id, &zero(4096, 8192), 0)
+        .await;
+    assert_eq!(r.0, NtStatus::SUCCESS);
+    assert_eq!(
+        mtime_secs(&h, "f"),
+        1_000_000_000,
+        "but not through the setter"
+    );
+    assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
+}
+
 /// A named stream's write moves its file's LastWriteTime (MS-FSA 2.1.4.17): the stream lives
 /// in xattrs, and writing those moves no mtime by itself (crate::write_time).
 #[tokio::test]
