@@ -46,11 +46,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "interop"))
 
 from conftest import BINARY, USER, SmbqServer  # noqa: E402
-from samba_server import SambaServer  # noqa: E402
+from samba_server import DEFAULT_USER as SAMBA_USER, SambaServer, ensure_unix_user  # noqa: E402
+from samba_unstable import Chroot  # noqa: E402
 # The smbq setup of the smbtorture interop test, so both measure the same server: the extra
 # `noperm` share and the per-test option overrides.
 from test_smbtorture import (  # noqa: E402
-    EXTRA_OPTIONS, NEEDS_USER2, SHARE_FOR, USER2, USER2_PASSWORD, add_user2, extra_shares)
+    NEEDS_USER2, SHARE_FOR, USER2, USER2_PASSWORD, add_user2, extra_shares, torture_config,
+    torture_options)
 
 # Importing conftest pointed XDG_CACHE_HOME at a fresh temporary directory (so smbq's client
 # memory stays out of the user's cache); nothing here uses it afterwards.
@@ -110,26 +112,68 @@ NOTES_PLACEHOLDER = "Notes on tests left out go here.\n"
 # Encryption stays at Samba's default (offered, not required), as smbq's default is off.
 SAMBA_OPTIONS = dict(encrypt="default",
                      extra_share=["posix locking = no", "vfs objects = acl_xattr streams_xattr"])
+# Samba 4.25's selftest fileserver also turns persistent handles on (its CA shares need it).
+SAMBA_425_GLOBAL = ["persistent handles = yes"]
 
 
-def samba_extra_shares(base: pathlib.Path) -> dict[str, list[str]]:
-    """selftest's `noperm` (a directory with mode 0000), `acls_non_canonical` and `hideunread`
-    shares."""
-    d = base / "noperm"
+# The shares Samba 4.25's selftest (fileserver environment, Samba3.pm) runs smb2.persistent-open*
+# on (`ca_fo_max_rwh`, continuously available) and names in those tests (`fo`, `ca_fo`), and the
+# one it runs smb2.acls-ignore-sysacl on; smbq gets shares of the same names. smbq has no
+# continuous availability yet (issue 37), so its shares are plain. The `so` and `ca_so` shares
+# some persistent-open tests name exist only in selftest's clustered environment (scale-out).
+CA_SHARE = "ca_fo_max_rwh"
+FO_SHARES = {"fo": False, "ca_fo": True, CA_SHARE: True}  # name: continuously available
+IGN_SYSACL_SHARE = "acl_xattr_ign_sysacl_windows"
+SMBQ_425_SHARES = "".join(f'\n[share.{name}]\npath = "{{{name}}}"\n'
+                          for name in [*FO_SHARES, IGN_SYSACL_SHARE])
+
+
+def share_for(test: str) -> str:
+    """The share a test runs on, as selftest chooses it."""
+    if test.startswith("smb2.persistent"):
+        return CA_SHARE
+    if test.startswith("smb2.acls-ignore-sysacl."):
+        return IGN_SYSACL_SHARE
+    return SHARE_FOR.get(test, "share")
+
+
+def _open_dir(d: pathlib.Path, mode: int = 0o777, owner=None) -> pathlib.Path:
     d.mkdir(exist_ok=True)
-    d.chmod(0)
-    n = base / "noncanon"
-    n.mkdir(exist_ok=True)
-    n.chmod(0o777)
-    h = base / "hideunread"
-    h.mkdir(exist_ok=True)
-    h.chmod(0o777)
-    return {"noperm": [f"path = {d}", "read only = no", "wide links = yes"],
-            "acls_non_canonical": [f"path = {n}", "read only = no",
-                                   "vfs objects = acl_xattr streams_xattr",
+    d.chmod(mode)
+    if owner is not None:
+        os.chown(d, owner.pw_uid, owner.pw_gid)
+    return d
+
+
+def samba_extra_shares(base: pathlib.Path, inside=str, owner=None) -> dict[str, list[str]]:
+    """selftest's `noperm` (a directory with mode 0000), `acls_non_canonical`, `hideunread`,
+    `fo`, `ca_fo`, `ca_fo_max_rwh` and `acl_xattr_ign_sysacl_windows` shares (Samba3.pm), in
+    directories under `base`; `inside` gives a path as smbd sees it (in its chroot). The test
+    user `owner` owns them, as the selftest user owns selftest's: a share that ignores the
+    system ACL (acl_xattr:ignore system acls) grants the owner alone."""
+    d = _open_dir(base / "noperm", 0)
+    n = _open_dir(base / "noncanon", owner=owner)
+    h = _open_dir(base / "hideunread", owner=owner)
+    streams = "vfs objects = acl_xattr streams_xattr"
+    # All three on one directory, as in selftest ($share_dir): the tests open the same file
+    # through several of them.
+    fo = _open_dir(base / "fo", owner=owner)
+    ign = _open_dir(base / "ign", owner=owner)
+    cluster = {name: [f"path = {inside(fo)}", "read only = no", streams,
+                      "smb3 share cap:CLUSTER = yes", "smb3 share cap:SCALE OUT = no",
+                      f"continuous availability = {'yes' if ca else 'no'}",
+                      *(["smb3 ca:max lease mask = RWH"] if name == CA_SHARE else []),
+                      "kernel share modes = no", "kernel oplocks = no", "posix locking = no"]
+               for name, ca in FO_SHARES.items()}
+    return {"noperm": [f"path = {inside(d)}", "read only = no", "wide links = yes"],
+            "acls_non_canonical": [f"path = {inside(n)}", "read only = no", streams,
                                    "acl flag inherited canonicalization = no"],
-            "hideunread": [f"path = {h}", "read only = no",
-                           "vfs objects = acl_xattr streams_xattr", "hide unreadable = yes"]}
+            "hideunread": [f"path = {inside(h)}", "read only = no", streams,
+                           "hide unreadable = yes"],
+            **cluster,
+            IGN_SYSACL_SHARE: [f"path = {inside(ign)}", "read only = no", streams,
+                               "acl_xattr:ignore system acls = yes",
+                               "acl_xattr:default acl style = windows"]}
 
 
 # -- test discovery ------------------------------------------------------------------------------
@@ -139,7 +183,7 @@ def list_tests() -> list[str]:
 
     `--list` prints `suite.test.test` (the last component repeats the test's name inside its
     testcase); the runnable name drops that repetition."""
-    out = subprocess.run(["smbtorture", "--list"], capture_output=True, text=True,
+    out = subprocess.run(smbtorture(["--list"]), capture_output=True, text=True,
                          check=True).stdout
     names = []
     for line in out.splitlines():
@@ -200,10 +244,24 @@ def _reason(lines: list[str], i: int) -> str:
     return line.rstrip(" [")
 
 
+# With --samba unstable (the default): Debian unstable's Samba (smbtorture and smbd 4.25 or
+# newer) in the chroot tests/interop/samba_unstable.py provisions; else this machine's.
+UNSTABLE: Chroot | None = None
+
+
+def smbtorture(args: list[str]) -> list[str]:
+    if UNSTABLE is None:
+        return ["smbtorture", *args]
+    # In the chroot's /tmp, where killed runs leave their `smbtorture??????` directories.
+    return ["chroot", str(UNSTABLE.root), "env", "-C", "/tmp", "smbtorture", *args]
+
+
 def run_smbtorture(name: str, unc: str, port: int, user: str, password: str) -> dict:
-    args = ["smbtorture", "-s", "/dev/null", unc, "-p", str(port), "-U", f"{user}%{password}",
-            "--fullname", "--format=subunit", "--option=torture:sharedelay=0",
-            *EXTRA_OPTIONS.get(name, []), name]
+    # The interop test's client options (torture_options: AES-GMAC alone where Samba's client
+    # needs it against a server that picks AES-CMAC), the same for both servers.
+    args = smbtorture(["-s", "/dev/null", unc, "-p", str(port), "-U", f"{user}%{password}",
+                       "--fullname", "--format=subunit", "--option=torture:sharedelay=0",
+                       *torture_options(name), name])
     start = time.monotonic()
     try:
         # smbtorture leaves `smbtorture??????` directories in its working directory when it
@@ -229,12 +287,15 @@ def _text(b: bytes | str | None) -> str:
 def run_on_smbq(name: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="smbq-conformance-") as d:
         workdir = pathlib.Path(d)
-        server = SmbqServer(workdir, config=extra_shares(workdir))
+        fo = _open_dir(workdir / "fo")
+        more = SMBQ_425_SHARES.format(**{name: fo for name in FO_SHARES},
+                                      **{IGN_SYSACL_SHARE: _open_dir(workdir / "ign")})
+        server = SmbqServer(workdir, config=torture_config(name) + extra_shares(workdir) + more)
         try:
             if name in NEEDS_USER2:
                 add_user2(server)
-            r = run_smbtorture(name, f"//127.0.0.1/{SHARE_FOR.get(name, 'share')}", server.port,
-                               USER, server.password)
+            r = run_smbtorture(name, f"//127.0.0.1/{share_for(name)}", server.port, USER,
+                               server.password)
         finally:
             rc = server.stop()
         log = server.server_log()
@@ -252,17 +313,26 @@ def run_on_samba(name: str) -> dict:
     # record is keyed by, so one test's leftovers could change the next test's result. Starting
     # smbd takes a fraction of a second. SambaServer(None) puts everything (share included) in
     # a private temporary directory that stop() removes.
-    noperm_base = pathlib.Path(tempfile.mkdtemp(prefix="smbq-samba-noperm-"))
+    tmp = None if UNSTABLE is None else UNSTABLE.path("/tmp")
+    noperm_base = pathlib.Path(tempfile.mkdtemp(prefix="smbq-samba-noperm-", dir=tmp))
     noperm_base.chmod(0o755)  # smbd, as the test user, must reach the shares inside
+
+    def inside(path: pathlib.Path) -> str:
+        return str(path) if UNSTABLE is None else "/" + str(path.relative_to(UNSTABLE.root))
+
     try:
-        server = SambaServer(None, extra_shares=samba_extra_shares(noperm_base), **SAMBA_OPTIONS)
+        owner = ensure_unix_user(SAMBA_USER)
+        server = SambaServer(None, user=SAMBA_USER,
+                             extra_shares=samba_extra_shares(noperm_base, inside, owner),
+                             chroot=UNSTABLE, **SAMBA_OPTIONS,
+                             extra_global=SAMBA_425_GLOBAL if UNSTABLE else [])
     except BaseException:
         shutil.rmtree(noperm_base, ignore_errors=True)
         raise
     try:
         if name in NEEDS_USER2:
             server.add_user(USER2, USER2_PASSWORD)
-        unc = f"//{server.host}/{SHARE_FOR.get(name, server.share_name)}"
+        unc = f"//{server.host}/{share_for(name)}"
         r = run_smbtorture(name, unc, server.port, server.user, server.password)
         if r["result"] != "PASS":
             r["output"] += "\n--- samba log ---\n" + server.log_tail(60)
@@ -286,10 +356,13 @@ def versions() -> dict:
         # "smbtorture 4.17.12-Debian", "Version 4.17.12-Debian", "smbq 0.1.0": the last word.
         return first_line(cmd).split()[-1]
 
+    root = [] if UNSTABLE is None else ["chroot", str(UNSTABLE.root)]
+    smbd = "/usr/sbin/smbd" if UNSTABLE else shutil.which("smbd") or "/usr/sbin/smbd"
     return {
-        "smbtorture": version(["smbtorture", "--version"]),
-        "samba-testsuite": first_line(["dpkg-query", "-W", "-f=${Version}", "samba-testsuite"]),
-        "smbd": version([shutil.which("smbd") or "/usr/sbin/smbd", "--version"]),
+        "smbtorture": version(smbtorture(["--version"])),
+        "samba-testsuite": first_line([*root, "dpkg-query", "-W", "-f=${Version}",
+                                       "samba-testsuite"]),
+        "smbd": version([*root, smbd, "--version"]),
         "smbq": version([str(BINARY), "--version"]),
         "commit": first_line(["git", "-C", str(ROOT), "describe", "--always", "--dirty"]),
     }
@@ -402,7 +475,7 @@ def existing_notes(path: pathlib.Path) -> str:
 # -- main ----------------------------------------------------------------------------------------
 
 def main() -> int:
-    global TEST_TIMEOUT
+    global TEST_TIMEOUT, UNSTABLE
     ap = argparse.ArgumentParser(
         description="Run smbtorture suites against smbq and Samba and write the comparison "
                     "to docs/conformance.md.")
@@ -428,10 +501,18 @@ def main() -> int:
                     "(Samba's results are kept), e.g. after a server change")
     ap.add_argument("--timeout", type=int, default=TEST_TIMEOUT,
                     help="seconds per smbtorture run (default: %(default)s)")
+    ap.add_argument("--samba", choices=("unstable", "system"), default="unstable",
+                    help="whose smbtorture and smbd: Debian unstable's (4.25 or newer, in the "
+                    "chroot tests/interop/samba_unstable.py provisions; the default) or this "
+                    "machine's (Debian 12: 4.17, the history in docs/conformance-4.17.md)")
     args = ap.parse_args()
     if args.resume and not args.json:
         ap.error("--resume needs --json")
     TEST_TIMEOUT = args.timeout
+    if args.samba == "unstable":
+        UNSTABLE = Chroot()
+        UNSTABLE.install_samba()
+        atexit.register(UNSTABLE.close)
 
     all_tests = list_tests()
     suites = {}

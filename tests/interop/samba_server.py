@@ -63,7 +63,7 @@ def _searchable_by_others(d: pathlib.Path) -> bool:
     return all(p.stat().st_mode & 0o001 for p in [d, *d.parents])
 
 
-def _share_parent(root: pathlib.Path) -> tuple[pathlib.Path, bool]:
+def _share_parent(root: pathlib.Path, tmp: str | None = None) -> tuple[pathlib.Path, bool]:
     """Where to put the share directory, and whether stop() must remove it.
 
     smbd opens the share as the share user, so every directory above the share must be
@@ -74,7 +74,7 @@ def _share_parent(root: pathlib.Path) -> tuple[pathlib.Path, bool]:
         for d in (root, root / "samba"):
             d.chmod((d.stat().st_mode & 0o7777) | 0o711)
         return root / "samba", False
-    own = pathlib.Path(tempfile.mkdtemp(prefix="smbq-samba-share-"))
+    own = pathlib.Path(tempfile.mkdtemp(prefix="smbq-samba-share-", dir=tmp))
     own.chmod(0o711)
     if not _searchable_by_others(own):
         shutil.rmtree(own, ignore_errors=True)
@@ -102,6 +102,9 @@ class SambaServer:
       log_level   smbd `log level` (raise it, e.g. to 10, when debugging).
       extra_global / extra_share  additional "name = value" lines for [global] / the share.
       start_timeout  seconds to wait for the port to accept connections.
+      chroot      a samba_unstable.Chroot: run that root's smbd (Samba 4.25 or newer from
+                  Debian unstable) instead of this machine's. Everything then lives inside the
+                  root (workdir must be there, or None), and the accounts are made in both.
 
     Attributes: host, port, user, password, share_name, share_path (pathlib.Path; also `share`,
     as on SmbqServer), unc ("//127.0.0.1/share"), base (the private directory), conf_path,
@@ -116,13 +119,20 @@ class SambaServer:
                  password: str | None = None, share_name: str = "share", log_level: int = 1,
                  extra_global: tuple[str, ...] | list[str] = (),
                  extra_share: tuple[str, ...] | list[str] = (),
-                 extra_shares: dict[str, list[str]] | None = None, start_timeout: float = 30.0):
-        if not os.path.exists(SMBD):
+                 extra_shares: dict[str, list[str]] | None = None, start_timeout: float = 30.0,
+                 chroot=None):
+        self.chroot = chroot
+        if chroot is not None:
+            chroot.install_samba()
+        elif not os.path.exists(SMBD):
             raise RuntimeError("smbd not found: install Debian's samba package "
                                "(apt-get install samba)")
         self._own_tmp = workdir is None
-        root = pathlib.Path(tempfile.mkdtemp(prefix="smbq-samba-") if workdir is None
-                            else workdir).resolve()
+        tmp_parent = None if chroot is None else chroot.path("/tmp")
+        root = pathlib.Path(tempfile.mkdtemp(prefix="smbq-samba-", dir=tmp_parent)
+                            if workdir is None else workdir).resolve()
+        if chroot is not None and not root.is_relative_to(chroot.root):
+            raise ValueError(f"{root} is outside the chroot {chroot.root}")
         self.base = root / "samba"
         self.base.mkdir(parents=True, exist_ok=True)
         self._tmp_root = root
@@ -158,8 +168,9 @@ class SambaServer:
         for name, d in dirs.items():
             d.mkdir(exist_ok=True)
             d.chmod(0o700 if name in ("private", "binddns") else 0o755)
-        account = ensure_unix_user(self.user)
-        share_parent, self._own_share_parent = _share_parent(self._tmp_root)
+        account = self._ensure_user(self.user)
+        share_parent, self._own_share_parent = _share_parent(
+            self._tmp_root, None if self.chroot is None else str(self.chroot.path("/tmp")))
         self.share_path = share_parent / "share"
         self.share = self.share_path
         self.share_path.mkdir(exist_ok=True)
@@ -184,6 +195,29 @@ class SambaServer:
                 self._kill()
         raise RuntimeError(f"smbd could not bind a free port: {last_error}")
 
+    # -- the tools, here or in the chroot -------------------------------------------------------
+
+    def _cmd(self, tool: str) -> list[str]:
+        """How to run Samba's `tool` (smbd, pdbedit, smbstatus)."""
+        here = {"smbd": SMBD, "pdbedit": PDBEDIT, "smbstatus": SMBSTATUS}
+        if self.chroot is None:
+            return [here[tool]]
+        inside = {"smbd": "/usr/sbin/smbd", "pdbedit": "/usr/bin/pdbedit",
+                  "smbstatus": "/usr/bin/smbstatus"}
+        return ["chroot", str(self.chroot.root), inside[tool]]
+
+    def _in(self, path: pathlib.Path) -> str:
+        """`path` as Samba sees it (inside the chroot, if any)."""
+        if self.chroot is None:
+            return str(path)
+        return "/" + str(path.relative_to(self.chroot.root))
+
+    def _ensure_user(self, name: str) -> pwd.struct_passwd:
+        account = ensure_unix_user(name)
+        if self.chroot is not None:
+            self.chroot.ensure_user(account)
+        return account
+
     # -- configuration -------------------------------------------------------------------------
 
     def _write_conf(self) -> None:
@@ -199,17 +233,17 @@ class SambaServer:
             "disable netbios = yes",
             f"server min protocol = {c['min_protocol']}",
             f"server smb encrypt = {c['encrypt']}",
-            f"passdb backend = tdbsam:{d['private'] / 'passdb.tdb'}",
-            f"lock directory = {d['lock']}",
-            f"state directory = {d['state']}",
-            f"cache directory = {d['cache']}",
-            f"pid directory = {d['pid']}",
-            f"private dir = {d['private']}",
-            f"ncalrpc dir = {d['ncalrpc']}",
-            f"binddns dir = {d['binddns']}",
-            f"usershare path = {d['usershares']}",
-            f"smb passwd file = {d['private'] / 'smbpasswd'}",
-            f"log file = {d['log'] / 'log.%m'}",
+            f"passdb backend = tdbsam:{self._in(d['private'] / 'passdb.tdb')}",
+            f"lock directory = {self._in(d['lock'])}",
+            f"state directory = {self._in(d['state'])}",
+            f"cache directory = {self._in(d['cache'])}",
+            f"pid directory = {self._in(d['pid'])}",
+            f"private dir = {self._in(d['private'])}",
+            f"ncalrpc dir = {self._in(d['ncalrpc'])}",
+            f"binddns dir = {self._in(d['binddns'])}",
+            f"usershare path = {self._in(d['usershares'])}",
+            f"smb passwd file = {self._in(d['private'] / 'smbpasswd')}",
+            f"log file = {self._in(d['log'])}/log.%m",
             "max log size = 0",
             f"log level = {c['log_level']}",
             "map to guest = never",
@@ -225,18 +259,20 @@ class SambaServer:
         if c["signing"] is not None:
             g.append(f"server signing = {c['signing']}")
         g += c["extra_global"]
-        s = [f"path = {self.share_path}", "read only = no", "browseable = yes",
+        s = [f"path = {self._in(self.share_path)}", "read only = no", "browseable = yes",
              f"valid users = {self.user}"] + c["extra_share"]
         text = "[global]\n" + "".join(f"\t{x}\n" for x in g)
         text += f"\n[{self.share_name}]\n" + "".join(f"\t{x}\n" for x in s)
-        # More shares, each given whole ({name: [option lines]}; the options name its path).
+        # More shares, each given whole ({name: [option lines]}; the options name its path,
+        # as Samba sees it: extra_path()).
         for name, options in c["extra_shares"].items():
             text += f"\n[{name}]\n" + "".join(f"\t{x}\n" for x in options)
         self.conf_path.write_text(text)
 
     def _add_samba_user(self) -> None:
         # pdbedit -t reads the new password twice from stdin.
-        p = subprocess.run([PDBEDIT, "-s", str(self.conf_path), "-a", "-t", "-u", self.user],
+        p = subprocess.run([*self._cmd("pdbedit"), "-s", self._in(self.conf_path), "-a", "-t",
+                            "-u", self.user],
                            input=f"{self.password}\n{self.password}\n", capture_output=True,
                            text=True, timeout=60)
         if p.returncode != 0:
@@ -246,8 +282,9 @@ class SambaServer:
     def add_user(self, name: str, password: str) -> None:
         """Another account on this server (a Unix user, created if missing, and its Samba
         password), for tests that log on as a second user."""
-        ensure_unix_user(name)
-        p = subprocess.run([PDBEDIT, "-s", str(self.conf_path), "-a", "-t", "-u", name],
+        self._ensure_user(name)
+        p = subprocess.run([*self._cmd("pdbedit"), "-s", self._in(self.conf_path), "-a", "-t",
+                            "-u", name],
                            input=f"{password}\n{password}\n", capture_output=True,
                            text=True, timeout=60)
         if p.returncode != 0:
@@ -265,7 +302,8 @@ class SambaServer:
         # smbd and every child it forks (per-connection smbd, samba-dcerpcd, rpcd_*) at once;
         # --no-process-group keeps smbd from trying to set one up itself.
         self.proc = subprocess.Popen(
-            [SMBD, "-s", str(self.conf_path), "--foreground", "--no-process-group",
+            [*self._cmd("smbd"), "-s", self._in(self.conf_path), "--foreground",
+             "--no-process-group",
              "--debug-stdout"],
             stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
             start_new_session=True)
@@ -312,7 +350,7 @@ class SambaServer:
         line: smbd's forks inherit it and the helpers it execs (samba-dcerpcd, which makes
         itself a session leader, rpcd_*) get it as --configfile. Zombies are dead already (once
         smbd is gone they wait for init to reap them), so they are skipped."""
-        needle = str(self.conf_path).encode()
+        needle = self._in(self.conf_path).encode()
         found = []
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == os.getpid():
@@ -394,7 +432,8 @@ class SambaServer:
 
     def smbstatus_json(self, *args: str) -> dict:
         """`smbstatus --json` against this server's private state (sessions, tcons, opens)."""
-        p = subprocess.run([SMBSTATUS, "-s", str(self.conf_path), "--json", *args],
+        p = subprocess.run([*self._cmd("smbstatus"), "-s", self._in(self.conf_path), "--json",
+                            *args],
                            capture_output=True, text=True, timeout=60)
         if p.returncode != 0:
             raise RuntimeError(f"smbstatus failed ({p.returncode}): {p.stdout}{p.stderr}")
@@ -422,6 +461,10 @@ class SambaServer:
                 raise TimeoutError(f"{len(sessions)} of {count} sessions after {timeout}s: "
                                    f"{json.dumps(status)}\n{self.log_tail()}")
             time.sleep(0.1)
+
+    def extra_path(self, path: pathlib.Path) -> str:
+        """A directory for an extra share's `path = ` line, as this server sees it."""
+        return self._in(pathlib.Path(path).resolve())
 
     def smbclient_args(self, *, password: str | None = None) -> list[str]:
         """Hermetic smbclient arguments for the share (append -c '...' and options)."""
