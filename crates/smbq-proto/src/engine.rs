@@ -192,6 +192,10 @@ pub struct ServerConnection {
     ended_signers: VecDeque<(u64, Signer)>,
     /// Whether compressing pays on this link (smbq_compress::pace).
     pace: smbq_compress::Pace,
+    /// MS-SMB2 3.3.1.7 Connection.ConstrainedConnection: true until a session that is neither
+    /// anonymous nor guest has been set up here. Until then no encrypted message is opened
+    /// (validate.rs `decrypt`): an anonymous session's keys are public.
+    constrained: bool,
 }
 
 /// How many ended sessions' keys a connection remembers (see `ended_signers`).
@@ -223,6 +227,7 @@ impl ServerConnection {
             smb1_upgrade: false,
             frames: 0,
             encrypted_frames: 0,
+            constrained: true,
             in_flight: requests::InFlight::default(),
             actions: VecDeque::new(),
             transmits: VecDeque::new(),

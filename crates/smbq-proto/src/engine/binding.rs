@@ -158,6 +158,8 @@ impl ServerConnection {
             return self.unbind(rhdr, NtStatus::INSUFFICIENT_RESOURCES);
         }
         channel.signer = Some(signer);
+        // A channel of an authenticated session: the connection is no longer constrained.
+        self.constrained = false;
         // MS-SMB2 3.3.5.5.3: encryption as this connection calls for it too (a session set up
         // over QUIC under TLS needs none, a TCP channel bound to it does).
         channel.encrypt_data |= !p.transport_security

@@ -298,11 +298,23 @@ impl ServerConnection {
             flags |= session_flags::IS_GUEST;
         }
         // Keys come from the first authentication only; a re-authentication keeps them.
-        if !reauth && !is_guest {
-            install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
-            session.signing_required = self.cfg.require_signing
-                || u16::from(client_security_mode) & security_mode::SIGNING_REQUIRED != 0;
-            establish(session, p);
+        if !reauth && !identity.is_guest {
+            if identity.is_anonymous {
+                // An anonymous session's key is 16 zero bytes (Samba's, and what Windows
+                // clients derive from): its keys verify a signed request and open an encrypted
+                // one once the connection is no longer constrained (smbtorture
+                // smb2.session.anon-signing1/2, anon-encryption2). They protect nothing, so
+                // signing is never required, nothing is encrypted unasked, and no channel binds.
+                install_keys(session, &self.cfg, p, &ANONYMOUS_SESSION_KEY, &hash, env)?;
+                session.encrypt_data = false;
+            } else {
+                install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
+                session.signing_required = self.cfg.require_signing
+                    || u16::from(client_security_mode) & security_mode::SIGNING_REQUIRED != 0;
+                establish(session, p);
+                // MS-SMB2 3.3.5.5.3: the connection is no longer constrained.
+                self.constrained = false;
+            }
         }
         // The connection it was set up on is its first channel (MS-SMB2 3.3.5.5.3).
         session.record.add_channel(self.id);
@@ -424,6 +436,10 @@ fn establish(session: &mut Session, p: &SetupParams) {
         }));
     }
 }
+
+/// The session key of an anonymous logon: NTLM gives none, and Windows and Samba derive an
+/// anonymous session's keys from 16 zero bytes.
+const ANONYMOUS_SESSION_KEY: [u8; 16] = [0; 16];
 
 /// A first authentication's keys (MS-SMB2 3.3.5.5.3): signing, sealing both ways, and whether
 /// the session must be encrypted.

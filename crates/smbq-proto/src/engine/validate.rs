@@ -37,6 +37,12 @@ impl ServerConnection {
         if !matches!(&self.state, ConnState::Negotiated(n) if n.view.dialect.is_smb3()) {
             return Err(Violation::DecryptFailed);
         }
+        // On a constrained connection (no authenticated session yet) only an anonymous session
+        // could have keys, and those anyone can derive: nothing is opened, the connection goes,
+        // as on Windows and Samba (smbtorture smb2.session.anon-encryption1).
+        if self.constrained {
+            return Err(Violation::DecryptFailed);
+        }
         let th = TransformHeader::decode(&frame).map_err(|e| malformed("transform header", e))?;
         let hdr_len = smbq_crypto::TRANSFORM_HEADER_LEN;
         if frame.len() < hdr_len

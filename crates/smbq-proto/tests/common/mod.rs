@@ -727,9 +727,25 @@ impl Client {
     /// established session this is a re-authentication: legs are signed and keys are kept
     /// (MS-SMB2 3.3.5.5.2).
     pub fn session_setup(&mut self, server: &mut Server, user: &str, password: &str) -> Setup {
+        let creds = Credentials::with_password(user, "WORKGROUP", password, "TESTCLIENT");
+        self.session_setup_with(server, creds, None)
+    }
+
+    /// An anonymous (null) logon; the client then holds the keys Windows and Samba derive
+    /// for it, from a session key of 16 zero bytes.
+    pub fn anonymous_setup(&mut self, server: &mut Server) -> Setup {
+        self.session_setup_with(server, Credentials::anonymous(), Some([0; 16]))
+    }
+
+    /// [`Self::session_setup`] with any credentials; `key` replaces the session key NTLM gives.
+    pub fn session_setup_with(
+        &mut self,
+        server: &mut Server,
+        creds: Credentials,
+        key: Option<[u8; 16]>,
+    ) -> Setup {
         let neg = self.negotiated.clone().expect("negotiate first");
         let reauth = self.session_id != 0 && self.signer.is_some();
-        let creds = Credentials::with_password(user, "WORKGROUP", password, "TESTCLIENT");
         let mut init = Initiator::new(creds, &mut self.rng, NOW);
         let mut preauth = self.conn_preauth.clone();
         let mut actions = Vec::new();
@@ -779,6 +795,7 @@ impl Client {
                 actions,
             };
         }
+        let session_key = key.map_or_else(|| session_key.to_vec(), |k| k.to_vec());
         let keys = derive_keys(
             neg.dialect.0,
             Role::Client,
