@@ -3,6 +3,7 @@
 //! 16 zero bytes, so they prove nothing, but a signed request is verified with them and an
 //! encrypted one is opened with them once the connection is no longer constrained (MS-SMB2
 //! 3.3.1.7 ConstrainedConnection: a session that is neither anonymous nor guest was set up).
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
 mod common;
 
