@@ -160,15 +160,23 @@ struct Lease {
     key: LeaseKey,
     /// `FileKey::stream`: leases are per stream (smbtorture smb2.lease.request).
     stream: u64,
-    /// Where its breaks go: the session of its latest open.
+    /// Where its breaks go: the session of its latest open still open (MS-SMB2 3.3.4.7 sends a
+    /// break to a connection of an open in Lease.LeaseOpens; smbtorture smb2.lease.v2_complex1).
     session_id: u64,
     state: u32,
     /// Lease.Breaking (MS-SMB2 3.3.1.4): a break awaiting its acknowledgment.
     breaking: Option<Breaking>,
     /// Lease.Epoch (MS-SMB2 3.3.1.4), counted on every change of state; `None` for V1.
     epoch: Option<u16>,
-    /// Lease.LeaseOpens, by open id.
-    opens: Vec<u64>,
+    /// Lease.LeaseOpens, in the order they joined.
+    opens: Vec<Holder>,
+}
+
+/// An open of a lease and the session it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Holder {
+    open: u64,
+    session: u64,
 }
 
 /// A break under way.
@@ -188,6 +196,10 @@ struct Breaking {
 impl Lease {
     fn epoch(&self) -> u16 {
         self.epoch.unwrap_or(0)
+    }
+
+    fn has(&self, open_id: u64) -> bool {
+        self.opens.iter().any(|h| h.open == open_id)
     }
 
     fn bump(&mut self) {
@@ -256,29 +268,26 @@ impl Leases {
     }
 
     /// The opens of `key`'s lease on `stream`.
-    pub fn opens_of(&self, key: &LeaseKey, stream: u64) -> &[u64] {
+    pub fn opens_of(&self, key: &LeaseKey, stream: u64) -> Vec<u64> {
         self.leases
             .iter()
             .find(|l| l.key == *key && l.stream == stream)
-            .map_or(&[], |l| &l.opens)
+            .map_or_else(Vec::new, |l| l.opens.iter().map(|h| h.open).collect())
     }
 
     /// The lease `open_id` holds as its client would see it in a CREATE response.
     pub fn granted_of(&self, open_id: u64) -> Option<(LeaseKey, Granted)> {
-        self.leases
-            .iter()
-            .find(|l| l.opens.contains(&open_id))
-            .map(|l| {
-                (
-                    l.key,
-                    Granted {
-                        state: l.state,
-                        epoch: l.epoch(),
-                        breaking: l.breaking.is_some(),
-                        v2: l.epoch.is_some(),
-                    },
-                )
-            })
+        self.leases.iter().find(|l| l.has(open_id)).map(|l| {
+            (
+                l.key,
+                Granted {
+                    state: l.state,
+                    epoch: l.epoch(),
+                    breaking: l.breaking.is_some(),
+                    v2: l.epoch.is_some(),
+                },
+            )
+        })
     }
 
     /// The opens of leases whose break awaits an acknowledgment.
@@ -286,26 +295,22 @@ impl Leases {
         self.leases
             .iter()
             .filter(|l| l.breaking.is_some())
-            .flat_map(|l| l.opens.iter().copied())
+            .flat_map(|l| l.opens.iter().map(|h| h.open))
     }
 
     /// A durable open reconnected on another session: its lease's breaks go there.
     pub fn rebind(&mut self, open_id: u64, session_id: u64) {
-        for l in self
-            .leases
-            .iter_mut()
-            .filter(|l| l.opens.contains(&open_id))
-        {
+        for l in self.leases.iter_mut().filter(|l| l.has(open_id)) {
             l.session_id = session_id;
+            for h in l.opens.iter_mut().filter(|h| h.open == open_id) {
+                h.session = session_id;
+            }
         }
     }
 
     /// The lease open `open_id` holds, if any.
     pub fn key_of_open(&self, open_id: u64) -> Option<LeaseKey> {
-        self.leases
-            .iter()
-            .find(|l| l.opens.contains(&open_id))
-            .map(|l| l.key)
+        self.leases.iter().find(|l| l.has(open_id)).map(|l| l.key)
     }
 
     /// A contest and a grant in one step, as a CREATE without other opens sees it.
@@ -385,8 +390,11 @@ impl Leases {
                 l.state = want;
                 l.bump();
             }
-            if !l.opens.contains(&o.open_id) {
-                l.opens.push(o.open_id);
+            if !l.has(o.open_id) {
+                l.opens.push(Holder {
+                    open: o.open_id,
+                    session: o.session_id,
+                });
             }
             l.session_id = o.session_id;
             return Granted {
@@ -403,7 +411,10 @@ impl Leases {
             state: want,
             breaking: None,
             epoch: o.v2,
-            opens: vec![o.open_id],
+            opens: vec![Holder {
+                open: o.open_id,
+                session: o.session_id,
+            }],
         };
         if want != 0 {
             l.bump();
@@ -570,9 +581,11 @@ impl Leases {
     pub fn release(&mut self, open_id: u64) -> Vec<LeaseKey> {
         let mut ended = Vec::new();
         for l in &mut self.leases {
-            l.opens.retain(|o| *o != open_id);
-            if l.opens.is_empty() {
-                ended.push(l.key);
+            l.opens.retain(|h| h.open != open_id);
+            match l.opens.last() {
+                // Breaks go on to the session of the latest open left.
+                Some(h) => l.session_id = h.session,
+                None => ended.push(l.key),
             }
         }
         self.leases.retain(|l| !l.opens.is_empty());
@@ -690,6 +703,25 @@ mod tests {
                 "a key never breaks itself (nobreakself)"
             );
         }
+    }
+
+    /// smbtorture smb2.lease.v2_complex1: a lease opened on session 9, then on session 10 and
+    /// closed there, breaks to session 9, where its one open is left (MS-SMB2 3.3.4.7).
+    #[test]
+    fn a_break_goes_to_the_session_of_an_open_left() {
+        let mut l = Leases::default();
+        let now = Instant::now();
+        l.on_open(&opener(Some(1), 1, "R", false), now);
+        let mut on_10 = opener(Some(1), 2, "RHW", false);
+        on_10.session_id = 10;
+        assert_eq!(l.on_open(&on_10, now).granted, ls("RHW"));
+        assert!(l.release(2).is_empty(), "the lease stays with open 1");
+        let o = l.on_open(&opener(Some(2), 3, "R", true), now);
+        let [n] = &o.notices[..] else {
+            panic!("one break, got {:?}", o.notices)
+        };
+        assert_eq!(n.key, key(1));
+        assert_eq!(n.session_id, 9, "to the session that still has an open");
     }
 
     /// smbtorture smb2.lease.break's table: (held by key 1, asked by key 2, key 1 broken to,

@@ -698,7 +698,7 @@ impl FileStates {
 
     /// The opens sharing lease `lease`.
     fn lease_opens(&self, lease: &LeaseKey) -> Vec<u64> {
-        self.on_lease(lease, |l, stream| l.opens_of(lease, stream).to_vec())
+        self.on_lease(lease, |l, stream| l.opens_of(lease, stream))
             .unwrap_or_default()
     }
 
