@@ -496,7 +496,15 @@ impl Leases {
     ) -> Vec<LeaseBreakNotice> {
         self.expire(now);
         let mut out = Vec::new();
-        for l in self.leases.iter_mut().filter(|l| Some(&l.key) != except) {
+        // The parent lease key is compared as the object store compares oplock keys, by its
+        // 16 bytes alone (MS-FSA 2.1.4.12 ParentOplockKey; Samba's contend_dirleases does the
+        // same): another client's open naming the key breaks nothing either (smbtorture
+        // smb2.dirlease.seteof and the other setinfo tests, "second client").
+        for l in self
+            .leases
+            .iter_mut()
+            .filter(|l| except.is_none_or(|e| e.key != l.key.key))
+        {
             if let Some(b) = &mut l.breaking {
                 b.required = 0;
                 continue;
@@ -1028,6 +1036,26 @@ mod tests {
         l.acknowledge(&key(2), ls("R"), now).unwrap();
         let c = l.break_handles(1, now);
         assert!(!c.wait && c.notices.is_empty());
+    }
+
+    /// A parent lease key is matched by its 16 bytes: a change by another client (another
+    /// ClientGuid) naming the directory's lease key breaks nothing (smbtorture
+    /// smb2.dirlease.seteof, "second client, correct parent lease key").
+    #[test]
+    fn a_parent_lease_key_from_another_client_is_still_the_holders() {
+        let now = Instant::now();
+        let mut l = Leases::default();
+        l.on_open(&opener(Some(1), 1, "RH", false), now);
+        let elsewhere = LeaseKey {
+            client_guid: [7; 16],
+            key: key(1).key,
+        };
+        assert!(l.break_for_child_change(Some(&elsewhere), now).is_empty());
+        let other_key = LeaseKey {
+            client_guid: [1; 16],
+            key: [9; 16],
+        };
+        assert_eq!(l.break_for_child_change(Some(&other_key), now).len(), 1);
     }
 
     /// A change inside a leased directory (crate::file_state::dir_lease): every lease but the
