@@ -105,9 +105,17 @@ impl Server {
         buf: &[u8],
         before: &RelPath,
     ) {
+        // A ChangeTime set alone notifies no filter, but it is a change a listing shows, so
+        // the directory's leases break as for any other time (Samba 4.25, smbtorture
+        // smb2.dirlease.setctime).
+        let mut listing_changed = false;
         let filter = match class {
             FileInfoClass::BASIC => match BasicInfo::decode(buf) {
-                Ok(b) => basic_bits(&b),
+                Ok(b) => {
+                    listing_changed =
+                        matches!(SetTime::from_wire(b.change_time), Some(SetTime::Set(_)));
+                    basic_bits(&b)
+                }
                 Err(_) => 0,
             },
             FileInfoClass::END_OF_FILE => cf::SIZE | cf::LAST_WRITE,
@@ -132,6 +140,8 @@ impl Server {
         };
         if filter != 0 {
             self.notify_open(open, NotifyAction::MODIFIED, filter);
+        }
+        if filter != 0 || listing_changed {
             // What a listing shows changed (crate::file_state::dir_lease).
             self.break_parent_leases(open, &open.path());
         }
