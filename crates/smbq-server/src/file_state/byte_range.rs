@@ -165,6 +165,14 @@ impl RangeLocks {
         self.locks.len()
     }
 
+    /// Whether a lock on `stream` starts inside its first `size` bytes (MS-FSA 2.1.5.18: what
+    /// keeps shared oplocks and leases from being granted; Samba's file_has_brlocks).
+    pub fn any_below(&self, stream: u64, size: u64) -> bool {
+        self.locks
+            .iter()
+            .any(|l| l.stream == stream && l.offset < size)
+    }
+
     /// `owner`'s locks on `stream` as (offset, length, exclusive), in the order taken.
     pub fn of_owner(&self, owner: u64, stream: u64) -> Vec<(u64, u64, bool)> {
         self.locks

@@ -68,18 +68,19 @@ pub fn grantable(requested: u32) -> u32 {
 }
 
 /// The break a new open forces on a lease it does not share (MS-FSA 2.1.5.1.2, as smbtorture
-/// smb2.lease shows it); `None` when the lease keeps its state: an overwrite takes
-/// everything; a sharing conflict takes H only, so the holder can close its handles
-/// (break_twice: RWH to RW); any other data open takes W, and an open that will delete the
-/// file takes H too (unlink).
+/// smb2.lease shows it); `None` when the lease keeps its state: a sharing conflict takes H
+/// only, so the holder can close its handles (break_twice: RWH to RW), even for an overwrite,
+/// which the failing open never does (smbtorture smb2.lease.sharing_violation; Samba's
+/// delay_for_oplock); an overwrite takes everything; any other data open takes W, and an open
+/// that will delete the file takes H too (unlink).
 pub fn break_on_open(held: u32, intent: OpenIntent) -> Option<u32> {
     if intent.stat_only && !intent.overwrite {
         return None;
     }
-    let to = if intent.overwrite {
-        0
-    } else if intent.share_conflict {
+    let to = if intent.share_conflict {
         held & !HANDLE_CACHING
+    } else if intent.overwrite {
+        0
     } else if intent.deletes {
         held & !(WRITE_CACHING | HANDLE_CACHING)
     } else {
@@ -106,6 +107,10 @@ pub struct Opener {
     pub other_opens: bool,
     /// An oplock is held on the stream (leases beside it get R only).
     pub oplock_held: bool,
+    /// Byte-range locks lie within the stream's data: a shared lease (R, RH) is not granted
+    /// (MS-FSA 2.1.5.18: a shared oplock needs no locks in the file; smbtorture
+    /// smb2.lease.lease-epoch, which passes against Windows Server 2025).
+    pub byte_range_locked: bool,
 }
 
 /// A lease break notification to deliver (MS-SMB2 2.2.23.2) to the lease owner's session.
@@ -382,6 +387,9 @@ impl Leases {
             // smbtorture smb2.lease.oplock: beside an oplock a lease caches reads only.
             want &= READ_CACHING;
         }
+        if o.byte_range_locked && want & WRITE_CACHING == 0 {
+            want = 0;
+        }
         let full = want == grantable(o.requested);
         if let Some(l) = self.find(&key, o.stream) {
             // smbtorture smb2.lease.upgrade3: an upgrade happens whole or not at all (R asking
@@ -645,6 +653,7 @@ mod tests {
             intent: PLAIN,
             other_opens: others,
             oplock_held: false,
+            byte_range_locked: false,
         }
     }
 
@@ -849,6 +858,55 @@ mod tests {
             );
             assert_eq!(o.wait, wait, "{held}");
         }
+    }
+
+    /// smbtorture smb2.lease.lease-epoch: with byte-range locks in the file a shared lease is
+    /// not granted, and a V2 lease's epoch stays as the client sent it; a lease that may
+    /// cache writes (no other opens) still is.
+    #[test]
+    fn byte_range_locks_keep_shared_leases_from_being_granted() {
+        let now = Instant::now();
+        for (asked, others, got) in [("R", true, ""), ("RH", true, ""), ("RHW", false, "RHW")] {
+            let mut l = Leases::default();
+            let o = Opener {
+                v2: Some(100),
+                byte_range_locked: true,
+                ..opener(Some(1), 1, asked, others)
+            };
+            let g = l.on_open(&o, now);
+            assert_eq!(g.granted, ls(got), "{asked}");
+            let want_epoch = if got.is_empty() { 100 } else { 101 };
+            assert_eq!(g.epoch, want_epoch, "{asked}");
+        }
+    }
+
+    /// smbtorture smb2.lease.sharing_violation: an overwrite that meets a sharing conflict
+    /// fails, so it takes H only (RWH to RW), as any conflicting open does.
+    #[test]
+    fn an_overwrite_with_a_sharing_conflict_takes_handles_only() {
+        assert_eq!(
+            break_on_open(
+                ls("RHW"),
+                OpenIntent {
+                    overwrite: true,
+                    share_conflict: true,
+                    ..PLAIN
+                }
+            ),
+            Some(ls("RW"))
+        );
+        assert_eq!(
+            break_on_open(
+                ls("RW"),
+                OpenIntent {
+                    overwrite: true,
+                    share_conflict: true,
+                    ..PLAIN
+                }
+            ),
+            None,
+            "nothing more to take: the open fails its sharing check"
+        );
     }
 
     #[test]

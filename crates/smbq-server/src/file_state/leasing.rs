@@ -61,11 +61,14 @@ impl Server {
     /// granted: for a directory on a connection without directory leasing, and for a key
     /// that went to another file meanwhile. A directory's lease never caches writes (Windows
     /// Server 2022 drops W rather than failing, as Samba notes; crate::file_state::dir_lease).
+    /// `size`: the file's size after the open, for the byte-range lock rule
+    /// ([`super::lease::Opener::byte_range_locked`]).
     pub(crate) fn lease_grant(
         &self,
         open: &Open,
         ask: &LeaseAsk,
         dir_leasing: bool,
+        size: u64,
     ) -> Option<Granted> {
         let f = open.file()?;
         if f.is_dir && !dir_leasing {
@@ -75,8 +78,13 @@ impl Server {
         if f.is_dir {
             ask.requested &= !WRITE_CACHING;
         }
-        self.files()
-            .lease_grant(f.key, open.volatile(), open.session_id, &ask, f.is_dir)
+        self.files().lease_grant(
+            f.key,
+            open.volatile(),
+            open.session_id,
+            &ask,
+            (f.is_dir, size),
+        )
     }
 
     /// Before a rename of `key`'s file through open `by`: breaks the handle caching of the

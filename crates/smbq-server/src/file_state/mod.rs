@@ -510,6 +510,7 @@ impl FileStates {
                 },
                 other_opens: false,
                 oplock_held: false,
+                byte_range_locked: false,
             };
             Ok((oplocks, e.leases.contend(&opener, now)))
         })
@@ -557,13 +558,14 @@ impl FileStates {
 
     /// Makes or upgrades the lease of an admitted open (MS-SMB2 3.3.5.9.8, 3.3.5.9.11);
     /// `None` when the key went to another file meanwhile (no lease is granted then).
+    /// `size`: the stream's size after the open (an overwrite has truncated it).
     fn lease_grant(
         &self,
         key: FileKey,
         open_id: u64,
         session_id: u64,
         ask: &LeaseAsk,
-        dir: bool,
+        (dir, size): (bool, u64),
     ) -> Option<Granted> {
         self.update(key, |e| {
             {
@@ -596,6 +598,7 @@ impl FileStates {
                 },
                 other_opens,
                 oplock_held: e.oplocks.held_on(key.stream),
+                byte_range_locked: e.locks.any_below(key.stream, size),
             };
             let g = e.leases.grant(&opener);
             if dir {

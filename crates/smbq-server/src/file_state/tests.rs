@@ -191,13 +191,13 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
     let other = FileKey { ino: 41, ..K };
     let a = ask(1);
     t.admit(K, 1, RW, share::ALL, &p(), false).unwrap();
-    let g = t.lease_grant(K, 1, 9, &a, false).unwrap();
+    let g = t.lease_grant(K, 1, 9, &a, (false, 0)).unwrap();
     assert_eq!(g.state, a.requested, "alone on the file: everything");
     assert!(t.lease_elsewhere(&a.key, other));
     assert!(t.lease_elsewhere(&a.key, FileKey { stream: 3, ..K }));
     assert!(!t.lease_elsewhere(&a.key, K));
     assert_eq!(
-        t.lease_grant(other, 5, 9, &a, false),
+        t.lease_grant(other, 5, 9, &a, (false, 0)),
         None,
         "another file: no lease"
     );
@@ -222,7 +222,7 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
     );
     assert_eq!(t.oplock_pending_until(K, Instant::now()), None);
     t.admit(K, 2, RW, share::ALL, &p(), false).unwrap();
-    let g = t.lease_grant(K, 2, 9, &b, false).unwrap();
+    let g = t.lease_grant(K, 2, 9, &b, (false, 0)).unwrap();
     assert_eq!(
         g.state,
         READ_CACHING | HANDLE_CACHING,
@@ -261,7 +261,7 @@ fn stat_opens_leave_write_caching() {
     t.admit(K, 2, RW, share::ALL, &p(), false).unwrap();
     let a = ask(1);
     assert_eq!(
-        t.lease_grant(K, 2, 9, &a, false).unwrap().state,
+        t.lease_grant(K, 2, 9, &a, (false, 0)).unwrap().state,
         a.requested
     );
     // An oplock open beside a lease caching handles gets none.

@@ -35,7 +35,7 @@ pub(super) async fn grant(
     ask: Option<DurableAsk>,
 ) -> Result<Granted, NtStatus> {
     let open = install(ctx, srv, intent, id, done).await?;
-    let (oplock_level, extra) = caching(ctx, srv, &open, intent, done.action, ask);
+    let (oplock_level, extra) = caching(ctx, srv, &open, intent, done, ask);
     Ok(Granted {
         oplock_level,
         extra,
@@ -73,13 +73,18 @@ fn caching(
     srv: &Server,
     open: &Arc<Open>,
     intent: &CreateIntent,
-    action: CreateAction,
+    done: &Done,
     ask: Option<DurableAsk>,
 ) -> (OplockLevel, Vec<(CreateContextTag<'static>, Vec<u8>)>) {
     // MS-SMB2 3.3.5.9.8: granted once admitted, so concurrent opens see each other.
-    let overwrote = matches!(action, CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED);
+    let overwrote = matches!(
+        done.action,
+        CreateAction::OVERWRITTEN | CreateAction::SUPERSEDED
+    );
+    // The size after an overwrite, which has truncated the file.
+    let size = done.stat.as_ref().map_or(0, |st| st.size);
     let (oplock_level, lease) = match &intent.lease {
-        Some(ask) => match srv.lease_grant(open, ask, dir_leasing(ctx.conn)) {
+        Some(ask) => match srv.lease_grant(open, ask, dir_leasing(ctx.conn), size) {
             Some(g) => (OplockLevel::LEASE, Some(g)),
             None => (OplockLevel::NONE, None),
         },
