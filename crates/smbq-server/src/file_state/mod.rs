@@ -31,6 +31,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use smbq_vfs::{RelPath, Timespec};
 use smbq_wire::NtStatus;
+use smbq_wire::create_context::lease_state;
 use tokio::sync::Notify;
 
 pub use byte_range::WaitEnds;
@@ -362,6 +363,32 @@ impl FileStates {
                         .is_some_and(|m| m.path() != dir && m.path().starts_with(dir))
             })
         })
+    }
+
+    /// The files strictly below `dir` (but `except`) that are open, if every open of them
+    /// holds a lease that caches handles; `None` when one does not (a directory rename is
+    /// refused at once then; crate::handlers::rename_breaks). Visits every shard.
+    pub fn handle_leased_below(&self, dir: &RelPath, except: FileKey) -> Option<Vec<FileKey>> {
+        let mut below = Vec::new();
+        for s in &self.shards {
+            let files = s.files.lock();
+            for (k, e) in &files.map {
+                let Some(m) = e.opens.as_ref() else { continue };
+                if *k == except.base() || m.path() == dir || !m.path().starts_with(dir) {
+                    continue;
+                }
+                let handles = |id| {
+                    e.leases
+                        .granted_of(id)
+                        .is_some_and(|(_, g)| g.state & lease_state::HANDLE_CACHING != 0)
+                };
+                if !m.open_ids().all(handles) {
+                    return None;
+                }
+                below.push(*k);
+            }
+        }
+        Some(below)
     }
 
     /// Whether every other open on `key` shares delete (rename and delete need that).

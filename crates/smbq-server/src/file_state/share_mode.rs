@@ -177,6 +177,11 @@ impl ShareModes {
             .map(|e| e.open_id)
     }
 
+    /// The ids of the file's opens, any stream.
+    pub fn open_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.opens.iter().map(|e| e.open_id)
+    }
+
     /// Opens of the file, any stream.
     pub fn open_count_any(&self) -> usize {
         self.opens.len()

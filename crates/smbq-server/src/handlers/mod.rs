@@ -15,6 +15,7 @@ mod oplock_break;
 mod query_directory;
 mod query_info;
 mod read;
+mod rename_breaks;
 mod set_info;
 mod snapshots;
 mod sparse;

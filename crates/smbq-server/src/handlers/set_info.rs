@@ -65,6 +65,11 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let class = FileInfoClass(req.file_info_class);
     if breaks_handles(class, req.buffer) {
         wait_for_handle_breaks(ctx, &open).await?;
+        if matches!(class, FileInfoClass::RENAME | FileInfoClass::RENAME_EX)
+            && deletable_source(&open).is_some()
+        {
+            super::rename_breaks::wait(ctx, &open, class, req.buffer).await?;
+        }
     }
     let buf = req.buffer.to_vec();
     let srv = ctx.srv.self_arc();
