@@ -1,6 +1,11 @@
 //! What a rename breaks before it runs, besides the source's own leases (set_info.rs,
 //! `wait_for_handle_breaks`), as MS-FSA 2.1.4.12 has Windows check oplocks on a rename:
 //!
+//! - The directory the target goes into: a rename opens it for FILE_ADD_FILE sharing read and
+//!   write (check_target_directory in set_info.rs), and a sharing conflict with an open there
+//!   (one holding DELETE) first breaks that directory's handle caching, as a CREATE's would,
+//!   so its holder can close it (MS-FSA 2.1.5.1.2; smbtorture smb2.dirlease.rename_dst_parent,
+//!   Samba's smbd_smb2_setinfo_rename_dst_parent_check).
 //! - The file a replacing rename would replace: other keys' handle caching on it breaks and
 //!   the rename waits for the acknowledgments; if the file is still open then, the rename
 //!   fails with ACCESS_DENIED as before (smbtorture smb2.lease.v2_rename_target_overwrite,
@@ -15,14 +20,15 @@
 
 use std::sync::Arc;
 
-use smbq_vfs::FileKind;
+use smbq_vfs::{FileKind, RelPath};
 use smbq_wire::NtStatus;
 use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::file_info::{RenameInfo, RenameInfoEx};
 
 use super::{Ctx, blocking};
-use crate::file_state::FileKey;
+use crate::access::{mask, share};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
+use crate::file_state::{FileKey, OpenRequest};
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::tables::Open;
 
@@ -37,13 +43,40 @@ pub(super) async fn wait(
     let Some(f) = open.file() else {
         return Ok(());
     };
+    let Some(target) = Target::decode(class, buf) else {
+        return Ok(());
+    };
     let by = open.volatile();
-    let (o, b) = (open.clone(), buf.to_vec());
-    if let Some(target) = blocking(move || Ok(replaced_file(&o, class, &b))).await? {
-        for _ in 0..MAX_BREAK_ROUNDS {
-            match ctx.srv.lease_handles_before_rename(target, by) {
-                Admission::MustWait(p) => ctx.srv.oplock_wait(p, &ctx.cancel).await?,
-                _ => break,
+    let dir_leases = ctx.srv.files().any_dir_leases();
+    if target.replace || dir_leases {
+        let (o, is_dir) = (open.clone(), f.is_dir);
+        let (parent, replaced) = blocking(move || Ok(target.keys(&o))).await?;
+        if let Some(dir) = parent.filter(|_| dir_leases) {
+            let add = if is_dir {
+                mask::FILE_ADD_SUBDIRECTORY
+            } else {
+                mask::FILE_ADD_FILE
+            };
+            let req = OpenRequest {
+                granted: add | mask::SYNCHRONIZE,
+                share_access: share::READ | share::WRITE,
+                overwrite: false,
+                deletes: false,
+                lease: None,
+            };
+            for _ in 0..MAX_BREAK_ROUNDS {
+                match ctx.srv.oplock_before_open(dir, &req) {
+                    Admission::MustWait(p) => ctx.srv.oplock_wait(p, &ctx.cancel).await?,
+                    _ => break,
+                }
+            }
+        }
+        if let Some(file) = replaced {
+            for _ in 0..MAX_BREAK_ROUNDS {
+                match ctx.srv.lease_handles_before_rename(file, by) {
+                    Admission::MustWait(p) => ctx.srv.oplock_wait(p, &ctx.cancel).await?,
+                    _ => break,
+                }
             }
         }
     }
@@ -66,32 +99,53 @@ pub(super) async fn wait(
     Ok(())
 }
 
-/// The file a rename would replace: replace-if-exists asked, the target exists, is not a
-/// directory and is another file than the source. Blocking (it resolves the name).
-fn replaced_file(open: &Open, class: FileInfoClass, buf: &[u8]) -> Option<FileKey> {
-    let (name, replace, root_dir) = match class {
-        FileInfoClass::RENAME => RenameInfo::decode(buf)
+/// A rename's target as its buffer names it.
+struct Target {
+    name: String,
+    replace: bool,
+}
+
+impl Target {
+    /// A rename to another name in the share (not of a stream, RootDirectory 0, as the rename
+    /// itself checks).
+    fn decode(class: FileInfoClass, buf: &[u8]) -> Option<Self> {
+        let (name, replace, root_dir) = match class {
+            FileInfoClass::RENAME => RenameInfo::decode(buf)
+                .ok()
+                .map(|r| (r.file_name, r.replace_if_exists, r.root_directory))?,
+            FileInfoClass::RENAME_EX => RenameInfoEx::decode(buf)
+                .ok()
+                .map(|r| (r.file_name.clone(), r.replace_if_exists(), r.root_directory))?,
+            _ => return None,
+        };
+        let name = name.strip_prefix('\\').unwrap_or(&name).to_owned();
+        (root_dir == 0 && !name.starts_with(':')).then_some(Self { name, replace })
+    }
+
+    /// The directory the target goes into, and the file it would replace: replace-if-exists
+    /// asked, the target exists, is not a directory and is another file than the source.
+    /// Blocking (it resolves the name).
+    fn keys(&self, open: &Open) -> (Option<FileKey>, Option<FileKey>) {
+        let Some(f) = open.file().filter(|f| f.stream.is_none()) else {
+            return (None, None);
+        };
+        let Some(vfs) = open.tree.share.vfs.as_ref() else {
+            return (None, None);
+        };
+        let Some(found) = parse_smb_name(&self.name)
             .ok()
-            .map(|r| (r.file_name, r.replace_if_exists, r.root_directory))?,
-        FileInfoClass::RENAME_EX => RenameInfoEx::decode(buf)
-            .ok()
-            .map(|r| (r.file_name.clone(), r.replace_if_exists(), r.root_directory))?,
-        _ => return None,
-    };
-    let f = open.file()?;
-    if !replace || root_dir != 0 || f.stream.is_some() {
-        return None;
+            .filter(|n| n.stream == Stream::Default && !n.is_root())
+            .and_then(|n| resolve(vfs.as_ref(), &n).ok())
+        else {
+            return (None, None);
+        };
+        let parent = found.path.parent().unwrap_or_else(RelPath::root);
+        let parent = vfs.stat(&parent).ok().map(|st| FileKey::of(&st));
+        let replaced = found
+            .stat
+            .filter(|st| self.replace && st.kind != FileKind::Dir)
+            .map(|st| FileKey::of(&st))
+            .filter(|k| *k != f.key.base());
+        (parent, replaced)
     }
-    let target = name.strip_prefix('\\').unwrap_or(&name);
-    if target.starts_with(':') {
-        return None;
-    }
-    let smb_name = parse_smb_name(target).ok()?;
-    if smb_name.stream != Stream::Default || smb_name.is_root() {
-        return None;
-    }
-    let vfs = open.tree.share.vfs.as_ref()?;
-    let st = resolve(vfs.as_ref(), &smb_name).ok()?.stat?;
-    let key = FileKey::of(&st);
-    (st.kind != FileKind::Dir && key != f.key.base()).then_some(key)
 }
