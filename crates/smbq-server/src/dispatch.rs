@@ -86,7 +86,13 @@ pub(crate) async fn dispatch(
             if let Some(open) = &ctx.open {
                 // The client has the CREATE's answer: no replay of it can come any more
                 // (crate::durable::replay; smbtorture smb2.replay.replay6).
-                open.replay.lock().take();
+                if let Some(r) = open.replay.lock().take() {
+                    srv.durable_store().replayable.remove(
+                        r.client_guid,
+                        r.create_guid,
+                        open.volatile(),
+                    );
+                }
             }
             let started = std::time::Instant::now();
             let who = match unix_identity(srv, &ctx) {

@@ -442,6 +442,11 @@ impl Server {
 
     fn release_open(&self, open: &Open) {
         open.closed.store(true, Ordering::Release);
+        if let Some(r) = open.replay.lock().as_ref() {
+            self.durable_store()
+                .replayable
+                .remove(r.client_guid, r.create_guid, open.volatile());
+        }
         if let Some(s) = self.existing_session(open.session_id) {
             s.remove_open(open.volatile());
         }

@@ -74,6 +74,8 @@ pub struct DurableStore {
     inner: Mutex<Inner>,
     /// CREATEs with a durable v2 request still running (crate::durable::replay).
     pub creating: replay::CreatesInFlight,
+    /// The opens whose first answer may still be replayed, by their GUIDs.
+    pub replayable: replay::ReplayIndex,
 }
 
 /// Why an open could not be parked.

@@ -7,10 +7,11 @@
 //! such state; Windows and Samba's replay cache behave this way (smbtorture smb2.replay.
 //! dhv2-pending1*-sane, Samba bug 14449).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smbq_wire::FileId;
 
 use super::FirstAnswer;
 
@@ -67,9 +68,69 @@ impl CreatesInFlight {
     }
 }
 
+/// The open each (ClientGuid, CreateGuid) answered, while that answer may still be replayed.
+/// MS-SMB2 3.3.5.9.10 looks a replayed CREATE's open up server-wide (GlobalOpenTable): the
+/// replay may come on another connection and session, and find an open whose connection went
+/// (parked, crate::durable) or one of another session (STATUS_DUPLICATE_OBJECTID). Bounded by
+/// the opens: an entry lives no longer than its open's [`ReplayRecord`].
+#[derive(Debug, Default)]
+pub struct ReplayIndex {
+    map: Mutex<HashMap<GuidPair, FileId>>,
+}
+
+impl ReplayIndex {
+    /// `id` answered the pair (a later CREATE with the same GUIDs replaces an earlier one).
+    pub fn insert(&self, client_guid: [u8; 16], create_guid: [u8; 16], id: FileId) {
+        self.map.lock().insert((client_guid, create_guid), id);
+    }
+
+    pub fn get(&self, client_guid: [u8; 16], create_guid: [u8; 16]) -> Option<FileId> {
+        self.map.lock().get(&(client_guid, create_guid)).copied()
+    }
+
+    /// The open `volatile` may no longer be replayed (used, closed, or reclaimed by another
+    /// client): its entry goes, unless the pair names a newer open by now.
+    pub fn remove(&self, client_guid: [u8; 16], create_guid: [u8; 16], volatile: u64) {
+        let mut map = self.map.lock();
+        if map
+            .get(&(client_guid, create_guid))
+            .is_some_and(|id| id.volatile == volatile)
+        {
+            map.remove(&(client_guid, create_guid));
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_index_forgets_an_open_only_if_it_still_names_it() {
+        let i = ReplayIndex::default();
+        let first = FileId {
+            persistent: 1,
+            volatile: 10,
+        };
+        let second = FileId {
+            persistent: 2,
+            volatile: 20,
+        };
+        i.insert([1; 16], [2; 16], first);
+        i.insert([1; 16], [2; 16], second);
+        i.remove([1; 16], [2; 16], 10);
+        assert_eq!(i.get([1; 16], [2; 16]), Some(second), "a newer open stays");
+        i.remove([1; 16], [2; 16], 20);
+        assert!(i.is_empty());
+    }
 
     #[test]
     fn one_create_per_guid_pair_until_it_ends() {

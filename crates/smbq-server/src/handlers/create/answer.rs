@@ -80,6 +80,10 @@ pub(super) fn respond(
             client_guid: ctx.conn.client_guid,
             first,
         });
+        ctx.srv
+            .durable_store()
+            .replayable
+            .insert(ctx.conn.client_guid, create_guid, open.file_id);
     }
     let mut r = Response::ok(body(|w| resp.encode(w)));
     r.file_id = Some(open.file_id);

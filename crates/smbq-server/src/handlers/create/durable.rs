@@ -192,6 +192,44 @@ pub(super) async fn reconnect(
     req: &CreateRequest<'_>,
     rc: Reconnect,
 ) -> Result<Response, NtStatus> {
+    let (open, key) = reclaim(ctx, tree, req, rc).await?;
+    respond(ctx, &open, key, contexts::lease_of(req).as_ref())
+}
+
+/// A replayed durable v2 CREATE whose open was parked (its connection went before the client
+/// saw the answer) takes the open back as a reconnect would, and is answered as the first
+/// sending was (Samba's replay_reconnect; smbtorture smb2.replay.durable-reconnect-replay1/3,
+/// replay-twice-durable). `None` when the open is gone meanwhile: the CREATE runs anew.
+pub(super) async fn replay_reclaim(
+    ctx: &Ctx<'_>,
+    tree: &Arc<Tree>,
+    req: &CreateRequest<'_>,
+    file_id: FileId,
+    create_guid: [u8; 16],
+) -> Result<Option<Response>, NtStatus> {
+    let rc = Reconnect {
+        file_id,
+        create_guid: Some(create_guid),
+    };
+    let open = match reclaim(ctx, tree, req, rc).await {
+        Ok((open, _)) => open,
+        Err(NtStatus::OBJECT_NAME_NOT_FOUND) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let first = open.replay.lock().as_ref().map(|r| r.first.clone());
+    Ok(Some(match first {
+        Some(first) => answer_replay(ctx, req, &open, &first),
+        None => Response::error(NtStatus::INTERNAL_ERROR),
+    }))
+}
+
+/// The reclaiming half of [`reconnect`]: the parked open, installed on this session and tree.
+async fn reclaim(
+    ctx: &Ctx<'_>,
+    tree: &Arc<Tree>,
+    req: &CreateRequest<'_>,
+    rc: Reconnect,
+) -> Result<(Arc<Open>, crate::file_state::FileKey), NtStatus> {
     if tree.share.kind != ShareKind::Disk {
         return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
     }
@@ -238,7 +276,11 @@ pub(super) async fn reconnect(
         g.client_guid = ctx.conn.client_guid;
     }
     if let Some(r) = open.replay.get_mut() {
+        // Replays are looked up by the new client's GUID from now on.
+        let index = &srv.durable_store().replayable;
+        index.remove(r.client_guid, r.create_guid, id);
         r.client_guid = ctx.conn.client_guid;
+        index.insert(r.client_guid, r.create_guid, open.file_id);
     }
     let open = Arc::new(open);
     let key = open.file().map(|f| f.key).ok_or(NtStatus::INTERNAL_ERROR)?;
@@ -253,7 +295,7 @@ pub(super) async fn reconnect(
         session = ctx.session.id,
         "durable open reclaimed"
     );
-    respond(ctx, &open, key, asked.as_ref())
+    Ok((open, key))
 }
 
 /// How long a reconnect waits for a durable open still installed to be parked, and how
@@ -401,40 +443,69 @@ fn respond(
     Ok(r)
 }
 
+/// What a durable v2 CREATE naming a CreateGuid already answered gets ([`replay`]).
+pub(super) enum Replayed {
+    /// The first answer again, or an error.
+    Answer(Response),
+    /// The open is parked (its connection went): a replay takes it back ([`replay_reclaim`]).
+    Reclaim(FileId, [u8; 16]),
+}
+
 /// MS-SMB2 3.3.5.9.10: a durable v2 CREATE sent again with SMB2_FLAGS_REPLAY_OPERATION (the
 /// client never saw the answer) gets the open its first sending made, answered as it was then,
-/// and nothing is opened twice. A replay asking for a weaker oplock is answered with that
-/// level (and, below BATCH, without the durable context), while the open keeps what it has
-/// (smbtorture smb2.replay.replay-dhv2-oplock2). The same CreateGuid without the replay
-/// flag, while that answer may still be replayed (the client has not used the handle yet),
-/// is STATUS_DUPLICATE_OBJECTID. `None` when this is neither.
+/// and nothing is opened twice. The open is looked up server-wide, by ClientGuid and
+/// CreateGuid (crate::durable::replay::ReplayIndex): one of another session is
+/// STATUS_DUPLICATE_OBJECTID (MS-SMB2 3.3.5.9.10; smbtorture smb2.replay.
+/// durable-reconnect-replay2), a parked one is taken back. A replay asking for a weaker
+/// oplock is answered with that level (and, below BATCH, without the durable context), while
+/// the open keeps what it has (smbtorture smb2.replay.replay-dhv2-oplock2). The same
+/// CreateGuid without the replay flag, while that answer may still be replayed (the client
+/// has not used the handle yet), is STATUS_DUPLICATE_OBJECTID. `None` when this is neither.
 pub(super) fn replay(
     ctx: &Ctx<'_>,
     req: &CreateRequest<'_>,
     ask: Option<DurableAsk>,
-) -> Option<Response> {
+) -> Option<Replayed> {
     let replaying = ctx.req.header.flags & smbq_wire::header::flags::REPLAY_OPERATION != 0;
     let Some(DurableAsk::V2 { create_guid, .. }) = ask else {
         return None;
     };
-    let (open, first) = ctx.session.open_ids().into_iter().find_map(|id| {
-        let open = ctx.srv.lookup_open(id)?;
-        let first = open
-            .replay
-            .lock()
-            .as_ref()
-            .filter(|r| r.create_guid == create_guid && r.client_guid == ctx.conn.client_guid)
-            .map(|r| r.first.clone())?;
-        Some((open, first))
-    })?;
-    if !replaying {
+    let client_guid = ctx.conn.client_guid;
+    let id = ctx
+        .srv
+        .durable_store()
+        .replayable
+        .get(client_guid, create_guid)?;
+    let Some(open) = ctx.srv.lookup_open(id.volatile).filter(|o| o.file_id == id) else {
+        let parked = ctx.srv.durable_store().is_parked(id.persistent);
+        return (replaying && parked).then_some(Replayed::Reclaim(id, create_guid));
+    };
+    let first = open
+        .replay
+        .lock()
+        .as_ref()
+        .filter(|r| r.create_guid == create_guid && r.client_guid == client_guid)
+        .map(|r| r.first.clone())?;
+    if !replaying || open.session_id != ctx.session.id {
         // The same CreateGuid again without the replay flag, while the first open's answer
         // may still be replayed: not a second open (as Windows and Samba answer, smbtorture
-        // smb2.replay.replay6).
-        return Some(Response::error(NtStatus::DUPLICATE_OBJECTID));
+        // smb2.replay.replay6); nor is a replay from another session.
+        return Some(Replayed::Answer(Response::error(
+            NtStatus::DUPLICATE_OBJECTID,
+        )));
     }
+    Some(Replayed::Answer(answer_replay(ctx, req, &open, &first)))
+}
+
+/// The answer to a replay of the CREATE that made `open`, first answered with `first`.
+fn answer_replay(
+    ctx: &Ctx<'_>,
+    req: &CreateRequest<'_>,
+    open: &Open,
+    first: &FirstAnswer,
+) -> Response {
     let asked = req.requested_oplock_level;
-    let (oplock, contexts) = replayed_oplock(&first, asked);
+    let (oplock, contexts) = replayed_oplock(first, asked);
     // A lease is answered as it is now (smbtorture smb2.replay.replay-dhv2-lease1: upgraded
     // by another open of the same key since).
     let current = open
@@ -448,7 +519,7 @@ pub(super) fn replay(
             .as_ref()
             .is_some_and(|(k, _)| k.key == asked.key && k.client_guid == ctx.conn.client_guid);
         if !same {
-            return Some(Response::error(NtStatus::ACCESS_DENIED));
+            return Response::error(NtStatus::ACCESS_DENIED);
         }
     }
     let contexts: Vec<(CreateContextTag<'static>, Vec<u8>)> = contexts
@@ -464,7 +535,7 @@ pub(super) fn replay(
             }
         })
         .collect();
-    Some(replayed_answer(&open, &first, oplock, &contexts))
+    replayed_answer(open, first, oplock, &contexts)
 }
 
 /// The oplock level and contexts a replay is answered with: the first answer's, or the weaker

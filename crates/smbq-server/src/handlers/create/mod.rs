@@ -54,8 +54,14 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         return durable::reconnect(ctx, &tree, &req, rc).await;
     }
     let _running = durable::start_running(ctx, durability.ask)?;
-    if let Some(r) = durable::replay(ctx, &req, durability.ask) {
-        return Ok(r);
+    match durable::replay(ctx, &req, durability.ask) {
+        Some(durable::Replayed::Answer(r)) => return Ok(r),
+        Some(durable::Replayed::Reclaim(id, guid)) => {
+            if let Some(r) = durable::replay_reclaim(ctx, &tree, &req, id, guid).await? {
+                return Ok(r);
+            }
+        }
+        None => {}
     }
     // 1. intent
     let intent = Arc::new(CreateIntent::from_request(&req, ctx.token(), ctx.conn)?);
