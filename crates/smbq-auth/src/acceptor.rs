@@ -41,8 +41,9 @@ pub enum AcceptStep {
     /// Reply success with this security buffer (empty for raw NTLMSSP).
     /// `session_key` is the NTLM ExportedSessionKey (16 bytes) or the whole Kerberos GSS key
     /// (MS-SMB2 3.3.5.5.3: 16 bytes are the SessionKey, AES-256 ciphers derive from all of
-    /// it, as `smbq_crypto::derive_keys` does); all zeros for guest and anonymous, which
-    /// have no key both sides share (such sessions cannot sign).
+    /// it, as `smbq_crypto::derive_keys` does); all zeros for guest, which has no key both
+    /// sides share; for anonymous the key of a null logon (zeros, or the client's random key
+    /// under KEY_EXCH), which protects nothing but which clients may sign with.
     Done {
         token: Vec<u8>,
         identity: Identity,
@@ -365,12 +366,15 @@ impl Acceptor {
             if !self.cfg.allow_anonymous {
                 return Err(fail(""));
             }
-            return Ok(no_key(Identity {
-                user: String::new(),
-                domain: String::new(),
-                is_guest: false,
-                is_anonymous: true,
-            }));
+            return Ok(Verified {
+                session_key: anonymous_key(&a, neg),
+                ..no_key(Identity {
+                    user: String::new(),
+                    domain: String::new(),
+                    is_guest: false,
+                    is_anonymous: true,
+                })
+            });
         }
         // 24 bytes is an NTLMv1/LM response (MS-NLMP 2.2.2.6); we accept NTLMv2 only.
         if a.nt_response.len() <= 24 {
@@ -474,6 +478,15 @@ fn no_key(identity: Identity) -> Verified {
         session_key: Zeroizing::new([0; 16]),
         keys: None,
     }
+}
+
+/// An anonymous logon's session key: its SessionBaseKey and KeyExchangeKey are 16 zero bytes,
+/// and with KEY_EXCH the client's random key arrives encrypted under them, as Samba's client
+/// sends it (MS-NLMP 3.2.5.1.2; what smbtorture smb2.session.anon-signing1 and
+/// anon-encryption2 sign and encrypt with). A malformed EncryptedRandomSessionKey leaves the
+/// zero key: the logon is anonymous either way, and nothing is protected by the key.
+fn anonymous_key(a: &Authenticate<'_>, neg: u32) -> Zeroizing<[u8; 16]> {
+    exported_key(a, neg, &[0; 16]).unwrap_or_else(|_| Zeroizing::new([0; 16]))
 }
 
 /// MS-NLMP 3.2.5.1.2: with KEY_EXCH the client's random key arrives RC4-encrypted.

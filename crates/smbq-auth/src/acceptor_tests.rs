@@ -149,10 +149,49 @@ fn anonymous_needs_allow_anonymous() {
             panic!()
         };
         assert!(identity.is_anonymous && !identity.is_guest);
-        assert_eq!(session_key[..], [0; 16]);
+        // KEY_EXCH with an EncryptedRandomSessionKey of zeros: the key is its RC4 under the
+        // zero KeyExchangeKey.
+        let mut want = [0u8; 16];
+        crate::ntlm_crypto::rc4k(&[0; 16], &mut want);
+        assert_eq!(session_key[..], want);
         let (mut acc, _) = raw_acceptor(false);
         let err = acc.step(&auth_with("", lm, &[]), &user_db).unwrap_err();
         assert_eq!(err.nt_status(), smbq_wire::NtStatus::LOGON_FAILURE);
+    }
+}
+
+/// A null logon's key as Samba's client makes it (MS-NLMP 3.2.5.1.2): a random key sent
+/// RC4-encrypted under the zero KeyExchangeKey with KEY_EXCH, else the zero key itself.
+#[test]
+fn an_anonymous_logon_gets_the_clients_exchanged_key() {
+    let random = [0x5Au8; 16];
+    let mut encrypted = random;
+    crate::ntlm_crypto::rc4k(&[0; 16], &mut encrypted);
+    for (flags, enc, want) in [
+        (0xe288_8235u32, &encrypted[..], random),
+        (0xe288_8235 & !0x4000_0000, &encrypted[..], [0; 16]),
+        (0xe288_8235, &[][..], [0; 16]),
+    ] {
+        let msg = ntlm_msg::encode_authenticate(&ntlm_msg::AuthenticateFields {
+            lm_response: &[0],
+            nt_response: &[],
+            domain: &[],
+            user: &[],
+            workstation: &[],
+            encrypted_session_key: enc,
+            flags,
+            with_mic: false,
+        });
+        let (mut acc, _) = raw_acceptor(true);
+        let AcceptStep::Done { session_key, .. } = acc.step(&msg, &user_db).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            session_key[..],
+            want,
+            "flags {flags:#x}, {} key bytes",
+            enc.len()
+        );
     }
 }
 

@@ -1,6 +1,7 @@
 //! Anonymous (null) sessions and their keys, as Windows and Samba treat them (smbtorture 4.25's
-//! smb2.session.anon-signing1/2 and anon-encryption1/2/3): the keys come from a session key of
-//! 16 zero bytes, so they prove nothing, but a signed request is verified with them and an
+//! smb2.session.anon-signing1/2 and anon-encryption1/2/3): the keys come from the null logon's
+//! session key (16 zero bytes here: the test client sends no KEY_EXCH; smbq_auth's tests cover
+//! the exchanged key), so they prove nothing, but a signed request is verified with them and an
 //! encrypted one is opened with them once the connection is no longer constrained (MS-SMB2
 //! 3.3.1.7 ConstrainedConnection: a session that is neither anonymous nor guest was set up).
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]

@@ -300,12 +300,13 @@ impl ServerConnection {
         // Keys come from the first authentication only; a re-authentication keeps them.
         if !reauth && !identity.is_guest {
             if identity.is_anonymous {
-                // An anonymous session's key is 16 zero bytes (Samba's, and what Windows
-                // clients derive from): its keys verify a signed request and open an encrypted
-                // one once the connection is no longer constrained (smbtorture
-                // smb2.session.anon-signing1/2, anon-encryption2). They protect nothing, so
-                // signing is never required, nothing is encrypted unasked, and no channel binds.
-                install_keys(session, &self.cfg, p, &ANONYMOUS_SESSION_KEY, &hash, env)?;
+                // An anonymous session's key is that of the null logon (zeros, or the client's
+                // random key under NTLM KEY_EXCH, smbq_auth): its keys verify a signed request
+                // and open an encrypted one once the connection is no longer constrained, as
+                // on Windows and Samba (smbtorture smb2.session.anon-signing1/2,
+                // anon-encryption2). They protect nothing, so signing is never required,
+                // nothing is encrypted unasked, and no channel binds.
+                install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
                 session.encrypt_data = false;
             } else {
                 install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
@@ -436,10 +437,6 @@ fn establish(session: &mut Session, p: &SetupParams) {
         }));
     }
 }
-
-/// The session key of an anonymous logon: NTLM gives none, and Windows and Samba derive an
-/// anonymous session's keys from 16 zero bytes.
-const ANONYMOUS_SESSION_KEY: [u8; 16] = [0; 16];
 
 /// A first authentication's keys (MS-SMB2 3.3.5.5.3): signing, sealing both ways, and whether
 /// the session must be encrypted.
