@@ -458,7 +458,8 @@ impl Server {
         self.notify_closing(open, doc);
         // Share mode, locks and oplock go in one step, so a CREATE or lock request this
         // wakes finds the file free.
-        let last = self.files.release(f.key, open.volatile(), doc);
+        let parent = open.parent_lease.map(|k| k.key);
+        let last = self.files.release(f.key, open.volatile(), doc, parent);
         if let Some(last) = &last
             && last.delete_stream
             && !last.delete

@@ -215,7 +215,7 @@ mod tests {
                 Unlock(o, off, len) => m.unlock(K, o, off, len),
                 Io(o, off, len, w) => m.check_io(K, o, off, len, w),
                 Close(o) => {
-                    m.release(K, o, false);
+                    m.release(K, o, false, None);
                     Ok(())
                 }
             };
@@ -310,7 +310,7 @@ mod tests {
         let m = FileStates::new();
         m.try_lock(K, A, 0, 10, true).unwrap();
         m.try_lock(K, B, 20, 10, true).unwrap();
-        m.release(K, A, false);
+        m.release(K, A, false, None);
         assert_eq!(m.lock_count(K), 1);
         run(&[(Close(A), OK), (Lock(B, 0, 1, true), OK)]);
     }
@@ -367,7 +367,7 @@ mod tests {
         assert!(!waiter.is_finished());
         // B closes (it holds no locks): its pending request completes, A's lock stays.
         closed.store(true, std::sync::atomic::Ordering::Release);
-        m.release(K, B, false);
+        m.release(K, B, false, None);
         assert_eq!(waiter.await.unwrap(), Err(NtStatus::RANGE_NOT_LOCKED));
         assert_eq!(m.lock_count(K), 1);
     }

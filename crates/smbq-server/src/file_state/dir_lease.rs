@@ -41,6 +41,17 @@ impl Server {
     /// Something at `path` (share-relative), in `open`'s share, was created, deleted,
     /// renamed or changed through `open`: the leases on its directory break.
     pub(crate) fn break_parent_leases(&self, open: &Open, path: &RelPath) {
+        self.break_parent_leases_except(open, path, open.parent_lease.as_ref());
+    }
+
+    /// [`Self::break_parent_leases`] sparing the lease `except` instead of the one `open`
+    /// named as its parent.
+    pub(crate) fn break_parent_leases_except(
+        &self,
+        open: &Open,
+        path: &RelPath,
+        except: Option<&LeaseKey>,
+    ) {
         if !self.files().any_dir_leases() {
             return;
         }
@@ -50,11 +61,9 @@ impl Server {
         // A directory with a lease has an open, so this stat finds it unless it was just
         // removed (then there is no lease left to break either).
         let Ok(st) = vfs.stat(&parent) else { return };
-        let notices = self.files().break_for_child_change(
-            FileKey::of(&st),
-            open.parent_lease.as_ref(),
-            Instant::now(),
-        );
+        let notices = self
+            .files()
+            .break_for_child_change(FileKey::of(&st), except, Instant::now());
         if !notices.is_empty() {
             self.send_lease_breaks(&notices);
         }

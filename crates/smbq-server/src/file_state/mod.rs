@@ -231,7 +231,14 @@ impl FileStates {
     /// its byte-range locks and its oplock, in one step; wakes whoever waits on the file.
     /// `delete_on_close` marks the file (or stream) delete-pending first (MS-FSA 2.1.5.4: an
     /// open's DeleteOnClose becomes the file's at cleanup). Says what the close must do.
-    pub fn release(&self, key: FileKey, open_id: u64, delete_on_close: bool) -> Option<LastClose> {
+    /// `parent`: the closing open's parent lease key (crate::file_state::dir_lease).
+    pub fn release(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        delete_on_close: bool,
+        parent: Option<[u8; 16]>,
+    ) -> Option<LastClose> {
         let shard = self.shard(key);
         let mut files = shard.files.lock();
         let last = files.update(key.base(), |e| {
@@ -250,7 +257,7 @@ impl FileStates {
             let last = e
                 .opens
                 .as_mut()
-                .and_then(|m| m.remove(key, open_id, delete_on_close));
+                .and_then(|m| m.remove(key, open_id, delete_on_close, parent));
             // A file its last close deletes stays delete-pending until `deleted`.
             let deleting = last.as_ref().is_some_and(|l| l.delete);
             if !deleting && e.opens.as_ref().is_some_and(ShareModes::is_empty) {
@@ -295,8 +302,9 @@ impl FileStates {
     }
 
     /// Marks the file (or, for a named stream's key, that stream) delete-pending.
-    pub fn set_delete_pending(&self, key: FileKey, pending: bool) {
-        self.update_opens(key, |m| m.mark_delete(key.stream, pending));
+    /// `parent`: the parent lease key of the open setting it (crate::file_state::dir_lease).
+    pub fn set_delete_pending(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) {
+        self.update_opens(key, |m| m.mark_delete(key.stream, pending, parent));
     }
 
     /// Whether the file, or the named stream `key` addresses, is delete-pending.

@@ -42,6 +42,9 @@ pub(crate) struct ShareModes {
     /// Where the file is now, relative to its share (renames update it), for the final unlink.
     path: RelPath,
     is_dir: bool,
+    /// The parent lease key (its 16 bytes) of the open that made the file delete-pending, if
+    /// it named one: the directory lease the final unlink may spare ([`LastClose`]).
+    delete_parent: Option<[u8; 16]>,
 }
 
 /// What the last close of a file must do.
@@ -54,6 +57,11 @@ pub struct LastClose {
     /// The last open of a delete-pending named stream is gone: remove that stream (other
     /// opens of the file may remain; then `delete` is false).
     pub delete_stream: bool,
+    /// The parent lease key of the open that made the file delete-pending: the unlink breaks
+    /// every lease on the directory but the one both it and the last closer named, as Samba
+    /// does (smbtorture smb2.dirlease.unlink_different_set_and_close,
+    /// unlink_different_initial_and_close; crate::file_state::dir_lease).
+    pub delete_parent: Option<[u8; 16]>,
 }
 
 /// MS-FSA 2.1.5.1.2.1: does a new open (`access`, `share_access`) conflict with `e`?
@@ -95,6 +103,7 @@ impl ShareModes {
             allocation: None,
             path: path.clone(),
             is_dir,
+            delete_parent: None,
         }
     }
 
@@ -125,11 +134,13 @@ impl ShareModes {
     /// when it was the last open ([`is_empty`](Self::is_empty) afterwards), delete the file
     /// if it is delete-pending. `delete_on_close` marks the file delete-pending first
     /// (MS-FSA 2.1.5.4: an open's DeleteOnClose becomes the file's at cleanup).
+    /// `parent`: the closing open's parent lease key.
     pub fn remove(
         &mut self,
         key: FileKey,
         open_id: u64,
         delete_on_close: bool,
+        parent: Option<[u8; 16]>,
     ) -> Option<LastClose> {
         // The stream the open has now (a stream rename may have moved it).
         let stream = self
@@ -139,7 +150,7 @@ impl ShareModes {
             .map_or(key.stream, |e| e.stream);
         self.opens.retain(|e| e.open_id != open_id);
         if delete_on_close {
-            self.mark_delete(stream, true);
+            self.mark_delete(stream, true, parent);
         }
         let mut delete_stream = false;
         if stream != 0
@@ -155,6 +166,7 @@ impl ShareModes {
             is_dir: self.is_dir,
             delete: last && self.delete_pending,
             delete_stream,
+            delete_parent: self.delete_parent,
         })
     }
 
@@ -253,8 +265,15 @@ impl ShareModes {
         Ok(())
     }
 
-    pub fn mark_delete(&mut self, stream: u64, pending: bool) {
+    /// Marks (or clears) delete-pending; `parent`: the parent lease key of the open doing it,
+    /// remembered for the first marking of the file.
+    pub fn mark_delete(&mut self, stream: u64, pending: bool, parent: Option<[u8; 16]>) {
         if stream == 0 {
+            if pending && !self.delete_pending {
+                self.delete_parent = parent;
+            } else if !pending {
+                self.delete_parent = None;
+            }
             self.delete_pending = pending;
         } else if pending {
             if !self.stream_delete.contains(&stream) {
@@ -322,13 +341,13 @@ mod tests {
         let t = FileStates::new();
         t.admit(K, 1, R, share::ALL, &p(), false).unwrap();
         t.admit(K, 2, R | D, share::ALL, &p(), false).unwrap();
-        assert_eq!(t.release(K, 2, true), None);
+        assert_eq!(t.release(K, 2, true, None), None);
         // Delete pending now: new opens are refused.
         assert_eq!(
             t.admit(K, 3, R, share::ALL, &p(), false),
             Err(NtStatus::DELETE_PENDING)
         );
-        let last = t.release(K, 1, false).unwrap();
+        let last = t.release(K, 1, false, None).unwrap();
         assert!(last.delete);
         assert_eq!(last.path, p());
         assert_eq!(t.open_count(K), 0);
@@ -356,21 +375,21 @@ mod tests {
         assert_eq!(t.open_count(s1), 1);
         assert_eq!(t.open_count_any(K), 3);
         assert!(t.has_stream_opens(K));
-        assert!(t.release(s2, 2, false).is_none());
-        assert!(t.release(K, 4, false).is_none());
+        assert!(t.release(s2, 2, false, None).is_none());
+        assert!(t.release(K, 4, false, None).is_none());
         // A delete-pending stream goes with its last open, the file stays.
-        let last = t.release(s1, 1, true).unwrap();
+        let last = t.release(s1, 1, true, None).unwrap();
         assert!(last.delete_stream && !last.delete);
         assert_eq!(t.open_count_any(K), 0);
         // A delete-pending file refuses its streams too, and is deleted at the very end.
         t.admit(s1, 6, R, share::ALL, &p(), false).unwrap();
         t.admit(K, 7, D, share::ALL, &p(), false).unwrap();
-        assert_eq!(t.release(K, 7, true), None);
+        assert_eq!(t.release(K, 7, true, None), None);
         assert_eq!(
             t.admit(s2, 8, R, share::ALL, &p(), false),
             Err(NtStatus::DELETE_PENDING)
         );
-        let last = t.release(s1, 6, false).unwrap();
+        let last = t.release(s1, 6, false, None).unwrap();
         assert!(last.delete && !last.delete_stream);
     }
 
@@ -385,18 +404,49 @@ mod tests {
         t.set_allocation(K, 8192);
         assert_eq!(t.allocation(K), Some(8192));
         assert_eq!(t.allocation(s1), None);
-        t.release(s1, 1, false).unwrap();
+        t.release(s1, 1, false, None).unwrap();
         // Forgotten with the last open, as NTFS trims preallocation at cleanup.
         assert_eq!(t.allocation(K), None);
+    }
+
+    /// The parent lease key of whoever made the file delete-pending first reaches the last
+    /// close (crate::file_state::dir_lease spares only the lease both named); clearing the
+    /// mark forgets it.
+    #[test]
+    fn the_last_close_names_who_made_the_file_delete_pending() {
+        let t = FileStates::new();
+        t.admit(K, 1, D, share::ALL, &p(), false).unwrap();
+        t.admit(K, 2, D, share::ALL, &p(), false).unwrap();
+        t.set_delete_pending(K, true, Some([1; 16]));
+        // A second marking, by another open at its close, keeps the first one's key.
+        assert_eq!(t.release(K, 1, true, Some([2; 16])), None);
+        let last = t.release(K, 2, false, Some([2; 16])).unwrap();
+        assert!(last.delete);
+        assert_eq!(last.delete_parent, Some([1; 16]));
+
+        // Another file: this one is deleted now.
+        let k = FileKey {
+            ino: K.ino + 1,
+            ..K
+        };
+        t.admit(k, 3, D, share::ALL, &p(), false).unwrap();
+        t.set_delete_pending(k, true, Some([1; 16]));
+        t.set_delete_pending(k, false, None);
+        let last = t.release(k, 3, true, Some([3; 16])).unwrap();
+        assert_eq!(
+            last.delete_parent,
+            Some([3; 16]),
+            "the close marked it anew"
+        );
     }
 
     #[test]
     fn delete_pending_can_be_cleared() {
         let t = FileStates::new();
         t.admit(K, 1, D, share::ALL, &p(), false).unwrap();
-        t.set_delete_pending(K, true);
+        t.set_delete_pending(K, true, None);
         assert!(t.delete_pending(K));
-        t.set_delete_pending(K, false);
-        assert!(!t.release(K, 1, false).unwrap().delete);
+        t.set_delete_pending(K, false, None);
+        assert!(!t.release(K, 1, false, None).unwrap().delete);
     }
 }

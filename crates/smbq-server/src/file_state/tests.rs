@@ -76,7 +76,7 @@ fn release_takes_an_open_out_of_everything_at_once() {
         Err(NtStatus::LOCK_NOT_GRANTED)
     );
 
-    assert_eq!(t.release(K, 1, false), None, "open 2 remains");
+    assert_eq!(t.release(K, 1, false, None), None, "open 2 remains");
     assert_eq!(t.lock_count(K), 0);
     assert_eq!(t.open_count(K), 1);
     // No holder left: a data open breaks nothing and need not wait.
@@ -84,7 +84,7 @@ fn release_takes_an_open_out_of_everything_at_once() {
     assert!(c.notices.is_empty() && !c.wait);
     t.try_lock(K, 2, 5, 1, true).unwrap();
 
-    let last = t.release(K, 2, false).unwrap();
+    let last = t.release(K, 2, false, None).unwrap();
     assert!(!last.delete);
     assert_eq!(t.entries(), 0, "an idle file leaves no entry");
 }
@@ -120,7 +120,7 @@ fn streams_of_one_file_keep_their_own_locks_and_oplocks() {
     assert_eq!(c.notices[0].key, s);
     assert!(c.wait);
     // The holder's release ends the wait.
-    t.release(s, 1, false);
+    t.release(s, 1, false, None);
     assert_eq!(t.oplock_pending_until(s, Instant::now()), None);
 }
 
@@ -131,7 +131,7 @@ fn delete_pending_fails_before_any_break() {
     t.admit(K, 1, RW | mask::DELETE, share::ALL, &p(), false)
         .unwrap();
     t.oplock_grant(K, 1, Level::Batch, false, owner(1));
-    t.set_delete_pending(K, true);
+    t.set_delete_pending(K, true, None);
     assert_eq!(check(&t, K, None), Err(NtStatus::DELETE_PENDING));
     assert_eq!(t.oplock_pending_until(K, Instant::now()), None);
 }
@@ -237,7 +237,7 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
     };
     assert_eq!((n.key, n.new, n.ack_required), (a.key, 0, true));
 
-    t.release(K, 1, false);
+    t.release(K, 1, false, None);
     assert!(
         !t.lease_elsewhere(&a.key, other),
         "key 1 ended with its open"
@@ -247,7 +247,7 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
         Err(NtStatus::OBJECT_NAME_NOT_FOUND)
     );
     assert!(t.lease_state(&b.key, K).is_some());
-    t.release(K, 2, false);
+    t.release(K, 2, false, None);
     assert_eq!(t.entries(), 0);
     assert!(t.lease_files.lock().is_empty());
 }
@@ -286,7 +286,7 @@ async fn a_deleting_last_close_holds_the_name_until_deleted() {
     let woken = changed.notified();
     tokio::pin!(woken);
     woken.as_mut().enable();
-    let last = t.release(K, 1, true).expect("the last close");
+    let last = t.release(K, 1, true, None).expect("the last close");
     assert!(last.delete);
     assert!(t.deleting(K));
     assert_eq!(
@@ -305,7 +305,7 @@ async fn a_deleting_last_close_holds_the_name_until_deleted() {
     let woken = changed.notified();
     tokio::pin!(woken);
     woken.as_mut().enable();
-    assert!(t.release(K, 2, false).is_some_and(|l| !l.delete));
+    assert!(t.release(K, 2, false, None).is_some_and(|l| !l.delete));
     assert!(futures_util_poll(woken.as_mut()).is_ready());
 }
 

@@ -440,7 +440,8 @@ fn set_disposition(
     if on_close {
         open.delete_on_close.store(delete, Ordering::Release);
     } else {
-        srv.files().set_delete_pending(f.key, delete);
+        srv.files()
+            .set_delete_pending(f.key, delete, open.parent_lease.map(|k| k.key));
     }
     Ok(())
 }

@@ -203,7 +203,13 @@ impl Server {
     /// The last close deleted the file, directory or named stream.
     pub(crate) fn notify_removed(&self, open: &Open, last: &LastClose, stream: Option<&str>) {
         if stream.is_none() {
-            self.break_parent_leases(open, &last.path); // crate::file_state::dir_lease
+            // The lease spared is the one both the open that made the file delete-pending
+            // and the last closer named (crate::file_state::dir_lease).
+            let except = open
+                .parent_lease
+                .as_ref()
+                .filter(|k| last.delete_parent == Some(k.key));
+            self.break_parent_leases_except(open, &last.path, except); // crate::file_state::dir_lease
         }
         let (action, filter) = match stream {
             Some(_) => (NotifyAction::REMOVED_STREAM, cf::STREAM_NAME),
