@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerate docs/conformance.md: smbtorture results for smbq next to Samba's own smbd.
+"""Regenerate docs/conformance.md: smbtorture results for smbq next to Samba's own smbd, both
+from Debian's unstable suite (4.25 or newer; --samba system: this machine's 4.17, the history in
+docs/conformance-4.17.md).
 
 For each selected smbtorture suite the script lists the suite's tests (`smbtorture --list`), runs
 every test in its own smbtorture process against a fresh smbq and against a fresh private Samba
@@ -51,8 +53,8 @@ from samba_unstable import Chroot  # noqa: E402
 # The smbq setup of the smbtorture interop test, so both measure the same server: the extra
 # `noperm` share and the per-test option overrides.
 from test_smbtorture import (  # noqa: E402
-    NEEDS_USER2, SHARE_FOR, USER2, USER2_PASSWORD, add_user2, extra_shares, torture_config,
-    torture_options)
+    CA_SHARE, FO_SHARES, IGN_SYSACL_SHARE, NEEDS_USER2, USER2, USER2_PASSWORD, add_user2,
+    extra_shares, share_for, torture_config, torture_options)
 
 # Importing conftest pointed XDG_CACHE_HOME at a fresh temporary directory (so smbq's client
 # memory stays out of the user's cache); nothing here uses it afterwards.
@@ -99,6 +101,9 @@ def left_out(test: str) -> str | None:
             return why
     return None
 NOTES_MARKER = "<!-- notes -->"
+# The 2026-11-27 run under smbtorture 4.17 against smbd 4.17, kept as history: its per-suite
+# passes become the last two columns of the 4.25 summary.
+HISTORY_417 = ROOT / "docs" / "conformance-4.17.md"
 NOTES_PLACEHOLDER = "Notes on tests left out go here.\n"
 
 # Samba as its own selftest sets it up for these suites (selftest/target/Samba3.pm, 4.17): smbd
@@ -114,27 +119,6 @@ SAMBA_OPTIONS = dict(encrypt="default",
                      extra_share=["posix locking = no", "vfs objects = acl_xattr streams_xattr"])
 # Samba 4.25's selftest fileserver also turns persistent handles on (its CA shares need it).
 SAMBA_425_GLOBAL = ["persistent handles = yes"]
-
-
-# The shares Samba 4.25's selftest (fileserver environment, Samba3.pm) runs smb2.persistent-open*
-# on (`ca_fo_max_rwh`, continuously available) and names in those tests (`fo`, `ca_fo`), and the
-# one it runs smb2.acls-ignore-sysacl on; smbq gets shares of the same names. smbq has no
-# continuous availability yet (issue 37), so its shares are plain. The `so` and `ca_so` shares
-# some persistent-open tests name exist only in selftest's clustered environment (scale-out).
-CA_SHARE = "ca_fo_max_rwh"
-FO_SHARES = {"fo": False, "ca_fo": True, CA_SHARE: True}  # name: continuously available
-IGN_SYSACL_SHARE = "acl_xattr_ign_sysacl_windows"
-SMBQ_425_SHARES = "".join(f'\n[share.{name}]\npath = "{{{name}}}"\n'
-                          for name in [*FO_SHARES, IGN_SYSACL_SHARE])
-
-
-def share_for(test: str) -> str:
-    """The share a test runs on, as selftest chooses it."""
-    if test.startswith("smb2.persistent"):
-        return CA_SHARE
-    if test.startswith("smb2.acls-ignore-sysacl."):
-        return IGN_SYSACL_SHARE
-    return SHARE_FOR.get(test, "share")
 
 
 def _open_dir(d: pathlib.Path, mode: int = 0o777, owner=None) -> pathlib.Path:
@@ -188,7 +172,8 @@ def list_tests() -> list[str]:
     names = []
     for line in out.splitlines():
         line = line.strip()
-        if not line or " " in line:  # the "smbtorture 4.17.x" banner
+        # The "smbtorture 4.25.x" banner; test names may hold spaces ("CREATE Existing").
+        if not line or line.startswith("smbtorture "):
             continue
         parts = line.split(".")
         if len(parts) > 2 and parts[-1] == parts[-2]:
@@ -287,10 +272,7 @@ def _text(b: bytes | str | None) -> str:
 def run_on_smbq(name: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="smbq-conformance-") as d:
         workdir = pathlib.Path(d)
-        fo = _open_dir(workdir / "fo")
-        more = SMBQ_425_SHARES.format(**{name: fo for name in FO_SHARES},
-                                      **{IGN_SYSACL_SHARE: _open_dir(workdir / "ign")})
-        server = SmbqServer(workdir, config=torture_config(name) + extra_shares(workdir) + more)
+        server = SmbqServer(workdir, config=torture_config(name) + extra_shares(workdir))
         try:
             if name in NEEDS_USER2:
                 add_user2(server)
@@ -368,29 +350,55 @@ def versions() -> dict:
     }
 
 
+def history_counts(path: pathlib.Path) -> dict[str, tuple[str, str]]:
+    """suite: (smbq passes, Samba passes) from an older run's summary table (the 4.17 one)."""
+    counts = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+            if len(cells) >= 5 and cells[0].startswith(("smb2", "total")) and cells[3].isdigit():
+                counts[cells[0]] = (cells[3], cells[4])
+    return counts
+
+
 def render(suites: dict[str, list[str]], results: dict[str, dict], ver: dict, date: str,
-           notes: str) -> str:
+           notes: str, history: dict[str, tuple[str, str]] | None = None) -> str:
     def count(tests, server):
         return sum(results[t][server]["result"] == "PASS" for t in tests)
 
     def compared(tests):
         return [t for t in tests if left_out(t) is None]
 
+    history_cols = " smbq 4.17 | Samba 4.17 |" if history else ""
     lines = [
-        "# smbtorture conformance",
+        "# smbtorture conformance" + ("" if UNSTABLE else ": smbtorture 4.17 (history)"),
         "",
-        "This file is generated by `python3 scripts/conformance.py`; edit only the notes at the",
+        "This file is generated by `python3 scripts/conformance.py"
+        + ("" if UNSTABLE else " --samba system --out docs/conformance-4.17.md")
+        + "`; edit only the notes at the",
         "end (everything after the `<!-- notes -->` line is kept when it is regenerated).",
         "",
         "Each test of the smbtorture suites below runs in its own `smbtorture` process against",
         "a fresh smbq (`target/release/smbq serve`, default settings) and against a fresh private",
         "Samba `smbd` on the same machine, so the two columns compare smbq with the reference",
-        "implementation under the same client. Samba runs with its stock settings plus the",
+        "implementation under the same client"
+        + (": smbtorture and smbd from Debian's unstable suite, in the chroot"
+           " tests/interop/samba_unstable.py provisions." if UNSTABLE else "."),
+        "Samba runs with its stock settings plus the",
         "share options its own selftest gives these suites: `posix locking = no` (else it grants",
         "no durable handles), `vfs objects = acl_xattr streams_xattr` (else it stores no Windows",
         "ACLs and has no named streams), and the extra shares selftest names: `noperm` (a",
-        "directory with mode 0000), `acls_non_canonical` and `hideunread`; smbq gets the same",
-        "three shares with its equivalent settings (tests/interop/test_smbtorture.py).",
+        "directory with mode 0000), `acls_non_canonical` and `hideunread`"
+        + ("; from selftest's fileserver environment `persistent handles = yes` and the shares"
+           " `fo`, `ca_fo` and `ca_fo_max_rwh` (`smb3 share cap:CLUSTER`, the last two"
+           " `continuous availability = yes`), on which the persistent-open tests run, and"
+           " `acl_xattr_ign_sysacl_windows` for smb2.acls-ignore-sysacl. smbq gets shares of"
+           " the same names with its equivalent settings (plain shares where smbq has no"
+           " equivalent: it offers no continuous availability yet)" if UNSTABLE else
+           "; smbq gets the same three shares with its equivalent settings")
+        + " (tests/interop/test_smbtorture.py, scripts/conformance.py).",
+        "Both servers get the interop test's client options (`torture_options`: AES-GMAC alone"
+        " where Samba's client needs it).",
         "PASS means smbtorture reported success; SKIP means the test skipped itself",
         "(usually: the server does not offer the feature); FAIL includes errors, crashes and",
         f"runs over {TEST_TIMEOUT} s. NOT RUN marks the interactive helpers `--list` also names.",
@@ -404,10 +412,15 @@ def render(suites: dict[str, list[str]], results: dict[str, dict], ver: dict, da
         "## Summary",
         "",
         "Passes are counted over the tests compared: all but the ones left out (see below);",
-        "the last two columns count every test.",
+        "the next two columns count every test."
+        + (" The last two are the passes of the 2026-11-27 run under smbtorture 4.17 against"
+           " smbd 4.17 ([conformance-4.17.md](conformance-4.17.md)), where 4.17 had the suite"
+           " (4.25 split smb2.acls into smb2.acls-with-sysacl and smb2.acls-ignore-sysacl, and"
+           " moved the directory-lease tests to smb2.dirlease)." if history else ""),
         "",
-        "| suite | tests | left out | smbq passes | Samba passes | smbq (all) | Samba (all) |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| suite | tests | left out | smbq passes | Samba passes | smbq (all) | Samba (all) |"
+        + history_cols,
+        "|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if history else ""),
     ]
     total = []
 
@@ -415,6 +428,8 @@ def render(suites: dict[str, list[str]], results: dict[str, dict], ver: dict, da
         c = compared(tests)
         cells = [len(tests), len(tests) - len(c), count(c, "smbq"), count(c, "samba"),
                  count(tests, "smbq"), count(tests, "samba")]
+        if history:
+            cells += list(history.get(name, ("–", "–")))
         if bold:
             return f"| **{name}** | " + " | ".join(f"**{x}**" for x in cells) + " |"
         return f"| {name} | " + " | ".join(str(x) for x in cells) + " |"
@@ -484,8 +499,9 @@ def main() -> int:
     ap.add_argument("--tests", help="comma-separated runnable test names (e.g. "
                     "smb2.lease.request) within the selected suites; only these run and the "
                     "results are printed, the document is not written")
-    ap.add_argument("--out", type=pathlib.Path, default=ROOT / "docs" / "conformance.md",
-                    help="document to write (default: docs/conformance.md)")
+    ap.add_argument("--out", type=pathlib.Path,
+                    help="document to write (default: docs/conformance.md, or with --samba "
+                    "system docs/conformance-4.17.md)")
     ap.add_argument("--json", type=pathlib.Path, help="also write the raw results here "
                     "(after every test)")
     ap.add_argument("--all", action="store_true",
@@ -509,6 +525,9 @@ def main() -> int:
     if args.resume and not args.json:
         ap.error("--resume needs --json")
     TEST_TIMEOUT = args.timeout
+    if args.out is None:
+        args.out = ROOT / "docs" / ("conformance.md" if args.samba == "unstable"
+                                    else "conformance-4.17.md")
     if args.samba == "unstable":
         UNSTABLE = Chroot()
         UNSTABLE.install_samba()
@@ -609,7 +628,8 @@ def main() -> int:
                                   if r.get("smbq_commit"))
     if commits:
         ver["commit"] = ", ".join(c for c, _ in commits.most_common())
-    doc = render(suites, results, ver, date, existing_notes(args.out))
+    history = history_counts(HISTORY_417) if UNSTABLE else None
+    doc = render(suites, results, ver, date, existing_notes(args.out), history)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(doc)
     print(f"wrote {args.out}", file=sys.stderr)

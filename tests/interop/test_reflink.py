@@ -65,8 +65,8 @@ def xfs_workdir(xfs):
 
 
 @pytest.mark.parametrize("name", DUP_EXTENTS)
-def test_dup_extents_on_xfs(xfs_workdir, name):
-    run_torture(xfs_workdir, name)
+def test_dup_extents_on_xfs(xfs_workdir, name, unstable):
+    run_torture(xfs_workdir, name, unstable)
 
 
 def shared_extents(path: pathlib.Path) -> bool:

@@ -31,9 +31,11 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if open.is_dir() {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     }
-    // MS-SMB2 3.3.5.13: FILE_WRITE_DATA, or FILE_APPEND_DATA for writes at the end only.
+    // MS-SMB2 3.3.5.13: FILE_WRITE_DATA or FILE_APPEND_DATA. The spec says a write inside the
+    // file SHOULD need FILE_WRITE_DATA, but Windows servers allow it with either (note <358>),
+    // as Samba 4.25 does (smbtorture smb2.rw.append, "verify Windows SEC_FILE_APPEND_DATA
+    // behaviour", Samba bug 15751): the offset is honoured, not turned into an append.
     crate::security::require_any(&open, mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)?;
-    let can_write = open.has(mask::FILE_WRITE_DATA);
     let offset = req.offset;
     if offset != APPEND_OFFSET
         && (offset > i64::MAX as u64
@@ -57,7 +59,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let len = data.len();
     let srv = ctx.srv.self_arc();
     let watched = open.clone();
-    let job = move || write_at(&srv, &open, data, offset, can_write, write_through);
+    let job = move || write_at(&srv, &open, data, offset, write_through);
     // A small write without WRITE_THROUGH goes to the page cache in microseconds: it runs
     // here rather than paying the blocking pool's hop (crate::inline_io says what bounds it).
     let target = watched.file().map(|f| (f.key, f.file.local_storage()));
@@ -103,7 +105,6 @@ fn write_at(
     open: &Open,
     data: Bytes,
     offset: u64,
-    can_write: bool,
     write_through: bool,
 ) -> Result<usize, NtStatus> {
     let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
@@ -111,10 +112,6 @@ fn write_at(
     let at = if offset == APPEND_OFFSET {
         eof()?
     } else {
-        // An append-only handle may not write before the end of the file (MS-FSA 2.1.5.3).
-        if !can_write && offset < eof()? {
-            return Err(NtStatus::ACCESS_DENIED);
-        }
         offset
     };
     srv.files()
