@@ -51,8 +51,9 @@ pub struct Request {
     pub session: Option<SessionView>,
     /// The request arrived inside a TRANSFORM_HEADER.
     pub encrypted: bool,
-    /// In a related compound: the FileId produced by the previous request of the chain, used when
-    /// this request carries [`FileId::RELATED`] (MS-SMB2 3.3.5.2.7.2).
+    /// In a related compound: the FileId produced by the previous request of the chain, used
+    /// instead of the one this request carries (MS-SMB2 3.3.5.2.7.2; see
+    /// [`Request::resolve_file_id`]).
     pub related_file_id: Option<FileId>,
     /// Async id assigned if the handler goes async (interim response already sent).
     pub async_id: Option<u64>,
@@ -63,13 +64,13 @@ impl Request {
         self.header.command
     }
 
-    /// Resolves a FileId from the request body against the compound chain.
+    /// Resolves a FileId from the request body against the compound chain: a related request
+    /// works on the FileId the requests before it produced, whatever it carries itself
+    /// (MS-SMB2 3.3.5.2.7.2 asks for all-ones there; Windows Server 2022 and Samba take the
+    /// chain's FileId also when it is not, smbtorture smb2.compound_async.getinfo_middle,
+    /// whose GETINFO carries {all-ones, 0}).
     pub fn resolve_file_id(&self, id: FileId) -> FileId {
-        if id == FileId::RELATED {
-            self.related_file_id.unwrap_or(id)
-        } else {
-            id
-        }
+        self.related_file_id.unwrap_or(id)
     }
 }
 
@@ -132,5 +133,41 @@ impl Response {
 impl From<NtStatus> for Response {
     fn from(s: NtStatus) -> Self {
         Self::error(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_related(related: Option<FileId>) -> Request {
+        Request {
+            header: Header::default(),
+            msg: Bytes::new(),
+            session: None,
+            encrypted: false,
+            related_file_id: related,
+            async_id: None,
+        }
+    }
+
+    /// smbtorture smb2.compound_async.getinfo_middle: a related GETINFO carrying {all-ones,
+    /// 0} works on the open the CREATE before it made, as on Windows Server 2022 and Samba.
+    #[test]
+    fn a_related_request_takes_the_chains_file_id_whatever_it_carries() {
+        let made = FileId {
+            persistent: 7,
+            volatile: 9,
+        };
+        let odd = FileId {
+            persistent: u64::MAX,
+            volatile: 0,
+        };
+        assert_eq!(with_related(Some(made)).resolve_file_id(odd), made);
+        assert_eq!(
+            with_related(Some(made)).resolve_file_id(FileId::RELATED),
+            made
+        );
+        assert_eq!(with_related(None).resolve_file_id(odd), odd, "unrelated");
     }
 }

@@ -249,6 +249,90 @@ fn a_set_info_gets_no_interim_even_alone() {
     assert!(server.sent().is_empty());
 }
 
+/// smbtorture smb2.compound_async.getinfo_middle (Windows Server 2022): a CREATE that runs
+/// long at the head of a compound goes async alone; the requests after it run when it is
+/// done, and their answers follow its final one.
+#[test]
+fn a_create_at_the_head_of_a_compound_goes_async_and_the_rest_follow() {
+    let (mut server, mut client) = logged_in();
+    let first = client.next_mid;
+    let wire = compound(
+        &mut client,
+        &[
+            (Command::CREATE, false),
+            (Command::QUERY_INFO, true),
+            (Command::CLOSE, true),
+        ],
+    );
+    let create = one_execute(server.feed(&wire).unwrap());
+    assert_eq!(create.request.header.command, Command::CREATE);
+    server.advance(INTERIM_AFTER);
+    assert!(
+        server.actions().is_empty(),
+        "nothing before the CREATE to answer"
+    );
+    let interim = client.receive(&single(server.sent()));
+    assert_eq!(interim.one().status(), NtStatus::PENDING);
+    assert_eq!(interim.one().header.message_id, first);
+
+    server.complete(first, created());
+    let after = server.actions();
+    let rest = server.run_all(after, &mut |_| Response::ok(vec![0; 8]));
+    assert!(
+        matches!(&rest[..], [Action::Answered { message_ids, chain_done: true, .. }]
+            if *message_ids == vec![first, first + 1, first + 2]),
+        "{rest:?}"
+    );
+    let sent = server.sent();
+    let all: Vec<_> = sent.iter().flat_map(|f| statuses(&mut client, f)).collect();
+    assert_eq!(
+        all,
+        [
+            (Command::CREATE, NtStatus::SUCCESS),
+            (Command::QUERY_INFO, NtStatus::SUCCESS),
+            (Command::CLOSE, NtStatus::SUCCESS),
+        ]
+    );
+}
+
+/// A CREATE that runs long in the middle of a compound: what came before it is answered
+/// first, and only that; the requests after it are still owed and answered with it later.
+#[test]
+fn a_create_in_the_middle_of_a_compound_flushes_only_what_ran() {
+    let (mut server, mut client) = logged_in();
+    let first = client.next_mid;
+    let wire = compound(
+        &mut client,
+        &[
+            (Command::QUERY_INFO, false),
+            (Command::CREATE, false),
+            (Command::CLOSE, true),
+        ],
+    );
+    server.feed(&wire).unwrap();
+    server.complete(first, Response::ok(vec![0; 8]));
+    let create = one_execute(server.actions());
+    assert_eq!(create.request.header.message_id, first + 1);
+    server.advance(INTERIM_AFTER);
+    let actions = server.actions();
+    assert!(
+        matches!(&actions[..], [Action::Answered { message_ids, chain_done: false, .. }]
+            if *message_ids == vec![first]),
+        "{actions:?}"
+    );
+    let sent = server.sent();
+    assert_eq!(sent.len(), 2, "the QUERY_INFO's response, then the interim");
+    assert_eq!(client.receive(&sent[1]).one().status(), NtStatus::PENDING);
+    server.complete(first + 1, created());
+    let after = server.actions();
+    let rest = server.run_all(after, &mut |_| Response::ok(vec![0; 8]));
+    assert!(
+        matches!(&rest[..], [Action::Answered { message_ids, chain_done: true, .. }]
+            if *message_ids == vec![first + 1, first + 2]),
+        "{rest:?}"
+    );
+}
+
 /// MS-SMB2 3.3.4.1.3 note (Windows; smbtorture smb2.compound.interim1): a CHANGE_NOTIFY that
 /// ends a compound and runs long goes async alone; the responses before it go out first.
 #[test]

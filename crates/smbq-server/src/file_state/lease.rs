@@ -44,9 +44,9 @@ pub struct LeaseAsk {
     pub parent: Option<LeaseKey>,
 }
 
-/// Whether an open with `access` is a stat open for leases: it breaks no lease and does not
-/// take W from one. Leases count READ_CONTROL in too (smbtorture smb2.lease.statopen4, as
-/// Windows and Samba's is_lease_stat_open do).
+/// Whether an open with `access` is a stat open for leases: it breaks no lease. Leases count
+/// READ_CONTROL in too (smbtorture smb2.lease.statopen4, as Windows and Samba's
+/// is_lease_stat_open do); for granting W, READ_CONTROL counts as more (ShareModes::data_opens).
 pub fn is_stat_open(access: u32) -> bool {
     const BITS: u32 = mask::SYNCHRONIZE
         | mask::FILE_READ_ATTRIBUTES

@@ -181,11 +181,14 @@ impl ShareModes {
     }
 
     /// The opens of `key`'s stream that are more than stat opens (the ones a lease's write
-    /// caching must be alone among, smbtorture smb2.lease.statopen2-4).
+    /// caching must be alone among, smbtorture smb2.lease.statopen2-4). For granting W the
+    /// stat rights are the oplock ones, READ_CONTROL not among them: an open that may read the
+    /// security descriptor leaves a new lease no W (smbtorture smb2.durable-v2-open.
+    /// nonstat-and-lease; Samba's is_oplock_stat_open), though it breaks no lease either.
     pub fn data_opens(&self, key: FileKey) -> impl Iterator<Item = u64> + '_ {
         self.opens
             .iter()
-            .filter(move |e| e.stream == key.stream && !super::lease::is_stat_open(e.access))
+            .filter(move |e| e.stream == key.stream && !super::oplock::is_stat_open(e.access))
             .map(|e| e.open_id)
     }
 
