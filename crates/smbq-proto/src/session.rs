@@ -37,6 +37,10 @@ pub(crate) struct Session {
     pub decryptor: Option<Sealer>,
     pub signing_required: bool,
     pub encrypt_data: bool,
+    /// The keys came from an anonymous logon, which anyone can derive: they verify and open
+    /// what the client sends, but do not make the session one that can encrypt, and a
+    /// re-authentication (which keeps them) may not make it anyone else's.
+    pub public_keys: bool,
     /// MS-SMB2 3.3.1.8 Session.ExpirationTime: when the Kerberos ticket it was set up with
     /// ends; `None` for NTLM. Past it, requests get STATUS_NETWORK_SESSION_EXPIRED until
     /// the client re-authenticates (3.3.5.2.9).
@@ -68,6 +72,7 @@ impl Session {
             decryptor: None,
             signing_required: false,
             encrypt_data: false,
+            public_keys: false,
             expires_at: None,
         }
     }

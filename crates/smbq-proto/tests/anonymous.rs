@@ -11,6 +11,8 @@ mod common;
 use common::*;
 use smbq_crypto::{Cipher, Signer, SigningAlgorithm};
 use smbq_proto::Violation;
+use smbq_proto::engine::Action;
+use smbq_wire::Command;
 use smbq_wire::NtStatus;
 use smbq_wire::session_setup::session_flags;
 
@@ -114,4 +116,63 @@ fn a_guest_session_does_not_lift_the_constraint() {
     client.session_id = 0;
     client.signer = None;
     anonymous_echo_sealed_ends_the_connection(&mut server, &mut client);
+}
+
+/// Public keys reach no share that requires encryption: the request the engine passes up
+/// says the session cannot encrypt (crate handlers refuse such a TREE_CONNECT).
+#[test]
+fn an_anonymous_session_does_not_count_as_one_that_can_encrypt() {
+    let (mut server, mut client) = negotiated();
+    assert_eq!(
+        client.anonymous_setup(&mut server).status,
+        NtStatus::SUCCESS
+    );
+    let h = client.header(Command::TREE_CONNECT, 1);
+    let m = Client::message(&h, &[0u8; 8]);
+    let actions = server.feed(&frame(&m)).unwrap();
+    let run = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Execute(x) => Some(x),
+            _ => None,
+        })
+        .expect("the TREE_CONNECT is passed up");
+    let view = run.request.session.as_ref().unwrap();
+    assert!(view.identity.is_anonymous);
+    assert!(!view.can_encrypt);
+}
+
+/// A re-authentication keeps the first one's keys, so an anonymous session may not become a
+/// user's: it fails and the session goes.
+#[test]
+fn an_anonymous_session_cannot_reauthenticate_as_a_user() {
+    let (mut server, mut client) = negotiated();
+    assert_eq!(
+        client.anonymous_setup(&mut server).status,
+        NtStatus::SUCCESS
+    );
+    let s = client.session_setup(&mut server, USER, PASSWORD);
+    assert_eq!(s.status, NtStatus::LOGON_FAILURE);
+    let m = client.echo(false);
+    assert_eq!(
+        echo_status(&mut server, &mut client, m),
+        NtStatus::USER_SESSION_DELETED
+    );
+}
+
+/// smbtorture smb2.session.reauth2: a user's session may re-authenticate as anonymous and
+/// back; it keeps the user's keys all along.
+#[test]
+fn a_users_session_may_go_anonymous_and_back() {
+    let (mut server, mut client) = negotiated();
+    let s = client.session_setup(&mut server, USER, PASSWORD);
+    assert_eq!(s.status, NtStatus::SUCCESS);
+    assert_eq!(
+        client.anonymous_setup(&mut server).status,
+        NtStatus::SUCCESS
+    );
+    let s = client.session_setup(&mut server, USER, PASSWORD);
+    assert_eq!(s.status, NtStatus::SUCCESS);
+    let m = client.echo(true);
+    assert_eq!(echo_status(&mut server, &mut client, m), NtStatus::SUCCESS);
 }

@@ -287,6 +287,20 @@ impl ServerConnection {
             self.forget_unannounced(session_id);
             return self.plain_response(rhdr, NtStatus::ACCESS_DENIED, &ERROR_BODY);
         }
+        // A re-authentication keeps the first one's keys (MS-SMB2 3.3.5.5.3): a session first
+        // set up anonymously has public ones, so it may not become anyone's but anonymous
+        // (Samba refuses a re-authentication as another user too). A user's session may go
+        // anonymous and back (smbtorture smb2.session.reauth2): its keys are the user's.
+        let public_keys = self
+            .sessions
+            .get(&session_id)
+            .is_some_and(|s| s.public_keys);
+        if reauth && public_keys && !identity.is_anonymous {
+            let e = AuthError::LogonFailure {
+                user: identity.user.clone(),
+            };
+            return self.setup_failed(rhdr, e, reauth, false, actions);
+        }
         let user = identity.user.clone();
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return Err(Violation::Internal("session vanished during SESSION_SETUP"));
@@ -308,6 +322,7 @@ impl ServerConnection {
                 // nothing is encrypted unasked, and no channel binds.
                 install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
                 session.encrypt_data = false;
+                session.public_keys = true;
             } else {
                 install_keys(session, &self.cfg, p, &session_key[..], &hash, env)?;
                 session.signing_required = self.cfg.require_signing

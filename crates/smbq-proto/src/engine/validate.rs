@@ -298,7 +298,9 @@ impl ServerConnection {
                 id: s.id,
                 identity: s.identity.clone()?,
                 encrypt_data: s.encrypt_data,
-                can_encrypt: s.encryptor.is_some(),
+                // An anonymous logon's keys are public (session_setup.rs): they do not make
+                // the session one that can reach a share requiring encryption.
+                can_encrypt: s.encryptor.is_some() && !s.public_keys,
             })
         });
         Ok(Some(ChainItem::Run(Box::new(Request {

@@ -373,10 +373,15 @@ impl FileStates {
         })
     }
 
-    /// The files strictly below `dir` (but `except`) that are open, if every open of them
-    /// holds a lease that caches handles; `None` when one does not (a directory rename is
-    /// refused at once then; crate::handlers::rename_breaks). Visits every shard.
-    pub fn handle_leased_below(&self, dir: &RelPath, except: FileKey) -> Option<Vec<FileKey>> {
+    /// The files strictly below `dir` (but `except`) that are open, with their opens, if every
+    /// open of them holds a lease that caches handles; `None` when one does not (a directory
+    /// rename is refused at once then; crate::handlers::rename_breaks). Paths are relative to
+    /// each file's share, so the caller keeps the files of its own share. Visits every shard.
+    pub fn handle_leased_below(
+        &self,
+        dir: &RelPath,
+        except: FileKey,
+    ) -> Option<Vec<(FileKey, Vec<u64>)>> {
         let mut below = Vec::new();
         for s in &self.shards {
             let files = s.files.lock();
@@ -393,7 +398,7 @@ impl FileStates {
                 if !m.open_ids().all(handles) {
                     return None;
                 }
-                below.push(*k);
+                below.push((*k, m.open_ids().collect()));
             }
         }
         Some(below)

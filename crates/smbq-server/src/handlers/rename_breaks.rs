@@ -80,15 +80,25 @@ pub(super) async fn wait(
             }
         }
     }
-    if !f.is_dir {
+    let dir = open.path();
+    if !f.is_dir || dir.is_root() {
         return Ok(());
     }
     // The files below, as they are now: one opened after this scan is not broken, and the
     // rename's own check refuses it.
-    let Some(below) = ctx.srv.files().handle_leased_below(&open.path(), f.key) else {
+    let Some(below) = ctx.srv.files().handle_leased_below(&dir, f.key) else {
         return Ok(());
     };
-    for key in below {
+    let share = &open.tree.share;
+    for (key, opens) in below {
+        // The same relative path in another share is another file.
+        let here = opens
+            .iter()
+            .filter_map(|id| ctx.srv.lookup_open(*id))
+            .any(|o| Arc::ptr_eq(&o.tree.share, share));
+        if !here {
+            continue;
+        }
         if let Admission::MustWait(p) = ctx.srv.lease_handles_before_rename(key, by) {
             ctx.srv.oplock_wait(p, &ctx.cancel).await?;
         }

@@ -75,15 +75,22 @@ pub(super) fn respond(
             attributes: resp.file_attributes,
             contexts: extra.to_vec(),
         };
-        *open.replay.lock() = Some(ReplayRecord {
-            create_guid,
-            client_guid: ctx.conn.client_guid,
-            first,
-        });
-        ctx.srv
-            .durable_store()
-            .replayable
-            .insert(ctx.conn.client_guid, create_guid, open.file_id);
+        // Under the record's lock, and not for an open closed meanwhile (a LOGOFF on another
+        // channel): Server::release_open marks the open closed, then takes this lock to drop
+        // the index entry, so no entry outlives its open.
+        let mut replay = open.replay.lock();
+        if !open.is_closed() {
+            *replay = Some(ReplayRecord {
+                create_guid,
+                client_guid: ctx.conn.client_guid,
+                first,
+            });
+            ctx.srv.durable_store().replayable.insert(
+                ctx.conn.client_guid,
+                create_guid,
+                open.file_id,
+            );
+        }
     }
     let mut r = Response::ok(body(|w| resp.encode(w)));
     r.file_id = Some(open.file_id);
