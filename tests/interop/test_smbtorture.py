@@ -38,13 +38,15 @@ access_based_enumeration = true
 
 # The shares Samba 4.25's selftest (its fileserver environment, Samba3.pm) runs
 # smb2.persistent-open* on (`ca_fo_max_rwh`, continuously available) and names in those tests
-# (`fo`, `ca_fo`), all on one directory, and the one it runs smb2.acls-ignore-sysacl on. smbq
-# has no continuous availability yet (issue 37), so here they are plain shares. The `so` and
-# `ca_so` shares some persistent-open tests name exist only in selftest's clustered environment.
+# (`fo`, `ca_fo`), all on one directory, and the one it runs smb2.acls-ignore-sysacl on; the
+# `ca_` ones are continuously available. The `so` and `ca_so` shares some persistent-open
+# tests name exist only in selftest's clustered environment.
 CA_SHARE = "ca_fo_max_rwh"
 FO_SHARES = {"fo": False, "ca_fo": True, CA_SHARE: True}  # name: continuously available
 IGN_SYSACL_SHARE = "acl_xattr_ign_sysacl_windows"
-FO_CONFIG = "".join(f'\n[share.{name}]\npath = "{{fo}}"\n' for name in FO_SHARES) + f"""
+FO_CONFIG = "".join(f'\n[share.{name}]\npath = "{{fo}}"\n'
+                    f'continuous_availability = {"true" if ca else "false"}\n'
+                    for name, ca in FO_SHARES.items()) + f"""
 [share.{IGN_SYSACL_SHARE}]
 path = "{{ign}}"
 """

@@ -31,6 +31,9 @@ pub struct EngineConfig {
     pub accept_transport_security: bool,
     /// Grant leases on directories (SMB2_GLOBAL_CAP_DIRECTORY_LEASING, 3.x clients that ask).
     pub directory_leases: bool,
+    /// Some share is continuously available: SMB2_GLOBAL_CAP_PERSISTENT_HANDLES for 3.x
+    /// clients (MS-SMB2 3.3.5.4).
+    pub persistent_handles: bool,
     /// Told of every response sent (crate::observe), for the metrics.
     pub observer: crate::observe::SharedObserver,
     /// Kerberos in SPNEGO (MS-SPNG), when a keytab is configured.
@@ -87,6 +90,7 @@ impl EngineConfig {
             anonymous_ok: true,
             accept_transport_security: true,
             directory_leases: true,
+            persistent_handles: false,
             observer: crate::observe::none(),
             kerberos: None,
             ntlm: true,

@@ -41,6 +41,10 @@ pub struct ShareConfig {
     /// SMB2_SHAREFLAG_COMPRESS_DATA: READ responses are compressed whether or not the client
     /// asked, and clients compress their WRITEs (MS-SMB2 2.2.10, 3.3.5.12).
     pub compress_data: bool,
+    /// Share.IsCA (MS-SMB2 3.3.1.6): continuously available. TREE_CONNECT says so
+    /// (SMB2_SHARE_CAP_CONTINUOUS_AVAILABILITY), an open that asks for a persistent handle
+    /// gets one (crate::durable), and writes are write-through.
+    pub continuous_availability: bool,
 }
 
 #[derive(Clone, Debug)]

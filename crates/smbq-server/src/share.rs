@@ -188,6 +188,7 @@ impl ShareRegistry {
                 acl_flag_inherited_canonicalization: true,
                 access_based_enumeration: false,
                 compress_data: false,
+                continuous_availability: false,
             },
             kind: ShareKind::Pipe,
             vfs: None,
@@ -258,6 +259,7 @@ mod tests {
             acl_flag_inherited_canonicalization: true,
             access_based_enumeration: false,
             compress_data: false,
+            continuous_availability: false,
         }
     }
 

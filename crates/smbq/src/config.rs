@@ -209,6 +209,10 @@ pub struct ShareFile {
     /// their WRITEs (SMB2_SHAREFLAG_COMPRESS_DATA; default false).
     #[serde(default)]
     pub compress_data: bool,
+    /// Continuously available (SMB2_SHARE_CAP_CONTINUOUS_AVAILABILITY): opens that ask get
+    /// persistent handles, and writes are write-through (default false).
+    #[serde(default)]
+    pub continuous_availability: bool,
 }
 
 /// `unix_identity = "per-user" | "off"`.
@@ -353,6 +357,7 @@ impl FileConfig {
                     .unwrap_or(true),
                 access_based_enumeration: s.access_based_enumeration,
                 compress_data: s.compress_data,
+                continuous_availability: s.continuous_availability,
             })
             .collect()
     }

@@ -291,6 +291,7 @@ fn add_share(shares: &mut Vec<ShareConfig>, name: &str, dir: PathBuf) -> Result<
         acl_flag_inherited_canonicalization: true,
         access_based_enumeration: false,
         compress_data: false,
+        continuous_availability: false,
     });
     Ok(())
 }
@@ -343,6 +344,9 @@ fn server_configs(
         .anonymous_ok(file.anonymous_ok.unwrap_or(true));
     engine_cfg.accept_transport_security = file.quic.transport_security.unwrap_or(true);
     engine_cfg.directory_leases = file.directory_leases.unwrap_or(true);
+    // Read at start: a continuously available share added by a reload is offered to
+    // connections made after the next restart.
+    engine_cfg.persistent_handles = server_cfg.shares.iter().any(|s| s.continuous_availability);
     engine_cfg.multichannel_tcp = file.multichannel.unwrap_or(true);
     engine_cfg.multichannel_quic = file.quic.multichannel.unwrap_or(false);
     // Checked when the start was planned.

@@ -101,6 +101,7 @@ async fn start_full(
             acl_flag_inherited_canonicalization: true,
             access_based_enumeration: false,
             compress_data: false,
+            continuous_availability: false,
         }],
         encrypt,
         guest_ok: false,

@@ -350,10 +350,14 @@ impl ServerConnection {
     }
 
     /// The capabilities NEGOTIATE answers with (before ENCRYPTION, settled with the cipher):
-    /// leasing, and multichannel for a 3.x client that asks where it is on (MS-SMB2
-    /// 3.3.5.4). VALIDATE_NEGOTIATE_INFO compares against the same value.
+    /// leasing, multichannel for a 3.x client that asks where it is on, and persistent
+    /// handles on 3.x where a share is continuously available (MS-SMB2 3.3.5.4).
+    /// VALIDATE_NEGOTIATE_INFO compares against the same value.
     fn offered_caps(&self, dialect: Dialect, client_caps: u32) -> u32 {
         let mut caps = self.lease_caps(dialect, client_caps);
+        if dialect.is_smb3() && self.cfg.persistent_handles {
+            caps |= capabilities::PERSISTENT_HANDLES;
+        }
         if dialect.is_smb3()
             && self.multichannel()
             && client_caps & capabilities::MULTI_CHANNEL != 0

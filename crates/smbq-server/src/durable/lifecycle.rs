@@ -29,8 +29,11 @@ impl Server {
         };
         // An open whose oplock or lease is being broken can no longer acknowledge: another
         // open waits for it, so it is closed now rather than kept (as a purge would). A
-        // resilient open is kept anyway, its break completed here (MS-SMB2 3.3.7.1).
+        // resilient open is kept anyway, its break completed here (MS-SMB2 3.3.7.1); a
+        // persistent one is kept as it is, its break waiting for its client
+        // (crate::durable::persistent).
         if let Some(f) = open.file()
+            && !grant.persistent
             && self.files.breaking_opens(f.key).contains(&id)
         {
             if !grant.resilient {
@@ -93,8 +96,12 @@ impl Server {
     /// its client cannot hear the break); false if `id` is not parked.
     /// A parked resilient open is not closed: its break completes at once instead (MS-SMB2
     /// 3.3.4.6; it keeps its share mode and locks for its timeout, as Windows does); true
-    /// then too.
+    /// then too. Nor is a parked persistent open: its break waits for its client
+    /// (crate::durable::persistent); true.
     pub(crate) fn purge_parked(&self, id: u64) -> bool {
+        if self.durable.is_persistent(id) {
+            return true;
+        }
         if let Some(open) = self.durable.resilient(id) {
             if let Some(f) = open.file() {
                 self.files.complete_breaks(f.key, id);

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 mod lifecycle;
+pub mod persistent;
 pub mod replay;
 mod resilient;
 
@@ -32,6 +33,10 @@ pub struct DurableGrant {
     /// durable: kept whatever its oplock or lease, never purged by a break (the break
     /// completes at once instead), reclaimed by DHnC only.
     pub resilient: bool,
+    /// Open.IsPersistent (MS-SMB2 3.3.5.9.10, a continuously available share): parked
+    /// whatever it holds, never purged by a break (the break waits for its client), and
+    /// while parked it keeps other opens of its file out (crate::durable::persistent).
+    pub persistent: bool,
 }
 
 /// The fields of a CREATE response, kept for its replays (crate::durable::replay).
@@ -65,6 +70,8 @@ pub struct Parked {
 struct Inner {
     by_id: HashMap<u64, Parked>,
     per_user: HashMap<String, usize>,
+    /// The parked persistent opens of each file (crate::durable::persistent).
+    persistent: HashMap<crate::file_state::FileKey, Vec<u64>>,
     next_generation: u64,
 }
 
@@ -104,6 +111,15 @@ impl DurableStore {
         inner.next_generation += 1;
         let generation = inner.next_generation;
         *inner.per_user.entry(user).or_insert(0) += 1;
+        if grant.persistent
+            && let Some(f) = open.file()
+        {
+            inner
+                .persistent
+                .entry(f.key)
+                .or_default()
+                .push(open.volatile());
+        }
         let deadline = now + grant.timeout;
         inner.by_id.insert(
             open.volatile(),
@@ -138,6 +154,14 @@ impl DurableStore {
 
     fn remove(inner: &mut Inner, id: u64) -> Option<Parked> {
         let p = inner.by_id.remove(&id)?;
+        if let Some(f) = p.open.file()
+            && let Some(ids) = inner.persistent.get_mut(&f.key)
+        {
+            ids.retain(|i| *i != id);
+            if ids.is_empty() {
+                inner.persistent.remove(&f.key);
+            }
+        }
         let user = p.grant.user.to_lowercase();
         if let Some(n) = inner.per_user.get_mut(&user) {
             *n -= 1;

@@ -48,6 +48,7 @@ impl Server {
             user: user.to_string(),
             timeout,
             resilient: true,
+            persistent: false,
         });
         Ok(())
     }

@@ -160,7 +160,7 @@ impl RangeLocks {
         Ok(())
     }
 
-    #[cfg(test)]
+    /// The locks held, on every stream of the file.
     pub fn count(&self) -> usize {
         self.locks.len()
     }

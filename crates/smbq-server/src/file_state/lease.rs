@@ -196,6 +196,9 @@ struct Breaking {
     required: u32,
     /// When the wait for the acknowledgment ends (MS-SMB2 3.3.2.5).
     deadline: Instant,
+    /// Kept for a client that is away (a parked persistent open, crate::durable::
+    /// persistent): not sent yet, so the epoch has not moved; it moves when it is sent.
+    withheld: bool,
 }
 
 impl Lease {
@@ -239,6 +242,7 @@ impl Lease {
                 to,
                 required: to,
                 deadline,
+                withheld: false,
             });
         } else {
             self.state = to;
@@ -310,6 +314,71 @@ impl Leases {
             for h in l.opens.iter_mut().filter(|h| h.open == open_id) {
                 h.session = session_id;
             }
+        }
+    }
+
+    /// The notice of `key`'s break on `stream` still awaiting its acknowledgment, to send it
+    /// again (a persistent open reclaimed by a client that never heard it).
+    /// A break withheld from its away client is sent now: its epoch moves.
+    pub fn break_in_progress(&mut self, key: &LeaseKey, stream: u64) -> Option<LeaseBreakNotice> {
+        let l = self.find(key, stream)?;
+        let mut b = l.breaking?;
+        if b.withheld {
+            b.withheld = false;
+            l.breaking = Some(b);
+            l.bump();
+        }
+        Some(LeaseBreakNotice {
+            key: l.key,
+            stream: l.stream,
+            session_id: l.session_id,
+            current: l.state,
+            new: b.to,
+            epoch: l.epoch(),
+            ack_required: true,
+        })
+    }
+
+    /// The break of `key` on `stream` could not be sent: its client is away and will hear it
+    /// when it reclaims its persistent open (crate::durable::persistent). Until then the
+    /// lease keeps its epoch, which a reconnect reports (smbtorture smb2.persistent-open-
+    /// reconnect-contended: the reconnect sees epoch 1, the break that follows 2).
+    pub fn withhold(&mut self, key: &LeaseKey, stream: u64) {
+        if let Some(l) = self.find(key, stream)
+            && let Some(b) = &mut l.breaking
+            && !b.withheld
+        {
+            b.withheld = true;
+            if let Some(e) = &mut l.epoch {
+                *e = e.wrapping_sub(1);
+            }
+        }
+    }
+
+    /// A persistent open reclaimed while no other open of its lease is connected takes its
+    /// lease back as Windows hands it (smbtorture smb2.persistent-open-reconnect-contended's
+    /// tables; Samba's vfs_default_durable_reconnect_lease): a lease that does not cache
+    /// writes on a file with byte-range locks is gone (others may have written meanwhile);
+    /// one that does not cache handles was the client's to lose, so it takes the epoch the
+    /// reconnect carries, one more for R alone (the client's R was re-acquired).
+    pub fn reacquire(&mut self, open_id: u64, asked_epoch: u16, locked: bool) {
+        let Some(l) = self.leases.iter_mut().find(|l| l.has(open_id)) else {
+            return;
+        };
+        if l.breaking.is_some() {
+            return;
+        }
+        if locked && l.state & WRITE_CACHING == 0 {
+            l.state = 0;
+        }
+        if l.state & HANDLE_CACHING == 0
+            && let Some(e) = &mut l.epoch
+        {
+            *e = if l.state == READ_CACHING {
+                asked_epoch.wrapping_add(1)
+            } else {
+                asked_epoch
+            };
         }
     }
 
@@ -1190,5 +1259,62 @@ mod tests {
         l.on_open(&over, now);
         let (_, next) = l.acknowledge(&key(1), ls("RH"), now).unwrap();
         assert_eq!(next.unwrap().epoch, first.epoch);
+    }
+
+    /// A break withheld from a parked persistent open's client leaves the epoch where the
+    /// client last saw it; sent on the reconnect, it moves it (smbtorture
+    /// smb2.persistent-open-reconnect-contended: the reconnect answers epoch 1, the break 2).
+    #[test]
+    fn a_withheld_break_moves_the_epoch_when_sent() {
+        let now = Instant::now();
+        let mut l = Leases::default();
+        let holder = Opener {
+            v2: Some(0),
+            ..opener(Some(1), 1, "RHW", false)
+        };
+        assert_eq!(l.on_open(&holder, now).epoch, 1);
+        let o = l.on_open(&opener(Some(2), 2, "R", true), now);
+        assert!(o.wait);
+        assert_eq!(o.notices[0].epoch, 2);
+        l.withhold(&key(1), 0);
+        l.withhold(&key(1), 0);
+        assert_eq!(l.state(&key(1), 0), Some((ls("RHW"), 1)), "as the client left it");
+        let n = l.break_in_progress(&key(1), 0).unwrap();
+        assert_eq!((n.current, n.new, n.epoch), (ls("RHW"), ls("RH"), 2));
+        assert!(n.ack_required);
+        let again = l.break_in_progress(&key(1), 0).unwrap();
+        assert_eq!(again.epoch, 2, "sent once moves it once");
+        assert_eq!(l.acknowledge(&key(1), ls("RH"), now).unwrap().0, ls("RH"));
+        assert_eq!(l.break_in_progress(&key(1), 0), None);
+    }
+
+    /// How a persistent open reclaimed alone takes its lease back (Leases::reacquire), row by
+    /// row of smbtorture's reconnect-contended table: (held, locked, asked epoch) -> (state,
+    /// epoch).
+    #[test]
+    fn a_reclaimed_lease_takes_the_epoch_rules_of_windows() {
+        let rows = [
+            ("RHW", false, 128, "RHW", 1),
+            ("RH", false, 128, "RH", 1),
+            ("R", false, 128, "R", 129),
+            ("RW", false, 128, "RW", 128),
+            ("RH", true, 128, "", 128),
+            ("RW", true, 128, "RW", 128),
+            ("RHW", true, 128, "RHW", 1),
+        ];
+        for (held, locked, asked, state, epoch) in rows {
+            let mut l = Leases::default();
+            let o = Opener {
+                v2: Some(0),
+                ..opener(Some(1), 1, held, false)
+            };
+            l.on_open(&o, Instant::now());
+            l.reacquire(1, asked, locked);
+            assert_eq!(
+                l.state(&key(1), 0),
+                Some((ls(state), epoch)),
+                "{held} locked={locked}"
+            );
+        }
     }
 }

@@ -18,7 +18,7 @@ use crate::tables::Open;
 
 impl Server {
     /// Sends lease break notifications (MS-SMB2 2.2.23.2) to the lease owners' sessions.
-    pub(super) fn send_lease_breaks(&self, notices: &[LeaseBreakNotice]) {
+    pub(crate) fn send_lease_breaks(&self, notices: &[LeaseBreakNotice]) {
         for n in notices {
             let mut w = Writer::new();
             LeaseBreakNotification {
@@ -46,9 +46,15 @@ impl Server {
                 "lease break"
             );
             if !self.push_to_session(n.session_id, push) {
-                // The lease's disconnected durable opens cannot answer: they are purged.
+                // The lease's disconnected durable opens cannot answer: they are purged. A
+                // persistent open's break waits for its client (crate::durable::persistent).
+                let opens = self.files().lease_opens(&n.key);
+                if n.ack_required && self.durable_store().lease_waits_for_client(&opens) {
+                    self.files().lease_withheld(&n.key);
+                    continue;
+                }
                 if n.ack_required {
-                    for id in self.files().lease_opens(&n.key) {
+                    for id in opens {
                         self.purge_parked(id);
                     }
                 }

@@ -499,7 +499,7 @@ impl FileStates {
             .unwrap_or(Ok(()))
     }
 
-    #[cfg(test)]
+    /// The byte-range locks held on `key`'s file.
     pub fn lock_count(&self, key: FileKey) -> usize {
         self.read(key, |e| e.locks.count()).unwrap_or(0)
     }
@@ -715,6 +715,40 @@ impl FileStates {
                 .collect()
         })
         .unwrap_or_default()
+    }
+
+    /// A persistent open of `key` reclaimed alone takes its lease back (lease.rs,
+    /// `Leases::reacquire`), the reconnect carrying `asked_epoch`.
+    pub(crate) fn reacquire_lease(&self, key: FileKey, open_id: u64, asked_epoch: u16) {
+        self.update(key, |e| {
+            let locked = e.locks.count() > 0;
+            e.leases.reacquire(open_id, asked_epoch, locked);
+        });
+    }
+
+    /// The opens of the lease `open_id` holds on `key`, itself included.
+    pub(crate) fn lease_partners(&self, key: FileKey, open_id: u64) -> Vec<u64> {
+        self.read(key, |e| {
+            e.leases
+                .key_of_open(open_id)
+                .map(|k| e.leases.opens_of(&k, key.stream))
+                .unwrap_or_default()
+        })
+        .unwrap_or_default()
+    }
+
+    /// The break of `lease` on `key` awaiting its acknowledgment, as a notice to send again.
+    pub(crate) fn break_in_progress(
+        &self,
+        key: FileKey,
+        lease: &LeaseKey,
+    ) -> Option<lease::LeaseBreakNotice> {
+        self.update(key, |e| e.leases.break_in_progress(lease, key.stream))
+    }
+
+    /// The break of `lease` is kept for its away client (`Leases::withhold`).
+    pub(crate) fn lease_withheld(&self, lease: &LeaseKey) {
+        self.on_lease(lease, |l, stream| l.withhold(lease, stream));
     }
 
     /// The breaks awaiting open `open_id`'s acknowledgment complete now, as if it had

@@ -1,8 +1,10 @@
 //! TREE_CONNECT (MS-SMB2 3.3.5.7) and TREE_DISCONNECT (3.3.5.8).
 
 use smbq_proto::Response;
+use smbq_wire::negotiate::capabilities;
 use smbq_wire::tree_connect::{
-    TreeConnectRequest, TreeConnectResponse, TreeDisconnectResponse, share_flags, share_type,
+    TreeConnectRequest, TreeConnectResponse, TreeDisconnectResponse,
+    share_capabilities as share_caps, share_flags, share_type,
 };
 use smbq_wire::{Dialect, NtStatus};
 
@@ -60,6 +62,12 @@ fn connect_to(ctx: &Ctx<'_>, asked: &mut String) -> Result<Response, NtStatus> {
         return Err(NtStatus::ACCESS_DENIED);
     }
 
+    // MS-SMB2 3.3.5.7: SMB2_SHARE_CAP_CONTINUOUS_AVAILABILITY for a 3.x connection, which
+    // negotiated SMB2_GLOBAL_CAP_PERSISTENT_HANDLES when any share is continuously available.
+    let ca = share.kind == ShareKind::Disk
+        && share.cfg.continuous_availability
+        && ctx.conn.dialect.is_smb3()
+        && ctx.conn.server_capabilities & capabilities::PERSISTENT_HANDLES != 0;
     let session_id = ctx.view.id;
     let tree = ctx
         .session
@@ -69,6 +77,7 @@ fn connect_to(ctx: &Ctx<'_>, asked: &mut String) -> Result<Response, NtStatus> {
             share: share.clone(),
             maximal_access,
             encrypt,
+            ca,
         })
         .ok_or(NtStatus::INSUFFICIENT_RESOURCES)?;
 
@@ -90,7 +99,11 @@ fn connect_to(ctx: &Ctx<'_>, asked: &mut String) -> Result<Response, NtStatus> {
     let resp = TreeConnectResponse {
         share_type: stype,
         share_flags: flags,
-        capabilities: 0,
+        capabilities: if ca {
+            share_caps::CONTINUOUS_AVAILABILITY
+        } else {
+            0
+        },
         maximal_access,
     };
     let mut r = Response::ok(body(|w| resp.encode(w)));

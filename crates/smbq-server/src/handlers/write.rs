@@ -55,7 +55,10 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         // MS-FSA 2.1.4.12.2: a write breaks every level II oplock on the file.
         ctx.srv.oplock_break_level2(f.key, open.volatile());
     }
-    let write_through = req.flags & write_flags::WRITE_THROUGH != 0;
+    // On a continuously available share every write is write-through: a client told its
+    // data is written may lose the server the next moment and carry on elsewhere (Samba
+    // adds FILE_WRITE_THROUGH to persistent opens; Windows' CA shares write through).
+    let write_through = req.flags & write_flags::WRITE_THROUGH != 0 || open.tree.ca;
     let len = data.len();
     let srv = ctx.srv.self_arc();
     let watched = open.clone();

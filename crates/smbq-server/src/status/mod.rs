@@ -352,7 +352,8 @@ impl Server {
         let now = Instant::now();
         for (o, user, left) in self.durable_store().parked(now) {
             let mut s = self.open_status(&o, user);
-            s.durable = Some(format!("disconnected ({} s left)", left.as_secs()));
+            let kind = s.durable.take().unwrap_or_default();
+            s.durable = Some(format!("{kind}, disconnected ({} s left)", left.as_secs()));
             snap.opens.push(s);
         }
         snap.opens.sort_by_key(|o| (o.session_id, o.id));
@@ -367,7 +368,9 @@ impl Server {
             (None, false) => "file",
         };
         let durable = o.durable.lock().as_ref().map(|g| {
-            if g.resilient {
+            if g.persistent {
+                "persistent"
+            } else if g.resilient {
                 "resilient"
             } else if g.create_guid.is_some() {
                 "durable-v2"

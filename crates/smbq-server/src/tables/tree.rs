@@ -13,6 +13,9 @@ pub struct Tree {
     pub maximal_access: u32,
     /// Requests on this tree must arrive encrypted (Share.EncryptData or the global policy).
     pub encrypt: bool,
+    /// TreeConnect.Share.IsCA on a connection that may use it (3.x, persistent handles
+    /// negotiated): opens on this tree that ask get persistent handles (crate::durable).
+    pub ca: bool,
 }
 
 impl Tree {

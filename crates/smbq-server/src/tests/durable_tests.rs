@@ -18,7 +18,7 @@ use crate::access::{mask, share};
 const DATA: u32 = mask::FILE_READ_DATA | mask::FILE_WRITE_DATA;
 
 /// Sends `req` (with the name `name`) as a CREATE on `h`'s tree.
-async fn send_create(h: &H, name: &str, req: CreateRequest<'_>) -> Open {
+pub(super) async fn send_create(h: &H, name: &str, req: CreateRequest<'_>) -> Open {
     let n = utf16le_encode(name);
     let m = msg(Command::CREATE, h.tree, h.session.id, |w| {
         CreateRequest { name: &n, ..req }.encode(w)
@@ -58,7 +58,7 @@ async fn reconnect(h: &H, id: FileId) -> Open {
     send_create(h, "ignored", req).await
 }
 
-fn has_context(o: &Open, tag: CreateContextTag<'_>) -> bool {
+pub(super) fn has_context(o: &Open, tag: CreateContextTag<'_>) -> bool {
     parse_contexts(o.create().contexts)
         .unwrap()
         .iter()
@@ -67,7 +67,7 @@ fn has_context(o: &Open, tag: CreateContextTag<'_>) -> bool {
 
 /// Moves `h` onto a new session `id` of user `user` with its own tree connect, as a client
 /// that reconnected.
-async fn new_session(h: &mut H, id: u64, user: &str) {
+pub(super) async fn new_session(h: &mut H, id: u64, user: &str) {
     h.srv.session_table().insert(id);
     h.srv.session_started(id, h.conn.id);
     h.session = session(id);
@@ -122,7 +122,7 @@ async fn a_lost_session_parks_the_open_and_its_user_reclaims_it() {
     assert_eq!(h.srv.files().open_count_any(key_of(&h, "f")), 0);
 }
 
-fn key_of(h: &H, name: &str) -> crate::file_state::FileKey {
+pub(super) fn key_of(h: &H, name: &str) -> crate::file_state::FileKey {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(h.path(name)).unwrap();
     crate::file_state::FileKey {

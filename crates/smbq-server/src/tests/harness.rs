@@ -38,6 +38,7 @@ pub fn share(name: &str, path: &std::path::Path) -> ShareConfig {
         acl_flag_inherited_canonicalization: true,
         access_based_enumeration: false,
         compress_data: false,
+        continuous_availability: false,
     }
 }
 

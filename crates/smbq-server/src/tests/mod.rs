@@ -7,6 +7,7 @@ mod copychunk_tests;
 mod create_tests;
 mod dir_tests;
 mod durable_tests;
+mod persistent_tests;
 mod file_id_tests;
 mod harness;
 mod info_tests;

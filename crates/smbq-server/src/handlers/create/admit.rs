@@ -190,6 +190,11 @@ pub(super) fn admit(
         return Err(Stop::Failed(NtStatus::INVALID_PARAMETER));
     }
     if !made_here {
+        // MS-SMB2 3.3.5.9: a disconnected persistent open keeps the file for its client.
+        let parked = o.srv.durable_store();
+        if crate::durable::persistent::refuses(parked, o.srv.files(), key, new.checked) {
+            return Err(Stop::Failed(NtStatus::FILE_NOT_AVAILABLE));
+        }
         let open = OpenRequest {
             granted: new.checked,
             share_access: new.share_access,

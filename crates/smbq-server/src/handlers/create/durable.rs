@@ -31,6 +31,8 @@ pub(super) enum DurableAsk {
     V2 {
         timeout_ms: u32,
         create_guid: [u8; 16],
+        /// SMB2_DHANDLE_FLAG_PERSISTENT.
+        persistent: bool,
     },
 }
 
@@ -40,6 +42,8 @@ pub(super) struct Reconnect {
     file_id: FileId,
     /// `Some` for DH2C.
     create_guid: Option<[u8; 16]>,
+    /// DH2C's SMB2_DHANDLE_FLAG_PERSISTENT.
+    persistent: bool,
 }
 
 /// What the CREATE asks of durability, read before anything else is validated: a reconnect
@@ -73,20 +77,22 @@ pub(super) fn scan(req: &CreateRequest<'_>, dialect: Dialect) -> Result<Durabili
         out.reconnect = Some(Reconnect {
             file_id: r.file_id,
             create_guid: Some(r.create_guid),
+            persistent: r.flags & cc::DH2_FLAG_PERSISTENT != 0,
         });
     } else if let Some(d) = dhnc {
         out.reconnect = Some(Reconnect {
             file_id: cc::decode_dhnc(d).map_err(bad)?,
             create_guid: None,
+            persistent: false,
         });
     } else if let Some(d) = dh2q {
         let r = Dh2qRequest::decode(d).map_err(bad)?;
-        // DH2_FLAG_PERSISTENT asks for a persistent handle, which needs a continuously
-        // available share; smbq has none, so the flag is never granted (the response's Flags
-        // say so) and the handle is durable only.
+        // DH2_FLAG_PERSISTENT asks for a persistent handle, granted on a continuously
+        // available share only (`grant`).
         out.ask = Some(DurableAsk::V2 {
             timeout_ms: r.timeout,
             create_guid: r.create_guid,
+            persistent: r.flags & cc::DH2_FLAG_PERSISTENT != 0,
         });
     } else if let Some(d) = dhnq {
         if d.len() != cc::DHNQ_REQUEST_LEN {
@@ -127,7 +133,11 @@ pub(super) fn replay_guid(ask: Option<DurableAsk>) -> Option<[u8; 16]> {
 
 /// MS-SMB2 3.3.5.9.6 / 3.3.5.9.10: the open is made durable when it got a BATCH oplock or a
 /// lease caching handles (a client that may lose a handle without being told must not think
-/// it has one); the response context to add, if it was.
+/// it has one); the response context to add, if it was. A durable v2 request with
+/// SMB2_DHANDLE_FLAG_PERSISTENT on a continuously available tree is granted a persistent
+/// handle whatever its caching, on a directory too (Open.IsPersistent; Windows Server, and
+/// smbtorture smb2.durable-v2-open.persistent-open-oplock's table for CA shares, grant it
+/// beside any oplock, where Samba refuses it beside one).
 pub(super) fn grant(
     ctx: &Ctx<'_>,
     ask: DurableAsk,
@@ -135,11 +145,21 @@ pub(super) fn grant(
     oplock: OplockLevel,
     lease: Option<&Granted>,
 ) -> Option<(CreateContextTag<'static>, Vec<u8>)> {
-    open.file().filter(|f| !f.is_dir)?;
+    let persistent = matches!(
+        ask,
+        DurableAsk::V2 {
+            persistent: true,
+            ..
+        }
+    ) && open.tree.ca;
+    let file = open.file()?;
+    if file.is_dir && !persistent {
+        return None;
+    }
     let handles = oplock == OplockLevel::BATCH
         || lease.is_some_and(|g| g.state & cc::lease_state::HANDLE_CACHING != 0);
     let who = &ctx.view.identity;
-    if !handles || who.is_guest || who.is_anonymous {
+    if !(handles || persistent) || who.is_guest || who.is_anonymous {
         return None;
     }
     let limits = ctx.srv.limits();
@@ -154,6 +174,7 @@ pub(super) fn grant(
         DurableAsk::V2 {
             timeout_ms,
             create_guid,
+            ..
         } => {
             let ms = if timeout_ms == 0 {
                 u64::try_from(default.as_millis()).unwrap_or(max_ms)
@@ -162,7 +183,11 @@ pub(super) fn grant(
             };
             let r = Dh2qResponse {
                 timeout: u32::try_from(ms).unwrap_or(u32::MAX),
-                flags: 0,
+                flags: if persistent {
+                    cc::DH2_FLAG_PERSISTENT
+                } else {
+                    0
+                },
             };
             (
                 Some(create_guid),
@@ -177,6 +202,7 @@ pub(super) fn grant(
         user: who.user.clone(),
         timeout,
         resilient: false,
+        persistent,
     });
     Some(reply)
 }
@@ -193,7 +219,18 @@ pub(super) async fn reconnect(
     rc: Reconnect,
 ) -> Result<Response, NtStatus> {
     let (open, key) = reclaim(ctx, tree, req, rc).await?;
-    respond(ctx, &open, key, contexts::lease_of(req).as_ref())
+    let r = respond(ctx, &open, key, contexts::lease_of(req).as_ref());
+    resend_break(ctx.srv, key, open.volatile());
+    r
+}
+
+/// A persistent open keeps a break begun while its client was away (crate::durable::
+/// persistent): the client hears it once it has its open back (its epoch moves only now, so
+/// the answer showed the lease as the client left it).
+fn resend_break(srv: &Server, key: crate::file_state::FileKey, id: u64) {
+    if let Some(n) = crate::durable::persistent::pending_break(srv.files(), key, id) {
+        srv.send_lease_breaks(&[n]);
+    }
 }
 
 /// A replayed durable v2 CREATE whose open was parked (its connection went before the client
@@ -206,21 +243,25 @@ pub(super) async fn replay_reclaim(
     req: &CreateRequest<'_>,
     file_id: FileId,
     create_guid: [u8; 16],
+    persistent: bool,
 ) -> Result<Option<Response>, NtStatus> {
     let rc = Reconnect {
         file_id,
         create_guid: Some(create_guid),
+        persistent,
     };
-    let open = match reclaim(ctx, tree, req, rc).await {
-        Ok((open, _)) => open,
+    let (open, key) = match reclaim(ctx, tree, req, rc).await {
+        Ok(reclaimed) => reclaimed,
         Err(NtStatus::OBJECT_NAME_NOT_FOUND) => return Ok(None),
         Err(e) => return Err(e),
     };
     let first = open.replay.lock().as_ref().map(|r| r.first.clone());
-    Ok(Some(match first {
+    let r = match first {
         Some(first) => answer_replay(ctx, req, &open, &first),
         None => Response::error(NtStatus::INTERNAL_ERROR),
-    }))
+    };
+    resend_break(ctx.srv, key, open.volatile());
+    Ok(Some(r))
 }
 
 /// The reclaiming half of [`reconnect`]: the parked open, installed on this session and tree.
@@ -285,6 +326,14 @@ async fn reclaim(
     let open = Arc::new(open);
     let key = open.file().map(|f| f.key).ok_or(NtStatus::INTERNAL_ERROR)?;
     srv.files().rebind(key, id, ctx.session.id);
+    let persistent = open.durable.lock().as_ref().is_some_and(|g| g.persistent);
+    if persistent && let Some(epoch) = asked.and_then(|l| l.v2).map(|v| v.epoch) {
+        let store = srv.durable_store();
+        let partners = srv.files().lease_partners(key, id);
+        if partners.iter().all(|p| *p == id || store.is_parked(*p)) {
+            srv.files().reacquire_lease(key, id, epoch);
+        }
+    }
     srv.install_open(open.clone());
     if !ctx.session.add_open(id) {
         srv.close_open_by_id(id);
@@ -351,6 +400,14 @@ fn reclaimable(
     }
     if !g.user.eq_ignore_ascii_case(user) {
         return Err(NtStatus::ACCESS_DENIED);
+    }
+    // MS-SMB2 3.3.5.9.12: a persistent open is reclaimed only by a DH2C that says so
+    // (OBJECT_NAME_NOT_FOUND otherwise); a DH2C saying so for a durable-only open is
+    // INVALID_PARAMETER (as Samba answers).
+    match (g.persistent, rc.persistent) {
+        (true, false) => return Err(not_found),
+        (false, true) => return Err(NtStatus::INVALID_PARAMETER),
+        _ => {}
     }
     // With a lease the name must be the open's (unlike with an oplock, where it is
     // ignored): INVALID_PARAMETER otherwise (smbtorture durable-open.reopen2-lease).
@@ -447,8 +504,9 @@ fn respond(
 pub(super) enum Replayed {
     /// The first answer again, or an error.
     Answer(Response),
-    /// The open is parked (its connection went): a replay takes it back ([`replay_reclaim`]).
-    Reclaim(FileId, [u8; 16]),
+    /// The open is parked (its connection went): a replay takes it back ([`replay_reclaim`]),
+    /// asking for a persistent handle or not.
+    Reclaim(FileId, [u8; 16], bool),
 }
 
 /// MS-SMB2 3.3.5.9.10: a durable v2 CREATE sent again with SMB2_FLAGS_REPLAY_OPERATION (the
@@ -467,18 +525,31 @@ pub(super) fn replay(
     ask: Option<DurableAsk>,
 ) -> Option<Replayed> {
     let replaying = ctx.req.header.flags & smbq_wire::header::flags::REPLAY_OPERATION != 0;
-    let Some(DurableAsk::V2 { create_guid, .. }) = ask else {
+    let Some(DurableAsk::V2 {
+        create_guid,
+        persistent,
+        ..
+    }) = ask
+    else {
         return None;
     };
     let client_guid = ctx.conn.client_guid;
-    let id = ctx
+    let Some(id) = ctx
         .srv
         .durable_store()
         .replayable
-        .get(client_guid, create_guid)?;
+        .get(client_guid, create_guid)
+    else {
+        // A replayed persistent CREATE whose answer can no longer be replayed (its client
+        // used the handle since) is STATUS_FILE_NOT_AVAILABLE, not a second open (smbtorture
+        // smb2.persistent-open.replay-multi, written against Windows; Samba answers so too).
+        let ca = ctx.tree().is_ok_and(|t| t.ca);
+        return (replaying && persistent && ca)
+            .then(|| Replayed::Answer(Response::error(NtStatus::FILE_NOT_AVAILABLE)));
+    };
     let Some(open) = ctx.srv.lookup_open(id.volatile).filter(|o| o.file_id == id) else {
         let parked = ctx.srv.durable_store().is_parked(id.persistent);
-        return (replaying && parked).then_some(Replayed::Reclaim(id, create_guid));
+        return (replaying && parked).then_some(Replayed::Reclaim(id, create_guid, persistent));
     };
     let first = open
         .replay

@@ -1,0 +1,90 @@
+//! Persistent handles (MS-SMB2 3.3.5.9.10, Open.IsPersistent) on continuously available
+//! shares, while their client is away. A parked persistent open keeps the file for its
+//! client: other opens are refused with STATUS_FILE_NOT_AVAILABLE unless its lease lets
+//! them in (MS-SMB2 3.3.5.9), and a break it cannot hear is not a reason to drop it: the
+//! break waits for its client to come back and acknowledge (`handlers/create/durable.rs`
+//! sends it again on the reconnect), or for the break's timeout.
+
+use crate::file_state::lease::LeaseKey;
+use crate::file_state::oplock::{Level, is_stat_open};
+use crate::file_state::{FileKey, FileStates};
+use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
+
+use super::DurableStore;
+
+impl DurableStore {
+    /// The parked persistent opens of `key`.
+    pub fn persistent_on(&self, key: FileKey) -> Vec<u64> {
+        self.inner
+            .lock()
+            .persistent
+            .get(&key)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether `id` is a parked persistent open.
+    pub fn is_persistent(&self, id: u64) -> bool {
+        self.inner
+            .lock()
+            .by_id
+            .get(&id)
+            .is_some_and(|p| p.grant.persistent)
+    }
+
+    /// Whether one of `lease`'s opens (`opens`) is a parked persistent one: a break of the
+    /// lease then waits for its client rather than completing at once.
+    pub fn lease_waits_for_client(&self, opens: &[u64]) -> bool {
+        opens.iter().any(|id| self.is_persistent(*id))
+    }
+}
+
+/// MS-SMB2 3.3.5.9: a CREATE (not a reconnect) of a file that a disconnected persistent open
+/// holds is STATUS_FILE_NOT_AVAILABLE, before share modes are checked (smbtorture
+/// smb2.persistent-open.directory-disconnect: not SHARING_VIOLATION). Windows lets an open
+/// in when the persistent open's lease caches handles (and writes, when the file has
+/// byte-range locks): the lease is then broken as usual, its break waiting for the client
+/// (smbtorture smb2.persistent-open-reconnect-contended's table, which Samba reproduces).
+/// A stat open is never refused. `granted`: the new open's access.
+pub fn refuses(store: &DurableStore, files: &FileStates, key: FileKey, granted: u32) -> bool {
+    if is_stat_open(granted) {
+        return false;
+    }
+    let parked = store.persistent_on(key);
+    if parked.is_empty() {
+        return false;
+    }
+    let mut needed = HANDLE_CACHING;
+    if files.lock_count(key) > 0 {
+        needed |= WRITE_CACHING;
+    }
+    parked.iter().any(|id| {
+        let (oplock, lease) = files.caching_of(key, *id);
+        let held = match lease {
+            Some((_, g)) => g.state,
+            None => oplock_as_lease(oplock),
+        };
+        held & needed != needed
+    })
+}
+
+/// What an oplock caches, in lease terms.
+fn oplock_as_lease(level: Level) -> u32 {
+    match level {
+        Level::Batch => READ_CACHING | WRITE_CACHING | HANDLE_CACHING,
+        Level::Exclusive => READ_CACHING | WRITE_CACHING,
+        Level::II => READ_CACHING,
+        Level::None => 0,
+    }
+}
+
+/// The break a reclaimed persistent open's lease is in the middle of (started while its
+/// client was away), to send it again to its new session.
+pub fn pending_break(
+    files: &FileStates,
+    key: FileKey,
+    open_id: u64,
+) -> Option<crate::file_state::lease::LeaseBreakNotice> {
+    let lease: LeaseKey = files.caching_of(key, open_id).1?.0;
+    files.break_in_progress(key, &lease)
+}

@@ -1,0 +1,176 @@
+//! Persistent handles (MS-SMB2 3.3.5.9.10, crate::durable::persistent) through the handlers:
+//! granted on a continuously available share only, whatever the open caches; while parked
+//! they keep other opens out with STATUS_FILE_NOT_AVAILABLE (stat opens aside); only a DH2C
+//! that says "persistent" takes one back.
+
+use smbq_wire::create::{CreateDisposition as D, CreateRequest, OplockLevel};
+use smbq_wire::create_context::{
+    CreateContext, CreateContextTag, DH2_FLAG_PERSISTENT, Dh2cRequest, Dh2qRequest, Dh2qResponse,
+    contexts_to_bytes, parse_contexts,
+};
+use smbq_wire::negotiate::capabilities;
+use smbq_wire::tree_connect::share_capabilities;
+use smbq_wire::{FileId, NtStatus};
+
+use super::durable_tests::{key_of, new_session, send_create};
+use super::harness::{H, Open};
+use crate::access::{mask, share};
+
+/// A server whose share is continuously available, on a connection that negotiated
+/// persistent handles (as the engine offers them when a share is CA), with its tree connected
+/// again so that it sees both; the TREE_CONNECT response's capabilities.
+async fn ca_harness(ca: bool) -> (H, u32) {
+    let mut h = H::with(|c| c.shares[0].continuous_availability = ca).await;
+    h.conn.server_capabilities |= capabilities::PERSISTENT_HANDLES;
+    let r = h.tree_connect("\\\\srv\\data").await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    h.tree = r.tree_id.unwrap();
+    (h, H::tree_resp(&r).capabilities)
+}
+
+/// A DH2Q (or, with `id`, DH2C) CREATE of `name` with no oplock and no lease, with the
+/// persistent flag as `persistent` says, sharing `share_access`.
+async fn ph(h: &H, name: &str, id: Option<FileId>, persistent: bool, share_access: u32) -> Open {
+    let flags = if persistent { DH2_FLAG_PERSISTENT } else { 0 };
+    let mut guid = [0x50; 16];
+    guid[..name.len().min(16)].copy_from_slice(&name.as_bytes()[..name.len().min(16)]);
+    let (tag, blob) = match id {
+        Some(file_id) => (
+            CreateContextTag::DH2C,
+            Dh2cRequest {
+                file_id,
+                create_guid: guid,
+                flags,
+            }
+            .to_bytes(),
+        ),
+        None => (
+            CreateContextTag::DH2Q,
+            Dh2qRequest {
+                timeout: 5000,
+                flags,
+                create_guid: guid,
+            }
+            .to_bytes(),
+        ),
+    };
+    let list = contexts_to_bytes(&[CreateContext::new(tag, &blob)]);
+    let req = CreateRequest {
+        requested_oplock_level: OplockLevel::NONE,
+        desired_access: mask::FILE_READ_DATA | mask::FILE_WRITE_DATA,
+        share_access,
+        create_disposition: D::OPEN_IF,
+        contexts: &list,
+        ..Default::default()
+    };
+    send_create(h, name, req).await
+}
+
+/// A plain CREATE of `name` asking for `access`, sharing everything.
+async fn plain(h: &H, name: &str, access: u32) -> Open {
+    let req = CreateRequest {
+        desired_access: access,
+        share_access: share::READ | share::WRITE | share::DELETE,
+        create_disposition: D::OPEN,
+        ..Default::default()
+    };
+    send_create(h, name, req).await
+}
+
+/// The DH2Q response of a CREATE, if it carried one.
+fn dh2q_response(o: &Open) -> Option<Dh2qResponse> {
+    parse_contexts(o.create().contexts)
+        .unwrap()
+        .iter()
+        .find(|c| c.tag() == CreateContextTag::DH2Q)
+        .map(|c| Dh2qResponse::decode(c.data).unwrap())
+}
+
+#[tokio::test]
+async fn only_a_ca_share_grants_persistent_handles_and_then_without_caching() {
+    let (h, caps) = ca_harness(false).await;
+    assert_eq!(caps & share_capabilities::CONTINUOUS_AVAILABILITY, 0);
+    let o = ph(&h, "f", None, true, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert_eq!(dh2q_response(&o), None, "no handle caching, not CA: not durable");
+
+    let (h, caps) = ca_harness(true).await;
+    assert_ne!(caps & share_capabilities::CONTINUOUS_AVAILABILITY, 0);
+    let o = ph(&h, "f", None, true, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let r = dh2q_response(&o).expect("durable");
+    assert_eq!(r.flags, DH2_FLAG_PERSISTENT);
+    assert_eq!(r.timeout, 5000, "the timeout asked for");
+    // Without the flag a CA share grants what any share would: nothing here.
+    let o = ph(&h, "g", None, false, 0).await;
+    assert_eq!(dh2q_response(&o), None);
+}
+
+#[tokio::test]
+async fn a_parked_persistent_open_keeps_its_file_until_its_client_reclaims_it() {
+    let (mut h, _) = ca_harness(true).await;
+    let o = ph(&h, "f", None, true, 0).await;
+    assert_eq!(dh2q_response(&o).map(|r| r.flags), Some(DH2_FLAG_PERSISTENT));
+    assert_eq!(h.write(o.id, 0, b"kept").await.status, NtStatus::SUCCESS);
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1);
+
+    new_session(&mut h, 0x12, "alice").await;
+    // MS-SMB2 3.3.5.9: not SHARING_VIOLATION (it shares nothing), FILE_NOT_AVAILABLE.
+    let other = plain(&h, "f", mask::FILE_READ_DATA).await;
+    assert_eq!(other.status, NtStatus::FILE_NOT_AVAILABLE);
+    let stat = plain(&h, "f", mask::FILE_READ_ATTRIBUTES).await;
+    assert_eq!(stat.status, NtStatus::SUCCESS, "a stat open is let in");
+    assert_eq!(h.close(stat.id).await.status, NtStatus::SUCCESS);
+    // A reconnect that does not say "persistent" does not find it, and leaves it parked.
+    let wrong = ph(&h, "f", Some(o.id), false, 0).await;
+    assert_eq!(wrong.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+    assert_eq!(h.srv.parked_opens(), 1);
+
+    let back = ph(&h, "f", Some(o.id), true, 0).await;
+    assert_eq!(back.status, NtStatus::SUCCESS);
+    assert_eq!(back.id, o.id);
+    // Connected again, it is an ordinary open: the share mode answers.
+    let other = plain(&h, "f", mask::FILE_READ_DATA).await;
+    assert_eq!(other.status, NtStatus::SHARING_VIOLATION);
+    assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
+    let other = plain(&h, "f", mask::FILE_READ_DATA).await;
+    assert_eq!(other.status, NtStatus::SUCCESS);
+    assert_eq!(h.close(other.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(std::fs::read(h.path("f")).unwrap(), b"kept");
+    assert_eq!(h.srv.files().open_count_any(key_of(&h, "f")), 0);
+}
+
+/// A DH2C saying "persistent" for an open that is durable only is INVALID_PARAMETER (as
+/// Samba answers), and leaves it parked for a proper reconnect.
+#[tokio::test]
+async fn a_persistent_reconnect_of_a_durable_open_is_invalid() {
+    let (mut h, _) = ca_harness(true).await;
+    let mut guid = [0x50; 16];
+    guid[0] = b'f';
+    let dh2q = Dh2qRequest {
+        timeout: 0,
+        flags: 0,
+        create_guid: guid,
+    }
+    .to_bytes();
+    let list = contexts_to_bytes(&[CreateContext::new(CreateContextTag::DH2Q, &dh2q)]);
+    let req = CreateRequest {
+        requested_oplock_level: OplockLevel::BATCH,
+        desired_access: mask::FILE_READ_DATA,
+        share_access: share::READ,
+        create_disposition: D::OPEN_IF,
+        contexts: &list,
+        ..Default::default()
+    };
+    let o = send_create(&h, "f", req).await;
+    assert_eq!(dh2q_response(&o).map(|r| r.flags), Some(0), "durable, not persistent");
+    h.srv.session_lost(h.session.id);
+    new_session(&mut h, 0x12, "alice").await;
+    let r = ph(&h, "f", Some(o.id), true, 0).await;
+    assert_eq!(r.status, NtStatus::INVALID_PARAMETER);
+    assert_eq!(h.srv.parked_opens(), 1);
+    // A durable open without persistence does not keep others out.
+    let other = plain(&h, "f", mask::FILE_READ_DATA).await;
+    assert_eq!(other.status, NtStatus::SUCCESS);
+}
