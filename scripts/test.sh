@@ -116,7 +116,8 @@ step "interop: smbtorture 4.25's allowlist over TCP, with per-user identities, a
 # smbtorture 4.25 from the unstable chroot (tests/interop/samba_unstable.py). Each test starts
 # its own server and smbtorture process and mostly waits on the other, so three run at once
 # (pytest-xdist): on the 2-core machine the 919 runs over TCP took 9 minutes and the 438 over
-# QUIC 5 (2026-11-28); the allowlist grew from 461 to 539 tests on 2026-11-29 (1589 runs).
+# QUIC 5 (2026-11-28); the allowlist grew from 461 to 539 tests on 2026-11-29 (1589 runs, 16
+# minutes), then to 552 with the persistent-handle tests (1618 runs).
 python3 -m pytest -q -p no:cacheprovider -n 3 tests/interop/test_smbtorture.py
 
 step "interop: smbclient, SMB over QUIC, impacket and smbq's client against the real binary"

@@ -205,12 +205,24 @@ PER_USER_PRIVILEGED = {"smb2.acls-with-sysacl.SDFLAGSVSCHOWN", "smb2.create.aclf
 PER_USER_KERNEL_DECIDES = {"smb2.maximum_allowed", "smb2.maximum_allowed.read_only_file"}
 
 
+# Persistent-handle tests that mostly wait (for a 5 or 10 second timeout to pass, or a second
+# per row of a table) on state only the server keeps, the same over any transport and for any
+# identity: they run over TCP with the share's own identity only, to keep CI in its budget.
+# Their siblings (the reclaim by a user, the breaks, the replays) run in all three sets.
+TCP_ONLY_WAITING = {
+    "smb2.persistent-open.timeout_5", "smb2.persistent-open.deleteonclose-expire",
+    "smb2.persistent-open.leaselevels_fo", "smb2.persistent-open.leaselevels_fo_max_rwh",
+    "smb2.persistent-open-reconnect-contended.reconnect-contended-two",
+}
+
+
 def per_user_selection():
     """Every allowlisted test but those needing privilege, or every Nth with
     SMBQ_TORTURE_PER_USER_EVERY=N."""
     every = int(os.environ.get("SMBQ_TORTURE_PER_USER_EVERY", "1"))
     names = [n for n in allowlist()
-             if n not in PER_USER_PRIVILEGED and n not in PER_USER_KERNEL_DECIDES]
+             if n not in PER_USER_PRIVILEGED and n not in PER_USER_KERNEL_DECIDES
+             and n not in TCP_ONLY_WAITING]
     return names[::max(every, 1)]
 
 
@@ -260,7 +272,8 @@ QUIC_MULTICHANNEL = {
 }
 
 def quic_selection():
-    return [n for n in allowlist() if n not in QUIC_NEEDS_OLD_DIALECT and n not in QUIC_NOT_YET]
+    return [n for n in allowlist() if n not in QUIC_NEEDS_OLD_DIALECT and n not in QUIC_NOT_YET
+            and n not in TCP_ONLY_WAITING]
 
 
 def quic_config(name):
