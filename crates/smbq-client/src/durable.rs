@@ -10,8 +10,8 @@
 use rand::RngCore;
 use smbq_wire::create::{CreateResponse, OplockLevel};
 use smbq_wire::create_context::{
-    CreateContext, CreateContextTag, Dh2cRequest, Dh2qRequest, Dh2qResponse, contexts_to_bytes,
-    parse_contexts,
+    CreateContext, CreateContextTag, DH2_FLAG_PERSISTENT, Dh2cRequest, Dh2qRequest, Dh2qResponse,
+    contexts_to_bytes, parse_contexts,
 };
 use smbq_wire::{Command, FileId};
 
@@ -30,13 +30,17 @@ pub struct DurableHandle {
     pub timeout_ms: u32,
     /// The lease the open holds (reclaimed with it), when the server granted one.
     pub lease_key: Option<[u8; 16]>,
+    /// A persistent handle (a continuously available share): it outlives the server's
+    /// restart too, and is reclaimed saying so.
+    pub persistent: bool,
 }
 
 impl Tree {
     /// CREATE asking for a durable v2 handle with the server's default timeout (MS-SMB2
     /// 2.2.13.2.11) and what durability depends on: an RWH lease where the connection has
-    /// leases, a batch oplock otherwise. The handle is `None` when the server granted none
-    /// (the file is open elsewhere, or no support).
+    /// leases, a batch oplock otherwise; on a continuously available share, a persistent one
+    /// (MS-SMB2 3.2.4.3.5: the client MUST ask). The handle is `None` when the server
+    /// granted none (the file is open elsewhere, or no support).
     pub async fn open_durable(
         &self,
         path: &str,
@@ -46,7 +50,7 @@ impl Tree {
         rand::thread_rng().fill_bytes(&mut create_guid);
         let dh2q = Dh2qRequest {
             timeout: 0,
-            flags: 0,
+            flags: if self.ca { DH2_FLAG_PERSISTENT } else { 0 },
             create_guid,
         }
         .to_bytes();
@@ -69,6 +73,7 @@ impl Tree {
             create_guid,
             timeout_ms: g.timeout,
             lease_key,
+            persistent: g.flags & DH2_FLAG_PERSISTENT != 0,
         });
         Ok((file, handle))
     }
@@ -81,7 +86,7 @@ impl Tree {
         let dh2c = Dh2cRequest {
             file_id: h.file_id,
             create_guid: h.create_guid,
-            flags: 0,
+            flags: if h.persistent { DH2_FLAG_PERSISTENT } else { 0 },
         }
         .to_bytes();
         let rqls = h

@@ -133,13 +133,18 @@ impl Session {
         if encrypt && !self.crypto.can_seal() {
             return Err(ProtocolError::ShareNeedsEncryption(share.to_string()).into());
         }
-        Ok(Tree::new(
+        let mut tree = Tree::new(
             self.clone(),
             r.header.tree_id,
             encrypt,
             t.share_type,
             share.to_string(),
-        ))
+        );
+        // TreeConnect.IsCAShare (MS-SMB2 3.2.5.5): durable opens ask to be persistent.
+        tree.ca = t.capabilities
+            & smbq_wire::tree_connect::share_capabilities::CONTINUOUS_AVAILABILITY
+            != 0;
+        Ok(tree)
     }
 
     /// LOGOFF (MS-SMB2 3.2.4.22); the session's keys are forgotten afterwards.

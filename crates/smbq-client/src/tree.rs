@@ -27,6 +27,9 @@ pub struct Tree {
     pub(crate) encrypt: bool,
     share_type: u8,
     name: String,
+    /// TreeConnect.IsCAShare: the share is continuously available (durable.rs asks for
+    /// persistent handles there).
+    pub(crate) ca: bool,
     /// The session on further connections (multichannel channels, `Client::bind`): READs and
     /// WRITEs take turns over `session` and these; everything else stays on `session`.
     channels: Arc<Vec<Session>>,
@@ -101,6 +104,7 @@ impl Tree {
             encrypt,
             share_type,
             name,
+            ca: false,
             channels: Arc::new(Vec::new()),
             next_channel: Arc::new(AtomicUsize::new(0)),
         }
@@ -145,6 +149,11 @@ impl Tree {
     pub fn name(&self) -> &str {
         &self.name
     }
+    /// Whether the share is continuously available (SMB2_SHARE_CAP_CONTINUOUS_AVAILABILITY).
+    pub fn is_continuously_available(&self) -> bool {
+        self.ca
+    }
+
     pub fn share_type(&self) -> u8 {
         self.share_type
     }

@@ -25,6 +25,7 @@ pub mod logon_guard;
 mod meta;
 pub mod notify;
 pub mod path;
+pub mod persist;
 pub mod pipe;
 pub mod push;
 mod reload;
@@ -94,6 +95,8 @@ pub struct Server {
     notify: notify::NotifyHub,
     /// Durable opens whose connection broke, waiting for their clients (crate::durable).
     durable: durable::DurableStore,
+    /// The persistent handles' store, once opened (crate::persist).
+    persistent: std::sync::OnceLock<durable::store::Store>,
     pipes: RwLock<Arc<PipeFactory>>,
     /// Where to send unsolicited messages for each live connection.
     connections: RwLock<HashMap<u64, push::PushSender>>,
@@ -154,6 +157,7 @@ impl Server {
             files: FileStates::new(),
             notify: notify::NotifyHub::new(),
             durable: durable::DurableStore::default(),
+            persistent: std::sync::OnceLock::new(),
             connections: RwLock::new(HashMap::new()),
             conn_infos: RwLock::new(HashMap::new()),
             started: std::time::SystemTime::now(),
@@ -442,6 +446,7 @@ impl Server {
 
     fn release_open(&self, open: &Open) {
         open.closed.store(true, Ordering::Release);
+        self.unpersist(open); // crate::persist
         if let Some(r) = open.replay.lock().as_ref() {
             self.durable_store()
                 .replayable

@@ -402,8 +402,21 @@ fn quic_plan(
 /// created, and the ready line comes once every accept task runs.
 async fn serve(s: Startup) -> Result<(), String> {
     let signals = Signals::register();
+    let ca = s
+        .server_cfg
+        .shares
+        .iter()
+        .any(|c| c.continuous_availability);
     let server =
         smbq_server::Server::new(s.server_cfg).map_err(|e| format!("starting server: {e}"))?;
+    if ca {
+        // Persistent handles outlive the process (docs/features.md): the opens of the last
+        // run are held again for their clients before anyone can connect.
+        let path = s.state_dir.join("persistent-handles.redb");
+        server
+            .open_persistent_store(&path)
+            .map_err(|e| format!("persistent handles' store {}: {e}", path.display()))?;
+    }
     let mut tasks = Tasks {
         shutdown: smbq_server::conn::Shutdown::new(),
         handles: Vec::new(),

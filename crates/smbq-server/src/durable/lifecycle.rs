@@ -53,6 +53,10 @@ impl Server {
         }
         match self.durable.park(open, grant, Instant::now(), caps) {
             Ok(generation) => {
+                // What it holds as its client left it (crate::persist).
+                if let Some(p) = self.durable.parked_open(id) {
+                    self.persist(&p);
+                }
                 tracing::info!(
                     open = id,
                     timeout_s = timeout.as_secs(),

@@ -17,6 +17,7 @@ mod lifecycle;
 pub mod persistent;
 pub mod replay;
 mod resilient;
+pub mod store;
 
 /// What made an open durable (MS-SMB2 3.3.5.9.6 / 3.3.5.9.10), kept with the open.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,6 +188,11 @@ impl DurableStore {
             Some(p) => Ok(p),
             None => unreachable!("the parked open was found under the same lock"),
         }
+    }
+
+    /// The parked open `id`.
+    pub fn parked_open(&self, id: u64) -> Option<std::sync::Arc<crate::tables::Open>> {
+        self.inner.lock().by_id.get(&id).map(|p| p.open.clone())
     }
 
     /// The parked open `id`, if it is resilient (a break does not purge it).

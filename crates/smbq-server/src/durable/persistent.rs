@@ -78,13 +78,24 @@ fn oplock_as_lease(level: Level) -> u32 {
     }
 }
 
-/// The break a reclaimed persistent open's lease is in the middle of (started while its
-/// client was away), to send it again to its new session.
-pub fn pending_break(
-    files: &FileStates,
-    key: FileKey,
-    open_id: u64,
-) -> Option<crate::file_state::lease::LeaseBreakNotice> {
-    let lease: LeaseKey = files.caching_of(key, open_id).1?.0;
-    files.break_in_progress(key, &lease)
+/// A break a reclaimed persistent open is in the middle of (started while its client was
+/// away), to send again to its new session.
+pub enum PendingBreak {
+    Lease(crate::file_state::lease::LeaseBreakNotice),
+    Oplock(crate::file_state::oplock::BreakNotice),
+}
+
+/// The break open `open_id` of `key` (just rebound to its new session) has not heard.
+pub fn pending_break(files: &FileStates, key: FileKey, open_id: u64) -> Option<PendingBreak> {
+    match files.caching_of(key, open_id).1 {
+        Some((lease, _)) => {
+            let lease: LeaseKey = lease;
+            files
+                .break_in_progress(key, &lease)
+                .map(PendingBreak::Lease)
+        }
+        None => files
+            .oplock_break_in_progress(key, open_id)
+            .map(PendingBreak::Oplock),
+    }
 }

@@ -19,7 +19,7 @@ use crate::tables::Open;
 
 impl Server {
     /// Sends break notifications (MS-SMB2 2.2.23.1) to the sessions holding the opens.
-    fn send_breaks(&self, notices: &[BreakNotice]) {
+    pub(crate) fn send_breaks(&self, notices: &[BreakNotice]) {
         for n in notices {
             let mut w = Writer::new();
             OplockBreak {

@@ -355,6 +355,36 @@ impl Leases {
         }
     }
 
+    /// A persistent open restored after a restart (crate::persist) holds `key`'s lease on
+    /// `stream` again, in the state and epoch it had; its breaks go nowhere until its client
+    /// reclaims it (session 0).
+    pub fn restore(
+        &mut self,
+        key: LeaseKey,
+        stream: u64,
+        open_id: u64,
+        state: u32,
+        epoch: Option<u16>,
+    ) {
+        let holder = Holder {
+            open: open_id,
+            session: 0,
+        };
+        if let Some(l) = self.find(&key, stream) {
+            l.opens.push(holder);
+            return;
+        }
+        self.leases.push(Lease {
+            key,
+            stream,
+            session_id: 0,
+            state,
+            breaking: None,
+            epoch,
+            opens: vec![holder],
+        });
+    }
+
     /// A persistent open reclaimed while no other open of its lease is connected takes its
     /// lease back as Windows hands it (smbtorture smb2.persistent-open-reconnect-contended's
     /// tables; Samba's vfs_default_durable_reconnect_lease): a lease that does not cache
@@ -1278,7 +1308,11 @@ mod tests {
         assert_eq!(o.notices[0].epoch, 2);
         l.withhold(&key(1), 0);
         l.withhold(&key(1), 0);
-        assert_eq!(l.state(&key(1), 0), Some((ls("RHW"), 1)), "as the client left it");
+        assert_eq!(
+            l.state(&key(1), 0),
+            Some((ls("RHW"), 1)),
+            "as the client left it"
+        );
         let n = l.break_in_progress(&key(1), 0).unwrap();
         assert_eq!((n.current, n.new, n.epoch), (ls("RHW"), ls("RH"), 2));
         assert!(n.ack_required);

@@ -499,6 +499,36 @@ impl FileStates {
             .unwrap_or(Ok(()))
     }
 
+    /// A persistent open restored after a restart (crate::persist) holds its lease (key,
+    /// state, V2 epoch) or its oplock again; false when the lease key is another file's.
+    pub(crate) fn restore_caching(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        oplock: (Level, oplock::Owner),
+        lease: Option<(LeaseKey, u32, Option<u16>)>,
+    ) -> bool {
+        self.update(key, |e| {
+            match lease {
+                Some((k, state, epoch)) => {
+                    {
+                        let mut index = self.lease_files.lock();
+                        match index.get(&k) {
+                            Some(other) if *other != key => return false,
+                            Some(_) => {}
+                            None => {
+                                index.insert(k, key);
+                            }
+                        }
+                    }
+                    e.leases.restore(k, key.stream, open_id, state, epoch);
+                }
+                None => e.oplocks.insert(key, open_id, oplock.0, oplock.1),
+            }
+            true
+        })
+    }
+
     /// The byte-range locks held on `key`'s file.
     pub fn lock_count(&self, key: FileKey) -> usize {
         self.read(key, |e| e.locks.count()).unwrap_or(0)
@@ -746,6 +776,17 @@ impl FileStates {
         self.update(key, |e| e.leases.break_in_progress(lease, key.stream))
     }
 
+    /// The oplock break of `open_id` on `key` awaiting its acknowledgment, as a notice to send
+    /// again.
+    pub(crate) fn oplock_break_in_progress(
+        &self,
+        key: FileKey,
+        open_id: u64,
+    ) -> Option<oplock::BreakNotice> {
+        self.read(key, |e| e.oplocks.break_in_progress(key.base(), open_id))
+            .flatten()
+    }
+
     /// The break of `lease` is kept for its away client (`Leases::withhold`).
     pub(crate) fn lease_withheld(&self, lease: &LeaseKey) {
         self.on_lease(lease, |l, stream| l.withhold(lease, stream));
@@ -774,7 +815,7 @@ impl FileStates {
     }
 
     /// The opens sharing lease `lease`.
-    fn lease_opens(&self, lease: &LeaseKey) -> Vec<u64> {
+    pub(crate) fn lease_opens(&self, lease: &LeaseKey) -> Vec<u64> {
         self.on_lease(lease, |l, stream| l.opens_of(lease, stream))
             .unwrap_or_default()
     }

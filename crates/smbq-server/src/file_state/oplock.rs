@@ -237,6 +237,14 @@ impl Holders {
         }
     }
 
+    /// The notice of `open_id`'s break still awaiting its acknowledgment, to send it again (a
+    /// persistent open reclaimed by a client that never heard it).
+    pub fn break_in_progress(&self, base: FileKey, open_id: u64) -> Option<BreakNotice> {
+        let h = self.holder(open_id)?;
+        let (to, _) = h.breaking?;
+        Some(h.notice(base, to))
+    }
+
     #[cfg(test)]
     pub fn is_breaking(&self, open_id: u64) -> bool {
         self.holder(open_id).is_some_and(|h| h.breaking.is_some())

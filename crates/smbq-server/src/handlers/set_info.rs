@@ -443,6 +443,7 @@ fn set_disposition(
         srv.files()
             .set_delete_pending(f.key, delete, open.parent_lease.map(|k| k.key));
     }
+    srv.persist(open); // crate::persist
     Ok(())
 }
 

@@ -8,7 +8,7 @@ pub mod session;
 pub mod slab;
 pub mod tree;
 
-pub use open::{Open, OpenKind};
+pub use open::{FileOpen, Open, OpenKind};
 pub use session::SessionState;
 pub use slab::GenSlab;
 pub use tree::Tree;

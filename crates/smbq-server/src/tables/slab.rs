@@ -79,6 +79,38 @@ impl<T> GenSlab<T> {
         Some(id)
     }
 
+    /// Inserts under a given id (an open restored with the FileId its client knows); false
+    /// when the id's slot is taken, out of range, or its generation is not one this slab
+    /// hands out.
+    pub fn insert_at(&mut self, id: u64, value: T) -> bool {
+        let (generation, index) = Self::split(id);
+        let Ok(index32) = u32::try_from(index) else {
+            return false;
+        };
+        if generation == 0 || generation > self.gen_max || index32 >= self.max_slots {
+            return false;
+        }
+        while self.slots.len() <= index {
+            let i = self.slots.len() as u32;
+            self.slots.push(Slot {
+                generation: 0,
+                value: None,
+            });
+            self.free.push(i);
+        }
+        let Some(slot) = self.slots.get_mut(index) else {
+            return false;
+        };
+        if slot.value.is_some() {
+            return false;
+        }
+        self.free.retain(|i| *i != index32);
+        slot.generation = generation;
+        slot.value = Some(value);
+        self.len += 1;
+        true
+    }
+
     fn split(id: u64) -> (u32, usize) {
         ((id >> 32) as u32, (id & 0xFFFF_FFFF) as usize)
     }
@@ -125,6 +157,26 @@ impl<T> GenSlab<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_goes_back_under_its_id_and_others_keep_away() {
+        let mut s = GenSlab::new(8);
+        let id = (7u64 << 32) | 5;
+        assert!(s.insert_at(id, "restored"));
+        assert!(!s.insert_at(id, "again"), "taken");
+        assert!(!s.insert_at(5, "generation 0"));
+        assert!(!s.insert_at((1 << 32) | 8, "beyond max_slots"));
+        assert_eq!(s.get(id), Some(&"restored"));
+        // The slots below it are free for ordinary inserts, which never land on it.
+        let others: Vec<u64> = (0..7).map(|_| s.insert("x").unwrap()).collect();
+        assert!(!others.contains(&id));
+        assert_eq!(others.iter().filter(|o| *o & 0xFFFF_FFFF == 5).count(), 0);
+        assert_eq!(s.insert("full"), None);
+        assert_eq!(s.remove(id), Some("restored"));
+        let next = s.insert("next").unwrap();
+        assert_eq!(next & 0xFFFF_FFFF, 5);
+        assert_ne!(next, id, "a new generation");
+    }
 
     #[test]
     fn stale_ids_miss_after_reuse() {

@@ -181,7 +181,11 @@ impl H {
     }
 
     pub async fn with(tweak: impl FnOnce(&mut ServerConfig)) -> H {
-        let dir = tempfile::tempdir().unwrap();
+        Self::on_dir(tempfile::tempdir().unwrap(), tweak).await
+    }
+
+    /// A server on the share directory `dir` (a restart over an earlier server's files).
+    pub async fn on_dir(dir: tempfile::TempDir, tweak: impl FnOnce(&mut ServerConfig)) -> H {
         let mut cfg = config(vec![share("data", dir.path())]);
         tweak(&mut cfg);
         let srv = Server::new(cfg).unwrap();

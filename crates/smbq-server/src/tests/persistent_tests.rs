@@ -92,7 +92,11 @@ async fn only_a_ca_share_grants_persistent_handles_and_then_without_caching() {
     assert_eq!(caps & share_capabilities::CONTINUOUS_AVAILABILITY, 0);
     let o = ph(&h, "f", None, true, 0).await;
     assert_eq!(o.status, NtStatus::SUCCESS);
-    assert_eq!(dh2q_response(&o), None, "no handle caching, not CA: not durable");
+    assert_eq!(
+        dh2q_response(&o),
+        None,
+        "no handle caching, not CA: not durable"
+    );
 
     let (h, caps) = ca_harness(true).await;
     assert_ne!(caps & share_capabilities::CONTINUOUS_AVAILABILITY, 0);
@@ -110,7 +114,10 @@ async fn only_a_ca_share_grants_persistent_handles_and_then_without_caching() {
 async fn a_parked_persistent_open_keeps_its_file_until_its_client_reclaims_it() {
     let (mut h, _) = ca_harness(true).await;
     let o = ph(&h, "f", None, true, 0).await;
-    assert_eq!(dh2q_response(&o).map(|r| r.flags), Some(DH2_FLAG_PERSISTENT));
+    assert_eq!(
+        dh2q_response(&o).map(|r| r.flags),
+        Some(DH2_FLAG_PERSISTENT)
+    );
     assert_eq!(h.write(o.id, 0, b"kept").await.status, NtStatus::SUCCESS);
     h.srv.session_lost(h.session.id);
     assert_eq!(h.srv.parked_opens(), 1);
@@ -164,7 +171,11 @@ async fn a_persistent_reconnect_of_a_durable_open_is_invalid() {
         ..Default::default()
     };
     let o = send_create(&h, "f", req).await;
-    assert_eq!(dh2q_response(&o).map(|r| r.flags), Some(0), "durable, not persistent");
+    assert_eq!(
+        dh2q_response(&o).map(|r| r.flags),
+        Some(0),
+        "durable, not persistent"
+    );
     h.srv.session_lost(h.session.id);
     new_session(&mut h, 0x12, "alice").await;
     let r = ph(&h, "f", Some(o.id), true, 0).await;
@@ -173,4 +184,144 @@ async fn a_persistent_reconnect_of_a_durable_open_is_invalid() {
     // A durable open without persistence does not keep others out.
     let other = plain(&h, "f", mask::FILE_READ_DATA).await;
     assert_eq!(other.status, NtStatus::SUCCESS);
+}
+
+/// A server restarted over the same share and store (crate::persist): `old` is gone first,
+/// as a killed process is, without closing anything.
+async fn restart(old: H, store: &std::path::Path) -> (H, crate::persist::RestoreReport) {
+    let H { srv, dir, .. } = old;
+    drop(srv);
+    let mut h = H::on_dir(dir, |c| c.shares[0].continuous_availability = true).await;
+    h.conn.server_capabilities |= capabilities::PERSISTENT_HANDLES;
+    let r = h.tree_connect("\\\\srv\\data").await;
+    h.tree = r.tree_id.unwrap();
+    let report = h.srv.open_persistent_store(store).unwrap();
+    (h, report)
+}
+
+/// Issue 37: a persistent open outlives the server. After a restart it holds its file
+/// against other clients (FILE_NOT_AVAILABLE), keeps its byte-range lock, and its owner
+/// reclaims it under the same FileId and reads what it wrote; its close removes its record.
+#[tokio::test]
+async fn a_persistent_open_survives_a_restart_and_is_reclaimed() {
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    let store = state.path().join("p.redb");
+    assert_eq!(h.srv.open_persistent_store(&store).unwrap().restored, 0);
+    let o = ph(&h, "f", None, true, 0).await;
+    assert_eq!(
+        dh2q_response(&o).map(|r| r.flags),
+        Some(DH2_FLAG_PERSISTENT)
+    );
+    assert_eq!(h.srv.persistent_records(), 1, "on disk before the answer");
+    assert_eq!(
+        h.write(o.id, 0, b"acknowledged").await.status,
+        NtStatus::SUCCESS
+    );
+    let lock = smbq_wire::lock::LockRequest {
+        lock_sequence: 0,
+        file_id: o.id,
+        locks: vec![smbq_wire::lock::LockElement {
+            offset: 0,
+            length: 4,
+            flags: smbq_wire::lock::lock_flags::EXCLUSIVE
+                | smbq_wire::lock::lock_flags::FAIL_IMMEDIATELY,
+        }],
+    };
+    let m = super::harness::msg(smbq_wire::Command::LOCK, h.tree, h.session.id, |w| {
+        lock.encode(w)
+    });
+    assert_eq!(h.send(m).await.status, NtStatus::SUCCESS);
+    let key = key_of(&h, "f");
+
+    let (mut h, report) = restart(h, &store).await;
+    assert_eq!(
+        (report.restored, report.dropped.len()),
+        (1, 0),
+        "{:?}",
+        report.dropped
+    );
+    assert_eq!(h.srv.parked_opens(), 1);
+    let held = h.srv.files().held_by(key, o.id.volatile);
+    assert_eq!(held.locks, vec![(0, 4, true)], "the lock is back");
+    new_session(&mut h, 0x12, "alice").await;
+    let other = plain(&h, "f", mask::FILE_READ_DATA).await;
+    assert_eq!(other.status, NtStatus::FILE_NOT_AVAILABLE);
+
+    let back = ph(&h, "f", Some(o.id), true, 0).await;
+    assert_eq!(back.status, NtStatus::SUCCESS);
+    assert_eq!(back.id, o.id, "the FileId the client knows");
+    let r = h.read(back.id, 0, 12).await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    assert!(r.body.ends_with(b"acknowledged") || r.data.as_deref() == Some(b"acknowledged"));
+    assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.srv.persistent_records(), 0, "closed: forgotten");
+    assert_eq!(h.srv.files().open_count_any(key), 0);
+    assert_eq!(h.srv.open_slots_in_use(), 0);
+}
+
+/// A record whose file was replaced while the server was down names another file now: it
+/// is dropped, said so, and the new file is free.
+#[tokio::test]
+async fn a_restart_drops_an_open_whose_file_was_replaced() {
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    let store = state.path().join("p.redb");
+    h.srv.open_persistent_store(&store).unwrap();
+    let o = ph(&h, "f", None, true, 0).await;
+    assert_eq!(
+        dh2q_response(&o).map(|r| r.flags),
+        Some(DH2_FLAG_PERSISTENT)
+    );
+    let g = ph(&h, "g", None, true, 0).await;
+    assert_eq!(
+        dh2q_response(&g).map(|r| r.flags),
+        Some(DH2_FLAG_PERSISTENT)
+    );
+    std::fs::remove_file(h.path("f")).unwrap();
+    std::fs::write(h.path("f.tmp"), b"new").unwrap();
+    std::fs::rename(h.path("f.tmp"), h.path("f")).unwrap();
+
+    let (mut h, report) = restart(h, &store).await;
+    assert_eq!(report.restored, 1, "g is kept");
+    assert_eq!(report.dropped.len(), 1);
+    assert!(
+        report.dropped[0].contains("another file"),
+        "{:?}",
+        report.dropped
+    );
+    assert_eq!(h.srv.persistent_records(), 1);
+    new_session(&mut h, 0x12, "alice").await;
+    let other = plain(&h, "f", mask::FILE_READ_DATA).await;
+    assert_eq!(other.status, NtStatus::SUCCESS, "the new file is nobody's");
+    let gone = ph(&h, "f", Some(o.id), true, 0).await;
+    assert_eq!(gone.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+}
+
+/// The store is bounded by `max_durable_opens`: beyond it no persistent handle is promised.
+#[tokio::test]
+async fn persistent_handles_are_bounded_by_the_store() {
+    let mut h = H::with(|c| {
+        c.shares[0].continuous_availability = true;
+        c.limits.max_durable_opens = 2;
+    })
+    .await;
+    h.conn.server_capabilities |= capabilities::PERSISTENT_HANDLES;
+    let r = h.tree_connect("\\\\srv\\data").await;
+    h.tree = r.tree_id.unwrap();
+    let state = tempfile::tempdir().unwrap();
+    h.srv
+        .open_persistent_store(&state.path().join("p.redb"))
+        .unwrap();
+    for name in ["a", "b"] {
+        let o = ph(&h, name, None, true, 0).await;
+        assert_eq!(
+            dh2q_response(&o).map(|r| r.flags),
+            Some(DH2_FLAG_PERSISTENT)
+        );
+    }
+    let third = ph(&h, "c", None, true, 0).await;
+    assert_eq!(third.status, NtStatus::SUCCESS, "opened all the same");
+    assert_eq!(dh2q_response(&third), None, "but not persistent");
+    assert_eq!(h.srv.persistent_records(), 2);
 }

@@ -145,13 +145,16 @@ pub(super) fn grant(
     oplock: OplockLevel,
     lease: Option<&Granted>,
 ) -> Option<(CreateContextTag<'static>, Vec<u8>)> {
+    // The store of persistent opens is bounded like the parked ones (`max_durable_opens`):
+    // beyond it a persistent handle is not promised (the open may still be durable).
     let persistent = matches!(
         ask,
         DurableAsk::V2 {
             persistent: true,
             ..
         }
-    ) && open.tree.ca;
+    ) && open.tree.ca
+        && ctx.srv.persistent_records() < ctx.srv.limits().max_durable_opens;
     let file = open.file()?;
     if file.is_dir && !persistent {
         return None;
@@ -204,6 +207,12 @@ pub(super) fn grant(
         resilient: false,
         persistent,
     });
+    // A persistent handle is promised only once its record is on stable storage
+    // (crate::persist); without it the open is not durable at all.
+    if persistent && !ctx.srv.persist(open) {
+        *open.durable.lock() = None;
+        return None;
+    }
     Some(reply)
 }
 
@@ -228,8 +237,11 @@ pub(super) async fn reconnect(
 /// persistent): the client hears it once it has its open back (its epoch moves only now, so
 /// the answer showed the lease as the client left it).
 fn resend_break(srv: &Server, key: crate::file_state::FileKey, id: u64) {
-    if let Some(n) = crate::durable::persistent::pending_break(srv.files(), key, id) {
-        srv.send_lease_breaks(&[n]);
+    use crate::durable::persistent::{PendingBreak, pending_break};
+    match pending_break(srv.files(), key, id) {
+        Some(PendingBreak::Lease(n)) => srv.send_lease_breaks(&[n]),
+        Some(PendingBreak::Oplock(n)) => srv.send_breaks(&[n]),
+        None => {}
     }
 }
 
@@ -339,6 +351,7 @@ async fn reclaim(
         srv.close_open_by_id(id);
         return Err(NtStatus::INSUFFICIENT_RESOURCES);
     }
+    srv.persist(&open); // its new ClientGuid and lease epoch (crate::persist)
     tracing::info!(
         open = id,
         session = ctx.session.id,

@@ -1,0 +1,314 @@
+//! The store of persistent handles (MS-SMB2 3.3.5.9.10, continuously available shares): what
+//! must outlive the process, one record per persistent open, in an embedded database (redb)
+//! under the state directory. A record is committed, and on stable storage, before the
+//! response that depends on it is sent (the CREATE that granted the handle, a LOCK, a lease
+//! break acknowledgment, a delete-on-close); a close removes it. At start the server loads
+//! the records and holds the opens again for their clients (crate::persist).
+//!
+//! Nothing here trusts what it reads back: a record that does not decode, or names a share
+//! or file that is not what it was, is dropped and said so; a database that cannot be opened
+//! is moved aside and a new one started, so a damaged store never keeps the server down and
+//! never serves a wrong open.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+/// Persistent opens by FileId.Persistent; values are JSON [`Record`]s.
+const OPENS: TableDefinition<u64, &[u8]> = TableDefinition::new("persistent_opens");
+
+/// The layout of [`Record`]; a record of another version is dropped.
+pub const RECORD_VERSION: u32 = 1;
+
+/// One persistent open, as it must be restored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub version: u32,
+    /// FileId.Persistent (and the volatile id it is restored under).
+    pub file_id: u64,
+    pub create_guid: [u8; 16],
+    pub client_guid: [u8; 16],
+    /// The account that opened it; only it may reclaim the open.
+    pub user: String,
+    /// Open.DurableOpenTimeout, in milliseconds.
+    pub timeout_ms: u64,
+    pub share: String,
+    /// Share-relative, components joined by `/`.
+    pub path: String,
+    pub is_dir: bool,
+    /// The file's identity when it was opened: a file found at the path with another identity
+    /// is not the open's file.
+    pub dev: u64,
+    pub ino: u64,
+    pub granted: u32,
+    pub share_access: u32,
+    pub create_options: u32,
+    pub delete_on_close: bool,
+    /// The file is delete-pending (set through this open or another).
+    pub delete_pending: bool,
+    /// The wire oplock level (0 for none, 0xFF for a lease).
+    pub oplock: u8,
+    pub lease: Option<LeaseRecord>,
+    pub locks: Vec<LockRecord>,
+    /// The V2 ParentLeaseKey the open named.
+    pub parent_lease: Option<[u8; 16]>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    pub key: [u8; 16],
+    pub state: u32,
+    /// `Some` for a V2 lease.
+    pub epoch: Option<u16>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockRecord {
+    pub offset: u64,
+    pub length: u64,
+    pub exclusive: bool,
+}
+
+/// The database of persistent opens.
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+/// What opening the store found.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub records: Vec<Record>,
+    /// Why each record (or the whole database) that could not be used was dropped.
+    pub dropped: Vec<String>,
+}
+
+fn other(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl Store {
+    /// Opens (or creates) the store at `path` and reads every record. A database that cannot
+    /// be opened is renamed `<path>.damaged-<unix seconds>` and a new one started.
+    pub fn open(path: &Path) -> io::Result<(Store, Loaded)> {
+        let mut loaded = Loaded::default();
+        let db = match Database::create(path) {
+            Ok(db) => db,
+            Err(e) => {
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let aside = path.with_extension(format!("damaged-{secs}"));
+                std::fs::rename(path, &aside)?;
+                loaded.dropped.push(format!(
+                    "the store could not be opened ({e}); moved to {} and started anew",
+                    aside.display()
+                ));
+                Database::create(path).map_err(other)?
+            }
+        };
+        let store = Store {
+            db,
+            path: path.to_owned(),
+        };
+        store.read_all(&mut loaded)?;
+        Ok((store, loaded))
+    }
+
+    fn read_all(&self, loaded: &mut Loaded) -> io::Result<()> {
+        let mut bad = Vec::new();
+        {
+            let r = self.db.begin_read().map_err(other)?;
+            let t = match r.open_table(OPENS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+                Err(e) => return Err(other(e)),
+            };
+            for entry in t.iter().map_err(other)? {
+                let (k, v) = match entry {
+                    Ok(kv) => kv,
+                    Err(e) => {
+                        loaded.dropped.push(format!("an unreadable entry: {e}"));
+                        continue;
+                    }
+                };
+                let id = k.value();
+                match serde_json::from_slice::<Record>(v.value()) {
+                    Ok(rec) if rec.version == RECORD_VERSION && rec.file_id == id => {
+                        loaded.records.push(rec);
+                    }
+                    Ok(rec) => {
+                        loaded.dropped.push(format!(
+                            "open {id}: record version {} or id {} does not match",
+                            rec.version, rec.file_id
+                        ));
+                        bad.push(id);
+                    }
+                    Err(e) => {
+                        loaded
+                            .dropped
+                            .push(format!("open {id}: record does not decode: {e}"));
+                        bad.push(id);
+                    }
+                }
+            }
+        }
+        for id in bad {
+            self.remove(id)?;
+        }
+        Ok(())
+    }
+
+    /// Writes `rec` (replacing the open's earlier record); durable when it returns.
+    pub fn put(&self, rec: &Record) -> io::Result<()> {
+        let bytes = serde_json::to_vec(rec).map_err(other)?;
+        let w = self.db.begin_write().map_err(other)?;
+        {
+            let mut t = w.open_table(OPENS).map_err(other)?;
+            t.insert(rec.file_id, bytes.as_slice()).map_err(other)?;
+        }
+        w.commit().map_err(other)
+    }
+
+    /// Removes the record of open `id`, if any; durable when it returns.
+    pub fn remove(&self, id: u64) -> io::Result<()> {
+        let w = self.db.begin_write().map_err(other)?;
+        {
+            let mut t = w.open_table(OPENS).map_err(other)?;
+            t.remove(id).map_err(other)?;
+        }
+        w.commit().map_err(other)
+    }
+
+    /// How many records the store holds.
+    pub fn records(&self) -> io::Result<usize> {
+        let r = self.db.begin_read().map_err(other)?;
+        match r.open_table(OPENS) {
+            Ok(t) => Ok(usize::try_from(t.len().map_err(other)?).unwrap_or(usize::MAX)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+            Err(e) => Err(other(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn record(id: u64) -> Record {
+        Record {
+            version: RECORD_VERSION,
+            file_id: id,
+            create_guid: [1; 16],
+            client_guid: [2; 16],
+            user: "alice".into(),
+            timeout_ms: 60_000,
+            share: "ca".into(),
+            path: "dir/f".into(),
+            is_dir: false,
+            dev: 3,
+            ino: 4,
+            granted: 0x12019f,
+            share_access: 7,
+            create_options: 0,
+            delete_on_close: false,
+            delete_pending: false,
+            oplock: 0xFF,
+            lease: Some(LeaseRecord {
+                key: [5; 16],
+                state: 7,
+                epoch: Some(3),
+            }),
+            locks: vec![LockRecord {
+                offset: 0,
+                length: 1,
+                exclusive: true,
+            }],
+            parent_lease: None,
+        }
+    }
+
+    #[test]
+    fn records_survive_reopening_and_removal_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.redb");
+        {
+            let (s, l) = Store::open(&p).unwrap();
+            assert!(l.records.is_empty() && l.dropped.is_empty());
+            s.put(&record(1)).unwrap();
+            s.put(&record(2)).unwrap();
+            let mut r = record(1);
+            r.locks.clear();
+            s.put(&r).unwrap();
+            s.remove(2).unwrap();
+        }
+        let (s, l) = Store::open(&p).unwrap();
+        let mut expect = record(1);
+        expect.locks.clear();
+        assert_eq!(l.records, vec![expect]);
+        assert_eq!(s.records().unwrap(), 1);
+    }
+
+    /// A damaged database is moved aside and the server starts with an empty store.
+    #[test]
+    fn a_damaged_store_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.redb");
+        {
+            let (s, _) = Store::open(&p).unwrap();
+            s.put(&record(1)).unwrap();
+        }
+        // Truncated in the middle of its pages, then garbage.
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes.truncate(bytes.len() / 3);
+        bytes.extend_from_slice(&[0xA5; 333]);
+        std::fs::write(&p, &bytes).unwrap();
+        let (s, l) = Store::open(&p).unwrap();
+        assert!(
+            l.records.is_empty(),
+            "nothing from a damaged store is served"
+        );
+        assert_eq!(l.dropped.len(), 1, "{:?}", l.dropped);
+        assert_eq!(s.records().unwrap(), 0);
+        let aside = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                let e = e.as_ref().unwrap();
+                e.file_name().to_string_lossy().contains("damaged")
+            })
+            .count();
+        assert_eq!(aside, 1);
+    }
+
+    /// A record that does not decode, or claims another id, is dropped and said so.
+    #[test]
+    fn undecodable_records_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.redb");
+        {
+            let (s, _) = Store::open(&p).unwrap();
+            s.put(&record(1)).unwrap();
+            let w = s.db.begin_write().unwrap();
+            {
+                let mut t = w.open_table(OPENS).unwrap();
+                t.insert(2u64, b"{not json".as_slice()).unwrap();
+                let other = serde_json::to_vec(&record(9)).unwrap();
+                t.insert(3u64, other.as_slice()).unwrap();
+            }
+            w.commit().unwrap();
+        }
+        let (s, l) = Store::open(&p).unwrap();
+        assert_eq!(l.records, vec![record(1)]);
+        assert_eq!(l.dropped.len(), 2, "{:?}", l.dropped);
+        assert_eq!(s.records().unwrap(), 1, "the bad ones are gone");
+    }
+}

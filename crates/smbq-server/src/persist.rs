@@ -1,0 +1,306 @@
+//! Persistent handles across a restart of the server (MS-SMB2 3.3.5.9.10 on continuously
+//! available shares; issue 37). A persistent open's state goes into the store
+//! (crate::durable::store) whenever a response depends on it: the CREATE that granted it, a
+//! LOCK, a lease break acknowledgment, a delete-on-close, a reclaim and a disconnect; its
+//! close removes it. At start, [`Server::open_persistent_store`] reads the store and holds
+//! each open again, as a parked open waiting for its client: its share mode, lease or
+//! oplock, byte-range locks and delete-pending are back, other clients meet them as before
+//! the restart, and the client reclaims the open with DH2C on a new connection.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+
+use parking_lot::Mutex;
+use smbq_vfs::{CreateMode, FileKind, OpenOptions, RelPath};
+use smbq_wire::FileId;
+use smbq_wire::create::OplockLevel;
+
+use crate::Server;
+use crate::access::mask;
+use crate::durable::DurableGrant;
+use crate::durable::store::{LeaseRecord, LockRecord, RECORD_VERSION, Record, Store};
+use crate::file_state::lease::LeaseKey;
+use crate::file_state::oplock::{Level, Owner};
+use crate::file_state::{FileKey, NewOpen};
+use crate::tables::{FileOpen, Open, OpenKind, Tree};
+
+/// What a start made of the store.
+#[derive(Debug, Default)]
+pub struct RestoreReport {
+    /// Opens held again for their clients.
+    pub restored: usize,
+    /// Why each record that was not restored was dropped.
+    pub dropped: Vec<String>,
+}
+
+impl Server {
+    /// Opens the persistent handles' store at `path` (once) and restores the opens it holds.
+    /// Must run inside the runtime (each restored open gets its timeout timer).
+    pub fn open_persistent_store(&self, path: &Path) -> std::io::Result<RestoreReport> {
+        let (store, loaded) = Store::open(path)?;
+        let mut report = RestoreReport {
+            dropped: loaded.dropped,
+            ..RestoreReport::default()
+        };
+        if self.persistent.set(store).is_err() {
+            return Err(std::io::Error::other(
+                "the persistent store is open already",
+            ));
+        }
+        for rec in loaded.records {
+            match self.restore(&rec) {
+                Ok(()) => report.restored += 1,
+                Err(why) => {
+                    self.forget_record(rec.file_id);
+                    report.dropped.push(format!(
+                        "open {} ({}\\{}): {why}",
+                        rec.file_id, rec.share, rec.path
+                    ));
+                }
+            }
+        }
+        for d in &report.dropped {
+            tracing::warn!(dropped = %d, "persistent open not restored");
+        }
+        tracing::info!(
+            restored = report.restored,
+            dropped = report.dropped.len(),
+            "persistent opens"
+        );
+        Ok(report)
+    }
+
+    /// Writes `open`'s state to the store if it is a persistent open; false if that failed
+    /// (the caller then does not promise persistence). True for any other open.
+    pub(crate) fn persist(&self, open: &Open) -> bool {
+        let Some(store) = self.persistent.get() else {
+            return true;
+        };
+        let Some(rec) = self.record_of(open) else {
+            return true;
+        };
+        match store.put(&rec) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(open = open.volatile(), error = %e, "persistent store write failed");
+                false
+            }
+        }
+    }
+
+    /// How many persistent opens the store holds (0 without a store).
+    pub fn persistent_records(&self) -> usize {
+        self.persistent
+            .get()
+            .and_then(|s| s.records().ok())
+            .unwrap_or(0)
+    }
+
+    /// The open is closed: its record goes.
+    pub(crate) fn unpersist(&self, open: &Open) {
+        let persistent = open.durable.lock().as_ref().is_some_and(|g| g.persistent);
+        if persistent {
+            self.forget_record(open.file_id.persistent);
+        }
+    }
+
+    fn forget_record(&self, id: u64) {
+        if let Some(store) = self.persistent.get()
+            && let Err(e) = store.remove(id)
+        {
+            tracing::error!(open = id, error = %e, "persistent store removal failed");
+        }
+    }
+
+    /// The record of a persistent open of a file or directory (named streams are not kept).
+    fn record_of(&self, open: &Open) -> Option<Record> {
+        let g = open.durable.lock().clone().filter(|g| g.persistent)?;
+        let f = open.file().filter(|f| f.stream.is_none())?;
+        let held = self.files.held_by(f.key, open.volatile());
+        let lease = self
+            .files
+            .caching_of(f.key, open.volatile())
+            .1
+            .map(|(k, granted)| LeaseRecord {
+                key: k.key,
+                state: granted.state,
+                epoch: granted.v2.then_some(granted.epoch),
+            });
+        let oplock = match (&lease, held.oplock) {
+            (Some(_), _) => OplockLevel::LEASE.0,
+            (None, Some(l)) => l.to_wire(),
+            (None, None) => 0,
+        };
+        Some(Record {
+            version: RECORD_VERSION,
+            file_id: open.file_id.persistent,
+            create_guid: g.create_guid.unwrap_or_default(),
+            client_guid: g.client_guid,
+            user: g.user,
+            timeout_ms: u64::try_from(g.timeout.as_millis()).unwrap_or(u64::MAX),
+            share: open.tree.share.cfg.name.clone(),
+            path: open.path().as_str().to_owned(),
+            is_dir: f.is_dir,
+            dev: f.key.dev,
+            ino: f.key.ino,
+            granted: open.granted,
+            share_access: open.share_access,
+            create_options: open.create_options,
+            delete_on_close: open
+                .delete_on_close
+                .load(std::sync::atomic::Ordering::Acquire),
+            delete_pending: self.files.delete_pending(f.key),
+            oplock,
+            lease,
+            locks: held
+                .locks
+                .into_iter()
+                .map(|(offset, length, exclusive)| LockRecord {
+                    offset,
+                    length,
+                    exclusive,
+                })
+                .collect(),
+            parent_lease: open.parent_lease.map(|k| k.key),
+        })
+    }
+
+    /// Holds the open of `rec` again, parked for its client; why not, otherwise.
+    fn restore(&self, rec: &Record) -> Result<(), String> {
+        let share = self.shares().find(&rec.share).ok_or("the share is gone")?;
+        if !share.cfg.continuous_availability {
+            return Err("the share is no longer continuously available".into());
+        }
+        let vfs = share.vfs.clone().ok_or("not a disk share")?;
+        let path = RelPath::parse(&rec.path).map_err(|e| format!("bad path: {e:?}"))?;
+        let write =
+            !rec.is_dir && rec.granted & (mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA) != 0;
+        let opts = OpenOptions {
+            read: true,
+            write,
+            create: CreateMode::OpenExisting,
+            directory: Some(rec.is_dir),
+            mode: 0,
+        };
+        let file = vfs
+            .open(&path, &opts)
+            .map_err(|e| format!("cannot open: {e}"))?
+            .file;
+        let st = file.stat().map_err(|e| format!("cannot stat: {e}"))?;
+        // A file put in its place meanwhile is not the open's file.
+        if st.dev != rec.dev || st.ino != rec.ino || (st.kind == FileKind::Dir) != rec.is_dir {
+            return Err("another file is at its path now".into());
+        }
+        let key = FileKey::of(&st);
+        let id = rec.file_id;
+        let tree = Arc::new(Tree {
+            id: 0,
+            session_id: 0,
+            share: share.clone(),
+            maximal_access: rec.granted,
+            encrypt: share.cfg.encrypt,
+            ca: true,
+        });
+        let open = Arc::new(Open {
+            file_id: FileId {
+                persistent: id,
+                volatile: id,
+            },
+            session_id: 0,
+            tree,
+            kind: OpenKind::File(FileOpen {
+                file,
+                key,
+                is_dir: rec.is_dir,
+                dir: Mutex::new(Default::default()),
+                stream: None,
+            }),
+            path: Mutex::new(path.clone()),
+            granted: rec.granted,
+            share_access: rec.share_access,
+            create_options: rec.create_options,
+            delete_on_close: AtomicBool::new(rec.delete_on_close),
+            position: AtomicU64::new(0),
+            mode: AtomicU32::new(0),
+            closed: AtomicBool::new(false),
+            ea_index: AtomicU32::new(0),
+            durable: Mutex::new(Some(DurableGrant {
+                create_guid: Some(rec.create_guid).filter(|g| *g != [0; 16]),
+                client_guid: rec.client_guid,
+                user: rec.user.clone(),
+                timeout: std::time::Duration::from_millis(rec.timeout_ms),
+                resilient: false,
+                persistent: true,
+            })),
+            replay: Mutex::new(None),
+            channel: Mutex::new(Default::default()),
+            lock_seq: Mutex::new(Default::default()),
+            parent_lease: rec.parent_lease.map(|key| LeaseKey {
+                client_guid: rec.client_guid,
+                key,
+            }),
+            modified: AtomicBool::new(false),
+            sticky_write: AtomicBool::new(false),
+        });
+        if !self.opens.write().insert_at(id, Some(open.clone())) {
+            return Err("its id is taken".into());
+        }
+        if let Err(why) = self.hold_again(&open, rec, key, &path) {
+            // Undo what was registered: the share mode, caching and locks go with the open.
+            self.close_open_by_id(id);
+            return Err(why);
+        }
+        if !self.park_open(id) {
+            self.close_open_by_id(id);
+            return Err("the store of disconnected opens is full".into());
+        }
+        Ok(())
+    }
+
+    /// Registers a restored open's share mode, delete-pending, lease or oplock and locks.
+    fn hold_again(
+        &self,
+        open: &Open,
+        rec: &Record,
+        key: FileKey,
+        path: &RelPath,
+    ) -> Result<(), String> {
+        let id = open.volatile();
+        let new = NewOpen {
+            open_id: id,
+            checked: rec.granted,
+            access: rec.granted,
+            share_access: rec.share_access,
+            path,
+            is_dir: rec.is_dir,
+        };
+        self.files
+            .admit_checking(key, &new)
+            .map_err(|s| format!("its share mode no longer fits ({s:?})"))?;
+        if rec.delete_pending {
+            self.files.set_delete_pending(key, true, None);
+        }
+        let lease = rec.lease.map(|l| {
+            let k = LeaseKey {
+                client_guid: rec.client_guid,
+                key: l.key,
+            };
+            (k, l.state, l.epoch)
+        });
+        let level = Level::from_wire(rec.oplock).unwrap_or(Level::None);
+        let owner = Owner {
+            session_id: 0,
+            file_id: open.file_id,
+        };
+        if !self.files.restore_caching(key, id, (level, owner), lease) {
+            return Err("its lease key is another file's".into());
+        }
+        for l in &rec.locks {
+            self.files
+                .try_lock(key, id, l.offset, l.length, l.exclusive)
+                .map_err(|s| format!("its lock no longer fits ({s:?})"))?;
+        }
+        Ok(())
+    }
+}
