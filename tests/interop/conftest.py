@@ -61,17 +61,18 @@ class SmbqServer:
 
     TCP listens on a free port unless `tcp=False`; QUIC is off unless `quic_port` names a UDP
     port (then `quic_addr` is what the ready line reported). `env` adds environment variables
-    (for example SSLKEYLOGFILE or SMBQ_LOG)."""
+    (for example SSLKEYLOGFILE or SMBQ_LOG); `port` reuses a TCP port (a restart)."""
 
     def __init__(self, workdir: pathlib.Path, extra_args=(), config: str | None = None,
                  quic_port: int = 0, tcp: bool = True, env: dict | None = None,
-                 password: str | None = None, quic_stack: str | None = None):
+                 password: str | None = None, quic_stack: str | None = None,
+                 port: int | None = None):
         self.workdir = workdir
         self.share = workdir / "share"
         self.share.mkdir(parents=True, exist_ok=True)
         self.state = workdir / "state"
         self.password = password or "Pw-" + secrets.token_hex(8)
-        self.port = free_port() if tcp else 0
+        self.port = (port or free_port()) if tcp else 0
         self.quic_port = quic_port
         args = [str(BINARY), "serve", str(self.share), "--listen", "127.0.0.1",
                 "--tcp-port", str(self.port), "--quic-port", str(quic_port),
@@ -87,7 +88,7 @@ class SmbqServer:
         env = {**os.environ, "SMBQ_USER": USER, "SMBQ_PASSWORD": self.password,
                "SMBQ_LOG": os.environ.get("SMBQ_LOG", "info"), **(env or {})}
         self.log_path = workdir / "server.log"
-        self.log = open(self.log_path, "wb")
+        self.log = open(self.log_path, "ab")  # a restarted server adds to the log
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=env)
         deadline = time.time() + 20
         line = b""

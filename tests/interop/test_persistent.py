@@ -1,0 +1,127 @@
+"""Issue 37, against the real binary: persistent handles on a continuously available share
+outlive the server. `smbq put` to such a share goes on after the server is killed with
+SIGKILL and started again, over TCP and over QUIC, and the file is whole; while the
+uploader's open waits for it, another client's open of the file is refused
+(STATUS_FILE_NOT_AVAILABLE); an open whose client never comes back expires."""
+
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+from conftest import BINARY, USER, SmbqServer, free_udp_port
+from test_client import Cli, make_file, sha256
+
+SIZE_MB = int(os.environ.get("SMBQ_PERSISTENT_MB", "128"))
+TIMEOUT_S = 6  # the durable timeout the server gives opens that ask for its default
+
+CONFIG = """
+[limits]
+durable_timeout_secs = {timeout}
+
+[share.ca]
+path = "{path}"
+continuous_availability = true
+"""
+
+
+def start(workdir: pathlib.Path, quic_port: int, port: int | None = None,
+          password: str | None = None, timeout: int = TIMEOUT_S) -> SmbqServer:
+    ca = workdir / "ca"
+    ca.mkdir(exist_ok=True)
+    return SmbqServer(workdir, config=CONFIG.format(timeout=timeout, path=ca),
+                      quic_port=quic_port, port=port, password=password)
+
+
+def cli(s: SmbqServer, transport: str) -> Cli:
+    if transport == "quic":
+        port = int(s.quic_addr.rsplit(":", 1)[1])
+        return Cli("127.0.0.1", port, USER, s.password, "ca", "quic", (), s.state)
+    return Cli("127.0.0.1", s.port, USER, s.password, "ca", "tcp")
+
+
+def kill_9(s: SmbqServer):
+    s.proc.kill()
+    s.proc.wait()
+    s.log.close()
+
+
+def grown(ca: pathlib.Path, at_least: int, within: float) -> bool:
+    """Whether some file under `ca` reaches `at_least` bytes within `within` seconds."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        if any(f.stat().st_size >= at_least for f in ca.rglob("*") if f.is_file()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("transport", ["tcp", "quic"])
+def test_put_goes_on_after_kill_9_and_restart(workdir, transport):
+    quic_port = free_udp_port()
+    # The default durable timeout: a QUIC client may notice the restart only when its
+    # connection's idle timeout passes.
+    s = start(workdir, quic_port, timeout=60)
+    size = SIZE_MB << 20
+    src = workdir / "src.bin"
+    make_file(src, size, seed=37)
+    c = cli(s, transport)
+    env = {**os.environ, "SMBQ_PASSWORD": s.password}
+    put = subprocess.Popen([str(BINARY), "put", str(src), c.url("big.bin"), *c.opts],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                           stdin=subprocess.DEVNULL)
+    try:
+        assert grown(workdir / "ca", size // 4, 300), "the upload did not get going"
+        kill_9(s)
+        time.sleep(0.5)
+        s = start(workdir, quic_port, port=s.port, password=s.password, timeout=60)
+        out, err = put.communicate(timeout=900)
+    finally:
+        if put.poll() is None:
+            put.kill()
+    stderr = err.decode(errors="replace")
+    assert put.returncode == 0, stderr
+    assert "reconnecting" in stderr, stderr
+    assert "no longer kept" not in stderr, stderr + s.server_log()[-4000:]
+    assert sha256(workdir / "ca" / "big.bin") == sha256(src)
+    s.stop()
+    log = s.server_log()
+    assert "panicked" not in log
+    assert "restored=1" in log, log[-3000:]
+    assert "durable open reclaimed" in log
+
+
+def test_an_abandoned_persistent_open_holds_its_file_until_it_expires(workdir):
+    """The uploader's open holds an RWH lease: another client's open of the file waits for
+    the break it cannot hear (as on Windows, a persistent open whose lease caches handles is
+    broken rather than refused) and goes on when the open expires, its client never back."""
+    quic_port = free_udp_port()
+    s = start(workdir, quic_port)
+    size = 64 << 20
+    src = workdir / "src.bin"
+    make_file(src, size, seed=38)
+    c = cli(s, "tcp")
+    env = {**os.environ, "SMBQ_PASSWORD": s.password}
+    put = subprocess.Popen([str(BINARY), "put", str(src), c.url("gone.bin"), *c.opts],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                           stdin=subprocess.DEVNULL)
+    assert grown(workdir / "ca", 1 << 20, 120)
+    # The client and the server die together; only the server comes back.
+    put.kill()
+    put.wait()
+    kill_9(s)
+    part = next(f for f in (workdir / "ca").rglob("*") if f.is_file())
+    s = start(workdir, quic_port, port=s.port, password=s.password)
+    restarted = time.time()
+    c = cli(s, "tcp")
+    name = part.relative_to(workdir / "ca").as_posix()
+    p = c.run("cat", c.url(name), timeout=60)
+    waited = time.time() - restarted
+    assert p.stdout == part.read_bytes()
+    assert TIMEOUT_S - 1.5 <= waited < 30, waited
+    s.stop()
+    log = s.server_log()
+    assert "restored=1" in log
+    assert "durable open timed out" in log
