@@ -134,6 +134,12 @@ pub struct QuicSettings {
     /// Data streams a connection may be granted by smbq's multi-stream extension
     /// (docs/multistream.md), 0..=64; 0 turns it off (8).
     pub max_streams: u16,
+    /// The stateless reset key (RFC 9000 10.3) of quinn's endpoint. The server keeps one in
+    /// its state directory, so that after a restart it can reset the connections the process
+    /// before it had: their clients hear it at their next packet and reconnect at once,
+    /// rather than after their idle timeout, while their persistent and durable opens wait
+    /// for them (issue 37). `None`: a random key (clients, tests).
+    pub reset_key: Option<[u8; 32]>,
 }
 
 impl Default for QuicSettings {
@@ -153,6 +159,7 @@ impl Default for QuicSettings {
             io_thread: false,
             max_streams: 8,
             stack: crate::QuicStack::Quinn,
+            reset_key: None,
         }
     }
 }

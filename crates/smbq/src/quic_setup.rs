@@ -51,6 +51,8 @@ pub fn settings(q: &QuicConfig) -> QuicSettings {
             .as_deref()
             .and_then(|c| c.parse().ok())
             .unwrap_or(d.stack),
+        // The server's comes from its state directory (serve.rs).
+        reset_key: None,
     }
 }
 

@@ -95,6 +95,31 @@ fn server_guid(state_dir: &Path) -> Result<[u8; 16], String> {
     Ok(g)
 }
 
+/// The QUIC stateless reset key, made once and kept (owner-only) in the state directory, so a
+/// restarted server resets the connections of the one before it (QuicSettings::reset_key).
+fn reset_key(state_dir: &Path) -> Result<[u8; 32], String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let p = state_dir.join("quic-reset-key");
+    if let Ok(text) = std::fs::read_to_string(&p)
+        && let Ok(b) = hex::decode(text.trim())
+        && let Ok(k) = <[u8; 32]>::try_from(b)
+    {
+        return Ok(k);
+    }
+    let k: [u8; 32] = rand::thread_rng().r#gen();
+    let _ = std::fs::remove_file(&p);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&p)
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    f.write_all(hex::encode(k).as_bytes())
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(k)
+}
+
 fn random_password() -> String {
     const ALPHABET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
     use rand::seq::SliceRandom;
@@ -390,7 +415,10 @@ fn quic_plan(
         addr,
         explicit,
         tls,
-        settings: quic_setup::settings(&file.quic),
+        settings: smbq_transport::QuicSettings {
+            reset_key: Some(reset_key(state_dir)?),
+            ..quic_setup::settings(&file.quic)
+        },
         store,
         sources,
         spec,

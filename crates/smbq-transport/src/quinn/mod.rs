@@ -97,13 +97,84 @@ fn ack_frequency() -> ::quinn::AckFrequencyConfig {
     af
 }
 
-/// Lets the peer send datagrams as large as our own MTU discovery may reach.
+/// Lets the peer send datagrams as large as our own MTU discovery may reach; signs stateless
+/// resets with the configured key when there is one.
 fn endpoint_config(s: &QuicSettings) -> io::Result<EndpointConfig> {
-    let mut config = EndpointConfig::default();
+    let mut config = match s.reset_key {
+        Some(key) => {
+            let mut c = EndpointConfig::new(std::sync::Arc::new(ResetKey::new(&key)));
+            // quinn answers a packet of an unknown connection with a reset only when its
+            // connection id passes the generator's check, which is keyed: the key must
+            // outlive the process too, so it is derived from the reset key.
+            let cid_key = cid_key(&key);
+            c.cid_generator(move || {
+                Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+            });
+            c
+        }
+        None => EndpointConfig::default(),
+    };
     config
         .max_udp_payload_size(s.effective_mtu_upper_bound().max(1472))
         .map_err(invalid)?;
     Ok(config)
+}
+
+/// The connection id generator's key, derived from the reset key (a hash of it with a label,
+/// so the two are independent keys).
+fn cid_key(reset_key: &[u8; 32]) -> u64 {
+    use sha2::Digest;
+    let d = sha2::Sha256::new()
+        .chain_update(b"smbq quic cid key")
+        .chain_update(reset_key)
+        .finalize();
+    let mut b = [0u8; 8];
+    for (o, x) in b.iter_mut().zip(d.iter()) {
+        *o = *x;
+    }
+    u64::from_le_bytes(b)
+}
+
+/// HMAC-SHA256 under the stateless reset key (quinn derives each connection id's reset token
+/// with it, RFC 9000 10.3.2).
+struct ResetKey(hmac::Hmac<sha2::Sha256>);
+
+impl ResetKey {
+    fn new(key: &[u8; 32]) -> Self {
+        use hmac::Mac;
+        match hmac::Hmac::<sha2::Sha256>::new_from_slice(key) {
+            Ok(m) => Self(m),
+            Err(_) => unreachable!("HMAC takes a key of any length"),
+        }
+    }
+}
+
+impl quinn_proto::crypto::HmacKey for ResetKey {
+    fn sign(&self, data: &[u8], out: &mut [u8]) {
+        use hmac::Mac;
+        let mut m = self.0.clone();
+        m.update(data);
+        let tag = m.finalize().into_bytes();
+        for (o, t) in out.iter_mut().zip(tag.iter()) {
+            *o = *t;
+        }
+    }
+
+    fn signature_len(&self) -> usize {
+        32
+    }
+
+    fn verify(
+        &self,
+        data: &[u8],
+        signature: &[u8],
+    ) -> Result<(), quinn_proto::crypto::CryptoError> {
+        use hmac::Mac;
+        let mut m = self.0.clone();
+        m.update(data);
+        m.verify_slice(signature)
+            .map_err(|_| quinn_proto::crypto::CryptoError)
+    }
 }
 
 /// Large UDP buffers: quinn stalls and drops on bursts when SO_RCVBUF is the Linux default of
