@@ -125,3 +125,37 @@ def test_an_abandoned_persistent_open_holds_its_file_until_it_expires(workdir):
     log = s.server_log()
     assert "restored=1" in log
     assert "durable open timed out" in log
+
+
+@pytest.mark.parametrize("transport", ["tcp", "quic"])
+def test_get_goes_on_after_kill_9_and_restart(workdir, transport):
+    quic_port = free_udp_port()
+    s = start(workdir, quic_port)
+    size = SIZE_MB << 20
+    src = workdir / "ca" / "big.bin"
+    make_file(src, size, seed=39)
+    dst = workdir / "got.bin"
+    c = cli(s, transport)
+    env = {**os.environ, "SMBQ_PASSWORD": s.password}
+    get = subprocess.Popen([str(BINARY), "get", c.url("big.bin"), str(dst), *c.opts],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                           stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if any(f.stat().st_size >= size // 4 for f in workdir.glob("got.bin*")):
+                break
+            time.sleep(0.02)
+        kill_9(s)
+        time.sleep(0.5)
+        s = start(workdir, quic_port, port=s.port, password=s.password)
+        _, err = get.communicate(timeout=900)
+    finally:
+        if get.poll() is None:
+            get.kill()
+    stderr = err.decode(errors="replace")
+    assert get.returncode == 0, stderr
+    assert "reconnecting" in stderr, stderr
+    assert sha256(dst) == sha256(src)
+    s.stop()
+    assert "panicked" not in s.server_log()
