@@ -44,7 +44,7 @@ use crate::servers::smbq::{SmbqOptions, SmbqServer};
 use crate::servers::sshd::Sshd;
 
 /// Scenario names in the order they run.
-pub const SCENARIOS: [&str; 8] = [
+pub const SCENARIOS: [&str; 9] = [
     "raw",
     "fio",
     "sweep",
@@ -52,6 +52,7 @@ pub const SCENARIOS: [&str; 8] = [
     "loss",
     "interactive",
     "compression",
+    "ca",
     "crypto",
 ];
 
@@ -72,7 +73,7 @@ pub struct BenchArgs {
     /// Where results.json, results.md and the SVG figures go.
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
-    /// Scenarios to run: raw, fio, sweep, setup, loss, interactive, compression, crypto
+    /// Scenarios to run: raw, fio, sweep, setup, loss, interactive, compression, ca, crypto
     /// (default: all).
     #[arg(value_name = "SCENARIO")]
     pub scenarios: Vec<String>,
@@ -344,7 +345,24 @@ impl Ctx {
         tag: &str,
         stack: smbq_transport::QuicStack,
     ) -> Result<SmbqServer, String> {
-        self.start_smbq_with(net, encrypt, tag, stack, false)
+        self.start_smbq_with(net, encrypt, tag, stack, (false, ""))
+    }
+
+    /// An smbq server (encrypted, QUIC on quinn) whose configuration also has `extra` (TOML
+    /// tables, such as another share).
+    pub fn start_smbq_configured(
+        &mut self,
+        net: &Net,
+        tag: &str,
+        extra: &str,
+    ) -> Result<SmbqServer, String> {
+        self.start_smbq_with(
+            net,
+            true,
+            tag,
+            smbq_transport::QuicStack::Quinn,
+            (false, extra),
+        )
     }
 
     /// An smbq server (QUIC on quinn) that also serves its Prometheus metrics
@@ -355,7 +373,13 @@ impl Ctx {
         encrypt: bool,
         tag: &str,
     ) -> Result<SmbqServer, String> {
-        self.start_smbq_with(net, encrypt, tag, smbq_transport::QuicStack::Quinn, true)
+        self.start_smbq_with(
+            net,
+            encrypt,
+            tag,
+            smbq_transport::QuicStack::Quinn,
+            (true, ""),
+        )
     }
 
     fn start_smbq_with(
@@ -364,7 +388,7 @@ impl Ctx {
         encrypt: bool,
         tag: &str,
         stack: smbq_transport::QuicStack,
-        metrics: bool,
+        (metrics, extra_config): (bool, &str),
     ) -> Result<SmbqServer, String> {
         self.servers_started += 1;
         let work = self
@@ -387,6 +411,7 @@ impl Ctx {
                 password: &self.password,
                 quic_settings: self.quic_settings_on(stack),
                 metrics_port,
+                extra_config,
             },
         )
     }
@@ -644,6 +669,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
             "interactive" => {
                 scenarios::interactive::run(&mut ctx).map(|v| results.interactive = Some(v))
             }
+            "ca" => scenarios::ca::run(&mut ctx).map(|v| results.ca = Some(v)),
             "loss" => {
                 // Each condition's rows are written as soon as it ends: the full grid takes
                 // most of an hour, and a stopped run keeps what it finished.

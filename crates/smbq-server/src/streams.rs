@@ -252,6 +252,10 @@ impl VfsFile for StreamFile {
         self.base.fsync()
     }
 
+    fn fdatasync(&self) -> io::Result<()> {
+        self.base.fdatasync()
+    }
+
     fn read_dir(&self) -> io::Result<Vec<DirEntry>> {
         Err(io::Error::from_raw_os_error(libc::ENOTDIR))
     }

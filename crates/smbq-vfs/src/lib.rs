@@ -90,6 +90,11 @@ pub trait VfsFile: Send + Sync {
         Ok(true)
     }
     fn fsync(&self) -> io::Result<()>;
+    /// The data on stable storage, and the metadata needed to read it back (the size), not
+    /// the times (fdatasync): what a write-through WRITE promises. The default is `fsync`.
+    fn fdatasync(&self) -> io::Result<()> {
+        self.fsync()
+    }
     /// Deallocates `[offset, offset + len)` without changing the size (the range then reads
     /// as zeros; FSCTL_SET_ZERO_DATA on a sparse file). The default writes zeros up to the end
     /// of the file.

@@ -276,6 +276,9 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
     if let Some(rows) = &res.compression {
         compression_table(&mut o, rows);
     }
+    if let Some(rows) = &res.ca {
+        ca_table(&mut o, rows);
+    }
     if let Some(errors) = meta
         .get("errors")
         .and_then(|e| e.as_array())
@@ -401,6 +404,44 @@ fn interactive_table(o: &mut String, rows: &[crate::scenarios::interactive::Inte
         );
     }
     o.push_str("\n![interactive latency](interactive.svg)\n\n");
+}
+
+/// Scenario `ca`: the plain share against the continuously available one.
+fn ca_table(o: &mut String, rows: &[crate::scenarios::ca::CaRow]) {
+    let _ = writeln!(
+        o,
+        "## Continuous availability: a plain share against a CA share (encrypted TCP)\n"
+    );
+    let _ = writeln!(
+        o,
+        "One at a time: a CREATE (durable v2 with an RWH lease, persistent on the CA share, \
+         its record committed to the store first) and its CLOSE (which removes the record), \
+         and a 4 KiB WRITE (write-through on the CA share); then a sequential upload. \
+         Latencies pooled over the repeats.\n"
+    );
+    let _ = writeln!(
+        o,
+        "| Share | Operation | Ops | p50 ms | p90 ms | p99 ms | MB/s |\n|---|---|---|---|---|---|---|"
+    );
+    for r in rows {
+        if r.op == "upload" {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | | | | {} |",
+                r.share,
+                r.op,
+                r.ops,
+                fmt_summary(&r.mb_s)
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {:.3} | {:.3} | {:.3} | |",
+                r.share, r.op, r.ops, r.p50_ms, r.p90_ms, r.p99_ms
+            );
+        }
+    }
+    o.push_str("\n![continuous availability](ca.svg)\n\n");
 }
 
 /// Scenario `compression`: each data set with and without compression, per link, transport

@@ -24,6 +24,7 @@ pub struct Results {
     pub interactive: Option<Vec<crate::scenarios::interactive::InteractiveRow>>,
     pub crypto: Option<Vec<crate::scenarios::crypto::CryptoRow>>,
     pub compression: Option<Vec<crate::scenarios::compression::CompressionRow>>,
+    pub ca: Option<Vec<crate::scenarios::ca::CaRow>>,
     /// Whether `raw` ran on loopback at smbq's default QUIC MTU bound: the conditions of
     /// issue 11's raw-QUIC goal.
     #[serde(skip)]

@@ -328,6 +328,46 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
             }
         }
     }
+    if let Some(rows) = &res.ca {
+        let cats: Vec<String> = crate::scenarios::ca::OPS
+            .iter()
+            .map(|o| format!("{o} p50"))
+            .collect();
+        let series = crate::scenarios::ca::SHARES
+            .into_iter()
+            .map(|s| {
+                let vals = crate::scenarios::ca::OPS
+                    .iter()
+                    .map(|op| {
+                        rows.iter()
+                            .find(|r| r.share == s && r.op == *op)
+                            .map(|r| Bar {
+                                median: r.p50_ms,
+                                min: r.p50_ms,
+                                max: r.p90_ms,
+                            })
+                    })
+                    .collect();
+                (
+                    if s == "ca" {
+                        "CA share".to_string()
+                    } else {
+                        "plain share".to_string()
+                    },
+                    vals,
+                )
+            })
+            .collect();
+        out.push((
+            "ca".to_string(),
+            bars(
+                "Latency on a plain and a continuously available share (p50, bar to p90)",
+                "ms",
+                cats,
+                series,
+            ),
+        ));
+    }
     if let Some(rows) = &res.interactive {
         let mut losses: Vec<f64> = rows.iter().map(|r| r.loss_pct).collect();
         losses.dedup();

@@ -467,7 +467,36 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
     if let Some(rows) = &res.compression {
         compression(&mut out, rows);
     }
+    if let Some(rows) = &res.ca {
+        ca(&mut out, rows);
+    }
     out
+}
+
+/// Scenario `ca` (issue 37): the plain share's p50 over the CA share's (goal 0.5: CA at most
+/// 2x), and the upload's MB/s on the CA share over the plain one's (no goal).
+fn ca(out: &mut Vec<Ratio>, rows: &[crate::scenarios::ca::CaRow]) {
+    let find = |share: &str, op: &str| rows.iter().find(|r| r.share == share && r.op == op);
+    for op in crate::scenarios::ca::OPS {
+        out.push(Ratio {
+            kind: "p50 on a plain share / p50 on a CA share",
+            case: op.to_string(),
+            value: ratio(
+                find("share", op).map(|r| r.p50_ms),
+                find("ca", op).map(|r| r.p50_ms),
+            ),
+            goal: Some(0.5),
+        });
+    }
+    out.push(Ratio {
+        kind: "MB/s on a CA share (write-through) / on a plain share",
+        case: "sequential upload".into(),
+        value: ratio(
+            find("ca", "upload").map(|r| r.mb_s.median),
+            find("share", "upload").map(|r| r.mb_s.median),
+        ),
+        goal: None,
+    });
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The five measured scenarios of the benchmark issue, one module each, the later ones
-//! (`interactive`, `compression`), and the crypto micro-benchmark.
+//! (`interactive`, `compression`, `ca`), and the crypto micro-benchmark.
 
+pub mod ca;
 pub mod compression;
 pub mod crypto;
 pub mod fio;

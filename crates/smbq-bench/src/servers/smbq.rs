@@ -51,6 +51,8 @@ pub struct SmbqOptions<'a> {
     pub quic_settings: QuicSettings,
     /// Serve Prometheus metrics on this port of the server's address (0: none).
     pub metrics_port: u16,
+    /// More of the configuration file (TOML tables after `[quic]`, such as a share).
+    pub extra_config: &'a str,
 }
 
 fn parse_ready(line: &str, part: &str) -> Option<SocketAddr> {
@@ -71,10 +73,11 @@ impl SmbqServer {
         std::fs::write(
             &config,
             format!(
-                "[quic]\ncongestion = \"{}\"\nmtu_upper_bound = {}\nstack = \"{}\"\n",
+                "[quic]\ncongestion = \"{}\"\nmtu_upper_bound = {}\nstack = \"{}\"\n{}",
                 o.quic_settings.congestion.name(),
                 o.quic_settings.mtu_upper_bound,
-                o.quic_settings.stack
+                o.quic_settings.stack,
+                o.extra_config
             ),
         )
         .map_err(|e| format!("{}: {e}", config.display()))?;

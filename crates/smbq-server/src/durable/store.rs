@@ -73,9 +73,14 @@ pub struct LockRecord {
 
 /// The database of persistent opens.
 pub struct Store {
-    db: Database,
+    db: std::sync::Arc<Database>,
     path: PathBuf,
+    /// A removal committed without waiting for stable storage, not yet flushed.
+    dirty: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
+
+/// How soon a removal reaches stable storage (`Store::remove`).
+pub const REMOVAL_FLUSH: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -116,11 +121,40 @@ impl Store {
             }
         };
         let store = Store {
-            db,
+            db: std::sync::Arc::new(db),
             path: path.to_owned(),
+            dirty: Default::default(),
         };
         store.read_all(&mut loaded)?;
+        store.start_flusher();
         Ok((store, loaded))
+    }
+
+    /// A thread that makes removals durable within [`REMOVAL_FLUSH`] (an empty durable
+    /// commit persists the ones before it); it ends with the store.
+    fn start_flusher(&self) {
+        let db = std::sync::Arc::downgrade(&self.db);
+        let dirty = self.dirty.clone();
+        let spawned = std::thread::Builder::new()
+            .name("smbq-persist".into())
+            .spawn(move || {
+                use std::sync::atomic::Ordering;
+                loop {
+                    std::thread::sleep(REMOVAL_FLUSH);
+                    let Some(db) = db.upgrade() else {
+                        return;
+                    };
+                    if dirty.swap(false, Ordering::AcqRel)
+                        && let Err(e) = flush(&db)
+                    {
+                        dirty.store(true, Ordering::Release);
+                        tracing::error!(error = %e, "persistent store flush failed");
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "no persistent store flusher: removals wait for the next write");
+        }
     }
 
     fn read_all(&self, loaded: &mut Loaded) -> io::Result<()> {
@@ -178,14 +212,27 @@ impl Store {
         w.commit().map_err(other)
     }
 
-    /// Removes the record of open `id`, if any; durable when it returns.
+    /// Removes the record of open `id`, if any. Nothing waits on a removal (a CLOSE's answer
+    /// promises nothing a crash could take back: at worst the open comes back after a crash
+    /// and expires unclaimed), so it is committed at once but reaches stable storage with
+    /// the next write or within [`REMOVAL_FLUSH`], saving a CLOSE its fsync.
     pub fn remove(&self, id: u64) -> io::Result<()> {
-        let w = self.db.begin_write().map_err(other)?;
+        let mut w = self.db.begin_write().map_err(other)?;
+        w.set_durability(redb::Durability::None).map_err(other)?;
         {
             let mut t = w.open_table(OPENS).map_err(other)?;
             t.remove(id).map_err(other)?;
         }
-        w.commit().map_err(other)
+        w.commit().map_err(other)?;
+        self.dirty.store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Makes every earlier commit durable now.
+    pub fn flush(&self) -> io::Result<()> {
+        self.dirty
+            .store(false, std::sync::atomic::Ordering::Release);
+        flush(&self.db)
     }
 
     /// How many records the store holds.
@@ -195,6 +242,19 @@ impl Store {
             Ok(t) => Ok(usize::try_from(t.len().map_err(other)?).unwrap_or(usize::MAX)),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
             Err(e) => Err(other(e)),
+        }
+    }
+}
+
+/// An empty durable commit: it persists the non-durable ones before it.
+fn flush(db: &Database) -> io::Result<()> {
+    db.begin_write().map_err(other)?.commit().map_err(other)
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if self.dirty.load(std::sync::atomic::Ordering::Acquire) {
+            let _ = flush(&self.db);
         }
     }
 }

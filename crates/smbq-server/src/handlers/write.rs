@@ -126,7 +126,9 @@ fn write_at(
     crate::write_time::after(open, f, held, f.key.stream != 0 && n.is_ok());
     let n = n?;
     if write_through {
-        f.file.fsync().map_err(|e| map_io_error(&e))?;
+        // MS-SMB2 3.3.5.13 WRITE_THROUGH: the data (and the size that reads it back) on
+        // stable storage before the answer; the times may follow.
+        f.file.fdatasync().map_err(|e| map_io_error(&e))?;
     }
     super::read::advance_position(open, at.saturating_add(n as u64));
     Ok(n)

@@ -335,6 +335,10 @@ impl VfsFile for PosixFile {
         rustix::fs::fsync(&self.fd).map_err(errno)
     }
 
+    fn fdatasync(&self) -> io::Result<()> {
+        rustix::fs::fdatasync(&self.fd).map_err(errno)
+    }
+
     fn may_write(&self) -> io::Result<bool> {
         // faccessat2 with AT_EACCESS checks the thread's effective ids (the user a per-user
         // request switched it to). The descriptor's own /proc link names the opened inode, so

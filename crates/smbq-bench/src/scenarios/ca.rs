@@ -1,0 +1,201 @@
+//! Scenario `ca` (issue 37): what continuous availability costs. One smbq server exports the
+//! same directory twice, as a plain share and as a continuously available one (persistent
+//! handles kept in the store, every write write-through), and one client over encrypted TCP
+//! measures, on each in turn: a CREATE (durable v2, RWH lease; persistent on the CA share)
+//! plus CLOSE, one at a time; a 4 KiB WRITE on an open handle, one at a time; and a
+//! sequential upload. The goal: CA at most 2x the plain share's p50 latency.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use smbq_client::transfer::{TransferOptions, upload};
+use smbq_client::{OpenOptions, Tree};
+
+use crate::net::Net;
+use crate::progress::Progress;
+use crate::servers::smbq::SmbqServer;
+use crate::stats::{Summary, percentile_sorted};
+use crate::target::{Endpoint, Target, check_protection};
+use crate::{Ctx, Scale};
+
+/// The shares, in table order: the plain one and the continuously available one.
+pub const SHARES: [&str; 2] = ["share", "ca"];
+/// The operations, in table order.
+pub const OPS: [&str; 2] = ["create_close", "write_4k"];
+/// The CA share's directory under the data directory, and its configuration.
+const DIR: &str = "ca";
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CaRow {
+    pub share: String,
+    /// `create_close`, `write_4k`, or `upload` (sequential MB/s instead of latencies).
+    pub op: String,
+    /// Operations timed, pooled over the repeats.
+    pub ops: usize,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    /// `upload` only: MB/s per repeat.
+    pub mb_s: Summary,
+}
+
+/// The `[share.ca]` table the server is started with.
+pub fn ca_config(data: &std::path::Path) -> String {
+    format!(
+        "\n[share.ca]\npath = \"{}\"\ncontinuous_availability = true\n",
+        data.join(DIR).display()
+    )
+}
+
+fn counts(scale: Scale) -> (usize, usize, u64) {
+    match scale {
+        Scale::Quick => (50, 200, 32 << 20),
+        Scale::Full => (400, 2000, 512 << 20),
+    }
+}
+
+/// One repeat on one share: the latencies (ms) of each operation, and the upload's MB/s.
+async fn one_run(
+    ep: Endpoint,
+    (creates, writes, size): (usize, usize, u64),
+    repeat: usize,
+) -> Result<(Vec<f64>, Vec<f64>, f64), String> {
+    let tree: Tree = ep.open_tree().await?;
+    check_protection(Target::SmbqTcpEnc, &tree)?;
+    let mut create_close = Vec::with_capacity(creates);
+    for i in 0..creates {
+        let name = format!("{DIR}-bench/c{repeat}-{i}");
+        let t = Instant::now();
+        let (f, handle) = tree
+            .open_durable(&name, &OpenOptions::create_truncate())
+            .await
+            .map_err(|e| format!("create {name}: {e}"))?;
+        f.close().await.map_err(|e| format!("close {name}: {e}"))?;
+        create_close.push(t.elapsed().as_secs_f64() * 1e3);
+        // A run that measured something else (no durable handle, or persistence where the
+        // share is plain) fails rather than reports.
+        let persistent = handle.as_ref().map(|h| h.persistent);
+        if persistent != Some(tree.is_continuously_available()) {
+            return Err(format!(
+                "{name}: durable handle {persistent:?} on a share whose CA is {}",
+                tree.is_continuously_available()
+            ));
+        }
+    }
+    let name = format!("{DIR}-bench/w{repeat}");
+    let (f, _) = tree
+        .open_durable(&name, &OpenOptions::create_truncate())
+        .await
+        .map_err(|e| format!("create {name}: {e}"))?;
+    let block = Bytes::from(vec![0x5a; 4096]);
+    let mut write_4k = Vec::with_capacity(writes);
+    for i in 0..writes {
+        let t = Instant::now();
+        f.write_at((i as u64) * 4096, block.clone())
+            .await
+            .map_err(|e| format!("write {name}: {e}"))?;
+        write_4k.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    f.close().await.map_err(|e| e.to_string())?;
+    let name = format!("{DIR}-bench/u{repeat}");
+    let (f, _) = tree
+        .open_durable(&name, &OpenOptions::create_truncate())
+        .await
+        .map_err(|e| format!("create {name}: {e}"))?;
+    let data = Bytes::from(vec![0xa5; 1 << 20]);
+    let mut left = size;
+    let t = Instant::now();
+    let source = |want: usize| {
+        let n = want
+            .min(data.len())
+            .min(usize::try_from(left).unwrap_or(usize::MAX));
+        left -= n as u64;
+        Ok(data.slice(..n))
+    };
+    let sent = upload(&f, 0, TransferOptions::default(), source, |_| {})
+        .await
+        .map_err(|e| format!("upload {name}: {e}"))?;
+    let mb_s = sent as f64 / 1e6 / t.elapsed().as_secs_f64();
+    f.close().await.map_err(|e| e.to_string())?;
+    Ok((create_close, write_4k, mb_s))
+}
+
+fn latency_row(share: &str, op: &str, mut v: Vec<f64>) -> CaRow {
+    v.sort_by(f64::total_cmp);
+    CaRow {
+        share: share.into(),
+        op: op.into(),
+        ops: v.len(),
+        p50_ms: percentile_sorted(&v, 50.0),
+        p90_ms: percentile_sorted(&v, 90.0),
+        p99_ms: percentile_sorted(&v, 99.0),
+        mb_s: Summary::default(),
+    }
+}
+
+fn measure(
+    ctx: &Ctx,
+    net: &Net,
+    server: &SmbqServer,
+    prog: &mut Progress,
+) -> Result<Vec<CaRow>, String> {
+    let base = Endpoint::tcp(
+        Target::SmbqTcpEnc,
+        server.tcp.ok_or("no TCP address")?,
+        &ctx.user,
+        &ctx.password,
+    );
+    let n = counts(ctx.scale);
+    let mut got: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> =
+        SHARES.iter().map(|_| Default::default()).collect();
+    // The repeats take the shares in turns, so the machine's drift falls on both alike.
+    for r in 0..ctx.repeats() {
+        for (share, acc) in SHARES.iter().zip(got.iter_mut()) {
+            prog.step(&format!("{share} (repeat {})", r + 1));
+            let mut ep = base.clone();
+            ep.share = (*share).to_string();
+            let (c, w, mb) = net.on_client(one_run(ep, n, r))??;
+            acc.0.extend(c);
+            acc.1.extend(w);
+            acc.2.push(mb);
+        }
+    }
+    let mut rows = Vec::new();
+    for (share, (c, w, mb)) in SHARES.iter().zip(got) {
+        rows.push(latency_row(share, "create_close", c));
+        rows.push(latency_row(share, "write_4k", w));
+        rows.push(CaRow {
+            share: (*share).into(),
+            op: "upload".into(),
+            ops: mb.len(),
+            p50_ms: 0.0,
+            p90_ms: 0.0,
+            p99_ms: 0.0,
+            mb_s: Summary::of(&mb),
+        });
+    }
+    Ok(rows)
+}
+
+pub fn run(ctx: &mut Ctx) -> Result<Vec<CaRow>, String> {
+    // Each share's files go in its own `ca-bench` directory (the CA share's root is `ca`).
+    for d in [format!("{DIR}-bench"), format!("{DIR}/{DIR}-bench")] {
+        std::fs::create_dir_all(ctx.data.join(d)).map_err(|e| e.to_string())?;
+    }
+    let mut prog = Progress::new("ca", SHARES.len() * ctx.repeats());
+    let net = ctx.net(None)?;
+    let extra = ca_config(&ctx.data);
+    let r = ctx
+        .start_smbq_configured(&net, "ca", &extra)
+        .and_then(|server| {
+            let r = measure(ctx, &net, &server, &mut prog);
+            let stopped = server.stop();
+            let rows = r?;
+            stopped.map(|()| rows)
+        });
+    ctx.stop_net(net);
+    prog.finish();
+    let _ = std::fs::remove_dir_all(ctx.data.join(DIR));
+    let _ = std::fs::remove_dir_all(ctx.data.join(format!("{DIR}-bench")));
+    r
+}
