@@ -393,8 +393,8 @@ def render(suites: dict[str, list[str]], results: dict[str, dict], ver: dict, da
            " `fo`, `ca_fo` and `ca_fo_max_rwh` (`smb3 share cap:CLUSTER`, the last two"
            " `continuous availability = yes`), on which the persistent-open tests run, and"
            " `acl_xattr_ign_sysacl_windows` for smb2.acls-ignore-sysacl. smbq gets shares of"
-           " the same names with its equivalent settings (plain shares where smbq has no"
-           " equivalent: it offers no continuous availability yet)" if UNSTABLE else
+           " the same names with its equivalent settings (`continuous_availability = true`"
+           " on the `ca_` ones)" if UNSTABLE else
            "; smbq gets the same three shares with its equivalent settings")
         + " (tests/interop/test_smbtorture.py, scripts/conformance.py).",
         "Both servers get the interop test's client options (`torture_options`: AES-GMAC alone"
