@@ -58,6 +58,36 @@ def grown(ca: pathlib.Path, at_least: int, within: float) -> bool:
     return False
 
 
+def through_restart(workdir: pathlib.Path, s: SmbqServer, quic_port: int, argv: list,
+                    started) -> tuple[SmbqServer, str]:
+    """Runs `smbq ARGV`, kills the server with SIGKILL once `started()` says the transfer got
+    going, starts it again on the same ports and state, and waits for the command; returns
+    the new server and the command's stderr (the command must succeed)."""
+    env = {**os.environ, "SMBQ_PASSWORD": s.password}
+    p = subprocess.Popen([str(BINARY), *argv], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while not started():
+            assert time.time() < deadline, "the transfer did not get going"
+            time.sleep(0.02)
+        kill_9(s)
+        time.sleep(0.5)
+        s = start(workdir, quic_port, port=s.port, password=s.password)
+        _, err = p.communicate(timeout=900)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    stderr = err.decode(errors="replace")
+    assert p.returncode == 0, stderr + s.server_log()[-4000:]
+    assert "reconnecting" in stderr, stderr
+    return s, stderr
+
+
+def any_file_reaches(where: pathlib.Path, pattern: str, size: int):
+    return lambda: any(f.stat().st_size >= size for f in where.glob(pattern) if f.is_file())
+
+
 @pytest.mark.parametrize("transport", ["tcp", "quic"])
 def test_put_goes_on_after_kill_9_and_restart(workdir, transport):
     quic_port = free_udp_port()
@@ -68,22 +98,9 @@ def test_put_goes_on_after_kill_9_and_restart(workdir, transport):
     src = workdir / "src.bin"
     make_file(src, size, seed=37)
     c = cli(s, transport)
-    env = {**os.environ, "SMBQ_PASSWORD": s.password}
-    put = subprocess.Popen([str(BINARY), "put", str(src), c.url("big.bin"), *c.opts],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                           stdin=subprocess.DEVNULL)
-    try:
-        assert grown(workdir / "ca", size // 4, 300), "the upload did not get going"
-        kill_9(s)
-        time.sleep(0.5)
-        s = start(workdir, quic_port, port=s.port, password=s.password)
-        out, err = put.communicate(timeout=900)
-    finally:
-        if put.poll() is None:
-            put.kill()
-    stderr = err.decode(errors="replace")
-    assert put.returncode == 0, stderr
-    assert "reconnecting" in stderr, stderr
+    s, stderr = through_restart(workdir, s, quic_port,
+                                ["put", str(src), c.url("big.bin"), *c.opts],
+                                any_file_reaches(workdir / "ca", "**/*", size // 4))
     assert "no longer kept" not in stderr, stderr + s.server_log()[-4000:]
     assert sha256(workdir / "ca" / "big.bin") == sha256(src)
     s.stop()
@@ -136,26 +153,9 @@ def test_get_goes_on_after_kill_9_and_restart(workdir, transport):
     make_file(src, size, seed=39)
     dst = workdir / "got.bin"
     c = cli(s, transport)
-    env = {**os.environ, "SMBQ_PASSWORD": s.password}
-    get = subprocess.Popen([str(BINARY), "get", c.url("big.bin"), str(dst), *c.opts],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                           stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            if any(f.stat().st_size >= size // 4 for f in workdir.glob("got.bin*")):
-                break
-            time.sleep(0.02)
-        kill_9(s)
-        time.sleep(0.5)
-        s = start(workdir, quic_port, port=s.port, password=s.password)
-        _, err = get.communicate(timeout=900)
-    finally:
-        if get.poll() is None:
-            get.kill()
-    stderr = err.decode(errors="replace")
-    assert get.returncode == 0, stderr
-    assert "reconnecting" in stderr, stderr
+    s, _ = through_restart(workdir, s, quic_port,
+                           ["get", c.url("big.bin"), str(dst), *c.opts],
+                           any_file_reaches(workdir, "got.bin*", size // 4))
     assert sha256(dst) == sha256(src)
     s.stop()
     assert "panicked" not in s.server_log()

@@ -83,37 +83,34 @@ pub fn default_state_dir() -> PathBuf {
 
 /// The server GUID is stable across restarts (clients remember it for reconnects).
 fn server_guid(state_dir: &Path) -> Result<[u8; 16], String> {
-    let p = state_dir.join("server-guid");
-    if let Ok(text) = std::fs::read_to_string(&p)
-        && let Ok(b) = hex::decode(text.trim())
-        && let Ok(g) = <[u8; 16]>::try_from(b)
-    {
-        return Ok(g);
-    }
-    let g: [u8; 16] = rand::thread_rng().r#gen();
-    std::fs::write(&p, hex::encode(g)).map_err(|e| format!("{}: {e}", p.display()))?;
-    Ok(g)
+    kept_random(&state_dir.join("server-guid"))
 }
 
-/// The QUIC stateless reset key, made once and kept (owner-only) in the state directory, so a
-/// restarted server resets the connections of the one before it (QuicSettings::reset_key).
+/// The QUIC stateless reset key, kept so a restarted server resets the connections of the one
+/// before it (QuicSettings::reset_key).
 fn reset_key(state_dir: &Path) -> Result<[u8; 32], String> {
+    kept_random(&state_dir.join("quic-reset-key"))
+}
+
+/// N random bytes made once and kept, in hex, in the owner-only file `p` (read back at every
+/// start; made anew when missing or unreadable).
+fn kept_random<const N: usize>(p: &Path) -> Result<[u8; N], String> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let p = state_dir.join("quic-reset-key");
-    if let Ok(text) = std::fs::read_to_string(&p)
+    if let Ok(text) = std::fs::read_to_string(p)
         && let Ok(b) = hex::decode(text.trim())
-        && let Ok(k) = <[u8; 32]>::try_from(b)
+        && let Ok(k) = <[u8; N]>::try_from(b)
     {
         return Ok(k);
     }
-    let k: [u8; 32] = rand::thread_rng().r#gen();
-    let _ = std::fs::remove_file(&p);
+    let mut k = [0u8; N];
+    rand::thread_rng().fill(&mut k[..]);
+    let _ = std::fs::remove_file(p);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&p)
+        .open(p)
         .map_err(|e| format!("{}: {e}", p.display()))?;
     f.write_all(hex::encode(k).as_bytes())
         .map_err(|e| format!("{}: {e}", p.display()))?;
