@@ -159,3 +159,39 @@ def test_get_goes_on_after_kill_9_and_restart(workdir, transport):
     assert sha256(dst) == sha256(src)
     s.stop()
     assert "panicked" not in s.server_log()
+
+
+def test_status_shows_a_restored_persistent_open_and_closing_it_forgets_it(workdir):
+    """`smbq status` lists a persistent open restored after a restart, waiting for its client,
+    with the seconds it has left; `--close-file` ends it for good: the next start restores
+    nothing."""
+    from test_status import snapshot, status
+    quic_port = free_udp_port()
+    s = start(workdir, quic_port, timeout=120)
+    src = workdir / "src.bin"
+    make_file(src, 64 << 20, seed=40)
+    c = cli(s, "tcp")
+    env = {**os.environ, "SMBQ_PASSWORD": s.password}
+    put = subprocess.Popen([str(BINARY), "put", str(src), c.url("kept.bin"), *c.opts],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                           stdin=subprocess.DEVNULL)
+    assert grown(workdir / "ca", 1 << 20, 120)
+    put.kill()
+    put.wait()
+    kill_9(s)
+    s = start(workdir, quic_port, port=s.port, password=s.password, timeout=120)
+    opens = snapshot(s)["opens"]
+    assert len(opens) == 1, opens
+    assert opens[0]["durable"].startswith("persistent, disconnected ("), opens
+    assert opens[0]["share"] == "ca"
+    p = status(s, "--close-file", str(opens[0]["id"]))
+    assert p.returncode == 0, p.stderr
+    assert not snapshot(s)["opens"]
+    time.sleep(0.3)  # the removal reaches the disk within 100 ms
+    kill_9(s)
+    s = start(workdir, quic_port, port=s.port, password=s.password, timeout=120)
+    assert not snapshot(s)["opens"]
+    s.stop()
+    starts = [line for line in s.server_log().splitlines() if "persistent opens" in line]
+    assert [("restored=1" in x, "restored=0" in x) for x in starts[-3:]] == \
+        [(False, True), (True, False), (False, True)], starts
