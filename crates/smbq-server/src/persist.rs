@@ -25,6 +25,17 @@ use crate::file_state::oplock::{Level, Owner};
 use crate::file_state::{FileKey, NewOpen};
 use crate::tables::{FileOpen, Open, OpenKind, Tree};
 
+/// Runs `f`, a store commit that waits for the disk, where the runtime allows blocking (a
+/// worker of the multi-thread runtime hands its other tasks on meanwhile); inline otherwise.
+fn blocking_io<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 /// What a start made of the store.
 #[derive(Debug, Default)]
 pub struct RestoreReport {
@@ -77,14 +88,40 @@ impl Server {
         let Some(store) = self.persistent.get() else {
             return true;
         };
+        if open.is_closed() {
+            return true;
+        }
         let Some(rec) = self.record_of(open) else {
             return true;
         };
-        match store.put(&rec) {
+        let r = blocking_io(|| store.put(&rec));
+        // A CLOSE that ran meanwhile (it marks the open closed before removing its record)
+        // may have removed the record before this wrote it: the record goes again, so a
+        // closed open never comes back at a restart.
+        if open.is_closed() {
+            self.forget_record(rec.file_id);
+        }
+        match r {
             Ok(()) => true,
             Err(e) => {
                 tracing::error!(open = open.volatile(), error = %e, "persistent store write failed");
                 false
+            }
+        }
+    }
+
+    /// Writes the records of every persistent open of `key`'s file: what belongs to the file
+    /// (its path, its delete-pending) changed through one of them.
+    pub(crate) fn persist_file(&self, key: FileKey) {
+        if self.persistent.get().is_none() {
+            return;
+        }
+        for id in self.files.open_ids(key) {
+            if let Some(o) = self
+                .lookup_open(id)
+                .or_else(|| self.durable.parked_open(id))
+            {
+                self.persist(&o);
             }
         }
     }
@@ -105,7 +142,7 @@ impl Server {
         }
     }
 
-    fn forget_record(&self, id: u64) {
+    pub(crate) fn forget_record(&self, id: u64) {
         if let Some(store) = self.persistent.get()
             && let Err(e) = store.remove(id)
         {
@@ -140,7 +177,14 @@ impl Server {
             user: g.user,
             timeout_ms: u64::try_from(g.timeout.as_millis()).unwrap_or(u64::MAX),
             share: open.tree.share.cfg.name.clone(),
-            path: open.path().as_str().to_owned(),
+            // The file's path as the share-mode table knows it (a rename through another open
+            // of the file moves it there), else the open's own.
+            path: self
+                .files
+                .path(f.key)
+                .unwrap_or_else(|| open.path())
+                .as_str()
+                .to_owned(),
             is_dir: f.is_dir,
             dev: f.key.dev,
             ino: f.key.ino,
@@ -246,14 +290,26 @@ impl Server {
         if !self.opens.write().insert_at(id, Some(open.clone())) {
             return Err("its id is taken".into());
         }
-        if let Err(why) = self.hold_again(&open, rec, key, &path) {
-            // Undo what was registered: the share mode, caching and locks go with the open.
-            self.close_open_by_id(id);
-            return Err(why);
+        let held = self.hold_again(&open, rec, key, &path);
+        let parked = held.is_ok() && self.park_open(id);
+        if !parked {
+            // Undo what was registered (share mode, caching, locks) without acting on the
+            // file: an open that is not restored deletes nothing at its close.
+            open.delete_on_close
+                .store(false, std::sync::atomic::Ordering::Release);
+            if let Some(p) = self.durable.take(id) {
+                self.close_parked_now(&p.open);
+            } else {
+                self.close_open_by_id(id);
+            }
+            return Err(held
+                .err()
+                .unwrap_or_else(|| "the store of disconnected opens is full".into()));
         }
-        if !self.park_open(id) {
-            self.close_open_by_id(id);
-            return Err("the store of disconnected opens is full".into());
+        // Last, once nothing can fail: a file is never left delete-pending by an open that
+        // was not restored.
+        if rec.delete_pending {
+            self.files.set_delete_pending(key, true, None);
         }
         Ok(())
     }
@@ -278,9 +334,6 @@ impl Server {
         self.files
             .admit_checking(key, &new)
             .map_err(|s| format!("its share mode no longer fits ({s:?})"))?;
-        if rec.delete_pending {
-            self.files.set_delete_pending(key, true, None);
-        }
         let lease = rec.lease.map(|l| {
             let k = LeaseKey {
                 client_guid: rec.client_guid,
@@ -293,7 +346,10 @@ impl Server {
             session_id: 0,
             file_id: open.file_id,
         };
-        if !self.files.restore_caching(key, id, (level, owner), lease) {
+        if !self
+            .files
+            .restore_caching(key, id, (level, owner), (lease, rec.is_dir))
+        {
             return Err("its lease key is another file's".into());
         }
         for l in &rec.locks {

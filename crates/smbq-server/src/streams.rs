@@ -252,8 +252,9 @@ impl VfsFile for StreamFile {
         self.base.fsync()
     }
 
+    /// A stream's data lives in the base file's xattrs, which fdatasync need not flush.
     fn fdatasync(&self) -> io::Result<()> {
-        self.base.fdatasync()
+        self.base.fsync()
     }
 
     fn read_dir(&self) -> io::Result<Vec<DirEntry>> {

@@ -41,7 +41,11 @@ impl Server {
         } else {
             Duration::from_millis(u64::from(timeout_ms))
         };
-        // Open.IsDurable becomes FALSE: a durable grant it had is replaced.
+        // Open.IsDurable becomes FALSE: a durable grant it had is replaced, and a persistent
+        // one's record goes (crate::persist).
+        if open.durable.lock().as_ref().is_some_and(|g| g.persistent) {
+            self.forget_record(open.file_id.persistent);
+        }
         *open.durable.lock() = Some(DurableGrant {
             create_guid: None,
             client_guid,

@@ -101,13 +101,16 @@ fn other(e: impl std::fmt::Display) -> io::Error {
 }
 
 impl Store {
-    /// Opens (or creates) the store at `path` and reads every record. A database that cannot
-    /// be opened is renamed `<path>.damaged-<unix seconds>` and a new one started.
+    /// Opens (or creates, owner-only) the store at `path` and reads every record. A damaged
+    /// database is renamed `<path>.damaged-<unix seconds>` and a new one started; any other
+    /// failure (another process has it open, an I/O error, a newer file format) is an error,
+    /// so the server does not start without its persistent handles.
     pub fn open(path: &Path) -> io::Result<(Store, Loaded)> {
         let mut loaded = Loaded::default();
+        create_private(path)?;
         let db = match Database::create(path) {
             Ok(db) => db,
-            Err(e) => {
+            Err(e) if damaged(&e) => {
                 let secs = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs());
@@ -117,8 +120,10 @@ impl Store {
                     "the store could not be opened ({e}); moved to {} and started anew",
                     aside.display()
                 ));
+                create_private(path)?;
                 Database::create(path).map_err(other)?
             }
+            Err(e) => return Err(other(e)),
         };
         let store = Store {
             db: std::sync::Arc::new(db),
@@ -246,6 +251,34 @@ impl Store {
     }
 }
 
+/// Whether opening failed on the file's contents (moved aside then), not on its access.
+fn damaged(e: &redb::DatabaseError) -> bool {
+    match e {
+        redb::DatabaseError::Storage(redb::StorageError::Corrupted(_)) => true,
+        redb::DatabaseError::Storage(redb::StorageError::Io(io)) => matches!(
+            io.kind(),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData
+        ),
+        _ => false,
+    }
+}
+
+/// Makes `path` an empty owner-only file if it does not exist (redb would create it with the
+/// process umask: the records name users, paths and GUIDs).
+fn create_private(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// An empty durable commit: it persists the non-durable ones before it.
 fn flush(db: &Database) -> io::Result<()> {
     db.begin_write().map_err(other)?.commit().map_err(other)
@@ -315,6 +348,13 @@ mod tests {
         let mut expect = record(1);
         expect.locks.clear();
         assert_eq!(l.records, vec![expect]);
+        assert_eq!(s.records().unwrap(), 1);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "owner-only");
+        // A second opener (another server on the same state directory) is refused, and the
+        // first one's store is left as it is.
+        assert!(Store::open(&p).is_err());
         assert_eq!(s.records().unwrap(), 1);
     }
 

@@ -499,6 +499,17 @@ impl FileStates {
             .unwrap_or(Ok(()))
     }
 
+    /// The ids of the opens of `key`'s file (any stream).
+    pub(crate) fn open_ids(&self, key: FileKey) -> Vec<u64> {
+        self.read(key, |e| {
+            e.opens
+                .as_ref()
+                .map(|m| m.open_ids().collect())
+                .unwrap_or_default()
+        })
+        .unwrap_or_default()
+    }
+
     /// A persistent open restored after a restart (crate::persist) holds its lease (key,
     /// state, V2 epoch) or its oplock again; false when the lease key is another file's.
     pub(crate) fn restore_caching(
@@ -506,7 +517,7 @@ impl FileStates {
         key: FileKey,
         open_id: u64,
         oplock: (Level, oplock::Owner),
-        lease: Option<(LeaseKey, u32, Option<u16>)>,
+        (lease, is_dir): (Option<(LeaseKey, u32, Option<u16>)>, bool),
     ) -> bool {
         self.update(key, |e| {
             match lease {
@@ -522,6 +533,9 @@ impl FileStates {
                         }
                     }
                     e.leases.restore(k, key.stream, open_id, state, epoch);
+                    if is_dir {
+                        self.dir_leased.lock().insert(key.base());
+                    }
                 }
                 None => e.oplocks.insert(key, open_id, oplock.0, oplock.1),
             }

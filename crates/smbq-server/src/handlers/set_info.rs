@@ -443,7 +443,9 @@ fn set_disposition(
         srv.files()
             .set_delete_pending(f.key, delete, open.parent_lease.map(|k| k.key));
     }
-    srv.persist(open); // crate::persist
+    // The file's delete-pending is in every persistent open's record (crate::persist).
+    srv.persist(open);
+    srv.persist_file(f.key);
     Ok(())
 }
 
@@ -518,6 +520,7 @@ fn rename(
     vfs.rename(&from, &to, replace).map_err(io)?;
     *open.path.lock() = to.clone();
     srv.files().set_path(f.key, to);
+    srv.persist_file(f.key); // the new path in persistent opens' records (crate::persist)
     Ok(())
 }
 

@@ -31,6 +31,18 @@ async fn ca_harness(ca: bool) -> (H, u32) {
 /// A DH2Q (or, with `id`, DH2C) CREATE of `name` with no oplock and no lease, with the
 /// persistent flag as `persistent` says, sharing `share_access`.
 async fn ph(h: &H, name: &str, id: Option<FileId>, persistent: bool, share_access: u32) -> Open {
+    let rw = mask::FILE_READ_DATA | mask::FILE_WRITE_DATA;
+    ph_with(h, name, id, (persistent, share_access), rw).await
+}
+
+/// [`ph`] asking for `access`.
+async fn ph_with(
+    h: &H,
+    name: &str,
+    id: Option<FileId>,
+    (persistent, share_access): (bool, u32),
+    access: u32,
+) -> Open {
     let flags = if persistent { DH2_FLAG_PERSISTENT } else { 0 };
     let mut guid = [0x50; 16];
     guid[..name.len().min(16)].copy_from_slice(&name.as_bytes()[..name.len().min(16)]);
@@ -57,7 +69,7 @@ async fn ph(h: &H, name: &str, id: Option<FileId>, persistent: bool, share_acces
     let list = contexts_to_bytes(&[CreateContext::new(tag, &blob)]);
     let req = CreateRequest {
         requested_oplock_level: OplockLevel::NONE,
-        desired_access: mask::FILE_READ_DATA | mask::FILE_WRITE_DATA,
+        desired_access: access,
         share_access,
         create_disposition: D::OPEN_IF,
         contexts: &list,
@@ -324,4 +336,98 @@ async fn persistent_handles_are_bounded_by_the_store() {
     assert_eq!(third.status, NtStatus::SUCCESS, "opened all the same");
     assert_eq!(dh2q_response(&third), None, "but not persistent");
     assert_eq!(h.srv.persistent_records(), 2);
+}
+
+/// A CLOSE that races a write of the open's record (here: the write comes after the close)
+/// leaves no record behind: a closed open never comes back at a restart.
+#[tokio::test]
+async fn a_closed_open_leaves_no_record_whatever_the_order() {
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    h.srv
+        .open_persistent_store(&state.path().join("p.redb"))
+        .unwrap();
+    let o = ph(&h, "f", None, true, 0).await;
+    let open = h.srv.lookup_open(o.id.volatile).unwrap();
+    assert_eq!(h.srv.persistent_records(), 1);
+    assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.srv.persistent_records(), 0);
+    assert!(h.srv.persist(&open), "nothing to write is no failure");
+    assert_eq!(h.srv.persistent_records(), 0);
+}
+
+/// A rename moves the record with the file, and a delete-pending set on the file is in it:
+/// after a restart the open is held at its new name, still delete-pending, and its close
+/// deletes the file.
+#[tokio::test]
+async fn a_renamed_delete_pending_open_is_restored_as_it_was() {
+    use super::set_info_tests::{rename_buf, set};
+    use smbq_wire::fscc::file_info::DispositionInfo;
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    let store = state.path().join("p.redb");
+    h.srv.open_persistent_store(&store).unwrap();
+    let all = mask::FILE_READ_DATA | mask::FILE_WRITE_DATA | mask::DELETE;
+    let o = ph_with(&h, "f", None, (true, 0), all).await;
+    assert_eq!(
+        dh2q_response(&o).map(|r| r.flags),
+        Some(DH2_FLAG_PERSISTENT)
+    );
+    assert_eq!(
+        set(&h, o.id, 10, &rename_buf("g", false)).await,
+        NtStatus::SUCCESS
+    );
+    let doc = DispositionInfo {
+        delete_pending: true,
+    }
+    .to_bytes();
+    assert_eq!(set(&h, o.id, 13, &doc).await, NtStatus::SUCCESS);
+
+    let (mut h, report) = restart(h, &store).await;
+    assert_eq!(
+        (report.restored, report.dropped.len()),
+        (1, 0),
+        "{:?}",
+        report.dropped
+    );
+    assert!(h.path("g").exists() && !h.path("f").exists());
+    new_session(&mut h, 0x12, "alice").await;
+    // Named by its FileId and CreateGuid (the helper's is made from the name it was opened by).
+    let back = ph_with(&h, "f", Some(o.id), (true, 0), all).await;
+    assert_eq!(back.status, NtStatus::SUCCESS);
+    assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
+    assert!(!h.path("g").exists(), "delete-pending survived the restart");
+}
+
+/// An open that cannot be restored (here: no room among the disconnected opens) is dropped
+/// without acting on its file: a delete-on-close it carried deletes nothing.
+#[tokio::test]
+async fn an_open_not_restored_deletes_nothing() {
+    use super::set_info_tests::set;
+    use smbq_wire::fscc::file_info::DispositionInfo;
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    let store = state.path().join("p.redb");
+    h.srv.open_persistent_store(&store).unwrap();
+    let all = mask::FILE_READ_DATA | mask::FILE_WRITE_DATA | mask::DELETE;
+    let o = ph_with(&h, "f", None, (true, 0), all).await;
+    let doc = DispositionInfo {
+        delete_pending: true,
+    }
+    .to_bytes();
+    assert_eq!(set(&h, o.id, 13, &doc).await, NtStatus::SUCCESS);
+    let H { srv, dir, .. } = h;
+    drop(srv);
+    let mut h = H::on_dir(dir, |c| {
+        c.shares[0].continuous_availability = true;
+        c.limits.max_durable_opens = 0;
+    })
+    .await;
+    h.conn.server_capabilities |= capabilities::PERSISTENT_HANDLES;
+    let report = h.srv.open_persistent_store(&store).unwrap();
+    assert_eq!((report.restored, report.dropped.len()), (0, 1));
+    assert!(h.path("f").exists(), "not deleted by a drop");
+    assert_eq!(h.srv.persistent_records(), 0);
+    assert_eq!(h.srv.open_slots_in_use(), 0);
+    let _ = &mut h;
 }

@@ -7,7 +7,7 @@ use smbq_wire::{Command, FileId, NtStatus};
 use super::harness::{H, msg};
 use crate::access::{attr, mask};
 
-async fn set(h: &H, id: FileId, class: u8, buf: &[u8]) -> NtStatus {
+pub(super) async fn set(h: &H, id: FileId, class: u8, buf: &[u8]) -> NtStatus {
     let m = msg(Command::SET_INFO, h.tree, h.session.id, |w| {
         SetInfoRequest {
             info_type: InfoType::FILE,
@@ -21,7 +21,7 @@ async fn set(h: &H, id: FileId, class: u8, buf: &[u8]) -> NtStatus {
     h.send(m).await.status
 }
 
-fn rename_buf(name: &str, replace: bool) -> Vec<u8> {
+pub(super) fn rename_buf(name: &str, replace: bool) -> Vec<u8> {
     RenameInfo {
         replace_if_exists: replace,
         root_directory: 0,
