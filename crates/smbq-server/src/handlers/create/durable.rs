@@ -146,7 +146,8 @@ pub(super) fn grant(
     lease: Option<&Granted>,
 ) -> Option<(CreateContextTag<'static>, Vec<u8>)> {
     // The store of persistent opens is bounded like the parked ones (`max_durable_opens`):
-    // beyond it a persistent handle is not promised (the open may still be durable).
+    // beyond it a persistent handle is not promised (the open may still be durable). A named
+    // stream's open is not kept in the store, so it is never promised one.
     let persistent = matches!(
         ask,
         DurableAsk::V2 {
@@ -154,6 +155,7 @@ pub(super) fn grant(
             ..
         }
     ) && open.tree.ca
+        && open.file().is_some_and(|f| f.stream.is_none())
         && ctx.srv.persistent_records() < ctx.srv.limits().max_durable_opens;
     let file = open.file()?;
     if file.is_dir && !persistent {
