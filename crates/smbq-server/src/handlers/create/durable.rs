@@ -42,8 +42,9 @@ pub(super) struct Reconnect {
     file_id: FileId,
     /// `Some` for DH2C.
     create_guid: Option<[u8; 16]>,
-    /// DH2C's SMB2_DHANDLE_FLAG_PERSISTENT.
-    persistent: bool,
+    /// DH2C's SMB2_DHANDLE_FLAG_PERSISTENT; `None` for a replayed CREATE, whose DH2Q flag
+    /// asked for persistence and does not say what the open became.
+    persistent: Option<bool>,
 }
 
 /// What the CREATE asks of durability, read before anything else is validated: a reconnect
@@ -77,13 +78,13 @@ pub(super) fn scan(req: &CreateRequest<'_>, dialect: Dialect) -> Result<Durabili
         out.reconnect = Some(Reconnect {
             file_id: r.file_id,
             create_guid: Some(r.create_guid),
-            persistent: r.flags & cc::DH2_FLAG_PERSISTENT != 0,
+            persistent: Some(r.flags & cc::DH2_FLAG_PERSISTENT != 0),
         });
     } else if let Some(d) = dhnc {
         out.reconnect = Some(Reconnect {
             file_id: cc::decode_dhnc(d).map_err(bad)?,
             create_guid: None,
-            persistent: false,
+            persistent: Some(false),
         });
     } else if let Some(d) = dh2q {
         let r = Dh2qRequest::decode(d).map_err(bad)?;
@@ -257,12 +258,11 @@ pub(super) async fn replay_reclaim(
     req: &CreateRequest<'_>,
     file_id: FileId,
     create_guid: [u8; 16],
-    persistent: bool,
 ) -> Result<Option<Response>, NtStatus> {
     let rc = Reconnect {
         file_id,
         create_guid: Some(create_guid),
-        persistent,
+        persistent: None,
     };
     let (open, key) = match reclaim(ctx, tree, req, rc).await {
         Ok(reclaimed) => reclaimed,
@@ -420,8 +420,8 @@ fn reclaimable(
     // (OBJECT_NAME_NOT_FOUND otherwise); a DH2C saying so for a durable-only open is
     // INVALID_PARAMETER (as Samba answers).
     match (g.persistent, rc.persistent) {
-        (true, false) => return Err(not_found),
-        (false, true) => return Err(NtStatus::INVALID_PARAMETER),
+        (true, Some(false)) => return Err(not_found),
+        (false, Some(true)) => return Err(NtStatus::INVALID_PARAMETER),
         _ => {}
     }
     // With a lease the name must be the open's (unlike with an oplock, where it is
@@ -519,9 +519,8 @@ fn respond(
 pub(super) enum Replayed {
     /// The first answer again, or an error.
     Answer(Response),
-    /// The open is parked (its connection went): a replay takes it back ([`replay_reclaim`]),
-    /// asking for a persistent handle or not.
-    Reclaim(FileId, [u8; 16], bool),
+    /// The open is parked (its connection went): a replay takes it back ([`replay_reclaim`]).
+    Reclaim(FileId, [u8; 16]),
 }
 
 /// MS-SMB2 3.3.5.9.10: a durable v2 CREATE sent again with SMB2_FLAGS_REPLAY_OPERATION (the
@@ -564,7 +563,7 @@ pub(super) fn replay(
     };
     let Some(open) = ctx.srv.lookup_open(id.volatile).filter(|o| o.file_id == id) else {
         let parked = ctx.srv.durable_store().is_parked(id.persistent);
-        return (replaying && parked).then_some(Replayed::Reclaim(id, create_guid, persistent));
+        return (replaying && parked).then_some(Replayed::Reclaim(id, create_guid));
     };
     let first = open
         .replay

@@ -56,9 +56,8 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let _running = durable::start_running(ctx, durability.ask)?;
     match durable::replay(ctx, &req, durability.ask) {
         Some(durable::Replayed::Answer(r)) => return Ok(r),
-        Some(durable::Replayed::Reclaim(id, guid, persistent)) => {
-            if let Some(r) = durable::replay_reclaim(ctx, &tree, &req, id, guid, persistent).await?
-            {
+        Some(durable::Replayed::Reclaim(id, guid)) => {
+            if let Some(r) = durable::replay_reclaim(ctx, &tree, &req, id, guid).await? {
                 return Ok(r);
             }
         }
