@@ -61,12 +61,13 @@ class SmbqServer:
 
     TCP listens on a free port unless `tcp=False`; QUIC is off unless `quic_port` names a UDP
     port (then `quic_addr` is what the ready line reported). `env` adds environment variables
-    (for example SSLKEYLOGFILE or SMBQ_LOG); `port` reuses a TCP port (a restart)."""
+    (for example SSLKEYLOGFILE or SMBQ_LOG); `port` reuses a TCP port and `append_log` keeps
+    the earlier server's log (a restart)."""
 
     def __init__(self, workdir: pathlib.Path, extra_args=(), config: str | None = None,
                  quic_port: int = 0, tcp: bool = True, env: dict | None = None,
                  password: str | None = None, quic_stack: str | None = None,
-                 port: int | None = None):
+                 port: int | None = None, append_log: bool = False):
         self.workdir = workdir
         self.share = workdir / "share"
         self.share.mkdir(parents=True, exist_ok=True)
@@ -88,7 +89,8 @@ class SmbqServer:
         env = {**os.environ, "SMBQ_USER": USER, "SMBQ_PASSWORD": self.password,
                "SMBQ_LOG": os.environ.get("SMBQ_LOG", "info"), **(env or {})}
         self.log_path = workdir / "server.log"
-        self.log = open(self.log_path, "ab")  # a restarted server adds to the log
+        # A restart (`append_log`) adds to the log of the server before it.
+        self.log = open(self.log_path, "ab" if append_log else "wb")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=env)
         deadline = time.time() + 20
         line = b""

@@ -32,7 +32,8 @@ def start(workdir: pathlib.Path, quic_port: int, port: int | None = None,
     ca = workdir / "ca"
     ca.mkdir(exist_ok=True)
     return SmbqServer(workdir, config=CONFIG.format(timeout=timeout, path=ca),
-                      quic_port=quic_port, port=port, password=password)
+                      quic_port=quic_port, port=port, password=password,
+                      append_log=port is not None)
 
 
 def cli(s: SmbqServer, transport: str) -> Cli:
