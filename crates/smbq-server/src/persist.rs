@@ -238,55 +238,7 @@ impl Server {
         }
         let key = FileKey::of(&st);
         let id = rec.file_id;
-        let tree = Arc::new(Tree {
-            id: 0,
-            session_id: 0,
-            share: share.clone(),
-            maximal_access: rec.granted,
-            encrypt: share.cfg.encrypt,
-            ca: true,
-        });
-        let open = Arc::new(Open {
-            file_id: FileId {
-                persistent: id,
-                volatile: id,
-            },
-            session_id: 0,
-            tree,
-            kind: OpenKind::File(FileOpen {
-                file,
-                key,
-                is_dir: rec.is_dir,
-                dir: Mutex::new(Default::default()),
-                stream: None,
-            }),
-            path: Mutex::new(path.clone()),
-            granted: rec.granted,
-            share_access: rec.share_access,
-            create_options: rec.create_options,
-            delete_on_close: AtomicBool::new(rec.delete_on_close),
-            position: AtomicU64::new(0),
-            mode: AtomicU32::new(0),
-            closed: AtomicBool::new(false),
-            ea_index: AtomicU32::new(0),
-            durable: Mutex::new(Some(DurableGrant {
-                create_guid: Some(rec.create_guid).filter(|g| *g != [0; 16]),
-                client_guid: rec.client_guid,
-                user: rec.user.clone(),
-                timeout: std::time::Duration::from_millis(rec.timeout_ms),
-                resilient: false,
-                persistent: true,
-            })),
-            replay: Mutex::new(None),
-            channel: Mutex::new(Default::default()),
-            lock_seq: Mutex::new(Default::default()),
-            parent_lease: rec.parent_lease.map(|key| LeaseKey {
-                client_guid: rec.client_guid,
-                key,
-            }),
-            modified: AtomicBool::new(false),
-            sticky_write: AtomicBool::new(false),
-        });
+        let open = restored_open(rec, &share, (file, key), &path);
         if !self.opens.write().insert_at(id, Some(open.clone())) {
             return Err("its id is taken".into());
         }
@@ -359,4 +311,64 @@ impl Server {
         }
         Ok(())
     }
+}
+
+/// The open a record describes, on `file` (whose identity `key` was checked), in a tree of its
+/// own: no session holds it until its client reclaims it.
+fn restored_open(
+    rec: &Record,
+    share: &Arc<crate::share::Share>,
+    (file, key): (Box<dyn smbq_vfs::VfsFile>, FileKey),
+    path: &RelPath,
+) -> Arc<Open> {
+    let id = rec.file_id;
+    let tree = Arc::new(Tree {
+        id: 0,
+        session_id: 0,
+        share: share.clone(),
+        maximal_access: rec.granted,
+        encrypt: share.cfg.encrypt,
+        ca: true,
+    });
+    Arc::new(Open {
+        file_id: FileId {
+            persistent: id,
+            volatile: id,
+        },
+        session_id: 0,
+        tree,
+        kind: OpenKind::File(FileOpen {
+            file,
+            key,
+            is_dir: rec.is_dir,
+            dir: Mutex::new(Default::default()),
+            stream: None,
+        }),
+        path: Mutex::new(path.clone()),
+        granted: rec.granted,
+        share_access: rec.share_access,
+        create_options: rec.create_options,
+        delete_on_close: AtomicBool::new(rec.delete_on_close),
+        position: AtomicU64::new(0),
+        mode: AtomicU32::new(0),
+        closed: AtomicBool::new(false),
+        ea_index: AtomicU32::new(0),
+        durable: Mutex::new(Some(DurableGrant {
+            create_guid: Some(rec.create_guid).filter(|g| *g != [0; 16]),
+            client_guid: rec.client_guid,
+            user: rec.user.clone(),
+            timeout: std::time::Duration::from_millis(rec.timeout_ms),
+            resilient: false,
+            persistent: true,
+        })),
+        replay: Mutex::new(None),
+        channel: Mutex::new(Default::default()),
+        lock_seq: Mutex::new(Default::default()),
+        parent_lease: rec.parent_lease.map(|key| LeaseKey {
+            client_guid: rec.client_guid,
+            key,
+        }),
+        modified: AtomicBool::new(false),
+        sticky_write: AtomicBool::new(false),
+    })
 }
