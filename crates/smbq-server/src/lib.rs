@@ -15,6 +15,7 @@ pub use dispatch::Arrival;
 mod dos;
 pub mod durable;
 pub mod ea;
+mod effects;
 pub mod errors;
 mod file_id;
 pub mod file_state;
@@ -24,6 +25,7 @@ mod kernel_rights;
 pub mod logon_guard;
 mod meta;
 pub mod notify;
+pub mod open_state;
 pub mod path;
 pub mod persist;
 pub mod pipe;
@@ -436,6 +438,12 @@ impl Server {
         &self.files
     }
 
+    /// The door to per-file open state (crate::open_state); what its verbs decide is
+    /// carried out by [`Self::apply`] (crate::effects).
+    pub(crate) fn open_state(&self) -> &dyn open_state::OpenState {
+        &self.files
+    }
+
     /// Removes an open from every table and releases what it holds. Blocking when the file
     /// is deleted at last close (callers on the async side use `spawn_blocking`).
     pub(crate) fn close_open_by_id(&self, volatile: u64) -> Option<Arc<Open>> {
@@ -464,7 +472,9 @@ impl Server {
         // Share mode, locks and oplock go in one step, so a CREATE or lock request this
         // wakes finds the file free.
         let parent = open.parent_lease.map(|k| k.key);
-        let last = self.files.release(f.key, open.volatile(), doc, parent);
+        let last = self
+            .open_state()
+            .release(f.key, open.volatile(), doc, parent);
         if let Some(last) = &last
             && last.delete_stream
             && !last.delete
@@ -491,7 +501,7 @@ impl Server {
                 }
             }
             // Only now may an open of the name go on (FileStates::deleted).
-            self.files.deleted(f.key);
+            self.open_state().deleted(f.key);
         }
     }
 }

@@ -13,10 +13,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-mod lifecycle;
 pub mod persistent;
 pub mod replay;
-mod resilient;
 pub mod store;
 
 /// What made an open durable (MS-SMB2 3.3.5.9.6 / 3.3.5.9.10), kept with the open.

@@ -328,7 +328,7 @@ mod tests {
                 cancel: &c2,
                 closed: &closed,
             };
-            m2.lock_wait(K, B, (0, 10), true, ends).await
+            crate::open_state::lock_wait(&*m2, (K, B), (0, 10), true, Some(ends), &|_| {}).await
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
@@ -343,7 +343,7 @@ mod tests {
                 cancel: &c3,
                 closed: &closed,
             };
-            m3.lock_wait(K, A, (5, 1), false, ends).await
+            crate::open_state::lock_wait(&*m3, (K, A), (5, 1), false, Some(ends), &|_| {}).await
         });
         tokio::task::yield_now().await;
         cancel.cancel();
@@ -361,7 +361,7 @@ mod tests {
                 cancel: &CancellationToken::new(),
                 closed: &c2,
             };
-            m2.lock_wait(K, B, (0, 10), true, ends).await
+            crate::open_state::lock_wait(&*m2, (K, B), (0, 10), true, Some(ends), &|_| {}).await
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());

@@ -10,12 +10,8 @@
 
 use std::time::Instant;
 
-use smbq_vfs::RelPath;
-
 use super::lease::{LeaseBreakNotice, LeaseKey};
 use super::{FileKey, FileStates};
-use crate::Server;
-use crate::tables::Open;
 
 impl FileStates {
     /// Whether any directory holds a lease: when none does, a change costs no lookup.
@@ -34,38 +30,5 @@ impl FileStates {
             return Vec::new();
         }
         self.update(dir, |e| e.leases.break_for_child_change(except, now))
-    }
-}
-
-impl Server {
-    /// Something at `path` (share-relative), in `open`'s share, was created, deleted,
-    /// renamed or changed through `open`: the leases on its directory break.
-    pub(crate) fn break_parent_leases(&self, open: &Open, path: &RelPath) {
-        self.break_parent_leases_except(open, path, open.parent_lease.as_ref());
-    }
-
-    /// [`Self::break_parent_leases`] sparing the lease `except` instead of the one `open`
-    /// named as its parent.
-    pub(crate) fn break_parent_leases_except(
-        &self,
-        open: &Open,
-        path: &RelPath,
-        except: Option<&LeaseKey>,
-    ) {
-        if !self.files().any_dir_leases() {
-            return;
-        }
-        let (Some(parent), Some(vfs)) = (path.parent(), open.tree.share.vfs.as_ref()) else {
-            return;
-        };
-        // A directory with a lease has an open, so this stat finds it unless it was just
-        // removed (then there is no lease left to break either).
-        let Ok(st) = vfs.stat(&parent) else { return };
-        let notices = self
-            .files()
-            .break_for_child_change(FileKey::of(&st), except, Instant::now());
-        if !notices.is_empty() {
-            self.send_lease_breaks(&notices);
-        }
     }
 }

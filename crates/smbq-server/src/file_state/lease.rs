@@ -13,7 +13,7 @@
 //! other opens, and only R while an oplock is held there; the same key asking again only
 //! upgrades, to a superset of what it holds.
 //!
-//! [`super::FileStates`] keeps one [`Leases`] per file; `super::leasing` sends the notices to
+//! [`super::FileStates`] keeps one [`Leases`] per file; `crate::effects` sends the notices to
 //! the lease owner's session and answers acknowledgments.
 
 use std::time::Instant;

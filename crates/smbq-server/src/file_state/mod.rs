@@ -8,24 +8,23 @@
 //! The parts are pure and return what must happen (admitted or a conflict, breaks to send, a
 //! wait); this module only finds the entry, under one lock per shard, so every decision about
 //! a file sees all of its state at once, and a closing open is taken out of all of it in one
-//! step ([`FileStates::release`]). Sending breaks to their sessions is [`delivery`]'s job.
+//! step ([`FileStates::release`]). Callers reach it through the [`crate::open_state`] door
+//! ([`door`]); sending breaks to their sessions is [`crate::effects`]' job.
 //!
 //! Entries exist while something is in them and go when the last part empties. Waiters
 //! (blocked byte-range locks, CREATEs waiting for oplock acknowledgments) sleep on their
 //! shard's [`Notify`], which fires whenever something in the shard is released.
 
 pub mod byte_range;
-mod delivery;
 mod dir_lease;
+mod door;
 mod held;
 mod key;
 pub mod lease;
-mod leasing;
 pub mod oplock;
 pub mod share_mode;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use parking_lot::Mutex;
@@ -45,7 +44,7 @@ use share_mode::ShareModes;
 
 /// A CREATE about to admit an open, as the oplock and lease checks see it.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct OpenRequest<'a> {
+pub struct OpenRequest<'a> {
     /// The access checked against the other opens.
     pub granted: u32,
     pub share_access: u32,
@@ -433,39 +432,6 @@ impl FileStates {
         self.update(key, |e| e.locks.try_lock(owner, r, exclusive))
     }
 
-    /// Waits until the lock is granted or `ends` says the request is over.
-    pub async fn lock_wait(
-        &self,
-        key: FileKey,
-        owner: u64,
-        range: (u64, u64),
-        exclusive: bool,
-        ends: WaitEnds<'_>,
-    ) -> Result<(), NtStatus> {
-        let WaitEnds { cancel, closed } = ends;
-        let changed = &self.shard(key).changed;
-        loop {
-            // MS-SMB2 3.3.5.14.2 / Windows: a pending lock whose open is closed completes with
-            // RANGE_NOT_LOCKED (smbtorture lock.cancel, "cancel by close").
-            if closed.load(Ordering::Acquire) {
-                return Err(NtStatus::RANGE_NOT_LOCKED);
-            }
-            // Registered before the attempt, so a release between the attempt and the wait
-            // still wakes us.
-            let released = changed.notified();
-            tokio::pin!(released);
-            released.as_mut().enable();
-            match self.try_lock(key, owner, range.0, range.1, exclusive) {
-                Err(NtStatus::LOCK_NOT_GRANTED) => {}
-                other => return other,
-            }
-            tokio::select! {
-                _ = &mut released => {}
-                _ = cancel.cancelled() => return Err(NtStatus::CANCELLED),
-            }
-        }
-    }
-
     /// MS-FSA 2.1.5.9: removes the lock of this owner with exactly this range, else
     /// RANGE_NOT_LOCKED; wakes blocked lock requests.
     pub fn unlock(
@@ -549,7 +515,7 @@ impl FileStates {
     }
 
     // ---- oplocks (oplock.rs) and leases (lease.rs); sending and waiting live in
-    // delivery.rs and leasing.rs ----
+    // crate::effects ----
 
     /// MS-FSA 2.1.5.1.2 for a CREATE about to open `key` with `granted` and `share_access`
     /// (asking for the lease `ask`, if any): the oplock and lease breaks it forces and whether

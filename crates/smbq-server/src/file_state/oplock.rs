@@ -3,7 +3,7 @@
 //!
 //! [`Holders`] is the synchronous state machine of one file's oplocks (time is passed in, so
 //! it is tested without a clock); [`super::FileStates`] keeps one per file, and
-//! `super::delivery` sends the notifications to the owning session and lets a CREATE wait for
+//! `crate::effects` sends the notifications to the owning session and lets a CREATE wait for
 //! the acknowledgments.
 
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use smbq_wire::{FileId, NtStatus};
 
 use super::FileKey;
 use crate::access::mask;
+use crate::open_state::WaitToken;
 
 /// How long a CREATE waits for a break acknowledgment before treating the holder as broken to
 /// none (MS-SMB2 3.3.2.1 Oplock Break Acknowledgment Timer; Windows and smbtorture's
@@ -23,7 +24,7 @@ pub const BREAK_TIMEOUT: Duration = Duration::from_secs(35);
 pub(crate) const MAX_BREAK_ROUNDS: usize = 8;
 
 /// What the oplock check before a CREATE admits an open decided
-/// (`Server::oplock_before_open`, MS-FSA 2.1.5.1.2).
+/// (`OpenState::contend`, MS-FSA 2.1.5.1.2).
 #[must_use]
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Admission {
@@ -34,15 +35,8 @@ pub(crate) enum Admission {
     /// smbtorture smb2.oplock.doc).
     Conflict(NtStatus),
     /// Breaks needing an acknowledgment are under way on the file: the CREATE waits for them
-    /// (`Server::oplock_wait`) and then looks at the file again.
-    MustWait(PendingBreaks),
-}
-
-/// The file whose breaks a CREATE must wait for; only `Server::oplock_wait` consumes it.
-#[must_use]
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct PendingBreaks {
-    pub(super) key: FileKey,
+    /// (a `WaitToken`, crate::effects) and then looks at the file again.
+    MustWait(WaitToken),
 }
 
 /// Rights that make an open more than a "stat open" (which neither breaks oplocks nor, when the

@@ -5,6 +5,8 @@
 //! copy_chunk_* tests pin down (where MS-SMB2 says END_OF_FILE for a source range past the end,
 //! Windows answers INVALID_VIEW_SIZE: MS-SMB2 footnote on 3.3.5.15.6).
 
+use std::time::Instant;
+
 use std::sync::Arc;
 
 use smbq_proto::Response;
@@ -89,7 +91,11 @@ pub(super) async fn copy(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Respon
     };
     let (skey, dkey) = (sf.key, df.key);
     // Level II oplocks on the destination break as for a WRITE (MS-FSA 2.1.4.12.2).
-    ctx.srv.oplock_break_level2(dkey, dst.volatile());
+    let fx = ctx
+        .srv
+        .open_state()
+        .on_write(dkey, dst.volatile(), Instant::now());
+    ctx.srv.apply(fx);
     let session = ctx.session.clone();
     let _slot = tokio::select! {
         slot = session.copy_slot() => slot,

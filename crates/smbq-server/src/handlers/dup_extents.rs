@@ -13,6 +13,8 @@
 //! range locks are not checked (Windows and Samba do not: the operation is a metadata change
 //! of the destination, like setting its allocation).
 
+use std::time::Instant;
+
 use std::sync::Arc;
 
 use crate::access::attr;
@@ -133,7 +135,11 @@ pub(super) async fn duplicate(ctx: &Ctx<'_>, dst: Arc<Open>, input: &[u8]) -> Re
     // Writing is checked as a WRITE is (a read-only share refuses it here too); the range is
     // inside the file, so appending alone does not allow it (as WRITE below the end).
     crate::security::require_any(&dst, mask::FILE_WRITE_DATA)?;
-    ctx.srv.oplock_break_level2(df.key, dst.volatile());
+    let fx = ctx
+        .srv
+        .open_state()
+        .on_write(df.key, dst.volatile(), Instant::now());
+    ctx.srv.apply(fx);
     let (s2, d2) = (src.clone(), dst.clone());
     let (so, to) = (r.source_offset, r.target_offset);
     // Never a copy through memory: a range the file system does not clone is refused.

@@ -47,7 +47,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         ctx.srv.persist(open);
         Response::ok(body(|w| LockResponse.encode(w)))
     };
-    let locks = ctx.srv.files();
+    let srv = ctx.srv;
     let owner = open.volatile();
     if first.flags & lf::UNLOCK != 0 {
         // 3.3.5.14.1: an unlock list; each entry must be a plain UNLOCK. Entries already
@@ -56,7 +56,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             if e.flags != lf::UNLOCK {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            locks.unlock(f.key, owner, e.offset, e.length)?;
+            srv.unlock_range(f.key, owner, (e.offset, e.length))?;
         }
         return Ok(done());
     }
@@ -69,27 +69,20 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     }
     // 3.3.5.14.2: only a single-element request may wait.
     let kinds: Vec<(bool, bool)> = req.locks.iter().map(lock_kind).collect::<Result<_, _>>()?;
-    // MS-FSA 2.1.5.7: taking a byte-range lock breaks level II oplocks (smbtorture brl1).
-    ctx.srv.oplock_break_level2(f.key, open.volatile());
     if req.locks.len() > 1 && kinds.iter().any(|(_, fail)| !fail) {
         return Err(NtStatus::INVALID_PARAMETER);
     }
     let mut taken: Vec<&LockElement> = Vec::new();
     for (e, (exclusive, fail)) in req.locks.iter().zip(kinds) {
-        let r = if fail {
-            locks.try_lock(f.key, owner, e.offset, e.length, exclusive)
-        } else {
-            let ends = WaitEnds {
-                cancel: &ctx.cancel,
-                closed: &open.closed,
-            };
-            locks
-                .lock_wait(f.key, owner, (e.offset, e.length), exclusive, ends)
-                .await
-        };
-        if let Err(status) = r {
+        // MS-FSA 2.1.5.7: each request breaks level II oplocks (crate::open_state, on_lock).
+        let ends = (!fail).then_some(WaitEnds {
+            cancel: &ctx.cancel,
+            closed: &open.closed,
+        });
+        let range = (e.offset, e.length);
+        if let Err(status) = srv.lock_range(f.key, owner, range, exclusive, ends).await {
             for t in taken {
-                let _ = locks.unlock(f.key, owner, t.offset, t.length);
+                let _ = srv.unlock_range(f.key, owner, (t.offset, t.length));
             }
             return Err(status);
         }

@@ -2,6 +2,8 @@
 //! disposition (delete pending), end of file, allocation, position, mode, and security
 //! descriptors (stored per file, crate::security).
 
+use std::time::Instant;
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -279,7 +281,10 @@ fn size_change<'a>(srv: &Server, open: &'a Open, size: u64) -> Result<&'a FileOp
     if f.is_dir || size > i64::MAX as u64 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    srv.oplock_break_level2(f.key, open.volatile());
+    srv.apply(
+        srv.open_state()
+            .on_set_size(f.key, open.volatile(), Instant::now()),
+    );
     Ok(f)
 }
 

@@ -4,6 +4,8 @@
 //! FSCTL_QUERY_ALLOCATED_RANGES reports the data extents (SEEK_DATA/SEEK_HOLE) of a sparse
 //! file, and the whole range of any other, as Windows and Samba do.
 
+use std::time::Instant;
+
 use std::sync::Arc;
 
 use smbq_wire::NtStatus;
@@ -96,9 +98,9 @@ pub(super) async fn zero_data(
         return Ok(());
     }
     // A write as far as locks and level II oplocks go (MS-FSA 2.1.5.10.39 "as if written").
-    srv.files()
-        .check_io(f.key, open.volatile(), from, beyond - from, true)?;
-    srv.oplock_break_level2(f.key, open.volatile());
+    let state = srv.open_state();
+    state.check_io(f.key, open.volatile(), (from, beyond - from), true)?;
+    srv.apply(state.on_write(f.key, open.volatile(), Instant::now()));
     let o = open.clone();
     blocking(move || {
         let f = o.file().ok_or(NtStatus::INVALID_HANDLE)?;

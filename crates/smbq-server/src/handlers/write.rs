@@ -1,6 +1,9 @@
 //! WRITE (MS-SMB2 3.3.5.13). The payload is a `Bytes` slice of the request message, handed to
 //! the VFS without copying.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use bytes::Bytes;
 use smbq_proto::Response;
 use smbq_wire::NtStatus;
@@ -28,6 +31,33 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         let count = data.len() as u32;
         return Ok(written(count));
     }
+    check(&open, req.offset, data.len())?;
+    // MS-FSA 2.1.5.4: a write of zero bytes succeeds at once, after the access and range
+    // checks: it breaks no oplock (pike readwrite.test_write_none_oplock, as Windows), meets
+    // no byte-range lock, and changes neither the file, its times nor the position.
+    if data.is_empty() {
+        return Ok(written(0));
+    }
+    let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
+    // MS-FSA 2.1.4.12.2: a write breaks every level II oplock on the file (crate::open_state).
+    let srv = ctx.srv;
+    srv.apply(
+        srv.open_state()
+            .on_write(f.key, open.volatile(), Instant::now()),
+    );
+    // On a continuously available share every write is write-through: a client told its
+    // data is written may lose the server the next moment and carry on elsewhere (Samba
+    // adds FILE_WRITE_THROUGH to persistent opens; Windows' CA shares write through).
+    let write_through = req.flags & write_flags::WRITE_THROUGH != 0 || open.tree.ca;
+    let count = run(srv, &open, data, req.offset, write_through).await?;
+    srv.notify_write(&open); // CHANGE_NOTIFY (crate::notify)
+    let count = u32::try_from(count).unwrap_or(u32::MAX);
+    Ok(written(count))
+}
+
+/// What a WRITE to a file must pass before anything happens: a file, not a directory; the
+/// right to write; an offset and length inside what an i64 addresses.
+fn check(open: &Open, offset: u64, len: usize) -> Result<(), NtStatus> {
     if open.is_dir() {
         return Err(NtStatus::INVALID_DEVICE_REQUEST);
     }
@@ -35,58 +65,44 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     // file SHOULD need FILE_WRITE_DATA, but Windows servers allow it with either (note <358>),
     // as Samba 4.25 does (smbtorture smb2.rw.append, "verify Windows SEC_FILE_APPEND_DATA
     // behaviour", Samba bug 15751): the offset is honoured, not turned into an append.
-    crate::security::require_any(&open, mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)?;
-    let offset = req.offset;
+    crate::security::require_any(open, mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)?;
     if offset != APPEND_OFFSET
         && (offset > i64::MAX as u64
             || offset
-                .checked_add(data.len() as u64)
+                .checked_add(len as u64)
                 .is_none_or(|e| e > i64::MAX as u64))
     {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    // MS-FSA 2.1.5.4: a write of zero bytes succeeds at once, after the access and range
-    // checks above: it breaks no oplock (pike readwrite.test_write_none_oplock, as Windows),
-    // meets no byte-range lock, and changes neither the file, its times nor the position.
-    if data.is_empty() {
-        return Ok(written(0));
-    }
-    if let Some(f) = open.file() {
-        // MS-FSA 2.1.4.12.2: a write breaks every level II oplock on the file.
-        ctx.srv.oplock_break_level2(f.key, open.volatile());
-    }
-    // On a continuously available share every write is write-through: a client told its
-    // data is written may lose the server the next moment and carry on elsewhere (Samba
-    // adds FILE_WRITE_THROUGH to persistent opens; Windows' CA shares write through).
-    let write_through = req.flags & write_flags::WRITE_THROUGH != 0 || open.tree.ca;
+    Ok(())
+}
+
+/// Runs the write where it costs least. A small write without WRITE_THROUGH goes to the page
+/// cache in microseconds: it runs here rather than paying the blocking pool's hop
+/// (crate::inline_io says what bounds it); the rest go to the pool.
+async fn run(
+    srv: &Server,
+    open: &Arc<Open>,
+    data: Bytes,
+    offset: u64,
+    write_through: bool,
+) -> Result<usize, NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
+    let (key, local) = (f.key, f.file.local_storage());
     let len = data.len();
-    let srv = ctx.srv.self_arc();
-    let watched = open.clone();
-    let job = move || write_at(&srv, &open, data, offset, write_through);
-    // A small write without WRITE_THROUGH goes to the page cache in microseconds: it runs
-    // here rather than paying the blocking pool's hop (crate::inline_io says what bounds it).
-    let target = watched.file().map(|f| (f.key, f.file.local_storage()));
+    let (me, o) = (srv.self_arc(), open.clone());
+    let job = move || write_at(&me, &o, data, offset, write_through);
     let gate = crate::inline_io::InlineGate::get();
-    let pass = target
-        .filter(|_| !write_through)
-        .and_then(|(key, local)| gate.try_pass(len, key, local));
-    let count = match (pass, target) {
-        (Some(pass), _) => {
-            let r = super::inline(job);
-            drop(pass);
-            r?
-        }
-        (None, Some((key, _))) => {
-            // Counted while it runs: the inode lock it holds keeps the file's small writes
-            // off the workers meanwhile.
-            let _on_pool = gate.pool_write(key);
-            blocking(job).await?
-        }
-        (None, None) => blocking(job).await?,
-    };
-    ctx.srv.notify_write(&watched); // CHANGE_NOTIFY (crate::notify)
-    let count = u32::try_from(count).unwrap_or(u32::MAX);
-    Ok(written(count))
+    let pass = (!write_through).then(|| gate.try_pass(len, key, local));
+    if let Some(pass) = pass.flatten() {
+        let r = super::inline(job);
+        drop(pass);
+        return r;
+    }
+    // Counted while it runs: the inode lock it holds keeps the file's small writes off the
+    // workers meanwhile.
+    let _on_pool = gate.pool_write(key);
+    blocking(job).await
 }
 
 /// A WRITE response for `count` bytes.
@@ -117,8 +133,8 @@ fn write_at(
     } else {
         offset
     };
-    srv.files()
-        .check_io(f.key, open.volatile(), at, data.len() as u64, true)?;
+    srv.open_state()
+        .check_io(f.key, open.volatile(), (at, data.len() as u64), true)?;
     // MS-FSA 2.1.4.17: the write moves LastWriteTime at once, unless this handle's is
     // sticky (crate::write_time).
     let held = crate::write_time::held(open, f);

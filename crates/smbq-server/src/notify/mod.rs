@@ -12,7 +12,6 @@
 //!
 //! No IO: handlers wait on the `oneshot` a [`NotifyHub::request`] hands back.
 
-mod hooks;
 pub(crate) mod visible;
 
 use std::collections::{HashMap, HashSet, VecDeque};

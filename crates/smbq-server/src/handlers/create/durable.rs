@@ -339,15 +339,15 @@ async fn reclaim(
     }
     let open = Arc::new(open);
     let key = open.file().map(|f| f.key).ok_or(NtStatus::INTERNAL_ERROR)?;
-    srv.files().rebind(key, id, ctx.session.id);
     let persistent = open.durable.lock().as_ref().is_some_and(|g| g.persistent);
-    if persistent && let Some(epoch) = asked.and_then(|l| l.v2).map(|v| v.epoch) {
-        let store = srv.durable_store();
-        let partners = srv.files().lease_partners(key, id);
-        if partners.iter().all(|p| *p == id || store.is_parked(*p)) {
-            srv.files().reacquire_lease(key, id, epoch);
-        }
-    }
+    let epoch = asked
+        .and_then(|l| l.v2)
+        .map(|v| v.epoch)
+        .filter(|_| persistent);
+    let store = srv.durable_store();
+    let away = |p| store.is_parked(p);
+    srv.open_state()
+        .reclaim(key, (id, ctx.session.id), epoch, &away);
     srv.install_open(open.clone());
     if !ctx.session.add_open(id) {
         srv.close_open_by_id(id);

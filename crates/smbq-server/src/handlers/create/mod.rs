@@ -40,7 +40,7 @@ use smbq_wire::create::{CreateAction, CreateRequest};
 
 use super::{Ctx, bad};
 use crate::dos;
-use crate::file_state::oplock::PendingBreaks;
+use crate::open_state::WaitToken;
 use crate::tables::Open;
 use intent::CreateIntent;
 
@@ -100,7 +100,7 @@ enum Stop {
     /// The CREATE fails with this status.
     Failed(NtStatus),
     /// Conflicting oplocks are being broken: wait for them, then run the CREATE again.
-    MustWait(PendingBreaks),
+    MustWait(WaitToken),
 }
 
 impl From<NtStatus> for Stop {

@@ -10,9 +10,9 @@ use smbq_wire::filetime::SetTime;
 use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::file_info::BasicInfo;
 
-use super::Event;
 use crate::Server;
 use crate::file_state::LastClose;
+use crate::notify::Event;
 use crate::tables::Open;
 
 fn name_filter(is_dir: bool) -> u32 {
@@ -21,7 +21,7 @@ fn name_filter(is_dir: bool) -> u32 {
 
 impl Server {
     /// The watch hub (CHANGE_NOTIFY waits here).
-    pub(crate) fn notify(&self) -> &super::NotifyHub {
+    pub(crate) fn notify(&self) -> &crate::notify::NotifyHub {
         &self.notify
     }
 

@@ -9,10 +9,11 @@ use smbq_wire::create_context::lease_state::WRITE_CACHING;
 use smbq_wire::oplock_break::{LeaseBreakNotification, lease_break_flags};
 use smbq_wire::{Command, NtStatus, Writer};
 
-use super::FileKey;
-use super::lease::{Granted, LeaseAsk, LeaseBreakNotice, LeaseKey};
-use super::oplock::{Admission, PendingBreaks};
 use crate::Server;
+use crate::file_state::FileKey;
+use crate::file_state::lease::{Granted, LeaseAsk, LeaseBreakNotice, LeaseKey};
+use crate::file_state::oplock::Admission;
+use crate::open_state::{Ack, Acked, Undelivered};
 use crate::push::Push;
 use crate::tables::Open;
 
@@ -48,9 +49,10 @@ impl Server {
             if !self.push_to_session(n.session_id, push) {
                 // The lease's disconnected durable opens cannot answer: they are purged. A
                 // persistent open's break waits for its client (crate::durable::persistent).
-                let opens = self.files().lease_opens(&n.key);
+                let state = self.open_state();
+                let opens = state.lease_opens(&n.key);
                 if n.ack_required && self.durable_store().lease_waits_for_client(&opens) {
-                    self.files().lease_withheld(&n.key);
+                    state.undeliverable(Undelivered::LeaseWithheld(&n.key));
                     continue;
                 }
                 if n.ack_required {
@@ -58,7 +60,7 @@ impl Server {
                         self.purge_parked(id);
                     }
                 }
-                self.files().lease_undeliverable(&n.key);
+                state.undeliverable(Undelivered::Lease(&n.key));
             }
         }
     }
@@ -84,10 +86,9 @@ impl Server {
         if f.is_dir {
             ask.requested &= !WRITE_CACHING;
         }
-        self.files().lease_grant(
+        self.open_state().grant_lease(
             f.key,
-            open.volatile(),
-            open.session_id,
+            (open.volatile(), open.session_id),
             &ask,
             (f.is_dir, size),
         )
@@ -97,22 +98,22 @@ impl Server {
     /// other keys' leases and says whether the rename must wait for the acknowledgments
     /// (`Server::oplock_wait`).
     pub(crate) fn lease_handles_before_rename(&self, key: FileKey, by: u64) -> Admission {
-        let c = self.files().lease_break_handles(key, by, Instant::now());
-        self.send_lease_breaks(&c.notices);
-        if c.wait {
-            Admission::MustWait(PendingBreaks { key })
-        } else {
-            Admission::Granted
-        }
+        let fx = self.open_state().on_rename(key, by, Instant::now());
+        super::breaks::admission(self.apply(fx))
     }
 
     /// A LEASE_BREAK acknowledgment from the lease's client (MS-SMB2 3.3.5.22.2); wakes the
     /// CREATEs waiting for it.
     pub(crate) fn lease_acknowledge(&self, lease: &LeaseKey, acked: u32) -> Result<u32, NtStatus> {
-        let (state, next) = self
-            .files()
-            .lease_acknowledge(lease, acked, Instant::now())?;
-        self.send_lease_breaks(next.as_slice());
-        Ok(state)
+        let ack = Ack::Lease {
+            lease,
+            state: acked,
+        };
+        let (acked, fx) = self.open_state().acknowledge(ack, Instant::now())?;
+        let _ = self.apply(fx);
+        match acked {
+            Acked::Lease(state) => Ok(state),
+            Acked::Oplock(_) => Err(NtStatus::INTERNAL_ERROR),
+        }
     }
 }

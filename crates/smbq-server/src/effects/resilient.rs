@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use smbq_wire::NtStatus;
 
-use super::DurableGrant;
 use crate::Server;
+use crate::durable::DurableGrant;
 use crate::tables::Open;
 
 /// Open.ResiliencyTimeout when the request says 0 (Windows Server 2012 and later: 120 s),

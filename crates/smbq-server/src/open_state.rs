@@ -1,0 +1,308 @@
+//! The one door to per-file open state: share modes and delete-pending, byte-range locks,
+//! oplocks and leases (MS-FSA 2.1.5.1.2, MS-SMB2 3.3.5.9.8, 3.3.5.14, 3.3.5.22).
+//!
+//! Handlers and the durable lifecycle say what happened to a file through the verbs of
+//! [`OpenState`]; each verb decides against everything recorded about the file at once and
+//! returns its [`Effects`]: the breaks to send to a session, whether the request must wait for
+//! their acknowledgments (a [`WaitToken`], never an in-process primitive the caller must
+//! know), and the disconnected durable opens that can no longer answer and must be purged.
+//! [`crate::effects`] carries them out after the verb, so an implementation decides and never
+//! sends, parks or reports anything itself.
+//!
+//! Implementations: [`crate::file_state::FileStates`] (in process, sharded; the server's)
+//! and [`crate::file_state::single::SingleTable`] (one table under one lock, the shape of a
+//! store that keeps each file as one record, as a cluster store will). Both run the same
+//! table-driven tests (`file_state::tests`), which go through this trait only.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use smbq_vfs::RelPath;
+use smbq_wire::NtStatus;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::file_state::lease::{Granted, LeaseAsk, LeaseBreakNotice, LeaseKey};
+use crate::file_state::oplock::{BreakNotice, Level, Owner};
+use crate::file_state::{FileKey, LastClose, NewOpen, OpenRequest, WaitEnds};
+
+/// What a verb decided must happen beyond its own answer.
+#[must_use = "effects are carried out by Server::apply (crate::effects)"]
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Effects {
+    /// Oplock breaks (MS-SMB2 2.2.23.1), each to its holder's session.
+    pub oplock_breaks: Vec<BreakNotice>,
+    /// Lease breaks (MS-SMB2 2.2.23.2), each to its lease's session.
+    pub lease_breaks: Vec<LeaseBreakNotice>,
+    /// The request waits for acknowledgments of breaks on this file, then asks again.
+    pub wait: Option<WaitToken>,
+    /// Opens whose break is under way and that must go if they are disconnected durable
+    /// opens: they will never acknowledge (smbtorture smb2.durable-open.oplock, as Windows).
+    pub purge: Vec<u64>,
+}
+
+impl Effects {
+    /// No break, no wait, no purge.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// A request waiting for the breaks on one file ([`OpenState::break_wait`]).
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitToken {
+    pub(crate) key: FileKey,
+}
+
+/// Where a wait for breaks stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BreakWait {
+    /// Nothing left to wait for: the request looks at the file again.
+    Done,
+    /// A break is still awaited; it times out at this instant.
+    Until(Instant),
+    /// The holder closed and its close is deleting the file: wait until the name is free.
+    Deleting,
+}
+
+/// A byte-range lock request on one range of one stream (MS-SMB2 3.3.5.14).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockOp {
+    Lock { exclusive: bool },
+    Unlock,
+}
+
+/// A client's acknowledgment of a break (MS-SMB2 3.3.5.22).
+#[derive(Clone, Copy, Debug)]
+pub enum Ack<'a> {
+    /// Open `open_id` of `key` acknowledges an oplock break to `level` (the wire value).
+    Oplock {
+        key: FileKey,
+        open_id: u64,
+        level: u8,
+    },
+    /// The client of `lease` acknowledges a lease break to `state`.
+    Lease { lease: &'a LeaseKey, state: u32 },
+}
+
+/// What an acknowledgment left: the oplock's level or the lease's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acked {
+    Oplock(Level),
+    Lease(u32),
+}
+
+/// A break that could not be sent: its holder's session has no live channel.
+#[derive(Clone, Copy, Debug)]
+pub enum Undelivered<'a> {
+    /// It completes at once, as if acknowledged.
+    Oplock { key: FileKey, open_id: u64 },
+    /// It completes at once, as if acknowledged.
+    Lease(&'a LeaseKey),
+    /// It is kept for a persistent open's client, who hears it on reclaim
+    /// (crate::durable::persistent).
+    LeaseWithheld(&'a LeaseKey),
+}
+
+/// The door (see the module docs). `now` is passed in so that tests decide time.
+pub trait OpenState: Send + Sync {
+    /// Before a CREATE admits an open to the existing file `key` (MS-FSA 2.1.5.1.2): the
+    /// oplock and lease breaks it forces and whether it must wait, or the status it fails
+    /// with before anything is broken (DELETE_PENDING, smbtorture smb2.oplock.doc).
+    fn contend(
+        &self,
+        key: FileKey,
+        intent: &OpenRequest<'_>,
+        now: Instant,
+    ) -> Result<Effects, NtStatus>;
+
+    /// Checks `new.checked` against the file's opens and delete-pending, then registers the
+    /// open with `new.access`; atomic with respect to other admissions of the same file.
+    fn admit(&self, key: FileKey, new: &NewOpen<'_>) -> Result<(), NtStatus>;
+
+    /// The oplock an admitted open gets (MS-SMB2 3.3.5.9.8), decided against the file's other
+    /// opens, oplocks and leases in the same step.
+    fn grant_oplock(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        requested: Level,
+        stat_only: bool,
+        owner: Owner,
+    ) -> Level;
+
+    /// Makes or upgrades an admitted open's lease (MS-SMB2 3.3.5.9.8, 3.3.5.9.11); `None`
+    /// when the key is on another file. `size`: the stream's size after the open.
+    fn grant_lease(
+        &self,
+        key: FileKey,
+        open: (u64, u64),
+        ask: &LeaseAsk,
+        dir_and_size: (bool, u64),
+    ) -> Option<Granted>;
+
+    /// A WRITE through open `by` (MS-FSA 2.1.4.12): every level II oplock breaks to none,
+    /// and every other key's lease caching reads.
+    fn on_write(&self, key: FileKey, by: u64, now: Instant) -> Effects;
+
+    /// An end-of-file or allocation change through open `by`: the same breaks as a write.
+    fn on_set_size(&self, key: FileKey, by: u64, now: Instant) -> Effects {
+        self.on_write(key, by, now)
+    }
+
+    /// A byte-range lock or unlock by `owner` of `(offset, length)` (MS-FSA 2.1.5.7 and
+    /// 2.1.5.9): LOCK_NOT_GRANTED on a conflict, RANGE_NOT_LOCKED for an unlock of a range
+    /// not locked so. A lock request breaks level II oplocks as a write does, granted or not
+    /// (MS-FSA 2.1.5.7 checks for the break before the conflict; smbtorture brl1).
+    fn on_lock(
+        &self,
+        key: FileKey,
+        owner: u64,
+        range: (u64, u64),
+        op: LockOp,
+        now: Instant,
+    ) -> (Result<(), NtStatus>, Effects);
+
+    /// A rename of `key`'s file through open `by`: other keys' handle caching breaks, and the
+    /// rename waits for the acknowledgments.
+    fn on_rename(&self, key: FileKey, by: u64, now: Instant) -> Effects;
+
+    /// A break acknowledgment; wakes the requests waiting on the file.
+    fn acknowledge(&self, ack: Ack<'_>, now: Instant) -> Result<(Acked, Effects), NtStatus>;
+
+    /// A break could not be delivered (see [`Undelivered`]); wakes the waiting requests.
+    fn undeliverable(&self, what: Undelivered<'_>);
+
+    /// Takes open `open_id` of `key` out of everything it holds on the file, in one step, and
+    /// wakes whoever waits on the file. `delete_on_close` marks the file (or stream)
+    /// delete-pending first (MS-FSA 2.1.5.4). Says what the close must do.
+    fn release(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        delete_on_close: bool,
+        parent: Option<[u8; 16]>,
+    ) -> Option<LastClose>;
+
+    /// The file a release said to delete is gone (or its unlink failed): it stops being
+    /// delete-pending and what waited for the name goes on.
+    fn deleted(&self, key: FileKey);
+
+    /// A durable open of `key` reconnected on session `session_id` (MS-SMB2 3.3.5.9.7): its
+    /// breaks go there from now on. With `lease_epoch` (a persistent open's reconnect), when
+    /// every other open of its lease is `away`, it takes its lease back with that epoch
+    /// (`Leases::reacquire`).
+    fn reclaim(
+        &self,
+        key: FileKey,
+        open: (u64, u64),
+        lease_epoch: Option<u16>,
+        away: &dyn Fn(u64) -> bool,
+    );
+
+    /// Completes timed-out breaks on the file a wait is for and says where the wait stands.
+    fn break_wait(&self, token: WaitToken, now: Instant) -> BreakWait;
+
+    /// Fires whenever something on `key`'s file is released, acknowledged or completed (and
+    /// maybe on other files too): a waiter registers before looking again.
+    fn changed(&self, key: FileKey) -> &Notify;
+
+    // ---- queries ----
+
+    /// MS-FSA 2.1.4.10 for READ/WRITE: FILE_LOCK_CONFLICT when another open's lock forbids it.
+    fn check_io(
+        &self,
+        key: FileKey,
+        owner: u64,
+        range: (u64, u64),
+        write: bool,
+    ) -> Result<(), NtStatus>;
+
+    /// Whether the file, or the named stream `key` addresses, is delete-pending.
+    fn delete_pending(&self, key: FileKey) -> bool;
+
+    /// Opens of the file, any stream.
+    fn open_count_any(&self, key: FileKey) -> usize;
+
+    /// What open `open_id` of `key` holds: its oplock level and its lease, if any.
+    fn caching_of(&self, key: FileKey, open_id: u64) -> (Level, Option<(LeaseKey, Granted)>);
+
+    /// The opens of `key`'s file with a break awaiting their acknowledgment.
+    fn breaking_opens(&self, key: FileKey) -> Vec<u64>;
+
+    /// The opens sharing lease `lease`.
+    fn lease_opens(&self, lease: &LeaseKey) -> Vec<u64>;
+
+    /// The file's current path (after renames), while it is open.
+    fn path(&self, key: FileKey) -> Option<RelPath>;
+}
+
+/// Locks `range` of `key` for `owner` through `state`: at once or LOCK_NOT_GRANTED without
+/// `ends`, else waiting until it is granted or `ends` says the request is over. Each attempt's
+/// effects go to `apply`. The same for every implementation: it needs only the verbs.
+pub async fn lock_wait(
+    state: &dyn OpenState,
+    (key, owner): (FileKey, u64),
+    range: (u64, u64),
+    exclusive: bool,
+    ends: Option<WaitEnds<'_>>,
+    apply: &(dyn Fn(Effects) + Sync),
+) -> Result<(), NtStatus> {
+    let changed = state.changed(key);
+    loop {
+        // MS-SMB2 3.3.5.14.2 / Windows: a pending lock whose open is closed completes with
+        // RANGE_NOT_LOCKED (smbtorture lock.cancel, "cancel by close").
+        if ends.is_some_and(|e| e.closed.load(Ordering::Acquire)) {
+            return Err(NtStatus::RANGE_NOT_LOCKED);
+        }
+        // Registered before the attempt, so a release between the attempt and the wait
+        // still wakes us.
+        let released = changed.notified();
+        tokio::pin!(released);
+        released.as_mut().enable();
+        let op = LockOp::Lock { exclusive };
+        let (r, fx) = state.on_lock(key, owner, range, op, Instant::now());
+        apply(fx);
+        let (Err(NtStatus::LOCK_NOT_GRANTED), Some(ends)) = (r, ends) else {
+            return r;
+        };
+        tokio::select! {
+            _ = &mut released => {}
+            _ = ends.cancel.cancelled() => return Err(NtStatus::CANCELLED),
+        }
+    }
+}
+
+/// Waits until the breaks `token` stands for are acknowledged, their holders closed, or their
+/// time ([`BREAK_TIMEOUT`](crate::file_state::oplock::BREAK_TIMEOUT)) passed.
+pub async fn break_wait(
+    state: &dyn OpenState,
+    token: WaitToken,
+    cancel: &CancellationToken,
+) -> Result<(), NtStatus> {
+    let changed = state.changed(token.key);
+    loop {
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let until = match state.break_wait(token, Instant::now()) {
+            BreakWait::Done => return Ok(()),
+            BreakWait::Until(until) => Some(until),
+            // A holder that closed and is deleting the file: the CREATE runs again once the
+            // name is free (`OpenState::deleted` wakes it).
+            BreakWait::Deleting => None,
+        };
+        let timeout = async {
+            match until {
+                Some(t) => tokio::time::sleep_until(t.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = timeout => {}
+            _ = cancel.cancelled() => return Err(NtStatus::CANCELLED),
+        }
+    }
+}
