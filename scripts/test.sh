@@ -82,6 +82,9 @@ cargo clippy --workspace --all-targets --features smbq/msquic -- -D warnings
 step "unit tests (with the MsQuic stack)"
 cargo test --workspace --quiet --features smbq/msquic
 
+step "the server's unit tests on the second open-state implementation (crate::open_state)"
+SMBQ_TEST_OPEN_STATE=one-table cargo test -p smbq-server --lib --quiet
+
 # The interop tests run every QUIC case on quinn and on MsQuic, so the binary they drive has
 # both. (Built again after new-user.sh, whose `cargo run` builds the README's default.)
 step "release build (with the MsQuic stack)"

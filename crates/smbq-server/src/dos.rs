@@ -150,7 +150,7 @@ impl View {
 /// What `file` (an open of `key`, whose metadata is `st`) looks like to a client.
 pub fn view(srv: &Server, file: &dyn VfsFile, key: FileKey, st: &Stat, name: &str) -> View {
     let dos = DosInfo::read(file);
-    View::new(st, name, &dos, srv.files().change_time(key, st.ctime))
+    View::new(st, name, &dos, srv.open_state().change_time(key, st.ctime))
 }
 
 /// MS-FSCC 2.6: stored bits plus READONLY (mode) and DIRECTORY (type); a file with none left

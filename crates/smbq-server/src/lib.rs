@@ -91,8 +91,9 @@ pub struct Server {
     sessions: Arc<SessionTable>,
     /// `None` marks an id reserved by a CREATE still in progress.
     opens: RwLock<GenSlab<Option<Arc<Open>>>>,
-    /// Everything opens share about each file: share modes, locks, oplocks (crate::file_state).
-    files: FileStates,
+    /// Everything opens share about each file: share modes, locks, oplocks, leases, behind
+    /// the crate::open_state door (crate::file_state's table).
+    files: Box<dyn open_state::OpenState>,
     /// CHANGE_NOTIFY watches (crate::notify).
     notify: notify::NotifyHub,
     /// Durable opens whose connection broke, waiting for their clients (crate::durable).
@@ -156,7 +157,7 @@ impl Server {
             opener,
             sessions: SessionTable::new(),
             opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL)),
-            files: FileStates::new(),
+            files: new_open_state(),
             notify: notify::NotifyHub::new(),
             durable: durable::DurableStore::default(),
             persistent: std::sync::OnceLock::new(),
@@ -434,14 +435,10 @@ impl Server {
         }
     }
 
-    pub(crate) fn files(&self) -> &FileStates {
-        &self.files
-    }
-
     /// The door to per-file open state (crate::open_state); what its verbs decide is
     /// carried out by [`Self::apply`] (crate::effects).
     pub(crate) fn open_state(&self) -> &dyn open_state::OpenState {
-        &self.files
+        &*self.files
     }
 
     /// Removes an open from every table and releases what it holds. Blocking when the file
@@ -504,6 +501,17 @@ impl Server {
             self.open_state().deleted(f.key);
         }
     }
+}
+
+/// The open-state implementation: the sharded in-process table (crate::file_state). The
+/// crate's own tests run on the one-table implementation too, with
+/// `SMBQ_TEST_OPEN_STATE=one-table` (scripts/test.sh does both).
+fn new_open_state() -> Box<dyn open_state::OpenState> {
+    #[cfg(test)]
+    if std::env::var("SMBQ_TEST_OPEN_STATE").as_deref() == Ok("one-table") {
+        return Box::new(FileStates::<file_state::OneTable>::default());
+    }
+    Box::new(FileStates::new())
 }
 
 /// The pipes served by default: srvsvc (MS-SRVS share enumeration) over smbq-rpc.

@@ -9,22 +9,28 @@
 //! [`crate::effects`] carries them out after the verb, so an implementation decides and never
 //! sends, parks or reports anything itself.
 //!
-//! Implementations: [`crate::file_state::FileStates`] (in process, sharded; the server's)
-//! and [`crate::file_state::single::SingleTable`] (one table under one lock, the shape of a
-//! store that keeps each file as one record, as a cluster store will). Both run the same
-//! table-driven tests (`file_state::tests`), which go through this trait only.
+//! Implementations: [`crate::file_state::FileStates`] over the [`Sharded`] layout (64 parts,
+//! each one lock and one wake signal; the server's) and over the [`OneTable`] layout (every
+//! file in one table under one lock with one wake signal, the shape of a store that runs each
+//! verb as one transaction, as a cluster store will). The per-file rules are written once
+//! (file_state's parts); both run the table-driven tests of `file_state::door_tests`, which go
+//! through this trait only, and the crate's whole test suite runs on either
+//! (`SMBQ_TEST_OPEN_STATE=one-table`, run by scripts/test.sh).
+//!
+//! [`Sharded`]: crate::file_state::Sharded
+//! [`OneTable`]: crate::file_state::OneTable
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use smbq_vfs::RelPath;
+use smbq_vfs::{RelPath, Timespec};
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::file_state::lease::{Granted, LeaseAsk, LeaseBreakNotice, LeaseKey};
 use crate::file_state::oplock::{BreakNotice, Level, Owner};
-use crate::file_state::{FileKey, LastClose, NewOpen, OpenRequest, WaitEnds};
+use crate::file_state::{FileKey, Held, LastClose, NewOpen, OpenRequest, WaitEnds};
 
 /// What a verb decided must happen beyond its own answer.
 #[must_use = "effects are carried out by Server::apply (crate::effects)"]
@@ -103,6 +109,41 @@ pub enum Undelivered<'a> {
     /// It is kept for a persistent open's client, who hears it on reclaim
     /// (crate::durable::persistent).
     LeaseWithheld(&'a LeaseKey),
+    /// Every break awaiting open `open_id` of `key` completes at once, as if it had
+    /// acknowledged what they asked (a parked resilient open, which cannot hear them).
+    Open { key: FileKey, open_id: u64 },
+}
+
+/// What a persistent open held before a restart, to hold again ([`OpenState::restore`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Restored<'a> {
+    /// Its oplock, when it had no lease.
+    pub oplock: (Level, Owner),
+    /// Its lease: key, state and V2 epoch.
+    pub lease: Option<(LeaseKey, u32, Option<u16>)>,
+    pub is_dir: bool,
+    /// Its byte-range locks: offset, length, exclusive.
+    pub locks: &'a [(u64, u64, bool)],
+}
+
+/// Where a rename moved a file or an open ([`OpenState::renamed`]).
+#[derive(Clone, Debug)]
+pub enum Moved {
+    /// The file's new share-relative path.
+    Path(RelPath),
+    /// The open now addresses stream `0` (the unnamed one) or this named stream's id.
+    Stream(u64),
+}
+
+/// A per-file fact the door keeps ([`OpenState::remember`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Fact {
+    /// AllocationSize asked for the unnamed stream while the file is open (MS-FSA
+    /// 2.1.5.15.1).
+    Allocation(u64),
+    /// A client-set ChangeTime, valid while the inode's ctime is `ctime` (MS-FSA 2.1.5.15.2,
+    /// crate::dos); bounded, oldest forgotten first.
+    ChangeTime { ctime: Timespec, value: u64 },
 }
 
 /// The door (see the module docs). `now` is passed in so that tests decide time.
@@ -174,6 +215,18 @@ pub trait OpenState: Send + Sync {
     /// A break could not be delivered (see [`Undelivered`]); wakes the waiting requests.
     fn undeliverable(&self, what: Undelivered<'_>);
 
+    /// SET_INFO FileDispositionInformation (MS-FSA 2.1.5.15.3): the file, or the named stream
+    /// `key` addresses, becomes delete-pending or stops being so. `parent`: the setting
+    /// open's parent lease key (crate::file_state::dir_lease).
+    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>);
+
+    /// A rename through open `open_id` succeeded on disk (MS-FSA 2.1.5.15.11): the file is at
+    /// `to` now, or the open addresses another stream of it.
+    fn renamed(&self, key: FileKey, open_id: u64, to: Moved);
+
+    /// Records a fact about the file that lives while it is open (see [`Fact`]).
+    fn remember(&self, key: FileKey, fact: Fact);
+
     /// Takes open `open_id` of `key` out of everything it holds on the file, in one step, and
     /// wakes whoever waits on the file. `delete_on_close` marks the file (or stream)
     /// delete-pending first (MS-FSA 2.1.5.4). Says what the close must do.
@@ -200,6 +253,20 @@ pub trait OpenState: Send + Sync {
         lease_epoch: Option<u16>,
         away: &dyn Fn(u64) -> bool,
     );
+
+    /// The break of open `open_id`'s lease or oplock still awaiting an acknowledgment, to send
+    /// again: a persistent open reclaimed after a break began while its client was away
+    /// hears it on its new session (crate::durable::persistent).
+    fn unheard_breaks(&self, key: FileKey, open_id: u64) -> Effects;
+
+    /// A persistent open admitted again after a restart (crate::persist) holds its lease or
+    /// oplock and its locks again, without breaking anything; what it can no longer hold is
+    /// said, and the caller releases it.
+    fn restore(&self, key: FileKey, open_id: u64, held: Restored<'_>) -> Result<(), String>;
+
+    /// Something in directory `dir` changed through smbq: its leases break, all but `except`
+    /// (crate::file_state::dir_lease). Nobody waits for these breaks.
+    fn on_child_change(&self, dir: FileKey, except: Option<&LeaseKey>, now: Instant) -> Effects;
 
     /// Completes timed-out breaks on the file a wait is for and says where the wait stands.
     fn break_wait(&self, token: WaitToken, now: Instant) -> BreakWait;
@@ -236,6 +303,54 @@ pub trait OpenState: Send + Sync {
 
     /// The file's current path (after renames), while it is open.
     fn path(&self, key: FileKey) -> Option<RelPath>;
+
+    /// The share-mode check of an open with `access` and `share_access` without admitting it
+    /// (before a destructive step such as a rename over the file).
+    fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus>;
+
+    /// Opens of the stream `key` addresses.
+    fn open_count(&self, key: FileKey) -> usize;
+
+    /// Whether a named stream of the file is open (MS-FSA 2.1.5.15.11: no rename then).
+    fn has_stream_opens(&self, key: FileKey) -> bool;
+
+    /// Whether every open of `key` but `open_id` shares delete (rename and delete need it).
+    fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool;
+
+    /// Whether any open file but `except` lies strictly below `dir` (Windows refuses to
+    /// rename a directory then). Looks at every file.
+    fn any_open_below(&self, dir: &RelPath, except: FileKey) -> bool;
+
+    /// Whether lease key `lease` is in use on a file or stream other than `key` (MS-SMB2
+    /// 3.3.5.9.8: STATUS_INVALID_PARAMETER).
+    fn lease_elsewhere(&self, lease: &LeaseKey, key: FileKey) -> bool;
+
+    /// The [`Fact::Allocation`] recorded for `key`, while it is open.
+    fn allocation(&self, key: FileKey) -> Option<u64>;
+
+    /// The [`Fact::ChangeTime`] of `key` if the inode's ctime is still `ctime`.
+    fn change_time(&self, key: FileKey, ctime: Timespec) -> Option<u64>;
+
+    /// The byte-range locks held on `key`'s file.
+    fn lock_count(&self, key: FileKey) -> usize;
+
+    /// The ids of the opens of `key`'s file (any stream).
+    fn open_ids(&self, key: FileKey) -> Vec<u64>;
+
+    /// What open `open_id` of `key` holds, for `smbq status` and the persistent store.
+    fn held_by(&self, key: FileKey, open_id: u64) -> Held;
+
+    /// Whether any directory holds a lease: when none does, a change costs no lookup.
+    fn any_dir_leases(&self) -> bool;
+
+    /// The files strictly below `dir` (but `except`) that are open, with their opens, if
+    /// every open of them holds a lease caching handles; `None` when one does not
+    /// (crate::handlers::rename_breaks). Looks at every file.
+    fn handle_leased_below(
+        &self,
+        dir: &RelPath,
+        except: FileKey,
+    ) -> Option<Vec<(FileKey, Vec<u64>)>>;
 }
 
 /// Locks `range` of `key` for `owner` through `state`: at once or LOCK_NOT_GRANTED without

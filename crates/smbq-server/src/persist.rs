@@ -23,6 +23,7 @@ use crate::durable::store::{LeaseRecord, LockRecord, RECORD_VERSION, Record, Sto
 use crate::file_state::lease::LeaseKey;
 use crate::file_state::oplock::{Level, Owner};
 use crate::file_state::{FileKey, NewOpen};
+use crate::open_state::Restored;
 use crate::tables::{FileOpen, Open, OpenKind, Tree};
 
 /// Runs `f`, a store commit that waits for the disk, where the runtime allows blocking (a
@@ -116,7 +117,7 @@ impl Server {
         if self.persistent.get().is_none() {
             return;
         }
-        for id in self.files.open_ids(key) {
+        for id in self.open_state().open_ids(key) {
             if let Some(o) = self
                 .lookup_open(id)
                 .or_else(|| self.durable.parked_open(id))
@@ -154,9 +155,9 @@ impl Server {
     fn record_of(&self, open: &Open) -> Option<Record> {
         let g = open.durable.lock().clone().filter(|g| g.persistent)?;
         let f = open.file().filter(|f| f.stream.is_none())?;
-        let held = self.files.held_by(f.key, open.volatile());
+        let held = self.open_state().held_by(f.key, open.volatile());
         let lease = self
-            .files
+            .open_state()
             .caching_of(f.key, open.volatile())
             .1
             .map(|(k, granted)| LeaseRecord {
@@ -194,7 +195,7 @@ impl Server {
             delete_on_close: open
                 .delete_on_close
                 .load(std::sync::atomic::Ordering::Acquire),
-            delete_pending: self.files.delete_pending(f.key),
+            delete_pending: self.open_state().delete_pending(f.key),
             oplock,
             lease,
             locks: held
@@ -261,7 +262,7 @@ impl Server {
         // Last, once nothing can fail: a file is never left delete-pending by an open that
         // was not restored.
         if rec.delete_pending {
-            self.files.set_delete_pending(key, true, None);
+            self.open_state().on_disposition(key, true, None);
         }
         Ok(())
     }
@@ -283,8 +284,9 @@ impl Server {
             path,
             is_dir: rec.is_dir,
         };
-        self.files
-            .admit_checking(key, &new)
+        let state = self.open_state();
+        state
+            .admit(key, &new)
             .map_err(|s| format!("its share mode no longer fits ({s:?})"))?;
         let lease = rec.lease.map(|l| {
             let k = LeaseKey {
@@ -298,18 +300,18 @@ impl Server {
             session_id: 0,
             file_id: open.file_id,
         };
-        if !self
-            .files
-            .restore_caching(key, id, (level, owner), (lease, rec.is_dir))
-        {
-            return Err("its lease key is another file's".into());
-        }
-        for l in &rec.locks {
-            self.files
-                .try_lock(key, id, l.offset, l.length, l.exclusive)
-                .map_err(|s| format!("its lock no longer fits ({s:?})"))?;
-        }
-        Ok(())
+        let locks: Vec<(u64, u64, bool)> = rec
+            .locks
+            .iter()
+            .map(|l| (l.offset, l.length, l.exclusive))
+            .collect();
+        let held = Restored {
+            oplock: (level, owner),
+            lease,
+            is_dir: rec.is_dir,
+            locks: &locks,
+        };
+        state.restore(key, id, held)
     }
 }
 

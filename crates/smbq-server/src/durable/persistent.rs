@@ -5,9 +5,9 @@
 //! break waits for its client to come back and acknowledge (`handlers/create/durable.rs`
 //! sends it again on the reconnect), or for the break's timeout.
 
-use crate::file_state::lease::LeaseKey;
+use crate::file_state::FileKey;
 use crate::file_state::oplock::{Level, is_stat_open};
-use crate::file_state::{FileKey, FileStates};
+use crate::open_state::OpenState;
 use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 
 use super::DurableStore;
@@ -46,7 +46,7 @@ impl DurableStore {
 /// byte-range locks): the lease is then broken as usual, its break waiting for the client
 /// (smbtorture smb2.persistent-open-reconnect-contended's table, which Samba reproduces).
 /// A stat open is never refused. `granted`: the new open's access.
-pub fn refuses(store: &DurableStore, files: &FileStates, key: FileKey, granted: u32) -> bool {
+pub fn refuses(store: &DurableStore, files: &dyn OpenState, key: FileKey, granted: u32) -> bool {
     if is_stat_open(granted) {
         return false;
     }
@@ -75,27 +75,5 @@ fn oplock_as_lease(level: Level) -> u32 {
         Level::Exclusive => READ_CACHING | WRITE_CACHING,
         Level::II => READ_CACHING,
         Level::None => 0,
-    }
-}
-
-/// A break a reclaimed persistent open is in the middle of (started while its client was
-/// away), to send again to its new session.
-pub enum PendingBreak {
-    Lease(crate::file_state::lease::LeaseBreakNotice),
-    Oplock(crate::file_state::oplock::BreakNotice),
-}
-
-/// The break open `open_id` of `key` (just rebound to its new session) has not heard.
-pub fn pending_break(files: &FileStates, key: FileKey, open_id: u64) -> Option<PendingBreak> {
-    match files.caching_of(key, open_id).1 {
-        Some((lease, _)) => {
-            let lease: LeaseKey = lease;
-            files
-                .break_in_progress(key, &lease)
-                .map(PendingBreak::Lease)
-        }
-        None => files
-            .oplock_break_in_progress(key, open_id)
-            .map(PendingBreak::Oplock),
     }
 }

@@ -25,7 +25,7 @@ impl Server {
         path: &RelPath,
         except: Option<&LeaseKey>,
     ) {
-        if !self.files().any_dir_leases() {
+        if !self.open_state().any_dir_leases() {
             return;
         }
         let (Some(parent), Some(vfs)) = (path.parent(), open.tree.share.vfs.as_ref()) else {
@@ -34,11 +34,10 @@ impl Server {
         // A directory with a lease has an open, so this stat finds it unless it was just
         // removed (then there is no lease left to break either).
         let Ok(st) = vfs.stat(&parent) else { return };
-        let notices = self
-            .files()
-            .break_for_child_change(FileKey::of(&st), except, Instant::now());
-        if !notices.is_empty() {
-            self.send_lease_breaks(&notices);
-        }
+        let dir = FileKey::of(&st);
+        self.apply(
+            self.open_state()
+                .on_child_change(dir, except, Instant::now()),
+        );
     }
 }

@@ -129,7 +129,7 @@ impl Server {
                 // A directory marked for deletion ends the waits on it (smb2.notify.rmdir2).
                 if let Some(f) = open.file()
                     && f.is_dir
-                    && self.files().delete_pending(f.key)
+                    && self.open_state().delete_pending(f.key)
                 {
                     self.notify
                         .delete_pending(&Self::share_key(open), &open.path());

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::Server;
+use crate::open_state::Undelivered;
 use crate::tables::Open;
 
 impl Server {
@@ -34,12 +35,15 @@ impl Server {
         // (crate::durable::persistent).
         if let Some(f) = open.file()
             && !grant.persistent
-            && self.files.breaking_opens(f.key).contains(&id)
+            && self.open_state().breaking_opens(f.key).contains(&id)
         {
             if !grant.resilient {
                 return false;
             }
-            self.files.complete_breaks(f.key, id);
+            self.open_state().undeliverable(Undelivered::Open {
+                key: f.key,
+                open_id: id,
+            });
         }
         let timeout = grant.timeout;
         let limits = self.limits();
@@ -108,7 +112,10 @@ impl Server {
         }
         if let Some(open) = self.durable.resilient(id) {
             if let Some(f) = open.file() {
-                self.files.complete_breaks(f.key, id);
+                self.open_state().undeliverable(Undelivered::Open {
+                    key: f.key,
+                    open_id: id,
+                });
             }
             return true;
         }

@@ -13,7 +13,7 @@ use std::time::Instant;
 use super::lease::{LeaseBreakNotice, LeaseKey};
 use super::{FileKey, FileStates};
 
-impl FileStates {
+impl<L: super::Layout> FileStates<L> {
     /// Whether any directory holds a lease: when none does, a change costs no lookup.
     pub fn any_dir_leases(&self) -> bool {
         !self.dir_leased.lock().is_empty()

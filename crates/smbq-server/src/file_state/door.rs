@@ -3,18 +3,19 @@
 
 use std::time::Instant;
 
-use smbq_vfs::RelPath;
+use smbq_vfs::{RelPath, Timespec};
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 
 use super::lease::{Granted, LeaseAsk, LeaseKey};
 use super::oplock::{Level, Owner};
-use super::{FileKey, FileStates, LastClose, NewOpen, OpenRequest};
+use super::{FileKey, FileStates, Held, LastClose, Layout, NewOpen, OpenRequest};
 use crate::open_state::{
-    Ack, Acked, BreakWait, Effects, LockOp, OpenState, Undelivered, WaitToken,
+    Ack, Acked, BreakWait, Effects, Fact, LockOp, Moved, OpenState, Restored, Undelivered,
+    WaitToken,
 };
 
-impl OpenState for FileStates {
+impl<L: Layout> OpenState for FileStates<L> {
     fn contend(
         &self,
         key: FileKey,
@@ -123,6 +124,25 @@ impl OpenState for FileStates {
             Undelivered::Oplock { key, open_id } => self.oplock_undeliverable(key, open_id),
             Undelivered::Lease(lease) => self.lease_undeliverable(lease),
             Undelivered::LeaseWithheld(lease) => self.lease_withheld(lease),
+            Undelivered::Open { key, open_id } => self.complete_breaks(key, open_id),
+        }
+    }
+
+    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) {
+        self.set_delete_pending(key, pending, parent);
+    }
+
+    fn renamed(&self, key: FileKey, open_id: u64, to: Moved) {
+        match to {
+            Moved::Path(path) => self.set_path(key, path),
+            Moved::Stream(stream) => self.move_open(key, open_id, stream),
+        }
+    }
+
+    fn remember(&self, key: FileKey, fact: Fact) {
+        match fact {
+            Fact::Allocation(size) => self.set_allocation(key, size),
+            Fact::ChangeTime { ctime, value } => self.set_change_time(key, ctime, value),
         }
     }
 
@@ -152,6 +172,35 @@ impl OpenState for FileStates {
         let partners = self.lease_partners(key, open_id);
         if partners.iter().all(|p| *p == open_id || away(*p)) {
             self.reacquire_lease(key, open_id, epoch);
+        }
+    }
+
+    fn unheard_breaks(&self, key: FileKey, open_id: u64) -> Effects {
+        let mut fx = Effects::default();
+        match self.caching_of(key, open_id).1 {
+            Some((lease, _)) => fx.lease_breaks.extend(self.break_in_progress(key, &lease)),
+            None => fx
+                .oplock_breaks
+                .extend(self.oplock_break_in_progress(key, open_id)),
+        }
+        fx
+    }
+
+    fn restore(&self, key: FileKey, open_id: u64, held: Restored<'_>) -> Result<(), String> {
+        if !self.restore_caching(key, open_id, held.oplock, (held.lease, held.is_dir)) {
+            return Err("its lease key is another file's".into());
+        }
+        for &(offset, length, exclusive) in held.locks {
+            self.try_lock(key, open_id, offset, length, exclusive)
+                .map_err(|s| format!("its lock no longer fits ({s:?})"))?;
+        }
+        Ok(())
+    }
+
+    fn on_child_change(&self, dir: FileKey, except: Option<&LeaseKey>, now: Instant) -> Effects {
+        Effects {
+            lease_breaks: self.break_for_child_change(dir, except, now),
+            ..Effects::default()
         }
     }
 
@@ -199,5 +248,61 @@ impl OpenState for FileStates {
 
     fn path(&self, key: FileKey) -> Option<RelPath> {
         FileStates::path(self, key)
+    }
+
+    fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
+        FileStates::check(self, key, access, share_access)
+    }
+
+    fn open_count(&self, key: FileKey) -> usize {
+        FileStates::open_count(self, key)
+    }
+
+    fn has_stream_opens(&self, key: FileKey) -> bool {
+        FileStates::has_stream_opens(self, key)
+    }
+
+    fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {
+        FileStates::others_share_delete(self, key, open_id)
+    }
+
+    fn any_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
+        FileStates::any_open_below(self, dir, except)
+    }
+
+    fn lease_elsewhere(&self, lease: &LeaseKey, key: FileKey) -> bool {
+        FileStates::lease_elsewhere(self, lease, key)
+    }
+
+    fn allocation(&self, key: FileKey) -> Option<u64> {
+        FileStates::allocation(self, key)
+    }
+
+    fn change_time(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
+        FileStates::change_time(self, key, ctime)
+    }
+
+    fn lock_count(&self, key: FileKey) -> usize {
+        FileStates::lock_count(self, key)
+    }
+
+    fn open_ids(&self, key: FileKey) -> Vec<u64> {
+        FileStates::open_ids(self, key)
+    }
+
+    fn held_by(&self, key: FileKey, open_id: u64) -> Held {
+        FileStates::held_by(self, key, open_id)
+    }
+
+    fn any_dir_leases(&self) -> bool {
+        FileStates::any_dir_leases(self)
+    }
+
+    fn handle_leased_below(
+        &self,
+        dir: &RelPath,
+        except: FileKey,
+    ) -> Option<Vec<(FileKey, Vec<u64>)>> {
+        FileStates::handle_leased_below(self, dir, except)
     }
 }

@@ -16,7 +16,7 @@ pub struct Held {
     pub locks: Vec<(u64, u64, bool)>,
 }
 
-impl FileStates {
+impl<L: super::Layout> FileStates<L> {
     /// What open `open_id` of `key` holds now.
     pub fn held_by(&self, key: FileKey, open_id: u64) -> Held {
         self.read(key, |e| Held {

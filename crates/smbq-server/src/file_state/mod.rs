@@ -18,6 +18,8 @@
 pub mod byte_range;
 mod dir_lease;
 mod door;
+#[cfg(test)]
+mod door_tests;
 mod held;
 mod key;
 pub mod lease;
@@ -34,6 +36,7 @@ use smbq_wire::create_context::lease_state;
 use tokio::sync::Notify;
 
 pub use byte_range::WaitEnds;
+pub use held::Held;
 pub use key::FileKey;
 pub use share_mode::{LastClose, NewOpen};
 
@@ -59,8 +62,8 @@ pub struct OpenRequest<'a> {
 const SHARDS: usize = 64;
 
 /// Client-set ChangeTimes are tiny, but a client could set times on millions of files; past
-/// this many in a shard they are forgotten (ChangeTime then falls back to the real ctime).
-const MAX_CHANGE_TIMES_PER_SHARD: usize = (1 << 16) / SHARDS;
+/// about this many they are forgotten (ChangeTime then falls back to the real ctime).
+const MAX_CHANGE_TIMES: usize = 1 << 16;
 
 /// What opens share about one file.
 #[derive(Debug, Default)]
@@ -87,7 +90,7 @@ impl FileEntry {
 }
 
 #[derive(Debug, Default)]
-struct Files {
+pub struct Files {
     map: HashMap<FileKey, FileEntry>,
     /// Entries holding a ChangeTime, for the cap.
     change_times: usize,
@@ -115,16 +118,83 @@ impl Files {
 }
 
 #[derive(Debug, Default)]
-struct Shard {
+pub struct Shard {
     files: Mutex<Files>,
     /// Something in the shard was released (a lock, an open, an oplock break ended).
     changed: Notify,
 }
 
+/// How a [`FileStates`] lays out its table: each part is one lock and one wake signal.
+pub trait Layout: Send + Sync + std::fmt::Debug + Default + 'static {
+    /// Client-set ChangeTimes kept per part (see [`MAX_CHANGE_TIMES`]).
+    const CHANGE_TIMES_PER_PART: usize;
+
+    /// The part holding `key`'s file.
+    fn part(&self, key: FileKey) -> &Shard;
+
+    /// Every part.
+    fn parts(&self) -> &[Shard];
+}
+
+/// The server's layout: [`SHARDS`] parts, so opens of different files rarely wait on each
+/// other's lock, and a release wakes only the waiters of its part.
+#[derive(Debug)]
+pub struct Sharded {
+    shards: Box<[Shard]>,
+}
+
+impl Default for Sharded {
+    fn default() -> Self {
+        Sharded {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+        }
+    }
+}
+
+impl Layout for Sharded {
+    const CHANGE_TIMES_PER_PART: usize = MAX_CHANGE_TIMES / SHARDS;
+
+    fn part(&self, key: FileKey) -> &Shard {
+        // Inode numbers are dense, so the low bits spread files well enough.
+        let h = key.ino ^ key.dev.rotate_left(32);
+        let i = usize::try_from(h % SHARDS as u64).unwrap_or(0);
+        match self.shards.get(i) {
+            Some(s) => s,
+            None => unreachable!("Sharded::default makes SHARDS shards and i < SHARDS"),
+        }
+    }
+
+    fn parts(&self) -> &[Shard] {
+        &self.shards
+    }
+}
+
+/// The second implementation of [`crate::open_state::OpenState`]: every file in one table
+/// under one lock, and one wake signal for all waiters, the shape of a store that runs each
+/// verb as one transaction over its records (a cluster store). It shares the per-file rules
+/// with [`Sharded`]; the same table-driven tests run on both (`tests`).
+#[derive(Debug, Default)]
+pub struct OneTable {
+    table: [Shard; 1],
+}
+
+impl Layout for OneTable {
+    const CHANGE_TIMES_PER_PART: usize = MAX_CHANGE_TIMES;
+
+    fn part(&self, _key: FileKey) -> &Shard {
+        let [only] = &self.table;
+        only
+    }
+
+    fn parts(&self) -> &[Shard] {
+        &self.table
+    }
+}
+
 /// Every open file's shared state (see the module docs).
 #[derive(Debug)]
-pub struct FileStates {
-    shards: Box<[Shard]>,
+pub struct FileStates<L: Layout = Sharded> {
+    layout: L,
     /// The file (and stream) each live lease is on. Taken after a shard's lock, never
     /// before; entries go with their lease's last open, so it is bounded by the open limits.
     lease_files: Mutex<HashMap<LeaseKey, FileKey>>,
@@ -134,29 +204,25 @@ pub struct FileStates {
     dir_leased: Mutex<HashSet<FileKey>>,
 }
 
-impl Default for FileStates {
+impl<L: Layout> Default for FileStates<L> {
     fn default() -> Self {
-        Self::new()
+        FileStates {
+            layout: L::default(),
+            lease_files: Mutex::new(HashMap::new()),
+            dir_leased: Mutex::new(HashSet::new()),
+        }
     }
 }
 
 impl FileStates {
     pub fn new() -> Self {
-        FileStates {
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
-            lease_files: Mutex::new(HashMap::new()),
-            dir_leased: Mutex::new(HashSet::new()),
-        }
+        Self::default()
     }
+}
 
+impl<L: Layout> FileStates<L> {
     fn shard(&self, key: FileKey) -> &Shard {
-        // Inode numbers are dense, so the low bits spread files well enough.
-        let h = key.ino ^ key.dev.rotate_left(32);
-        let i = usize::try_from(h % SHARDS as u64).unwrap_or(0);
-        match self.shards.get(i) {
-            Some(s) => s,
-            None => unreachable!("FileStates::new makes SHARDS shards and i < SHARDS"),
-        }
+        self.layout.part(key)
     }
 
     /// Reads `key`'s entry, if the file has one.
@@ -362,7 +428,7 @@ impl FileStates {
     /// Whether any open file other than `except` lies strictly below `dir` (Windows refuses
     /// to rename a directory while files inside it are open). Visits every shard.
     pub fn any_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
-        self.shards.iter().any(|s| {
+        self.layout.parts().iter().any(|s| {
             s.files.lock().map.iter().any(|(k, e)| {
                 *k != except.base()
                     && e.opens
@@ -382,7 +448,7 @@ impl FileStates {
         except: FileKey,
     ) -> Option<Vec<(FileKey, Vec<u64>)>> {
         let mut below = Vec::new();
-        for s in &self.shards {
+        for s in self.layout.parts() {
             let files = s.files.lock();
             for (k, e) in &files.map {
                 let Some(m) = e.opens.as_ref() else { continue };
@@ -853,7 +919,7 @@ impl FileStates {
             .map
             .get(&base)
             .is_some_and(|e| e.change_time.is_some());
-        if !known && files.change_times >= MAX_CHANGE_TIMES_PER_SHARD {
+        if !known && files.change_times >= L::CHANGE_TIMES_PER_PART {
             let full: Vec<FileKey> = files
                 .map
                 .iter()
@@ -878,7 +944,11 @@ impl FileStates {
 
     #[cfg(test)]
     fn entries(&self) -> usize {
-        self.shards.iter().map(|s| s.files.lock().map.len()).sum()
+        self.layout
+            .parts()
+            .iter()
+            .map(|s| s.files.lock().map.len())
+            .sum()
     }
 }
 

@@ -8,7 +8,7 @@ use smbq_wire::{FileId, NtStatus};
 
 use super::lease::{Contention, LeaseAsk, LeaseKey};
 use super::oplock::{Level, OpenCheck, Owner};
-use super::{FileKey, FileStates, MAX_CHANGE_TIMES_PER_SHARD, OpenRequest};
+use super::{FileKey, FileStates, Layout, OneTable, OpenRequest, Sharded};
 use crate::access::{mask, share};
 use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 
@@ -124,18 +124,6 @@ fn streams_of_one_file_keep_their_own_locks_and_oplocks() {
     assert_eq!(t.oplock_pending_until(s, Instant::now()), None);
 }
 
-/// smbtorture smb2.oplock.doc: a delete-pending file fails the open before anything breaks.
-#[test]
-fn delete_pending_fails_before_any_break() {
-    let t = FileStates::new();
-    t.admit(K, 1, RW | mask::DELETE, share::ALL, &p(), false)
-        .unwrap();
-    t.oplock_grant(K, 1, Level::Batch, false, owner(1));
-    t.set_delete_pending(K, true, None);
-    assert_eq!(check(&t, K, None), Err(NtStatus::DELETE_PENDING));
-    assert_eq!(t.oplock_pending_until(K, Instant::now()), None);
-}
-
 #[test]
 fn grant_sees_the_other_opens_of_the_same_stream() {
     let t = FileStates::new();
@@ -154,9 +142,9 @@ fn grant_sees_the_other_opens_of_the_same_stream() {
     );
 }
 
-#[test]
-fn change_times_are_bounded_per_shard() {
-    let t = FileStates::new();
+/// Client-set ChangeTimes are bounded per part of the table, in both layouts.
+fn change_times_are_bounded<L: Layout>() {
+    let t = FileStates::<L>::default();
     // Same shard: inode numbers 64 apart, device 0.
     let key = |i: u64| FileKey {
         dev: 0,
@@ -164,11 +152,11 @@ fn change_times_are_bounded_per_shard() {
         stream: 0,
     };
     let c = Timespec::new(1, 0);
-    let n = MAX_CHANGE_TIMES_PER_SHARD as u64 + 10;
+    let n = L::CHANGE_TIMES_PER_PART as u64 + 10;
     for i in 0..n {
         t.set_change_time(key(i), c, i);
     }
-    assert!(t.entries() <= MAX_CHANGE_TIMES_PER_SHARD, "{}", t.entries());
+    assert!(t.entries() <= L::CHANGE_TIMES_PER_PART, "{}", t.entries());
     assert_eq!(
         t.change_time(key(n - 1), c),
         Some(n - 1),
@@ -181,6 +169,16 @@ fn change_times_are_bounded_per_shard() {
         t.set_change_time(key(n + 1 + i), c, i);
     }
     assert_eq!(t.open_count(key(n)), 1);
+}
+
+#[test]
+fn change_times_are_bounded_per_shard() {
+    change_times_are_bounded::<Sharded>();
+}
+
+#[test]
+fn change_times_are_bounded_in_one_table() {
+    change_times_are_bounded::<OneTable>();
 }
 
 /// MS-SMB2 3.3.5.9.8: a lease key names one file (one stream); the index follows the lease

@@ -42,7 +42,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
                     last_access_time: v.last_access,
                     last_write_time: v.last_write,
                     change_time: v.change,
-                    allocation_size: meta::allocation_with(&st, srv.files().allocation(f.key)),
+                    allocation_size: meta::allocation_with(&st, srv.open_state().allocation(f.key)),
                     end_of_file: meta::end_of_file(&st),
                     file_attributes: v.attributes,
                 }

@@ -5,9 +5,8 @@
 //! copy_chunk_* tests pin down (where MS-SMB2 says END_OF_FILE for a source range past the end,
 //! Windows answers INVALID_VIEW_SIZE: MS-SMB2 footnote on 3.3.5.15.6).
 
-use std::time::Instant;
-
 use std::sync::Arc;
+use std::time::Instant;
 
 use smbq_proto::Response;
 use smbq_wire::NtStatus;
@@ -141,10 +140,10 @@ fn copy_chunks(
         if size < c.source_offset + len {
             return Ok((NtStatus::INVALID_VIEW_SIZE, copied));
         }
-        let files = srv.files();
-        if let Err(s) = files
-            .check_io(skey, src.volatile(), c.source_offset, len, false)
-            .and_then(|()| files.check_io(dkey, dst.volatile(), c.target_offset, len, true))
+        let state = srv.open_state();
+        if let Err(s) = state
+            .check_io(skey, src.volatile(), (c.source_offset, len), false)
+            .and_then(|()| state.check_io(dkey, dst.volatile(), (c.target_offset, len), true))
         {
             return Ok((s, copied));
         }

@@ -13,9 +13,8 @@
 //! range locks are not checked (Windows and Samba do not: the operation is a metadata change
 //! of the destination, like setting its allocation).
 
-use std::time::Instant;
-
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::access::attr;
 use smbq_wire::NtStatus;

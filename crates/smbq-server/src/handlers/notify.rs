@@ -94,7 +94,7 @@ async fn wait(ctx: &Ctx<'_>, spec: &WatchSpec) -> Result<Outcome, NtStatus> {
     // this request reached the hub: MS-FSA 2.1.5.10 fails a notify on a directory that is
     // delete-pending (smbtorture smb2.notify.rmdir3 with the request still queued).
     if let Some(f) = open.file()
-        && ctx.srv.files().delete_pending(f.key)
+        && ctx.srv.open_state().delete_pending(f.key)
     {
         hub.delete_pending(&spec.share, &spec.dir);
     }

@@ -48,7 +48,7 @@ fn lease_ack(ctx: &Ctx<'_>, ack: &LeaseBreakAck) -> Result<Response, NtStatus> {
     };
     let state = ctx.srv.lease_acknowledge(&key, ack.lease_state)?;
     // The lease's persistent opens keep the acknowledged state (crate::persist).
-    for id in ctx.srv.files().lease_opens(&key) {
+    for id in ctx.srv.open_state().lease_opens(&key) {
         if let Some(o) = ctx.srv.lookup_open(id) {
             ctx.srv.persist(&o);
         }

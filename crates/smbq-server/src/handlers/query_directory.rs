@@ -294,9 +294,9 @@ impl Seen {
             st,
             &entry.name,
             &info,
-            srv.files().change_time(key, st.ctime),
+            srv.open_state().change_time(key, st.ctime),
         );
-        let allocation = meta::allocation_with(st, srv.files().allocation(key));
+        let allocation = meta::allocation_with(st, srv.open_state().allocation(key));
         Seen {
             entry,
             view,

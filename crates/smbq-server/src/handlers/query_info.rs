@@ -174,7 +174,7 @@ impl FileFacts<'_> {
         StandardInfo {
             allocation_size: meta::allocation_with(
                 &self.st,
-                self.srv.files().allocation(self.f.key),
+                self.srv.open_state().allocation(self.f.key),
             ),
             end_of_file: meta::end_of_file(&self.st),
             number_of_links: links(self.st.nlink, self.delete_pending),
@@ -239,7 +239,7 @@ impl FileFacts<'_> {
             change_time: v.change,
             allocation_size: meta::allocation_with(
                 &self.st,
-                self.srv.files().allocation(self.f.key),
+                self.srv.open_state().allocation(self.f.key),
             ),
             end_of_file: meta::end_of_file(&self.st),
             file_attributes: v.attributes,
@@ -267,7 +267,7 @@ fn file_info(
     let path = open.path();
     let name = path.file_name().unwrap_or_default();
     let v = dos::view(srv, f.file.as_ref(), f.key, &st, name);
-    let delete_pending = srv.files().delete_pending(f.key);
+    let delete_pending = srv.open_state().delete_pending(f.key);
     let x = FileFacts {
         srv,
         open,

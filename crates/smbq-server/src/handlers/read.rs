@@ -47,13 +47,10 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if req.offset > i64::MAX as u64 {
         return Err(NtStatus::INVALID_PARAMETER);
     }
-    ctx.srv.files().check_io(
-        f.key,
-        open.volatile(),
-        req.offset,
-        u64::from(req.length),
-        false,
-    )?;
+    let range = (req.offset, u64::from(req.length));
+    ctx.srv
+        .open_state()
+        .check_io(f.key, open.volatile(), range, false)?;
     let (offset, len, min) = (req.offset, req.length as usize, req.minimum_count as usize);
     // A small READ of data in the page cache is answered here: the hop to a blocking thread
     // and back costs more than the copy (random 4 KiB reads, fio S2/S3). Anything that would

@@ -47,7 +47,7 @@ pub(super) async fn wait(
         return Ok(());
     };
     let by = open.volatile();
-    let dir_leases = ctx.srv.files().any_dir_leases();
+    let dir_leases = ctx.srv.open_state().any_dir_leases();
     if target.replace || dir_leases {
         let (o, is_dir) = (open.clone(), f.is_dir);
         let (parent, replaced) = blocking(move || Ok(target.keys(&o))).await?;
@@ -86,7 +86,7 @@ pub(super) async fn wait(
     }
     // The files below, as they are now: one opened after this scan is not broken, and the
     // rename's own check refuses it.
-    let Some(below) = ctx.srv.files().handle_leased_below(&dir, f.key) else {
+    let Some(below) = ctx.srv.open_state().handle_leased_below(&dir, f.key) else {
         return Ok(());
     };
     let share = &open.tree.share;
@@ -102,7 +102,7 @@ pub(super) async fn wait(
         if let Admission::MustWait(p) = ctx.srv.lease_handles_before_rename(key, by) {
             ctx.srv.oplock_wait(p, &ctx.cancel).await?;
         }
-        if ctx.srv.files().open_count_any(key) > 0 {
+        if ctx.srv.open_state().open_count_any(key) > 0 {
             return Err(NtStatus::ACCESS_DENIED);
         }
     }

@@ -2,10 +2,9 @@
 //! disposition (delete pending), end of file, allocation, position, mode, and security
 //! descriptors (stored per file, crate::security).
 
-use std::time::Instant;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use smbq_proto::Response;
 use smbq_vfs::{FileKind, RelPath};
@@ -25,6 +24,7 @@ use crate::access::{attr, mask};
 use crate::dos::DosInfo;
 use crate::errors::map_io_error;
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
+use crate::open_state::{Fact, Moved};
 use crate::path::{Stream, parse_smb_name, resolve};
 use crate::security::{Token, require};
 use crate::tables::Open;
@@ -320,7 +320,8 @@ fn set_allocation(srv: &Arc<Server>, open: &Arc<Open>, allocation: u64) -> Resul
     };
     crate::write_time::after(open, f, held, allocation < size && r.is_ok());
     r?;
-    srv.files().set_allocation(f.key, allocation);
+    srv.open_state()
+        .remember(f.key, Fact::Allocation(allocation));
     Ok(())
 }
 
@@ -355,7 +356,7 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     // MS-FSA 2.1.5.15.2 (Open.UserSetChangeTime): once a client has set ChangeTime, the
     // changes made here do not move it again.
     let kept = srv
-        .files()
+        .open_state()
         .change_time(f.key, f.file.stat().map_err(io)?.ctime);
     let (atime, mtime) = (pick(a), pick(m));
     if atime.is_some() || mtime.is_some() {
@@ -384,7 +385,11 @@ fn set_basic(srv: &Server, open: &Open, b: &BasicInfo) -> Result<(), NtStatus> {
     };
     if let Some(v) = change {
         let st = f.file.stat().map_err(io)?;
-        srv.files().set_change_time(f.key, st.ctime, v);
+        let fact = Fact::ChangeTime {
+            ctime: st.ctime,
+            value: v,
+        };
+        srv.open_state().remember(f.key, fact);
     }
     Ok(())
 }
@@ -445,8 +450,8 @@ fn set_disposition(
     if on_close {
         open.delete_on_close.store(delete, Ordering::Release);
     } else {
-        srv.files()
-            .set_delete_pending(f.key, delete, open.parent_lease.map(|k| k.key));
+        let parent = open.parent_lease.map(|k| k.key);
+        srv.open_state().on_disposition(f.key, delete, parent);
     }
     // The file's delete-pending is in every persistent open's record (crate::persist).
     srv.persist(open);
@@ -512,7 +517,7 @@ fn rename(
                 ino: st.ino,
                 stream: 0,
             };
-            if st.kind == FileKind::Dir || srv.files().open_count_any(key) > 0 {
+            if st.kind == FileKind::Dir || srv.open_state().open_count_any(key) > 0 {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             check_replace_allowed(vfs.as_ref(), open, token, &to, st)?;
@@ -524,7 +529,8 @@ fn rename(
     }
     vfs.rename(&from, &to, replace).map_err(io)?;
     *open.path.lock() = to.clone();
-    srv.files().set_path(f.key, to);
+    srv.open_state()
+        .renamed(f.key, open.volatile(), Moved::Path(to));
     srv.persist_file(f.key); // the new path in persistent opens' records (crate::persist)
     Ok(())
 }
@@ -538,14 +544,14 @@ fn movable_source(srv: &Server, open: &Open, f: &FileOpen) -> Result<RelPath, Nt
     }
     // MS-FSA 2.1.5.15.11: not while one of the file's named streams is open
     // (smbtorture smb2.streams.basefile-rename-with-open-stream).
-    if srv.files().has_stream_opens(f.key) {
+    if srv.open_state().has_stream_opens(f.key) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     // Every other open of the source must share delete.
-    if !srv.files().others_share_delete(f.key, open.volatile()) {
+    if !srv.open_state().others_share_delete(f.key, open.volatile()) {
         return Err(NtStatus::SHARING_VIOLATION);
     }
-    if f.is_dir && srv.files().any_open_below(&from, f.key) {
+    if f.is_dir && srv.open_state().any_open_below(&from, f.key) {
         return Err(NtStatus::ACCESS_DENIED);
     }
     Ok(from)
@@ -657,7 +663,7 @@ fn check_target_directory(
     } else {
         mask::FILE_ADD_FILE
     };
-    srv.files().check(
+    srv.open_state().check(
         key,
         add | mask::SYNCHRONIZE,
         crate::access::share::READ | crate::access::share::WRITE,
@@ -687,13 +693,13 @@ fn rename_stream(srv: &Server, open: &Open, target: &str, replace: bool) -> Resu
                 ..f.key
             };
             let case_only = smbq_vfs::simple_lowercase_eq(&from, &to);
-            if !case_only && srv.files().open_count(to_key) > 0 {
+            if !case_only && srv.open_state().open_count(to_key) > 0 {
                 return Err(NtStatus::ACCESS_DENIED);
             }
             streams::rename(f.file.as_ref(), &from, &to, replace)?;
             sref.set(Some(to.clone()));
-            srv.files()
-                .move_open(f.key, open.volatile(), streams::stream_id(&to));
+            let to = Moved::Stream(streams::stream_id(&to));
+            srv.open_state().renamed(f.key, open.volatile(), to);
             Ok(())
         }
         Stream::Default => {
@@ -726,7 +732,8 @@ fn rename_stream(srv: &Server, open: &Open, target: &str, replace: bool) -> Resu
             f.file
                 .remove_xattr(&format!("{}{from}", streams::PREFIX))
                 .map_err(io)?;
-            srv.files().move_open(f.key, open.volatile(), 0);
+            srv.open_state()
+                .renamed(f.key, open.volatile(), Moved::Stream(0));
             Ok(())
         }
     }

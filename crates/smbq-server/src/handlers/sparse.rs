@@ -4,9 +4,8 @@
 //! FSCTL_QUERY_ALLOCATED_RANGES reports the data extents (SEEK_DATA/SEEK_HOLE) of a sparse
 //! file, and the whole range of any other, as Windows and Samba do.
 
-use std::time::Instant;
-
 use std::sync::Arc;
+use std::time::Instant;
 
 use smbq_wire::NtStatus;
 

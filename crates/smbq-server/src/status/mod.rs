@@ -310,7 +310,7 @@ impl Server {
             let mut s = self.open_status(o, user);
             s.session_id = o.session_id;
             if let Some(f) = o.file() {
-                let held = self.files.held_by(f.key, o.volatile());
+                let held = self.open_state().held_by(f.key, o.volatile());
                 s.oplock = held.oplock.map(|l| {
                     match l {
                         Level::II => "II",

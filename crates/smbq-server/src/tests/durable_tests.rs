@@ -119,7 +119,7 @@ async fn a_lost_session_parks_the_open_and_its_user_reclaims_it() {
     );
     assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
     assert_eq!(std::fs::read(h.path("f")).unwrap(), b"still mine");
-    assert_eq!(h.srv.files().open_count_any(key_of(&h, "f")), 0);
+    assert_eq!(h.srv.open_state().open_count_any(key_of(&h, "f")), 0);
 }
 
 pub(super) fn key_of(h: &H, name: &str) -> crate::file_state::FileKey {
@@ -160,7 +160,11 @@ async fn parked_opens_time_out_and_leave_nothing() {
     let key = key_of(&h, "f");
     h.srv.session_lost(h.session.id);
     assert_eq!(h.srv.parked_opens(), 1);
-    assert_eq!(h.srv.files().open_count_any(key), 1, "the share mode stays");
+    assert_eq!(
+        h.srv.open_state().open_count_any(key),
+        1,
+        "the share mode stays"
+    );
     for _ in 0..50 {
         if h.srv.parked_opens() == 0 {
             break;
@@ -168,7 +172,7 @@ async fn parked_opens_time_out_and_leave_nothing() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(h.srv.parked_opens(), 0);
-    assert_eq!(h.srv.files().open_count_any(key), 0);
+    assert_eq!(h.srv.open_state().open_count_any(key), 0);
     assert!(h.srv.lookup_open(o.id.volatile).is_none());
 }
 
@@ -183,7 +187,7 @@ async fn the_store_is_bounded() {
     assert_eq!(h.srv.parked_opens(), 2);
     let open_files = ["a", "b", "c", "d"]
         .iter()
-        .filter(|n| h.srv.files().open_count_any(key_of(&h, n)) > 0)
+        .filter(|n| h.srv.open_state().open_count_any(key_of(&h, n)) > 0)
         .count();
     assert_eq!(open_files, 2, "the others were closed");
 }
@@ -206,7 +210,7 @@ async fn no_durable_handle_without_handle_caching() {
     assert!(!has_context(&o, CreateContextTag::DHNQ));
     h.srv.session_lost(h.session.id);
     assert_eq!(h.srv.parked_opens(), 1, "only the batch open");
-    assert_eq!(h.srv.files().open_count_any(key_of(&h, "g")), 0);
+    assert_eq!(h.srv.open_state().open_count_any(key_of(&h, "g")), 0);
 }
 
 /// A durable v2 CREATE asking for `level`, sent with the replay flag when `replay`.
@@ -337,7 +341,12 @@ async fn thousands_of_durable_opens_leave_nothing_behind() {
     }
     assert_eq!(h.srv.parked_opens(), 0);
     let held = (0..2000)
-        .filter(|i| h.srv.files().open_count_any(key_of(&h, &format!("f{i}"))) > 0)
+        .filter(|i| {
+            h.srv
+                .open_state()
+                .open_count_any(key_of(&h, &format!("f{i}")))
+                > 0
+        })
         .count();
     assert_eq!(held, 0, "every share mode released");
     assert_eq!(h.srv.open_slots_in_use(), 0, "every open id freed");
@@ -419,7 +428,7 @@ async fn a_resilient_open_is_kept_without_an_oplock_and_not_purged() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(h.srv.parked_opens(), 0, "gone at its one-second timeout");
-    assert_eq!(h.srv.files().open_count_any(key_of(&h, "r")), 0);
+    assert_eq!(h.srv.open_state().open_count_any(key_of(&h, "r")), 0);
     assert_eq!(h.srv.open_slots_in_use(), 0);
     assert_eq!(std::fs::read(h.path("r")).unwrap(), b"kept");
 }
@@ -503,7 +512,7 @@ async fn reconnects_with_the_wrong_guids_are_not_found() {
     assert_eq!(back.create().oplock_level, OplockLevel::LEASE);
     assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
     assert_eq!(h.srv.parked_opens(), 0);
-    assert_eq!(h.srv.files().open_count_any(key_of(&h, "leased")), 0);
+    assert_eq!(h.srv.open_state().open_count_any(key_of(&h, "leased")), 0);
     assert_eq!(h.srv.open_slots_in_use(), 0);
 }
 

@@ -157,7 +157,7 @@ async fn a_parked_persistent_open_keeps_its_file_until_its_client_reclaims_it() 
     assert_eq!(other.status, NtStatus::SUCCESS);
     assert_eq!(h.close(other.id).await.status, NtStatus::SUCCESS);
     assert_eq!(std::fs::read(h.path("f")).unwrap(), b"kept");
-    assert_eq!(h.srv.files().open_count_any(key_of(&h, "f")), 0);
+    assert_eq!(h.srv.open_state().open_count_any(key_of(&h, "f")), 0);
 }
 
 /// A DH2C saying "persistent" for an open that is durable only is INVALID_PARAMETER (as
@@ -254,7 +254,7 @@ async fn a_persistent_open_survives_a_restart_and_is_reclaimed() {
         report.dropped
     );
     assert_eq!(h.srv.parked_opens(), 1);
-    let held = h.srv.files().held_by(key, o.id.volatile);
+    let held = h.srv.open_state().held_by(key, o.id.volatile);
     assert_eq!(held.locks, vec![(0, 4, true)], "the lock is back");
     new_session(&mut h, 0x12, "alice").await;
     let other = plain(&h, "f", mask::FILE_READ_DATA).await;
@@ -268,7 +268,7 @@ async fn a_persistent_open_survives_a_restart_and_is_reclaimed() {
     assert!(r.body.ends_with(b"acknowledged") || r.data.as_deref() == Some(b"acknowledged"));
     assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
     assert_eq!(h.srv.persistent_records(), 0, "closed: forgotten");
-    assert_eq!(h.srv.files().open_count_any(key), 0);
+    assert_eq!(h.srv.open_state().open_count_any(key), 0);
     assert_eq!(h.srv.open_slots_in_use(), 0);
 }
 

@@ -589,10 +589,15 @@ fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId
     };
     let is_dir = st.kind == FileKind::Dir;
     let id = ro.srv.reserve_open_id().unwrap();
-    ro.srv
-        .files()
-        .admit(key, id, granted, share::ALL, &path, is_dir)
-        .unwrap();
+    let new = crate::file_state::NewOpen {
+        open_id: id,
+        checked: granted,
+        access: granted,
+        share_access: share::ALL,
+        path: &path,
+        is_dir,
+    };
+    ro.srv.open_state().admit(key, &new).unwrap();
     assert!(session.add_open(id));
     let file_id = FileId {
         persistent: id,

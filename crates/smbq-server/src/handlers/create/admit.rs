@@ -185,14 +185,14 @@ pub(super) fn admit(
     // MS-SMB2 3.3.5.9.8: a lease key in use for another file (or stream) is refused
     // (smbtorture smb2.lease.request).
     if let Some(ask) = &o.intent.lease
-        && o.srv.files().lease_elsewhere(&ask.key, key)
+        && o.srv.open_state().lease_elsewhere(&ask.key, key)
     {
         return Err(Stop::Failed(NtStatus::INVALID_PARAMETER));
     }
     if !made_here {
         // MS-SMB2 3.3.5.9: a disconnected persistent open keeps the file for its client.
         let parked = o.srv.durable_store();
-        if crate::durable::persistent::refuses(parked, o.srv.files(), key, new.checked) {
+        if crate::durable::persistent::refuses(parked, o.srv.open_state(), key, new.checked) {
             return Err(Stop::Failed(NtStatus::FILE_NOT_AVAILABLE));
         }
         let open = OpenRequest {
@@ -208,7 +208,7 @@ pub(super) fn admit(
             Admission::MustWait(pending) => return Err(Stop::MustWait(pending)),
         }
     }
-    o.srv.files().admit_checking(key, new)?;
+    o.srv.open_state().admit(key, new)?;
     Ok(())
 }
 

@@ -44,7 +44,7 @@ pub(super) fn respond(
             change_time: v.change,
             allocation_size: meta::allocation_with(
                 st,
-                open.file().and_then(|f| srv.files().allocation(f.key)),
+                open.file().and_then(|f| srv.open_state().allocation(f.key)),
             ),
             end_of_file: meta::end_of_file(st),
             file_attributes: v.attributes,

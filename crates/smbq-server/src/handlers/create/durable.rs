@@ -240,12 +240,7 @@ pub(super) async fn reconnect(
 /// persistent): the client hears it once it has its open back (its epoch moves only now, so
 /// the answer showed the lease as the client left it).
 fn resend_break(srv: &Server, key: crate::file_state::FileKey, id: u64) {
-    use crate::durable::persistent::{PendingBreak, pending_break};
-    match pending_break(srv.files(), key, id) {
-        Some(PendingBreak::Lease(n)) => srv.send_lease_breaks(&[n]),
-        Some(PendingBreak::Oplock(n)) => srv.send_breaks(&[n]),
-        None => {}
-    }
+    srv.apply(srv.open_state().unheard_breaks(key, id));
 }
 
 /// A replayed durable v2 CREATE whose open was parked (its connection went before the client
@@ -396,7 +391,7 @@ fn reclaimable(
         .create_guid
         .is_none_or(|a| a == g.create_guid.unwrap_or([0; 16]));
     let key = p.open.file().map(|f| f.key).ok_or(not_found)?;
-    let (_, held) = srv.files().caching_of(key, p.open.volatile());
+    let (_, held) = srv.open_state().caching_of(key, p.open.volatile());
     let lease_matches = match (held, asked_key) {
         (Some((k, _)), Some(a)) => k == a,
         (None, None) => true,
@@ -482,7 +477,7 @@ fn respond(
         &st,
         path.file_name().unwrap_or_default(),
     );
-    let (level, lease) = ctx.srv.files().caching_of(key, open.volatile());
+    let (level, lease) = ctx.srv.open_state().caching_of(key, open.volatile());
     let mut extra: Vec<(CreateContextTag<'static>, Vec<u8>)> = Vec::new();
     let oplock_level = match (lease, asked) {
         (Some((_, g)), Some(a)) => {
@@ -504,7 +499,7 @@ fn respond(
         last_access_time: view.last_access,
         last_write_time: view.last_write,
         change_time: view.change,
-        allocation_size: meta::allocation_with(&st, ctx.srv.files().allocation(key)),
+        allocation_size: meta::allocation_with(&st, ctx.srv.open_state().allocation(key)),
         end_of_file: meta::end_of_file(&st),
         file_attributes: view.attributes,
         file_id: open.file_id,
@@ -595,7 +590,7 @@ fn answer_replay(
     // by another open of the same key since).
     let current = open
         .file()
-        .and_then(|f| ctx.srv.files().caching_of(f.key, open.volatile()).1);
+        .and_then(|f| ctx.srv.open_state().caching_of(f.key, open.volatile()).1);
     // A replay asking for a lease the open does not hold (it has an oplock, or another key's
     // lease) is not this CREATE again: STATUS_ACCESS_DENIED, as Windows answers
     // (smbtorture replay-dhv2-oplock-lease, replay-dhv2-lease3).

@@ -15,6 +15,7 @@ use super::intent::CreateIntent;
 use super::{Done, contexts};
 use crate::Server;
 use crate::handlers::{Ctx, blocking};
+use crate::open_state::Fact;
 use crate::tables::Open;
 
 /// What the open was granted besides its access: the oplock level the response carries and
@@ -62,7 +63,7 @@ async fn install(
         (intent.contexts.allocation_size, open.file(), done.action)
     {
         // MS-SMB2 2.2.13.2.6: the preallocation shows as AllocationSize (crate::meta).
-        srv.files().set_allocation(f.key, a);
+        srv.open_state().remember(f.key, Fact::Allocation(a));
     }
     Ok(open)
 }

@@ -517,7 +517,7 @@ fn overwrite(o: &Opener<'_>, key: FileKey, file: &dyn VfsFile) -> Result<Stat, S
     let mut st = match r {
         Ok(s) => s,
         Err(e) => {
-            o.srv.files().release(key, o.id, false, None);
+            o.srv.open_state().release(key, o.id, false, None);
             return Err(map_io_error(&e).into());
         }
     };

@@ -237,7 +237,7 @@ fn admit(
     let (file, st) = match built {
         Ok(b) => b,
         Err(e) => {
-            o.srv.files().release(key, o.id, false, None);
+            o.srv.open_state().release(key, o.id, false, None);
             return Err(map_io_error(&e).into());
         }
     };

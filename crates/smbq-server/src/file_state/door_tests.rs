@@ -1,0 +1,859 @@
+//! Table-driven tests of the [`OpenState`] door, run on both implementations ([`Sharded`],
+//! the server's, and [`OneTable`]). Each table is a sequence of verbs and what each must
+//! answer; the tables go through the trait only (`&dyn OpenState`), so a third
+//! implementation (a cluster store) can run them as they are. The expectations are MS-FSA's
+//! and smbtorture's, cited per table.
+
+use std::time::{Duration, Instant};
+
+use smbq_vfs::RelPath;
+use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
+use smbq_wire::{FileId, NtStatus};
+
+use super::lease::{LeaseAsk, LeaseKey};
+use super::oplock::{Level, Owner, is_stat_open};
+use super::{FileKey, FileStates, NewOpen, OneTable, OpenRequest, Sharded};
+use crate::access::{mask, share};
+use crate::open_state::{Ack, Acked, BreakWait, LockOp, OpenState, Undelivered};
+
+const K: FileKey = FileKey {
+    dev: 3,
+    ino: 40,
+    stream: 0,
+};
+const RW: u32 = mask::FILE_READ_DATA | mask::FILE_WRITE_DATA;
+const STAT: u32 = mask::FILE_READ_ATTRIBUTES;
+const RWH: u32 = READ_CACHING | WRITE_CACHING | HANDLE_CACHING;
+const RH: u32 = READ_CACHING | HANDLE_CACHING;
+const SESSION: u64 = 9;
+
+/// One verb of a table. Opens are numbered by the table; lease keys are `[n; 16]` of one
+/// client.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// Admit open `id` with `access` and `share` to stream `stream` of K.
+    Admit {
+        id: u64,
+        access: u32,
+        share: u32,
+        stream: u64,
+    },
+    /// A CREATE with `access` (asking for lease `lease`) contends for stream `stream`.
+    Contend {
+        access: u32,
+        share: u32,
+        lease: Option<u8>,
+        stream: u64,
+    },
+    Oplock {
+        id: u64,
+        level: Level,
+        stream: u64,
+    },
+    Lease {
+        id: u64,
+        lease: u8,
+        requested: u32,
+    },
+    Lock {
+        id: u64,
+        at: u64,
+        len: u64,
+        exclusive: bool,
+    },
+    Unlock {
+        id: u64,
+        at: u64,
+        len: u64,
+    },
+    CheckIo {
+        id: u64,
+        at: u64,
+        len: u64,
+        write: bool,
+    },
+    Write {
+        id: u64,
+    },
+    Rename {
+        id: u64,
+    },
+    AckOplock {
+        id: u64,
+        level: Level,
+    },
+    AckLease {
+        lease: u8,
+        state: u32,
+    },
+    LeaseUndelivered {
+        lease: u8,
+    },
+    /// SET_INFO FileDispositionInformation on K.
+    DeletePending {
+        pending: bool,
+    },
+    Release {
+        id: u64,
+        delete_on_close: bool,
+    },
+    Deleted,
+    /// Where a wait for K's breaks stands, `after` from the table's start.
+    Wait {
+        after: Duration,
+    },
+}
+
+/// What a step answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Out {
+    Ok,
+    Err(NtStatus),
+    Level(Level),
+    State(u32),
+    /// Oplock breaks (open, new level), lease breaks (key, new state), whether to wait.
+    Fx(Vec<(u64, Level)>, Vec<(u8, u32)>, bool),
+    Wait(WaitKind),
+    /// A release: whether it was the last open, and whether the close must delete the file.
+    Closed {
+        last: bool,
+        delete: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WaitKind {
+    Done,
+    Pending,
+    Deleting,
+}
+
+use Out::{Closed, Err as E, Fx, Ok as Fine};
+use Step::*;
+
+fn lease_key(n: u8) -> LeaseKey {
+    LeaseKey {
+        client_guid: [7; 16],
+        key: [n; 16],
+    }
+}
+
+fn ask(n: u8, requested: u32) -> LeaseAsk {
+    LeaseAsk {
+        key: lease_key(n),
+        requested,
+        v2_epoch: None,
+        parent: None,
+    }
+}
+
+fn on(stream: u64) -> FileKey {
+    FileKey { stream, ..K }
+}
+
+fn effects(fx: crate::open_state::Effects) -> Out {
+    Fx(
+        fx.oplock_breaks
+            .iter()
+            .map(|n| (n.open_id, n.level))
+            .collect(),
+        fx.lease_breaks
+            .iter()
+            .map(|n| (n.key.key[0], n.new))
+            .collect(),
+        fx.wait.is_some(),
+    )
+}
+
+fn status(r: Result<(), NtStatus>) -> Out {
+    r.map_or_else(E, |()| Fine)
+}
+
+/// Runs one step on `t` (`start`: the table's clock).
+fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
+    let path = RelPath::parse("f").unwrap_or_else(|_| unreachable!());
+    let now = start;
+    match step {
+        Admit {
+            id,
+            access,
+            share,
+            stream,
+        } => status(t.admit(
+            on(stream),
+            &NewOpen {
+                open_id: id,
+                checked: access,
+                access,
+                share_access: share,
+                path: &path,
+                is_dir: false,
+            },
+        )),
+        Contend {
+            access,
+            share,
+            lease,
+            stream,
+        } => {
+            let a = lease.map(|n| ask(n, RWH));
+            let req = OpenRequest {
+                granted: access,
+                share_access: share,
+                overwrite: false,
+                deletes: false,
+                lease: a.as_ref(),
+            };
+            t.contend(on(stream), &req, now).map_or_else(E, effects)
+        }
+        Oplock { id, level, stream } => {
+            let owner = Owner {
+                session_id: SESSION,
+                file_id: FileId {
+                    persistent: id,
+                    volatile: id,
+                },
+            };
+            Out::Level(t.grant_oplock(on(stream), id, level, false, owner))
+        }
+        Lease {
+            id,
+            lease,
+            requested,
+        } => match t.grant_lease(K, (id, SESSION), &ask(lease, requested), (false, 0)) {
+            Some(g) => Out::State(g.state),
+            None => E(NtStatus::INVALID_PARAMETER),
+        },
+        Lock {
+            id,
+            at,
+            len,
+            exclusive,
+        } => {
+            let (r, fx) = t.on_lock(K, id, (at, len), LockOp::Lock { exclusive }, now);
+            match r {
+                Ok(()) => effects(fx),
+                Err(s) => E(s),
+            }
+        }
+        Unlock { id, at, len } => status(t.on_lock(K, id, (at, len), LockOp::Unlock, now).0),
+        CheckIo { id, at, len, write } => status(t.check_io(K, id, (at, len), write)),
+        Write { id } => effects(t.on_write(K, id, now)),
+        Rename { id } => effects(t.on_rename(K, id, now)),
+        AckOplock { id, level } => {
+            let ack = Ack::Oplock {
+                key: K,
+                open_id: id,
+                level: level.to_wire(),
+            };
+            match t.acknowledge(ack, now) {
+                Ok((Acked::Oplock(l), fx)) if fx.is_empty() => Out::Level(l),
+                Ok(other) => panic!("an oplock ack answered {other:?}"),
+                Err(s) => E(s),
+            }
+        }
+        AckLease { lease, state } => {
+            let key = lease_key(lease);
+            match t.acknowledge(Ack::Lease { lease: &key, state }, now) {
+                Ok((Acked::Lease(s), _)) => Out::State(s),
+                Ok(other) => panic!("a lease ack answered {other:?}"),
+                Err(s) => E(s),
+            }
+        }
+        LeaseUndelivered { lease } => {
+            t.undeliverable(Undelivered::Lease(&lease_key(lease)));
+            Fine
+        }
+        DeletePending { pending } => {
+            t.on_disposition(K, pending, None);
+            Fine
+        }
+        Release {
+            id,
+            delete_on_close,
+        } => match t.release(K, id, delete_on_close, None) {
+            Some(l) => Closed {
+                last: true,
+                delete: l.delete,
+            },
+            None => Closed {
+                last: false,
+                delete: false,
+            },
+        },
+        Deleted => {
+            t.deleted(K);
+            Fine
+        }
+        Wait { after } => {
+            let token = crate::open_state::WaitToken { key: K };
+            Out::Wait(match t.break_wait(token, start + after) {
+                BreakWait::Done => WaitKind::Done,
+                BreakWait::Until(_) => WaitKind::Pending,
+                BreakWait::Deleting => WaitKind::Deleting,
+            })
+        }
+    }
+}
+
+/// Runs `table` on a fresh instance of each implementation.
+fn check(name: &str, table: &[(Step, Out)]) {
+    let impls: [(&str, Box<dyn OpenState>); 2] = [
+        ("sharded", Box::new(FileStates::<Sharded>::default())),
+        ("one table", Box::new(FileStates::<OneTable>::default())),
+    ];
+    for (which, t) in impls {
+        let start = Instant::now();
+        for (i, (step, want)) in table.iter().enumerate() {
+            let got = run(&*t, *step, start);
+            assert_eq!(&got, want, "{name}, {which}, step {i}: {step:?}");
+        }
+    }
+}
+
+fn admit(id: u64, access: u32) -> Step {
+    Admit {
+        id,
+        access,
+        share: share::ALL,
+        stream: 0,
+    }
+}
+
+fn contend(access: u32, lease: Option<u8>) -> Step {
+    Contend {
+        access,
+        share: share::ALL,
+        lease,
+        stream: 0,
+    }
+}
+
+const NOTHING: Out = Fx(Vec::new(), Vec::new(), false);
+const NOW: Duration = Duration::ZERO;
+
+/// MS-FSA 2.1.5.1.2 / smbtorture smb2.oplock.batch1: a data open of a file held with a batch
+/// oplock breaks it to level II and waits; the acknowledgment ends the wait; the next write
+/// breaks level II to none without a wait.
+#[test]
+fn batch_oplock_breaks_to_level2_then_a_write_breaks_it() {
+    check(
+        "batch",
+        &[
+            (admit(1, RW), Fine),
+            (
+                Oplock {
+                    id: 1,
+                    level: Level::Batch,
+                    stream: 0,
+                },
+                Out::Level(Level::Batch),
+            ),
+            (contend(RW, None), Fx(vec![(1, Level::II)], vec![], true)),
+            (Wait { after: NOW }, Out::Wait(WaitKind::Pending)),
+            (
+                AckOplock {
+                    id: 1,
+                    level: Level::II,
+                },
+                Out::Level(Level::II),
+            ),
+            (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
+            (admit(2, RW), Fine),
+            (Write { id: 2 }, Fx(vec![(1, Level::None)], vec![], false)),
+            (Write { id: 2 }, NOTHING),
+        ],
+    );
+}
+
+/// smbtorture smb2.oplock.statopen1: a stat open breaks nothing.
+#[test]
+fn a_stat_open_breaks_nothing() {
+    assert!(is_stat_open(STAT));
+    check(
+        "stat",
+        &[
+            (admit(1, RW), Fine),
+            (
+                Oplock {
+                    id: 1,
+                    level: Level::Batch,
+                    stream: 0,
+                },
+                Out::Level(Level::Batch),
+            ),
+            (contend(STAT, None), NOTHING),
+        ],
+    );
+}
+
+/// A break nobody acknowledges times out (BREAK_TIMEOUT, 35 s) and the wait ends.
+#[test]
+fn an_unanswered_break_times_out() {
+    check(
+        "timeout",
+        &[
+            (admit(1, RW), Fine),
+            (
+                Oplock {
+                    id: 1,
+                    level: Level::Exclusive,
+                    stream: 0,
+                },
+                Out::Level(Level::Exclusive),
+            ),
+            (contend(RW, None), Fx(vec![(1, Level::II)], vec![], true)),
+            (
+                Wait {
+                    after: Duration::from_secs(1),
+                },
+                Out::Wait(WaitKind::Pending),
+            ),
+            (
+                Wait {
+                    after: Duration::from_secs(36),
+                },
+                Out::Wait(WaitKind::Done),
+            ),
+        ],
+    );
+}
+
+/// MS-FSA 2.1.5.1.2.1: share modes; a conflict fails the admission, not the contention
+/// (which reports it only through the oplock intent).
+#[test]
+fn share_modes_refuse_what_the_holder_does_not_share() {
+    check(
+        "share",
+        &[
+            (
+                Admit {
+                    id: 1,
+                    access: RW,
+                    share: share::READ,
+                    stream: 0,
+                },
+                Fine,
+            ),
+            (admit(2, mask::FILE_READ_DATA), Fine),
+            (admit(3, RW), E(NtStatus::SHARING_VIOLATION)),
+            (
+                Admit {
+                    id: 3,
+                    access: mask::FILE_READ_DATA,
+                    share: share::READ,
+                    stream: 0,
+                },
+                E(NtStatus::SHARING_VIOLATION),
+            ),
+            (
+                Release {
+                    id: 1,
+                    delete_on_close: false,
+                },
+                Closed {
+                    last: false,
+                    delete: false,
+                },
+            ),
+            (admit(3, RW), Fine),
+        ],
+    );
+}
+
+/// MS-FSA 2.1.5.7, 2.1.5.9, 2.1.4.10 (smbtorture smb2.lock): conflicts, exact unlocks, I/O
+/// against other owners' locks, and a close that frees its owner's locks only.
+#[test]
+fn byte_range_locks_conflict_and_go_with_their_owner() {
+    check(
+        "locks",
+        &[
+            (admit(1, RW), Fine),
+            (admit(2, RW), Fine),
+            (
+                Lock {
+                    id: 1,
+                    at: 0,
+                    len: 10,
+                    exclusive: true,
+                },
+                NOTHING,
+            ),
+            (
+                Lock {
+                    id: 2,
+                    at: 5,
+                    len: 1,
+                    exclusive: false,
+                },
+                E(NtStatus::LOCK_NOT_GRANTED),
+            ),
+            (
+                Lock {
+                    id: 2,
+                    at: 10,
+                    len: 5,
+                    exclusive: false,
+                },
+                NOTHING,
+            ),
+            (
+                CheckIo {
+                    id: 2,
+                    at: 9,
+                    len: 2,
+                    write: false,
+                },
+                E(NtStatus::FILE_LOCK_CONFLICT),
+            ),
+            (
+                CheckIo {
+                    id: 1,
+                    at: 0,
+                    len: 10,
+                    write: true,
+                },
+                Fine,
+            ),
+            (
+                CheckIo {
+                    id: 1,
+                    at: 10,
+                    len: 1,
+                    write: false,
+                },
+                Fine,
+            ),
+            (
+                CheckIo {
+                    id: 1,
+                    at: 10,
+                    len: 1,
+                    write: true,
+                },
+                E(NtStatus::FILE_LOCK_CONFLICT),
+            ),
+            (
+                Unlock {
+                    id: 1,
+                    at: 0,
+                    len: 5,
+                },
+                E(NtStatus::RANGE_NOT_LOCKED),
+            ),
+            (
+                Unlock {
+                    id: 2,
+                    at: 0,
+                    len: 10,
+                },
+                E(NtStatus::RANGE_NOT_LOCKED),
+            ),
+            (
+                Release {
+                    id: 1,
+                    delete_on_close: false,
+                },
+                Closed {
+                    last: false,
+                    delete: false,
+                },
+            ),
+            (
+                Lock {
+                    id: 2,
+                    at: 0,
+                    len: 10,
+                    exclusive: true,
+                },
+                NOTHING,
+            ),
+            (
+                Unlock {
+                    id: 2,
+                    at: 10,
+                    len: 5,
+                },
+                Fine,
+            ),
+        ],
+    );
+}
+
+/// smbtorture smb2.oplock.brl1 / MS-FSA 2.1.5.7: a lock request breaks level II oplocks,
+/// whether or not it is granted.
+#[test]
+fn a_lock_request_breaks_level2_granted_or_not() {
+    check(
+        "brl",
+        &[
+            (admit(1, RW), Fine),
+            (admit(2, RW), Fine),
+            (
+                Oplock {
+                    id: 1,
+                    level: Level::II,
+                    stream: 0,
+                },
+                Out::Level(Level::II),
+            ),
+            (
+                Lock {
+                    id: 2,
+                    at: 0,
+                    len: 1,
+                    exclusive: true,
+                },
+                Fx(vec![(1, Level::None)], vec![], false),
+            ),
+            (
+                Oplock {
+                    id: 1,
+                    level: Level::II,
+                    stream: 0,
+                },
+                Out::Level(Level::II),
+            ),
+            (
+                Lock {
+                    id: 1,
+                    at: 0,
+                    len: 1,
+                    exclusive: true,
+                },
+                E(NtStatus::LOCK_NOT_GRANTED),
+            ),
+        ],
+    );
+}
+
+/// MS-SMB2 3.3.5.9.8 and smbtorture smb2.lease.breaking1: a second key's data open breaks
+/// the first lease's W and waits; the acknowledgment lets it in with R H; its write breaks
+/// the first key to none and spares itself; a close ends a lease with its last open.
+#[test]
+fn leases_break_for_other_keys_and_end_with_their_opens() {
+    check(
+        "leases",
+        &[
+            (admit(1, RW), Fine),
+            (
+                Lease {
+                    id: 1,
+                    lease: 1,
+                    requested: RWH,
+                },
+                Out::State(RWH),
+            ),
+            (contend(RW, Some(1)), NOTHING),
+            (contend(RW, Some(2)), Fx(vec![], vec![(1, RH)], true)),
+            (Wait { after: NOW }, Out::Wait(WaitKind::Pending)),
+            (
+                AckLease {
+                    lease: 2,
+                    state: READ_CACHING,
+                },
+                E(NtStatus::OBJECT_NAME_NOT_FOUND),
+            ),
+            (
+                AckLease {
+                    lease: 1,
+                    state: RH,
+                },
+                Out::State(RH),
+            ),
+            (
+                AckLease {
+                    lease: 1,
+                    state: READ_CACHING,
+                },
+                E(NtStatus::UNSUCCESSFUL),
+            ),
+            (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
+            (admit(2, RW), Fine),
+            (
+                Lease {
+                    id: 2,
+                    lease: 2,
+                    requested: RWH,
+                },
+                Out::State(RH),
+            ),
+            // A write never waits for the breaks it starts.
+            (Write { id: 2 }, Fx(vec![], vec![(1, 0)], false)),
+            (
+                Release {
+                    id: 1,
+                    delete_on_close: false,
+                },
+                Closed {
+                    last: false,
+                    delete: false,
+                },
+            ),
+            (
+                AckLease { lease: 1, state: 0 },
+                E(NtStatus::OBJECT_NAME_NOT_FOUND),
+            ),
+            (
+                Release {
+                    id: 2,
+                    delete_on_close: false,
+                },
+                Closed {
+                    last: true,
+                    delete: false,
+                },
+            ),
+        ],
+    );
+}
+
+/// A lease break that cannot be delivered completes at once (the CREATE does not wait 35 s).
+#[test]
+fn an_undeliverable_lease_break_completes() {
+    check(
+        "undelivered",
+        &[
+            (admit(1, RW), Fine),
+            (
+                Lease {
+                    id: 1,
+                    lease: 1,
+                    requested: RWH,
+                },
+                Out::State(RWH),
+            ),
+            (contend(RW, Some(2)), Fx(vec![], vec![(1, RH)], true)),
+            (LeaseUndelivered { lease: 1 }, Fine),
+            (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
+        ],
+    );
+}
+
+/// smbtorture smb2.lease.rename: a rename breaks other keys' handle caching and waits.
+#[test]
+fn a_rename_breaks_other_keys_handle_caching() {
+    check(
+        "rename",
+        &[
+            (admit(1, RW), Fine),
+            (
+                Lease {
+                    id: 1,
+                    lease: 1,
+                    requested: RH,
+                },
+                Out::State(RH),
+            ),
+            (admit(2, mask::DELETE), Fine),
+            (Rename { id: 2 }, Fx(vec![], vec![(1, READ_CACHING)], true)),
+            (
+                AckLease {
+                    lease: 1,
+                    state: READ_CACHING,
+                },
+                Out::State(READ_CACHING),
+            ),
+            (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
+        ],
+    );
+}
+
+/// MS-FSA 2.1.5.4 and smbtorture smb2.oplock.doc: the last close of a delete-on-close open
+/// deletes the file; until the unlink is done the name is DELETE_PENDING and a waiter is told
+/// the file is being deleted.
+#[test]
+fn a_deleting_last_close_holds_the_name_until_deleted() {
+    check(
+        "delete",
+        &[
+            (admit(1, RW | mask::DELETE), Fine),
+            (
+                Oplock {
+                    id: 1,
+                    level: Level::Batch,
+                    stream: 0,
+                },
+                Out::Level(Level::Batch),
+            ),
+            (
+                Release {
+                    id: 1,
+                    delete_on_close: true,
+                },
+                Closed {
+                    last: true,
+                    delete: true,
+                },
+            ),
+            (admit(2, RW), E(NtStatus::DELETE_PENDING)),
+            (Wait { after: NOW }, Out::Wait(WaitKind::Deleting)),
+            (Deleted, Fine),
+            (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
+            (admit(2, RW), Fine),
+        ],
+    );
+}
+
+/// Streams of one file keep their own oplocks: an open of the file breaks no stream's.
+#[test]
+fn streams_keep_their_own_oplocks() {
+    check(
+        "streams",
+        &[
+            (
+                Admit {
+                    id: 1,
+                    access: RW,
+                    share: share::ALL,
+                    stream: 11,
+                },
+                Fine,
+            ),
+            (
+                Oplock {
+                    id: 1,
+                    level: Level::Batch,
+                    stream: 11,
+                },
+                Out::Level(Level::Batch),
+            ),
+            (contend(RW, None), NOTHING),
+            (
+                Contend {
+                    access: RW,
+                    share: share::ALL,
+                    lease: None,
+                    stream: 11,
+                },
+                Fx(vec![(1, Level::II)], vec![], true),
+            ),
+        ],
+    );
+}
+
+/// smbtorture smb2.oplock.doc: a delete-pending file fails an open before anything breaks;
+/// clearing the flag lets the next one contend as usual.
+#[test]
+fn delete_pending_fails_before_any_break() {
+    check(
+        "doc",
+        &[
+            (admit(1, RW | mask::DELETE), Fine),
+            (
+                Oplock {
+                    id: 1,
+                    level: Level::Batch,
+                    stream: 0,
+                },
+                Out::Level(Level::Batch),
+            ),
+            (DeletePending { pending: true }, Fine),
+            (contend(RW, None), E(NtStatus::DELETE_PENDING)),
+            (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
+            (admit(2, RW), E(NtStatus::DELETE_PENDING)),
+            (DeletePending { pending: false }, Fine),
+            (contend(RW, None), Fx(vec![(1, Level::II)], vec![], true)),
+        ],
+    );
+}
