@@ -45,12 +45,24 @@ pub struct Effects {
     /// Opens whose break is under way and that must go if they are disconnected durable
     /// opens: they will never acknowledge (smbtorture smb2.durable-open.oplock, as Windows).
     pub purge: Vec<u64>,
+    /// Opens whose state here changed (locks, caching, the file's path or delete-pending):
+    /// the persistent ones' records are written again before the response that tells the
+    /// client (crate::persist, MS-SMB2 3.3.5.9.10).
+    pub recorded: Vec<u64>,
 }
 
 impl Effects {
-    /// No break, no wait, no purge.
+    /// No break, no wait, no purge, nothing to record.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// Only `opens` to record again, when `changed`.
+    pub fn recording(changed: bool, opens: Vec<u64>) -> Self {
+        Effects {
+            recorded: if changed { opens } else { Vec::new() },
+            ..Effects::default()
+        }
     }
 }
 
@@ -218,11 +230,11 @@ pub trait OpenState: Send + Sync {
     /// SET_INFO FileDispositionInformation (MS-FSA 2.1.5.15.3): the file, or the named stream
     /// `key` addresses, becomes delete-pending or stops being so. `parent`: the setting
     /// open's parent lease key (crate::file_state::dir_lease).
-    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>);
+    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) -> Effects;
 
     /// A rename through open `open_id` succeeded on disk (MS-FSA 2.1.5.15.11): the file is at
     /// `to` now, or the open addresses another stream of it.
-    fn renamed(&self, key: FileKey, open_id: u64, to: Moved);
+    fn renamed(&self, key: FileKey, open_id: u64, to: Moved) -> Effects;
 
     /// Records a fact about the file that lives while it is open (see [`Fact`]).
     fn remember(&self, key: FileKey, fact: Fact);

@@ -111,13 +111,13 @@ impl Server {
         }
     }
 
-    /// Writes the records of every persistent open of `key`'s file: what belongs to the file
-    /// (its path, its delete-pending) changed through one of them.
-    pub(crate) fn persist_file(&self, key: FileKey) {
+    /// Writes the records of the persistent ones among `opens` (live or parked) again: their
+    /// state changed ([`crate::open_state::Effects::recorded`]).
+    pub(crate) fn persist_opens(&self, opens: &[u64]) {
         if self.persistent.get().is_none() {
             return;
         }
-        for id in self.open_state().open_ids(key) {
+        for &id in opens {
             if let Some(o) = self
                 .lookup_open(id)
                 .or_else(|| self.durable.parked_open(id))
@@ -262,7 +262,7 @@ impl Server {
         // Last, once nothing can fail: a file is never left delete-pending by an open that
         // was not restored.
         if rec.delete_pending {
-            self.open_state().on_disposition(key, true, None);
+            let _ = self.open_state().on_disposition(key, true, None);
         }
         Ok(())
     }

@@ -17,15 +17,17 @@ use crate::open_state::{Effects, WaitToken};
 
 impl Server {
     /// Carries out what an [`OpenState`](crate::open_state::OpenState) verb decided: the
-    /// breaks go to their sessions, and the disconnected durable opens that can no longer
-    /// answer are purged. Returns the wait the request must make, if any
-    /// ([`Self::oplock_wait`]).
+    /// breaks go to their sessions, the disconnected durable opens that can no longer answer
+    /// are purged, and the persistent opens whose state changed are written to the store
+    /// (crate::persist) before the handler answers. Returns the wait the request must make,
+    /// if any ([`Self::oplock_wait`]).
     pub(crate) fn apply(&self, fx: Effects) -> Option<WaitToken> {
         self.send_breaks(&fx.oplock_breaks);
         self.send_lease_breaks(&fx.lease_breaks);
         for id in fx.purge {
             self.purge_parked(id);
         }
+        self.persist_opens(&fx.recorded);
         fx.wait
     }
 }

@@ -35,6 +35,7 @@ impl<L: Layout> OpenState for FileStates<L> {
             } else {
                 Vec::new()
             },
+            recorded: Vec::new(),
         })
     }
 
@@ -81,10 +82,17 @@ impl<L: Layout> OpenState for FileStates<L> {
         now: Instant,
     ) -> (Result<(), NtStatus>, Effects) {
         match op {
-            LockOp::Unlock => (self.unlock(key, owner, offset, length), Effects::default()),
+            LockOp::Unlock => {
+                let r = self.unlock(key, owner, offset, length);
+                (r, Effects::recording(r.is_ok(), vec![owner]))
+            }
             LockOp::Lock { exclusive } => {
-                let fx = self.on_write(key, owner, now);
-                (self.try_lock(key, owner, offset, length, exclusive), fx)
+                let mut fx = self.on_write(key, owner, now);
+                let r = self.try_lock(key, owner, offset, length, exclusive);
+                if r.is_ok() {
+                    fx.recorded.push(owner);
+                }
+                (r, fx)
             }
         }
     }
@@ -106,12 +114,16 @@ impl<L: Layout> OpenState for FileStates<L> {
                 level,
             } => {
                 let level = self.oplock_acknowledge(key, open_id, level)?;
-                Ok((Acked::Oplock(level), Effects::default()))
+                Ok((
+                    Acked::Oplock(level),
+                    Effects::recording(true, vec![open_id]),
+                ))
             }
             Ack::Lease { lease, state } => {
                 let (state, next) = self.lease_acknowledge(lease, state, now)?;
                 let fx = Effects {
                     lease_breaks: next.into_iter().collect(),
+                    recorded: self.lease_opens(lease),
                     ..Effects::default()
                 };
                 Ok((Acked::Lease(state), fx))
@@ -128,15 +140,17 @@ impl<L: Layout> OpenState for FileStates<L> {
         }
     }
 
-    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) {
+    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) -> Effects {
         self.set_delete_pending(key, pending, parent);
+        Effects::recording(true, self.open_ids(key))
     }
 
-    fn renamed(&self, key: FileKey, open_id: u64, to: Moved) {
+    fn renamed(&self, key: FileKey, open_id: u64, to: Moved) -> Effects {
         match to {
             Moved::Path(path) => self.set_path(key, path),
             Moved::Stream(stream) => self.move_open(key, open_id, stream),
         }
+        Effects::recording(true, self.open_ids(key))
     }
 
     fn remember(&self, key: FileKey, fact: Fact) {

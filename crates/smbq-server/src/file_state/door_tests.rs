@@ -111,14 +111,57 @@ enum Out {
     Err(NtStatus),
     Level(Level),
     State(u32),
-    /// Oplock breaks (open, new level), lease breaks (key, new state), whether to wait.
-    Fx(Vec<(u64, Level)>, Vec<(u8, u32)>, bool),
+    Fx(Fx),
+    /// A refusal with effects (a lock request refused still breaks).
+    ErrFx(NtStatus, Fx),
+    /// An oplock acknowledgment: the level left, the opens to record again.
+    AckedOplock(Level, Vec<u64>),
+    /// A lease acknowledgment: the state left and its effects.
+    AckedLease(u32, Fx),
     Wait(WaitKind),
     /// A release: whether it was the last open, and whether the close must delete the file.
     Closed {
         last: bool,
         delete: bool,
     },
+}
+
+/// A verb's [`Effects`](crate::open_state::Effects) as a table writes them: oplock breaks
+/// (open, new level), lease breaks (key, new state), whether to wait, the opens whose records
+/// the persistent store writes again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Fx {
+    oplocks: Vec<(u64, Level)>,
+    leases: Vec<(u8, u32)>,
+    wait: bool,
+    recorded: Vec<u64>,
+}
+
+/// Breaks, and whether the request waits for them.
+fn breaks(oplocks: Vec<(u64, Level)>, leases: Vec<(u8, u32)>, wait: bool) -> Out {
+    Out::Fx(Fx {
+        oplocks,
+        leases,
+        wait,
+        recorded: Vec::new(),
+    })
+}
+
+/// A lease acknowledgment leaving `state`, whose lease's `opens` are recorded again.
+fn acked_lease(state: u32, opens: &[u64]) -> Out {
+    let fx = Fx {
+        recorded: opens.to_vec(),
+        ..Fx::default()
+    };
+    Out::AckedLease(state, fx)
+}
+
+/// Only open `id`'s record to write again (a lock taken or dropped).
+fn recorded(id: u64) -> Out {
+    Out::Fx(Fx {
+        recorded: vec![id],
+        ..Fx::default()
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,7 +171,7 @@ enum WaitKind {
     Deleting,
 }
 
-use Out::{Closed, Err as E, Fx, Ok as Fine};
+use Out::{Closed, Err as E, Ok as Fine};
 use Step::*;
 
 fn lease_key(n: u8) -> LeaseKey {
@@ -151,18 +194,25 @@ fn on(stream: u64) -> FileKey {
     FileKey { stream, ..K }
 }
 
-fn effects(fx: crate::open_state::Effects) -> Out {
-    Fx(
-        fx.oplock_breaks
+fn fx_of(fx: crate::open_state::Effects) -> Fx {
+    Fx {
+        oplocks: fx
+            .oplock_breaks
             .iter()
             .map(|n| (n.open_id, n.level))
             .collect(),
-        fx.lease_breaks
+        leases: fx
+            .lease_breaks
             .iter()
             .map(|n| (n.key.key[0], n.new))
             .collect(),
-        fx.wait.is_some(),
-    )
+        wait: fx.wait.is_some(),
+        recorded: fx.recorded,
+    }
+}
+
+fn effects(fx: crate::open_state::Effects) -> Out {
+    Out::Fx(fx_of(fx))
 }
 
 fn status(r: Result<(), NtStatus>) -> Out {
@@ -231,12 +281,16 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
             exclusive,
         } => {
             let (r, fx) = t.on_lock(K, id, (at, len), LockOp::Lock { exclusive }, now);
-            match r {
-                Ok(()) => effects(fx),
-                Err(s) => E(s),
+            match (r, fx_of(fx)) {
+                (Ok(()), fx) => Out::Fx(fx),
+                (Err(s), fx) if fx == Fx::default() => E(s),
+                (Err(s), fx) => Out::ErrFx(s, fx),
             }
         }
-        Unlock { id, at, len } => status(t.on_lock(K, id, (at, len), LockOp::Unlock, now).0),
+        Unlock { id, at, len } => match t.on_lock(K, id, (at, len), LockOp::Unlock, now) {
+            (Ok(()), fx) => effects(fx),
+            (Err(s), _) => E(s),
+        },
         CheckIo { id, at, len, write } => status(t.check_io(K, id, (at, len), write)),
         Write { id } => effects(t.on_write(K, id, now)),
         Rename { id } => effects(t.on_rename(K, id, now)),
@@ -247,7 +301,17 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
                 level: level.to_wire(),
             };
             match t.acknowledge(ack, now) {
-                Ok((Acked::Oplock(l), fx)) if fx.is_empty() => Out::Level(l),
+                Ok((Acked::Oplock(l), fx)) => {
+                    let fx = fx_of(fx);
+                    assert_eq!(
+                        Fx {
+                            recorded: vec![],
+                            ..fx.clone()
+                        },
+                        Fx::default()
+                    );
+                    Out::AckedOplock(l, fx.recorded)
+                }
                 Ok(other) => panic!("an oplock ack answered {other:?}"),
                 Err(s) => E(s),
             }
@@ -255,7 +319,7 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
         AckLease { lease, state } => {
             let key = lease_key(lease);
             match t.acknowledge(Ack::Lease { lease: &key, state }, now) {
-                Ok((Acked::Lease(s), _)) => Out::State(s),
+                Ok((Acked::Lease(s), fx)) => Out::AckedLease(s, fx_of(fx)),
                 Ok(other) => panic!("a lease ack answered {other:?}"),
                 Err(s) => E(s),
             }
@@ -265,7 +329,12 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
             Fine
         }
         DeletePending { pending } => {
-            t.on_disposition(K, pending, None);
+            let fx = fx_of(t.on_disposition(K, pending, None));
+            assert_eq!(
+                fx.recorded,
+                t.open_ids(K),
+                "every open of the file is recorded again"
+            );
             Fine
         }
         Release {
@@ -329,7 +398,12 @@ fn contend(access: u32, lease: Option<u8>) -> Step {
     }
 }
 
-const NOTHING: Out = Fx(Vec::new(), Vec::new(), false);
+const NOTHING: Out = Out::Fx(Fx {
+    oplocks: Vec::new(),
+    leases: Vec::new(),
+    wait: false,
+    recorded: Vec::new(),
+});
 const NOW: Duration = Duration::ZERO;
 
 /// MS-FSA 2.1.5.1.2 / smbtorture smb2.oplock.batch1: a data open of a file held with a batch
@@ -349,18 +423,24 @@ fn batch_oplock_breaks_to_level2_then_a_write_breaks_it() {
                 },
                 Out::Level(Level::Batch),
             ),
-            (contend(RW, None), Fx(vec![(1, Level::II)], vec![], true)),
+            (
+                contend(RW, None),
+                breaks(vec![(1, Level::II)], vec![], true),
+            ),
             (Wait { after: NOW }, Out::Wait(WaitKind::Pending)),
             (
                 AckOplock {
                     id: 1,
                     level: Level::II,
                 },
-                Out::Level(Level::II),
+                Out::AckedOplock(Level::II, vec![1]),
             ),
             (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
             (admit(2, RW), Fine),
-            (Write { id: 2 }, Fx(vec![(1, Level::None)], vec![], false)),
+            (
+                Write { id: 2 },
+                breaks(vec![(1, Level::None)], vec![], false),
+            ),
             (Write { id: 2 }, NOTHING),
         ],
     );
@@ -402,7 +482,10 @@ fn an_unanswered_break_times_out() {
                 },
                 Out::Level(Level::Exclusive),
             ),
-            (contend(RW, None), Fx(vec![(1, Level::II)], vec![], true)),
+            (
+                contend(RW, None),
+                breaks(vec![(1, Level::II)], vec![], true),
+            ),
             (
                 Wait {
                     after: Duration::from_secs(1),
@@ -477,7 +560,7 @@ fn byte_range_locks_conflict_and_go_with_their_owner() {
                     len: 10,
                     exclusive: true,
                 },
-                NOTHING,
+                recorded(1),
             ),
             (
                 Lock {
@@ -495,7 +578,7 @@ fn byte_range_locks_conflict_and_go_with_their_owner() {
                     len: 5,
                     exclusive: false,
                 },
-                NOTHING,
+                recorded(2),
             ),
             (
                 CheckIo {
@@ -566,7 +649,7 @@ fn byte_range_locks_conflict_and_go_with_their_owner() {
                     len: 10,
                     exclusive: true,
                 },
-                NOTHING,
+                recorded(2),
             ),
             (
                 Unlock {
@@ -574,7 +657,7 @@ fn byte_range_locks_conflict_and_go_with_their_owner() {
                     at: 10,
                     len: 5,
                 },
-                Fine,
+                recorded(2),
             ),
         ],
     );
@@ -604,7 +687,11 @@ fn a_lock_request_breaks_level2_granted_or_not() {
                     len: 1,
                     exclusive: true,
                 },
-                Fx(vec![(1, Level::None)], vec![], false),
+                Out::Fx(Fx {
+                    oplocks: vec![(1, Level::None)],
+                    recorded: vec![2],
+                    ..Fx::default()
+                }),
             ),
             (
                 Oplock {
@@ -621,7 +708,13 @@ fn a_lock_request_breaks_level2_granted_or_not() {
                     len: 1,
                     exclusive: true,
                 },
-                E(NtStatus::LOCK_NOT_GRANTED),
+                Out::ErrFx(
+                    NtStatus::LOCK_NOT_GRANTED,
+                    Fx {
+                        oplocks: vec![(1, Level::None)],
+                        ..Fx::default()
+                    },
+                ),
             ),
         ],
     );
@@ -645,7 +738,7 @@ fn leases_break_for_other_keys_and_end_with_their_opens() {
                 Out::State(RWH),
             ),
             (contend(RW, Some(1)), NOTHING),
-            (contend(RW, Some(2)), Fx(vec![], vec![(1, RH)], true)),
+            (contend(RW, Some(2)), breaks(vec![], vec![(1, RH)], true)),
             (Wait { after: NOW }, Out::Wait(WaitKind::Pending)),
             (
                 AckLease {
@@ -659,7 +752,7 @@ fn leases_break_for_other_keys_and_end_with_their_opens() {
                     lease: 1,
                     state: RH,
                 },
-                Out::State(RH),
+                acked_lease(RH, &[1]),
             ),
             (
                 AckLease {
@@ -679,7 +772,7 @@ fn leases_break_for_other_keys_and_end_with_their_opens() {
                 Out::State(RH),
             ),
             // A write never waits for the breaks it starts.
-            (Write { id: 2 }, Fx(vec![], vec![(1, 0)], false)),
+            (Write { id: 2 }, breaks(vec![], vec![(1, 0)], false)),
             (
                 Release {
                     id: 1,
@@ -723,7 +816,7 @@ fn an_undeliverable_lease_break_completes() {
                 },
                 Out::State(RWH),
             ),
-            (contend(RW, Some(2)), Fx(vec![], vec![(1, RH)], true)),
+            (contend(RW, Some(2)), breaks(vec![], vec![(1, RH)], true)),
             (LeaseUndelivered { lease: 1 }, Fine),
             (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
         ],
@@ -746,13 +839,16 @@ fn a_rename_breaks_other_keys_handle_caching() {
                 Out::State(RH),
             ),
             (admit(2, mask::DELETE), Fine),
-            (Rename { id: 2 }, Fx(vec![], vec![(1, READ_CACHING)], true)),
+            (
+                Rename { id: 2 },
+                breaks(vec![], vec![(1, READ_CACHING)], true),
+            ),
             (
                 AckLease {
                     lease: 1,
                     state: READ_CACHING,
                 },
-                Out::State(READ_CACHING),
+                acked_lease(READ_CACHING, &[1]),
             ),
             (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
         ],
@@ -826,7 +922,7 @@ fn streams_keep_their_own_oplocks() {
                     lease: None,
                     stream: 11,
                 },
-                Fx(vec![(1, Level::II)], vec![], true),
+                breaks(vec![(1, Level::II)], vec![], true),
             ),
         ],
     );
@@ -853,7 +949,10 @@ fn delete_pending_fails_before_any_break() {
             (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
             (admit(2, RW), E(NtStatus::DELETE_PENDING)),
             (DeletePending { pending: false }, Fine),
-            (contend(RW, None), Fx(vec![(1, Level::II)], vec![], true)),
+            (
+                contend(RW, None),
+                breaks(vec![(1, Level::II)], vec![], true),
+            ),
         ],
     );
 }

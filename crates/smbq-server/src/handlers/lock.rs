@@ -42,9 +42,6 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         if let Some(s) = seq {
             open.lock_seq.lock().record(s);
         }
-        // A persistent open's locks are on stable storage before the client hears of them
-        // (crate::persist).
-        ctx.srv.persist(open);
         Response::ok(body(|w| LockResponse.encode(w)))
     };
     let srv = ctx.srv;

@@ -30,7 +30,6 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let level = ctx
         .srv
         .oplock_acknowledge(key, open.volatile(), ack.oplock_level)?;
-    ctx.srv.persist(&open); // crate::persist
     let resp = OplockBreak {
         oplock_level: level.to_wire(),
         file_id: open.file_id,
@@ -47,12 +46,6 @@ fn lease_ack(ctx: &Ctx<'_>, ack: &LeaseBreakAck) -> Result<Response, NtStatus> {
         key: ack.lease_key,
     };
     let state = ctx.srv.lease_acknowledge(&key, ack.lease_state)?;
-    // The lease's persistent opens keep the acknowledged state (crate::persist).
-    for id in ctx.srv.open_state().lease_opens(&key) {
-        if let Some(o) = ctx.srv.lookup_open(id) {
-            ctx.srv.persist(&o);
-        }
-    }
     let resp = LeaseBreakAck {
         flags: 0,
         lease_key: ack.lease_key,

@@ -449,13 +449,13 @@ fn set_disposition(
     }
     if on_close {
         open.delete_on_close.store(delete, Ordering::Release);
+        // The open's own flag is in its record (crate::persist).
+        srv.persist(open);
     } else {
+        // The file's delete-pending is in every persistent open's record (the effects).
         let parent = open.parent_lease.map(|k| k.key);
-        srv.open_state().on_disposition(f.key, delete, parent);
+        srv.apply(srv.open_state().on_disposition(f.key, delete, parent));
     }
-    // The file's delete-pending is in every persistent open's record (crate::persist).
-    srv.persist(open);
-    srv.persist_file(f.key);
     Ok(())
 }
 
@@ -529,9 +529,11 @@ fn rename(
     }
     vfs.rename(&from, &to, replace).map_err(io)?;
     *open.path.lock() = to.clone();
-    srv.open_state()
+    // The new path goes into persistent opens' records (the effects, crate::persist).
+    let fx = srv
+        .open_state()
         .renamed(f.key, open.volatile(), Moved::Path(to));
-    srv.persist_file(f.key); // the new path in persistent opens' records (crate::persist)
+    srv.apply(fx);
     Ok(())
 }
 
@@ -699,7 +701,7 @@ fn rename_stream(srv: &Server, open: &Open, target: &str, replace: bool) -> Resu
             streams::rename(f.file.as_ref(), &from, &to, replace)?;
             sref.set(Some(to.clone()));
             let to = Moved::Stream(streams::stream_id(&to));
-            srv.open_state().renamed(f.key, open.volatile(), to);
+            srv.apply(srv.open_state().renamed(f.key, open.volatile(), to));
             Ok(())
         }
         Stream::Default => {
@@ -732,8 +734,10 @@ fn rename_stream(srv: &Server, open: &Open, target: &str, replace: bool) -> Resu
             f.file
                 .remove_xattr(&format!("{}{from}", streams::PREFIX))
                 .map_err(io)?;
-            srv.open_state()
-                .renamed(f.key, open.volatile(), Moved::Stream(0));
+            srv.apply(
+                srv.open_state()
+                    .renamed(f.key, open.volatile(), Moved::Stream(0)),
+            );
             Ok(())
         }
     }
