@@ -11,8 +11,8 @@
 //!
 //! Implementations: [`crate::file_state::FileStates`] over the [`Sharded`] layout (64 parts,
 //! each one lock and one wake signal; the server's) and over the [`OneTable`] layout (every
-//! file in one table under one lock with one wake signal, the shape of a store that runs each
-//! verb as one transaction, as a cluster store will). The per-file rules are written once
+//! file in one table under one lock with one wake signal, the shape of a store that keeps all
+//! files' state in one place, as a cluster store will). The per-file rules are written once
 //! (file_state's parts); both run the table-driven tests of `file_state::door_tests`, which go
 //! through this trait only, and the crate's whole test suite runs on either
 //! (`SMBQ_TEST_OPEN_STATE=one-table`, run by scripts/test.sh).
@@ -87,7 +87,13 @@ pub enum BreakWait {
 /// A byte-range lock request on one range of one stream (MS-SMB2 3.3.5.14).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockOp {
-    Lock { exclusive: bool },
+    Lock {
+        exclusive: bool,
+    },
+    /// A waiting lock request trying again: no breaks, its first attempt sent them.
+    Retry {
+        exclusive: bool,
+    },
     Unlock,
 }
 
@@ -367,7 +373,8 @@ pub trait OpenState: Send + Sync {
 
 /// Locks `range` of `key` for `owner` through `state`: at once or LOCK_NOT_GRANTED without
 /// `ends`, else waiting until it is granted or `ends` says the request is over. Each attempt's
-/// effects go to `apply`. The same for every implementation: it needs only the verbs.
+/// effects go to `apply` (breaks only from the first: MS-FSA 2.1.5.7 breaks once per request).
+/// The same for every implementation: it needs only the verbs.
 pub async fn lock_wait(
     state: &dyn OpenState,
     (key, owner): (FileKey, u64),
@@ -377,6 +384,7 @@ pub async fn lock_wait(
     apply: &(dyn Fn(Effects) + Sync),
 ) -> Result<(), NtStatus> {
     let changed = state.changed(key);
+    let mut first = true;
     loop {
         // MS-SMB2 3.3.5.14.2 / Windows: a pending lock whose open is closed completes with
         // RANGE_NOT_LOCKED (smbtorture lock.cancel, "cancel by close").
@@ -388,7 +396,12 @@ pub async fn lock_wait(
         let released = changed.notified();
         tokio::pin!(released);
         released.as_mut().enable();
-        let op = LockOp::Lock { exclusive };
+        let op = if first {
+            LockOp::Lock { exclusive }
+        } else {
+            LockOp::Retry { exclusive }
+        };
+        first = false;
         let (r, fx) = state.on_lock(key, owner, range, op, Instant::now());
         apply(fx);
         let (Err(NtStatus::LOCK_NOT_GRANTED), Some(ends)) = (r, ends) else {

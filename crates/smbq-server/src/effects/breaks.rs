@@ -57,7 +57,7 @@ impl Server {
         }
     }
 
-    /// Waits until the breaks `pending` stands for are acknowledged, their holders closed, or
+    /// Waits until the breaks `token` stands for are acknowledged, their holders closed, or
     /// [`BREAK_TIMEOUT`](crate::file_state::oplock::BREAK_TIMEOUT) passed.
     pub(crate) async fn oplock_wait(
         &self,

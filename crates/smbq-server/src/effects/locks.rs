@@ -1,6 +1,7 @@
 //! Byte-range lock requests (MS-SMB2 3.3.5.14) through the open-state door: a request that
 //! may wait sleeps on the file's change signal and asks again whenever something on the file
-//! is released.
+//! is released. The records of a persistent open are not written per element here: LOCK
+//! writes the open's record once, when the whole request is done (handlers/lock.rs).
 
 use std::time::Instant;
 
@@ -8,7 +9,7 @@ use smbq_wire::NtStatus;
 
 use crate::Server;
 use crate::file_state::{FileKey, WaitEnds};
-use crate::open_state::{self, LockOp};
+use crate::open_state::{self, Effects, LockOp};
 
 impl Server {
     /// Locks `(offset, length)` of `key` for `owner`: at once or LOCK_NOT_GRANTED without
@@ -21,8 +22,11 @@ impl Server {
         exclusive: bool,
         ends: Option<WaitEnds<'_>>,
     ) -> Result<(), NtStatus> {
-        let apply = |fx| {
-            self.apply(fx);
+        let apply = |fx: Effects| {
+            self.apply(Effects {
+                recorded: Vec::new(),
+                ..fx
+            });
         };
         let state = self.open_state();
         open_state::lock_wait(state, (key, owner), range, exclusive, ends, &apply).await
@@ -38,7 +42,10 @@ impl Server {
         let (r, fx) = self
             .open_state()
             .on_lock(key, owner, range, LockOp::Unlock, Instant::now());
-        self.apply(fx);
+        self.apply(Effects {
+            recorded: Vec::new(),
+            ..fx
+        });
         r
     }
 }

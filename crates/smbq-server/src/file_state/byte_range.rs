@@ -187,7 +187,6 @@ impl RangeLocks {
 mod tests {
     use super::super::{FileKey, FileStates};
     use super::*;
-    use std::sync::atomic::AtomicBool;
 
     const K: FileKey = FileKey {
         dev: 1,
@@ -313,62 +312,5 @@ mod tests {
         m.release(K, A, false, None);
         assert_eq!(m.lock_count(K), 1);
         run(&[(Close(A), OK), (Lock(B, 0, 1, true), OK)]);
-    }
-
-    #[tokio::test]
-    async fn blocking_lock_waits_for_release_or_cancel() {
-        let m = std::sync::Arc::new(FileStates::new());
-        m.try_lock(K, A, 0, 10, true).unwrap();
-        let cancel = CancellationToken::new();
-        let m2 = m.clone();
-        let c2 = cancel.clone();
-        let waiter = tokio::spawn(async move {
-            let closed = AtomicBool::new(false);
-            let ends = WaitEnds {
-                cancel: &c2,
-                closed: &closed,
-            };
-            crate::open_state::lock_wait(&*m2, (K, B), (0, 10), true, Some(ends), &|_| {}).await
-        });
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished());
-        m.unlock(K, A, 0, 10).unwrap();
-        assert_eq!(waiter.await.unwrap(), Ok(()));
-
-        let m3 = m.clone();
-        let c3 = cancel.clone();
-        let waiter = tokio::spawn(async move {
-            let closed = AtomicBool::new(false);
-            let ends = WaitEnds {
-                cancel: &c3,
-                closed: &closed,
-            };
-            crate::open_state::lock_wait(&*m3, (K, A), (5, 1), false, Some(ends), &|_| {}).await
-        });
-        tokio::task::yield_now().await;
-        cancel.cancel();
-        assert_eq!(waiter.await.unwrap(), Err(NtStatus::CANCELLED));
-    }
-
-    #[tokio::test]
-    async fn closing_the_waiting_open_ends_its_lock_request() {
-        let m = std::sync::Arc::new(FileStates::new());
-        m.try_lock(K, A, 0, 10, true).unwrap();
-        let closed = std::sync::Arc::new(AtomicBool::new(false));
-        let (m2, c2) = (m.clone(), closed.clone());
-        let waiter = tokio::spawn(async move {
-            let ends = WaitEnds {
-                cancel: &CancellationToken::new(),
-                closed: &c2,
-            };
-            crate::open_state::lock_wait(&*m2, (K, B), (0, 10), true, Some(ends), &|_| {}).await
-        });
-        tokio::task::yield_now().await;
-        assert!(!waiter.is_finished());
-        // B closes (it holds no locks): its pending request completes, A's lock stays.
-        closed.store(true, std::sync::atomic::Ordering::Release);
-        m.release(K, B, false, None);
-        assert_eq!(waiter.await.unwrap(), Err(NtStatus::RANGE_NOT_LOCKED));
-        assert_eq!(m.lock_count(K), 1);
     }
 }

@@ -1,4 +1,4 @@
-//! [`FileStates`] behind the [`OpenState`] door: each verb is one step under the file's shard
+//! [`FileStates`] behind the [`OpenState`] door: each verb decides under the file's part
 //! lock (see the module docs of [`super`]), returning what must happen as [`Effects`].
 
 use std::time::Instant;
@@ -84,6 +84,10 @@ impl<L: Layout> OpenState for FileStates<L> {
         match op {
             LockOp::Unlock => {
                 let r = self.unlock(key, owner, offset, length);
+                (r, Effects::recording(r.is_ok(), vec![owner]))
+            }
+            LockOp::Retry { exclusive } => {
+                let r = self.try_lock(key, owner, offset, length, exclusive);
                 (r, Effects::recording(r.is_ok(), vec![owner]))
             }
             LockOp::Lock { exclusive } => {

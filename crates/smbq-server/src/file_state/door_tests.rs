@@ -61,6 +61,13 @@ enum Step {
         len: u64,
         exclusive: bool,
     },
+    /// A waiting lock request trying again.
+    Retry {
+        id: u64,
+        at: u64,
+        len: u64,
+        exclusive: bool,
+    },
     Unlock {
         id: u64,
         at: u64,
@@ -134,17 +141,53 @@ struct Fx {
     oplocks: Vec<(u64, Level)>,
     leases: Vec<(u8, u32)>,
     wait: bool,
+    purge: Vec<u64>,
     recorded: Vec<u64>,
 }
 
 /// Breaks, and whether the request waits for them.
 fn breaks(oplocks: Vec<(u64, Level)>, leases: Vec<(u8, u32)>, wait: bool) -> Out {
+    // A CREATE that waits purges the opens it waits for if they are parked durable opens.
+    let purge = if wait {
+        oplocks.iter().map(|(id, _)| *id).collect()
+    } else {
+        Vec::new()
+    };
     Out::Fx(Fx {
         oplocks,
         leases,
         wait,
+        purge,
         recorded: Vec::new(),
     })
+}
+
+/// A CREATE waiting for lease `n`'s break to `to`; lease `n`'s open (numbered `n` in these
+/// tables) is purged if it is a parked durable open.
+fn lease_wait(n: u8, to: u32) -> Out {
+    Out::Fx(Fx {
+        leases: vec![(n, to)],
+        wait: true,
+        purge: vec![u64::from(n)],
+        ..Fx::default()
+    })
+}
+
+/// Opens `ids` to record again, as a file-wide change says.
+fn recorded_all(ids: &[u64]) -> Out {
+    Out::Fx(Fx {
+        recorded: ids.to_vec(),
+        ..Fx::default()
+    })
+}
+
+/// Errors keep their effects when they have some.
+fn outcome(r: Result<(), NtStatus>, fx: crate::open_state::Effects) -> Out {
+    match (r, fx_of(fx)) {
+        (Ok(()), fx) => Out::Fx(fx),
+        (Err(s), fx) if fx == Fx::default() => E(s),
+        (Err(s), fx) => Out::ErrFx(s, fx),
+    }
 }
 
 /// A lease acknowledgment leaving `state`, whose lease's `opens` are recorded again.
@@ -207,6 +250,7 @@ fn fx_of(fx: crate::open_state::Effects) -> Fx {
             .map(|n| (n.key.key[0], n.new))
             .collect(),
         wait: fx.wait.is_some(),
+        purge: fx.purge,
         recorded: fx.recorded,
     }
 }
@@ -281,16 +325,21 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
             exclusive,
         } => {
             let (r, fx) = t.on_lock(K, id, (at, len), LockOp::Lock { exclusive }, now);
-            match (r, fx_of(fx)) {
-                (Ok(()), fx) => Out::Fx(fx),
-                (Err(s), fx) if fx == Fx::default() => E(s),
-                (Err(s), fx) => Out::ErrFx(s, fx),
-            }
+            outcome(r, fx)
         }
-        Unlock { id, at, len } => match t.on_lock(K, id, (at, len), LockOp::Unlock, now) {
-            (Ok(()), fx) => effects(fx),
-            (Err(s), _) => E(s),
-        },
+        Retry {
+            id,
+            at,
+            len,
+            exclusive,
+        } => {
+            let (r, fx) = t.on_lock(K, id, (at, len), LockOp::Retry { exclusive }, now);
+            outcome(r, fx)
+        }
+        Unlock { id, at, len } => {
+            let (r, fx) = t.on_lock(K, id, (at, len), LockOp::Unlock, now);
+            outcome(r, fx)
+        }
         CheckIo { id, at, len, write } => status(t.check_io(K, id, (at, len), write)),
         Write { id } => effects(t.on_write(K, id, now)),
         Rename { id } => effects(t.on_rename(K, id, now)),
@@ -328,15 +377,7 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
             t.undeliverable(Undelivered::Lease(&lease_key(lease)));
             Fine
         }
-        DeletePending { pending } => {
-            let fx = fx_of(t.on_disposition(K, pending, None));
-            assert_eq!(
-                fx.recorded,
-                t.open_ids(K),
-                "every open of the file is recorded again"
-            );
-            Fine
-        }
+        DeletePending { pending } => effects(t.on_disposition(K, pending, None)),
         Release {
             id,
             delete_on_close,
@@ -367,11 +408,7 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
 
 /// Runs `table` on a fresh instance of each implementation.
 fn check(name: &str, table: &[(Step, Out)]) {
-    let impls: [(&str, Box<dyn OpenState>); 2] = [
-        ("sharded", Box::new(FileStates::<Sharded>::default())),
-        ("one table", Box::new(FileStates::<OneTable>::default())),
-    ];
-    for (which, t) in impls {
+    for (which, t) in both() {
         let start = Instant::now();
         for (i, (step, want)) in table.iter().enumerate() {
             let got = run(&*t, *step, start);
@@ -402,6 +439,7 @@ const NOTHING: Out = Out::Fx(Fx {
     oplocks: Vec::new(),
     leases: Vec::new(),
     wait: false,
+    purge: Vec::new(),
     recorded: Vec::new(),
 });
 const NOW: Duration = Duration::ZERO;
@@ -664,7 +702,7 @@ fn byte_range_locks_conflict_and_go_with_their_owner() {
 }
 
 /// smbtorture smb2.oplock.brl1 / MS-FSA 2.1.5.7: a lock request breaks level II oplocks,
-/// whether or not it is granted.
+/// whether or not it is granted, once.
 #[test]
 fn a_lock_request_breaks_level2_granted_or_not() {
     check(
@@ -693,6 +731,23 @@ fn a_lock_request_breaks_level2_granted_or_not() {
                     ..Fx::default()
                 }),
             ),
+            // A waiting request's retries break nothing more.
+            (
+                Retry {
+                    id: 2,
+                    at: 5,
+                    len: 1,
+                    exclusive: true,
+                },
+                recorded(2),
+            ),
+        ],
+    );
+    check(
+        "brl refused",
+        &[
+            (admit(1, RW), Fine),
+            (admit(2, RW), Fine),
             (
                 Oplock {
                     id: 1,
@@ -701,15 +756,16 @@ fn a_lock_request_breaks_level2_granted_or_not() {
                 },
                 Out::Level(Level::II),
             ),
+            // MS-FSA 2.1.5.7: the break comes before the range is looked at.
             (
                 Lock {
-                    id: 1,
-                    at: 0,
-                    len: 1,
+                    id: 2,
+                    at: u64::MAX,
+                    len: 2,
                     exclusive: true,
                 },
                 Out::ErrFx(
-                    NtStatus::LOCK_NOT_GRANTED,
+                    super::byte_range::STATUS_INVALID_LOCK_RANGE,
                     Fx {
                         oplocks: vec![(1, Level::None)],
                         ..Fx::default()
@@ -738,7 +794,7 @@ fn leases_break_for_other_keys_and_end_with_their_opens() {
                 Out::State(RWH),
             ),
             (contend(RW, Some(1)), NOTHING),
-            (contend(RW, Some(2)), breaks(vec![], vec![(1, RH)], true)),
+            (contend(RW, Some(2)), lease_wait(1, RH)),
             (Wait { after: NOW }, Out::Wait(WaitKind::Pending)),
             (
                 AckLease {
@@ -816,7 +872,7 @@ fn an_undeliverable_lease_break_completes() {
                 },
                 Out::State(RWH),
             ),
-            (contend(RW, Some(2)), breaks(vec![], vec![(1, RH)], true)),
+            (contend(RW, Some(2)), lease_wait(1, RH)),
             (LeaseUndelivered { lease: 1 }, Fine),
             (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
         ],
@@ -944,15 +1000,145 @@ fn delete_pending_fails_before_any_break() {
                 },
                 Out::Level(Level::Batch),
             ),
-            (DeletePending { pending: true }, Fine),
+            (DeletePending { pending: true }, recorded_all(&[1])),
             (contend(RW, None), E(NtStatus::DELETE_PENDING)),
             (Wait { after: NOW }, Out::Wait(WaitKind::Done)),
             (admit(2, RW), E(NtStatus::DELETE_PENDING)),
-            (DeletePending { pending: false }, Fine),
+            (DeletePending { pending: false }, recorded_all(&[1])),
             (
                 contend(RW, None),
                 breaks(vec![(1, Level::II)], vec![], true),
             ),
         ],
     );
+}
+
+/// Both implementations, fresh.
+fn both() -> [(&'static str, std::sync::Arc<dyn OpenState>); 2] {
+    [
+        (
+            "sharded",
+            std::sync::Arc::new(FileStates::<Sharded>::default()),
+        ),
+        (
+            "one table",
+            std::sync::Arc::new(FileStates::<OneTable>::default()),
+        ),
+    ]
+}
+
+fn admit_at(t: &dyn OpenState, key: FileKey, id: u64, path: &str) {
+    let path = RelPath::parse(path).unwrap_or_else(|_| unreachable!());
+    let new = NewOpen {
+        open_id: id,
+        checked: RW,
+        access: RW,
+        share_access: share::ALL,
+        path: &path,
+        is_dir: false,
+    };
+    assert_eq!(t.admit(key, &new), Ok(()));
+}
+
+/// Two files: what is held on one never answers for the other, and the questions that look
+/// at every file (a directory rename's) find the right one, in both layouts.
+#[test]
+fn two_files_stay_apart() {
+    let other = FileKey { ino: 41, ..K };
+    let now = Instant::now();
+    for (which, t) in both() {
+        admit_at(&*t, K, 1, "d/f");
+        admit_at(&*t, other, 2, "g");
+        let g = t.grant_lease(K, (1, SESSION), &ask(1, RH), (false, 0));
+        assert_eq!(g.map(|g| g.state), Some(RH), "{which}");
+        assert!(t.lease_elsewhere(&lease_key(1), other), "{which}");
+        assert!(!t.lease_elsewhere(&lease_key(1), K), "{which}");
+        assert_eq!(
+            t.grant_lease(other, (2, SESSION), &ask(1, RH), (false, 0)),
+            None,
+            "{which}: a key names one file"
+        );
+        let d = RelPath::parse("d").unwrap_or_else(|_| unreachable!());
+        assert!(t.any_open_below(&d, other), "{which}");
+        assert!(!t.any_open_below(&d, K), "{which}");
+        let below = t.handle_leased_below(&d, other);
+        assert_eq!(below, Some(vec![(K, vec![1])]), "{which}");
+        let (r, _) = t.on_lock(K, 1, (0, 10), LockOp::Lock { exclusive: true }, now);
+        assert_eq!(r, Ok(()), "{which}");
+        assert_eq!(t.check_io(other, 2, (0, 10), true), Ok(()), "{which}");
+        assert_eq!((t.lock_count(K), t.lock_count(other)), (1, 0), "{which}");
+        assert_eq!(t.open_ids(other), vec![2], "{which}");
+        assert!(t.release(other, 2, false, None).is_some(), "{which}");
+        assert_eq!(
+            t.lock_count(K),
+            1,
+            "{which}: the other file's close frees nothing here"
+        );
+    }
+}
+
+/// A blocked lock request waits until the holder unlocks, and CANCEL or the close of the
+/// waiting open ends it, through the door's `lock_wait`, in both layouts.
+#[tokio::test]
+async fn a_blocked_lock_waits_for_the_holder_in_both_layouts() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio_util::sync::CancellationToken;
+
+    use crate::file_state::WaitEnds;
+    use crate::open_state::lock_wait;
+
+    let noop = |_| {};
+    for (which, t) in both() {
+        let now = Instant::now();
+        let (r, _) = t.on_lock(K, 1, (0, 10), LockOp::Lock { exclusive: true }, now);
+        assert_eq!(r, Ok(()), "{which}");
+        let cancel = CancellationToken::new();
+        let (t2, c2) = (t.clone(), cancel.clone());
+        let waiter = tokio::spawn(async move {
+            let closed = AtomicBool::new(false);
+            let ends = Some(WaitEnds {
+                cancel: &c2,
+                closed: &closed,
+            });
+            lock_wait(&*t2, (K, 2), (0, 10), true, ends, &noop).await
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "{which}");
+        let (r, _) = t.on_lock(K, 1, (0, 10), LockOp::Unlock, now);
+        assert_eq!(r, Ok(()), "{which}");
+        assert_eq!(waiter.await.ok(), Some(Ok(())), "{which}");
+
+        // Open 2 holds it now; open 3 waits and is cancelled.
+        let (t3, c3) = (t.clone(), cancel.clone());
+        let waiter = tokio::spawn(async move {
+            let closed = AtomicBool::new(false);
+            let ends = Some(WaitEnds {
+                cancel: &c3,
+                closed: &closed,
+            });
+            lock_wait(&*t3, (K, 3), (5, 1), false, ends, &noop).await
+        });
+        tokio::task::yield_now().await;
+        cancel.cancel();
+        let cancelled = waiter.await.ok();
+        assert_eq!(cancelled, Some(Err(NtStatus::CANCELLED)), "{which}");
+
+        // Open 4 waits and is closed: RANGE_NOT_LOCKED, and open 2's lock stays.
+        let closed = std::sync::Arc::new(AtomicBool::new(false));
+        let (t4, closed4) = (t.clone(), closed.clone());
+        let waiter = tokio::spawn(async move {
+            let ends = Some(WaitEnds {
+                cancel: &CancellationToken::new(),
+                closed: &closed4,
+            });
+            lock_wait(&*t4, (K, 4), (0, 10), true, ends, &noop).await
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "{which}");
+        closed.store(true, Ordering::Release);
+        let _ = t.release(K, 4, false, None);
+        let ended = waiter.await.ok();
+        assert_eq!(ended, Some(Err(NtStatus::RANGE_NOT_LOCKED)), "{which}");
+        assert_eq!(t.lock_count(K), 1, "{which}");
+    }
 }

@@ -170,9 +170,10 @@ impl Layout for Sharded {
 }
 
 /// The second implementation of [`crate::open_state::OpenState`]: every file in one table
-/// under one lock, and one wake signal for all waiters, the shape of a store that runs each
-/// verb as one transaction over its records (a cluster store). It shares the per-file rules
-/// with [`Sharded`]; the same table-driven tests run on both (`tests`).
+/// under one lock, and one wake signal for all waiters, the shape of a store that keeps every
+/// file's state in one place (a cluster store). It shares the per-file rules with
+/// [`Sharded`]; the same table-driven tests run on both (`door_tests`), and the crate's whole
+/// suite with `SMBQ_TEST_OPEN_STATE=one-table`.
 #[derive(Debug, Default)]
 pub struct OneTable {
     table: [Shard; 1],

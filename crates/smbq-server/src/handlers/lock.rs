@@ -42,6 +42,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         if let Some(s) = seq {
             open.lock_seq.lock().record(s);
         }
+        // A persistent open's locks are on stable storage before the client hears of them
+        // (crate::persist): one write per request, whatever its number of elements.
+        ctx.srv.persist(open);
         Response::ok(body(|w| LockResponse.encode(w)))
     };
     let srv = ctx.srv;
@@ -49,11 +52,16 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     if first.flags & lf::UNLOCK != 0 {
         // 3.3.5.14.1: an unlock list; each entry must be a plain UNLOCK. Entries already
         // processed stay unlocked when a later one fails.
-        for e in &req.locks {
+        let unlocked = req.locks.iter().try_for_each(|e| {
             if e.flags != lf::UNLOCK {
                 return Err(NtStatus::INVALID_PARAMETER);
             }
-            srv.unlock_range(f.key, owner, (e.offset, e.length))?;
+            srv.unlock_range(f.key, owner, (e.offset, e.length))
+        });
+        if let Err(status) = unlocked {
+            // The entries before it stay unlocked, and so does the record.
+            srv.persist(open);
+            return Err(status);
         }
         return Ok(done());
     }

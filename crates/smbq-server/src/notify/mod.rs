@@ -5,7 +5,7 @@
 //! valid-req). Changes that arrive while no request waits are buffered, up to that size; past
 //! it the buffer is dropped and the next request gets STATUS_NOTIFY_ENUM_DIR.
 //!
-//! Only changes made through this server are seen (the hooks in `hooks.rs`); changes made
+//! Only changes made through this server are seen (the hooks in `crate::effects`, notify.rs); changes made
 //! directly on the server's disk are not watched. A WATCH_TREE watch sees a change below a
 //! subdirectory only where its session may list each directory on the way (`visible.rs`,
 //! applied as the request answers, as the watcher).
