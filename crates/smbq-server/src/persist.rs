@@ -127,6 +127,11 @@ impl Server {
         }
     }
 
+    /// How many persistent opens of `user`'s the store holds (0 without a store).
+    pub fn persistent_records_of(&self, user: &str) -> usize {
+        self.persistent.get().map_or(0, |s| s.records_of(user))
+    }
+
     /// How many persistent opens the store holds (0 without a store).
     pub fn persistent_records(&self) -> usize {
         self.persistent

@@ -77,6 +77,39 @@ pub struct Store {
     path: PathBuf,
     /// A removal committed without waiting for stable storage, not yet flushed.
     dirty: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Whose each record is, and how many each user has, for the per-user bound
+    /// (`max_durable_opens_per_user`); as many entries as records.
+    owners: parking_lot::Mutex<Owners>,
+}
+
+/// The owners of the records (see [`Store::records_of`]).
+#[derive(Debug, Default)]
+struct Owners {
+    of: std::collections::HashMap<u64, String>,
+    count: std::collections::HashMap<String, usize>,
+}
+
+impl Owners {
+    fn add(&mut self, id: u64, user: &str) {
+        if self.of.get(&id).is_some_and(|u| u == user) {
+            return;
+        }
+        self.remove(id);
+        self.of.insert(id, user.to_owned());
+        *self.count.entry(user.to_owned()).or_default() += 1;
+    }
+
+    fn remove(&mut self, id: u64) {
+        let Some(user) = self.of.remove(&id) else {
+            return;
+        };
+        if let Some(n) = self.count.get_mut(&user) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.count.remove(&user);
+            }
+        }
+    }
 }
 
 /// How soon a removal reaches stable storage (`Store::remove`).
@@ -129,8 +162,15 @@ impl Store {
             db: std::sync::Arc::new(db),
             path: path.to_owned(),
             dirty: Default::default(),
+            owners: Default::default(),
         };
         store.read_all(&mut loaded)?;
+        {
+            let mut owners = store.owners.lock();
+            for rec in &loaded.records {
+                owners.add(rec.file_id, &rec.user);
+            }
+        }
         store.start_flusher();
         Ok((store, loaded))
     }
@@ -214,7 +254,9 @@ impl Store {
             let mut t = w.open_table(OPENS).map_err(other)?;
             t.insert(rec.file_id, bytes.as_slice()).map_err(other)?;
         }
-        w.commit().map_err(other)
+        w.commit().map_err(other)?;
+        self.owners.lock().add(rec.file_id, &rec.user);
+        Ok(())
     }
 
     /// Removes the record of open `id`, if any. Nothing waits on a removal (a CLOSE's answer
@@ -229,6 +271,7 @@ impl Store {
             t.remove(id).map_err(other)?;
         }
         w.commit().map_err(other)?;
+        self.owners.lock().remove(id);
         self.dirty.store(true, std::sync::atomic::Ordering::Release);
         Ok(())
     }
@@ -238,6 +281,11 @@ impl Store {
         self.dirty
             .store(false, std::sync::atomic::Ordering::Release);
         flush(&self.db)
+    }
+
+    /// How many records of `user`'s the store holds.
+    pub fn records_of(&self, user: &str) -> usize {
+        self.owners.lock().count.get(user).copied().unwrap_or(0)
     }
 
     /// How many records the store holds.
@@ -349,13 +397,24 @@ mod tests {
         expect.locks.clear();
         assert_eq!(l.records, vec![expect]);
         assert_eq!(s.records().unwrap(), 1);
+        // Whose each record is survives too (the per-user bound).
+        assert_eq!((s.records_of("alice"), s.records_of("bob")), (1, 0));
+        let mut bobs = record(3);
+        bobs.user = "bob".into();
+        s.put(&bobs).unwrap();
+        s.put(&bobs).unwrap();
+        assert_eq!((s.records_of("alice"), s.records_of("bob")), (1, 1));
+        s.remove(1).unwrap();
+        s.remove(1).unwrap();
+        assert_eq!((s.records_of("alice"), s.records_of("bob")), (0, 1));
+        s.remove(3).unwrap();
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&p).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "owner-only");
         // A second opener (another server on the same state directory) is refused, and the
         // first one's store is left as it is.
         assert!(Store::open(&p).is_err());
-        assert_eq!(s.records().unwrap(), 1);
+        assert_eq!(s.records().unwrap(), 0);
     }
 
     /// A damaged database is moved aside and the server starts with an empty store.

@@ -338,6 +338,54 @@ async fn persistent_handles_are_bounded_by_the_store() {
     assert_eq!(h.srv.persistent_records(), 2);
 }
 
+/// Each account's share of the store is bounded by `max_durable_opens_per_user`, so one
+/// client cannot fill it for everyone; another account still gets persistent handles, and a
+/// close gives the account its place back.
+#[tokio::test]
+async fn persistent_handles_are_bounded_per_user() {
+    let mut h = H::with(|c| {
+        c.shares[0].continuous_availability = true;
+        c.limits.max_durable_opens = 10;
+        c.limits.max_durable_opens_per_user = 2;
+    })
+    .await;
+    h.conn.server_capabilities |= capabilities::PERSISTENT_HANDLES;
+    let state = tempfile::tempdir().unwrap();
+    h.srv
+        .open_persistent_store(&state.path().join("p.redb"))
+        .unwrap();
+    new_session(&mut h, 0x21, "alice").await;
+    let mut kept = Vec::new();
+    for name in ["a1", "a2", "a3"] {
+        let o = ph(&h, name, None, true, 0).await;
+        assert_eq!(o.status, NtStatus::SUCCESS, "{name} opens all the same");
+        kept.push((o.id, dh2q_response(&o).map(|r| r.flags)));
+    }
+    let flags: Vec<_> = kept.iter().map(|(_, f)| *f).collect();
+    assert_eq!(
+        flags,
+        [Some(DH2_FLAG_PERSISTENT), Some(DH2_FLAG_PERSISTENT), None],
+        "alice's third is not persistent"
+    );
+    assert_eq!(h.srv.persistent_records_of("alice"), 2);
+    assert_eq!(h.close(kept[0].0).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.srv.persistent_records_of("alice"), 1);
+    let again = ph(&h, "a4", None, true, 0).await;
+    assert_eq!(
+        dh2q_response(&again).map(|r| r.flags),
+        Some(DH2_FLAG_PERSISTENT),
+        "a close gives the place back"
+    );
+    new_session(&mut h, 0x22, "bob").await;
+    let b = ph(&h, "b1", None, true, 0).await;
+    assert_eq!(
+        dh2q_response(&b).map(|r| r.flags),
+        Some(DH2_FLAG_PERSISTENT),
+        "bob is not held back by alice"
+    );
+    assert_eq!(h.srv.persistent_records(), 3);
+}
+
 /// A CLOSE that races a write of the open's record (here: the write comes after the close)
 /// leaves no record behind: a closed open never comes back at a restart.
 #[tokio::test]

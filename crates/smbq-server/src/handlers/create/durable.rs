@@ -146,7 +146,8 @@ pub(super) fn grant(
     oplock: OplockLevel,
     lease: Option<&Granted>,
 ) -> Option<(CreateContextTag<'static>, Vec<u8>)> {
-    // The store of persistent opens is bounded like the parked ones (`max_durable_opens`):
+    // The store of persistent opens is bounded like the parked ones (`max_durable_opens`, and
+    // `max_durable_opens_per_user` for each account, so one client cannot take it all):
     // beyond it a persistent handle is not promised (the open may still be durable). A named
     // stream's open is not kept in the store, so it is never promised one.
     let persistent = matches!(
@@ -157,7 +158,9 @@ pub(super) fn grant(
         }
     ) && open.tree.ca
         && open.file().is_some_and(|f| f.stream.is_none())
-        && ctx.srv.persistent_records() < ctx.srv.limits().max_durable_opens;
+        && ctx.srv.persistent_records() < ctx.srv.limits().max_durable_opens
+        && ctx.srv.persistent_records_of(&ctx.view.identity.user)
+            < ctx.srv.limits().max_durable_opens_per_user;
     let file = open.file()?;
     if file.is_dir && !persistent {
         return None;
