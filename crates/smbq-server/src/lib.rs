@@ -35,6 +35,7 @@ mod resume_key;
 pub mod security;
 pub mod share;
 pub mod short_name;
+mod stable;
 pub mod status;
 pub mod streams;
 pub mod tables;

@@ -35,6 +35,9 @@ pub struct MemVfs {
 struct Inner {
     state: Mutex<State>,
     clock: Box<Clock>,
+    /// fsync and fdatasync calls on any file or directory of the tree, for tests of what is
+    /// flushed when.
+    syncs: std::sync::atomic::AtomicU64,
 }
 
 struct State {
@@ -89,12 +92,18 @@ impl MemVfs {
             inner: Arc::new(Inner {
                 state: Mutex::new(state),
                 clock: Box::new(clock),
+                syncs: Default::default(),
             }),
         }
     }
 
     fn now(&self) -> Timespec {
         (self.inner.clock)()
+    }
+
+    /// How many times a file or directory of the tree was flushed (fsync or fdatasync).
+    pub fn syncs(&self) -> u64 {
+        self.inner.syncs.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -523,7 +532,10 @@ impl VfsFile for MemFile {
     }
 
     fn fsync(&self) -> io::Result<()> {
-        self.with(|_| Ok(()))
+        self.with(|_| Ok(()))?;
+        let syncs = &self.vfs.inner.syncs;
+        syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     fn read_dir(&self) -> io::Result<Vec<DirEntry>> {

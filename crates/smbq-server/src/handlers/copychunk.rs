@@ -167,6 +167,10 @@ fn copy_chunks(
         copied.chunks_written += 1;
         copied.total_bytes_written += c.length;
     }
+    // Copied in is written: on stable storage first where writes are (crate::stable).
+    if let Err(e) = crate::stable::flush_data(dst) {
+        return Ok((map_io_error(&e), copied));
+    }
     Ok((NtStatus::SUCCESS, copied))
 }
 

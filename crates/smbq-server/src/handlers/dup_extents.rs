@@ -150,7 +150,9 @@ pub(super) async fn duplicate(ctx: &Ctx<'_>, dst: Arc<Open>, input: &[u8]) -> Re
         let held = crate::write_time::held(&d2, df);
         let r = smbq_vfs::clone_range(sf.file.as_ref(), so, df.file.as_ref(), to, count);
         crate::write_time::after(&d2, df, held, df.key.stream != 0 && r.is_ok());
-        r.map_err(|_| NtStatus::NOT_SUPPORTED)
+        r.map_err(|_| NtStatus::NOT_SUPPORTED)?;
+        // Cloned in is written: on stable storage first where writes are (crate::stable).
+        crate::stable::flush_data(&d2).map_err(|e| crate::errors::map_io_error(&e))
     })
     .await?;
     ctx.srv.notify_write(&dst); // CHANGE_NOTIFY and the parent's leases (crate::notify)

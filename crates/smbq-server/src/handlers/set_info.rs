@@ -296,7 +296,10 @@ fn set_end_of_file(srv: &Arc<Server>, open: &Arc<Open>, end_of_file: u64) -> Res
     // Even to the same size, the file counts as modified (MS-FSA 2.1.4.17; Windows Server
     // 2022, smbtorture 4.25 smb2.timestamps.delayed-write-vs-seteof).
     crate::write_time::after(open, f, held, r.is_ok());
-    r
+    r?;
+    // A size change is a data change: on stable storage first where writes are
+    // (crate::stable).
+    crate::stable::flush_data(open).map_err(io)
 }
 
 /// MS-FSA 2.1.5.15.1 FileAllocationInformation: below end of file it truncates the file.
@@ -320,6 +323,7 @@ fn set_allocation(srv: &Arc<Server>, open: &Arc<Open>, allocation: u64) -> Resul
     };
     crate::write_time::after(open, f, held, allocation < size && r.is_ok());
     r?;
+    crate::stable::flush_data(open).map_err(io)?;
     srv.open_state()
         .remember(f.key, Fact::Allocation(allocation));
     Ok(())
@@ -528,6 +532,19 @@ fn rename(
         return Ok(());
     }
     vfs.rename(&from, &to, replace).map_err(io)?;
+    // On a continuously available share both ends of the rename are stable before the
+    // answer (crate::stable); the rename has happened, so a failure is logged.
+    let parents_differ = from.parent() != to.parent();
+    let flushed = crate::stable::flush_entry(open, vfs.as_ref(), &to).and_then(|()| {
+        if parents_differ {
+            crate::stable::flush_entry(open, vfs.as_ref(), &from)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = flushed {
+        tracing::error!(path = %to, error = %e, "flush after rename failed");
+    }
     *open.path.lock() = to.clone();
     // The new path goes into persistent opens' records (the effects, crate::persist).
     let fx = srv

@@ -45,10 +45,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         srv.open_state()
             .on_write(f.key, open.volatile(), Instant::now()),
     );
-    // On a continuously available share every write is write-through: a client told its
-    // data is written may lose the server the next moment and carry on elsewhere (Samba
-    // adds FILE_WRITE_THROUGH to persistent opens; Windows' CA shares write through).
-    let write_through = req.flags & write_flags::WRITE_THROUGH != 0 || open.tree.ca;
+    // Asked for, the open's mode, or a continuously available share (crate::stable).
+    let asked = req.flags & write_flags::WRITE_THROUGH != 0;
+    let write_through = crate::stable::write_through(&open, asked);
     let count = run(srv, &open, data, req.offset, write_through).await?;
     srv.notify_write(&open); // CHANGE_NOTIFY (crate::notify)
     let count = u32::try_from(count).unwrap_or(u32::MAX);

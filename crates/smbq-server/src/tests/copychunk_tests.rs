@@ -21,7 +21,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-async fn key(h: &H, id: FileId) -> [u8; RESUME_KEY_LEN] {
+pub(super) async fn key(h: &H, id: FileId) -> [u8; RESUME_KEY_LEN] {
     let (status, out) = h.fsctl(CtlCode::SRV_REQUEST_RESUME_KEY, id, &[], 32).await;
     assert_eq!(status, NtStatus::SUCCESS);
     assert_eq!(
@@ -55,7 +55,7 @@ fn copy_input(key: [u8; RESUME_KEY_LEN], list: &[(u64, u64, u32)]) -> Vec<u8> {
 }
 
 /// Sends a COPYCHUNK(_WRITE) on `dst`; the status and, when the answer has one, its counts.
-async fn copy(
+pub(super) async fn copy(
     h: &H,
     ctl: CtlCode,
     dst: FileId,

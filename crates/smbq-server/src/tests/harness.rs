@@ -184,6 +184,30 @@ impl H {
         Self::on_dir(tempfile::tempdir().unwrap(), tweak).await
     }
 
+    /// A server whose share "data" is the in-memory tree `vfs`.
+    pub async fn on_mem(vfs: smbq_vfs::MemVfs, tweak: impl FnOnce(&mut ServerConfig)) -> H {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config(vec![share("data", dir.path())]);
+        tweak(&mut cfg);
+        let srv = Server::with_backends(cfg, move |_| {
+            Ok(std::sync::Arc::new(vfs.clone()) as std::sync::Arc<dyn smbq_vfs::Vfs>)
+        })
+        .unwrap();
+        srv.session_table().insert(0x11);
+        srv.session_started(0x11, conn().id);
+        let mut h = H {
+            srv,
+            conn: conn(),
+            session: session(0x11),
+            tree: 0,
+            dir,
+        };
+        let r = h.tree_connect("\\\\srv\\data").await;
+        assert_eq!(r.status, NtStatus::SUCCESS);
+        h.tree = r.tree_id.unwrap();
+        h
+    }
+
     /// A server on the share directory `dir` (a restart over an earlier server's files).
     pub async fn on_dir(dir: tempfile::TempDir, tweak: impl FnOnce(&mut ServerConfig)) -> H {
         let mut cfg = config(vec![share("data", dir.path())]);

@@ -21,6 +21,7 @@ mod rights_tests;
 mod security_tests;
 mod set_info_tests;
 mod sparse_tests;
+mod stable_tests;
 mod status_tests;
 mod stream_tests;
 mod tree_tests;

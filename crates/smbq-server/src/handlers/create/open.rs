@@ -496,6 +496,19 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
         stream: None,
     });
     let open = o.new_open(kind, path, rights.granted);
+    // On a continuously available share a created name and a truncation are on stable
+    // storage before the answer (crate::stable). The open exists by now: a failure is logged,
+    // not undone.
+    let flushed = if created {
+        crate::stable::flush_entry(&open, o.vfs, &open.path())
+    } else if truncate {
+        crate::stable::flush_data(&open)
+    } else {
+        Ok(())
+    };
+    if let Err(e) = flushed {
+        tracing::error!(path = %open.path(), error = %e, "flush after create failed");
+    }
     Ok(Done {
         open,
         action: plan.action(),
