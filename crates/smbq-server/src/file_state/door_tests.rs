@@ -417,6 +417,26 @@ fn check(name: &str, table: &[(Step, Out)]) {
     }
 }
 
+fn oplock(id: u64, level: Level, stream: u64) -> Step {
+    Oplock { id, level, stream }
+}
+
+fn lock(id: u64, (at, len): (u64, u64), exclusive: bool) -> Step {
+    Lock {
+        id,
+        at,
+        len,
+        exclusive,
+    }
+}
+
+fn release(id: u64, delete_on_close: bool) -> Step {
+    Release {
+        id,
+        delete_on_close,
+    }
+}
+
 fn admit(id: u64, access: u32) -> Step {
     Admit {
         id,
@@ -453,14 +473,7 @@ fn batch_oplock_breaks_to_level2_then_a_write_breaks_it() {
         "batch",
         &[
             (admit(1, RW), Fine),
-            (
-                Oplock {
-                    id: 1,
-                    level: Level::Batch,
-                    stream: 0,
-                },
-                Out::Level(Level::Batch),
-            ),
+            (oplock(1, Level::Batch, 0), Out::Level(Level::Batch)),
             (
                 contend(RW, None),
                 breaks(vec![(1, Level::II)], vec![], true),
@@ -492,14 +505,7 @@ fn a_stat_open_breaks_nothing() {
         "stat",
         &[
             (admit(1, RW), Fine),
-            (
-                Oplock {
-                    id: 1,
-                    level: Level::Batch,
-                    stream: 0,
-                },
-                Out::Level(Level::Batch),
-            ),
+            (oplock(1, Level::Batch, 0), Out::Level(Level::Batch)),
             (contend(STAT, None), NOTHING),
         ],
     );
@@ -512,14 +518,7 @@ fn an_unanswered_break_times_out() {
         "timeout",
         &[
             (admit(1, RW), Fine),
-            (
-                Oplock {
-                    id: 1,
-                    level: Level::Exclusive,
-                    stream: 0,
-                },
-                Out::Level(Level::Exclusive),
-            ),
+            (oplock(1, Level::Exclusive, 0), Out::Level(Level::Exclusive)),
             (
                 contend(RW, None),
                 breaks(vec![(1, Level::II)], vec![], true),
@@ -568,10 +567,7 @@ fn share_modes_refuse_what_the_holder_does_not_share() {
                 E(NtStatus::SHARING_VIOLATION),
             ),
             (
-                Release {
-                    id: 1,
-                    delete_on_close: false,
-                },
+                release(1, false),
                 Closed {
                     last: false,
                     delete: false,
@@ -591,33 +587,9 @@ fn byte_range_locks_conflict_and_go_with_their_owner() {
         &[
             (admit(1, RW), Fine),
             (admit(2, RW), Fine),
-            (
-                Lock {
-                    id: 1,
-                    at: 0,
-                    len: 10,
-                    exclusive: true,
-                },
-                recorded(1),
-            ),
-            (
-                Lock {
-                    id: 2,
-                    at: 5,
-                    len: 1,
-                    exclusive: false,
-                },
-                E(NtStatus::LOCK_NOT_GRANTED),
-            ),
-            (
-                Lock {
-                    id: 2,
-                    at: 10,
-                    len: 5,
-                    exclusive: false,
-                },
-                recorded(2),
-            ),
+            (lock(1, (0, 10), true), recorded(1)),
+            (lock(2, (5, 1), false), E(NtStatus::LOCK_NOT_GRANTED)),
+            (lock(2, (10, 5), false), recorded(2)),
             (
                 CheckIo {
                     id: 2,
@@ -671,24 +643,13 @@ fn byte_range_locks_conflict_and_go_with_their_owner() {
                 E(NtStatus::RANGE_NOT_LOCKED),
             ),
             (
-                Release {
-                    id: 1,
-                    delete_on_close: false,
-                },
+                release(1, false),
                 Closed {
                     last: false,
                     delete: false,
                 },
             ),
-            (
-                Lock {
-                    id: 2,
-                    at: 0,
-                    len: 10,
-                    exclusive: true,
-                },
-                recorded(2),
-            ),
+            (lock(2, (0, 10), true), recorded(2)),
             (
                 Unlock {
                     id: 2,
@@ -710,21 +671,9 @@ fn a_lock_request_breaks_level2_granted_or_not() {
         &[
             (admit(1, RW), Fine),
             (admit(2, RW), Fine),
+            (oplock(1, Level::II, 0), Out::Level(Level::II)),
             (
-                Oplock {
-                    id: 1,
-                    level: Level::II,
-                    stream: 0,
-                },
-                Out::Level(Level::II),
-            ),
-            (
-                Lock {
-                    id: 2,
-                    at: 0,
-                    len: 1,
-                    exclusive: true,
-                },
+                lock(2, (0, 1), true),
                 Out::Fx(Fx {
                     oplocks: vec![(1, Level::None)],
                     recorded: vec![2],
@@ -748,22 +697,10 @@ fn a_lock_request_breaks_level2_granted_or_not() {
         &[
             (admit(1, RW), Fine),
             (admit(2, RW), Fine),
-            (
-                Oplock {
-                    id: 1,
-                    level: Level::II,
-                    stream: 0,
-                },
-                Out::Level(Level::II),
-            ),
+            (oplock(1, Level::II, 0), Out::Level(Level::II)),
             // MS-FSA 2.1.5.7: the break comes before the range is looked at.
             (
-                Lock {
-                    id: 2,
-                    at: u64::MAX,
-                    len: 2,
-                    exclusive: true,
-                },
+                lock(2, (u64::MAX, 2), true),
                 Out::ErrFx(
                     super::byte_range::STATUS_INVALID_LOCK_RANGE,
                     Fx {
@@ -830,10 +767,7 @@ fn leases_break_for_other_keys_and_end_with_their_opens() {
             // A write never waits for the breaks it starts.
             (Write { id: 2 }, breaks(vec![], vec![(1, 0)], false)),
             (
-                Release {
-                    id: 1,
-                    delete_on_close: false,
-                },
+                release(1, false),
                 Closed {
                     last: false,
                     delete: false,
@@ -844,10 +778,7 @@ fn leases_break_for_other_keys_and_end_with_their_opens() {
                 E(NtStatus::OBJECT_NAME_NOT_FOUND),
             ),
             (
-                Release {
-                    id: 2,
-                    delete_on_close: false,
-                },
+                release(2, false),
                 Closed {
                     last: true,
                     delete: false,
@@ -920,19 +851,9 @@ fn a_deleting_last_close_holds_the_name_until_deleted() {
         "delete",
         &[
             (admit(1, RW | mask::DELETE), Fine),
+            (oplock(1, Level::Batch, 0), Out::Level(Level::Batch)),
             (
-                Oplock {
-                    id: 1,
-                    level: Level::Batch,
-                    stream: 0,
-                },
-                Out::Level(Level::Batch),
-            ),
-            (
-                Release {
-                    id: 1,
-                    delete_on_close: true,
-                },
+                release(1, true),
                 Closed {
                     last: true,
                     delete: true,
@@ -962,14 +883,7 @@ fn streams_keep_their_own_oplocks() {
                 },
                 Fine,
             ),
-            (
-                Oplock {
-                    id: 1,
-                    level: Level::Batch,
-                    stream: 11,
-                },
-                Out::Level(Level::Batch),
-            ),
+            (oplock(1, Level::Batch, 11), Out::Level(Level::Batch)),
             (contend(RW, None), NOTHING),
             (
                 Contend {
@@ -992,14 +906,7 @@ fn delete_pending_fails_before_any_break() {
         "doc",
         &[
             (admit(1, RW | mask::DELETE), Fine),
-            (
-                Oplock {
-                    id: 1,
-                    level: Level::Batch,
-                    stream: 0,
-                },
-                Out::Level(Level::Batch),
-            ),
+            (oplock(1, Level::Batch, 0), Out::Level(Level::Batch)),
             (DeletePending { pending: true }, recorded_all(&[1])),
             (contend(RW, None), E(NtStatus::DELETE_PENDING)),
             (Wait { after: NOW }, Out::Wait(WaitKind::Done)),

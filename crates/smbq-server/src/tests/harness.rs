@@ -193,26 +193,18 @@ impl H {
             Ok(std::sync::Arc::new(vfs.clone()) as std::sync::Arc<dyn smbq_vfs::Vfs>)
         })
         .unwrap();
-        srv.session_table().insert(0x11);
-        srv.session_started(0x11, conn().id);
-        let mut h = H {
-            srv,
-            conn: conn(),
-            session: session(0x11),
-            tree: 0,
-            dir,
-        };
-        let r = h.tree_connect("\\\\srv\\data").await;
-        assert_eq!(r.status, NtStatus::SUCCESS);
-        h.tree = r.tree_id.unwrap();
-        h
+        Self::started(srv, dir).await
     }
 
     /// A server on the share directory `dir` (a restart over an earlier server's files).
     pub async fn on_dir(dir: tempfile::TempDir, tweak: impl FnOnce(&mut ServerConfig)) -> H {
         let mut cfg = config(vec![share("data", dir.path())]);
         tweak(&mut cfg);
-        let srv = Server::new(cfg).unwrap();
+        Self::started(Server::new(cfg).unwrap(), dir).await
+    }
+
+    /// A harness on `srv`, with a session and the share "data" connected.
+    async fn started(srv: Arc<Server>, dir: tempfile::TempDir) -> H {
         // What the engine does for a session it sets up: a record, then SessionStarted.
         srv.session_table().insert(0x11);
         srv.session_started(0x11, conn().id);
