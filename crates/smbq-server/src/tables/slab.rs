@@ -16,6 +16,9 @@ pub struct GenSlab<T> {
     max_slots: u32,
     /// Generations cycle through 1..=gen_max (narrow ids such as TreeId need a small range).
     gen_max: u32,
+    /// Where each new slot's generations start, random per slab: ids of an earlier process
+    /// (a durable handle from before a restart) do not name what this one hands out.
+    seed: u32,
 }
 
 impl<T> GenSlab<T> {
@@ -27,7 +30,14 @@ impl<T> GenSlab<T> {
             len: 0,
             max_slots,
             gen_max: u32::MAX,
+            seed: rand::random(),
         }
+    }
+
+    /// A new slot's generation before its first occupant (which gets the next one).
+    fn first_generation(&self, index: u32) -> u32 {
+        // Spread over the range, so neighbouring slots do not share a generation.
+        self.seed.wrapping_add(index.wrapping_mul(0x9E37_79B9)) % self.gen_max
     }
 
     /// A slab whose generations stay within `1..=gen_max`.
@@ -60,8 +70,9 @@ impl<T> GenSlab<T> {
                 if i >= self.max_slots {
                     return None;
                 }
+                let generation = self.first_generation(i);
                 self.slots.push(Slot {
-                    generation: 0,
+                    generation,
                     value: None,
                 });
                 i
@@ -92,8 +103,9 @@ impl<T> GenSlab<T> {
         }
         while self.slots.len() <= index {
             let i = self.slots.len() as u32;
+            let generation = self.first_generation(i);
             self.slots.push(Slot {
-                generation: 0,
+                generation,
                 value: None,
             });
             self.free.push(i);
@@ -193,6 +205,27 @@ mod tests {
         assert_eq!(s.remove(a), None);
         assert_eq!(s.get(b), Some(&"b"));
         assert_eq!(s.len(), 1);
+    }
+
+    /// Two slabs (two processes, before and after a restart) hand out different ids, so a
+    /// client's handle from before the restart names nothing of the new process's.
+    #[test]
+    fn a_new_slab_does_not_hand_out_an_earlier_ones_ids() {
+        let mut a = GenSlab::new(4);
+        let mut b = GenSlab::new(4);
+        let ids_a: Vec<u64> = (0..4).map(|_| a.insert(()).unwrap()).collect();
+        let ids_b: Vec<u64> = (0..4).map(|_| b.insert(()).unwrap()).collect();
+        // Two random 32-bit seeds agree once in 2^32 runs.
+        assert!(
+            ids_a.iter().all(|id| !ids_b.contains(id)),
+            "{ids_a:?} {ids_b:?}"
+        );
+        // Narrow generations stay in range.
+        let mut t = GenSlab::with_generations(4, 0xFFFF);
+        for _ in 0..4 {
+            let id = t.insert(()).unwrap();
+            assert!((1..=0xFFFF).contains(&(id >> 32)), "{id:#x}");
+        }
     }
 
     #[test]
