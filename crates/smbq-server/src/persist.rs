@@ -222,6 +222,11 @@ impl Server {
         if !share.cfg.continuous_availability {
             return Err("the share is no longer continuously available".into());
         }
+        // The server restores as itself, not as the account: what the share no longer lets
+        // anyone do, a restored open may not do either.
+        if share.cfg.read_only && rec.granted & mask::WRITE_RIGHTS != 0 {
+            return Err("the share is read-only now and the open could change the file".into());
+        }
         let vfs = share.vfs.clone().ok_or("not a disk share")?;
         let path = RelPath::parse(&rec.path).map_err(|e| format!("bad path: {e:?}"))?;
         let write =

@@ -479,3 +479,33 @@ async fn an_open_not_restored_deletes_nothing() {
     assert_eq!(h.srv.open_slots_in_use(), 0);
     let _ = &mut h;
 }
+
+/// The server restores opens as itself: a share made read-only while it was down drops the
+/// persistent opens that could change their files, and keeps the ones that only read.
+#[tokio::test]
+async fn a_share_made_read_only_drops_the_opens_that_could_write() {
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    let store = state.path().join("p.redb");
+    h.srv.open_persistent_store(&store).unwrap();
+    let w = ph(&h, "w", None, true, share::ALL).await;
+    let r = ph_with(&h, "r", None, (true, share::ALL), mask::FILE_READ_DATA).await;
+    for o in [&w, &r] {
+        assert_eq!(dh2q_response(o).map(|r| r.flags), Some(DH2_FLAG_PERSISTENT));
+    }
+    let H { srv, dir, .. } = h;
+    drop(srv);
+    let h = H::on_dir(dir, |c| {
+        c.shares[0].continuous_availability = true;
+        c.shares[0].read_only = true;
+    })
+    .await;
+    let report = h.srv.open_persistent_store(&store).unwrap();
+    assert_eq!((report.restored, report.dropped.len()), (1, 1));
+    assert!(
+        report.dropped[0].contains("read-only"),
+        "{:?}",
+        report.dropped
+    );
+    assert_eq!(h.srv.persistent_records(), 1, "the reader's record stays");
+}
