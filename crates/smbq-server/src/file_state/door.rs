@@ -22,7 +22,7 @@ impl<L: Layout> OpenState for FileStates<L> {
         intent: &OpenRequest<'_>,
         now: Instant,
     ) -> Result<Effects, NtStatus> {
-        let (oplocks, leases) = self.oplock_check(key, intent, now)?;
+        let (oplocks, leases, breaking) = self.oplock_check(key, intent, now)?;
         let wait = oplocks.wait || leases.wait;
         Ok(Effects {
             oplock_breaks: oplocks.notices,
@@ -30,11 +30,7 @@ impl<L: Layout> OpenState for FileStates<L> {
             wait: wait.then_some(WaitToken { key }),
             // A disconnected durable open will never acknowledge a break started before its
             // connection went: it is purged rather than waited for.
-            purge: if wait {
-                self.breaking_opens(key)
-            } else {
-                Vec::new()
-            },
+            purge: breaking,
             recorded: Vec::new(),
         })
     }
@@ -86,16 +82,15 @@ impl<L: Layout> OpenState for FileStates<L> {
                 let r = self.unlock(key, owner, offset, length);
                 (r, Effects::recording(r.is_ok(), vec![owner]))
             }
-            LockOp::Retry { exclusive } => {
-                let r = self.try_lock(key, owner, offset, length, exclusive);
-                (r, Effects::recording(r.is_ok(), vec![owner]))
-            }
-            LockOp::Lock { exclusive } => {
-                let mut fx = self.on_write(key, owner, now);
-                let r = self.try_lock(key, owner, offset, length, exclusive);
-                if r.is_ok() {
-                    fx.recorded.push(owner);
-                }
+            LockOp::Lock { exclusive } | LockOp::Retry { exclusive } => {
+                let breaks = matches!(op, LockOp::Lock { .. }).then_some(now);
+                let lock = (offset, length, exclusive);
+                let (r, oplock_breaks, lease_breaks) = self.lock_breaking(key, owner, lock, breaks);
+                let fx = Effects {
+                    oplock_breaks,
+                    lease_breaks,
+                    ..Effects::recording(r.is_ok(), vec![owner])
+                };
                 (r, fx)
             }
         }
@@ -124,10 +119,10 @@ impl<L: Layout> OpenState for FileStates<L> {
                 ))
             }
             Ack::Lease { lease, state } => {
-                let (state, next) = self.lease_acknowledge(lease, state, now)?;
+                let (state, next, opens) = self.lease_acknowledge_listing(lease, state, now)?;
                 let fx = Effects {
                     lease_breaks: next.into_iter().collect(),
-                    recorded: self.lease_opens(lease),
+                    recorded: opens,
                     ..Effects::default()
                 };
                 Ok((Acked::Lease(state), fx))
@@ -145,16 +140,16 @@ impl<L: Layout> OpenState for FileStates<L> {
     }
 
     fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) -> Effects {
-        self.set_delete_pending(key, pending, parent);
-        Effects::recording(true, self.open_ids(key))
+        let opens = self.update_opens_listing(key, |m| m.mark_delete(key.stream, pending, parent));
+        Effects::recording(true, opens)
     }
 
     fn renamed(&self, key: FileKey, open_id: u64, to: Moved) -> Effects {
-        match to {
-            Moved::Path(path) => self.set_path(key, path),
-            Moved::Stream(stream) => self.move_open(key, open_id, stream),
-        }
-        Effects::recording(true, self.open_ids(key))
+        let opens = self.update_opens_listing(key, |m| match to {
+            Moved::Path(path) => m.set_path(path),
+            Moved::Stream(stream) => m.move_open(open_id, stream),
+        });
+        Effects::recording(true, opens)
     }
 
     fn remember(&self, key: FileKey, fact: Fact) {

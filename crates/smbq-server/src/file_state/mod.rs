@@ -79,6 +79,39 @@ struct FileEntry {
 }
 
 impl FileEntry {
+    /// The opens with an oplock or lease break awaiting their acknowledgment.
+    fn breaking_opens(&self) -> Vec<u64> {
+        self.oplocks
+            .breaking()
+            .chain(self.leases.breaking_opens())
+            .collect()
+    }
+
+    /// The ids of the file's opens (any stream).
+    fn open_ids(&self) -> Vec<u64> {
+        self.opens
+            .as_ref()
+            .map(|m| m.open_ids().collect())
+            .unwrap_or_default()
+    }
+
+    /// A write, lock or size change on `key` through open `writer` (MS-FSA 2.1.4.12): every
+    /// level II oplock breaks to none, and every other key's lease caching reads.
+    fn break_for_write(
+        &mut self,
+        key: FileKey,
+        writer: u64,
+        now: Instant,
+    ) -> (Vec<BreakNotice>, Vec<LeaseBreakNotice>) {
+        if self.oplocks.is_empty() && self.leases.is_empty() {
+            return Default::default();
+        }
+        (
+            self.oplocks.break_level2(key),
+            self.leases.break_for_write(key.stream, writer, now),
+        )
+    }
+
     fn is_idle(&self) -> bool {
         // A file its last close is deleting stays until `FileStates::deleted`.
         self.opens.as_ref().is_none_or(ShareModes::is_idle)
@@ -534,13 +567,7 @@ impl<L: Layout> FileStates<L> {
 
     /// The ids of the opens of `key`'s file (any stream).
     pub(crate) fn open_ids(&self, key: FileKey) -> Vec<u64> {
-        self.read(key, |e| {
-            e.opens
-                .as_ref()
-                .map(|m| m.open_ids().collect())
-                .unwrap_or_default()
-        })
-        .unwrap_or_default()
+        self.read(key, FileEntry::open_ids).unwrap_or_default()
     }
 
     /// A persistent open restored after a restart (crate::persist) holds its lease (key,
@@ -593,7 +620,7 @@ impl<L: Layout> FileStates<L> {
         key: FileKey,
         open: &OpenRequest<'_>,
         now: Instant,
-    ) -> Result<(OpenCheck, Contention), NtStatus> {
+    ) -> Result<(OpenCheck, Contention, Vec<u64>), NtStatus> {
         self.update(key, |e| {
             if e.oplocks.is_empty() && e.leases.is_empty() {
                 return Ok(Default::default());
@@ -629,7 +656,14 @@ impl<L: Layout> FileStates<L> {
                 oplock_held: false,
                 byte_range_locked: false,
             };
-            Ok((oplocks, e.leases.contend(&opener, now)))
+            let leases = e.leases.contend(&opener, now);
+            // In the same step: the opens a wait would be for (purged if parked).
+            let breaking = if oplocks.wait || leases.wait {
+                e.breaking_opens()
+            } else {
+                Vec::new()
+            };
+            Ok((oplocks, leases, breaking))
         })
     }
 
@@ -733,15 +767,45 @@ impl<L: Layout> FileStates<L> {
         writer: u64,
         now: Instant,
     ) -> (Vec<BreakNotice>, Vec<LeaseBreakNotice>) {
+        self.update(key, |e| e.break_for_write(key, writer, now))
+    }
+
+    /// A lock request through `owner`: the breaks it forces (as a write's) and, in the same
+    /// step, the lock now or LOCK_NOT_GRANTED (`breaks`: false for a waiting request's retry).
+    fn lock_breaking(
+        &self,
+        key: FileKey,
+        owner: u64,
+        (offset, length, exclusive): (u64, u64, bool),
+        breaks: Option<Instant>,
+    ) -> (
+        Result<(), NtStatus>,
+        Vec<BreakNotice>,
+        Vec<LeaseBreakNotice>,
+    ) {
+        let r = Self::range(key, offset, length);
         self.update(key, |e| {
-            if e.oplocks.is_empty() && e.leases.is_empty() {
-                return Default::default();
-            }
-            (
-                e.oplocks.break_level2(key),
-                e.leases.break_for_write(key.stream, writer, now),
-            )
+            let (oplocks, leases) = match breaks {
+                Some(now) => e.break_for_write(key, owner, now),
+                None => Default::default(),
+            };
+            (e.locks.try_lock(owner, r, exclusive), oplocks, leases)
         })
+    }
+
+    /// Runs `f` on the share modes of a file that has opens, and says which opens it has
+    /// (the ones whose records a persistent store writes again), in one step.
+    fn update_opens_listing(&self, key: FileKey, f: impl FnOnce(&mut ShareModes)) -> Vec<u64> {
+        let mut files = self.shard(key).files.lock();
+        match files.map.get_mut(&key.base()) {
+            Some(e) => {
+                if let Some(m) = e.opens.as_mut() {
+                    f(m);
+                }
+                e.open_ids()
+            }
+            None => Vec::new(),
+        }
     }
 
     /// A rename of `key`'s file through open `by`: other keys' handle caching breaks.
@@ -761,14 +825,30 @@ impl<L: Layout> FileStates<L> {
         Some(r)
     }
 
+    #[cfg(test)]
     fn lease_acknowledge(
         &self,
         lease: &LeaseKey,
         acked: u32,
         now: Instant,
     ) -> Result<(u32, Option<LeaseBreakNotice>), NtStatus> {
-        self.on_lease(lease, |l, _| l.acknowledge(lease, acked, now))
-            .unwrap_or(Err(NtStatus::OBJECT_NAME_NOT_FOUND))
+        self.lease_acknowledge_listing(lease, acked, now)
+            .map(|(state, next, _)| (state, next))
+    }
+
+    /// [`Self::lease_acknowledge`] and, in the same step, the lease's opens (the ones whose
+    /// records a persistent store writes again).
+    fn lease_acknowledge_listing(
+        &self,
+        lease: &LeaseKey,
+        acked: u32,
+        now: Instant,
+    ) -> Result<(u32, Option<LeaseBreakNotice>, Vec<u64>), NtStatus> {
+        self.on_lease(lease, |l, stream| {
+            let (state, next) = l.acknowledge(lease, acked, now)?;
+            Ok((state, next, l.opens_of(lease, stream)))
+        })
+        .unwrap_or(Err(NtStatus::OBJECT_NAME_NOT_FOUND))
     }
 
     /// What open `open_id` of `key` holds: its oplock level and its lease, if any.
@@ -785,13 +865,8 @@ impl<L: Layout> FileStates<L> {
 
     /// The opens of `key`'s file with an oplock or lease break awaiting its acknowledgment.
     pub(crate) fn breaking_opens(&self, key: FileKey) -> Vec<u64> {
-        self.read(key, |e| {
-            e.oplocks
-                .breaking()
-                .chain(e.leases.breaking_opens())
-                .collect()
-        })
-        .unwrap_or_default()
+        self.read(key, FileEntry::breaking_opens)
+            .unwrap_or_default()
     }
 
     /// A persistent open of `key` reclaimed alone takes its lease back (lease.rs,

@@ -47,6 +47,7 @@ fn check(
         lease,
     };
     t.oplock_check(key, &open, Instant::now())
+        .map(|(o, l, _)| (o, l))
 }
 
 fn ask(n: u8) -> LeaseAsk {
