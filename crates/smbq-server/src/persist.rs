@@ -127,6 +127,15 @@ impl Server {
         }
     }
 
+    /// Whether the store has room for another persistent open of `user`'s: fewer than
+    /// `max_durable_opens` in all and `max_durable_opens_per_user` of the account's, so one
+    /// client cannot take it all.
+    pub(crate) fn persistent_room_for(&self, user: &str) -> bool {
+        let limits = self.limits();
+        self.persistent_records() < limits.max_durable_opens
+            && self.persistent_records_of(user) < limits.max_durable_opens_per_user
+    }
+
     /// How many persistent opens of `user`'s the store holds (0 without a store).
     pub fn persistent_records_of(&self, user: &str) -> usize {
         self.persistent.get().map_or(0, |s| s.records_of(user))

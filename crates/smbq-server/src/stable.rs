@@ -48,3 +48,15 @@ pub(crate) fn flush_entry(open: &Open, vfs: &dyn Vfs, path: &RelPath) -> io::Res
     };
     vfs.open(&dir, &opts)?.file.fsync()
 }
+
+/// After a rename from `from` to `to` on disk: on a continuously available share both
+/// directory entries are made stable. The rename has happened, so a failure is logged.
+pub(crate) fn flush_rename(open: &Open, vfs: &dyn Vfs, from: &RelPath, to: &RelPath) {
+    let mut flushed = flush_entry(open, vfs, to);
+    if flushed.is_ok() && from.parent() != to.parent() {
+        flushed = flush_entry(open, vfs, from);
+    }
+    if let Err(e) = flushed {
+        tracing::error!(path = %to, error = %e, "flush after rename failed");
+    }
+}

@@ -67,6 +67,12 @@ impl Server {
         open_state::break_wait(self.open_state(), token, cancel).await
     }
 
+    /// Before a WRITE through open `by` of `key`, or what writes like one (a copy or clone
+    /// into the file, a zeroed range): the breaks it forces go out (MS-FSA 2.1.4.12.2).
+    pub(crate) fn before_write(&self, key: FileKey, by: u64) {
+        self.apply(self.open_state().on_write(key, by, Instant::now()));
+    }
+
     /// The oplock an admitted disk open gets (MS-SMB2 3.3.5.9.8); recorded for later breaks,
     /// which go to the open's session. Directories get none (oplocks are for files;
     /// directory caching needs leases). An open that overwrote the file is a data open

@@ -402,6 +402,8 @@ impl<L: Layout> FileStates<L> {
 
     /// Marks the file (or, for a named stream's key, that stream) delete-pending.
     /// `parent`: the parent lease key of the open setting it (crate::file_state::dir_lease).
+    /// The door's `on_disposition`, for tests of the parts.
+    #[cfg(test)]
     pub fn set_delete_pending(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) {
         self.update_opens(key, |m| m.mark_delete(key.stream, pending, parent));
     }
@@ -445,7 +447,9 @@ impl<L: Layout> FileStates<L> {
         self.read_opens(key, ShareModes::allocation).flatten()
     }
 
-    /// After a stream rename, open `open_id` addresses stream `to` of the file.
+    /// After a stream rename, open `open_id` addresses stream `to` of the file (the door's
+    /// `renamed`, for tests of the parts).
+    #[cfg(test)]
     pub fn move_open(&self, key: FileKey, open_id: u64, to: u64) {
         self.update_opens(key, |m| m.move_open(open_id, to));
     }
@@ -453,10 +457,6 @@ impl<L: Layout> FileStates<L> {
     /// The file's current path (after renames).
     pub fn path(&self, key: FileKey) -> Option<RelPath> {
         self.read_opens(key, |m| m.path().clone())
-    }
-
-    pub fn set_path(&self, key: FileKey, path: RelPath) {
-        self.update_opens(key, |m| m.set_path(path));
     }
 
     /// Whether any open file other than `except` lies strictly below `dir` (Windows refuses

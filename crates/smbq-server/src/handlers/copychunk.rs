@@ -6,7 +6,6 @@
 //! Windows answers INVALID_VIEW_SIZE: MS-SMB2 footnote on 3.3.5.15.6).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use smbq_proto::Response;
 use smbq_wire::NtStatus;
@@ -90,11 +89,7 @@ pub(super) async fn copy(ctx: &Ctx<'_>, req: &IoctlRequest<'_>) -> Result<Respon
     };
     let (skey, dkey) = (sf.key, df.key);
     // Level II oplocks on the destination break as for a WRITE (MS-FSA 2.1.4.12.2).
-    let fx = ctx
-        .srv
-        .open_state()
-        .on_write(dkey, dst.volatile(), Instant::now());
-    ctx.srv.apply(fx);
+    ctx.srv.before_write(dkey, dst.volatile());
     let session = ctx.session.clone();
     let _slot = tokio::select! {
         slot = session.copy_slot() => slot,

@@ -14,7 +14,6 @@
 //! of the destination, like setting its allocation).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::access::attr;
 use smbq_wire::NtStatus;
@@ -134,11 +133,7 @@ pub(super) async fn duplicate(ctx: &Ctx<'_>, dst: Arc<Open>, input: &[u8]) -> Re
     // Writing is checked as a WRITE is (a read-only share refuses it here too); the range is
     // inside the file, so appending alone does not allow it (as WRITE below the end).
     crate::security::require_any(&dst, mask::FILE_WRITE_DATA)?;
-    let fx = ctx
-        .srv
-        .open_state()
-        .on_write(df.key, dst.volatile(), Instant::now());
-    ctx.srv.apply(fx);
+    ctx.srv.before_write(df.key, dst.volatile());
     let (s2, d2) = (src.clone(), dst.clone());
     let (so, to) = (r.source_offset, r.target_offset);
     // Never a copy through memory: a range the file system does not clone is refused.

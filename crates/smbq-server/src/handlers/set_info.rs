@@ -532,19 +532,7 @@ fn rename(
         return Ok(());
     }
     vfs.rename(&from, &to, replace).map_err(io)?;
-    // On a continuously available share both ends of the rename are stable before the
-    // answer (crate::stable); the rename has happened, so a failure is logged.
-    let parents_differ = from.parent() != to.parent();
-    let flushed = crate::stable::flush_entry(open, vfs.as_ref(), &to).and_then(|()| {
-        if parents_differ {
-            crate::stable::flush_entry(open, vfs.as_ref(), &from)
-        } else {
-            Ok(())
-        }
-    });
-    if let Err(e) = flushed {
-        tracing::error!(path = %to, error = %e, "flush after rename failed");
-    }
+    crate::stable::flush_rename(open, vfs.as_ref(), &from, &to); // CA shares
     *open.path.lock() = to.clone();
     // The new path goes into persistent opens' records (the effects, crate::persist).
     let fx = srv

@@ -5,7 +5,6 @@
 //! file, and the whole range of any other, as Windows and Samba do.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use smbq_wire::NtStatus;
 
@@ -97,9 +96,10 @@ pub(super) async fn zero_data(
         return Ok(());
     }
     // A write as far as locks and level II oplocks go (MS-FSA 2.1.5.10.39 "as if written").
-    let state = srv.open_state();
-    state.check_io(f.key, open.volatile(), (from, beyond - from), true)?;
-    srv.apply(state.on_write(f.key, open.volatile(), Instant::now()));
+    let range = (from, beyond - from);
+    srv.open_state()
+        .check_io(f.key, open.volatile(), range, true)?;
+    srv.before_write(f.key, open.volatile());
     let o = open.clone();
     blocking(move || {
         let f = o.file().ok_or(NtStatus::INVALID_HANDLE)?;

@@ -2,7 +2,6 @@
 //! the VFS without copying.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use smbq_proto::Response;
@@ -41,10 +40,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
     // MS-FSA 2.1.4.12.2: a write breaks every level II oplock on the file (crate::open_state).
     let srv = ctx.srv;
-    srv.apply(
-        srv.open_state()
-            .on_write(f.key, open.volatile(), Instant::now()),
-    );
+    srv.before_write(f.key, open.volatile());
     // Asked for, the open's mode, or a continuously available share (crate::stable).
     let asked = req.flags & write_flags::WRITE_THROUGH != 0;
     let write_through = crate::stable::write_through(&open, asked);

@@ -146,10 +146,8 @@ pub(super) fn grant(
     oplock: OplockLevel,
     lease: Option<&Granted>,
 ) -> Option<(CreateContextTag<'static>, Vec<u8>)> {
-    // The store of persistent opens is bounded like the parked ones (`max_durable_opens`, and
-    // `max_durable_opens_per_user` for each account, so one client cannot take it all):
-    // beyond it a persistent handle is not promised (the open may still be durable). A named
-    // stream's open is not kept in the store, so it is never promised one.
+    // Beyond the store's bounds a persistent handle is not promised (the open may still be
+    // durable). A named stream's open is not kept in the store, so it is never promised one.
     let persistent = matches!(
         ask,
         DurableAsk::V2 {
@@ -158,9 +156,7 @@ pub(super) fn grant(
         }
     ) && open.tree.ca
         && open.file().is_some_and(|f| f.stream.is_none())
-        && ctx.srv.persistent_records() < ctx.srv.limits().max_durable_opens
-        && ctx.srv.persistent_records_of(&ctx.view.identity.user)
-            < ctx.srv.limits().max_durable_opens_per_user;
+        && ctx.srv.persistent_room_for(&ctx.view.identity.user);
     let file = open.file()?;
     if file.is_dir && !persistent {
         return None;
@@ -337,15 +333,12 @@ async fn reclaim(
     }
     let open = Arc::new(open);
     let key = open.file().map(|f| f.key).ok_or(NtStatus::INTERNAL_ERROR)?;
+    // A persistent open takes its lease back with the epoch its reconnect carries.
     let persistent = open.durable.lock().as_ref().is_some_and(|g| g.persistent);
-    let epoch = asked
-        .and_then(|l| l.v2)
-        .map(|v| v.epoch)
-        .filter(|_| persistent);
-    let store = srv.durable_store();
-    let away = |p| store.is_parked(p);
-    srv.open_state()
-        .reclaim(key, (id, ctx.session.id), epoch, &away);
+    let epoch = asked.and_then(|l| l.v2).filter(|_| persistent);
+    let away = |p| srv.durable_store().is_parked(p);
+    let state = srv.open_state();
+    state.reclaim(key, (id, ctx.session.id), epoch.map(|v| v.epoch), &away);
     srv.install_open(open.clone());
     if !ctx.session.add_open(id) {
         srv.close_open_by_id(id);
