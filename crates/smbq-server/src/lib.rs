@@ -446,11 +446,20 @@ impl Server {
     /// is deleted at last close (callers on the async side use `spawn_blocking`).
     pub(crate) fn close_open_by_id(&self, volatile: u64) -> Option<Arc<Open>> {
         let open = self.opens.write().remove(volatile).flatten()?;
-        self.release_open(&open);
+        self.apply(self.release_open(&open));
         Some(open)
     }
 
-    fn release_open(&self, open: &Open) {
+    /// [`Self::close_open_by_id`] for a CLOSE: the directory lease breaks a delete causes go
+    /// out after the answer ([`Self::after_answer`]).
+    pub(crate) fn close_open_answering_first(&self, volatile: u64) -> Option<open_state::Effects> {
+        let open = self.opens.write().remove(volatile).flatten()?;
+        Some(self.release_open(&open))
+    }
+
+    /// Releases what `open` holds; returns the directory lease breaks a delete at this close
+    /// causes, for the caller to send.
+    fn release_open(&self, open: &Open) -> open_state::Effects {
         open.closed.store(true, Ordering::Release);
         self.unpersist(open); // crate::persist
         if let Some(r) = open.replay.lock().as_ref() {
@@ -462,8 +471,9 @@ impl Server {
             s.remove_open(open.volatile());
         }
         let OpenKind::File(f) = &open.kind else {
-            return;
+            return open_state::Effects::default();
         };
+        let mut breaks = open_state::Effects::default();
         let doc = open.delete_on_close.load(Ordering::Acquire);
         // CHANGE_NOTIFY waits on this open end; watchers hear of a delete-pending directory.
         self.notify_closing(open, doc);
@@ -482,7 +492,7 @@ impl Server {
             if let Err(e) = f.file.remove_xattr(&format!("{}{name}", streams::PREFIX)) {
                 tracing::warn!(stream = %name, error = %e, "stream delete on close failed");
             } else {
-                self.notify_removed(open, last, Some(&name)); // CHANGE_NOTIFY (crate::notify)
+                breaks.merge(self.notify_removed(open, last, Some(&name))); // CHANGE_NOTIFY (crate::notify)
             }
         }
         if let Some(last) = last.filter(|l| l.delete) {
@@ -495,12 +505,13 @@ impl Server {
                 if let Err(e) = r {
                     tracing::warn!(path = %last.path, error = %e, "delete on close failed");
                 } else {
-                    self.notify_removed(open, &last, None); // CHANGE_NOTIFY (crate::notify)
+                    breaks.merge(self.notify_removed(open, &last, None)); // CHANGE_NOTIFY (crate::notify)
                 }
             }
             // Only now may an open of the name go on (FileStates::deleted).
             self.open_state().deleted(f.key);
         }
+        breaks
     }
 }
 

@@ -57,6 +57,16 @@ impl Effects {
         *self == Self::default()
     }
 
+    /// Adds what `other` decided to this. At most one of them may carry a wait.
+    pub fn merge(&mut self, other: Effects) {
+        debug_assert!(self.wait.is_none() || other.wait.is_none());
+        self.oplock_breaks.extend(other.oplock_breaks);
+        self.lease_breaks.extend(other.lease_breaks);
+        self.wait = self.wait.take().or(other.wait);
+        self.purge.extend(other.purge);
+        self.recorded.extend(other.recorded);
+    }
+
     /// Only `opens` to record again, when `changed`.
     pub fn recording(changed: bool, opens: Vec<u64>) -> Self {
         Effects {

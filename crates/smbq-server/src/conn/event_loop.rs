@@ -597,6 +597,10 @@ impl ConnLoop {
         self.engine
             .complete(done.message_id, done.response, Instant::now());
         self.drain();
+        // Its answer is queued: what the request left for after it goes out now, behind it.
+        if !done.after.is_empty() {
+            self.rt.server.apply(done.after);
+        }
         Ok(())
     }
 

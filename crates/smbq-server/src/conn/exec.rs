@@ -20,6 +20,8 @@ pub(super) struct Done {
     /// The chain's share of the backlog budget, taken by its first request and held until the
     /// chain's responses are handed to the writer.
     pub permit: Option<OwnedSemaphorePermit>,
+    /// What the handler left for after its answer (crate::effects::after_answer).
+    pub after: crate::open_state::Effects,
 }
 
 pub(super) fn spawn(
@@ -38,14 +40,16 @@ pub(super) fn spawn(
             Some(b) => b.acquire().await,
             None => None,
         };
-        let response = server
-            .handle_arrived(&view, &x.request, cancel, arrival)
-            .await;
+        let (response, after) = crate::effects::answering_first(
+            server.handle_arrived(&view, &x.request, cancel, arrival),
+        )
+        .await;
         let done = Done {
             chain: x.chain,
             message_id: x.request.header.message_id,
             response,
             permit,
+            after,
         };
         // The loop is gone only when the connection is: nobody is left to answer.
         let _ = tx.send(done).await;

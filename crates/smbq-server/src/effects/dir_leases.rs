@@ -8,6 +8,7 @@ use smbq_vfs::RelPath;
 use crate::Server;
 use crate::file_state::FileKey;
 use crate::file_state::lease::LeaseKey;
+use crate::open_state::Effects;
 use crate::tables::Open;
 
 impl Server {
@@ -25,19 +26,29 @@ impl Server {
         path: &RelPath,
         except: Option<&LeaseKey>,
     ) {
+        self.apply(self.parent_lease_breaks(open, path, except));
+    }
+
+    /// The breaks of [`Self::break_parent_leases_except`], for the caller to send (a CLOSE
+    /// sends them after its answer: crate::effects::after_answer). They never wait.
+    pub(crate) fn parent_lease_breaks(
+        &self,
+        open: &Open,
+        path: &RelPath,
+        except: Option<&LeaseKey>,
+    ) -> Effects {
         if !self.open_state().any_dir_leases() {
-            return;
+            return Effects::default();
         }
         let (Some(parent), Some(vfs)) = (path.parent(), open.tree.share.vfs.as_ref()) else {
-            return;
+            return Effects::default();
         };
         // A directory with a lease has an open, so this stat finds it unless it was just
         // removed (then there is no lease left to break either).
-        let Ok(st) = vfs.stat(&parent) else { return };
-        let dir = FileKey::of(&st);
-        self.apply(
-            self.open_state()
-                .on_child_change(dir, except, Instant::now()),
-        );
+        let Ok(st) = vfs.stat(&parent) else {
+            return Effects::default();
+        };
+        self.open_state()
+            .on_child_change(FileKey::of(&st), except, Instant::now())
     }
 }

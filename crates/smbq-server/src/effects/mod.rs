@@ -12,8 +12,28 @@ mod notify;
 mod parking;
 mod resilient;
 
+use std::cell::RefCell;
+use std::future::Future;
+
 use crate::Server;
 use crate::open_state::{Effects, WaitToken};
+
+tokio::task_local! {
+    /// What the running request's handler left to carry out once its answer is out.
+    static AFTER_ANSWER: RefCell<Effects>;
+}
+
+/// Runs a request's handler (`f`), keeping what it hands to [`Server::after_answer`] for the
+/// connection to carry out after it has queued the answer (crate::conn).
+pub(crate) async fn answering_first<F: Future>(f: F) -> (F::Output, Effects) {
+    AFTER_ANSWER
+        .scope(RefCell::new(Effects::default()), async {
+            let out = f.await;
+            let after = AFTER_ANSWER.with(|a| a.take());
+            (out, after)
+        })
+        .await
+}
 
 impl Server {
     /// Carries out what an [`OpenState`](crate::open_state::OpenState) verb decided: the
@@ -29,5 +49,32 @@ impl Server {
         }
         self.persist_opens(&fx.recorded);
         fx.wait
+    }
+
+    /// Breaks a request causes that need not wait go out after its answer, as Samba sends
+    /// them: a CLOSE that deletes the file answers first, then the directory's leases break
+    /// (smbtorture smb2.dirlease.unlink_different_*: a client that holds several of them
+    /// hears the second break while it acknowledges the first). Outside a request task
+    /// (tests, the admin socket) they go at once.
+    pub(crate) fn after_answer(&self, fx: Effects) {
+        if fx.is_empty() {
+            return;
+        }
+        if fx.wait.is_some() {
+            self.apply(fx);
+            return;
+        }
+        // Records are written before the answer, whatever the breaks wait for.
+        let mut fx = fx;
+        self.persist_opens(&std::mem::take(&mut fx.recorded));
+        let mut fx = Some(fx);
+        let _ = AFTER_ANSWER.try_with(|a| {
+            if let Some(f) = fx.take() {
+                a.borrow_mut().merge(f);
+            }
+        });
+        if let Some(fx) = fx {
+            self.apply(fx);
+        }
     }
 }

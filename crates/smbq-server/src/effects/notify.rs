@@ -8,11 +8,12 @@ use smbq_wire::change_notify::{NotifyAction, completion_filter as cf};
 use smbq_wire::create::CreateAction;
 use smbq_wire::filetime::SetTime;
 use smbq_wire::fscc::FileInfoClass;
-use smbq_wire::fscc::file_info::BasicInfo;
+use smbq_wire::fscc::file_info::{BasicInfo, LinkInfo};
 
 use crate::Server;
 use crate::file_state::LastClose;
 use crate::notify::Event;
+use crate::open_state::Effects;
 use crate::tables::Open;
 
 fn name_filter(is_dir: bool) -> u32 {
@@ -125,6 +126,10 @@ impl Server {
                 self.notify_renamed(open, before);
                 0
             }
+            FileInfoClass::LINK => {
+                self.notify_linked(open, buf);
+                0
+            }
             FileInfoClass::DISPOSITION | FileInfoClass::DISPOSITION_EX => {
                 // A directory marked for deletion ends the waits on it (smb2.notify.rmdir2).
                 if let Some(f) = open.file()
@@ -145,6 +150,26 @@ impl Server {
             // What a listing shows changed (crate::file_state::dir_lease).
             self.break_parent_leases(open, &open.path());
         }
+    }
+
+    /// MS-FSA 2.1.5.15.6: a new link is a name added to its directory, whose leases break
+    /// but for the one the open named as its parent (smbtorture smb2.dirlease.hardlink).
+    fn notify_linked(&self, open: &Open, buf: &[u8]) {
+        let Ok(l) = LinkInfo::decode(buf) else { return };
+        let target = l.file_name.strip_prefix('\\').unwrap_or(&l.file_name);
+        let Ok(path) = crate::path::parse_smb_name(target).and_then(|n| n.rel_path()) else {
+            return;
+        };
+        self.notify.report(
+            &Self::share_key(open),
+            &[Event {
+                path: &path,
+                stream: None,
+                action: NotifyAction::ADDED,
+                filter: name_filter(false),
+            }],
+        );
+        self.break_parent_leases(open, &path); // crate::file_state::dir_lease
     }
 
     /// MS-FSA 2.1.5.15.11: within one directory the old and new names; across directories a
@@ -201,7 +226,14 @@ impl Server {
     }
 
     /// The last close deleted the file, directory or named stream.
-    pub(crate) fn notify_removed(&self, open: &Open, last: &LastClose, stream: Option<&str>) {
+    /// Returns the directory lease breaks the removal causes, for the caller to send.
+    pub(crate) fn notify_removed(
+        &self,
+        open: &Open,
+        last: &LastClose,
+        stream: Option<&str>,
+    ) -> Effects {
+        let mut breaks = Effects::default();
         if stream.is_none() {
             // The lease spared is the one both the open that made the file delete-pending
             // and the last closer named (crate::file_state::dir_lease).
@@ -209,7 +241,7 @@ impl Server {
                 .parent_lease
                 .as_ref()
                 .filter(|k| last.delete_parent == Some(k.key));
-            self.break_parent_leases_except(open, &last.path, except); // crate::file_state::dir_lease
+            breaks = self.parent_lease_breaks(open, &last.path, except);
         }
         let (action, filter) = match stream {
             Some(_) => (NotifyAction::REMOVED_STREAM, cf::STREAM_NAME),
@@ -224,6 +256,7 @@ impl Server {
                 filter,
             }],
         );
+        breaks
     }
 }
 

@@ -141,7 +141,7 @@ impl Server {
     /// Releases what a parked open holds (share mode, locks, oplock, lease, delete-on-close)
     /// and frees its id.
     fn close_parked(&self, open: &Arc<Open>) {
-        self.release_open(open);
+        self.apply(self.release_open(open));
         self.cancel_reservation(open.volatile());
     }
 

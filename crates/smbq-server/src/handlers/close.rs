@@ -49,10 +49,13 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             }),
             _ => None,
         };
-        srv.close_open_by_id(open.volatile())
+        let breaks = srv
+            .close_open_answering_first(open.volatile())
             .ok_or(NtStatus::FILE_CLOSED)?;
-        Ok(post.unwrap_or_default())
+        Ok((post.unwrap_or_default(), breaks))
     })
     .await?;
+    let (resp, breaks) = resp;
+    ctx.srv.after_answer(breaks);
     Ok(Response::ok(body(|w| resp.encode(w))))
 }

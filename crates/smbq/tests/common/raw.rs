@@ -346,6 +346,12 @@ impl Raw {
     /// NEGOTIATE 3.1.1, SESSION_SETUP with NTLMv2 as [`USER`] with `password`, asking for as
     /// many credits as the server gives, and TREE_CONNECT to `share`.
     pub fn login(addr: SocketAddr, password: &str) -> Self {
+        Self::login_with_caps(addr, password, 0)
+    }
+
+    /// [`Self::login`] offering capabilities smbq's client does not (such as
+    /// SMB2_GLOBAL_CAP_DIRECTORY_LEASING) in its NEGOTIATE as well.
+    pub fn login_with_caps(addr: SocketAddr, password: &str, caps: u32) -> Self {
         let s = TcpStream::connect(addr).unwrap();
         s.set_nodelay(true).unwrap();
         let mut raw = Raw {
@@ -361,7 +367,11 @@ impl Raw {
         let mut salt = [0u8; 32];
         rand::thread_rng().fill_bytes(&mut salt);
         let h = raw.header(Command::NEGOTIATE, 0, GREEDY);
-        let sent = negotiate_request(&cfg, &h, &salt);
+        let mut sent = negotiate_request(&cfg, &h, &salt);
+        // NEGOTIATE (MS-SMB2 2.2.3): Capabilities at body offset 8.
+        let at = smbq_wire::HEADER_LEN + 8;
+        let offered = u32::from_le_bytes(sent[at..at + 4].try_into().unwrap()) | caps;
+        sent[at..at + 4].copy_from_slice(&offered.to_le_bytes());
         let resp = raw.call(&sent);
         let neg = parse_negotiate_response(&cfg, &resp).unwrap();
         let mut preauth = PreauthHash::new();
