@@ -127,8 +127,17 @@ def torture_options(name):
     return EXTRA_OPTIONS.get(name, []) + ([GMAC_ONLY] if gmac else [])
 
 
+# These make hard links (FileLinkInformation), which a server offers only with
+# `refuse_hardlinks = false` (by default it serves no file with several links, so it makes none);
+# Samba's selftest shares have no such refusal.
+NEEDS_HARDLINKS = {"smb2.dirlease.hardlink"}
+
+
 def torture_config(name):
-    return "multichannel = false\n" if name in NO_MULTICHANNEL else ""
+    config = "multichannel = false\n" if name in NO_MULTICHANNEL else ""
+    if name in NEEDS_HARDLINKS:
+        config += "refuse_hardlinks = false\n"
+    return config
 
 
 def add_user2(server):

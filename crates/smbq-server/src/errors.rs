@@ -74,6 +74,7 @@ fn map_errno(errno: i32, ctx: IoContext) -> NtStatus {
         libc::EEXIST => NtStatus::OBJECT_NAME_COLLISION,
         libc::ENOTEMPTY => NtStatus::DIRECTORY_NOT_EMPTY,
         libc::EISDIR => NtStatus::FILE_IS_A_DIRECTORY,
+        libc::EMLINK => NtStatus::TOO_MANY_LINKS,
         // EXDEV is what RESOLVE_BENEATH reports for an escape attempt; ELOOP for a symlink we
         // refused to follow. Both are the client asking for something outside its share.
         libc::EACCES | libc::EPERM | libc::EXDEV | libc::ELOOP => NtStatus::ACCESS_DENIED,

@@ -33,6 +33,16 @@ pub trait Vfs: Send + Sync {
     fn stat(&self, path: &RelPath) -> io::Result<Stat>;
     /// Renames `from` to `to`; when `replace` is false an existing `to` fails with EEXIST.
     fn rename(&self, from: &RelPath, to: &RelPath, replace: bool) -> io::Result<()>;
+    /// Adds the name `to` for the file at `from` (a hard link). With `replace` an existing
+    /// non-directory `to` is replaced in one step; without, an existing `to` fails with
+    /// EEXIST. A backend (or share) that offers no hard links fails with `Unsupported`.
+    fn link(&self, _from: &RelPath, _to: &RelPath, _replace: bool) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    /// Whether [`Self::link`] can succeed here (MS-FSA's Volume.IsHardLinksSupported).
+    fn hard_links(&self) -> bool {
+        false
+    }
     /// Removes a non-directory (the link itself when `path` is a symlink).
     fn unlink(&self, path: &RelPath) -> io::Result<()>;
     /// Removes an empty directory.

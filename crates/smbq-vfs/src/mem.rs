@@ -224,9 +224,13 @@ impl State {
             .ok_or_else(|| err(Errno::NOENT))?;
         parent.touch(now);
         if let Some(node) = self.nodes.get_mut(&ino) {
-            node.nlink = 0;
+            // A file's other hard links keep it; a directory has only this name.
+            node.nlink = match node.data {
+                Data::File(_) => node.nlink.saturating_sub(1),
+                Data::Dir(_) => 0,
+            };
             node.ctime = now;
-            if node.open == 0 {
+            if node.open == 0 && node.nlink == 0 {
                 self.nodes.remove(&ino);
             }
         }
@@ -342,6 +346,40 @@ impl Vfs for MemVfs {
         dst.entries_mut()?.insert(to_name.to_owned(), from_ino);
         dst.touch(now);
         st.node_mut(from_ino)?.ctime = now;
+        Ok(())
+    }
+
+    fn hard_links(&self) -> bool {
+        true
+    }
+
+    fn link(&self, from: &RelPath, to: &RelPath, replace: bool) -> io::Result<()> {
+        let now = self.now();
+        let mut st = self.inner.state.lock();
+        let (_, _, from_ino) = st.locate(from)?;
+        let from_ino = from_ino.ok_or_else(|| err(Errno::NOENT))?;
+        if st.node(from_ino)?.kind() == FileKind::Dir {
+            return Err(err(Errno::PERM));
+        }
+        let (to_dir, to_name, to_ino) = st.locate(to)?;
+        if let Some(to_ino) = to_ino {
+            if !replace {
+                return Err(err(Errno::EXIST));
+            }
+            if to_ino == from_ino {
+                return Ok(());
+            }
+            if st.node(to_ino)?.kind() == FileKind::Dir {
+                return Err(err(Errno::ISDIR));
+            }
+            st.detach(to_dir, to_name, now)?;
+        }
+        let dir = st.node_mut(to_dir)?;
+        dir.entries_mut()?.insert(to_name.to_owned(), from_ino);
+        dir.touch(now);
+        let node = st.node_mut(from_ino)?;
+        node.nlink += 1;
+        node.ctime = now;
         Ok(())
     }
 

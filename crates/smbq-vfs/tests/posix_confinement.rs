@@ -217,6 +217,61 @@ fn hard_links_allowed_when_configured() {
 }
 
 #[test]
+fn link_is_unsupported_where_hard_links_are_refused() {
+    let f = fixture();
+    fs::write(f.share.join("a"), b"a").unwrap();
+    let e = f.vfs.link(&p("a"), &p("b"), false).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+    assert!(!exists(&f.share.join("b")));
+}
+
+#[test]
+fn link_adds_a_name_replaces_only_when_asked_and_stays_inside() {
+    let f = fixture_with(PosixOptions {
+        refuse_hardlinks: false,
+    });
+    fs::create_dir(f.share.join("d")).unwrap();
+    fs::write(f.share.join("a"), b"first").unwrap();
+    fs::write(f.share.join("d/taken"), b"old").unwrap();
+    f.vfs.link(&p("a"), &p("d/b"), false).unwrap();
+    assert_eq!(read(&f.vfs, "d/b"), b"first");
+    assert_eq!(f.vfs.stat(&p("a")).unwrap().nlink, 2);
+    let e = f.vfs.link(&p("a"), &p("d/taken"), false).unwrap_err();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(rustix::io::Errno::EXIST.raw_os_error())
+    );
+    assert_eq!(read(&f.vfs, "d/taken"), b"old");
+    f.vfs.link(&p("a"), &p("d/taken"), true).unwrap();
+    assert_eq!(read(&f.vfs, "d/taken"), b"first");
+    assert_eq!(f.vfs.stat(&p("a")).unwrap().nlink, 3);
+    // Linking over a name of the same file changes nothing and leaves no temporary name.
+    f.vfs.link(&p("a"), &p("d/b"), true).unwrap();
+    let mut names: Vec<_> = fs::read_dir(f.share.join("d"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["b", "taken"]);
+    // Neither end may leave the share, through `..` or a symlink.
+    symlink(&f.outside, f.share.join("out")).unwrap();
+    assert_escape(f.vfs.link(&p("out/secret"), &p("stolen"), false));
+    assert_escape(f.vfs.link(&p("a"), &p("out/planted"), false));
+    assert!(!exists(&f.share.join("stolen")));
+    assert!(!exists(&f.outside.join("planted")));
+    // A symlink at the source is linked itself, never followed.
+    symlink(f.outside.join("secret"), f.share.join("ln")).unwrap();
+    f.vfs.link(&p("ln"), &p("ln2"), false).unwrap();
+    assert!(
+        fs::symlink_metadata(f.share.join("ln2"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_escape(f.vfs.open(&p("ln2"), &read_opts()));
+}
+
+#[test]
 fn read_dir_does_not_follow_escaping_links() {
     let f = fixture();
     fs::create_dir(f.share.join("d")).unwrap();

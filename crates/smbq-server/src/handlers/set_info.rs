@@ -11,8 +11,8 @@ use smbq_vfs::{FileKind, RelPath};
 use smbq_wire::filetime::SetTime;
 use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::file_info::{
-    AllocationInfo, BasicInfo, DispositionInfo, DispositionInfoEx, EndOfFileInfo, ModeInfo,
-    PositionInfo, RenameInfo, RenameInfoEx, disposition_ex as dx, mode,
+    AllocationInfo, BasicInfo, DispositionInfo, DispositionInfoEx, EndOfFileInfo, LinkInfo,
+    ModeInfo, PositionInfo, RenameInfo, RenameInfoEx, disposition_ex as dx, mode,
 };
 use smbq_wire::query_info::InfoType;
 use smbq_wire::security::{SecurityDescriptor, Sid, info as sinfo};
@@ -266,7 +266,10 @@ fn set_file(
             let eas = crate::ea::parse_set(buf)?;
             crate::ea::apply(f.file.as_ref(), &eas)
         }
-        FileInfoClass::LINK => Err(NtStatus::NOT_SUPPORTED),
+        FileInfoClass::LINK => {
+            let l = LinkInfo::decode(buf).map_err(short)?;
+            link(srv, open, token, &l)
+        }
         _ => Err(NtStatus::INVALID_INFO_CLASS),
     }
 }
@@ -505,7 +508,8 @@ fn rename(
     }
     let from = movable_source(srv, open, f)?;
     let found = resolve(vfs.as_ref(), &name)?;
-    check_target_directory(srv, vfs.as_ref(), &found.path, f.is_dir)?;
+    let rw = crate::access::share::READ | crate::access::share::WRITE;
+    check_target_directory(srv, vfs.as_ref(), &found.path, f.is_dir, rw)?;
     let mut to = found.path;
     if let Some(st) = &found.stat {
         let same = st.dev == f.key.dev && st.ino == f.key.ino;
@@ -541,6 +545,80 @@ fn rename(
     srv.apply(fx);
     Ok(())
 }
+
+/// MS-FSA 2.1.5.15.6 FileLinkInformation: a new name for the file `open` addresses, relative
+/// to the share root. The share must offer hard links (`refuse_hardlinks = false`: a share
+/// that refuses to serve files with several links makes none). The new name needs what a
+/// new file there needs (FILE_ADD_FILE on its directory, a writable share), nothing of the
+/// open itself, as on Windows; on per-user shares the kernel decides as the user
+/// (`fs.protected_hardlinks`).
+fn link(srv: &Server, open: &Open, token: &Token, l: &LinkInfo) -> Result<(), NtStatus> {
+    let f = open.file().ok_or(NtStatus::INVALID_PARAMETER)?;
+    let vfs = open
+        .tree
+        .share
+        .vfs
+        .as_ref()
+        .ok_or(NtStatus::INVALID_PARAMETER)?;
+    if f.stream.as_ref().is_some_and(|s| s.name().is_some()) || l.root_directory != 0 {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    if f.is_dir {
+        return Err(NtStatus::FILE_IS_A_DIRECTORY);
+    }
+    if !vfs.hard_links() {
+        return Err(NtStatus::NOT_SUPPORTED);
+    }
+    if srv.open_state().delete_pending(f.key) {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    let target = l.file_name.strip_prefix('\\').unwrap_or(&l.file_name);
+    let name = parse_smb_name(target)?;
+    if name.stream != Stream::Default || name.is_root() {
+        return Err(NtStatus::OBJECT_NAME_INVALID);
+    }
+    if f.file.stat().map_err(io)?.nlink >= MAX_LINKS {
+        return Err(NtStatus::TOO_MANY_LINKS);
+    }
+    let found = resolve(vfs.as_ref(), &name)?;
+    // The destination directory is opened for FILE_ADD_FILE sharing everything (MS-FSA).
+    let all =
+        crate::access::share::READ | crate::access::share::WRITE | crate::access::share::DELETE;
+    check_target_directory(srv, vfs.as_ref(), &found.path, false, all)?;
+    let to = found.path;
+    if let Some(st) = &found.stat {
+        if !l.replace_if_exists {
+            return Err(NtStatus::OBJECT_NAME_COLLISION);
+        }
+        if st.dev == f.key.dev && st.ino == f.key.ino {
+            return Ok(()); // already a name of this file
+        }
+        let key = crate::file_state::FileKey {
+            dev: st.dev,
+            ino: st.ino,
+            stream: 0,
+        };
+        if st.kind == FileKind::Dir || srv.open_state().open_count_any(key) > 0 {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        check_replace_allowed(vfs.as_ref(), open, token, &to, st)?;
+    }
+    check_target_parent_allows_add(vfs.as_ref(), open, token, &to, false)?;
+    vfs.link(&open.path(), &to, l.replace_if_exists)
+        .map_err(io)?;
+    // The name was resolved from the open's path: if something else moved in between, the new
+    // name is not this file's and goes again.
+    let st = vfs.stat(&to).map_err(io)?;
+    if (st.dev, st.ino) != (f.key.dev, f.key.ino) {
+        let _ = vfs.unlink(&to);
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    crate::stable::flush_rename(open, vfs.as_ref(), &to, &to); // CA shares: the new entry
+    Ok(())
+}
+
+/// MS-FSA 2.1.5.15.6: a file SHOULD have fewer than 1024 links to get another.
+const MAX_LINKS: u64 = 1024;
 
 /// The path of a source that may be renamed now: not the share root, none of its named
 /// streams open, every other open sharing delete, and (a directory) nothing open below it.
@@ -645,7 +723,8 @@ fn check_replace_allowed(
 }
 
 /// MS-FSA 2.1.5.15.11 (as NTFS does it): a rename opens the target's parent directory for
-/// FILE_ADD_FILE (FILE_ADD_SUBDIRECTORY for a directory) sharing read and write, so an open
+/// FILE_ADD_FILE (FILE_ADD_SUBDIRECTORY for a directory) sharing read and write (a link:
+/// sharing everything, `share_access`), so an open
 /// of that directory holding DELETE, or not sharing write, makes the rename a sharing
 /// violation (smbtorture smb2.rename.share_delete_and_delete_access,
 /// no_share_delete_but_delete_access, smb2.oplock.batch19/batch20/exclusive6).
@@ -654,6 +733,7 @@ fn check_target_directory(
     vfs: &dyn smbq_vfs::Vfs,
     to: &smbq_vfs::RelPath,
     is_dir: bool,
+    share_access: u32,
 ) -> Result<(), NtStatus> {
     let parent = to.parent().unwrap_or_else(smbq_vfs::RelPath::root);
     let Ok(st) = vfs.stat(&parent) else {
@@ -670,11 +750,8 @@ fn check_target_directory(
     } else {
         mask::FILE_ADD_FILE
     };
-    srv.open_state().check(
-        key,
-        add | mask::SYNCHRONIZE,
-        crate::access::share::READ | crate::access::share::WRITE,
-    )
+    srv.open_state()
+        .check(key, add | mask::SYNCHRONIZE, share_access)
 }
 
 /// MS-FSA 2.1.5.15.11.1: renames the named stream `open` addresses to `target`

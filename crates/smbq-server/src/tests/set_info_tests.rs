@@ -495,3 +495,116 @@ async fn acknowledge(h: &H, body: &[u8]) -> ([u8; 16], u32) {
     assert_eq!(h.send(ack).await.status, NtStatus::SUCCESS);
     (n.lease_key, n.new_lease_state)
 }
+
+/// FileLinkInformation (11): the same layout as a rename's (MS-FSCC 2.4.27.2).
+fn link_buf(name: &str, replace: bool) -> Vec<u8> {
+    rename_buf(name, replace)
+}
+
+fn links_of(h: &H, name: &str) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(h.path(name)).unwrap().nlink()
+}
+
+#[tokio::test]
+async fn hard_links_follow_ms_fsa() {
+    let h = H::new().await;
+    h.put("a", b"A").await;
+    h.put("b", b"B").await;
+    std::fs::create_dir(h.path("d")).unwrap();
+    // No right on the file is needed (as on Windows), only room in the target directory.
+    let o = h.create("a", mask::FILE_READ_ATTRIBUTES, D::OPEN, 0).await;
+    assert_eq!(
+        set(&h, o.id, 11, &link_buf("d\\a2", false)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::read(h.path("d/a2")).unwrap(), b"A");
+    assert_eq!(links_of(&h, "a"), 2);
+    // An existing name stays unless the client asks to replace it, and a name the file
+    // already has is no change.
+    assert_eq!(
+        set(&h, o.id, 11, &link_buf("b", false)).await,
+        NtStatus::OBJECT_NAME_COLLISION
+    );
+    assert_eq!(std::fs::read(h.path("b")).unwrap(), b"B");
+    assert_eq!(
+        set(&h, o.id, 11, &link_buf("d\\a2", true)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(links_of(&h, "a"), 2);
+    // An open file or a directory is never replaced.
+    let b = h.create("b", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(
+        set(&h, o.id, 11, &link_buf("b", true)).await,
+        NtStatus::ACCESS_DENIED
+    );
+    h.close(b.id).await;
+    assert_eq!(
+        set(&h, o.id, 11, &link_buf("d", true)).await,
+        NtStatus::ACCESS_DENIED
+    );
+    assert_eq!(
+        set(&h, o.id, 11, &link_buf("b", true)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::read(h.path("b")).unwrap(), b"A");
+    assert_eq!(links_of(&h, "a"), 3);
+    // A directory cannot get a link; a named stream cannot give one; RootDirectory must be 0;
+    // a stream name is no file name; the name stays inside the share.
+    let dh = h.create_req("d", mask::GENERIC_READ, D::OPEN).send().await;
+    assert_eq!(
+        set(&h, dh.id, 11, &link_buf("d2", false)).await,
+        NtStatus::FILE_IS_A_DIRECTORY
+    );
+    let s = h.create("a:s", mask::GENERIC_ALL, D::OPEN_IF, 0).await;
+    assert_eq!(
+        set(&h, s.id, 11, &link_buf("x", false)).await,
+        NtStatus::INVALID_PARAMETER
+    );
+    let mut rooted = link_buf("x", false);
+    rooted[8] = 1;
+    assert_eq!(
+        set(&h, o.id, 11, &rooted).await,
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        set(&h, o.id, 11, &link_buf("x:s", false)).await,
+        NtStatus::OBJECT_NAME_INVALID
+    );
+    assert_ne!(
+        set(&h, o.id, 11, &link_buf("..\\x", false)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(
+        set(&h, o.id, 11, &[0u8; 4]).await,
+        NtStatus::INFO_LENGTH_MISMATCH
+    );
+    // A file on its way out gets no new name.
+    let del = DispositionInfo {
+        delete_pending: true,
+    };
+    let mut w = smbq_wire::Writer::new();
+    del.encode(&mut w);
+    let gone = h
+        .create("b", mask::DELETE | mask::GENERIC_READ, D::OPEN, 0)
+        .await;
+    assert_eq!(set(&h, gone.id, 13, &w.into_vec()).await, NtStatus::SUCCESS);
+    assert_eq!(
+        set(&h, gone.id, 11, &link_buf("y", false)).await,
+        NtStatus::ACCESS_DENIED
+    );
+    assert!(!h.path("y").exists());
+}
+
+#[tokio::test]
+async fn a_share_that_refuses_hard_links_makes_none() {
+    let h = H::with(|c| c.refuse_hardlinks = true).await;
+    h.put("a", b"A").await;
+    let o = h.create("a", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(
+        set(&h, o.id, 11, &link_buf("b", false)).await,
+        NtStatus::NOT_SUPPORTED
+    );
+    assert!(!h.path("b").exists());
+    assert_eq!(links_of(&h, "a"), 1);
+}

@@ -186,6 +186,37 @@ impl Vfs for PosixVfs {
         }
     }
 
+    /// `linkat` between directories resolved beneath the root, never following a symlink at
+    /// `from`. A replacing link is made under a temporary name beside `to` and renamed over
+    /// it, so `to` names either the old file or the new link at every moment.
+    fn link(&self, from: &RelPath, to: &RelPath, replace: bool) -> io::Result<()> {
+        // With refuse_hardlinks the share serves no file with several links, so it offers none.
+        if self.share.opts.refuse_hardlinks {
+            return Err(io::ErrorKind::Unsupported.into());
+        }
+        let (from_dir, from_name) = self.share.parent_of(from)?;
+        let (to_dir, to_name) = self.share.parent_of(to)?;
+        let link =
+            |name: &str| rustix::fs::linkat(&from_dir, from_name, &to_dir, name, AtFlags::empty());
+        if !replace {
+            return link(to_name).map_err(errno);
+        }
+        let tmp = temp_name();
+        link(&tmp).map_err(errno)?;
+        let r = rustix::fs::renameat(&to_dir, &tmp, &to_dir, to_name);
+        // rename(2) between two links of one file does nothing; the temporary name goes
+        // either way.
+        match rustix::fs::unlinkat(&to_dir, &tmp, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(errno(e)),
+        }
+        r.map_err(errno)
+    }
+
+    fn hard_links(&self) -> bool {
+        !self.share.opts.refuse_hardlinks
+    }
+
     fn unlink(&self, path: &RelPath) -> io::Result<()> {
         let (dir, name) = self.share.parent_of(path)?;
         rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(errno)
@@ -247,4 +278,18 @@ impl Vfs for PosixVfs {
             name,
         ))
     }
+}
+
+/// A name no client has chosen, for a link that replaces another in one rename: the
+/// process id, a counter and the clock's nanoseconds. The leading dot and the prefix keep it
+/// out of the way for the moment it exists.
+fn temp_name() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(".smbq-link-{}-{n}-{nanos}", std::process::id())
 }
