@@ -450,15 +450,15 @@ impl Server {
         Some(open)
     }
 
-    /// [`Self::close_open_by_id`] for a CLOSE: the directory lease breaks a delete causes go
-    /// out after the answer ([`Self::after_answer`]).
+    /// [`Self::close_open_by_id`] for a CLOSE: the directory lease breaks it causes go out
+    /// after the answer ([`Self::after_answer`]).
     pub(crate) fn close_open_answering_first(&self, volatile: u64) -> Option<open_state::Effects> {
         let open = self.opens.write().remove(volatile).flatten()?;
         Some(self.release_open(&open))
     }
 
-    /// Releases what `open` holds; returns the directory lease breaks a delete at this close
-    /// causes, for the caller to send.
+    /// Releases what `open` holds; returns the directory lease breaks this close causes (a
+    /// delete, or the close of a file written through it), for the caller to send.
     fn release_open(&self, open: &Open) -> open_state::Effects {
         open.closed.store(true, Ordering::Release);
         self.unpersist(open); // crate::persist
@@ -473,10 +473,9 @@ impl Server {
         let OpenKind::File(f) = &open.kind else {
             return open_state::Effects::default();
         };
-        let mut breaks = open_state::Effects::default();
         let doc = open.delete_on_close.load(Ordering::Acquire);
         // CHANGE_NOTIFY waits on this open end; watchers hear of a delete-pending directory.
-        self.notify_closing(open, doc);
+        let mut breaks = self.notify_closing(open, doc);
         // Share mode, locks and oplock go in one step, so a CREATE or lock request this
         // wakes finds the file free.
         let parent = open.parent_lease.map(|k| k.key);

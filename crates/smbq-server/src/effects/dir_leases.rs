@@ -26,11 +26,13 @@ impl Server {
         path: &RelPath,
         except: Option<&LeaseKey>,
     ) {
-        self.apply(self.parent_lease_breaks(open, path, except));
+        // The request's answer goes first, as Samba sends them (smbtorture smb2.dirlease.rename:
+        // a break read before its SET_INFO returns is acknowledged too early).
+        self.after_answer(self.parent_lease_breaks(open, path, except));
     }
 
-    /// The breaks of [`Self::break_parent_leases_except`], for the caller to send (a CLOSE
-    /// sends them after its answer: crate::effects::after_answer). They never wait.
+    /// The breaks of [`Self::break_parent_leases_except`], for the caller to send (after the
+    /// answer: [`Self::after_answer`]). They never wait.
     pub(crate) fn parent_lease_breaks(
         &self,
         open: &Open,

@@ -51,11 +51,13 @@ impl Server {
         fx.wait
     }
 
-    /// Breaks a request causes that need not wait go out after its answer, as Samba sends
-    /// them: a CLOSE that deletes the file answers first, then the directory's leases break
-    /// (smbtorture smb2.dirlease.unlink_different_*: a client that holds several of them
-    /// hears the second break while it acknowledges the first). Outside a request task
-    /// (tests, the admin socket) they go at once.
+    /// Breaks a request causes that need not wait (the directory leases a change inside the
+    /// directory breaks) go out after its answer, as Samba sends them: a CLOSE that deletes
+    /// the file answers first, then the directory's leases break (smbtorture
+    /// smb2.dirlease.unlink_different_*: a client that holds several of them hears the second
+    /// break while it acknowledges the first), and a rename answers before its directory's
+    /// leases break (smb2.dirlease.rename). Outside a request task (tests, the admin socket,
+    /// a blocking thread) they go at once.
     pub(crate) fn after_answer(&self, fx: Effects) {
         if fx.is_empty() {
             return;

@@ -208,9 +208,12 @@ impl Server {
     /// directory it marked delete-on-close ends the waits of other opens watching it with
     /// DELETE_PENDING; a file it renamed shows an attribute change under its new name (as
     /// Windows does; smbtorture smb2.notify.mask-change).
-    pub(crate) fn notify_closing(&self, open: &Open, delete_on_close: bool) {
+    /// Returns the directory lease breaks a close after a write causes, for the caller to send.
+    pub(crate) fn notify_closing(&self, open: &Open, delete_on_close: bool) -> Effects {
         let renamed = self.notify.closed(open.volatile());
-        let Some(f) = open.file() else { return };
+        let Some(f) = open.file() else {
+            return Effects::default();
+        };
         if delete_on_close && f.is_dir {
             self.notify
                 .delete_pending(&Self::share_key(open), &open.path());
@@ -221,8 +224,10 @@ impl Server {
         if open.modified.load(Ordering::Relaxed) && !delete_on_close {
             // smbtorture smb2.lease.v2_request: the close, not the write, breaks the
             // directory's leases (crate::file_state::dir_lease).
-            self.break_parent_leases(open, &open.path());
+            let except = open.parent_lease.as_ref();
+            return self.parent_lease_breaks(open, &open.path(), except);
         }
+        Effects::default()
     }
 
     /// The last close deleted the file, directory or named stream.
