@@ -13,14 +13,17 @@ use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE
 use super::DurableStore;
 
 impl DurableStore {
-    /// The parked persistent opens of `key`.
-    pub fn persistent_on(&self, key: FileKey) -> Vec<u64> {
+    /// The parked persistent opens of `key`'s file, on any of its streams, with the stream
+    /// each is on: one keeps the whole file (Open.File in MS-SMB2 3.3.5.9), so a named stream
+    /// is no way around it. Bounded by the store's size (max_durable_opens).
+    pub fn persistent_on_file(&self, key: FileKey) -> Vec<(FileKey, u64)> {
         self.inner
             .lock()
             .persistent
-            .get(&key)
-            .cloned()
-            .unwrap_or_default()
+            .iter()
+            .filter(|(k, _)| (k.dev, k.ino) == (key.dev, key.ino))
+            .flat_map(|(k, ids)| ids.iter().map(|id| (*k, *id)))
+            .collect()
     }
 
     /// Whether `id` is a parked persistent open.
@@ -45,21 +48,18 @@ impl DurableStore {
 /// in when the persistent open's lease caches handles (and writes, when the file has
 /// byte-range locks): the lease is then broken as usual, its break waiting for the client
 /// (smbtorture smb2.persistent-open-reconnect-contended's table, which Samba reproduces).
-/// A stat open is never refused. `granted`: the new open's access.
+/// A stat open is never refused. A persistent open on any stream of the file counts, each
+/// judged by its own stream's lease and locks. `granted`: the new open's access.
 pub fn refuses(store: &DurableStore, files: &dyn OpenState, key: FileKey, granted: u32) -> bool {
     if is_stat_open(granted) {
         return false;
     }
-    let parked = store.persistent_on(key);
-    if parked.is_empty() {
-        return false;
-    }
-    let mut needed = HANDLE_CACHING;
-    if files.lock_count(key) > 0 {
-        needed |= WRITE_CACHING;
-    }
-    parked.iter().any(|id| {
-        let (oplock, lease) = files.caching_of(key, *id);
+    store.persistent_on_file(key).into_iter().any(|(on, id)| {
+        let mut needed = HANDLE_CACHING;
+        if files.lock_count(on) > 0 {
+            needed |= WRITE_CACHING;
+        }
+        let (oplock, lease) = files.caching_of(on, id);
         let held = match lease {
             Some((_, g)) => g.state,
             None => oplock_as_lease(oplock),

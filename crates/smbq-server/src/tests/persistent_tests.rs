@@ -509,3 +509,31 @@ async fn a_share_made_read_only_drops_the_opens_that_could_write() {
     );
     assert_eq!(h.srv.persistent_records(), 1, "the reader's record stays");
 }
+
+/// A parked persistent open keeps its whole file (MS-SMB2 3.3.5.9: Open.File, whatever the
+/// stream): a named stream of it is no way around FILE_NOT_AVAILABLE. (A named stream's own
+/// open is never durable, as on Samba.)
+#[tokio::test]
+async fn a_named_stream_is_no_way_around_a_parked_persistent_open() {
+    let (mut h, _) = ca_harness(true).await;
+    let st = h.create("f:other", mask::GENERIC_ALL, D::CREATE, 0).await;
+    assert_eq!(h.close(st.id).await.status, NtStatus::SUCCESS);
+    let o = ph(&h, "f", None, true, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let s = ph(&h, "g:st", None, true, 0).await;
+    assert_eq!(s.status, NtStatus::SUCCESS);
+    assert_eq!(dh2q_response(&s), None, "a stream's open is not durable");
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1);
+
+    new_session(&mut h, 0x13, "alice").await;
+    let rw = mask::FILE_READ_DATA | mask::FILE_WRITE_DATA;
+    for name in ["f:other", "f:other:$DATA", "f"] {
+        let other = plain(&h, name, rw).await;
+        assert_eq!(other.status, NtStatus::FILE_NOT_AVAILABLE, "{name}");
+    }
+    let stat = plain(&h, "f:other", mask::FILE_READ_ATTRIBUTES).await;
+    assert_eq!(stat.status, NtStatus::SUCCESS, "a stat open is let in");
+    let g = plain(&h, "g:st", rw).await;
+    assert_eq!(g.status, NtStatus::SUCCESS, "another file is free");
+}
