@@ -80,6 +80,9 @@ pub struct Store {
     /// Whose each record is, and how many each user has, for the per-user bound
     /// (`max_durable_opens_per_user`); as many entries as records.
     owners: parking_lot::Mutex<Owners>,
+    /// Tests: every write fails, as on a full or failing disk.
+    #[cfg(test)]
+    fail_puts: std::sync::atomic::AtomicBool,
 }
 
 /// The owners of the records (see [`Store::records_of`]).
@@ -163,6 +166,8 @@ impl Store {
             path: path.to_owned(),
             dirty: Default::default(),
             owners: Default::default(),
+            #[cfg(test)]
+            fail_puts: Default::default(),
         };
         store.read_all(&mut loaded)?;
         {
@@ -248,6 +253,10 @@ impl Store {
 
     /// Writes `rec` (replacing the open's earlier record); durable when it returns.
     pub fn put(&self, rec: &Record) -> io::Result<()> {
+        #[cfg(test)]
+        if self.fail_puts.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(io::Error::other("injected store failure"));
+        }
         let bytes = serde_json::to_vec(rec).map_err(other)?;
         let w = self.db.begin_write().map_err(other)?;
         {
@@ -274,6 +283,13 @@ impl Store {
         self.owners.lock().remove(id);
         self.dirty.store(true, std::sync::atomic::Ordering::Release);
         Ok(())
+    }
+
+    /// Tests: makes every later [`Self::put`] fail (`true`) or work again.
+    #[cfg(test)]
+    pub fn fail_puts(&self, fail: bool) {
+        self.fail_puts
+            .store(fail, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Makes every earlier commit durable now.

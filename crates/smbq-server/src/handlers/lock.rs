@@ -38,17 +38,25 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     {
         return Ok(Response::ok(body(|w| LockResponse.encode(w))));
     }
-    let done = || {
+    let srv = ctx.srv;
+    let owner = open.volatile();
+    // A persistent open's locks are on stable storage before the client hears of them
+    // (crate::persist, MS-SMB2 3.3.5.9.10): one write per request, whatever its number of
+    // elements. Locks that cannot be recorded are not granted: they go again and the request
+    // fails, so a restart never loses a lock a client was told it holds. (An unlock that
+    // cannot be recorded stands: the record keeps a stale lock its owner may take back.)
+    let done = |taken: &[&LockElement]| {
+        if !srv.persist(open) && !taken.is_empty() {
+            for t in taken {
+                let _ = srv.unlock_range(f.key, owner, (t.offset, t.length));
+            }
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
+        }
         if let Some(s) = seq {
             open.lock_seq.lock().record(s);
         }
-        // A persistent open's locks are on stable storage before the client hears of them
-        // (crate::persist): one write per request, whatever its number of elements.
-        ctx.srv.persist(open);
-        Response::ok(body(|w| LockResponse.encode(w)))
+        Ok(Response::ok(body(|w| LockResponse.encode(w))))
     };
-    let srv = ctx.srv;
-    let owner = open.volatile();
     if first.flags & lf::UNLOCK != 0 {
         // 3.3.5.14.1: an unlock list; each entry must be a plain UNLOCK. Entries already
         // processed stay unlocked when a later one fails.
@@ -63,7 +71,7 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             srv.persist(open);
             return Err(status);
         }
-        return Ok(done());
+        return done(&[]);
     }
     // Taking a lock blocks other users' reads and writes of the range, so a handle opened
     // only for attributes may not (MS-CIFS 3.3.5.15: at minimum read permission; Windows'
@@ -93,5 +101,5 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         }
         taken.push(e);
     }
-    Ok(done())
+    done(&taken)
 }

@@ -537,3 +537,45 @@ async fn a_named_stream_is_no_way_around_a_parked_persistent_open() {
     let g = plain(&h, "g:st", rw).await;
     assert_eq!(g.status, NtStatus::SUCCESS, "another file is free");
 }
+
+/// A LOCK of a persistent open whose record cannot be written is refused and takes nothing
+/// (MS-SMB2 3.3.5.9.10: the state is on stable storage before the response that depends on
+/// it), so a restart cannot lose a lock its client was told it holds.
+#[tokio::test]
+async fn a_lock_the_store_cannot_record_is_not_granted() {
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    let store = state.path().join("p.redb");
+    h.srv.open_persistent_store(&store).unwrap();
+    let o = ph(&h, "f", None, true, 0).await;
+    assert_eq!(h.srv.persistent_records(), 1);
+    let lock = |offset| {
+        let req = smbq_wire::lock::LockRequest {
+            lock_sequence: 0,
+            file_id: o.id,
+            locks: vec![smbq_wire::lock::LockElement {
+                offset,
+                length: 4,
+                flags: smbq_wire::lock::lock_flags::EXCLUSIVE
+                    | smbq_wire::lock::lock_flags::FAIL_IMMEDIATELY,
+            }],
+        };
+        super::harness::msg(smbq_wire::Command::LOCK, h.tree, h.session.id, |w| {
+            req.encode(w)
+        })
+    };
+    let key = key_of(&h, "f");
+    h.srv.persistent.get().unwrap().fail_puts(true);
+    assert_eq!(
+        h.send(lock(0)).await.status,
+        NtStatus::INSUFFICIENT_RESOURCES
+    );
+    assert_eq!(h.srv.open_state().held_by(key, o.id.volatile).locks, vec![]);
+    h.srv.persistent.get().unwrap().fail_puts(false);
+    assert_eq!(h.send(lock(8)).await.status, NtStatus::SUCCESS);
+
+    let (h, report) = restart(h, &store).await;
+    assert_eq!(report.restored, 1);
+    let held = h.srv.open_state().held_by(key, o.id.volatile);
+    assert_eq!(held.locks, vec![(8, 4, true)], "only the recorded lock is back");
+}
