@@ -8,6 +8,7 @@ pub mod access;
 pub mod admission;
 pub mod audit;
 mod backlog;
+mod clients;
 pub mod config;
 pub mod conn;
 mod dispatch;
@@ -99,6 +100,8 @@ pub struct Server {
     notify: notify::NotifyHub,
     /// Durable opens whose connection broke, waiting for their clients (crate::durable).
     durable: durable::DurableStore,
+    /// Each client's sessions, where its lease breaks go (crate::clients).
+    clients: clients::Clients,
     /// The persistent handles' store, once opened (crate::persist).
     persistent: std::sync::OnceLock<durable::store::Store>,
     pipes: RwLock<Arc<PipeFactory>>,
@@ -161,6 +164,7 @@ impl Server {
             files: new_open_state(),
             notify: notify::NotifyHub::new(),
             durable: durable::DurableStore::default(),
+            clients: clients::Clients::default(),
             persistent: std::sync::OnceLock::new(),
             connections: RwLock::new(HashMap::new()),
             conn_infos: RwLock::new(HashMap::new()),
@@ -262,6 +266,7 @@ impl Server {
     /// `keep_durable` its durable opens are parked for a reconnect (crate::durable) rather
     /// than closed.
     fn end_session(&self, session_id: u64, keep_durable: bool) {
+        self.clients.remove(session_id);
         let Some(st) = self
             .sessions
             .end(session_id)
@@ -288,6 +293,36 @@ impl Server {
             rec.add_channel(conn_id);
             let _ = self.state_of(&rec);
         }
+    }
+
+    /// Session `session_id` was established (or bound) on a connection of the client that
+    /// calls itself `client_guid` (crate::clients: where the client's lease breaks go).
+    pub fn client_session(&self, client_guid: [u8; 16], session_id: u64) {
+        if self
+            .sessions
+            .get(session_id)
+            .is_some_and(|r| !r.has_ended())
+        {
+            self.clients.add(client_guid, session_id);
+        }
+    }
+
+    /// The session a break of a lease of `client_guid` held through session `holder` goes
+    /// to: the client's oldest live session of the same user (crate::clients), else `holder`.
+    pub(crate) fn lease_break_session(&self, client_guid: &[u8; 16], holder: u64) -> u64 {
+        let Some(own) = self.sessions.get(holder) else {
+            return holder;
+        };
+        self.clients
+            .sessions_of(client_guid)
+            .into_iter()
+            .find(|id| {
+                *id == holder
+                    || self.sessions.get(*id).is_some_and(|r| {
+                        !r.has_ended() && r.channel_count() > 0 && r.may_be_replaced_by(&own)
+                    })
+            })
+            .unwrap_or(holder)
     }
 
     /// Connection `conn_id` is gone: it is no longer a channel of `session_id`, and a session

@@ -519,6 +519,9 @@ impl ConnLoop {
                         .session_replaced(previous_session_id, session_id);
                 }
                 self.rt.server.session_started(session_id, self.engine.id());
+                if let Some(view) = &self.view {
+                    self.rt.server.client_session(view.client_guid, session_id);
+                }
                 self.info.set_protection(protection.clone());
                 self.rt
                     .server

@@ -35,10 +35,11 @@ impl Server {
                 ..Default::default()
             }
             .encode(&mut w);
-            let push = Push::Notification {
-                session_id: n.session_id,
+            let body = w.into_vec();
+            let to = |session_id| Push::Notification {
+                session_id,
                 command: Command::OPLOCK_BREAK,
-                body: w.into_vec(),
+                body: body.clone(),
             };
             tracing::debug!(
                 current = n.current,
@@ -46,7 +47,12 @@ impl Server {
                 ack = n.ack_required,
                 "lease break"
             );
-            if !self.push_to_session(n.session_id, push) {
+            // The client's first session of the holder's user hears it (crate::clients), or
+            // the holder's own session.
+            let first = self.lease_break_session(&n.key.client_guid, n.session_id);
+            let delivered = (first != n.session_id && self.push_to_session(first, to(first)))
+                || self.push_to_session(n.session_id, to(n.session_id));
+            if !delivered {
                 // The lease's disconnected durable opens cannot answer: they are purged. A
                 // persistent open's break waits for its client (crate::durable::persistent).
                 let state = self.open_state();

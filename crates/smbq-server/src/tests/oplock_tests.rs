@@ -302,3 +302,71 @@ async fn an_ended_session_is_not_revived() {
     assert!(h.srv.session_table().get(h.session.id).is_none());
     assert!(h.srv.session_table().is_empty());
 }
+
+/// crate::clients: a lease break goes to the client's first session (same ClientGuid) of the
+/// same user, on that session's connection, though the lease's open came through a later one
+/// (Windows, smbtorture smb2.lease.v2_complex1); a session of another user presenting the same
+/// ClientGuid never gets it.
+#[tokio::test]
+async fn a_lease_break_goes_to_the_clients_first_session_of_the_same_user() {
+    use smbq_wire::create_context::{
+        CreateContext, CreateContextTag, Lease, contexts_to_bytes, lease_state,
+    };
+    use smbq_wire::oplock_break::LeaseBreakNotification;
+
+    for (user, to_first) in [(None, true), (Some("mallory"), false)] {
+        let h = H::new().await;
+        let mut mine = listen(&h);
+        let guid = h.conn.client_guid;
+        let held = h.srv.session_table().get(h.session.id).unwrap();
+        held.set_owner(h.session.identity.clone());
+        // An older session of the same client, on a connection of its own.
+        let (first, first_conn) = (0x66, h.conn.id + 500);
+        let (tx, mut theirs) = mpsc::unbounded_channel();
+        h.srv.register_connection(first_conn, tx);
+        h.srv.session_table().insert(first);
+        h.srv.session_started(first, first_conn);
+        let owner = match user {
+            Some(u) => std::sync::Arc::new(smbq_auth::Identity {
+                user: u.into(),
+                ..(*h.session.identity).clone()
+            }),
+            None => h.session.identity.clone(),
+        };
+        h.srv.session_table().get(first).unwrap().set_owner(owner);
+        h.srv.client_session(guid, first);
+        h.srv.client_session(guid, h.session.id);
+
+        let lease = Lease {
+            key: [9; 16],
+            state: lease_state::READ_CACHING | lease_state::HANDLE_CACHING,
+            ..Default::default()
+        }
+        .to_bytes();
+        let list = contexts_to_bytes(&[CreateContext::new(CreateContextTag::RQLS, &lease)]);
+        let leased = h
+            .create_req("f", mask::GENERIC_READ, D::OPEN_IF)
+            .oplock(OplockLevel::LEASE)
+            .contexts(&list)
+            .send()
+            .await;
+        assert_eq!(leased.status, NtStatus::SUCCESS);
+        let w = h.create("f", mask::GENERIC_WRITE, D::OPEN, 0).await;
+        assert_eq!(h.write(w.id, 0, b"x").await.status, NtStatus::SUCCESS);
+
+        let (got, silent) = if to_first {
+            (&mut theirs, &mut mine)
+        } else {
+            (&mut mine, &mut theirs)
+        };
+        let Push::Notification {
+            session_id, body, ..
+        } = got.try_recv().expect("the break");
+        let mut m = vec![0u8; 64];
+        m.extend_from_slice(&body);
+        let b = LeaseBreakNotification::decode(&m).unwrap();
+        assert_eq!(b.lease_key, [9; 16]);
+        assert_eq!(session_id, if to_first { first } else { h.session.id });
+        assert!(silent.try_recv().is_err(), "one break, on one connection");
+    }
+}

@@ -577,5 +577,9 @@ async fn a_lock_the_store_cannot_record_is_not_granted() {
     let (h, report) = restart(h, &store).await;
     assert_eq!(report.restored, 1);
     let held = h.srv.open_state().held_by(key, o.id.volatile);
-    assert_eq!(held.locks, vec![(8, 4, true)], "only the recorded lock is back");
+    assert_eq!(
+        held.locks,
+        vec![(8, 4, true)],
+        "only the recorded lock is back"
+    );
 }
