@@ -520,15 +520,7 @@ fn rename(
             if !replace {
                 return Err(NtStatus::OBJECT_NAME_COLLISION);
             }
-            let key = crate::file_state::FileKey {
-                dev: st.dev,
-                ino: st.ino,
-                stream: 0,
-            };
-            if st.kind == FileKind::Dir || srv.open_state().open_count_any(key) > 0 {
-                return Err(NtStatus::ACCESS_DENIED);
-            }
-            check_replace_allowed(vfs.as_ref(), open, token, &to, st)?;
+            check_replaceable(srv, vfs.as_ref(), open, token, &to, st)?;
         }
     }
     check_target_parent_allows_add(vfs.as_ref(), open, token, &to, f.is_dir)?;
@@ -593,15 +585,7 @@ fn link(srv: &Server, open: &Open, token: &Token, l: &LinkInfo) -> Result<(), Nt
         if st.dev == f.key.dev && st.ino == f.key.ino {
             return Ok(()); // already a name of this file
         }
-        let key = crate::file_state::FileKey {
-            dev: st.dev,
-            ino: st.ino,
-            stream: 0,
-        };
-        if st.kind == FileKind::Dir || srv.open_state().open_count_any(key) > 0 {
-            return Err(NtStatus::ACCESS_DENIED);
-        }
-        check_replace_allowed(vfs.as_ref(), open, token, &to, st)?;
+        check_replaceable(srv, vfs.as_ref(), open, token, &to, st)?;
     }
     check_target_parent_allows_add(vfs.as_ref(), open, token, &to, false)?;
     vfs.link(&open.path(), &to, l.replace_if_exists)
@@ -689,6 +673,27 @@ fn check_target_parent_allows_add(
         return Err(NtStatus::ACCESS_DENIED);
     }
     Ok(())
+}
+
+/// The file `st` at `to`, which a rename or a link asked to replace: never a directory or an
+/// open file (ACCESS_DENIED, as NTFS answers), and one the caller could delete.
+fn check_replaceable(
+    srv: &Server,
+    vfs: &dyn smbq_vfs::Vfs,
+    open: &Open,
+    token: &Token,
+    to: &smbq_vfs::RelPath,
+    st: &smbq_vfs::Stat,
+) -> Result<(), NtStatus> {
+    let key = crate::file_state::FileKey {
+        dev: st.dev,
+        ino: st.ino,
+        stream: 0,
+    };
+    if st.kind == FileKind::Dir || srv.open_state().open_count_any(key) > 0 {
+        return Err(NtStatus::ACCESS_DENIED);
+    }
+    check_replace_allowed(vfs, open, token, to, st)
 }
 
 /// ReplaceIfExists destroys the file already at the target name, so it must be one the caller
