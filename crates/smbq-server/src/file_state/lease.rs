@@ -372,6 +372,18 @@ impl Leases {
         };
         if let Some(l) = self.find(&key, stream) {
             l.opens.push(holder);
+            // The opens of one lease were recorded at different times: an acknowledged break
+            // rewrites them all, but an upgrade through a later open writes only that one.
+            // The newest state wins: a higher epoch (V2), else the one caching more, since
+            // only an upgrade leaves records apart.
+            let newer = match (epoch, l.epoch) {
+                (Some(e), Some(mine)) if e != mine => epoch_after(e, mine),
+                _ => state & l.state == l.state && state != l.state,
+            };
+            if newer {
+                l.state = state;
+                l.epoch = epoch;
+            }
             return;
         }
         self.leases.push(Lease {
@@ -706,6 +718,11 @@ impl Leases {
         self.leases.retain(|l| !l.opens.is_empty());
         ended
     }
+}
+
+/// Whether V2 lease epoch `a` came after `b` (epochs wrap at 2^16: the nearer way round).
+fn epoch_after(a: u16, b: u16) -> bool {
+    a != b && a.wrapping_sub(b) < 0x8000
 }
 
 #[cfg(test)]
@@ -1349,6 +1366,36 @@ mod tests {
                 Some((ls(state), epoch)),
                 "{held} locked={locked}"
             );
+        }
+    }
+
+    #[test]
+    fn a_lease_restored_from_several_records_takes_the_newest_state() {
+        let k = LeaseKey {
+            client_guid: [1; 16],
+            key: [2; 16],
+        };
+        let (r, rh, rwh) = (READ_CACHING, READ_CACHING | HANDLE_CACHING, RWH);
+        // V2: the higher epoch wins, in either order, across the wrap.
+        for (a, b) in [
+            ((r, 3), (rwh, 4)),
+            ((rwh, 4), (r, 3)),
+            ((r, u16::MAX), (rwh, 0)),
+        ] {
+            let mut l = Leases::default();
+            l.restore(k, 0, 1, a.0, Some(a.1));
+            l.restore(k, 0, 2, b.0, Some(b.1));
+            let want = if epoch_after(b.1, a.1) { b } else { a };
+            let got = l.find(&k, 0).map(|x| (x.state, x.epoch));
+            assert_eq!(got, Some((want.0, Some(want.1))));
+            assert_eq!(l.find(&k, 0).map(|x| x.opens.len()), Some(2));
+        }
+        // V1: the state caching more (only an upgrade leaves records apart).
+        for (a, b) in [(rh, r), (r, rh)] {
+            let mut l = Leases::default();
+            l.restore(k, 0, 1, a, None);
+            l.restore(k, 0, 2, b, None);
+            assert_eq!(l.find(&k, 0).map(|x| x.state), Some(rh));
         }
     }
 }
