@@ -361,6 +361,33 @@ def history_counts(path: pathlib.Path) -> dict[str, tuple[str, str]]:
     return counts
 
 
+def results_from_doc(path: pathlib.Path) -> dict[str, dict]:
+    """The results a committed document records (its per-test tables, and the reason given for
+    each test only one server passes), for a run that repeats only some tests (--from-doc).
+    Each keeps the commit line of that document as its smbq commit."""
+    text = path.read_text()
+    commit = re.search(r"^- smbq: .*\(commit (.*)\)$", text, re.M)
+    reasons = {}
+    for m in re.finditer(r"^- `([^`]+)` \((smbq|Samba) [A-Z ]+?(?:: (.*))?\)$", text, re.M):
+        reasons[(m.group(1), m.group(2).lower())] = (m.group(3) or "").replace("\\|", "|")
+    results: dict[str, dict] = {}
+    suite = None
+    for line in text.split("\n" + NOTES_MARKER + "\n", 1)[0].splitlines():
+        if line.startswith("### smb2"):
+            suite = line[4:].strip()
+        m = re.match(r"^\| `([^`]+)`(?: \(left out\))? \| ([A-Z ]+) \| ([A-Z ]+) \|$", line)
+        if m and suite:
+            name = m.group(1)
+            results[name] = {
+                "suite": suite,
+                **{server: {"result": m.group(i), "reason": reasons.get((name, server), ""),
+                            "seconds": 0, "output": ""}
+                   for i, server in ((2, "smbq"), (3, "samba"))},
+                "smbq_commit": commit.group(1) if commit else "",
+            }
+    return results
+
+
 def render(suites: dict[str, list[str]], results: dict[str, dict], ver: dict, date: str,
            notes: str, history: dict[str, tuple[str, str]] | None = None) -> str:
     def count(tests, server):
@@ -515,6 +542,11 @@ def main() -> int:
     ap.add_argument("--rerun-smbq", action="store_true",
                     help="with results from --merge or --resume: run smbq again on every test "
                     "(Samba's results are kept), e.g. after a server change")
+    ap.add_argument("--from-doc", action="store_true",
+                    help="take the results the --out document records as done and run only "
+                    "the tests of --again, on both servers, then write the document again")
+    ap.add_argument("--again", default="",
+                    help="with --from-doc: comma-separated suites or tests to run afresh")
     ap.add_argument("--timeout", type=int, default=TEST_TIMEOUT,
                     help="seconds per smbtorture run (default: %(default)s)")
     ap.add_argument("--samba", choices=("unstable", "system"), default="unstable",
@@ -564,6 +596,11 @@ def main() -> int:
     for part in filter(None, (args.merge or "").split(",")):
         saved = json.loads(pathlib.Path(part).read_text())
         results.update(saved.get("results", {}))
+    if args.from_doc:
+        again = [a.strip() for a in args.again.split(",") if a.strip()]
+        kept = results_from_doc(args.out)
+        results.update({t: r for t, r in kept.items()
+                        if not any(t == a or t.startswith(a + ".") for a in again)})
     if args.resume and args.json.exists():
         saved = json.loads(args.json.read_text())
         wanted = {x for _, x in plan}
