@@ -298,12 +298,18 @@ impl Server {
     /// Session `session_id` was established (or bound) on a connection of the client that
     /// calls itself `client_guid` (crate::clients: where the client's lease breaks go).
     pub fn client_session(&self, client_guid: [u8; 16], session_id: u64) {
-        if self
-            .sessions
-            .get(session_id)
-            .is_some_and(|r| !r.has_ended())
-        {
+        let live = || {
+            self.sessions
+                .get(session_id)
+                .is_some_and(|r| !r.has_ended())
+        };
+        if live() {
             self.clients.add(client_guid, session_id);
+            // A session that ended meanwhile (end_session removed it before we added it)
+            // leaves nothing behind.
+            if !live() {
+                self.clients.remove(session_id);
+            }
         }
     }
 

@@ -148,6 +148,15 @@ pub(super) async fn run_connection(
             r.token.cancel();
         }
     }
+    // What finished requests left for after their answers (directory lease breaks to other
+    // clients) still goes out: the file system changed whether or not this client hears it.
+    // Closed first, so a request finishing later carries its own out (crate::conn::exec).
+    inputs.done.close();
+    while let Ok(d) = inputs.done.try_recv() {
+        if !d.after.is_empty() {
+            rt.server.apply(d.after);
+        }
+    }
     tasks.reader.abort();
     for r in &c.streams.readers {
         r.abort();
@@ -586,6 +595,9 @@ impl ConnLoop {
     fn on_done(&mut self, done: Done) -> Result<(), ConnError> {
         if done.response.disconnect {
             // MS-SMB2 3.3.5.15.12: a failed VALIDATE_NEGOTIATE_INFO drops the connection.
+            if !done.after.is_empty() {
+                self.rt.server.apply(done.after);
+            }
             return Err(ConnError::ValidateNegotiate);
         }
         // The chain may be over already (the engine gave up on this request): the share of

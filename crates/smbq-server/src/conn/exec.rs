@@ -51,7 +51,12 @@ pub(super) fn spawn(
             permit,
             after,
         };
-        // The loop is gone only when the connection is: nobody is left to answer.
-        let _ = tx.send(done).await;
+        // The loop is gone only when the connection is: nobody is left to answer. What the
+        // request left for after its answer (breaks to other clients) still goes out.
+        if let Err(mpsc::error::SendError(done)) = tx.send(done).await
+            && !done.after.is_empty()
+        {
+            server.apply(done.after);
+        }
     });
 }
