@@ -506,6 +506,8 @@ fn links_of(h: &H, name: &str) -> u64 {
     std::fs::metadata(h.path(name)).unwrap().nlink()
 }
 
+/// Over 80 lines: one file, one open and one sequence of links, each step's outcome
+/// depending on the links before it (MS-FSA 2.1.5.15.6 in order).
 #[tokio::test]
 async fn hard_links_follow_ms_fsa() {
     let h = H::new().await;
