@@ -57,6 +57,9 @@ pub struct EngineConfig {
     /// Compress only while it is faster than the link (smbq_compress::pace); false
     /// compresses whatever the link (a metered link, where bytes cost more than time).
     pub compress_adaptive: bool,
+    /// Answer the SMB3 POSIX extensions' negotiate context (smbq_wire::posix) when a 3.1.1
+    /// client offers it.
+    pub posix_extensions: bool,
 }
 
 impl EngineConfig {
@@ -103,6 +106,7 @@ impl EngineConfig {
                 .collect(),
             compress_min_size: 4096,
             compress_adaptive: true,
+            posix_extensions: false,
         }
     }
 

@@ -38,6 +38,9 @@ pub struct ConnView {
     pub max_transact_size: u32,
     /// QUIC with transport-level security accepted: encryption is neither required nor applied.
     pub transport_security: bool,
+    /// The SMB3 POSIX extensions were negotiated (smbq_wire::posix): CREATEs may carry the
+    /// POSIX context, on shares that offer them.
+    pub posix: bool,
     pub peer: String,
     pub transport: crate::transport::Transport,
 }

@@ -45,6 +45,9 @@ pub struct ShareConfig {
     /// (SMB2_SHARE_CAP_CONTINUOUS_AVAILABILITY), an open that asks for a persistent handle
     /// gets one (crate::durable), and writes are write-through.
     pub continuous_availability: bool,
+    /// The SMB3 POSIX extensions (crate::posix): a CREATE on a connection that negotiated
+    /// them and carries the POSIX create context is a POSIX open.
+    pub posix_extensions: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -30,6 +30,7 @@ pub mod open_state;
 pub mod path;
 pub mod persist;
 pub mod pipe;
+pub mod posix;
 pub mod push;
 mod reload;
 mod resume_key;

@@ -391,5 +391,6 @@ fn restored_open(
         }),
         modified: AtomicBool::new(false),
         sticky_write: AtomicBool::new(false),
+        posix: false,
     })
 }

@@ -189,6 +189,7 @@ impl ShareRegistry {
                 access_based_enumeration: false,
                 compress_data: false,
                 continuous_availability: false,
+                posix_extensions: false,
             },
             kind: ShareKind::Pipe,
             vfs: None,
@@ -260,6 +261,7 @@ mod tests {
             access_based_enumeration: false,
             compress_data: false,
             continuous_availability: false,
+            posix_extensions: false,
         }
     }
 

@@ -406,7 +406,11 @@ impl Vfs for MemVfs {
     }
 
     fn statfs(&self) -> io::Result<FsStat> {
-        let free = TOTAL_BLOCKS.saturating_sub(self.inner.state.lock().used_blocks());
+        let (used, st_count) = {
+            let st = self.inner.state.lock();
+            (st.used_blocks(), st.nodes.len() as u64)
+        };
+        let free = TOTAL_BLOCKS.saturating_sub(used);
         Ok(FsStat {
             block_size: BLOCK,
             total_blocks: TOTAL_BLOCKS,
@@ -414,6 +418,9 @@ impl Vfs for MemVfs {
             avail_blocks: free,
             fs_id: DEV,
             name_max: 255,
+            io_size: BLOCK,
+            total_files: 1 << 20,
+            free_files: (1u64 << 20).saturating_sub(st_count),
             clones_extents: false,
         })
     }

@@ -138,6 +138,11 @@ pub struct FsStat {
     pub avail_blocks: u64,
     pub fs_id: u64,
     pub name_max: u64,
+    /// The preferred I/O size (`f_bsize`).
+    pub io_size: u64,
+    /// Inodes in all, and free (`f_files`, `f_ffree`).
+    pub total_files: u64,
+    pub free_files: u64,
     /// The file system shares extents between files (XFS with reflink, Btrfs; probed with
     /// FICLONE): [`crate::clone_range`] works on it (FSCTL_DUPLICATE_EXTENTS_TO_FILE).
     pub clones_extents: bool,

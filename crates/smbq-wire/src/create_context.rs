@@ -54,11 +54,8 @@ impl CreateContextTag<'static> {
         0xB9, 0x82, 0xD0, 0xB7, 0x3B, 0x56, 0x07, 0x4F, 0xA0, 0x7B, 0x52, 0x4A, 0x81, 0x16, 0xA0,
         0x10,
     ]);
-    /// SMB3 POSIX extensions create context (Samba's SMB3 POSIX spec, not MS-SMB2).
-    pub const POSIX: Self = Self(&[
-        0x93, 0xAD, 0x25, 0x50, 0x9C, 0xB4, 0x11, 0xE7, 0xB4, 0x23, 0x83, 0xDE, 0x96, 0x8B, 0xCD,
-        0x7C,
-    ]);
+    /// SMB3 POSIX extensions create context (POSIX-SMB2, not MS-SMB2; crate::posix).
+    pub const POSIX: Self = Self(&crate::posix::TAG);
 
     const KNOWN: [(Self, &'static str); 14] = [
         (Self::EXTA, "ExtA"),

@@ -41,6 +41,7 @@ pub mod create;
 pub mod create_context;
 pub mod flush;
 pub mod lock;
+pub mod posix;
 pub mod query_directory;
 pub mod query_info;
 pub mod read;

@@ -35,6 +35,10 @@ pub struct FileConfig {
     #[serde(default)]
     pub require_signing: bool,
     pub refuse_hardlinks: Option<bool>,
+    /// The SMB3 POSIX extensions for Linux clients (crate smbq_server::posix), on every share
+    /// that does not say otherwise (default false until POSIX opens have all their semantics;
+    /// docs/posix.md).
+    pub posix_extensions: Option<bool>,
     /// Grant leases on directories to SMB 3.x clients that ask (default true).
     pub directory_leases: Option<bool>,
     /// Multichannel over TCP: SMB2_GLOBAL_CAP_MULTI_CHANNEL and session binding
@@ -213,6 +217,8 @@ pub struct ShareFile {
     /// persistent handles, and writes are write-through (default false).
     #[serde(default)]
     pub continuous_availability: bool,
+    /// Overrides the server's `posix_extensions` for this share.
+    pub posix_extensions: Option<bool>,
 }
 
 /// `unix_identity = "per-user" | "off"`.
@@ -340,6 +346,11 @@ impl FileConfig {
         }
     }
 
+    /// `posix_extensions`, for shares that do not set their own.
+    pub fn posix_extensions(&self) -> bool {
+        self.posix_extensions.unwrap_or(false)
+    }
+
     pub fn shares(&self) -> Vec<ShareConfig> {
         self.shares
             .iter()
@@ -358,6 +369,7 @@ impl FileConfig {
                 access_based_enumeration: s.access_based_enumeration,
                 compress_data: s.compress_data,
                 continuous_availability: s.continuous_availability,
+                posix_extensions: s.posix_extensions.unwrap_or(self.posix_extensions()),
             })
             .collect()
     }

@@ -275,7 +275,7 @@ pub(crate) fn share_configs(
 ) -> Result<Vec<ShareConfig>, String> {
     let mut shares: Vec<ShareConfig> = file.shares();
     if let Some(p) = &args.path {
-        add_share(&mut shares, "share", p.clone())?;
+        add_share(&mut shares, "share", p.clone(), file)?;
     }
     for s in &args.shares {
         let (name, dir) = s
@@ -284,7 +284,7 @@ pub(crate) fn share_configs(
         if name.is_empty() || name.eq_ignore_ascii_case("IPC$") {
             return Err(format!("--share {s:?}: invalid share name"));
         }
-        add_share(&mut shares, name, PathBuf::from(dir))?;
+        add_share(&mut shares, name, PathBuf::from(dir), file)?;
     }
     if shares.is_empty() {
         return Err(
@@ -295,7 +295,12 @@ pub(crate) fn share_configs(
 }
 
 /// Adds a read-write share `name` of `dir` (created if missing), replacing one of that name.
-fn add_share(shares: &mut Vec<ShareConfig>, name: &str, dir: PathBuf) -> Result<(), String> {
+fn add_share(
+    shares: &mut Vec<ShareConfig>,
+    name: &str,
+    dir: PathBuf,
+    file: &FileConfig,
+) -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let dir = dir
         .canonicalize()
@@ -314,6 +319,7 @@ fn add_share(shares: &mut Vec<ShareConfig>, name: &str, dir: PathBuf) -> Result<
         access_based_enumeration: false,
         compress_data: false,
         continuous_availability: false,
+        posix_extensions: file.posix_extensions(),
     });
     Ok(())
 }
@@ -377,6 +383,9 @@ fn server_configs(
         engine_cfg.compress_min_size = n;
     }
     engine_cfg.compress_adaptive = file.compression.adaptive.unwrap_or(true);
+    // The negotiate context is answered when some share can use it; each CREATE then asks
+    // its own share (Samba: the global `smb3 unix extensions`, then the share's).
+    engine_cfg.posix_extensions = server_cfg.shares.iter().any(|s| s.posix_extensions);
     (server_cfg, engine_cfg)
 }
 

@@ -102,6 +102,7 @@ async fn start_full(
             access_based_enumeration: false,
             compress_data: false,
             continuous_availability: false,
+            posix_extensions: true,
         }],
         encrypt,
         guest_ok: false,

@@ -11,6 +11,7 @@ use smbq_wire::negotiate::{
     NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, security_mode,
     transport_flags,
 };
+use smbq_wire::posix;
 use smbq_wire::{Command, Dialect, Header, NtStatus, Writer};
 
 use super::{Action, ConnState, ERROR_BODY, Env, Negotiated, ServerConnection, malformed};
@@ -182,6 +183,7 @@ impl ServerConnection {
             transport_security: false,
             data_streams: 0,
             compression: Compression::default(),
+            posix: false,
         };
         if dialect == Dialect::SMB3_1_1 {
             settled = match self.settle_contexts(&req, settled) {
@@ -202,6 +204,7 @@ impl ServerConnection {
             transport_security,
             data_streams,
             compression,
+            posix,
         } = settled;
         let mut out_ctx: Vec<NegotiateContext<'_>> = out_ctx;
         // The salt must be filled in the encoded context; rebuild the preauth context with it.
@@ -237,6 +240,7 @@ impl ServerConnection {
         if let ConnState::Negotiated(n) = &mut self.state {
             n.data_streams = data_streams;
             n.compression = compression;
+            n.view.posix = posix;
         }
         let _ = caps;
         Ok(frame)
@@ -307,6 +311,22 @@ impl ServerConnection {
                     s.out_ctx.push(NegotiateContext::Transport {
                         flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY,
                     });
+                }
+                // SMB2_POSIX_EXTENSIONS_AVAILABLE (POSIX-SMB2; Samba
+                // smb2_negotiate_context_process_posix): answered with the tag when one of
+                // the client's tags is it; data that is not whole tags fails the NEGOTIATE.
+                NegotiateContext::Other { context_type, data }
+                    if *context_type == posix::NEGOTIATE_CONTEXT && self.cfg.posix_extensions =>
+                {
+                    let asks = posix::negotiate_asks(data);
+                    let asks = asks.map_err(|_| NtStatus::INVALID_PARAMETER)?;
+                    s.posix = asks;
+                    if asks {
+                        s.out_ctx.push(NegotiateContext::Other {
+                            context_type: posix::NEGOTIATE_CONTEXT,
+                            data: &posix::TAG,
+                        });
+                    }
                 }
                 _ => {}
             }
@@ -416,6 +436,7 @@ impl ServerConnection {
             max_write_size: size(lim.max_write),
             max_transact_size: size(lim.max_transact),
             transport_security,
+            posix: false,
             peer: self.peer.clone(),
             transport: self.transport,
         };
@@ -463,6 +484,8 @@ struct Settled {
     data_streams: u16,
     /// Connection.CompressionIds and SupportsChainedCompression.
     compression: Compression,
+    /// The SMB3 POSIX extensions were asked for and granted (smbq_wire::posix).
+    posix: bool,
 }
 
 /// What the client's NEGOTIATE said about itself (MS-SMB2 3.3.5.4), kept for

@@ -34,6 +34,11 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     }
     let class = DirClass::from_info_class(FileInfoClass(req.file_information_class))
         .ok_or(NtStatus::INVALID_INFO_CLASS)?;
+    // FILE_POSIX_INFORMATION entries list POSIX opens only (crate::posix; Samba answers
+    // INVALID_LEVEL elsewhere).
+    if class == DirClass::Posix && !open.posix {
+        return Err(NtStatus::INVALID_LEVEL);
+    }
     let max = req.output_buffer_length;
     if max > ctx.conn.max_transact_size {
         return Err(NtStatus::INVALID_PARAMETER);
@@ -244,7 +249,7 @@ fn fill(
             cur.next += 1;
             continue;
         };
-        let info = entry_info(&e);
+        let info = entry_info(&e, class);
         if !enc.push(&info) {
             break;
         }
@@ -306,7 +311,7 @@ impl Seen {
     }
 }
 
-fn entry_info(seen: &Seen) -> DirEntryInfo<'_> {
+fn entry_info(seen: &Seen, class: DirClass) -> DirEntryInfo<'_> {
     let e = &seen.entry;
     let st = &e.stat;
     let v = &seen.view;
@@ -332,5 +337,8 @@ fn entry_info(seen: &Seen) -> DirEntryInfo<'_> {
         } else {
             crate::short_name::short_name(&e.name).into()
         },
+        inode: st.ino,
+        device: st.dev as u32,
+        posix: (class == DirClass::Posix).then(|| crate::posix::stat(st)),
     }
 }

@@ -20,6 +20,7 @@ use smbq_wire::fscc::fs_info::{
     VolumeInfo,
 };
 use smbq_wire::fscc::{FileInfoClass, FsInfoClass};
+use smbq_wire::posix::{self, FsPosixInfo, PosixInfo};
 use smbq_wire::query_info::{InfoType, QueryInfoRequest, QueryInfoResponse};
 use smbq_wire::{Dialect, NtStatus, Writer};
 
@@ -315,6 +316,14 @@ fn file_info(
         }),
         FileInfoClass::ALTERNATE_NAME => alternate_name(&path)?,
         FileInfoClass::FULL_EA => return Err(NtStatus::NO_EAS_ON_FILE),
+        // FILE_POSIX_INFORMATION, on POSIX opens only (crate::posix; INVALID_LEVEL elsewhere,
+        // as Samba answers).
+        FileInfoClass(posix::INFO_CLASS) if !open.posix => return Err(NtStatus::INVALID_LEVEL),
+        FileInfoClass(posix::INFO_CLASS) => {
+            let allocation = x.network_open().allocation_size;
+            let info = crate::posix::info(&x.st, &x.v, allocation);
+            enc(PosixInfo::FIXED_LEN, |w| info.encode(w))
+        }
         _ => return Err(NtStatus::INVALID_INFO_CLASS),
     })
 }
@@ -359,7 +368,8 @@ fn file_class_needs(class: FileInfoClass) -> u32 {
         FileInfoClass::BASIC
         | FileInfoClass::ALL
         | FileInfoClass::NETWORK_OPEN
-        | FileInfoClass::ATTRIBUTE_TAG => mask::FILE_READ_ATTRIBUTES,
+        | FileInfoClass::ATTRIBUTE_TAG
+        | FileInfoClass(posix::INFO_CLASS) => mask::FILE_READ_ATTRIBUTES,
         FileInfoClass::FULL_EA => mask::FILE_READ_EA,
         _ => 0,
     }
@@ -453,6 +463,10 @@ fn pipe_info(class: FileInfoClass) -> Result<Answer, NtStatus> {
 
 /// One arm per MS-FSCC 2.5 file system information class.
 fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
+    // FILE_FS_POSIX_INFORMATION is for POSIX opens (crate::posix).
+    if class == FsInfoClass(posix::INFO_CLASS) && !open.posix {
+        return Err(NtStatus::INVALID_INFO_CLASS);
+    }
     let share = &open.tree.share;
     let vfs = share.vfs.as_ref().ok_or(NtStatus::INVALID_PARAMETER)?;
     let fs = vfs.statfs().map_err(|e| map_io_error(&e))?;
@@ -510,6 +524,9 @@ fn fs_info(open: &Open, class: FsInfoClass) -> Result<Answer, NtStatus> {
         }),
         FsInfoClass::SECTOR_SIZE => {
             enc(SectorSizeInfo::LEN, |w| sector_size_info(sector).encode(w))
+        }
+        FsInfoClass(posix::INFO_CLASS) => {
+            enc(FsPosixInfo::LEN, |w| crate::posix::fs_info(&fs).encode(w))
         }
         _ => return Err(NtStatus::INVALID_INFO_CLASS),
     })

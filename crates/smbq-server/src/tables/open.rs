@@ -84,6 +84,9 @@ pub struct Open {
     /// MS-FSA Open.UserSetModificationTime: a client set or froze LastWriteTime through this
     /// handle, so its writes do not move it (crate::write_time).
     pub sticky_write: AtomicBool,
+    /// Opened with the SMB3 POSIX create context where the extensions apply (crate::posix):
+    /// the POSIX information classes answer on it.
+    pub posix: bool,
 }
 
 impl std::fmt::Debug for Open {

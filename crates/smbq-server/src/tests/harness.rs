@@ -39,6 +39,7 @@ pub fn share(name: &str, path: &std::path::Path) -> ShareConfig {
         access_based_enumeration: false,
         compress_data: false,
         continuous_availability: false,
+        posix_extensions: true,
     }
 }
 
@@ -72,6 +73,7 @@ pub fn conn() -> ConnView {
         max_write_size: 1 << 20,
         max_transact_size: 1 << 16,
         transport_security: false,
+        posix: true,
         peer: "test".into(),
         transport: smbq_proto::engine::Transport::Tcp,
     }

@@ -16,6 +16,7 @@ mod meta_tests;
 mod notify_tests;
 mod oplock_tests;
 mod persistent_tests;
+mod posix_tests;
 mod reload_tests;
 mod rights_tests;
 mod security_tests;

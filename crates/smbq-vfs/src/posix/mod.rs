@@ -261,6 +261,9 @@ impl Vfs for PosixVfs {
             avail_blocks: s.f_bavail,
             fs_id: s.f_fsid,
             name_max: s.f_namemax,
+            io_size: s.f_bsize,
+            total_files: s.f_files,
+            free_files: s.f_ffree,
             clones_extents: *self
                 .share
                 .clones

@@ -35,6 +35,10 @@ pub enum DirClass {
     IdExtdDirectory,
     /// MS-FSCC 2.4 FileNamesInformation (FILE_NAMES_INFORMATION).
     Names,
+    /// FILE_POSIX_INFORMATION entries of the SMB3 POSIX extensions (crate::posix): the
+    /// entry's [`DirEntryInfo::posix`] after the times, then the name. Its fixed part varies
+    /// with the owner and group SIDs.
+    Posix,
 }
 
 impl DirClass {
@@ -48,6 +52,7 @@ impl DirClass {
             FileInfoClass::ID_FULL_DIRECTORY => Self::IdFullDirectory,
             FileInfoClass::ID_EXTD_DIRECTORY => Self::IdExtdDirectory,
             FileInfoClass::NAMES => Self::Names,
+            FileInfoClass(crate::posix::INFO_CLASS) => Self::Posix,
             _ => return None,
         })
     }
@@ -61,10 +66,12 @@ impl DirClass {
             Self::IdFullDirectory => FileInfoClass::ID_FULL_DIRECTORY,
             Self::IdExtdDirectory => FileInfoClass::ID_EXTD_DIRECTORY,
             Self::Names => FileInfoClass::NAMES,
+            Self::Posix => FileInfoClass(crate::posix::INFO_CLASS),
         }
     }
 
-    /// Offset of FileName within an entry, i.e. the size of the fixed part.
+    /// Offset of FileName within an entry, i.e. the size of the fixed part; for
+    /// [`DirClass::Posix`], the part before the SIDs (see [`DirEntryInfo::fixed_len`]).
     pub fn fixed_len(self) -> usize {
         match self {
             Self::Directory => 64,
@@ -74,6 +81,9 @@ impl DirClass {
             Self::IdFullDirectory => 80,
             Self::IdExtdDirectory => 88,
             Self::Names => 12,
+            // NextEntryOffset, FileIndex, the 68 bytes of times to inode, the link count,
+            // reparse tag and mode, and FileNameLength.
+            Self::Posix => 8 + crate::posix::PosixInfo::FIXED_LEN + 12 + 4,
         }
     }
 }
@@ -101,14 +111,33 @@ pub struct DirEntryInfo<'a> {
     pub name: Cow<'a, str>,
     /// 8.3 name of the Both classes; at most 12 UTF-16 units are sent.
     pub short_name: Cow<'a, str>,
+    /// [`DirClass::Posix`] only: the inode, the device (32 bits) and the POSIX facts.
+    pub inode: u64,
+    pub device: u32,
+    pub posix: Option<crate::posix::PosixStat>,
 }
 
 impl DirEntryInfo<'_> {
+    /// The size of the entry's fixed part in `class` (where FileName starts).
+    pub fn fixed_len(&self, class: DirClass) -> usize {
+        match (class, &self.posix) {
+            (DirClass::Posix, Some(p)) => {
+                class.fixed_len() + p.owner.encoded_len() + p.group.encoded_len()
+            }
+            _ => class.fixed_len(),
+        }
+    }
+
     /// Encodes the entry with NextEntryOffset 0 (the list encoder patches it).
     fn encode(&self, class: DirClass, name: &[u8], w: &mut Writer) {
         let name_len = len32(name.len());
         w.u32(0).u32(self.file_index);
         if class == DirClass::Names {
+            w.u32(name_len).bytes(name);
+            return;
+        }
+        if class == DirClass::Posix {
+            self.posix_info().encode(w);
             w.u32(name_len).bytes(name);
             return;
         }
@@ -121,7 +150,7 @@ impl DirEntryInfo<'_> {
             .u32(self.file_attributes)
             .u32(name_len);
         match class {
-            DirClass::Directory | DirClass::Names => {}
+            DirClass::Directory | DirClass::Names | DirClass::Posix => {}
             DirClass::FullDirectory => {
                 w.u32(self.ea_size);
             }
@@ -147,6 +176,32 @@ impl DirEntryInfo<'_> {
         w.bytes(name);
     }
 
+    /// The entry as FILE_POSIX_INFORMATION (a missing [`DirEntryInfo::posix`] reads as
+    /// nothing known: no links, mode 0, the null SIDs).
+    fn posix_info(&self) -> crate::posix::PosixInfo {
+        crate::posix::PosixInfo {
+            creation_time: self.creation_time,
+            last_access_time: self.last_access_time,
+            last_write_time: self.last_write_time,
+            change_time: self.change_time,
+            end_of_file: self.end_of_file,
+            allocation_size: self.allocation_size,
+            file_attributes: self.file_attributes,
+            inode: self.inode,
+            device: self.device,
+            stat: self
+                .posix
+                .clone()
+                .unwrap_or_else(|| crate::posix::PosixStat {
+                    nlink: 0,
+                    reparse_tag: 0,
+                    mode: 0,
+                    owner: crate::security::Sid::new(0, &[0]),
+                    group: crate::security::Sid::new(0, &[0]),
+                }),
+        }
+    }
+
     /// Decodes one entry of `class` from `entry` (which starts at NextEntryOffset).
     fn decode(class: DirClass, entry: &[u8]) -> Result<DirEntryInfo<'static>, DecodeError> {
         let mut r = Reader::new(entry);
@@ -155,6 +210,19 @@ impl DirEntryInfo<'_> {
         e.file_index = r.u32()?;
         let name_len;
         if class == DirClass::Names {
+            name_len = r.u32()?;
+        } else if class == DirClass::Posix {
+            let p = crate::posix::PosixInfo::read(&mut r)?;
+            e.creation_time = p.creation_time;
+            e.last_access_time = p.last_access_time;
+            e.last_write_time = p.last_write_time;
+            e.change_time = p.change_time;
+            e.end_of_file = p.end_of_file;
+            e.allocation_size = p.allocation_size;
+            e.file_attributes = p.file_attributes;
+            e.inode = p.inode;
+            e.device = p.device;
+            e.posix = Some(p.stat);
             name_len = r.u32()?;
         } else {
             e.creation_time = r.u64()?;
@@ -166,7 +234,7 @@ impl DirEntryInfo<'_> {
             e.file_attributes = r.u32()?;
             name_len = r.u32()?;
             match class {
-                DirClass::Directory | DirClass::Names => {}
+                DirClass::Directory | DirClass::Names | DirClass::Posix => {}
                 DirClass::FullDirectory => e.ea_size = r.u32()?,
                 DirClass::IdFullDirectory => {
                     e.ea_size = r.u32()?;
@@ -245,7 +313,7 @@ impl DirListEncoder {
             Some(_) => self.buf.len().next_multiple_of(8),
         };
         let Some(end) = start
-            .checked_add(self.class.fixed_len())
+            .checked_add(entry.fixed_len(self.class))
             .and_then(|n| n.checked_add(name.len()))
         else {
             return false;
@@ -324,7 +392,51 @@ mod tests {
             file_id: 0x0102_0304_0506_0708,
             name: Cow::Borrowed(name),
             short_name: Cow::Borrowed("ABC~1.TXT"),
+            inode: 0,
+            device: 0,
+            posix: None,
         }
+    }
+
+    /// A FILE_POSIX_INFORMATION entry as Samba's smbd_marshall_dir_entry lays it out:
+    /// NextEntryOffset, FileIndex, the 68-byte fixed part, links, tag, mode, the two SIDs,
+    /// FileNameLength and the name; the next entry on an 8-byte boundary.
+    #[test]
+    fn posix_entries() {
+        use crate::posix::{PosixStat, wire_mode};
+        use crate::security::Sid;
+        let mut e = sample("ab");
+        e.inode = 42;
+        e.device = 7;
+        e.posix = Some(PosixStat {
+            nlink: 3,
+            reparse_tag: 0,
+            mode: wire_mode(0o040755),
+            owner: Sid::unix_user(1000),
+            group: Sid::unix_group(100),
+        });
+        let mut enc = DirListEncoder::new(DirClass::Posix, 1 << 16);
+        assert!(enc.push(&e));
+        assert!(enc.push(&sample("c")));
+        let b = enc.finish();
+        // 8 + 68 + 12 + 16 + 16 + 4 + 4 (name) = 128, already a multiple of 8.
+        assert_eq!(u32_at(&b, 0), 128);
+        assert_eq!(u64_at(&b, 8), 0x1111);
+        assert_eq!(u64_at(&b, 60), 42);
+        assert_eq!(u32_at(&b, 68), 7);
+        assert_eq!(u32_at(&b, 76), 3);
+        assert_eq!(u32_at(&b, 84), 0x11ED);
+        assert_eq!(u32_at(&b, 120), 4);
+        assert_eq!(&b[124..128], &[b'a', 0, b'b', 0]);
+        let back = decode_dir_list(DirClass::Posix, &b).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0].name, "ab");
+        assert_eq!(back[0].posix, e.posix);
+        assert_eq!(back[0].inode, 42);
+        assert_eq!(back[1].name, "c");
+        // An entry that does not fit is not written.
+        let mut small = DirListEncoder::new(DirClass::Posix, 127);
+        assert!(!small.push(&e));
     }
 
     fn one(class: DirClass, e: &DirEntryInfo<'_>) -> Vec<u8> {

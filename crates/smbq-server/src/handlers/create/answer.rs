@@ -32,7 +32,15 @@ pub(super) fn respond(
         Some(v) => (v.file_id, u64::from(tree.share.serial)),
         None => (0, 0),
     };
-    let ctx_bytes = contexts::respond(&intent.contexts, done.maximal, disk_id, volume, extra);
+    let posix = done.stat.as_ref().map(crate::posix::stat);
+    let ctx_bytes = contexts::respond(
+        &intent.contexts,
+        done.maximal,
+        disk_id,
+        volume,
+        posix.as_ref(),
+        extra,
+    );
     let resp = match (&done.stat, &done.view) {
         (Some(st), Some(v)) => CreateResponse {
             oplock_level,

@@ -26,9 +26,14 @@ pub struct Requested {
     /// SMB2_CREATE_REQUEST_LEASE(_V2) (2.2.13.2.8 / 2.2.13.2.10), as sent; whether it is acted
     /// on depends on RequestedOplockLevel and the dialect (`CreateIntent`).
     pub lease: Option<Lease>,
+    /// The SMB3 POSIX create context's mode (smbq_wire::posix), where the connection and the
+    /// share have the extensions: this is a POSIX open (crate::posix).
+    pub posix_mode: Option<u32>,
 }
 
-pub fn parse(req: &CreateRequest<'_>) -> Result<Requested, NtStatus> {
+/// `posix`: the connection negotiated the SMB3 POSIX extensions and the share offers them;
+/// otherwise their create context is ignored, as any unknown one.
+pub fn parse(req: &CreateRequest<'_>, posix: bool) -> Result<Requested, NtStatus> {
     let list = req
         .parse_contexts()
         .map_err(|_| NtStatus::INVALID_PARAMETER)?;
@@ -56,6 +61,11 @@ pub fn parse(req: &CreateRequest<'_>) -> Result<Requested, NtStatus> {
         } else if tag == CreateContextTag::RQLS {
             // A body of neither lease layout is ignored, as an unknown context would be.
             out.lease = Lease::decode(c.data).ok();
+        } else if posix && tag == CreateContextTag::POSIX {
+            // A mode of any length but 4 bytes is malformed (Samba smbd_smb2_create_before_exec).
+            let mode = smbq_wire::posix::create_request_mode(c.data)
+                .map_err(|_| NtStatus::INVALID_PARAMETER)?;
+            out.posix_mode = Some(mode);
         }
     }
     Ok(out)
@@ -107,6 +117,7 @@ pub fn respond(
     maximal_access: u32,
     disk_file_id: u64,
     volume_id: u64,
+    posix: Option<&smbq_wire::posix::PosixStat>,
     extra: &[(CreateContextTag<'static>, Vec<u8>)],
 ) -> Vec<u8> {
     let mxac = MxAcResponse {
@@ -128,6 +139,13 @@ pub fn respond(
     }
     for (tag, data) in extra {
         list.push(CreateContext::new(*tag, data));
+    }
+    // The POSIX context's answer: the file's links, mode and owners (crate::posix).
+    let posix = posix
+        .filter(|_| req.posix_mode.is_some())
+        .map(|p| p.to_bytes());
+    if let Some(p) = &posix {
+        list.push(CreateContext::new(CreateContextTag::POSIX, p.as_slice()));
     }
     if list.is_empty() {
         Vec::new()

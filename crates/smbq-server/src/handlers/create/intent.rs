@@ -41,12 +41,13 @@ impl CreateIntent {
         req: &CreateRequest<'_>,
         token: Arc<Token>,
         conn: &ConnView,
+        posix_share: bool,
     ) -> Result<Self, NtStatus> {
         validate(req)?;
         let name = req
             .name_string()
             .map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
-        let contexts = contexts::parse(req)?;
+        let contexts = contexts::parse(req, conn.posix && posix_share)?;
         if let Some(sd) = &contexts.sec_desc {
             secure::check_creator_sd(sd)?;
         }

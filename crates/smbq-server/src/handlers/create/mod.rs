@@ -64,7 +64,12 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         None => {}
     }
     // 1. intent
-    let intent = Arc::new(CreateIntent::from_request(&req, ctx.token(), ctx.conn)?);
+    let intent = Arc::new(CreateIntent::from_request(
+        &req,
+        ctx.token(),
+        ctx.conn,
+        tree.share.cfg.posix_extensions,
+    )?);
     // 3. admit, on the share and the session first: the open gets its id.
     let srv = ctx.srv.self_arc();
     let id = admit::reserve(ctx, &srv, &tree)?;

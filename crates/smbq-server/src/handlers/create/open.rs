@@ -126,6 +126,7 @@ impl CreateIntent {
             parent_lease: self.lease.as_ref().and_then(|l| l.parent),
             modified: AtomicBool::new(false),
             sticky_write: AtomicBool::new(false),
+            posix: self.contexts.posix_mode.is_some(),
         })
     }
 }
@@ -376,6 +377,15 @@ pub(super) fn make_object(
         mode: if is_dir { 0o755 } else { 0o644 },
     };
     let file = o.vfs.open(path, &opts).map_err(|e| create_err(&e))?.file;
+    // A POSIX create's mode is the mode, whatever the server's umask (POSIX-SMB2; Samba
+    // check_posix_create_context): the client applied its own.
+    if let Some(mode) = o.intent.contexts.posix_mode
+        && let Err(e) = file.set_mode(mode & crate::posix::CREATE_MODE_BITS)
+    {
+        drop(file);
+        remove_new(o.vfs, path, is_dir);
+        return Err(map_io_error(&e));
+    }
     // The descriptor goes on before the file is usable; a file that cannot get the one it
     // must have is removed again rather than left with the POSIX view.
     let secured = file.stat().map_err(|e| map_io_error(&e)).and_then(|st| {

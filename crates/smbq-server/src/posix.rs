@@ -1,0 +1,63 @@
+//! The SMB3 POSIX extensions (POSIX-SMB2 / POSIX-FSCC; smbq_wire::posix for the bytes): what a
+//! POSIX open reports about a file and its file system. Which requests may use them is
+//! decided once per CREATE: the connection negotiated them (smbq_proto `ConnView::posix`),
+//! the share offers them (`ShareConfig::posix_extensions`) and the CREATE carries the POSIX
+//! create context; such an open is `Open::posix`.
+//!
+//! Owners and groups are the Unix ids as S-1-22-1-uid and S-1-22-2-gid, the SIDs every other
+//! descriptor of this server names them by (crate::security).
+
+use smbq_vfs::{FsStat, Stat};
+use smbq_wire::posix::{FsPosixInfo, PosixInfo, PosixStat, wire_mode};
+use smbq_wire::security::Sid;
+
+use crate::{dos, meta};
+
+/// The create context's answer, and the tail of FILE_POSIX_INFORMATION.
+pub fn stat(st: &Stat) -> PosixStat {
+    PosixStat {
+        nlink: u32::try_from(st.nlink).unwrap_or(u32::MAX),
+        // Links and devices are never opened or listed here (crate::handlers::query_directory,
+        // smbq_vfs's open), so nothing served is a reparse point.
+        reparse_tag: 0,
+        mode: wire_mode(st.mode),
+        owner: Sid::unix_user(st.uid),
+        group: Sid::unix_group(st.gid),
+    }
+}
+
+/// FILE_POSIX_INFORMATION: the times and attributes every other class reports (`view`), the
+/// allocation the server reports, and the inode and device as the kernel has them.
+pub fn info(st: &Stat, view: &dos::View, allocation: u64) -> PosixInfo {
+    PosixInfo {
+        creation_time: view.creation,
+        last_access_time: view.last_access,
+        last_write_time: view.last_write,
+        change_time: view.change,
+        end_of_file: meta::end_of_file(st),
+        allocation_size: allocation,
+        file_attributes: view.attributes,
+        inode: st.ino,
+        // The device number is 32 bits on the wire (Samba sends st_dev truncated, too).
+        device: st.dev as u32,
+        stat: stat(st),
+    }
+}
+
+/// FILE_FS_POSIX_INFORMATION: statvfs's numbers.
+pub fn fs_info(fs: &FsStat) -> FsPosixInfo {
+    FsPosixInfo {
+        optimal_transfer_size: u32::try_from(fs.io_size).unwrap_or(u32::MAX),
+        block_size: u32::try_from(fs.block_size).unwrap_or(u32::MAX),
+        total_blocks: fs.total_blocks,
+        free_blocks: fs.free_blocks,
+        user_free_blocks: fs.avail_blocks,
+        total_file_nodes: fs.total_files,
+        free_file_nodes: fs.free_files,
+        fs_identifier: fs.fs_id,
+    }
+}
+
+/// The permission bits a POSIX CREATE may give a new file or directory: rwx and the sticky
+/// bit; never setuid or setgid (smbq_vfs drops them as well).
+pub const CREATE_MODE_BITS: u32 = 0o1777;

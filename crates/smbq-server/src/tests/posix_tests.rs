@@ -1,0 +1,203 @@
+//! The SMB3 POSIX extensions (crate::posix): the create context, FILE_POSIX_INFORMATION in
+//! QUERY_INFO and QUERY_DIRECTORY, and the file-system class, on POSIX opens and not
+//! elsewhere.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use smbq_wire::create::CreateDisposition as D;
+use smbq_wire::create_context::{CreateContext, CreateContextTag, contexts_to_bytes};
+use smbq_wire::fscc::dir_info::{DirClass, decode_dir_list};
+use smbq_wire::posix::{FsPosixInfo, INFO_CLASS, PosixInfo, PosixStat, wire_mode};
+use smbq_wire::query_directory::{QueryDirectoryRequest, QueryDirectoryResponse};
+use smbq_wire::query_info::{InfoType, QueryInfoRequest, QueryInfoResponse};
+use smbq_wire::security::Sid;
+use smbq_wire::{Command, FileId, NtStatus};
+
+use super::harness::{H, msg};
+use crate::access::{mask, opts};
+
+fn posix_ctx(mode: &[u8]) -> Vec<u8> {
+    contexts_to_bytes(&[CreateContext::new(CreateContextTag::POSIX, mode)])
+}
+
+async fn qi(h: &H, id: FileId, t: InfoType, class: u8) -> (NtStatus, Vec<u8>) {
+    let m = msg(Command::QUERY_INFO, h.tree, h.session.id, |w| {
+        QueryInfoRequest {
+            info_type: t,
+            file_info_class: class,
+            output_buffer_length: 65536,
+            additional_information: 0,
+            flags: 0,
+            file_id: id,
+            input: &[],
+        }
+        .encode(w)
+    });
+    let r = h.send(m).await;
+    let mut full = vec![0u8; 64];
+    full.extend_from_slice(&r.body);
+    let buf = match r.status {
+        NtStatus::SUCCESS => QueryInfoResponse::decode(&full).unwrap().buffer.to_vec(),
+        _ => Vec::new(),
+    };
+    (r.status, buf)
+}
+
+fn posix_answer(o: &super::harness::Open) -> Option<PosixStat> {
+    let c = o.create();
+    let list = c.parse_contexts().unwrap();
+    let p = list.iter().find(|c| c.tag() == CreateContextTag::POSIX)?;
+    Some(PosixStat::read(&mut smbq_wire::Reader::new(p.data)).unwrap())
+}
+
+#[tokio::test]
+async fn a_posix_create_gets_its_mode_and_the_file_s_facts() {
+    let h = H::new().await;
+    let ctx = posix_ctx(&0o640u32.to_le_bytes());
+    let o = h
+        .create_req("f", mask::GENERIC_READ | mask::GENERIC_WRITE, D::CREATE)
+        .contexts(&ctx)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let md = std::fs::metadata(h.path("f")).unwrap();
+    // The mode asked for, not the process umask's idea of it.
+    assert_eq!(md.permissions().mode() & 0o7777, 0o640);
+    let p = posix_answer(&o).expect("a POSIX context in the answer");
+    assert_eq!(p.nlink, 1);
+    assert_eq!(p.reparse_tag, 0);
+    assert_eq!(p.mode, 0o640);
+    assert_eq!(p.owner, Sid::unix_user(md.uid()));
+    assert_eq!(p.group, Sid::unix_group(md.gid()));
+
+    // A directory: its type in bits 12-15; setuid and setgid are never given.
+    let o = h
+        .create_req("d", mask::GENERIC_READ, D::CREATE)
+        .options(opts::DIRECTORY_FILE)
+        .contexts(&posix_ctx(&0o6750u32.to_le_bytes()))
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert_eq!(
+        std::fs::metadata(h.path("d")).unwrap().permissions().mode() & 0o7777,
+        0o750
+    );
+    assert_eq!(posix_answer(&o).unwrap().mode, wire_mode(0o040750));
+
+    // A mode of any other length is malformed; nothing is created.
+    let o = h
+        .create_req("g", mask::GENERIC_READ, D::CREATE)
+        .contexts(&posix_ctx(&[0; 5]))
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::INVALID_PARAMETER);
+    assert!(!h.path("g").exists());
+}
+
+#[tokio::test]
+async fn without_the_extensions_the_context_is_ignored() {
+    let h = H::with(|c| c.shares.iter_mut().for_each(|s| s.posix_extensions = false)).await;
+    let o = h
+        .create_req("f", mask::GENERIC_READ, D::CREATE)
+        .contexts(&posix_ctx(&[0; 5]))
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert!(posix_answer(&o).is_none());
+    let (s, _) = qi(&h, o.id, InfoType::FILE, INFO_CLASS).await;
+    assert_eq!(s, NtStatus::INVALID_LEVEL);
+}
+
+#[tokio::test]
+async fn posix_information_on_posix_opens_only() {
+    let h = H::new().await;
+    h.put("f", b"hello").await;
+    std::fs::hard_link(h.path("f"), h.path("g")).unwrap();
+    let plain = h.create("f", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(plain.status, NtStatus::SUCCESS);
+    let (s, _) = qi(&h, plain.id, InfoType::FILE, INFO_CLASS).await;
+    assert_eq!(s, NtStatus::INVALID_LEVEL);
+    let (s, _) = qi(&h, plain.id, InfoType::FILESYSTEM, INFO_CLASS).await;
+    assert_eq!(s, NtStatus::INVALID_INFO_CLASS);
+
+    let o = h
+        .create_req("f", mask::GENERIC_READ, D::OPEN)
+        .contexts(&posix_ctx(&[0; 4]))
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let (s, b) = qi(&h, o.id, InfoType::FILE, INFO_CLASS).await;
+    assert_eq!(s, NtStatus::SUCCESS);
+    let info = PosixInfo::decode(&b).unwrap();
+    let md = std::fs::metadata(h.path("f")).unwrap();
+    assert_eq!(info.end_of_file, 5);
+    assert_eq!(info.inode, md.ino());
+    assert_eq!(info.stat.nlink, 2);
+    assert_eq!(info.stat.mode, wire_mode(md.mode()));
+    // The mode was not changed by opening an existing file.
+    assert_eq!(md.permissions().mode() & 0o777, 0o644 & !current_umask());
+
+    let (s, b) = qi(&h, o.id, InfoType::FILESYSTEM, INFO_CLASS).await;
+    assert_eq!(s, NtStatus::SUCCESS);
+    let fs = FsPosixInfo::decode(&b).unwrap();
+    assert_eq!(b.len(), FsPosixInfo::LEN);
+    assert!(fs.total_blocks > 0 && fs.block_size > 0 && fs.total_file_nodes > 0);
+}
+
+fn current_umask() -> u32 {
+    let probe = tempfile::tempdir().unwrap();
+    let p = probe.path().join("x");
+    std::fs::write(&p, b"").unwrap();
+    !std::fs::metadata(&p).unwrap().permissions().mode() & 0o666
+}
+
+#[tokio::test]
+async fn a_posix_directory_lists_posix_entries() {
+    let h = H::new().await;
+    h.put("a", b"12").await;
+    std::fs::create_dir(h.path("sub")).unwrap();
+    let list = |id: FileId, class: DirClass| {
+        let p = smbq_wire::cursor::utf16le_encode("*");
+        msg(Command::QUERY_DIRECTORY, h.tree, h.session.id, move |w| {
+            QueryDirectoryRequest {
+                file_information_class: class.info_class().0,
+                flags: 0,
+                file_index: 0,
+                file_id: id,
+                file_name: &p,
+                output_buffer_length: 65536,
+            }
+            .encode(w)
+        })
+    };
+    let plain = h
+        .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    let r = h.send(list(plain.id, DirClass::Posix)).await;
+    assert_eq!(r.status, NtStatus::INVALID_LEVEL);
+
+    let dir = h
+        .create_req("", mask::GENERIC_READ, D::OPEN)
+        .options(opts::DIRECTORY_FILE)
+        .contexts(&posix_ctx(&[0; 4]))
+        .send()
+        .await;
+    assert_eq!(dir.status, NtStatus::SUCCESS);
+    let r = h.send(list(dir.id, DirClass::Posix)).await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    let mut full = vec![0u8; 64];
+    full.extend_from_slice(&r.body);
+    let resp = QueryDirectoryResponse::decode(&full).unwrap();
+    let entries = decode_dir_list(DirClass::Posix, resp.buffer).unwrap();
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_ref()).collect();
+    assert_eq!(names, [".", "..", "a", "sub"]);
+    let a = entries.iter().find(|e| e.name == "a").unwrap();
+    let md = std::fs::metadata(h.path("a")).unwrap();
+    assert_eq!(a.end_of_file, 2);
+    assert_eq!(a.inode, md.ino());
+    let p = a.posix.as_ref().unwrap();
+    assert_eq!(p.mode, wire_mode(md.mode()));
+    assert_eq!(p.owner, Sid::unix_user(md.uid()));
+    let sub = entries.iter().find(|e| e.name == "sub").unwrap();
+    assert_eq!(sub.posix.as_ref().unwrap().mode >> 12, 1);
+}

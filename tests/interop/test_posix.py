@@ -1,0 +1,89 @@
+"""The SMB3 POSIX extensions (issue 41, first part; docs/posix.md) with Samba 4.25's own
+clients from Debian unstable (tests/interop/samba_unstable.py): smbtorture's
+libsmbclient.posix_* tests, which check that the negotiate context is answered exactly and
+that FILE_POSIX_INFORMATION reports the link count, and smbclient's `posix` mode (every
+CREATE carries the POSIX create context) over TCP and QUIC."""
+
+import os
+import stat
+
+import pytest
+
+from conftest import USER, SmbqServer, free_udp_port
+from samba_unstable import HOST
+
+CONFIG = "posix_extensions = true\nrefuse_hardlinks = false\n"
+
+
+@pytest.mark.parametrize("name", ["libsmbclient.posix_extensions", "libsmbclient.posix_hardlinks"])
+def test_smbtorture_posix(workdir, unstable, name):
+    server = SmbqServer(workdir, config=CONFIG)
+    try:
+        # Samba's selftest share: one file and two hard links to it (nlink 3).
+        original = server.share / "posix_test_original.txt"
+        original.write_text("posix\n")
+        for n in (1, 2):
+            os.link(original, server.share / f"posix_test_hardlink{n}.txt")
+        url = f"smb://{USER}:{server.password}@{HOST}:{server.port}/share"
+        p = unstable.run(["smbtorture", "-s", "/dev/null", f"//{HOST}/share",
+                          f"--option=client smb transports=tcp:{server.port}",
+                          "-U", f"{USER}%{server.password}", "--fullname",
+                          "--format=subunit", f"--option=torture:smburl={url}", name],
+                         timeout=120)
+    finally:
+        rc = server.stop()
+    out = p.stdout + p.stderr
+    log = server.server_log()
+    assert "panicked" not in log, log
+    assert f"success: {name}" in out, f"{out}\n--- server log ---\n{log[-4000:]}"
+    assert rc == 0, log
+
+
+def test_smbtorture_posix_fails_without_the_extensions(workdir, unstable):
+    """The same test against a server that does not offer them fails: the test can fail."""
+    server = SmbqServer(workdir, config="refuse_hardlinks = false\n")
+    try:
+        (server.share / "posix_test_original.txt").write_text("posix\n")
+        url = f"smb://{USER}:{server.password}@{HOST}:{server.port}/share"
+        p = unstable.run(["smbtorture", "-s", "/dev/null", f"//{HOST}/share",
+                          "-U", f"{USER}%{server.password}", "--fullname", "--format=subunit",
+                          f"--option=torture:smburl={url}", "libsmbclient.posix_extensions"],
+                         timeout=120)
+    finally:
+        server.stop()
+    assert "success: libsmbclient.posix_extensions" not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("transport", ["tcp", "quic"])
+def test_smbclient_posix_mode(workdir, unstable, transport):
+    """`posix` makes every CREATE a POSIX open: a file put then gets the mode asked for (0, as
+    Samba's client asks; Samba's smbd gives the same), a hard link is made, and the listing
+    and a read back work on POSIX handles."""
+    server = SmbqServer(workdir, config=CONFIG, quic_port=free_udp_port())
+    up = "/tmp/smbq-posix-up.txt"
+    unstable.path(up).write_text("hello posix\n")
+    down = "/tmp/smbq-posix-down.txt"
+    unstable.path(down).unlink(missing_ok=True)
+    (server.share / "kept.txt").write_text("old\n")
+    os.chmod(server.share / "kept.txt", 0o640)
+    port = server.quic_addr.rsplit(":", 1)[1] if transport == "quic" else server.port
+    try:
+        p = unstable.run([
+            "smbclient", f"//{HOST}/share", "-U", f"{USER}%{server.password}",
+            f"--option=client smb transports={transport}:{port}",
+            "--option=tls verify peer=no_check",
+            "-c", f"posix; put {up} new.txt; hardlink new.txt link.txt; "
+                  f"get link.txt {down}; ls"], timeout=120)
+    finally:
+        rc = server.stop()
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "new.txt" in p.stdout and "link.txt" in p.stdout and "kept.txt" in p.stdout, out
+    new = os.stat(server.share / "new.txt")
+    assert stat.S_IMODE(new.st_mode) == 0, oct(new.st_mode)
+    assert new.st_nlink == 2
+    assert os.stat(server.share / "link.txt").st_ino == new.st_ino
+    assert unstable.path(down).read_text() == "hello posix\n"
+    # Opening an existing file as a POSIX open leaves its mode alone.
+    assert stat.S_IMODE(os.stat(server.share / "kept.txt").st_mode) == 0o640
+    assert rc == 0, server.server_log()
