@@ -169,6 +169,43 @@ pub struct Resolved {
     pub stat: Option<Stat>,
 }
 
+/// Resolves `name` as an open of its kind looks names up: [`resolve_exact`] for a POSIX open
+/// (crate::posix), [`resolve`] for any other.
+pub fn lookup(vfs: &dyn Vfs, name: &SmbName, posix: bool) -> Result<Resolved, NtStatus> {
+    if posix {
+        resolve_exact(vfs, name)
+    } else {
+        resolve(vfs, name)
+    }
+}
+
+/// Resolves `name` as it is spelled, as a POSIX open does (POSIX-SMB2; Samba's POSIX
+/// pathnames): case-sensitively and without 8.3 names, so `a` and `A` are two files. A
+/// missing name's parent must exist. Blocking: call on the blocking pool.
+pub fn resolve_exact(vfs: &dyn Vfs, name: &SmbName) -> Result<Resolved, NtStatus> {
+    let path = name.rel_path()?;
+    match vfs.stat(&path) {
+        Ok(st) => Ok(Resolved {
+            path,
+            stat: Some(st),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(parent) = path.parent() {
+                match vfs.stat(&parent) {
+                    Ok(st) if st.kind == smbq_vfs::FileKind::Dir => {}
+                    Ok(_) => return Err(NtStatus::OBJECT_PATH_NOT_FOUND),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(NtStatus::OBJECT_PATH_NOT_FOUND);
+                    }
+                    Err(e) => return Err(parent_err(&e)),
+                }
+            }
+            Ok(Resolved { path, stat: None })
+        }
+        Err(e) => Err(parent_err(&e)),
+    }
+}
+
 /// Resolves `name` exactly first, then component by component case-insensitively
 /// (Windows clients expect case-insensitive names). Blocking: call on the blocking pool.
 pub fn resolve(vfs: &dyn Vfs, name: &SmbName) -> Result<Resolved, NtStatus> {

@@ -118,7 +118,12 @@ fn start_listing(
     pattern: &str,
     abe: Option<&Token>,
 ) -> Result<(), NtStatus> {
-    let pat = Pattern::new(pattern);
+    // A POSIX directory open matches names case-sensitively (crate::posix).
+    let pat = if open.posix {
+        Pattern::case_sensitive(pattern)
+    } else {
+        Pattern::new(pattern)
+    };
     let dir = open.path();
     let mut entries = snapshot(vfs, &dir, f.file.as_ref(), &pat)?;
     // Hidden entries are left out before the emptiness check, so a pattern that

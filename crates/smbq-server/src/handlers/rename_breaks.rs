@@ -29,7 +29,7 @@ use super::{Ctx, blocking};
 use crate::access::{mask, share};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
 use crate::file_state::{FileKey, OpenRequest};
-use crate::path::{Stream, parse_smb_name, resolve};
+use crate::path::{Stream, lookup, parse_smb_name};
 use crate::tables::Open;
 
 /// Breaks what a rename through `open` (a RENAME or RENAME_EX `class` with buffer `buf`)
@@ -145,7 +145,7 @@ impl Target {
         let Some(found) = parse_smb_name(&self.name)
             .ok()
             .filter(|n| n.stream == Stream::Default && !n.is_root())
-            .and_then(|n| resolve(vfs.as_ref(), &n).ok())
+            .and_then(|n| lookup(vfs.as_ref(), &n, open.posix).ok())
         else {
             return (None, None);
         };

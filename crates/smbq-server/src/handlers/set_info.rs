@@ -25,7 +25,7 @@ use crate::dos::DosInfo;
 use crate::errors::map_io_error;
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
 use crate::open_state::{Fact, Moved};
-use crate::path::{Stream, parse_smb_name, resolve};
+use crate::path::{Stream, lookup, parse_smb_name};
 use crate::security::{Token, require};
 use crate::tables::Open;
 use crate::tables::open::FileOpen;
@@ -509,7 +509,7 @@ fn rename(
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }
     let from = movable_source(srv, open, f)?;
-    let found = resolve(vfs.as_ref(), &name)?;
+    let found = lookup(vfs.as_ref(), &name, open.posix)?;
     let rw = crate::access::share::READ | crate::access::share::WRITE;
     check_target_directory(srv, vfs.as_ref(), &found.path, f.is_dir, rw)?;
     let mut to = found.path;
@@ -574,7 +574,7 @@ fn link(srv: &Server, open: &Open, token: &Token, l: &LinkInfo) -> Result<(), Nt
     if f.file.stat().map_err(io)?.nlink >= MAX_LINKS {
         return Err(NtStatus::TOO_MANY_LINKS);
     }
-    let found = resolve(vfs.as_ref(), &name)?;
+    let found = lookup(vfs.as_ref(), &name, open.posix)?;
     // The destination directory is opened for FILE_ADD_FILE sharing everything (MS-FSA).
     let all =
         crate::access::share::READ | crate::access::share::WRITE | crate::access::share::DELETE;

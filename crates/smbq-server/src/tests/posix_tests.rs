@@ -201,3 +201,61 @@ async fn a_posix_directory_lists_posix_entries() {
     let sub = entries.iter().find(|e| e.name == "sub").unwrap();
     assert_eq!(sub.posix.as_ref().unwrap().mode >> 12, 1);
 }
+
+#[tokio::test]
+async fn posix_opens_name_files_case_sensitively() {
+    let h = H::new().await;
+    h.put("Report.txt", b"upper").await;
+    let posix = posix_ctx(&0o644u32.to_le_bytes());
+    // A Windows open finds the file whatever the case; a POSIX one only as spelled.
+    let o = h.create("REPORT.TXT", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let o = h
+        .create_req("REPORT.TXT", mask::GENERIC_READ, D::OPEN)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+    // Two names that differ only in case are two files.
+    let o = h
+        .create_req(
+            "report.txt",
+            mask::GENERIC_READ | mask::GENERIC_WRITE,
+            D::CREATE,
+        )
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert!(h.path("report.txt").exists() && h.path("Report.txt").exists());
+    assert_eq!(std::fs::read(h.path("Report.txt")).unwrap(), b"upper");
+    // No 8.3 names either.
+    h.put("a long file name.txt", b"x").await;
+    let short = crate::short_name::short_name("a long file name.txt");
+    let o = h.create(&short, mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let o = h
+        .create_req(&short, mask::GENERIC_READ, D::OPEN)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+    // A missing parent is still a path that is not found.
+    let o = h
+        .create_req("nodir\\f", mask::GENERIC_READ, D::CREATE)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::OBJECT_PATH_NOT_FOUND);
+
+    // A POSIX directory listing matches its pattern case-sensitively.
+    let dir = h
+        .create_req("", mask::GENERIC_READ, D::OPEN)
+        .options(opts::DIRECTORY_FILE)
+        .contexts(&posix_ctx(&[0; 4]))
+        .send()
+        .await;
+    let (s, names) = super::dir_tests::query(&h, dir.id, DirClass::Posix, "r*", 0, 65536).await;
+    assert_eq!(s, NtStatus::SUCCESS);
+    assert_eq!(names, ["report.txt"]);
+}

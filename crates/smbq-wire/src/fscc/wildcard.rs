@@ -17,6 +17,8 @@ pub struct Pattern {
     match_all: bool,
     /// Name characters the pattern consumes at least (literals and `?`).
     min_len: usize,
+    /// Literals compare as they are ([`Pattern::case_sensitive`]), not upper-cased.
+    exact_case: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +43,17 @@ fn upcase(c: char) -> char {
 
 impl Pattern {
     pub fn new(pattern: &str) -> Self {
+        Self::build(pattern, false)
+    }
+
+    /// The same wildcards, with literals compared case-sensitively: a POSIX directory open's
+    /// listing (the SMB3 POSIX extensions, crate::posix).
+    pub fn case_sensitive(pattern: &str) -> Self {
+        Self::build(pattern, true)
+    }
+
+    fn build(pattern: &str, exact_case: bool) -> Self {
+        let fold = |c: char| if exact_case { c } else { upcase(c) };
         let mut tokens: Vec<Token> = Vec::with_capacity(pattern.len());
         for c in pattern.chars() {
             let t = match c {
@@ -49,7 +62,7 @@ impl Pattern {
                 '<' => Token::DosStar,
                 '>' => Token::DosQm,
                 '"' => Token::DosDot,
-                c => Token::Lit(upcase(c)),
+                c => Token::Lit(fold(c)),
             };
             // "**" matches exactly what "*" does; collapsing keeps hostile star runs cheap.
             if t == Token::Star && tokens.last() == Some(&Token::Star) {
@@ -68,6 +81,7 @@ impl Pattern {
             tokens,
             match_all,
             min_len,
+            exact_case,
         }
     }
 
@@ -85,7 +99,11 @@ impl Pattern {
         if self.match_all {
             return true;
         }
-        let name: Vec<char> = name.chars().map(upcase).collect();
+        let name: Vec<char> = if self.exact_case {
+            name.chars().collect()
+        } else {
+            name.chars().map(upcase).collect()
+        };
         if name.len() < self.min_len {
             return false;
         }
@@ -168,6 +186,18 @@ pub fn has_wildcards(pattern: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn case_sensitive_patterns_keep_the_wildcards() {
+        let p = Pattern::case_sensitive("a*.TXT");
+        assert!(p.matches("abc.TXT"));
+        assert!(!p.matches("abc.txt"));
+        assert!(!p.matches("Abc.TXT"));
+        assert!(Pattern::case_sensitive("*").matches("X"));
+        assert!(Pattern::case_sensitive("x?").matches("xY"));
+        assert!(!Pattern::case_sensitive("x").matches("X"));
+        assert!(Pattern::new("x").matches("X"));
+    }
 
     #[test]
     fn plain_wildcards() {

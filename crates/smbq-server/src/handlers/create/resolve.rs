@@ -10,7 +10,7 @@ use super::Stop;
 use super::disposition::{Plan, plan};
 use super::intent::CreateIntent;
 use crate::access::opts;
-use crate::path::{Resolved, SmbName, Stream, parse_smb_name, resolve};
+use crate::path::{Resolved, SmbName, Stream, lookup, parse_smb_name};
 
 /// What a CREATE's name resolved to, and what the disposition makes of it.
 pub(super) enum Target<'n> {
@@ -33,7 +33,8 @@ pub(super) fn target<'n>(
     intent: &CreateIntent,
     name: &'n SmbName,
 ) -> Result<Target<'n>, Stop> {
-    let found = resolve(vfs, name)?;
+    // A POSIX open names files case-sensitively (crate::posix).
+    let found = lookup(vfs, name, intent.contexts.posix_mode.is_some())?;
     if let Stream::Named(sname) = &name.stream {
         return Ok(Target::Stream { found, sname });
     }
