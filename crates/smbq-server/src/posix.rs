@@ -9,7 +9,7 @@
 
 use smbq_vfs::{FsStat, Stat};
 use smbq_wire::posix::{FsPosixInfo, PosixInfo, PosixStat, wire_mode};
-use smbq_wire::security::Sid;
+use smbq_wire::security::{SecurityDescriptor, Sid, info as sinfo};
 
 use crate::{dos, meta};
 
@@ -55,6 +55,23 @@ pub fn fs_info(fs: &FsStat) -> FsPosixInfo {
         total_file_nodes: fs.total_files,
         free_file_nodes: fs.free_files,
         fs_identifier: fs.fs_id,
+    }
+}
+
+/// The mode a chmod through SET_INFO asks for: on a POSIX open, a DACL of exactly one ACE
+/// whose trustee is S-1-5-88-3-`mode` (the NFS mode SID; how Samba's client and Linux's cifs
+/// client send chmod, Samba check_smb2_posix_chmod_ace), of which the rwx bits are taken.
+/// `None` for any other descriptor, which is then set as on any open.
+pub fn chmod_of(addl: u32, sd: &SecurityDescriptor) -> Option<u32> {
+    if addl & sinfo::DACL_SECURITY_INFORMATION == 0 {
+        return None;
+    }
+    let [ace] = sd.dacl.as_ref()?.aces.as_slice() else {
+        return None;
+    };
+    match ace.sid.sub_authorities.as_slice() {
+        [88, 3, mode] if ace.sid.authority_value() == 5 => Some(mode & 0o777),
+        _ => None,
     }
 }
 

@@ -162,6 +162,15 @@ fn set_security(
     if !new.is_encodable() {
         return Err(NtStatus::INVALID_SECURITY_DESCR);
     }
+    // A POSIX client's chmod (crate::posix): the mode is set, as the session's user on a
+    // per-user share (the kernel decides), and a stored descriptor that would hide it goes.
+    if open.posix
+        && let Some(mode) = crate::posix::chmod_of(addl, &new)
+    {
+        f.file.set_mode(mode).map_err(io)?;
+        f.file.remove_xattr(store::XATTR).map_err(io)?;
+        return Ok(());
+    }
     // Stored as Windows stores it: the generic rights of ACEs that apply to this object mapped
     // to the file rights they stand for (MS-DTYP 2.5.3.4, GENERIC_MAPPING); an inherit-only
     // ACE keeps them for the children it is passed to (smbtorture smb2.acls.GENERIC).

@@ -259,3 +259,80 @@ async fn posix_opens_name_files_case_sensitively() {
     assert_eq!(s, NtStatus::SUCCESS);
     assert_eq!(names, ["report.txt"]);
 }
+
+/// Samba's and Linux's chmod: one ACE naming S-1-5-88-3-mode. On a POSIX open it sets the
+/// mode (rwx only) and drops a stored descriptor that would hide it; on any other open it is
+/// a descriptor like any other.
+#[tokio::test]
+async fn chmod_through_the_nfs_mode_sid_on_posix_opens() {
+    use smbq_wire::security::{Ace, Acl, SecurityDescriptor, control, info};
+    let h = &H::new().await;
+    h.put("f", b"x").await;
+    std::fs::set_permissions(h.path("f"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let nfs_mode = |mode: u32| Sid::new(5, &[88, 3, mode]);
+    let chmod = |mode: u32| SecurityDescriptor {
+        control: control::SE_SELF_RELATIVE | control::SE_DACL_PRESENT,
+        owner: None,
+        group: None,
+        sacl: None,
+        dacl: Some(Acl::new(vec![Ace::allowed(nfs_mode(mode), 0, 0)])),
+    };
+    let mode_of = || std::fs::metadata(h.path("f")).unwrap().permissions().mode() & 0o7777;
+    let set = |id, sd| async move {
+        super::security_tests::set_sd(h, id, info::DACL_SECURITY_INFORMATION, &sd).await
+    };
+    let dacl_sids = |id| async move {
+        let m = msg(Command::QUERY_INFO, h.tree, h.session.id, |w| {
+            QueryInfoRequest {
+                info_type: InfoType::SECURITY,
+                file_info_class: 0,
+                output_buffer_length: 65536,
+                additional_information: info::DACL_SECURITY_INFORMATION,
+                flags: 0,
+                file_id: id,
+                input: &[],
+            }
+            .encode(w)
+        });
+        let r = h.send(m).await;
+        assert_eq!(r.status, NtStatus::SUCCESS);
+        let mut full = vec![0u8; 64];
+        full.extend_from_slice(&r.body);
+        let buf = QueryInfoResponse::decode(&full).unwrap().buffer.to_vec();
+        let sd = SecurityDescriptor::decode(&buf).unwrap();
+        sd.dacl
+            .unwrap()
+            .aces
+            .into_iter()
+            .map(|a| a.sid)
+            .collect::<Vec<_>>()
+    };
+
+    // On a Windows open the descriptor is stored as sent, and the mode stays.
+    let w = h
+        .create("f", mask::WRITE_DAC | mask::READ_CONTROL, D::OPEN, 0)
+        .await;
+    assert_eq!(set(w.id, chmod(0o600)).await, NtStatus::SUCCESS);
+    assert_eq!(mode_of(), 0o644);
+    assert_eq!(dacl_sids(w.id).await, [nfs_mode(0o600)]);
+
+    let o = h
+        .create_req("f", mask::WRITE_DAC | mask::READ_CONTROL, D::OPEN)
+        .contexts(&posix_ctx(&[0; 4]))
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert_eq!(set(o.id, chmod(0o4751)).await, NtStatus::SUCCESS);
+    assert_eq!(mode_of(), 0o751, "rwx only: no setuid");
+    // The descriptor is the mode's again.
+    assert!(!dacl_sids(o.id).await.contains(&nfs_mode(0o600)));
+
+    // Without WRITE_DAC it is refused, as any descriptor change.
+    let o2 = h
+        .create_req("f", mask::GENERIC_READ, D::OPEN)
+        .contexts(&posix_ctx(&[0; 4]))
+        .send()
+        .await;
+    assert_eq!(set(o2.id, chmod(0o600)).await, NtStatus::ACCESS_DENIED);
+    assert_eq!(mode_of(), 0o751);
+}

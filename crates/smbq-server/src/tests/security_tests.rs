@@ -90,7 +90,7 @@ async fn query_file(h: &H, id: FileId, class: u8) -> NtStatus {
     h.send(m).await.status
 }
 
-async fn set_sd(h: &H, id: FileId, addl: u32, d: &SecurityDescriptor) -> NtStatus {
+pub(super) async fn set_sd(h: &H, id: FileId, addl: u32, d: &SecurityDescriptor) -> NtStatus {
     let b = d.to_bytes();
     let m = msg(Command::SET_INFO, h.tree, h.session.id, |w| {
         SetInfoRequest {
