@@ -87,3 +87,36 @@ def test_smbclient_posix_mode(workdir, unstable, transport):
     # Opening an existing file as a POSIX open leaves its mode alone.
     assert stat.S_IMODE(os.stat(server.share / "kept.txt").st_mode) == 0o640
     assert rc == 0, server.server_log()
+
+
+def test_smbclient_posix_names_and_symlinks(workdir, unstable):
+    """In `posix` mode two names that differ only in case are two files; `symlink` makes a
+    reparse point that `readlink` reads back, stored as data on a regular file: a link to
+    outside the share is kept and reported, and never followed by anything."""
+    server = SmbqServer(workdir, config=CONFIG)
+    a, b = "/tmp/smbq-posix-a.txt", "/tmp/smbq-posix-b.txt"
+    unstable.path(a).write_text("upper\n")
+    unstable.path(b).write_text("lower\n")
+    leaked = "/tmp/smbq-posix-leak.txt"
+    unstable.path(leaked).unlink(missing_ok=True)
+    try:
+        p = unstable.run([
+            "smbclient", f"//{HOST}/share", "-U", f"{USER}%{server.password}",
+            f"--option=client smb transports=tcp:{server.port}",
+            "-c", f"posix; put {a} Case.txt; put {b} case.txt; "
+                  "symlink ../../../etc/passwd evil; symlink Case.txt good; "
+                  f"readlink evil; readlink good; ls; get evil {leaked}"], timeout=120)
+    finally:
+        rc = server.stop()
+    out = p.stdout + p.stderr
+    assert (server.share / "Case.txt").read_text() == "upper\n", out
+    assert (server.share / "case.txt").read_text() == "lower\n", out
+    assert "evil -> ../../../etc/passwd" in p.stdout, out
+    assert "good -> Case.txt" in p.stdout, out
+    for name in ("evil", "good"):
+        st = os.lstat(server.share / name)
+        assert stat.S_ISREG(st.st_mode) and st.st_size == 0, (name, oct(st.st_mode))
+    # Whatever the client does with it, no byte of /etc/passwd comes back.
+    got = unstable.path(leaked).read_bytes() if unstable.path(leaked).exists() else b""
+    assert b"root:" not in got
+    assert rc == 0, server.server_log()

@@ -36,6 +36,9 @@ pub struct DosInfo {
     pub creation: Option<u64>,
     /// The file id given to the file when this server created it (crate::file_id).
     pub file_id: Option<IdStamp>,
+    /// The tag of the file's reparse point (crate::reparse), which lives in an xattr of its
+    /// own: FILE_ATTRIBUTE_REPARSE_POINT is reported while there is one.
+    pub reparse_tag: Option<u32>,
 }
 
 /// A file id and the inode it was given to: a copy of the xattr on another inode (`cp -a`,
@@ -97,22 +100,36 @@ impl DosInfo {
             attributes: (a != u32::MAX).then_some(a & (attr::STORED | attr::READONLY)),
             creation: (c != 0).then_some(c),
             file_id,
+            reparse_tag: None,
         }
     }
 
     pub fn read(file: &dyn VfsFile) -> DosInfo {
-        match file.get_xattr(XATTR) {
+        let mut info = match file.get_xattr(XATTR) {
             Ok(Some(b)) => DosInfo::decode(&b),
             _ => DosInfo::default(),
-        }
+        };
+        info.reparse_tag = crate::reparse::tag(file);
+        info
     }
 
-    /// From xattrs already read (a directory listing's [`VfsFile::entry_xattrs`]).
+    /// From xattrs already read (a directory listing's [`VfsFile::entry_xattrs`], asked for
+    /// the names [`DosInfo::wants`] accepts).
     pub fn from_xattrs(xattrs: &[(String, Vec<u8>)]) -> DosInfo {
-        xattrs
+        let mut info = xattrs
             .iter()
             .find(|(n, _)| n == XATTR)
-            .map_or_else(DosInfo::default, |(_, v)| DosInfo::decode(v))
+            .map_or_else(DosInfo::default, |(_, v)| DosInfo::decode(v));
+        info.reparse_tag = xattrs
+            .iter()
+            .find(|(n, _)| n == crate::reparse::XATTR)
+            .and_then(|(_, v)| crate::reparse::tag_in(v));
+        info
+    }
+
+    /// The xattrs [`DosInfo::from_xattrs`] reads.
+    pub fn wants(name: &str) -> bool {
+        name == XATTR || name == crate::reparse::XATTR
     }
 
     pub fn write(&self, file: &dyn VfsFile) -> std::io::Result<()> {
@@ -130,6 +147,8 @@ pub struct View {
     pub attributes: u32,
     /// FileId / IndexNumber (crate::file_id::reported).
     pub file_id: u64,
+    /// The reparse point's tag, 0 without one (crate::reparse).
+    pub reparse_tag: u32,
 }
 
 impl View {
@@ -143,6 +162,7 @@ impl View {
             change: change.unwrap_or_else(|| meta::ft(st.ctime)),
             attributes: attributes(st, name, dos),
             file_id: crate::file_id::reported(st, dos),
+            reparse_tag: dos.reparse_tag.unwrap_or(0),
         }
     }
 }
@@ -156,6 +176,17 @@ pub fn view(srv: &Server, file: &dyn VfsFile, key: FileKey, st: &Stat, name: &st
 /// MS-FSCC 2.6: stored bits plus READONLY (mode) and DIRECTORY (type); a file with none left
 /// is NORMAL. Without stored bits, the POSIX-derived defaults of [`meta::attributes`].
 pub fn attributes(st: &Stat, name: &str, dos: &DosInfo) -> u32 {
+    let a = stored_attributes(st, name, dos);
+    // MS-FSCC 2.6: a file with a reparse point says so (crate::reparse); NORMAL is only ever
+    // alone.
+    match dos.reparse_tag {
+        Some(_) if a == attr::NORMAL => attr::REPARSE_POINT,
+        Some(_) => a | attr::REPARSE_POINT,
+        None => a,
+    }
+}
+
+fn stored_attributes(st: &Stat, name: &str, dos: &DosInfo) -> u32 {
     let Some(stored) = dos.attributes else {
         return meta::attributes(st, name);
     };
@@ -200,11 +231,13 @@ mod tests {
                 attributes: Some(attr::HIDDEN | attr::SYSTEM),
                 creation: Some(0x01d0_0000_1234_5678),
                 file_id: None,
+                reparse_tag: None,
             },
             DosInfo {
                 attributes: Some(0),
                 creation: None,
                 file_id: None,
+                reparse_tag: None,
             },
             DosInfo {
                 attributes: None,
@@ -213,6 +246,7 @@ mod tests {
                     ino: 12,
                     id: crate::file_id::STAMPED | 5,
                 }),
+                reparse_tag: None,
             },
         ] {
             assert_eq!(DosInfo::decode(&d.encode()), d);
@@ -230,6 +264,7 @@ mod tests {
             attributes: Some(attr::HIDDEN),
             creation: None,
             file_id: Some(IdStamp { ino: 1, id: 2 }),
+            reparse_tag: None,
         }
         .encode();
         assert_eq!(stamped.len(), 29);
@@ -242,6 +277,7 @@ mod tests {
             attributes: Some(attr::HIDDEN | attr::DIRECTORY | attr::READONLY),
             creation: None,
             file_id: None,
+            reparse_tag: None,
         };
         assert_eq!(
             DosInfo::decode(&d.encode()).attributes,
@@ -259,12 +295,14 @@ mod tests {
             attributes: Some(0),
             creation: None,
             file_id: None,
+            reparse_tag: None,
         };
         assert_eq!(attributes(&f, "a", &normal), attr::NORMAL);
         let hidden = DosInfo {
             attributes: Some(attr::HIDDEN),
             creation: None,
             file_id: None,
+            reparse_tag: None,
         };
         assert_eq!(attributes(&f, "a", &hidden), attr::HIDDEN);
         let ro = stat(FileKind::File, 0o100444);
@@ -276,6 +314,7 @@ mod tests {
             attributes: Some(attr::READONLY),
             creation: None,
             file_id: None,
+            reparse_tag: None,
         };
         assert_eq!(
             attributes(&d, "d", &stored_ro),

@@ -33,6 +33,7 @@ pub mod pipe;
 pub mod posix;
 pub mod push;
 mod reload;
+pub mod reparse;
 mod resume_key;
 pub mod security;
 pub mod share;

@@ -8,19 +8,25 @@
 //! descriptor of this server names them by (crate::security).
 
 use smbq_vfs::{FsStat, Stat};
-use smbq_wire::posix::{FsPosixInfo, PosixInfo, PosixStat, wire_mode};
+use smbq_wire::fscc::attributes::IO_REPARSE_TAG_SYMLINK;
+use smbq_wire::posix::{FsPosixInfo, PERMISSION_BITS, PosixInfo, PosixStat, file_type, wire_mode};
 use smbq_wire::security::{SecurityDescriptor, Sid, info as sinfo};
 
 use crate::{dos, meta};
 
-/// The create context's answer, and the tail of FILE_POSIX_INFORMATION.
-pub fn stat(st: &Stat) -> PosixStat {
+/// The create context's answer, and the tail of FILE_POSIX_INFORMATION, for a file whose
+/// reparse point (crate::reparse) has `reparse_tag` (0: none). A symlink a client set as a
+/// reparse point is reported as a symlink (type 2), as Samba reports it; on disk it is a
+/// regular file that is never followed.
+pub fn stat(st: &Stat, reparse_tag: u32) -> PosixStat {
+    let mut mode = wire_mode(st.mode);
+    if reparse_tag == IO_REPARSE_TAG_SYMLINK {
+        mode = (mode & PERMISSION_BITS) | (file_type::SYMLINK << 12);
+    }
     PosixStat {
         nlink: u32::try_from(st.nlink).unwrap_or(u32::MAX),
-        // Links and devices are never opened or listed here (crate::handlers::query_directory,
-        // smbq_vfs's open), so nothing served is a reparse point.
-        reparse_tag: 0,
-        mode: wire_mode(st.mode),
+        reparse_tag,
+        mode,
         owner: Sid::unix_user(st.uid),
         group: Sid::unix_group(st.gid),
     }
@@ -40,7 +46,7 @@ pub fn info(st: &Stat, view: &dos::View, allocation: u64) -> PosixInfo {
         inode: st.ino,
         // The device number is 32 bits on the wire (Samba sends st_dev truncated, too).
         device: st.dev as u32,
-        stat: stat(st),
+        stat: stat(st, view.reparse_tag),
     }
 }
 

@@ -8,7 +8,8 @@ use smbq_wire::ioctl::{
 };
 use smbq_wire::{Dialect, NtStatus};
 
-use super::{Ctx, bad, body};
+use super::{Ctx, bad, blocking, body};
+use crate::access::mask;
 
 /// Dialects this server implements, for the greatest-common-dialect check.
 const IMPLEMENTED: [Dialect; 5] = [
@@ -72,7 +73,9 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
             Ok(reply(&req, NtStatus::SUCCESS, &[]))
         }
         CtlCode::QUERY_NETWORK_INTERFACE_INFO => network_interfaces(ctx, &req, max_out),
-        CtlCode::GET_REPARSE_POINT => Err(NtStatus::NOT_A_REPARSE_POINT),
+        CtlCode::SET_REPARSE_POINT | CtlCode::GET_REPARSE_POINT | CtlCode::DELETE_REPARSE_POINT => {
+            reparse_point(ctx, &req, max_out).await
+        }
         CtlCode::DFS_GET_REFERRALS | CtlCode::DFS_GET_REFERRALS_EX => {
             Err(NtStatus::FS_DRIVER_REQUIRED)
         }
@@ -82,6 +85,39 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
         }
         _ => Err(NtStatus::INVALID_DEVICE_REQUEST),
     }
+}
+
+/// FSCTL_SET/GET/DELETE_REPARSE_POINT (crate::reparse). Setting or deleting needs
+/// FILE_WRITE_DATA or FILE_WRITE_ATTRIBUTES (MS-FSA 2.1.5.10.37, 2.1.5.10.9); reading needs
+/// no right beyond the open (2.1.5.10.24).
+async fn reparse_point(
+    ctx: &Ctx<'_>,
+    req: &IoctlRequest<'_>,
+    max_out: usize,
+) -> Result<Response, NtStatus> {
+    let open = ctx.open()?.clone();
+    open.file().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
+    let code = req.ctl_code;
+    if code != CtlCode::GET_REPARSE_POINT {
+        crate::security::require_any(&open, mask::FILE_WRITE_DATA | mask::FILE_WRITE_ATTRIBUTES)?;
+    }
+    let input = req.input.to_vec();
+    let (out, status) = blocking(move || {
+        let f = open.file().ok_or(NtStatus::INVALID_HANDLE)?;
+        if f.stream.is_some() {
+            // A named stream has no reparse point of its own (MS-FSCC 2.1.2).
+            return Err(NtStatus::INVALID_PARAMETER);
+        }
+        let file = f.file.as_ref();
+        match code {
+            CtlCode::GET_REPARSE_POINT => crate::reparse::get(file, max_out),
+            CtlCode::SET_REPARSE_POINT => crate::reparse::set(file, f.is_dir, &input)
+                .map(|()| (Vec::new(), NtStatus::SUCCESS)),
+            _ => crate::reparse::delete(file, &input).map(|()| (Vec::new(), NtStatus::SUCCESS)),
+        }
+    })
+    .await?;
+    Ok(reply(req, status, &out))
 }
 
 /// The IOCTL response to `req` carrying `output`.

@@ -292,7 +292,7 @@ impl Seen {
             // show; Windows clients ignore ".." anyway, so it reports what POSIX gives.
             ".." => (DosInfo::default(), 0),
             name => {
-                let want = |x: &str| x == dos::XATTR || crate::ea::is_ea_xattr(x);
+                let want = |x: &str| DosInfo::wants(x) || crate::ea::is_ea_xattr(x);
                 let xattrs = dir.entry_xattrs(name, &want).unwrap_or_default();
                 (
                     DosInfo::from_xattrs(&xattrs),
@@ -329,8 +329,14 @@ fn entry_info(seen: &Seen, class: DirClass) -> DirEntryInfo<'_> {
         end_of_file: meta::end_of_file(st),
         allocation_size: seen.allocation,
         file_attributes: v.attributes,
-        ea_size: seen.ea_size,
-        reparse_tag: 0,
+        // MS-FSCC 2.4.14 (and the other classes with EaSize): a reparse point's entry carries
+        // its tag there instead.
+        ea_size: if v.reparse_tag != 0 {
+            v.reparse_tag
+        } else {
+            seen.ea_size
+        },
+        reparse_tag: v.reparse_tag,
         // MS-FSA 2.1.5.6.3.8: ".." SHOULD carry the parent's FileId64, else zero. Its stamp
         // (crate::file_id) is not read here, so zero rather than an id the parent's own
         // QUERY_INFO would not report.
@@ -344,6 +350,6 @@ fn entry_info(seen: &Seen, class: DirClass) -> DirEntryInfo<'_> {
         },
         inode: st.ino,
         device: st.dev as u32,
-        posix: (class == DirClass::Posix).then(|| crate::posix::stat(st)),
+        posix: (class == DirClass::Posix).then(|| crate::posix::stat(st, v.reparse_tag)),
     }
 }

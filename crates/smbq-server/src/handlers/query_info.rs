@@ -292,7 +292,7 @@ fn file_info(
         FileInfoClass::ATTRIBUTE_TAG => enc(AttributeTagInfo::LEN, |w| {
             AttributeTagInfo {
                 file_attributes: x.v.attributes,
-                reparse_tag: 0,
+                reparse_tag: x.v.reparse_tag,
             }
             .encode(w)
         }),
@@ -322,6 +322,7 @@ fn file_info(
         FileInfoClass(posix::INFO_CLASS) => {
             let allocation = x.network_open().allocation_size;
             let info = crate::posix::info(&x.st, &x.v, allocation);
+            // (crate::posix::info reads the reparse tag from the view.)
             enc(PosixInfo::FIXED_LEN, |w| info.encode(w))
         }
         _ => return Err(NtStatus::INVALID_INFO_CLASS),

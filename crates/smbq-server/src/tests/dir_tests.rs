@@ -1,6 +1,6 @@
 use smbq_wire::create::CreateDisposition as D;
 use smbq_wire::cursor::utf16le_encode;
-use smbq_wire::fscc::dir_info::{DirClass, decode_dir_list};
+use smbq_wire::fscc::dir_info::{DirClass, DirEntryInfo, decode_dir_list};
 use smbq_wire::query_directory::{
     QueryDirectoryRequest, QueryDirectoryResponse, query_directory_flags as qf,
 };
@@ -17,6 +17,31 @@ pub(super) async fn query(
     flags: u8,
     max: u32,
 ) -> (NtStatus, Vec<String>) {
+    let (status, entries) = query_with(h, id, class, pattern, flags, max).await;
+    let names = entries.into_iter().map(|e| e.name.into_owned()).collect();
+    (status, names)
+}
+
+/// The entries of a first query of `class` matching `pattern` (none on failure).
+pub(super) async fn query_entries(
+    h: &H,
+    id: FileId,
+    class: DirClass,
+    pattern: &str,
+) -> Vec<DirEntryInfo<'static>> {
+    query_with(h, id, class, pattern, qf::RESTART_SCANS, 65536)
+        .await
+        .1
+}
+
+async fn query_with(
+    h: &H,
+    id: FileId,
+    class: DirClass,
+    pattern: &str,
+    flags: u8,
+    max: u32,
+) -> (NtStatus, Vec<DirEntryInfo<'static>>) {
     let p = utf16le_encode(pattern);
     let m = msg(Command::QUERY_DIRECTORY, h.tree, h.session.id, |w| {
         QueryDirectoryRequest {
@@ -36,12 +61,7 @@ pub(super) async fn query(
     let mut full = vec![0u8; 64];
     full.extend_from_slice(&r.body);
     let resp = QueryDirectoryResponse::decode(&full).unwrap();
-    let names = decode_dir_list(class, resp.buffer)
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name.into_owned())
-        .collect();
-    (r.status, names)
+    (r.status, decode_dir_list(class, resp.buffer).unwrap())
 }
 
 #[tokio::test]

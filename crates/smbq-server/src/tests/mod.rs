@@ -18,6 +18,7 @@ mod oplock_tests;
 mod persistent_tests;
 mod posix_tests;
 mod reload_tests;
+mod reparse_tests;
 mod rights_tests;
 mod security_tests;
 mod set_info_tests;

@@ -32,7 +32,10 @@ pub(super) fn respond(
         Some(v) => (v.file_id, u64::from(tree.share.serial)),
         None => (0, 0),
     };
-    let posix = done.stat.as_ref().map(crate::posix::stat);
+    let posix = done
+        .stat
+        .as_ref()
+        .map(|st| crate::posix::stat(st, done.view.as_ref().map_or(0, |v| v.reparse_tag)));
     let ctx_bytes = contexts::respond(
         &intent.contexts,
         done.maximal,

@@ -424,6 +424,7 @@ fn stamp_new(o: &Opener<'_>, file: &dyn VfsFile, ino: u64, is_dir: bool) {
             ino,
             id: o.tree.share.file_ids.next(o.vfs),
         }),
+        reparse_tag: None,
     };
     // Best effort: without xattrs the file keeps the default attributes and reports its
     // inode number as its id. Before the mode below, which would forbid a user xattr write
@@ -486,6 +487,13 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
     let is_dir = st.kind == FileKind::Dir;
     let truncate = plan.truncates();
     let created = plan == Plan::Create;
+    let mut dos = dos::DosInfo::read(file.as_ref());
+    // A reparse point set by a client (crate::reparse) is data the server never acts on:
+    // opening the file itself needs FILE_OPEN_REPARSE_POINT, as NTFS answers a tag no filter
+    // handles (MS-FSA 2.1.5.1; Samba answers symlinks STOPPED_ON_SYMLINK, others so).
+    if !created && dos.reparse_tag.is_some() && o.intent.options & opts::OPEN_REPARSE_POINT == 0 {
+        return Err(NtStatus::IO_REPARSE_TAG_NOT_HANDLED.into());
+    }
     let new = admit::share_entry(o, &path, is_dir, rights, truncate);
     if let Err(stop) = admit::admit(o, key, &new, truncate, created) {
         if created {
@@ -495,9 +503,11 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
     }
     if truncate {
         st = overwrite(o, key, file.as_ref())?;
+        dos = dos::DosInfo::read(file.as_ref());
     }
     let name = path.file_name().unwrap_or_default().to_owned();
-    let view = dos::view(o.srv, file.as_ref(), key, &st, &name);
+    let change = o.srv.open_state().change_time(key, st.ctime);
+    let view = dos::View::new(&st, &name, &dos, change);
     let kind = OpenKind::File(FileOpen {
         file,
         key,

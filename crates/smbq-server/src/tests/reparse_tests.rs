@@ -1,0 +1,196 @@
+//! Reparse points a client sets (crate::reparse): kept as data on a regular file and given
+//! back, never acted on; the file reports them, and opening it needs FILE_OPEN_REPARSE_POINT.
+
+use std::os::unix::fs::FileTypeExt;
+
+use smbq_wire::create::CreateDisposition as D;
+use smbq_wire::create_context::{CreateContext, CreateContextTag, contexts_to_bytes};
+use smbq_wire::fscc::dir_info::DirClass;
+use smbq_wire::ioctl::CtlCode;
+use smbq_wire::posix::{PosixInfo, file_type};
+use smbq_wire::query_info::{InfoType, QueryInfoRequest, QueryInfoResponse};
+use smbq_wire::{Command, FileId, NtStatus};
+
+use super::harness::{H, msg};
+use crate::access::{attr, mask, opts};
+
+const SYMLINK: u32 = 0xA000_000C;
+
+/// An IO_REPARSE_TAG_SYMLINK buffer (MS-FSCC 2.1.2.4) naming `target`, as Samba's client
+/// sends it (substitute and print name alike, relative).
+fn symlink(target: &str) -> Vec<u8> {
+    let name: Vec<u8> = target.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    let n = u16::try_from(name.len()).unwrap();
+    let mut b = Vec::new();
+    b.extend_from_slice(&SYMLINK.to_le_bytes());
+    b.extend_from_slice(&(12 + 2 * n).to_le_bytes());
+    b.extend_from_slice(&[0, 0]);
+    for v in [0, n, n, n] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&name);
+    b.extend_from_slice(&name);
+    b
+}
+
+async fn qi(h: &H, id: FileId, class: u8) -> (NtStatus, Vec<u8>) {
+    let m = msg(Command::QUERY_INFO, h.tree, h.session.id, |w| {
+        QueryInfoRequest {
+            info_type: InfoType::FILE,
+            file_info_class: class,
+            output_buffer_length: 65536,
+            additional_information: 0,
+            flags: 0,
+            file_id: id,
+            input: &[],
+        }
+        .encode(w)
+    });
+    let r = h.send(m).await;
+    let mut full = vec![0u8; 64];
+    full.extend_from_slice(&r.body);
+    match r.status {
+        NtStatus::SUCCESS => (
+            r.status,
+            QueryInfoResponse::decode(&full).unwrap().buffer.to_vec(),
+        ),
+        s => (s, Vec::new()),
+    }
+}
+
+#[tokio::test]
+async fn a_symlink_reparse_point_is_data_never_a_link() {
+    let h = H::new().await;
+    let access = mask::FILE_READ_ATTRIBUTES | mask::FILE_WRITE_ATTRIBUTES | mask::DELETE;
+    let o = h
+        .create_req("evil", access, D::CREATE)
+        .options(opts::OPEN_REPARSE_POINT | opts::NON_DIRECTORY_FILE)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    for target in ["../../../etc/passwd", "/etc/shadow", ".."] {
+        let buf = symlink(target);
+        let (s, _) = h.fsctl(CtlCode::SET_REPARSE_POINT, o.id, &buf, 0).await;
+        assert_eq!(s, NtStatus::SUCCESS, "{target}");
+        let (s, out) = h.fsctl(CtlCode::GET_REPARSE_POINT, o.id, &[], 16384).await;
+        assert_eq!((s, out), (NtStatus::SUCCESS, buf), "given back as set");
+    }
+    // On disk it is an empty regular file: nothing is ever created that could be followed.
+    let md = std::fs::symlink_metadata(h.path("evil")).unwrap();
+    assert!(md.file_type().is_file() && !md.file_type().is_symlink());
+    assert!(!md.file_type().is_char_device() && !md.file_type().is_block_device());
+    assert_eq!(md.len(), 0);
+
+    // It says so: the attribute, the tag, and the EaSize of a listing.
+    let (s, b) = qi(&h, o.id, 35).await;
+    assert_eq!(s, NtStatus::SUCCESS);
+    let attrs = u32::from_le_bytes(b[0..4].try_into().unwrap());
+    assert_ne!(attrs & attr::REPARSE_POINT, 0);
+    assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()), SYMLINK);
+    let root = h
+        .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    let entries =
+        super::dir_tests::query_entries(&h, root.id, DirClass::FullDirectory, "evil").await;
+    assert_eq!(entries.len(), 1);
+    assert_ne!(entries[0].file_attributes & attr::REPARSE_POINT, 0);
+    assert_eq!(entries[0].ea_size, SYMLINK);
+
+    // Opening it as a file needs FILE_OPEN_REPARSE_POINT: no read goes through it.
+    let plain = h.create("evil", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(plain.status, NtStatus::IO_REPARSE_TAG_NOT_HANDLED);
+    let own = h
+        .create_req("evil", mask::GENERIC_READ, D::OPEN)
+        .options(opts::OPEN_REPARSE_POINT)
+        .send()
+        .await;
+    assert_eq!(own.status, NtStatus::SUCCESS);
+    let r = h.read(own.id, 0, 100).await;
+    assert_eq!(r.status, NtStatus::END_OF_FILE);
+
+    // A POSIX open reports it as a symlink, with its tag.
+    let posix = contexts_to_bytes(&[CreateContext::new(CreateContextTag::POSIX, &[0; 4])]);
+    let p = h
+        .create_req("evil", mask::FILE_READ_ATTRIBUTES, D::OPEN)
+        .options(opts::OPEN_REPARSE_POINT)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(p.status, NtStatus::SUCCESS);
+    let (s, b) = qi(&h, p.id, 100).await;
+    assert_eq!(s, NtStatus::SUCCESS);
+    let info = PosixInfo::decode(&b).unwrap();
+    assert_eq!(info.stat.reparse_tag, SYMLINK);
+    assert_eq!(info.stat.mode >> 12, file_type::SYMLINK);
+
+    // Another tag cannot replace it; deleting it needs its tag, and then it is a file again.
+    let mut other = symlink("x");
+    other[0..4].copy_from_slice(&0x8000_0014u32.to_le_bytes());
+    let (s, _) = h.fsctl(CtlCode::SET_REPARSE_POINT, o.id, &other, 0).await;
+    assert_eq!(s, NtStatus::IO_REPARSE_TAG_MISMATCH);
+    let mut del = SYMLINK.to_le_bytes().to_vec();
+    del.extend_from_slice(&[0; 4]);
+    let (s, _) = h.fsctl(CtlCode::DELETE_REPARSE_POINT, o.id, &del, 0).await;
+    assert_eq!(s, NtStatus::SUCCESS);
+    let (s, _) = h.fsctl(CtlCode::GET_REPARSE_POINT, o.id, &[], 16384).await;
+    assert_eq!(s, NtStatus::NOT_A_REPARSE_POINT);
+    assert_eq!(
+        h.create("evil", mask::GENERIC_READ, D::OPEN, 0)
+            .await
+            .status,
+        NtStatus::SUCCESS
+    );
+}
+
+#[tokio::test]
+async fn setting_a_reparse_point_needs_a_write_right_and_a_good_buffer() {
+    let h = H::new().await;
+    h.put("f", b"data").await;
+    let ro = h.create("f", mask::GENERIC_READ, D::OPEN, 0).await;
+    let (s, _) = h
+        .fsctl(CtlCode::SET_REPARSE_POINT, ro.id, &symlink("t"), 0)
+        .await;
+    assert_eq!(s, NtStatus::ACCESS_DENIED);
+    let (s, _) = h.fsctl(CtlCode::GET_REPARSE_POINT, ro.id, &[], 16384).await;
+    assert_eq!(s, NtStatus::NOT_A_REPARSE_POINT);
+    let rw = h
+        .create(
+            "f",
+            mask::FILE_WRITE_ATTRIBUTES | mask::FILE_READ_ATTRIBUTES,
+            D::OPEN,
+            0,
+        )
+        .await;
+    let mut bad = symlink("t");
+    bad.pop();
+    let (s, _) = h.fsctl(CtlCode::SET_REPARSE_POINT, rw.id, &bad, 0).await;
+    assert_eq!(s, NtStatus::IO_REPARSE_DATA_INVALID);
+    let (s, _) = h.fsctl(CtlCode::SET_REPARSE_POINT, rw.id, &[], 0).await;
+    assert_eq!(s, NtStatus::INVALID_BUFFER_SIZE);
+    // A directory takes none.
+    std::fs::create_dir(h.path("d")).unwrap();
+    let d = h
+        .create(
+            "d",
+            mask::FILE_WRITE_ATTRIBUTES,
+            D::OPEN,
+            opts::DIRECTORY_FILE,
+        )
+        .await;
+    let (s, _) = h
+        .fsctl(CtlCode::SET_REPARSE_POINT, d.id, &symlink("t"), 0)
+        .await;
+    assert_eq!(s, NtStatus::ACCESS_DENIED);
+    // An output buffer too small for the header.
+    let (s, _) = h
+        .fsctl(CtlCode::SET_REPARSE_POINT, rw.id, &symlink("t"), 0)
+        .await;
+    assert_eq!(s, NtStatus::SUCCESS);
+    let (s, _) = h.fsctl(CtlCode::GET_REPARSE_POINT, rw.id, &[], 4).await;
+    assert_eq!(s, NtStatus::BUFFER_TOO_SMALL);
+    let (s, out) = h.fsctl(CtlCode::GET_REPARSE_POINT, rw.id, &[], 10).await;
+    assert_eq!((s, out.len()), (NtStatus::BUFFER_OVERFLOW, 10));
+    // The data stays as it was.
+    assert_eq!(std::fs::read(h.path("f")).unwrap(), b"data");
+}
