@@ -176,6 +176,10 @@ pub fn view(srv: &Server, file: &dyn VfsFile, key: FileKey, st: &Stat, name: &st
 /// MS-FSCC 2.6: stored bits plus READONLY (mode) and DIRECTORY (type); a file with none left
 /// is NORMAL. Without stored bits, the POSIX-derived defaults of [`meta::attributes`].
 pub fn attributes(st: &Stat, name: &str, dos: &DosInfo) -> u32 {
+    // What the server never opens (crate::posix::special) is a reparse point and no more.
+    if !matches!(st.kind, FileKind::File | FileKind::Dir) {
+        return attr::REPARSE_POINT;
+    }
     let a = stored_attributes(st, name, dos);
     // MS-FSCC 2.6: a file with a reparse point says so (crate::reparse); NORMAL is only ever
     // alone.

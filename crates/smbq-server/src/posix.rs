@@ -81,6 +81,18 @@ pub fn chmod_of(addl: u32, sd: &SecurityDescriptor) -> Option<u32> {
     }
 }
 
+/// How an object the server never opens is reported in a POSIX listing (POSIX-FSCC; Samba
+/// smb3_file_posix_information_init): a symlink it does not follow (dangling, or leading out
+/// of the share) with IO_REPARSE_TAG_SYMLINK, a FIFO, socket or device with
+/// IO_REPARSE_TAG_NFS; its type is in the mode. `None` for what can be opened.
+pub fn special(st: &Stat) -> Option<u32> {
+    match st.kind {
+        smbq_vfs::FileKind::Symlink => Some(IO_REPARSE_TAG_SYMLINK),
+        smbq_vfs::FileKind::Other => Some(smbq_wire::fscc::attributes::IO_REPARSE_TAG_NFS),
+        _ => None,
+    }
+}
+
 /// The permission bits a POSIX CREATE may give a new file or directory: rwx and the sticky
 /// bit; never setuid or setgid (smbq_vfs drops them as well).
 pub const CREATE_MODE_BITS: u32 = 0o1777;

@@ -125,7 +125,7 @@ fn start_listing(
         Pattern::new(pattern)
     };
     let dir = open.path();
-    let mut entries = snapshot(vfs, &dir, f.file.as_ref(), &pat)?;
+    let mut entries = snapshot(vfs, &dir, f.file.as_ref(), &pat, open.posix)?;
     // Hidden entries are left out before the emptiness check, so a pattern that
     // matches only them answers NO_SUCH_FILE, as one that matches nothing: the status
     // must not tell a hidden name from an absent one.
@@ -189,12 +189,14 @@ fn readable(dir: &dyn VfsFile, name: &str, token: &Token) -> bool {
     store::grants(stored, token, check::ABE_READ)
 }
 
-/// Every matching entry, "." and ".." first.
+/// Every matching entry, "." and ".." first. `posix`: a POSIX directory open's listing, which
+/// also shows what cannot be opened (crate::posix::special).
 fn snapshot(
     vfs: &dyn Vfs,
     dir: &RelPath,
     handle: &dyn smbq_vfs::VfsFile,
     pat: &Pattern,
+    posix: bool,
 ) -> Result<Vec<ListEntry>, NtStatus> {
     let mut out = Vec::new();
     let me = handle.stat().map_err(|e| map_io_error(&e))?;
@@ -218,8 +220,9 @@ fn snapshot(
     // Stable order across queries of one snapshot; clients do not rely on any particular one.
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     for e in entries {
-        // Links leading outside the share and device nodes cannot be opened; do not list them.
-        if matches!(e.stat.kind, FileKind::Symlink | FileKind::Other) {
+        // Links leading outside the share and device nodes cannot be opened; only a POSIX
+        // listing shows them, for what they are (SMB3 POSIX extensions).
+        if !posix && matches!(e.stat.kind, FileKind::Symlink | FileKind::Other) {
             continue;
         }
         if pat.matches(&e.name) {
@@ -287,6 +290,15 @@ impl Seen {
         let st = &entry.stat;
         let key = FileKey::of(st);
         let (info, ea_size) = match entry.name.as_str() {
+            // A link the server does not follow, a FIFO, socket or device (listed to POSIX
+            // opens only): nothing of it is read; it says what it is.
+            _ if crate::posix::special(st).is_some() => (
+                DosInfo {
+                    reparse_tag: crate::posix::special(st),
+                    ..DosInfo::default()
+                },
+                0,
+            ),
             "." => (DosInfo::read(dir), crate::ea::ea_size(dir)),
             // The parent may be the share root's own parent, which is not the share's to
             // show; Windows clients ignore ".." anyway, so it reports what POSIX gives.

@@ -336,3 +336,60 @@ async fn chmod_through_the_nfs_mode_sid_on_posix_opens() {
     assert_eq!(set(o2.id, chmod(0o600)).await, NtStatus::ACCESS_DENIED);
     assert_eq!(mode_of(), 0o751);
 }
+
+/// What the server never opens, a FIFO and a link leading out of the share, is listed to a
+/// POSIX directory open for what it is (type and reparse tag, attributes REPARSE_POINT
+/// alone), left out of other listings, and still never opened.
+#[tokio::test]
+async fn special_files_are_listed_to_posix_opens_and_never_opened() {
+    let h = H::new().await;
+    let made = std::process::Command::new("mkfifo")
+        .arg(h.path("fifo"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink("/etc/passwd", h.path("out")).unwrap();
+    let posix = posix_ctx(&[0; 4]);
+    let dir = h
+        .create_req("", mask::GENERIC_READ, D::OPEN)
+        .options(opts::DIRECTORY_FILE)
+        .contexts(&posix)
+        .send()
+        .await;
+    let entries = super::dir_tests::query_entries(&h, dir.id, DirClass::Posix, "*").await;
+    let fifo = entries
+        .iter()
+        .find(|e| e.name == "fifo")
+        .expect("fifo listed");
+    let p = fifo.posix.as_ref().unwrap();
+    assert_eq!(p.mode >> 12, smbq_wire::posix::file_type::FIFO);
+    assert_eq!(p.reparse_tag, 0x8000_0014);
+    assert_eq!(fifo.file_attributes, crate::access::attr::REPARSE_POINT);
+    let out = entries
+        .iter()
+        .find(|e| e.name == "out")
+        .expect("link listed");
+    let p = out.posix.as_ref().unwrap();
+    assert_eq!(p.mode >> 12, smbq_wire::posix::file_type::SYMLINK);
+    assert_eq!(p.reparse_tag, 0xA000_000C);
+
+    let plain = h
+        .create("", mask::GENERIC_READ, D::OPEN, opts::DIRECTORY_FILE)
+        .await;
+    let names: Vec<String> =
+        super::dir_tests::query_entries(&h, plain.id, DirClass::FullDirectory, "*")
+            .await
+            .into_iter()
+            .map(|e| e.name.into_owned())
+            .collect();
+    assert!(!names.contains(&"fifo".to_owned()) && !names.contains(&"out".to_owned()));
+
+    for name in ["fifo", "out"] {
+        let o = h
+            .create_req(name, mask::GENERIC_READ, D::OPEN)
+            .contexts(&posix)
+            .send()
+            .await;
+        assert_ne!(o.status, NtStatus::SUCCESS, "{name} opened");
+    }
+}
