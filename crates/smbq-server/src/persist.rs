@@ -302,6 +302,7 @@ impl Server {
             share_access: rec.share_access,
             path,
             is_dir: rec.is_dir,
+            posix: false,
         };
         let state = self.open_state();
         state

@@ -285,6 +285,7 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
                 share_access: share,
                 path: &path,
                 is_dir: false,
+                posix: false,
             },
         )),
         Contend {
@@ -946,6 +947,7 @@ fn admit_at(t: &dyn OpenState, key: FileKey, id: u64, path: &str) {
         share_access: share::ALL,
         path: &path,
         is_dir: false,
+        posix: false,
     };
     assert_eq!(t.admit(key, &new), Ok(()));
 }

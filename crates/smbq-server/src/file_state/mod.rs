@@ -305,6 +305,7 @@ impl<L: Layout> FileStates<L> {
             share_access,
             path,
             is_dir,
+            posix: false,
         };
         self.admit_checking(key, &new)
     }

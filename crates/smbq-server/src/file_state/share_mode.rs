@@ -28,6 +28,8 @@ struct Entry {
     share: u32,
     /// [`FileKey::stream`] of the stream this open addresses.
     stream: u64,
+    /// A POSIX open (crate::posix): it does not keep a delete-pending file's name alive.
+    posix: bool,
 }
 
 /// The opens of one file and what they decided together.
@@ -45,6 +47,9 @@ pub(crate) struct ShareModes {
     /// The parent lease key (its 16 bytes) of the open that made the file delete-pending, if
     /// it named one: the directory lease the final unlink may spare ([`LastClose`]).
     delete_parent: Option<[u8; 16]>,
+    /// The delete-pending file was unlinked while POSIX opens still had it ([`Self::remove`]):
+    /// their closes delete nothing, whatever has the name now.
+    unlinked: bool,
 }
 
 /// What the last close of a file must do.
@@ -92,6 +97,8 @@ pub struct NewOpen<'a> {
     /// Where the file is, kept for the unlink at its last close.
     pub path: &'a RelPath,
     pub is_dir: bool,
+    /// A POSIX open (crate::posix).
+    pub posix: bool,
 }
 
 impl ShareModes {
@@ -104,6 +111,7 @@ impl ShareModes {
             path: path.clone(),
             is_dir,
             delete_parent: None,
+            unlinked: false,
         }
     }
 
@@ -117,6 +125,7 @@ impl ShareModes {
             access: new.access,
             share: new.share_access,
             stream: key.stream,
+            posix: new.posix,
         });
         Ok(())
     }
@@ -161,10 +170,18 @@ impl ShareModes {
             delete_stream = true;
         }
         let last = self.opens.is_empty();
-        (last || delete_stream).then(|| LastClose {
+        // SMB3 POSIX extensions (Samba close.c): POSIX opens do not keep a delete-pending
+        // file's name; it goes when the last other open of the file closes, and those POSIX
+        // opens carry on with the unlinked file (a Linux client's unlink of an open file).
+        let only_posix = stream == 0 && self.opens.iter().all(|e| e.posix);
+        let delete = self.delete_pending && !self.unlinked && (last || only_posix);
+        if delete && !last {
+            self.unlinked = true;
+        }
+        (last || delete_stream || delete).then(|| LastClose {
             path: self.path.clone(),
             is_dir: self.is_dir,
-            delete: last && self.delete_pending,
+            delete,
             delete_stream,
             delete_parent: self.delete_parent,
         })

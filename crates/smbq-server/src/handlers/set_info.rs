@@ -622,6 +622,11 @@ fn movable_source(srv: &Server, open: &Open, f: &FileOpen) -> Result<RelPath, Nt
     if from.is_root() {
         return Err(NtStatus::ACCESS_DENIED);
     }
+    // A file a POSIX delete already unlinked (crate::file_state::share_mode) has no name to
+    // move; its old path may name another file by now.
+    if open.posix && f.file.stat().map_err(io)?.nlink == 0 {
+        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
+    }
     // MS-FSA 2.1.5.15.11: not while one of the file's named streams is open
     // (smbtorture smb2.streams.basefile-rename-with-open-stream).
     if srv.open_state().has_stream_opens(f.key) {

@@ -393,3 +393,77 @@ async fn special_files_are_listed_to_posix_opens_and_never_opened() {
         assert_ne!(o.status, NtStatus::SUCCESS, "{name} opened");
     }
 }
+
+/// POSIX delete: a POSIX open does not keep a delete-pending file's name alive (Samba
+/// close.c; a Linux client's unlink of an open file). The name goes when the last other
+/// open closes; the POSIX opens carry on with the file, and their closes delete nothing,
+/// whatever has the name by then. A Windows open still keeps the name until it closes.
+#[tokio::test]
+async fn posix_opens_do_not_keep_a_deleted_name() {
+    use smbq_wire::fscc::file_info::DispositionInfo;
+    use smbq_wire::set_info::SetInfoRequest;
+    let h = H::new().await;
+    let posix = posix_ctx(&[0; 4]);
+    let rw = mask::GENERIC_READ | mask::GENERIC_WRITE;
+    let all = crate::access::share::ALL;
+    let set_delete = |id: FileId| {
+        let mut b = smbq_wire::Writer::new();
+        DispositionInfo {
+            delete_pending: true,
+        }
+        .encode(&mut b);
+        let buf = b.into_vec();
+        msg(Command::SET_INFO, h.tree, h.session.id, move |w| {
+            SetInfoRequest {
+                info_type: InfoType::FILE,
+                file_info_class: 13,
+                additional_information: 0,
+                file_id: id,
+                buffer: &buf,
+            }
+            .encode(w)
+        })
+    };
+
+    h.put("f", b"old").await;
+    let keeper = h
+        .create_req("f", rw, D::OPEN)
+        .share(all)
+        .contexts(&posix)
+        .send()
+        .await;
+    let deleter = h
+        .create_req("f", rw | mask::DELETE, D::OPEN)
+        .share(all)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(h.send(set_delete(deleter.id)).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.close(deleter.id).await.status, NtStatus::SUCCESS);
+    assert!(!h.path("f").exists(), "unlinked although a POSIX open remains");
+    // The remaining open carries on with the file.
+    assert_eq!(h.write(keeper.id, 3, b"+more").await.status, NtStatus::SUCCESS);
+    let r = h.read(keeper.id, 0, 100).await;
+    assert_eq!(r.status, NtStatus::SUCCESS);
+    // The name is free for a new file, which the old open's close leaves alone.
+    h.put("f", b"new").await;
+    assert_eq!(h.close(keeper.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(std::fs::read(h.path("f")).unwrap(), b"new");
+
+    // A Windows open keeps the name until it closes.
+    h.put("g", b"x").await;
+    let windows = h.create("g", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(windows.status, NtStatus::SUCCESS);
+    let deleter = h
+        .create_req("g", rw | mask::DELETE, D::OPEN)
+        .share(all)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(deleter.status, NtStatus::SUCCESS);
+    assert_eq!(h.send(set_delete(deleter.id)).await.status, NtStatus::SUCCESS);
+    h.close(deleter.id).await;
+    assert!(h.path("g").exists());
+    h.close(windows.id).await;
+    assert!(!h.path("g").exists());
+}

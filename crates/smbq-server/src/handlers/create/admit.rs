@@ -169,6 +169,7 @@ pub(super) fn share_entry<'p>(
         share_access: o.intent.share_access,
         path,
         is_dir,
+        posix: o.intent.contexts.posix_mode.is_some(),
     }
 }
 
