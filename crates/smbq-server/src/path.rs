@@ -43,6 +43,50 @@ impl SmbName {
     }
 }
 
+/// A POSIX open's name (crate::posix; Samba's POSIX pathnames): `/` separates components,
+/// as Linux's cifs client sends them, and so does `\`, which smbclient's POSIX mode keeps
+/// (Samba takes only `/`, so such a client reaches no subdirectory there). No stream syntax:
+/// `:` is a character like the others the Windows rules refuse (`*?<>"|`), which POSIX names
+/// may hold. Still refused: empty and `.` components, `..` (nothing above the share is ever
+/// named), NUL and over-long components.
+pub fn parse_posix_name(name: &str) -> Result<SmbName, NtStatus> {
+    let is_sep = |c: char| c == '/' || c == '\\';
+    if name.starts_with(is_sep) {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
+    let mut components = Vec::new();
+    if !name.is_empty() {
+        let trimmed = name.strip_suffix(is_sep).unwrap_or(name);
+        for c in trimmed.split(is_sep) {
+            if c == ".." {
+                return Err(NtStatus::OBJECT_PATH_SYNTAX_BAD);
+            }
+            if c.is_empty()
+                || c == "."
+                || c.contains('\0')
+                || c.encode_utf16().count() > MAX_COMPONENT_UNITS
+            {
+                return Err(NtStatus::OBJECT_NAME_INVALID);
+            }
+            components.push(c.to_owned());
+        }
+    }
+    Ok(SmbName {
+        components,
+        stream: Stream::Default,
+        default_data: false,
+    })
+}
+
+/// The name of a CREATE or a rename or link target, parsed for an open of its kind.
+pub fn parse_name(name: &str, posix: bool) -> Result<SmbName, NtStatus> {
+    if posix {
+        parse_posix_name(name)
+    } else {
+        parse_smb_name(name)
+    }
+}
+
 /// Parses an SMB2 CREATE name (MS-SMB2 2.2.13: relative to the share, `\`-separated).
 ///
 /// - A leading `\` is refused with STATUS_INVALID_PARAMETER, as Windows does
@@ -284,6 +328,23 @@ mod tests {
 
     fn comps(n: &str) -> Vec<String> {
         parse_smb_name(n).unwrap().components
+    }
+
+    #[test]
+    fn posix_names_split_on_both_separators_and_keep_other_characters() {
+        let c = |n: &str| parse_posix_name(n).map(|n| n.components);
+        assert_eq!(c("a/b\\c:d*?").unwrap(), ["a", "b", "c:d*?"]);
+        assert_eq!(c("dir/").unwrap(), ["dir"]);
+        assert!(c("").unwrap().is_empty());
+        let n = parse_posix_name("f:stream").unwrap();
+        assert_eq!(n.stream, Stream::Default);
+        assert_eq!(c("/etc"), Err(NtStatus::INVALID_PARAMETER));
+        assert_eq!(c("a/../b"), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
+        assert_eq!(c(".."), Err(NtStatus::OBJECT_PATH_SYNTAX_BAD));
+        assert_eq!(c("a//b"), Err(NtStatus::OBJECT_NAME_INVALID));
+        assert_eq!(c("a/./b"), Err(NtStatus::OBJECT_NAME_INVALID));
+        assert_eq!(c("a\0b"), Err(NtStatus::OBJECT_NAME_INVALID));
+        assert_eq!(c(&"x".repeat(256)), Err(NtStatus::OBJECT_NAME_INVALID));
     }
 
     #[test]

@@ -29,7 +29,7 @@ use super::{Ctx, blocking};
 use crate::access::{mask, share};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
 use crate::file_state::{FileKey, OpenRequest};
-use crate::path::{Stream, lookup, parse_smb_name};
+use crate::path::{Stream, lookup, parse_name};
 use crate::tables::Open;
 
 /// Breaks what a rename through `open` (a RENAME or RENAME_EX `class` with buffer `buf`)
@@ -142,7 +142,7 @@ impl Target {
         let Some(vfs) = open.tree.share.vfs.as_ref() else {
             return (None, None);
         };
-        let Some(found) = parse_smb_name(&self.name)
+        let Some(found) = parse_name(&self.name, open.posix)
             .ok()
             .filter(|n| n.stream == Stream::Default && !n.is_root())
             .and_then(|n| lookup(vfs.as_ref(), &n, open.posix).ok())

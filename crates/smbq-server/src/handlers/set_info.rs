@@ -25,7 +25,7 @@ use crate::dos::DosInfo;
 use crate::errors::map_io_error;
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
 use crate::open_state::{Fact, Moved};
-use crate::path::{Stream, lookup, parse_smb_name};
+use crate::path::{Stream, lookup, parse_name, parse_smb_name};
 use crate::security::{Token, require};
 use crate::tables::Open;
 use crate::tables::open::FileOpen;
@@ -505,7 +505,7 @@ fn rename(
     if target.starts_with(':') {
         return rename_stream(srv, open, target, replace);
     }
-    let name = parse_smb_name(target)?;
+    let name = parse_name(target, open.posix)?;
     if f.stream.is_some() {
         // A named stream cannot be moved to another name of the file system; Windows answers
         // a `file:stream` target this way (smbtorture smb2.streams.rename2).
@@ -576,7 +576,7 @@ fn link(srv: &Server, open: &Open, token: &Token, l: &LinkInfo) -> Result<(), Nt
         return Err(NtStatus::ACCESS_DENIED);
     }
     let target = l.file_name.strip_prefix('\\').unwrap_or(&l.file_name);
-    let name = parse_smb_name(target)?;
+    let name = parse_name(target, open.posix)?;
     if name.stream != Stream::Default || name.is_root() {
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }

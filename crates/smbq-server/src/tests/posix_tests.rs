@@ -438,11 +438,20 @@ async fn posix_opens_do_not_keep_a_deleted_name() {
         .contexts(&posix)
         .send()
         .await;
-    assert_eq!(h.send(set_delete(deleter.id)).await.status, NtStatus::SUCCESS);
+    assert_eq!(
+        h.send(set_delete(deleter.id)).await.status,
+        NtStatus::SUCCESS
+    );
     assert_eq!(h.close(deleter.id).await.status, NtStatus::SUCCESS);
-    assert!(!h.path("f").exists(), "unlinked although a POSIX open remains");
+    assert!(
+        !h.path("f").exists(),
+        "unlinked although a POSIX open remains"
+    );
     // The remaining open carries on with the file.
-    assert_eq!(h.write(keeper.id, 3, b"+more").await.status, NtStatus::SUCCESS);
+    assert_eq!(
+        h.write(keeper.id, 3, b"+more").await.status,
+        NtStatus::SUCCESS
+    );
     let r = h.read(keeper.id, 0, 100).await;
     assert_eq!(r.status, NtStatus::SUCCESS);
     // The name is free for a new file, which the old open's close leaves alone.
@@ -461,9 +470,41 @@ async fn posix_opens_do_not_keep_a_deleted_name() {
         .send()
         .await;
     assert_eq!(deleter.status, NtStatus::SUCCESS);
-    assert_eq!(h.send(set_delete(deleter.id)).await.status, NtStatus::SUCCESS);
+    assert_eq!(
+        h.send(set_delete(deleter.id)).await.status,
+        NtStatus::SUCCESS
+    );
     h.close(deleter.id).await;
     assert!(h.path("g").exists());
     h.close(windows.id).await;
     assert!(!h.path("g").exists());
+}
+
+/// A POSIX open's names: `/` separates, and `:` and the other characters Windows refuses are
+/// part of the name (no streams); a Windows open of the same bytes means something else.
+#[tokio::test]
+async fn posix_names_take_slashes_and_colons() {
+    let h = H::new().await;
+    std::fs::create_dir(h.path("sub")).unwrap();
+    let posix = posix_ctx(&0o600u32.to_le_bytes());
+    let o = h
+        .create_req(
+            "sub/a:b*c",
+            mask::GENERIC_READ | mask::GENERIC_WRITE,
+            D::CREATE,
+        )
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert!(h.path("sub").join("a:b*c").is_file());
+    let w = h.create("sub\\a:b*c", mask::GENERIC_READ, D::OPEN, 0).await;
+    // To a Windows open that is stream "b*c" of a file "a", which does not exist.
+    assert_eq!(w.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+    let o = h
+        .create_req("../etc", mask::GENERIC_READ, D::OPEN)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::OBJECT_PATH_SYNTAX_BAD);
 }

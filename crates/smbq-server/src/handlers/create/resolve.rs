@@ -10,7 +10,7 @@ use super::Stop;
 use super::disposition::{Plan, plan};
 use super::intent::CreateIntent;
 use crate::access::opts;
-use crate::path::{Resolved, SmbName, Stream, lookup, parse_smb_name};
+use crate::path::{Resolved, SmbName, Stream, lookup, parse_name};
 
 /// What a CREATE's name resolved to, and what the disposition makes of it.
 pub(super) enum Target<'n> {
@@ -24,7 +24,7 @@ pub(super) enum Target<'n> {
 
 /// The CREATE's name, parsed (crate::path).
 pub(super) fn name(intent: &CreateIntent) -> Result<SmbName, NtStatus> {
-    parse_smb_name(&intent.name)
+    parse_name(&intent.name, intent.contexts.posix_mode.is_some())
 }
 
 /// Looks `name` up in the share and decides what the CREATE does with it.
