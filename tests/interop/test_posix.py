@@ -12,7 +12,8 @@ import pytest
 from conftest import USER, SmbqServer, free_udp_port
 from samba_unstable import HOST
 
-CONFIG = "posix_extensions = true\nrefuse_hardlinks = false\n"
+# The extensions are on by default; hard links are not (refuse_hardlinks).
+CONFIG = "refuse_hardlinks = false\n"
 
 
 @pytest.mark.parametrize("name", ["libsmbclient.posix_extensions", "libsmbclient.posix_hardlinks"])
@@ -41,7 +42,7 @@ def test_smbtorture_posix(workdir, unstable, name):
 
 def test_smbtorture_posix_fails_without_the_extensions(workdir, unstable):
     """The same test against a server that does not offer them fails: the test can fail."""
-    server = SmbqServer(workdir, config="refuse_hardlinks = false\n")
+    server = SmbqServer(workdir, config="posix_extensions = false\nrefuse_hardlinks = false\n")
     try:
         (server.share / "posix_test_original.txt").write_text("posix\n")
         url = f"smb://{USER}:{server.password}@{HOST}:{server.port}/share"
@@ -103,7 +104,7 @@ def test_smbclient_posix_names_and_symlinks(workdir, unstable):
         p = unstable.run([
             "smbclient", f"//{HOST}/share", "-U", f"{USER}%{server.password}",
             f"--option=client smb transports=tcp:{server.port}",
-            "-c", f"posix; put {a} Case.txt; put {b} case.txt; "
+            "-c", f"posix; put {a} Case.txt; put {b} case.txt; mkdir sub; put {a} sub\\deep.txt; "
                   "symlink ../../../etc/passwd evil; symlink Case.txt good; "
                   f"readlink evil; readlink good; ls; get evil {leaked}"], timeout=120)
     finally:
@@ -111,6 +112,7 @@ def test_smbclient_posix_names_and_symlinks(workdir, unstable):
     out = p.stdout + p.stderr
     assert (server.share / "Case.txt").read_text() == "upper\n", out
     assert (server.share / "case.txt").read_text() == "lower\n", out
+    assert (server.share / "sub" / "deep.txt").read_text() == "upper\n", out
     assert "evil -> ../../../etc/passwd" in p.stdout, out
     assert "good -> Case.txt" in p.stdout, out
     for name in ("evil", "good"):

@@ -36,8 +36,7 @@ pub struct FileConfig {
     pub require_signing: bool,
     pub refuse_hardlinks: Option<bool>,
     /// The SMB3 POSIX extensions for Linux clients (crate smbq_server::posix), on every share
-    /// that does not say otherwise (default false until POSIX opens have all their semantics;
-    /// docs/posix.md).
+    /// that does not say otherwise (default true, as in Samba since 4.23; docs/posix.md).
     pub posix_extensions: Option<bool>,
     /// Grant leases on directories to SMB 3.x clients that ask (default true).
     pub directory_leases: Option<bool>,
@@ -348,7 +347,7 @@ impl FileConfig {
 
     /// `posix_extensions`, for shares that do not set their own.
     pub fn posix_extensions(&self) -> bool {
-        self.posix_extensions.unwrap_or(false)
+        self.posix_extensions.unwrap_or(true)
     }
 
     pub fn shares(&self) -> Vec<ShareConfig> {
@@ -416,6 +415,35 @@ mod tests {
             toml::from_str::<FileConfig>("bogus = 1").is_err(),
             "unknown keys are errors"
         );
+    }
+
+    #[test]
+    fn posix_extensions_default_on_and_a_share_may_differ() {
+        let c: FileConfig = toml::from_str(
+            r#"
+            [share.a]
+            path = "/srv/a"
+            [share.b]
+            path = "/srv/b"
+            posix_extensions = false
+            "#,
+        )
+        .unwrap();
+        let on: Vec<bool> = c.shares().iter().map(|s| s.posix_extensions).collect();
+        assert_eq!(on, [true, false]);
+        let c: FileConfig = toml::from_str(
+            r#"
+            posix_extensions = false
+            [share.a]
+            path = "/srv/a"
+            [share.b]
+            path = "/srv/b"
+            posix_extensions = true
+            "#,
+        )
+        .unwrap();
+        let on: Vec<bool> = c.shares().iter().map(|s| s.posix_extensions).collect();
+        assert_eq!(on, [false, true]);
     }
 
     #[test]
