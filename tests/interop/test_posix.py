@@ -122,3 +122,50 @@ def test_smbclient_posix_names_and_symlinks(workdir, unstable):
     got = unstable.path(leaked).read_bytes() if unstable.path(leaked).exists() else b""
     assert b"root:" not in got
     assert rc == 0, server.server_log()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "quic"])
+def test_smbq_client_posix_commands(workdir, transport):
+    """smbq's own client: `ls -l` shows modes, links and owners; `chmod`, `ln -s` and
+    `readlink` work; against a server without the extensions they say so and fail."""
+    from test_client import smbq_cli
+    server = SmbqServer(workdir, config=CONFIG, quic_port=free_udp_port())
+    try:
+        share = server.share
+        (share / "f.txt").write_text("hello\n")
+        os.chmod(share / "f.txt", 0o640)
+        os.link(share / "f.txt", share / "g.txt")
+        (share / "d").mkdir()
+        os.chmod(share / "d", 0o750)
+        cli = smbq_cli(server, transport)
+        cli.run("chmod", "604", cli.url("f.txt"))
+        assert stat.S_IMODE(os.stat(share / "f.txt").st_mode) == 0o604
+        cli.run("ln", "-s", "../../etc/passwd", cli.url("evil"))
+        st = os.lstat(share / "evil")
+        assert stat.S_ISREG(st.st_mode) and st.st_size == 0
+        out = cli.run("readlink", cli.url("evil")).stdout.decode()
+        assert out == "../../etc/passwd\n", out
+        ls = cli.run("ls", "-l", cli.url()).stdout.decode()
+        uid, gid = os.getuid(), os.getgid()
+        lines = {line.split()[-1]: line.split() for line in ls.splitlines()}
+        assert lines["f.txt"][:4] == ["-rw----r--", "2", str(uid), str(gid)], ls
+        assert lines["d"][0] == "drwxr-x---", ls
+        assert lines["evil"][0].startswith("l"), ls
+        assert lines["f.txt"][4] == "6", ls
+        # Reading through the link brings nothing of /etc/passwd.
+        p = cli.run("cat", cli.url("evil"), check=False)
+        assert b"root:" not in p.stdout
+    finally:
+        rc = server.stop()
+    assert rc == 0, server.server_log()
+
+    off = SmbqServer(workdir / "off", config="posix_extensions = false\n")
+    try:
+        cli = smbq_cli(off, "tcp")
+        p = cli.run("chmod", "600", cli.url("x"), check=False)
+        assert p.returncode != 0 and b"POSIX extensions" in p.stderr, p.stderr
+        # ls -l falls back to the short listing.
+        (off.share / "x").write_text("x")
+        assert "x" in cli.run("ls", "-l", cli.url()).stdout.decode()
+    finally:
+        off.stop()

@@ -53,6 +53,9 @@ pub struct ClientConfig {
     /// Compress only while it is faster than the link (smbq_compress::pace); false
     /// compresses whatever the link.
     pub compress_adaptive: bool,
+    /// Offer the SMB3 POSIX extensions (3.1.1; smbq_wire::posix): a server that takes them
+    /// answers POSIX opens with modes, owners and links.
+    pub posix: bool,
 }
 
 impl Default for ClientConfig {
@@ -84,6 +87,7 @@ impl Default for ClientConfig {
             compression: Vec::new(),
             compress_min_size: 4096,
             compress_adaptive: true,
+            posix: true,
         }
     }
 }

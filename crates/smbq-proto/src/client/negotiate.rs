@@ -8,6 +8,7 @@ use smbq_wire::negotiate::{
     NegotiateResponse, SigningAlgorithm as WireSigning, capabilities, compression_flags,
     security_mode, transport_flags,
 };
+use smbq_wire::posix;
 use smbq_wire::smb1_negotiate::{DIALECT_SMB2_002, DIALECT_SMB2_WILDCARD, Smb1NegotiateRequest};
 use smbq_wire::{Command, Dialect, Header, NtStatus, Writer};
 
@@ -33,6 +34,8 @@ pub struct Negotiated {
     pub data_streams: u16,
     /// What the compression context settled (off unless both ends offered it).
     pub compression: Compression,
+    /// The server took the SMB3 POSIX extensions (smbq_wire::posix).
+    pub posix: bool,
 }
 
 impl Negotiated {
@@ -111,6 +114,12 @@ pub fn negotiate_request(cfg: &ClientConfig, header: &Header, salt: &[u8; 32]) -
                 algorithms: cfg.compression.iter().map(|a| a.wire()).collect(),
             });
         }
+        if cfg.posix {
+            contexts.push(NegotiateContext::Other {
+                context_type: posix::NEGOTIATE_CONTEXT,
+                data: &posix::TAG,
+            });
+        }
     }
     let req = NegotiateRequest {
         security_mode: if cfg.signing_required {
@@ -160,6 +169,7 @@ pub fn parse_negotiate_response(cfg: &ClientConfig, msg: &[u8]) -> Result<Negoti
         security_blob: r.security_buffer.to_vec(),
         data_streams: 0,
         compression: Compression::default(),
+        posix: false,
     };
     if r.dialect == Dialect::SMB3_1_1 {
         settle_contexts(cfg, &r.contexts, &mut n)?;
@@ -223,6 +233,12 @@ fn settle_contexts(
             NegotiateContext::Transport { flags } => {
                 n.transport_security = cfg.transport_security
                     && flags & transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY != 0;
+            }
+            // The answer is the tag itself, byte for byte (as Samba's client checks).
+            NegotiateContext::Other { context_type, data }
+                if *context_type == posix::NEGOTIATE_CONTEXT =>
+            {
+                n.posix = cfg.posix && *data == posix::TAG;
             }
             // docs/multistream.md 3, rule 5: only an answer to our offer, within it.
             NegotiateContext::Other { context_type, data }

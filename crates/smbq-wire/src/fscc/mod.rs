@@ -10,6 +10,7 @@ pub mod file_info;
 mod fixed;
 pub mod fs_info;
 pub mod info_class;
+pub mod reparse;
 pub mod wildcard;
 
 pub use info_class::{FileInfoClass, FsInfoClass};

@@ -21,6 +21,10 @@ use super::{each, simple::stdout_error};
 
 #[derive(clap::Args)]
 pub struct LsArgs {
+    /// Long listing: mode, links, owner and group (uid and gid), size, modified time, name,
+    /// from the SMB3 POSIX extensions (a server without them: the short listing).
+    #[arg(short, long)]
+    pub long: bool,
     #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
     pub urls: Vec<SmbUrl>,
     #[command(flatten)]
@@ -160,6 +164,7 @@ fn print(text: &str) -> Result<(), CliError> {
 
 async fn ls(a: LsArgs, c: &mut Connector) -> Result<(), CliError> {
     let headers = a.urls.len() > 1;
+    let long = a.long;
     let mut first = true;
     each(a.urls, async |u: SmbUrl| {
         let at = |e: CliError| e.at("ls", &u.raw);
@@ -172,6 +177,24 @@ async fn ls(a: LsArgs, c: &mut Connector) -> Result<(), CliError> {
             text.push_str(&format!("{}:\n", u.raw));
         }
         first = false;
+        if long && tree.posix() {
+            match tree.list_posix(&u.path).await {
+                Ok(mut entries) => {
+                    entries.sort_by(|x, y| x.name.cmp(&y.name));
+                    for e in &entries {
+                        text.push_str(&super::posix::long_line(e));
+                        text.push('\n');
+                    }
+                    return print(&text).map_err(at);
+                }
+                // A file: its line below, from the short listing's stat.
+                Err(Error::Status {
+                    status: NtStatus::NOT_A_DIRECTORY,
+                    ..
+                }) => {}
+                Err(e) => return Err(at(e.into())),
+            }
+        }
         // Listing first: one round trip for the common case; a file answers NOT_A_DIRECTORY.
         match tree.list(&u.path).await {
             Ok(mut entries) => {

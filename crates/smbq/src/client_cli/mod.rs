@@ -12,6 +12,7 @@ mod get;
 mod ls;
 mod password;
 mod paths;
+mod posix;
 mod progress;
 mod put;
 mod race;
@@ -35,7 +36,7 @@ use exit::{CliError, Code};
 
 #[derive(Subcommand)]
 pub enum ClientCmd {
-    /// List a directory (type+attributes, size, modified time in UTC, name), or show one file.
+    /// List a directory (type+attributes, size, modified time in UTC, name), or show one file; -l: mode, links, owner and group too (SMB3 POSIX extensions).
     Ls(ls::LsArgs),
     /// Show a file's size, attributes and all four times.
     Stat(ls::StatArgs),
@@ -57,6 +58,12 @@ pub enum ClientCmd {
     Cp(cp::CpArgs),
     /// List the server's shares: name, type, comment (URL: smb://USER@HOST[:PORT]).
     Shares(shares::SharesArgs),
+    /// Set the permission bits (octal) of files (SMB3 POSIX extensions).
+    Chmod(posix::ChmodArgs),
+    /// Make a symbolic link at URL pointing to TARGET (-s; SMB3 POSIX extensions).
+    Ln(posix::LnArgs),
+    /// Print where symbolic links point (SMB3 POSIX extensions).
+    Readlink(posix::ReadlinkArgs),
 }
 
 impl ClientCmd {
@@ -75,6 +82,9 @@ impl ClientCmd {
             Self::Mv(a) => run_command(a).await,
             Self::Cp(a) => run_command(a).await,
             Self::Shares(a) => run_command(a).await,
+            Self::Chmod(a) => run_command(a).await,
+            Self::Ln(a) => run_command(a).await,
+            Self::Readlink(a) => run_command(a).await,
         }
     }
 }
