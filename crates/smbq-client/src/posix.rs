@@ -8,7 +8,7 @@ use smbq_wire::create_context::{CreateContext, CreateContextTag, contexts_to_byt
 use smbq_wire::fscc::access;
 use smbq_wire::fscc::dir_info::{DirClass, DirEntryInfo, decode_dir_list};
 use smbq_wire::fscc::reparse::SymlinkReparse;
-use smbq_wire::ioctl::{CtlCode, IoctlRequest, IoctlResponse, flags as ioctl_flags};
+use smbq_wire::ioctl::{CtlCode, IoctlResponse};
 use smbq_wire::query_directory::{
     QueryDirectoryRequest, QueryDirectoryResponse, query_directory_flags,
 };
@@ -17,6 +17,7 @@ use smbq_wire::security::{Ace, Acl, SecurityDescriptor, Sid, control, info};
 use smbq_wire::set_info::SetInfoRequest;
 use smbq_wire::{Command, NtStatus, Writer};
 
+use crate::server_copy::fsctl;
 use crate::session::check;
 use crate::tree::{OpenOptions, create_body_with};
 use crate::{Error, File, ProtocolError, Tree};
@@ -139,7 +140,6 @@ impl Tree {
         };
         let f = self.open_posix(path, &o, 0o777).await?;
         let r = fsctl(
-            self,
             &f,
             CtlCode::SET_REPARSE_POINT,
             &SymlinkReparse::to(target).encode(),
@@ -166,7 +166,7 @@ impl Tree {
             ..OpenOptions::read()
         };
         let f = self.open_posix(path, &o, 0).await?;
-        let r = fsctl(self, &f, CtlCode::GET_REPARSE_POINT, &[], MAX_REPARSE).await;
+        let r = fsctl(&f, CtlCode::GET_REPARSE_POINT, &[], MAX_REPARSE).await;
         let c = f.close().await;
         let r = r?;
         check(&r, "FSCTL_GET_REPARSE_POINT")?;
@@ -174,34 +174,6 @@ impl Tree {
         let out = IoctlResponse::decode(&r.msg)?.output;
         Ok(SymlinkReparse::decode(out)?.substitute_name)
     }
-}
-
-async fn fsctl(
-    tree: &Tree,
-    file: &File,
-    ctl_code: CtlCode,
-    input: &[u8],
-    max_out: u32,
-) -> Result<smbq_proto::client::Incoming, Error> {
-    let mut w = Writer::new();
-    IoctlRequest {
-        ctl_code,
-        file_id: file.id(),
-        input,
-        max_output_response: max_out,
-        flags: ioctl_flags::IS_FSCTL,
-        ..Default::default()
-    }
-    .encode(&mut w);
-    tree.send_for(
-        file.id(),
-        Command::IOCTL,
-        w.into_vec(),
-        None,
-        input.len(),
-        false,
-    )
-    .await
 }
 
 async fn read_posix_dir(tree: &Tree, dir: &File) -> Result<Vec<PosixEntry>, Error> {

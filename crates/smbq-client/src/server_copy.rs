@@ -23,7 +23,8 @@ const DEFAULT_LIMITS: CopyChunkResponse = CopyChunkResponse {
 /// link's round trip is not paid per request.
 const DEPTH: usize = 4;
 
-async fn fsctl(
+/// An FSCTL on `file` (MS-SMB2 2.2.31), sent on the open's lane.
+pub(crate) async fn fsctl(
     file: &File,
     ctl_code: CtlCode,
     input: &[u8],

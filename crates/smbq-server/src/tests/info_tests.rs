@@ -6,7 +6,14 @@ use smbq_wire::{Command, FileId, NtStatus};
 use super::harness::{H, msg};
 use crate::access::mask;
 
-async fn qi(h: &H, id: FileId, t: InfoType, class: u8, max: u32, addl: u32) -> (NtStatus, Vec<u8>) {
+pub(super) async fn qi(
+    h: &H,
+    id: FileId,
+    t: InfoType,
+    class: u8,
+    max: u32,
+    addl: u32,
+) -> (NtStatus, Vec<u8>) {
     let m = msg(Command::QUERY_INFO, h.tree, h.session.id, |w| {
         QueryInfoRequest {
             info_type: t,

@@ -20,29 +20,6 @@ fn posix_ctx(mode: &[u8]) -> Vec<u8> {
     contexts_to_bytes(&[CreateContext::new(CreateContextTag::POSIX, mode)])
 }
 
-async fn qi(h: &H, id: FileId, t: InfoType, class: u8) -> (NtStatus, Vec<u8>) {
-    let m = msg(Command::QUERY_INFO, h.tree, h.session.id, |w| {
-        QueryInfoRequest {
-            info_type: t,
-            file_info_class: class,
-            output_buffer_length: 65536,
-            additional_information: 0,
-            flags: 0,
-            file_id: id,
-            input: &[],
-        }
-        .encode(w)
-    });
-    let r = h.send(m).await;
-    let mut full = vec![0u8; 64];
-    full.extend_from_slice(&r.body);
-    let buf = match r.status {
-        NtStatus::SUCCESS => QueryInfoResponse::decode(&full).unwrap().buffer.to_vec(),
-        _ => Vec::new(),
-    };
-    (r.status, buf)
-}
-
 fn posix_answer(o: &super::harness::Open) -> Option<PosixStat> {
     let c = o.create();
     let list = c.parse_contexts().unwrap();
@@ -104,7 +81,7 @@ async fn without_the_extensions_the_context_is_ignored() {
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
     assert!(posix_answer(&o).is_none());
-    let (s, _) = qi(&h, o.id, InfoType::FILE, INFO_CLASS).await;
+    let (s, _) = super::info_tests::qi(&h, o.id, InfoType::FILE, INFO_CLASS, 65536, 0).await;
     assert_eq!(s, NtStatus::INVALID_LEVEL);
 }
 
@@ -115,9 +92,10 @@ async fn posix_information_on_posix_opens_only() {
     std::fs::hard_link(h.path("f"), h.path("g")).unwrap();
     let plain = h.create("f", mask::GENERIC_READ, D::OPEN, 0).await;
     assert_eq!(plain.status, NtStatus::SUCCESS);
-    let (s, _) = qi(&h, plain.id, InfoType::FILE, INFO_CLASS).await;
+    let (s, _) = super::info_tests::qi(&h, plain.id, InfoType::FILE, INFO_CLASS, 65536, 0).await;
     assert_eq!(s, NtStatus::INVALID_LEVEL);
-    let (s, _) = qi(&h, plain.id, InfoType::FILESYSTEM, INFO_CLASS).await;
+    let (s, _) =
+        super::info_tests::qi(&h, plain.id, InfoType::FILESYSTEM, INFO_CLASS, 65536, 0).await;
     assert_eq!(s, NtStatus::INVALID_INFO_CLASS);
 
     let o = h
@@ -126,7 +104,7 @@ async fn posix_information_on_posix_opens_only() {
         .send()
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
-    let (s, b) = qi(&h, o.id, InfoType::FILE, INFO_CLASS).await;
+    let (s, b) = super::info_tests::qi(&h, o.id, InfoType::FILE, INFO_CLASS, 65536, 0).await;
     assert_eq!(s, NtStatus::SUCCESS);
     let info = PosixInfo::decode(&b).unwrap();
     let md = std::fs::metadata(h.path("f")).unwrap();
@@ -137,7 +115,7 @@ async fn posix_information_on_posix_opens_only() {
     // The mode was not changed by opening an existing file.
     assert_eq!(md.permissions().mode() & 0o777, 0o644 & !current_umask());
 
-    let (s, b) = qi(&h, o.id, InfoType::FILESYSTEM, INFO_CLASS).await;
+    let (s, b) = super::info_tests::qi(&h, o.id, InfoType::FILESYSTEM, INFO_CLASS, 65536, 0).await;
     assert_eq!(s, NtStatus::SUCCESS);
     let fs = FsPosixInfo::decode(&b).unwrap();
     assert_eq!(b.len(), FsPosixInfo::LEN);

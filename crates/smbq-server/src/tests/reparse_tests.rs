@@ -3,15 +3,15 @@
 
 use std::os::unix::fs::FileTypeExt;
 
+use smbq_wire::NtStatus;
 use smbq_wire::create::CreateDisposition as D;
 use smbq_wire::create_context::{CreateContext, CreateContextTag, contexts_to_bytes};
 use smbq_wire::fscc::dir_info::DirClass;
 use smbq_wire::ioctl::CtlCode;
 use smbq_wire::posix::{PosixInfo, file_type};
-use smbq_wire::query_info::{InfoType, QueryInfoRequest, QueryInfoResponse};
-use smbq_wire::{Command, FileId, NtStatus};
+use smbq_wire::query_info::InfoType;
 
-use super::harness::{H, msg};
+use super::harness::H;
 use crate::access::{attr, mask, opts};
 
 const SYMLINK: u32 = 0xA000_000C;
@@ -32,31 +32,6 @@ fn symlink(target: &str) -> Vec<u8> {
     b.extend_from_slice(&name);
     b.extend_from_slice(&name);
     b
-}
-
-async fn qi(h: &H, id: FileId, class: u8) -> (NtStatus, Vec<u8>) {
-    let m = msg(Command::QUERY_INFO, h.tree, h.session.id, |w| {
-        QueryInfoRequest {
-            info_type: InfoType::FILE,
-            file_info_class: class,
-            output_buffer_length: 65536,
-            additional_information: 0,
-            flags: 0,
-            file_id: id,
-            input: &[],
-        }
-        .encode(w)
-    });
-    let r = h.send(m).await;
-    let mut full = vec![0u8; 64];
-    full.extend_from_slice(&r.body);
-    match r.status {
-        NtStatus::SUCCESS => (
-            r.status,
-            QueryInfoResponse::decode(&full).unwrap().buffer.to_vec(),
-        ),
-        s => (s, Vec::new()),
-    }
 }
 
 #[tokio::test]
@@ -83,7 +58,7 @@ async fn a_symlink_reparse_point_is_data_never_a_link() {
     assert_eq!(md.len(), 0);
 
     // It says so: the attribute, the tag, and the EaSize of a listing.
-    let (s, b) = qi(&h, o.id, 35).await;
+    let (s, b) = super::info_tests::qi(&h, o.id, InfoType::FILE, 35, 65536, 0).await;
     assert_eq!(s, NtStatus::SUCCESS);
     let attrs = u32::from_le_bytes(b[0..4].try_into().unwrap());
     assert_ne!(attrs & attr::REPARSE_POINT, 0);
@@ -118,7 +93,7 @@ async fn a_symlink_reparse_point_is_data_never_a_link() {
         .send()
         .await;
     assert_eq!(p.status, NtStatus::SUCCESS);
-    let (s, b) = qi(&h, p.id, 100).await;
+    let (s, b) = super::info_tests::qi(&h, p.id, InfoType::FILE, 100, 65536, 0).await;
     assert_eq!(s, NtStatus::SUCCESS);
     let info = PosixInfo::decode(&b).unwrap();
     assert_eq!(info.stat.reparse_tag, SYMLINK);
