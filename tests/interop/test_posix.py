@@ -11,6 +11,7 @@ import pytest
 
 from conftest import USER, SmbqServer, free_udp_port
 from samba_unstable import HOST
+from test_unix_identity import UNIX_USERS, identity_server, unix_users  # noqa: F401
 
 # The extensions are on by default; hard links are not (refuse_hardlinks).
 CONFIG = "refuse_hardlinks = false\n"
@@ -169,3 +170,54 @@ def test_smbq_client_posix_commands(workdir, transport):
         assert "x" in cli.run("ls", "-l", cli.url()).stdout.decode()
     finally:
         off.stop()
+
+
+def test_chmod_of_another_users_file_is_refused_on_per_user_shares(workdir, unix_users):  # noqa: F811
+    """On a per-user share (unix_identity = "per-user"), chmod through the POSIX extensions
+    needs WRITE_DAC, which only the file's Unix owner holds, and runs as the session's Unix
+    user: alice cannot change bob's mode; bob can."""
+    from test_client import Cli
+    server = identity_server(workdir, "refuse_hardlinks = false\n")
+    try:
+        bob = Cli("127.0.0.1", server.port, "bob", server.password, "share", "tcp")
+        alice = Cli("127.0.0.1", server.port, "alice", server.password, "share", "tcp")
+        src = workdir / "b.txt"
+        src.write_text("bob's\n")
+        bob.run("put", str(src), bob.url("b.txt"))
+        f = server.share / "b.txt"
+        assert f.stat().st_uid == unix_users[UNIX_USERS[1]].pw_uid
+        before = stat.S_IMODE(f.stat().st_mode)
+        p = alice.run("chmod", "666", alice.url("b.txt"), check=False)
+        assert p.returncode != 0, p.stderr
+        assert b"ACCESS_DENIED" in p.stderr, p.stderr
+        assert stat.S_IMODE(f.stat().st_mode) == before
+        bob.run("chmod", "600", bob.url("b.txt"))
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600
+    finally:
+        rc = server.stop()
+    assert rc == 0, server.server_log()
+
+
+def test_chown_follows_the_kernel_on_per_user_shares(workdir, unix_users):  # noqa: F811
+    """chown through the POSIX extensions runs as the session's Unix user: bob may not give
+    his file to alice (only root may), alice may not touch bob's file at all (no
+    WRITE_OWNER), and bob may set the group to his own."""
+    from test_client import Cli
+    server = identity_server(workdir)
+    try:
+        bob = Cli("127.0.0.1", server.port, "bob", server.password, "share", "tcp")
+        alice = Cli("127.0.0.1", server.port, "alice", server.password, "share", "tcp")
+        src = workdir / "b.txt"
+        src.write_text("bob's\n")
+        bob.run("put", str(src), bob.url("b.txt"))
+        f = server.share / "b.txt"
+        bob_pw, alice_pw = unix_users[UNIX_USERS[1]], unix_users[UNIX_USERS[0]]
+        for cli, owner in ((bob, str(alice_pw.pw_uid)), (alice, str(alice_pw.pw_uid)),
+                           (alice, f":{alice_pw.pw_gid}")):
+            p = cli.run("chown", owner, cli.url("b.txt"), check=False)
+            assert p.returncode != 0 and b"ACCESS_DENIED" in p.stderr, (owner, p.stderr)
+            assert (f.stat().st_uid, f.stat().st_gid) == (bob_pw.pw_uid, bob_pw.pw_gid)
+        bob.run("chown", f"{bob_pw.pw_uid}:{bob_pw.pw_gid}", bob.url("b.txt"))
+    finally:
+        rc = server.stop()
+    assert rc == 0, server.server_log()

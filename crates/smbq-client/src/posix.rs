@@ -100,28 +100,37 @@ impl Tree {
                 0,
             )])),
         };
-        let buf = sd.to_bytes();
-        let mut w = Writer::new();
-        SetInfoRequest {
-            info_type: InfoType::SECURITY,
-            file_info_class: 0,
-            additional_information: info::DACL_SECURITY_INFORMATION,
-            file_id: f.id(),
-            buffer: &buf,
-        }
-        .encode(&mut w);
-        let r = self
-            .send_for(
-                f.id(),
-                Command::SET_INFO,
-                w.into_vec(),
-                None,
-                buf.len(),
-                false,
-            )
-            .await;
+        let r = set_security(self, &f, info::DACL_SECURITY_INFORMATION, &sd).await;
         let c = f.close().await;
-        check(&r?, "SET_INFO")?;
+        r?;
+        c
+    }
+
+    /// chown: the owner (uid) and/or group (gid), as S-1-22-1-uid and S-1-22-2-gid on a
+    /// POSIX open; the server's kernel decides as the session's user.
+    pub async fn chown(&self, path: &str, uid: Option<u32>, gid: Option<u32>) -> Result<(), Error> {
+        let o = OpenOptions {
+            access: access::WRITE_OWNER | access::FILE_READ_ATTRIBUTES | access::SYNCHRONIZE,
+            ..OpenOptions::read()
+        };
+        let mut addl = 0;
+        if uid.is_some() {
+            addl |= info::OWNER_SECURITY_INFORMATION;
+        }
+        if gid.is_some() {
+            addl |= info::GROUP_SECURITY_INFORMATION;
+        }
+        let sd = SecurityDescriptor {
+            control: control::SE_SELF_RELATIVE,
+            owner: uid.map(Sid::unix_user),
+            group: gid.map(Sid::unix_group),
+            sacl: None,
+            dacl: None,
+        };
+        let f = self.open_posix(path, &o, 0).await?;
+        let r = set_security(self, &f, addl, &sd).await;
+        let c = f.close().await;
+        r?;
         c
     }
 
@@ -138,7 +147,9 @@ impl Tree {
             share: 0,
             attributes: 0,
         };
-        let f = self.open_posix(path, &o, 0o777).await?;
+        // The server keeps the link as a regular file (never followed); its own mode matters
+        // to nobody but the server's local users.
+        let f = self.open_posix(path, &o, 0o600).await?;
         let r = fsctl(
             &f,
             CtlCode::SET_REPARSE_POINT,
@@ -176,11 +187,42 @@ impl Tree {
     }
 }
 
+/// SET_INFO of the parts `addl` selects of `sd` (MS-SMB2 2.2.39).
+async fn set_security(
+    tree: &Tree,
+    f: &File,
+    addl: u32,
+    sd: &SecurityDescriptor,
+) -> Result<(), Error> {
+    let buf = sd.to_bytes();
+    let mut w = Writer::new();
+    SetInfoRequest {
+        info_type: InfoType::SECURITY,
+        file_info_class: 0,
+        additional_information: addl,
+        file_id: f.id(),
+        buffer: &buf,
+    }
+    .encode(&mut w);
+    let r = tree
+        .send_for(
+            f.id(),
+            Command::SET_INFO,
+            w.into_vec(),
+            None,
+            buf.len(),
+            false,
+        )
+        .await?;
+    check(&r, "SET_INFO")
+}
+
 async fn read_posix_dir(tree: &Tree, dir: &File) -> Result<Vec<PosixEntry>, Error> {
     let pattern = smbq_wire::cursor::utf16le_encode("*");
     let mut out = Vec::new();
     let mut restart = true;
     loop {
+        let first = restart;
         let mut w = Writer::new();
         QueryDirectoryRequest {
             file_information_class: DirClass::Posix.info_class().0,
@@ -212,7 +254,10 @@ async fn read_posix_dir(tree: &Tree, dir: &File) -> Result<Vec<PosixEntry>, Erro
         check(&r, "QUERY_DIRECTORY")?;
         let buf = QueryDirectoryResponse::decode(&r.msg)?.buffer;
         let entries = decode_dir_list(DirClass::Posix, buf)?;
-        if entries.is_empty() {
+        // A reply of nothing new (or only "." and "..") after the first ends the listing: a
+        // server that kept sending those would keep the loop forever.
+        let new = entries.iter().any(|e| e.name != "." && e.name != "..");
+        if entries.is_empty() || (!new && !first) {
             return Ok(out);
         }
         for e in entries {

@@ -93,6 +93,25 @@ pub fn special(st: &Stat) -> Option<u32> {
     }
 }
 
+/// The owner and group a chown through SET_INFO asks for, on a POSIX open: OWNER and/or GROUP
+/// information only, naming S-1-22-1-uid and S-1-22-2-gid (the SIDs this server gives Unix
+/// ids). `None` for anything else, which is set as on any open.
+pub fn chown_of(addl: u32, sd: &SecurityDescriptor) -> Option<(Option<u32>, Option<u32>)> {
+    let wanted = sinfo::OWNER_SECURITY_INFORMATION | sinfo::GROUP_SECURITY_INFORMATION;
+    if addl & wanted == 0 || addl & !wanted != 0 {
+        return None;
+    }
+    let uid = match sd.owner.as_ref() {
+        Some(o) if addl & sinfo::OWNER_SECURITY_INFORMATION != 0 => Some(o.as_unix_user()?),
+        _ => None,
+    };
+    let gid = match sd.group.as_ref() {
+        Some(g) if addl & sinfo::GROUP_SECURITY_INFORMATION != 0 => Some(g.as_unix_group()?),
+        _ => None,
+    };
+    (uid.is_some() || gid.is_some()).then_some((uid, gid))
+}
+
 /// The permission bits a POSIX CREATE may give a new file or directory: rwx and the sticky
 /// bit; never setuid or setgid (smbq_vfs drops them as well).
 pub const CREATE_MODE_BITS: u32 = 0o1777;

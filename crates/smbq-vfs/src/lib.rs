@@ -92,6 +92,15 @@ pub trait VfsFile: Send + Sync {
     fn set_times(&self, atime: Option<Timespec>, mtime: Option<Timespec>) -> io::Result<()>;
     /// Permission bits; setuid and setgid are always dropped (a client must not mint them).
     fn set_mode(&self, mode: u32) -> io::Result<()>;
+    /// Changes the owner and group (`fchown`), as the calling thread's user: the kernel
+    /// decides who may. `None` leaves one as it is. Unsupported where the store has no
+    /// owners.
+    fn set_owner(&self, _uid: Option<u32>, _gid: Option<u32>) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this store keeps no owners",
+        ))
+    }
     /// Whether the calling thread's effective user may write this file or directory, as the
     /// kernel decides (mode bits, POSIX ACLs, read-only mounts). Per-user identities ask it
     /// before granting a change smbq makes with the server's uid (smbq_server::kernel_rights).

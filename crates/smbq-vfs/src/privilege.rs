@@ -16,6 +16,11 @@ std::thread_local! {
     static USER: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
+/// The uid the calling thread runs a request as, if it was switched (per-user identities).
+pub fn thread_user() -> Option<u32> {
+    USER.with(|u| u.get())
+}
+
 /// Records that the calling thread now runs as `uid` (or again as the server, `None`).
 pub fn set_thread_user(uid: Option<u32>) {
     USER.with(|u| u.set(uid));

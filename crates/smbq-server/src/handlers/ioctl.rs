@@ -99,6 +99,11 @@ async fn reparse_point(
     open.file().ok_or(NtStatus::INVALID_DEVICE_REQUEST)?;
     let code = req.ctl_code;
     if code != CtlCode::GET_REPARSE_POINT {
+        // Only shares with the SMB3 POSIX extensions keep reparse points (their symlinks);
+        // elsewhere nobody can make a file Windows applications cannot open, as before.
+        if !open.tree.share.cfg.posix_extensions {
+            return Err(NtStatus::INVALID_DEVICE_REQUEST);
+        }
         crate::security::require_any(&open, mask::FILE_WRITE_DATA | mask::FILE_WRITE_ATTRIBUTES)?;
     }
     let input = req.input.to_vec();

@@ -159,7 +159,9 @@ fn refreshed(
     {
         return None;
     }
-    let entry = if first || dots {
+    // What the server does not follow or open (crate::posix::special) keeps its snapshot:
+    // a stat would follow the link.
+    let entry = if first || dots || crate::posix::special(&e.stat).is_some() {
         e.clone()
     } else {
         let p = dir.join(&e.name).ok()?;

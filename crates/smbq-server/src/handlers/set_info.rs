@@ -171,6 +171,22 @@ fn set_security(
         f.file.remove_xattr(store::XATTR).map_err(io)?;
         return Ok(());
     }
+    // A POSIX client's chown: as the session's Unix user on a per-user share, so the kernel
+    // decides (only root gives a file away; a user may pick one of its groups). Where every
+    // session acts as the server itself nobody's kernel rights are known, so only what
+    // changes nothing is accepted.
+    if open.posix
+        && let Some((uid, gid)) = crate::posix::chown_of(addl, &new)
+    {
+        let st = f.file.stat().map_err(io)?;
+        let same = uid.is_none_or(|u| u == st.uid) && gid.is_none_or(|g| g == st.gid);
+        if smbq_vfs::privilege::thread_user().is_none() && !same {
+            return Err(NtStatus::ACCESS_DENIED);
+        }
+        f.file.set_owner(uid, gid).map_err(io)?;
+        f.file.remove_xattr(store::XATTR).map_err(io)?;
+        return Ok(());
+    }
     // Stored as Windows stores it: the generic rights of ACEs that apply to this object mapped
     // to the file rights they stand for (MS-DTYP 2.5.3.4, GENERIC_MAPPING); an inherit-only
     // ACE keeps them for the children it is passed to (smbtorture smb2.acls.GENERIC).
@@ -517,7 +533,7 @@ fn rename(
     if name.is_root() {
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }
-    let from = movable_source(srv, open, f)?;
+    let from = movable_source(srv, vfs.as_ref(), open, f)?;
     let found = lookup(vfs.as_ref(), &name, open.posix)?;
     let rw = crate::access::share::READ | crate::access::share::WRITE;
     check_target_directory(srv, vfs.as_ref(), &found.path, f.is_dir, rw)?;
@@ -575,6 +591,7 @@ fn link(srv: &Server, open: &Open, token: &Token, l: &LinkInfo) -> Result<(), Nt
     if srv.open_state().delete_pending(f.key) {
         return Err(NtStatus::ACCESS_DENIED);
     }
+    still_named(vfs.as_ref(), open, f)?;
     let target = l.file_name.strip_prefix('\\').unwrap_or(&l.file_name);
     let name = parse_name(target, open.posix)?;
     if name.stream != Stream::Default || name.is_root() {
@@ -617,16 +634,19 @@ const MAX_LINKS: u64 = 1024;
 
 /// The path of a source that may be renamed now: not the share root, none of its named
 /// streams open, every other open sharing delete, and (a directory) nothing open below it.
-fn movable_source(srv: &Server, open: &Open, f: &FileOpen) -> Result<RelPath, NtStatus> {
+fn movable_source(
+    srv: &Server,
+    vfs: &dyn smbq_vfs::Vfs,
+    open: &Open,
+    f: &FileOpen,
+) -> Result<RelPath, NtStatus> {
     let from = open.path();
     if from.is_root() {
         return Err(NtStatus::ACCESS_DENIED);
     }
     // A file a POSIX delete already unlinked (crate::file_state::share_mode) has no name to
     // move; its old path may name another file by now.
-    if open.posix && f.file.stat().map_err(io)?.nlink == 0 {
-        return Err(NtStatus::OBJECT_NAME_NOT_FOUND);
-    }
+    still_named(vfs, open, f)?;
     // MS-FSA 2.1.5.15.11: not while one of the file's named streams is open
     // (smbtorture smb2.streams.basefile-rename-with-open-stream).
     if srv.open_state().has_stream_opens(f.key) {
@@ -640,6 +660,21 @@ fn movable_source(srv: &Server, open: &Open, f: &FileOpen) -> Result<RelPath, Nt
         return Err(NtStatus::ACCESS_DENIED);
     }
     Ok(from)
+}
+
+/// A POSIX open's path may no longer name its file: a POSIX delete unlinks a name while POSIX
+/// opens carry on (crate::file_state::share_mode), and another file may take the name
+/// (with a second hard link the file keeps links, so the count tells nothing). A rename or
+/// link from such an open would act on that other file: OBJECT_NAME_NOT_FOUND.
+fn still_named(vfs: &dyn smbq_vfs::Vfs, open: &Open, f: &FileOpen) -> Result<(), NtStatus> {
+    if !open.posix {
+        return Ok(());
+    }
+    let own = f.file.stat().map_err(io)?;
+    match vfs.stat(&open.path()) {
+        Ok(st) if (st.dev, st.ino) == (own.dev, own.ino) => Ok(()),
+        _ => Err(NtStatus::OBJECT_NAME_NOT_FOUND),
+    }
 }
 
 /// The stored descriptor of the directory that holds (or would hold) `path`.

@@ -486,3 +486,107 @@ async fn posix_names_take_slashes_and_colons() {
         .await;
     assert_eq!(o.status, NtStatus::OBJECT_PATH_SYNTAX_BAD);
 }
+
+/// chown on a POSIX open: owner and group as S-1-22 SIDs. Where sessions act as the server
+/// itself (no per-user identity) only what changes nothing is accepted; a descriptor naming
+/// other SIDs is an ordinary descriptor.
+#[tokio::test]
+async fn chown_without_per_user_identity_changes_nothing() {
+    use smbq_wire::security::{SecurityDescriptor, control, info};
+    let h = H::new().await;
+    h.put("f", b"x").await;
+    let md = std::fs::metadata(h.path("f")).unwrap();
+    let o = h
+        .create_req("f", mask::WRITE_OWNER | mask::READ_CONTROL, D::OPEN)
+        .contexts(&posix_ctx(&[0; 4]))
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let sd = |uid: u32, gid: u32| SecurityDescriptor {
+        control: control::SE_SELF_RELATIVE,
+        owner: Some(Sid::unix_user(uid)),
+        group: Some(Sid::unix_group(gid)),
+        sacl: None,
+        dacl: None,
+    };
+    let both = info::OWNER_SECURITY_INFORMATION | info::GROUP_SECURITY_INFORMATION;
+    let h = &h;
+    let set = |d: SecurityDescriptor| async move {
+        super::security_tests::set_sd(h, o.id, both, &d).await
+    };
+    assert_eq!(
+        set(sd(md.uid() + 1, md.gid())).await,
+        NtStatus::ACCESS_DENIED
+    );
+    assert_eq!(
+        set(sd(md.uid(), md.gid() + 1)).await,
+        NtStatus::ACCESS_DENIED
+    );
+    assert_eq!(set(sd(md.uid(), md.gid())).await, NtStatus::SUCCESS);
+    let after = std::fs::metadata(h.path("f")).unwrap();
+    assert_eq!((after.uid(), after.gid()), (md.uid(), md.gid()));
+}
+
+/// After a POSIX delete unlinked a name that another file then took, the POSIX opens of the
+/// first file rename and link nothing: their old path names the other file now (the first
+/// one keeps a second hard link, so its link count tells nothing).
+#[tokio::test]
+async fn an_unlinked_posix_open_moves_no_other_file() {
+    use smbq_wire::fscc::file_info::{DispositionInfo, RenameInfo};
+    use smbq_wire::set_info::SetInfoRequest;
+    let h = H::new().await;
+    let posix = posix_ctx(&[0; 4]);
+    let all = crate::access::share::ALL;
+    h.put("a", b"first").await;
+    std::fs::hard_link(h.path("a"), h.path("b")).unwrap();
+    let set = |id: FileId, class: u8, buf: Vec<u8>| {
+        msg(Command::SET_INFO, h.tree, h.session.id, move |w| {
+            SetInfoRequest {
+                info_type: InfoType::FILE,
+                file_info_class: class,
+                additional_information: 0,
+                file_id: id,
+                buffer: &buf,
+            }
+            .encode(w)
+        })
+    };
+    let keeper = h
+        .create_req("a", mask::GENERIC_READ | mask::DELETE, D::OPEN)
+        .share(all)
+        .contexts(&posix)
+        .send()
+        .await;
+    let deleter = h
+        .create_req("a", mask::GENERIC_READ | mask::DELETE, D::OPEN)
+        .share(all)
+        .contexts(&posix)
+        .send()
+        .await;
+    let mut w = smbq_wire::Writer::new();
+    DispositionInfo {
+        delete_pending: true,
+    }
+    .encode(&mut w);
+    assert_eq!(
+        h.send(set(deleter.id, 13, w.into_vec())).await.status,
+        NtStatus::SUCCESS
+    );
+    h.close(deleter.id).await;
+    assert!(!h.path("a").exists() && h.path("b").exists());
+    // Someone else's file takes the name.
+    h.put("a", b"victim").await;
+    let mut w = smbq_wire::Writer::new();
+    RenameInfo {
+        replace_if_exists: false,
+        root_directory: 0,
+        file_name: "moved".into(),
+    }
+    .encode(&mut w);
+    let r = h.send(set(keeper.id, 10, w.into_vec())).await;
+    assert_eq!(r.status, NtStatus::OBJECT_NAME_NOT_FOUND);
+    assert_eq!(std::fs::read(h.path("a")).unwrap(), b"victim");
+    assert!(!h.path("moved").exists());
+    h.close(keeper.id).await;
+    assert_eq!(std::fs::read(h.path("a")).unwrap(), b"victim");
+}

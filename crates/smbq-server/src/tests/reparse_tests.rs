@@ -169,3 +169,27 @@ async fn setting_a_reparse_point_needs_a_write_right_and_a_good_buffer() {
     // The data stays as it was.
     assert_eq!(std::fs::read(h.path("f")).unwrap(), b"data");
 }
+
+#[tokio::test]
+async fn shares_without_the_posix_extensions_take_no_reparse_points() {
+    let h = H::with(|c| c.shares.iter_mut().for_each(|s| s.posix_extensions = false)).await;
+    h.put("f", b"data").await;
+    let rw = h
+        .create(
+            "f",
+            mask::FILE_WRITE_ATTRIBUTES | mask::FILE_READ_ATTRIBUTES,
+            D::OPEN,
+            0,
+        )
+        .await;
+    let (s, _) = h
+        .fsctl(CtlCode::SET_REPARSE_POINT, rw.id, &symlink("t"), 0)
+        .await;
+    assert_eq!(s, NtStatus::INVALID_DEVICE_REQUEST);
+    let (s, _) = h.fsctl(CtlCode::GET_REPARSE_POINT, rw.id, &[], 16384).await;
+    assert_eq!(s, NtStatus::NOT_A_REPARSE_POINT);
+    assert_eq!(
+        h.create("f", mask::GENERIC_READ, D::OPEN, 0).await.status,
+        NtStatus::SUCCESS
+    );
+}

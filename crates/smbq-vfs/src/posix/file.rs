@@ -331,6 +331,15 @@ impl VfsFile for PosixFile {
         rustix::fs::fchmod(&self.fd, Mode::from_raw_mode(mode & MODE_MASK)).map_err(errno)
     }
 
+    fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+        rustix::fs::fchown(
+            &self.fd,
+            uid.map(rustix::process::Uid::from_raw),
+            gid.map(rustix::process::Gid::from_raw),
+        )
+        .map_err(errno)
+    }
+
     fn fsync(&self) -> io::Result<()> {
         rustix::fs::fsync(&self.fd).map_err(errno)
     }

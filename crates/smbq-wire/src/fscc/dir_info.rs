@@ -124,6 +124,8 @@ impl DirEntryInfo<'_> {
             (DirClass::Posix, Some(p)) => {
                 class.fixed_len() + p.owner.encoded_len() + p.group.encoded_len()
             }
+            // posix_info() writes two null SIDs (S-1-0-0, 12 bytes each).
+            (DirClass::Posix, None) => class.fixed_len() + 24,
             _ => class.fixed_len(),
         }
     }

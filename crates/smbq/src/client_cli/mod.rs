@@ -60,6 +60,8 @@ pub enum ClientCmd {
     Shares(shares::SharesArgs),
     /// Set the permission bits (octal) of files (SMB3 POSIX extensions).
     Chmod(posix::ChmodArgs),
+    /// Change the owner and/or group (numeric UID[:GID]) of files (SMB3 POSIX extensions).
+    Chown(posix::ChownArgs),
     /// Make a symbolic link at URL pointing to TARGET (-s; SMB3 POSIX extensions).
     Ln(posix::LnArgs),
     /// Print where symbolic links point (SMB3 POSIX extensions).
@@ -83,6 +85,7 @@ impl ClientCmd {
             Self::Cp(a) => run_command(a).await,
             Self::Shares(a) => run_command(a).await,
             Self::Chmod(a) => run_command(a).await,
+            Self::Chown(a) => run_command(a).await,
             Self::Ln(a) => run_command(a).await,
             Self::Readlink(a) => run_command(a).await,
         }

@@ -49,6 +49,60 @@ impl Command for ChmodArgs {
 }
 
 #[derive(clap::Args)]
+pub struct ChownArgs {
+    /// UID, UID:GID or :GID (numbers: the server's Unix ids).
+    #[arg(value_name = "OWNER", value_parser = parse_owner)]
+    pub owner: Owner,
+    #[arg(required = true, value_name = "URL", value_parser = parse_url, help = super::url::URL_HELP)]
+    pub urls: Vec<SmbUrl>,
+    #[command(flatten)]
+    pub conn: ConnArgs,
+}
+
+/// `chown`'s UID and GID, either left as is when `None`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+fn parse_owner(s: &str) -> Result<Owner, String> {
+    let bad = || format!("{s:?}: expected UID, UID:GID or :GID");
+    let num = |x: &str| x.parse::<u32>().map_err(|_| bad());
+    let (u, g) = match s.split_once(':') {
+        Some((u, g)) => (u, g),
+        None => (s, ""),
+    };
+    let uid = if u.is_empty() { None } else { Some(num(u)?) };
+    let gid = if g.is_empty() { None } else { Some(num(g)?) };
+    if uid.is_none() && gid.is_none() {
+        return Err(bad());
+    }
+    Ok(Owner { uid, gid })
+}
+
+impl Command for ChownArgs {
+    const NAME: &'static str = "chown";
+    fn urls(&self) -> &[SmbUrl] {
+        &self.urls
+    }
+    fn conn(&self) -> &ConnArgs {
+        &self.conn
+    }
+    async fn run(self, c: &mut Connector) -> Result<(), CliError> {
+        let Owner { uid, gid } = self.owner;
+        each(self.urls, async |u: SmbUrl| {
+            let at = |e: CliError| e.at("chown", &u.raw);
+            let tree = posix_tree(c, &u).await.map_err(at)?;
+            tree.chown(&u.path, uid, gid)
+                .await
+                .map_err(|e| at(e.into()))
+        })
+        .await
+    }
+}
+
+#[derive(clap::Args)]
 pub struct LnArgs {
     /// Make a symbolic link (the only kind this command makes; hard links: not yet).
     #[arg(short, long, required = true)]
@@ -195,6 +249,16 @@ mod tests {
         assert_eq!(mode_string((1 << 12) | 0o1777), "drwxrwxrwt");
         assert_eq!(mode_string(0o4754), "-rwsr-xr--");
         assert_eq!(mode_string(0o2640), "-rw-r-S---");
+    }
+
+    #[test]
+    fn owners_parse_as_chown_takes_them() {
+        let o = |uid, gid| Ok(Owner { uid, gid });
+        assert_eq!(parse_owner("1000"), o(Some(1000), None));
+        assert_eq!(parse_owner("1000:100"), o(Some(1000), Some(100)));
+        assert_eq!(parse_owner(":100"), o(None, Some(100)));
+        assert!(parse_owner(":").is_err());
+        assert!(parse_owner("alice").is_err());
     }
 
     #[test]

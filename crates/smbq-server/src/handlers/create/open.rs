@@ -344,6 +344,11 @@ fn create_new_steps(o: &Opener<'_>, path: &RelPath) -> Result<Done, Stop> {
     admit::check_delete_on_close(o.intent, granted, read_only, path)?;
     let (file, ino) = make_object(o, path, is_dir)?;
     stamp_new(o, file.as_ref(), ino, is_dir);
+    if let Err(e) = posix_mode(o, file.as_ref()) {
+        drop(file);
+        remove_new(o.vfs, path, is_dir);
+        return Err(e.into());
+    }
     let st = file.stat().map_err(|e| map_io_error(&e))?;
     let opened = Opened {
         path: path.clone(),
@@ -374,18 +379,17 @@ pub(super) fn make_object(
         write: !is_dir,
         create: CreateMode::CreateNew,
         directory: Some(is_dir),
-        mode: if is_dir { 0o755 } else { 0o644 },
+        // A POSIX create starts with no more than it asked for but what the server's own
+        // xattr writes need (owner rw, and x on a directory); posix_mode sets it exactly
+        // once they are done.
+        mode: match o.intent.contexts.posix_mode {
+            Some(m) if is_dir => (m & crate::posix::CREATE_MODE_BITS) | 0o700,
+            Some(m) => (m & crate::posix::CREATE_MODE_BITS) | 0o600,
+            None if is_dir => 0o755,
+            None => 0o644,
+        },
     };
     let file = o.vfs.open(path, &opts).map_err(|e| create_err(&e))?.file;
-    // A POSIX create's mode is the mode, whatever the server's umask (POSIX-SMB2; Samba
-    // check_posix_create_context): the client applied its own.
-    if let Some(mode) = o.intent.contexts.posix_mode
-        && let Err(e) = file.set_mode(mode & crate::posix::CREATE_MODE_BITS)
-    {
-        drop(file);
-        remove_new(o.vfs, path, is_dir);
-        return Err(map_io_error(&e));
-    }
     // The descriptor goes on before the file is usable; a file that cannot get the one it
     // must have is removed again rather than left with the POSIX view.
     let secured = file.stat().map_err(|e| map_io_error(&e)).and_then(|st| {
@@ -407,6 +411,19 @@ pub(super) fn make_object(
             Err(e)
         }
     }
+}
+
+/// A POSIX create's mode is the mode, whatever the server's umask (POSIX-SMB2; Samba
+/// check_posix_create_context): the client applied its own. Set last, after the server's own
+/// xattr writes, which a mode without owner write would forbid a non-root server. (A
+/// directory's setgid bit inherited from its parent is not kept: the server never sets
+/// setuid or setgid, smbq_vfs's MODE_MASK.)
+fn posix_mode(o: &Opener<'_>, file: &dyn VfsFile) -> Result<(), NtStatus> {
+    let Some(mode) = o.intent.contexts.posix_mode else {
+        return Ok(());
+    };
+    file.set_mode(mode & crate::posix::CREATE_MODE_BITS)
+        .map_err(|e| map_io_error(&e))
 }
 
 /// A new object's DOS attributes, file id, READONLY mode and preallocation, each best effort.
