@@ -91,11 +91,13 @@ def test_smbclient_posix_mode(workdir, unstable, transport):
     assert rc == 0, server.server_log()
 
 
-def test_smbclient_posix_names_and_symlinks(workdir, unstable):
+@pytest.mark.parametrize("transport", ["tcp", "quic"])
+def test_smbclient_posix_names_and_symlinks(workdir, unstable, transport):
     """In `posix` mode two names that differ only in case are two files; `symlink` makes a
     reparse point that `readlink` reads back, stored as data on a regular file: a link to
     outside the share is kept and reported, and never followed by anything."""
-    server = SmbqServer(workdir, config=CONFIG)
+    server = SmbqServer(workdir, config=CONFIG, quic_port=free_udp_port())
+    port = server.quic_addr.rsplit(":", 1)[1] if transport == "quic" else server.port
     a, b = "/tmp/smbq-posix-a.txt", "/tmp/smbq-posix-b.txt"
     unstable.path(a).write_text("upper\n")
     unstable.path(b).write_text("lower\n")
@@ -104,7 +106,8 @@ def test_smbclient_posix_names_and_symlinks(workdir, unstable):
     try:
         p = unstable.run([
             "smbclient", f"//{HOST}/share", "-U", f"{USER}%{server.password}",
-            f"--option=client smb transports=tcp:{server.port}",
+            f"--option=client smb transports={transport}:{port}",
+            "--option=tls verify peer=no_check",
             "-c", f"posix; put {a} Case.txt; put {b} case.txt; mkdir sub; put {a} sub\\deep.txt; "
                   "symlink ../../../etc/passwd evil; symlink Case.txt good; "
                   f"readlink evil; readlink good; ls; get evil {leaked}"], timeout=120)
