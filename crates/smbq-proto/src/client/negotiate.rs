@@ -181,7 +181,9 @@ pub fn parse_negotiate_response(cfg: &ClientConfig, msg: &[u8]) -> Result<Negoti
 }
 
 /// The 3.1.1 negotiate contexts of the response: exactly one SHA-512 preauth integrity
-/// context, and a cipher, signing algorithm and multi-stream grant among those offered.
+/// context, and a cipher, signing algorithm, multi-stream grant and POSIX answer among those
+/// offered. Over 80 lines: one short match arm per context type, each a rule of 3.2.5.2;
+/// splitting them apart would only scatter the table.
 fn settle_contexts(
     cfg: &ClientConfig,
     contexts: &[NegotiateContext<'_>],

@@ -312,25 +312,10 @@ impl ServerConnection {
                         flags: transport_flags::ACCEPT_TRANSPORT_LEVEL_SECURITY,
                     });
                 }
-                // SMB2_POSIX_EXTENSIONS_AVAILABLE (POSIX-SMB2; Samba
-                // smb2_negotiate_context_process_posix): answered with the tag when one of
-                // the client's tags is it; data that is not whole tags fails the NEGOTIATE.
-                NegotiateContext::Other { context_type, data }
-                    if *context_type == posix::NEGOTIATE_CONTEXT && self.cfg.posix_extensions =>
-                {
-                    let asks = posix::negotiate_asks(data);
-                    let asks = asks.map_err(|_| NtStatus::INVALID_PARAMETER)?;
-                    s.posix = asks;
-                    if asks {
-                        s.out_ctx.push(NegotiateContext::Other {
-                            context_type: posix::NEGOTIATE_CONTEXT,
-                            data: &posix::TAG,
-                        });
-                    }
-                }
                 _ => {}
             }
         }
+        self.settle_posix(&req.contexts, &mut s)?;
         // docs/multistream.md 3.3: answered only over QUIC, when offered and possible; a
         // context we cannot take is ignored, never a reason to fail the NEGOTIATE.
         if self.transport == Transport::Quic
@@ -341,6 +326,33 @@ impl ServerConnection {
             s.data_streams = m.streams.min(self.data_stream_limit);
         }
         Ok(s)
+    }
+
+    /// SMB2_POSIX_EXTENSIONS_AVAILABLE (POSIX-SMB2; Samba smb2_negotiate_context_process_posix):
+    /// answered with the tag when one of the client's tags is it and the server has the
+    /// extensions; data that is not whole tags fails the NEGOTIATE (INVALID_PARAMETER).
+    fn settle_posix(
+        &self,
+        contexts: &[NegotiateContext<'_>],
+        s: &mut Settled,
+    ) -> Result<(), NtStatus> {
+        if !self.cfg.posix_extensions {
+            return Ok(());
+        }
+        for c in contexts {
+            if let NegotiateContext::Other { context_type, data } = c
+                && *context_type == posix::NEGOTIATE_CONTEXT
+                && posix::negotiate_asks(data).map_err(|_| NtStatus::INVALID_PARAMETER)?
+                && !s.posix
+            {
+                s.posix = true;
+                s.out_ctx.push(NegotiateContext::Other {
+                    context_type: posix::NEGOTIATE_CONTEXT,
+                    data: &posix::TAG,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// MS-SMB2 3.3.5.4 (SMB2_SIGNING_CAPABILITIES): the first of the client's algorithms the

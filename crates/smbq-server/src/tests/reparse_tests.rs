@@ -34,6 +34,8 @@ fn symlink(target: &str) -> Vec<u8> {
     b
 }
 
+/// Over 80 lines: one story on one file (set, read back, how it shows, how it opens, as a
+/// POSIX open sees it, replaced, deleted), each step depending on the one before.
 #[tokio::test]
 async fn a_symlink_reparse_point_is_data_never_a_link() {
     let h = H::new().await;

@@ -15,6 +15,35 @@ use crate::handlers::{Ctx, body};
 use crate::meta;
 use crate::tables::Tree;
 
+/// The response's create contexts for what the CREATE asked (contexts.rs): QFid from the
+/// file's id, the POSIX context from the file's facts (crate::posix).
+fn response_contexts(
+    tree: &Tree,
+    intent: &CreateIntent,
+    done: &Done,
+    extra: &[(
+        smbq_wire::create_context::CreateContextTag<'static>,
+        Vec<u8>,
+    )],
+) -> Vec<u8> {
+    let (disk_id, volume) = match &done.view {
+        Some(v) => (v.file_id, u64::from(tree.share.serial)),
+        None => (0, 0),
+    };
+    let posix = done
+        .stat
+        .as_ref()
+        .map(|st| crate::posix::stat(st, done.view.as_ref().map_or(0, |v| v.reparse_tag)));
+    contexts::respond(
+        &intent.contexts,
+        done.maximal,
+        disk_id,
+        volume,
+        posix.as_ref(),
+        extra,
+    )
+}
+
 /// The CREATE response (MS-SMB2 2.2.14) for an admitted open. `replay_guid` is the durable
 /// v2 request's CreateGuid: the answer is kept for replays.
 pub(super) fn respond(
@@ -28,22 +57,7 @@ pub(super) fn respond(
     let srv = ctx.srv;
     let (oplock_level, extra) = (granted.oplock_level, granted.extra.as_slice());
     let open = &done.open;
-    let (disk_id, volume) = match &done.view {
-        Some(v) => (v.file_id, u64::from(tree.share.serial)),
-        None => (0, 0),
-    };
-    let posix = done
-        .stat
-        .as_ref()
-        .map(|st| crate::posix::stat(st, done.view.as_ref().map_or(0, |v| v.reparse_tag)));
-    let ctx_bytes = contexts::respond(
-        &intent.contexts,
-        done.maximal,
-        disk_id,
-        volume,
-        posix.as_ref(),
-        extra,
-    );
+    let ctx_bytes = response_contexts(tree, intent, done, extra);
     let resp = match (&done.stat, &done.view) {
         (Some(st), Some(v)) => CreateResponse {
             oplock_level,
