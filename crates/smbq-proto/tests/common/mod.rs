@@ -309,6 +309,8 @@ pub struct Offer {
     pub data_streams_raw: Option<Vec<u8>>,
     /// SMB2_COMPRESSION_CAPABILITIES to send: Flags and algorithm ids.
     pub compression: Option<(u32, Vec<u16>)>,
+    /// The SMB3 POSIX extensions' negotiate context to send: its raw Data.
+    pub posix: Option<Vec<u8>>,
 }
 
 impl Offer {
@@ -323,6 +325,7 @@ impl Offer {
             data_streams: 0,
             data_streams_raw: None,
             compression: None,
+            posix: None,
         }
     }
 
@@ -350,6 +353,7 @@ impl Offer {
             data_streams: 0,
             data_streams_raw: None,
             compression: None,
+            posix: None,
         }
     }
 }
@@ -370,6 +374,8 @@ pub struct Negotiated {
     pub multi_stream: Option<MultiStream>,
     /// The compression context the server answered: Flags and algorithm ids.
     pub compression: Option<(u32, Vec<u16>)>,
+    /// The SMB3 POSIX extensions' context the server answered: its Data.
+    pub posix: Option<Vec<u8>>,
 }
 
 /// The result of a whole SESSION_SETUP exchange.
@@ -572,6 +578,7 @@ impl Client {
         let salt = [0x42u8; 32];
         let multi = MultiStream::new(self.offer.data_streams).encode();
         let raw = self.offer.data_streams_raw.clone().unwrap_or_default();
+        let posix = self.offer.posix.clone();
         if self.offer.dialects.contains(&Dialect::SMB3_1_1) {
             contexts.push(NegotiateContext::PreauthIntegrity {
                 hash_algorithms: vec![HashAlgorithm::SHA512],
@@ -599,6 +606,12 @@ impl Client {
                 });
             } else if self.offer.data_streams > 0 {
                 contexts.push(MultiStream::context(&multi));
+            }
+            if let Some(data) = &posix {
+                contexts.push(NegotiateContext::Other {
+                    context_type: smbq_wire::posix::NEGOTIATE_CONTEXT,
+                    data,
+                });
             }
             if let Some((flags, algs)) = &self.offer.compression {
                 contexts.push(NegotiateContext::Compression {
@@ -643,6 +656,7 @@ impl Client {
         let mut salt_len = 0;
         let mut transport_security = false;
         let mut compression = None;
+        let mut posix = None;
         let multi_stream = MultiStream::find(&r.contexts);
         if r.dialect == Dialect::SMB3_1_1 {
             self.conn_preauth.update(req);
@@ -671,6 +685,11 @@ impl Client {
                     NegotiateContext::Compression { flags, algorithms } => {
                         compression = Some((*flags, algorithms.iter().map(|a| a.0).collect()));
                     }
+                    NegotiateContext::Other { context_type, data }
+                        if *context_type == smbq_wire::posix::NEGOTIATE_CONTEXT =>
+                    {
+                        posix = Some(data.to_vec());
+                    }
                     _ => {}
                 }
             }
@@ -688,6 +707,7 @@ impl Client {
             transport_security,
             multi_stream,
             compression,
+            posix,
         };
         self.negotiated = Some(n.clone());
         n
