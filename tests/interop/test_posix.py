@@ -128,6 +128,35 @@ def test_smbclient_posix_names_and_symlinks(workdir, unstable, transport):
     assert rc == 0, server.server_log()
 
 
+def test_smbclient_posix_renames_a_directory_with_a_file_open_below(workdir, unstable):
+    """A Linux client renames a directory while it has a file inside open. In `posix` mode the
+    rename goes through (Samba's have_file_open_below ignores POSIX opens, and so does smbq)
+    and the open file moves along; a Windows-mode client gets ACCESS_DENIED, as from Windows."""
+    server = SmbqServer(workdir, config=CONFIG)
+    (server.share / "d").mkdir()
+    (server.share / "d" / "f.txt").write_text("inside\n")
+    (server.share / "w").mkdir()
+    (server.share / "w" / "f.txt").write_text("inside\n")
+
+    def smbclient(commands):
+        return unstable.run([
+            "smbclient", f"//{HOST}/share", "-U", f"{USER}%{server.password}",
+            f"--option=client smb transports=tcp:{server.port}", "-c", commands], timeout=120)
+    try:
+        windows = smbclient("open w\\f.txt; rename w w2")
+        posix = smbclient("posix; open d\\f.txt; rename d e; ls e\\*")
+    finally:
+        rc = server.stop()
+    out = windows.stdout + windows.stderr
+    assert "NT_STATUS_ACCESS_DENIED" in out and (server.share / "w").is_dir(), out
+    out = posix.stdout + posix.stderr
+    assert "fnum" in posix.stdout and "NT_STATUS" not in out, out
+    assert (server.share / "e" / "f.txt").read_text() == "inside\n", out
+    assert not (server.share / "d").exists()
+    assert "f.txt" in posix.stdout
+    assert rc == 0, server.server_log()
+
+
 @pytest.mark.parametrize("transport", ["tcp", "quic"])
 def test_smbq_client_posix_commands(workdir, transport):
     """smbq's own client: `ls -l` shows modes, links and owners; `chmod`, `ln -s` and

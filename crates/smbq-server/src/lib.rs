@@ -539,10 +539,16 @@ impl Server {
         }
         if let Some(last) = last.filter(|l| l.delete) {
             if let Some(vfs) = &open.tree.share.vfs {
-                let r = if last.is_dir {
-                    vfs.rmdir(&last.path)
-                } else {
-                    vfs.unlink(&last.path)
+                // The name must still be this file's: the path the open state kept may name
+                // another file by now (a local rename, or a POSIX rename of a directory
+                // above that a path here missed), and that one is not deleted. Samba's close
+                // checks the file id the same way.
+                let r = match vfs.stat(&last.path) {
+                    Ok(st) if (st.dev, st.ino) != (f.key.dev, f.key.ino) => {
+                        Err(std::io::Error::other("the name is another file's now"))
+                    }
+                    _ if last.is_dir => vfs.rmdir(&last.path),
+                    _ => vfs.unlink(&last.path),
                 };
                 if let Err(e) = r {
                     tracing::warn!(path = %last.path, error = %e, "delete on close failed");

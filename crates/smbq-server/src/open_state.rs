@@ -161,6 +161,9 @@ pub enum Moved {
     Path(RelPath),
     /// The open now addresses stream `0` (the unnamed one) or this named stream's id.
     Stream(u64),
+    /// A directory above the file moved from `from` to `to` (a POSIX rename of a directory
+    /// with POSIX opens below it).
+    Under { from: RelPath, to: RelPath },
 }
 
 /// A per-file fact the door keeps ([`OpenState::remember`]).
@@ -372,13 +375,26 @@ pub trait OpenState: Send + Sync {
     fn any_dir_leases(&self) -> bool;
 
     /// The files strictly below `dir` (but `except`) that are open, with their opens, if
-    /// every open of them holds a lease caching handles; `None` when one does not
-    /// (crate::handlers::rename_breaks). Looks at every file.
-    fn handle_leased_below(
+    /// every open of them is of the kind `which` names; `None` when one is not. Paths are
+    /// relative to each file's share, so the caller keeps the files of its own share. Looks
+    /// at every file.
+    fn opens_below(
         &self,
         dir: &RelPath,
         except: FileKey,
+        which: Below,
     ) -> Option<Vec<(FileKey, Vec<u64>)>>;
+}
+
+/// Which opens below a directory [`OpenState::opens_below`] accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Below {
+    /// Opens holding a lease that caches handles: a directory rename breaks them first
+    /// (crate::handlers::rename_breaks).
+    HandleLeased,
+    /// POSIX opens (crate::posix): a POSIX open's directory rename moves them along, as
+    /// Samba's have_file_open_below ignores them for a POSIX open.
+    Posix,
 }
 
 /// Locks `range` of `key` for `owner` through `state`: at once or LOCK_NOT_GRANTED without

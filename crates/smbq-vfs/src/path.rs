@@ -119,6 +119,24 @@ impl RelPath {
                 .is_some_and(|rest| rest.starts_with('/'))
     }
 
+    /// `self` with its leading `from` replaced by `to`, as a rename of directory `from` to
+    /// `to` moves it; `None` when `self` is not `from` or below it, or the result is too long.
+    pub fn rebase(&self, from: &RelPath, to: &RelPath) -> Option<RelPath> {
+        if !self.starts_with(from) {
+            return None;
+        }
+        let rest = self
+            .joined
+            .get(from.joined.len()..)?
+            .trim_start_matches('/');
+        let joined = match (to.is_root(), rest.is_empty()) {
+            (_, true) => to.joined.clone(),
+            (true, false) => rest.to_owned(),
+            (false, false) => format!("{}/{rest}", to.joined),
+        };
+        (joined.len() <= MAX_PATH_BYTES).then_some(Self { joined })
+    }
+
     /// The form handed to `openat2`: the root becomes `.`.
     pub(crate) fn as_os_arg(&self) -> &str {
         if self.is_root() { "." } else { &self.joined }
@@ -239,5 +257,18 @@ mod tests {
                 .starts_with(&RelPath::parse("a").unwrap())
         );
         assert!(!RelPath::parse("a").unwrap().starts_with(&ab));
+    }
+
+    #[test]
+    fn rebase_moves_what_lies_below() {
+        let p = |s: &str| RelPath::parse(s).unwrap();
+        assert_eq!(p("a/b/c").rebase(&p("a/b"), &p("x")), Some(p("x/c")));
+        assert_eq!(p("a/b").rebase(&p("a/b"), &p("x/y")), Some(p("x/y")));
+        assert_eq!(p("a/b").rebase(&RelPath::root(), &p("x")), Some(p("x/a/b")));
+        assert_eq!(p("a/b").rebase(&p("a"), &RelPath::root()), Some(p("b")));
+        assert_eq!(p("ab/c").rebase(&p("a"), &p("x")), None);
+        assert_eq!(p("a").rebase(&p("a/b"), &p("x")), None);
+        let long = p("d/".repeat(2048).trim_end_matches('/'));
+        assert_eq!(p("d/e").rebase(&p("d"), &long), None);
     }
 }

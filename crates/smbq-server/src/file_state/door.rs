@@ -11,7 +11,7 @@ use super::lease::{Granted, LeaseAsk, LeaseKey};
 use super::oplock::{Level, Owner};
 use super::{FileKey, FileStates, Held, LastClose, Layout, NewOpen, OpenRequest};
 use crate::open_state::{
-    Ack, Acked, BreakWait, Effects, Fact, LockOp, Moved, OpenState, Restored, Undelivered,
+    Ack, Acked, Below, BreakWait, Effects, Fact, LockOp, Moved, OpenState, Restored, Undelivered,
     WaitToken,
 };
 
@@ -148,6 +148,11 @@ impl<L: Layout> OpenState for FileStates<L> {
         let opens = self.update_opens_listing(key, |m| match to {
             Moved::Path(path) => m.set_path(path),
             Moved::Stream(stream) => m.move_open(open_id, stream),
+            Moved::Under { ref from, ref to } => {
+                if let Some(path) = m.path().rebase(from, to) {
+                    m.set_path(path);
+                }
+            }
         });
         Effects::recording(true, opens)
     }
@@ -311,11 +316,12 @@ impl<L: Layout> OpenState for FileStates<L> {
         FileStates::any_dir_leases(self)
     }
 
-    fn handle_leased_below(
+    fn opens_below(
         &self,
         dir: &RelPath,
         except: FileKey,
+        which: Below,
     ) -> Option<Vec<(FileKey, Vec<u64>)>> {
-        FileStates::handle_leased_below(self, dir, except)
+        FileStates::opens_below(self, dir, except, which)
     }
 }

@@ -14,7 +14,7 @@ use super::lease::{LeaseAsk, LeaseKey};
 use super::oplock::{Level, Owner, is_stat_open};
 use super::{FileKey, FileStates, NewOpen, OneTable, OpenRequest, Sharded};
 use crate::access::{mask, share};
-use crate::open_state::{Ack, Acked, BreakWait, LockOp, OpenState, Undelivered};
+use crate::open_state::{Ack, Acked, Below, BreakWait, LockOp, Moved, OpenState, Undelivered};
 
 const K: FileKey = FileKey {
     dev: 3,
@@ -939,6 +939,10 @@ fn both() -> [(&'static str, std::sync::Arc<dyn OpenState>); 2] {
 }
 
 fn admit_at(t: &dyn OpenState, key: FileKey, id: u64, path: &str) {
+    admit_kind(t, key, id, path, false);
+}
+
+fn admit_kind(t: &dyn OpenState, key: FileKey, id: u64, path: &str, posix: bool) {
     let path = RelPath::parse(path).unwrap_or_else(|_| unreachable!());
     let new = NewOpen {
         open_id: id,
@@ -947,7 +951,7 @@ fn admit_at(t: &dyn OpenState, key: FileKey, id: u64, path: &str) {
         share_access: share::ALL,
         path: &path,
         is_dir: false,
-        posix: false,
+        posix,
     };
     assert_eq!(t.admit(key, &new), Ok(()));
 }
@@ -973,8 +977,9 @@ fn two_files_stay_apart() {
         let d = RelPath::parse("d").unwrap_or_else(|_| unreachable!());
         assert!(t.any_open_below(&d, other), "{which}");
         assert!(!t.any_open_below(&d, K), "{which}");
-        let below = t.handle_leased_below(&d, other);
+        let below = t.opens_below(&d, other, Below::HandleLeased);
         assert_eq!(below, Some(vec![(K, vec![1])]), "{which}");
+        assert_eq!(t.opens_below(&d, other, Below::Posix), None, "{which}");
         let (r, _) = t.on_lock(K, 1, (0, 10), LockOp::Lock { exclusive: true }, now);
         assert_eq!(r, Ok(()), "{which}");
         assert_eq!(t.check_io(other, 2, (0, 10), true), Ok(()), "{which}");
@@ -1052,5 +1057,46 @@ async fn a_blocked_lock_waits_for_the_holder_in_both_layouts() {
         let ended = waiter.await.ok();
         assert_eq!(ended, Some(Err(NtStatus::RANGE_NOT_LOCKED)), "{which}");
         assert_eq!(t.lock_count(K), 1, "{which}");
+    }
+}
+
+/// A POSIX rename of a directory (crate::handlers::set_info) moves the POSIX opens below it:
+/// they are found only while every open of the file is a POSIX one, and the file's path,
+/// which its last close unlinks, follows the directory.
+#[test]
+fn posix_opens_below_move_with_their_directory() {
+    let other = FileKey { ino: 41, ..K };
+    let p = |s: &str| RelPath::parse(s).unwrap_or_else(|_| unreachable!());
+    for (which, t) in both() {
+        admit_kind(&*t, K, 1, "d/s/f", true);
+        admit_kind(&*t, other, 2, "d2/g", true);
+        let below = t.opens_below(&p("d"), other, Below::Posix);
+        assert_eq!(below, Some(vec![(K, vec![1])]), "{which}");
+        admit_kind(&*t, K, 3, "d/s/f", false);
+        assert_eq!(t.opens_below(&p("d"), other, Below::Posix), None, "{which}");
+        assert!(t.release(K, 3, false, None).is_none(), "{which}");
+        let moved = Moved::Under {
+            from: p("d"),
+            to: p("e/x"),
+        };
+        let _ = t.renamed(K, 0, moved);
+        // Files outside the directory stay where they are.
+        let _ = t.renamed(
+            other,
+            0,
+            Moved::Under {
+                from: p("d"),
+                to: p("e/x"),
+            },
+        );
+        let last = t
+            .release(K, 1, true, None)
+            .unwrap_or_else(|| unreachable!());
+        assert_eq!((last.path, last.delete), (p("e/x/s/f"), true), "{which}");
+        t.deleted(K);
+        let last = t
+            .release(other, 2, false, None)
+            .unwrap_or_else(|| unreachable!());
+        assert_eq!(last.path, p("d2/g"), "{which}");
     }
 }

@@ -29,6 +29,7 @@ pub mod share_mode;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
+use crate::open_state::Below;
 use parking_lot::Mutex;
 use smbq_vfs::{RelPath, Timespec};
 use smbq_wire::NtStatus;
@@ -474,13 +475,14 @@ impl<L: Layout> FileStates<L> {
     }
 
     /// The files strictly below `dir` (but `except`) that are open, with their opens, if every
-    /// open of them holds a lease that caches handles; `None` when one does not (a directory
-    /// rename is refused at once then; crate::handlers::rename_breaks). Paths are relative to
-    /// each file's share, so the caller keeps the files of its own share. Visits every shard.
-    pub fn handle_leased_below(
+    /// open of them is of the kind `which` names; `None` when one is not (a directory rename
+    /// is refused at once then). Paths are relative to each file's share, so the caller keeps
+    /// the files of its own share. Visits every shard.
+    pub fn opens_below(
         &self,
         dir: &RelPath,
         except: FileKey,
+        which: Below,
     ) -> Option<Vec<(FileKey, Vec<u64>)>> {
         let mut below = Vec::new();
         for s in self.layout.parts() {
@@ -490,12 +492,14 @@ impl<L: Layout> FileStates<L> {
                 if *k == except.base() || m.path() == dir || !m.path().starts_with(dir) {
                     continue;
                 }
-                let handles = |id| {
-                    e.leases
+                let accepted = |id| match which {
+                    Below::HandleLeased => e
+                        .leases
                         .granted_of(id)
-                        .is_some_and(|(_, g)| g.state & lease_state::HANDLE_CACHING != 0)
+                        .is_some_and(|(_, g)| g.state & lease_state::HANDLE_CACHING != 0),
+                    Below::Posix => m.is_posix(id),
                 };
-                if !m.open_ids().all(handles) {
+                if !m.open_ids().all(accepted) {
                     return None;
                 }
                 below.push((*k, m.open_ids().collect()));

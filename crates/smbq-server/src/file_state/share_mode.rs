@@ -248,6 +248,11 @@ impl ShareModes {
         self.path = path;
     }
 
+    /// Whether open `open_id` is a POSIX open (crate::posix).
+    pub fn is_posix(&self, open_id: u64) -> bool {
+        self.opens.iter().any(|e| e.open_id == open_id && e.posix)
+    }
+
     /// Whether every open of `key`'s stream but `open_id` shares delete (rename and delete
     /// need that).
     pub fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {

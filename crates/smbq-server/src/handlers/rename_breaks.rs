@@ -29,6 +29,7 @@ use super::{Ctx, blocking};
 use crate::access::{mask, share};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
 use crate::file_state::{FileKey, OpenRequest};
+use crate::open_state::Below;
 use crate::path::{Stream, lookup, parse_name};
 use crate::tables::Open;
 
@@ -84,9 +85,19 @@ pub(super) async fn wait(
     if !f.is_dir || dir.is_root() {
         return Ok(());
     }
+    // A POSIX open's rename moves POSIX opens below along (crate::handlers::set_info): no
+    // break needed.
+    let state = ctx.srv.open_state();
+    if open.posix && state.opens_below(&dir, f.key, Below::Posix).is_some() {
+        return Ok(());
+    }
     // The files below, as they are now: one opened after this scan is not broken, and the
     // rename's own check refuses it.
-    let Some(below) = ctx.srv.open_state().handle_leased_below(&dir, f.key) else {
+    let Some(below) = ctx
+        .srv
+        .open_state()
+        .opens_below(&dir, f.key, Below::HandleLeased)
+    else {
         return Ok(());
     };
     let share = &open.tree.share;

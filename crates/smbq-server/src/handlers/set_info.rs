@@ -24,7 +24,7 @@ use crate::access::{attr, mask};
 use crate::dos::DosInfo;
 use crate::errors::map_io_error;
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
-use crate::open_state::{Fact, Moved};
+use crate::open_state::{Below, Fact, Moved};
 use crate::path::{Stream, lookup, parse_name, parse_smb_name};
 use crate::security::{Token, require};
 use crate::tables::Open;
@@ -533,7 +533,7 @@ fn rename(
     if name.is_root() {
         return Err(NtStatus::OBJECT_NAME_INVALID);
     }
-    let from = movable_source(srv, vfs.as_ref(), open, f)?;
+    let (from, moving) = movable_source(srv, vfs.as_ref(), open, f)?;
     let found = lookup(vfs.as_ref(), &name, open.posix)?;
     let rw = crate::access::share::READ | crate::access::share::WRITE;
     check_target_directory(srv, vfs.as_ref(), &found.path, f.is_dir, rw)?;
@@ -557,12 +557,33 @@ fn rename(
     vfs.rename(&from, &to, replace).map_err(io)?;
     crate::stable::flush_rename(open, vfs.as_ref(), &from, &to); // CA shares
     *open.path.lock() = to.clone();
+    move_opens_below(srv, moving, &from, &to);
     // The new path goes into persistent opens' records (the effects, crate::persist).
     let fx = srv
         .open_state()
         .renamed(f.key, open.volatile(), Moved::Path(to));
     srv.apply(fx);
     Ok(())
+}
+
+/// The POSIX opens below a directory a POSIX open renamed ([`movable_source`]) now name
+/// their files under the new path, and so does the open state, whose path a delete-on-close
+/// unlinks.
+fn move_opens_below(srv: &Server, moving: MovingBelow, from: &RelPath, to: &RelPath) {
+    for (key, opens) in moving {
+        for o in opens {
+            let moved = o.path().rebase(from, to);
+            if let Some(path) = moved {
+                *o.path.lock() = path;
+            }
+        }
+        let under = Moved::Under {
+            from: from.clone(),
+            to: to.clone(),
+        };
+        let fx = srv.open_state().renamed(key, 0, under);
+        srv.apply(fx);
+    }
 }
 
 /// MS-FSA 2.1.5.15.6 FileLinkInformation: a new name for the file `open` addresses, relative
@@ -632,14 +653,18 @@ fn link(srv: &Server, open: &Open, token: &Token, l: &LinkInfo) -> Result<(), Nt
 /// MS-FSA 2.1.5.15.6: a file SHOULD have fewer than 1024 links to get another.
 const MAX_LINKS: u64 = 1024;
 
+/// Files below a directory being renamed, with their opens, which move with it.
+type MovingBelow = Vec<(crate::file_state::FileKey, Vec<Arc<Open>>)>;
+
 /// The path of a source that may be renamed now: not the share root, none of its named
-/// streams open, every other open sharing delete, and (a directory) nothing open below it.
+/// streams open, every other open sharing delete, and (a directory) nothing open below it
+/// but, for a POSIX open, POSIX opens, which move with it ([`posix_opens_below`]).
 fn movable_source(
     srv: &Server,
     vfs: &dyn smbq_vfs::Vfs,
     open: &Open,
     f: &FileOpen,
-) -> Result<RelPath, NtStatus> {
+) -> Result<(RelPath, MovingBelow), NtStatus> {
     let from = open.path();
     if from.is_root() {
         return Err(NtStatus::ACCESS_DENIED);
@@ -656,10 +681,48 @@ fn movable_source(
     if !srv.open_state().others_share_delete(f.key, open.volatile()) {
         return Err(NtStatus::SHARING_VIOLATION);
     }
-    if f.is_dir && srv.open_state().any_open_below(&from, f.key) {
+    let moving = if f.is_dir && srv.open_state().any_open_below(&from, f.key) {
+        posix_opens_below(srv, open, f, &from)?
+    } else {
+        Vec::new()
+    };
+    Ok((from, moving))
+}
+
+/// A directory with open files below it is renamed only by a POSIX open, and only when
+/// every open below is a POSIX open of this share: Samba's have_file_open_below ignores POSIX
+/// opens for a POSIX directory open, and a Linux client may rename a directory whose files
+/// it has open. Anything else is ACCESS_DENIED, as Windows answers (MS-FSA 2.1.5.15.11,
+/// smbtorture smb2.rename.rename_dir_openfile). A disconnected durable open below is not
+/// found here, so it keeps the directory in place.
+fn posix_opens_below(
+    srv: &Server,
+    open: &Open,
+    f: &FileOpen,
+    from: &RelPath,
+) -> Result<MovingBelow, NtStatus> {
+    if !open.posix {
         return Err(NtStatus::ACCESS_DENIED);
     }
-    Ok(from)
+    let below = srv
+        .open_state()
+        .opens_below(from, f.key, Below::Posix)
+        .ok_or(NtStatus::ACCESS_DENIED)?;
+    let share = &open.tree.share;
+    below
+        .into_iter()
+        .map(|(key, ids)| {
+            let opens = ids
+                .iter()
+                .map(|id| {
+                    srv.lookup_open(*id)
+                        .filter(|o| Arc::ptr_eq(&o.tree.share, share))
+                        .ok_or(NtStatus::ACCESS_DENIED)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((key, opens))
+        })
+        .collect()
 }
 
 /// A POSIX open's path may no longer name its file: a POSIX delete unlinks a name while POSIX

@@ -217,6 +217,29 @@ async fn share_modes_conflict() {
     assert_eq!(b.status, NtStatus::SUCCESS);
 }
 
+/// The last close deletes the file it holds, not whatever has its name by then: a file that
+/// was renamed on the server's disk behind the open's back is spared, and so is the file
+/// that took its name.
+#[tokio::test]
+async fn delete_on_close_spares_a_file_that_took_the_name() {
+    let h = H::new().await;
+    h.put("f", b"mine").await;
+    let o = h
+        .create(
+            "f",
+            mask::GENERIC_READ | mask::DELETE,
+            D::OPEN,
+            opts::DELETE_ON_CLOSE,
+        )
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    std::fs::rename(h.path("f"), h.path("moved")).unwrap();
+    std::fs::write(h.path("f"), b"theirs").unwrap();
+    assert_eq!(h.close(o.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(std::fs::read(h.path("f")).unwrap(), b"theirs");
+    assert_eq!(std::fs::read(h.path("moved")).unwrap(), b"mine");
+}
+
 #[tokio::test]
 async fn delete_on_close() {
     let h = H::new().await;

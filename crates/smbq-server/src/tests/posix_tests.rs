@@ -590,3 +590,74 @@ async fn an_unlinked_posix_open_moves_no_other_file() {
     h.close(keeper.id).await;
     assert_eq!(std::fs::read(h.path("a")).unwrap(), b"victim");
 }
+
+/// A POSIX open renames a directory while POSIX opens below it stay open, as Samba allows
+/// (have_file_open_below ignores POSIX opens for a POSIX directory open): those opens follow
+/// the directory, for their own renames and their delete-on-close. A Windows open's rename,
+/// or a Windows open below, still gets ACCESS_DENIED.
+#[tokio::test]
+async fn a_posix_directory_rename_takes_the_posix_opens_below_along() {
+    use super::set_info_tests::{rename_buf, set};
+    let h = H::new().await;
+    let posix = posix_ctx(&[0; 4]);
+    let all = crate::access::share::ALL;
+    std::fs::create_dir_all(h.path("d/s")).unwrap();
+    h.put("d\\s\\f", b"data").await;
+    let child = h
+        .create_req("d/s/f", mask::GENERIC_READ | mask::DELETE, D::OPEN)
+        .share(all)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(child.status, NtStatus::SUCCESS);
+    let dir_open = |as_posix: bool| {
+        let r = h
+            .create_req("d", mask::GENERIC_READ | mask::DELETE, D::OPEN)
+            .share(all)
+            .options(opts::DIRECTORY_FILE);
+        if as_posix { r.contexts(&posix) } else { r }
+    };
+    let windows = dir_open(false).send().await;
+    assert_eq!(
+        set(&h, windows.id, 10, &rename_buf("e", false)).await,
+        NtStatus::ACCESS_DENIED
+    );
+    h.close(windows.id).await;
+    let dir = dir_open(true).send().await;
+    assert_eq!(dir.status, NtStatus::SUCCESS);
+    assert_eq!(
+        set(&h, dir.id, 10, &rename_buf("e", false)).await,
+        NtStatus::SUCCESS
+    );
+    assert!(h.path("e/s/f").is_file() && !h.path("d").exists());
+    // Another file takes the old name; the moved open renames and deletes its own file.
+    std::fs::create_dir_all(h.path("d/s")).unwrap();
+    std::fs::write(h.path("d/s/f"), b"other").unwrap();
+    assert_eq!(
+        set(&h, child.id, 10, &rename_buf("e/s/g", false)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::read(h.path("e/s/g")).unwrap(), b"data");
+    let mut w = smbq_wire::Writer::new();
+    smbq_wire::fscc::file_info::DispositionInfo {
+        delete_pending: true,
+    }
+    .encode(&mut w);
+    assert_eq!(
+        set(&h, child.id, 13, &w.into_vec()).await,
+        NtStatus::SUCCESS
+    );
+    h.close(child.id).await;
+    assert!(!h.path("e/s/g").exists());
+    assert_eq!(std::fs::read(h.path("d/s/f")).unwrap(), b"other");
+
+    // A Windows open below keeps the directory where it is, even for a POSIX open.
+    h.put("e\\s\\w", b"w").await;
+    let below = h.create("e\\s\\w", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(below.status, NtStatus::SUCCESS);
+    assert_eq!(
+        set(&h, dir.id, 10, &rename_buf("z", false)).await,
+        NtStatus::ACCESS_DENIED
+    );
+    assert!(h.path("e/s/w").is_file());
+}
