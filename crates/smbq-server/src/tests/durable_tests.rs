@@ -436,6 +436,18 @@ async fn a_resilient_open_is_kept_without_an_oplock_and_not_purged() {
 /// A durable v2 CREATE (CreateGuid `guid`) under an RWH V2 lease with key `key`, or its
 /// reconnect (DH2C naming `id`) when `id` is given.
 async fn leased_v2(h: &H, guid: [u8; 16], key: [u8; 16], id: Option<FileId>) -> Open {
+    leased_v2_at(h, "leased", (guid, key), id, false).await
+}
+
+/// A durable v2 open of `name` under an RWH lease (`ids`: CreateGuid and lease key), or its
+/// DH2C reconnect when `id` is given; `posix` adds the POSIX create context (crate::posix).
+pub(super) async fn leased_v2_at(
+    h: &H,
+    name: &str,
+    (guid, key): ([u8; 16], [u8; 16]),
+    id: Option<FileId>,
+    posix: bool,
+) -> Open {
     use smbq_wire::create_context::{Dh2cRequest, Dh2qRequest, Lease, LeaseV2, lease_state};
     let lease = Lease {
         key,
@@ -464,10 +476,14 @@ async fn leased_v2(h: &H, guid: [u8; 16], key: [u8; 16], id: Option<FileId>) -> 
             .to_bytes(),
         ),
     };
-    let list = contexts_to_bytes(&[
+    let mut list = vec![
         CreateContext::new(tag, &durable),
         CreateContext::new(CreateContextTag::RQLS, &lease),
-    ]);
+    ];
+    if posix {
+        list.push(CreateContext::new(CreateContextTag::POSIX, &[0; 4]));
+    }
+    let list = contexts_to_bytes(&list);
     let req = CreateRequest {
         requested_oplock_level: OplockLevel::LEASE,
         desired_access: DATA,
@@ -476,7 +492,7 @@ async fn leased_v2(h: &H, guid: [u8; 16], key: [u8; 16], id: Option<FileId>) -> 
         contexts: &list,
         ..Default::default()
     };
-    send_create(h, "leased", req).await
+    send_create(h, name, req).await
 }
 
 /// MS-SMB2 3.3.5.9.12: a reconnect naming the open with another CreateGuid, or coming from a

@@ -61,6 +61,23 @@ async fn a_posix_create_gets_its_mode_and_the_file_s_facts() {
     );
     assert_eq!(posix_answer(&o).unwrap().mode, wire_mode(0o040750));
 
+    // Below a set-group-ID directory a new directory keeps the bit the kernel gave it, so
+    // files made in it keep the group, as `mkdir` there would.
+    std::fs::create_dir(h.path("shared")).unwrap();
+    std::fs::set_permissions(h.path("shared"), PermissionsExt::from_mode(0o2775)).unwrap();
+    let o = h
+        .create_req("shared/d", mask::GENERIC_READ, D::CREATE)
+        .options(opts::DIRECTORY_FILE)
+        .contexts(&posix_ctx(&0o750u32.to_le_bytes()))
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let mode = std::fs::metadata(h.path("shared/d"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o2750);
+
     // A mode of any other length is malformed; nothing is created.
     let o = h
         .create_req("g", mask::GENERIC_READ, D::CREATE)
@@ -660,4 +677,28 @@ async fn a_posix_directory_rename_takes_the_posix_opens_below_along() {
         NtStatus::ACCESS_DENIED
     );
     assert!(h.path("e/s/w").is_file());
+}
+
+/// A durable POSIX open under a lease is reconnected by its POSIX name: `:` and `/` are name
+/// characters and case counts, as when it was opened; the same name in another case names
+/// another file, so that reconnect is INVALID_PARAMETER (MS-SMB2 3.3.5.9.12's name check).
+#[tokio::test]
+async fn a_durable_posix_open_reconnects_by_its_posix_name() {
+    use super::durable_tests::{leased_v2_at, new_session};
+    let mut h = H::new().await;
+    std::fs::create_dir(h.path("sub")).unwrap();
+    let ids = ([0x71; 16], [0x72; 16]);
+    let o = leased_v2_at(&h, "sub/a:B", ids, None, true).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert!(h.path("sub").join("a:B").is_file());
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 1);
+    new_session(&mut h, 0x12, "alice").await;
+    let other_case = leased_v2_at(&h, "sub/a:b", ids, Some(o.id), true).await;
+    assert_eq!(other_case.status, NtStatus::INVALID_PARAMETER);
+    let back = leased_v2_at(&h, "sub/a:B", ids, Some(o.id), true).await;
+    assert_eq!(back.status, NtStatus::SUCCESS);
+    assert_eq!(back.id, o.id);
+    assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.srv.parked_opens(), 0);
 }

@@ -328,7 +328,16 @@ impl VfsFile for PosixFile {
     }
 
     fn set_mode(&self, mode: u32) -> io::Result<()> {
-        rustix::fs::fchmod(&self.fd, Mode::from_raw_mode(mode & MODE_MASK)).map_err(errno)
+        // A directory keeps the set-group-ID bit it has (inherited from its parent, so files
+        // made in it keep the group), as GNU chmod keeps it; a client never sets one.
+        let st = rustix::fs::fstat(&self.fd).map_err(errno)?;
+        let is_dir = rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir();
+        let keep = if is_dir {
+            st.st_mode & Mode::SGID.bits()
+        } else {
+            0
+        };
+        rustix::fs::fchmod(&self.fd, Mode::from_raw_mode((mode & MODE_MASK) | keep)).map_err(errno)
     }
 
     fn set_owner(&self, uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {

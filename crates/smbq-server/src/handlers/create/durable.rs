@@ -19,7 +19,7 @@ use crate::durable::{DurableGrant, FirstAnswer, Parked};
 use crate::errors::map_io_error;
 use crate::file_state::lease::{Granted, LeaseKey};
 use crate::handlers::{Ctx, body};
-use crate::path::parse_smb_name;
+use crate::path::parse_name;
 use crate::share::ShareKind;
 use crate::tables::{Open, Tree};
 use crate::{Server, dos, meta};
@@ -436,21 +436,29 @@ async fn take_alone(mut open: Arc<Open>) -> Result<Open, Arc<Open>> {
     Arc::try_unwrap(open)
 }
 
-/// Whether the CREATE's name is the path of `open` (case-insensitively, as names are looked
-/// up).
+/// Whether the CREATE's name is the path of `open`: case-insensitively, as names are looked
+/// up, for a Windows open; byte for byte, with POSIX name rules (`/`, `:` and the rest are
+/// name characters), for a POSIX open (crate::posix).
 fn names_the_open(req: &CreateRequest<'_>, open: &Open) -> bool {
     let Ok(name) = req.name_string() else {
         return false;
     };
-    let Ok(parsed) = parse_smb_name(&name) else {
+    let Ok(parsed) = parse_name(&name, open.posix) else {
         return false;
     };
     let path = open.path();
     let mut mine = path.components();
+    let same = |m: &str, c: &str| {
+        if open.posix {
+            m == c
+        } else {
+            m.eq_ignore_ascii_case(c)
+        }
+    };
     parsed
         .components
         .iter()
-        .all(|c| mine.next().is_some_and(|m| m.eq_ignore_ascii_case(c)))
+        .all(|c| mine.next().is_some_and(|m| same(m, c)))
         && mine.next().is_none()
 }
 
