@@ -222,6 +222,7 @@ impl Server {
                 })
                 .collect(),
             parent_lease: open.parent_lease.map(|k| k.key),
+            posix: open.posix,
         })
     }
 
@@ -302,7 +303,7 @@ impl Server {
             share_access: rec.share_access,
             path,
             is_dir: rec.is_dir,
-            posix: false,
+            posix: rec.posix,
         };
         let state = self.open_state();
         state
@@ -392,6 +393,6 @@ fn restored_open(
         }),
         modified: AtomicBool::new(false),
         sticky_write: AtomicBool::new(false),
-        posix: false,
+        posix: rec.posix,
     })
 }

@@ -54,6 +54,10 @@ pub struct Record {
     pub locks: Vec<LockRecord>,
     /// The V2 ParentLeaseKey the open named.
     pub parent_lease: Option<[u8; 16]>,
+    /// A POSIX open (crate::posix): restored as one. Records written before it existed
+    /// are Windows opens.
+    #[serde(default)]
+    pub posix: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -391,7 +395,23 @@ mod tests {
                 exclusive: true,
             }],
             parent_lease: None,
+            posix: true,
         }
+    }
+
+    /// A record written before POSIX opens were recorded is a Windows open.
+    #[test]
+    fn an_older_record_is_a_windows_open() {
+        let mut json: serde_json::Value = serde_json::to_value(record(1)).unwrap();
+        json.as_object_mut().unwrap().remove("posix");
+        let old: Record = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            old,
+            Record {
+                posix: false,
+                ..record(1)
+            }
+        );
     }
 
     #[test]

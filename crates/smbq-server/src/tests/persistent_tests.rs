@@ -583,3 +583,63 @@ async fn a_lock_the_store_cannot_record_is_not_granted() {
         "only the recorded lock is back"
     );
 }
+
+/// A DH2Q (or, with `id`, DH2C) persistent CREATE of `a:b` carrying the POSIX context.
+async fn posix_ph(h: &H, id: Option<FileId>) -> Open {
+    let create_guid = [0x77; 16];
+    let (tag, blob) = match id {
+        Some(file_id) => (
+            CreateContextTag::DH2C,
+            Dh2cRequest {
+                file_id,
+                create_guid,
+                flags: DH2_FLAG_PERSISTENT,
+            }
+            .to_bytes(),
+        ),
+        None => (
+            CreateContextTag::DH2Q,
+            Dh2qRequest {
+                timeout: 5000,
+                flags: DH2_FLAG_PERSISTENT,
+                create_guid,
+            }
+            .to_bytes(),
+        ),
+    };
+    let list = contexts_to_bytes(&[
+        CreateContext::new(tag, &blob),
+        CreateContext::new(CreateContextTag::POSIX, &0o600u32.to_le_bytes()),
+    ]);
+    let req = CreateRequest {
+        desired_access: mask::FILE_READ_DATA | mask::FILE_WRITE_DATA | mask::FILE_READ_ATTRIBUTES,
+        create_disposition: D::OPEN_IF,
+        contexts: &list,
+        ..Default::default()
+    };
+    send_create(h, "a:b", req).await
+}
+
+/// A persistent POSIX open (crate::posix) comes back after a restart as a POSIX open, under
+/// its POSIX name: FILE_POSIX_INFORMATION, which only POSIX opens get, answers on it.
+#[tokio::test]
+async fn a_persistent_posix_open_is_restored_as_one() {
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    let store = state.path().join("p.redb");
+    h.srv.open_persistent_store(&store).unwrap();
+    let o = posix_ph(&h, None).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    assert!(h.path("a:b").is_file());
+    let (mut h, report) = restart(h, &store).await;
+    assert_eq!(report.restored, 1, "{:?}", report.dropped);
+    new_session(&mut h, 0x12, "alice").await;
+    let back = posix_ph(&h, Some(o.id)).await;
+    assert_eq!(back.status, NtStatus::SUCCESS);
+    assert_eq!(back.id, o.id);
+    let class = smbq_wire::posix::INFO_CLASS;
+    let info = smbq_wire::query_info::InfoType::FILE;
+    let (s, _) = super::info_tests::qi(&h, back.id, info, class, 65536, 0).await;
+    assert_eq!(s, NtStatus::SUCCESS, "a POSIX open again");
+    assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
+}
