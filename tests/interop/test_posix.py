@@ -122,6 +122,9 @@ def test_smbclient_posix_names_and_symlinks(workdir, unstable, transport):
     for name in ("evil", "good"):
         st = os.lstat(server.share / name)
         assert stat.S_ISREG(st.st_mode) and st.st_size == 0, (name, oct(st.st_mode))
+    # Opened as a file, the link is answered STOPPED_ON_SYMLINK with where it points, as
+    # Windows and Samba answer; smbclient does not follow it.
+    assert "NT_STATUS_STOPPED_ON_SYMLINK opening remote file \\evil" in p.stdout, out
     # Whatever the client does with it, no byte of /etc/passwd comes back.
     got = unstable.path(leaked).read_bytes() if unstable.path(leaked).exists() else b""
     assert b"root:" not in got

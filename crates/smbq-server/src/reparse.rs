@@ -7,8 +7,10 @@
 //! (`user.SmbReparse`).
 //!
 //! The file then reports FILE_ATTRIBUTE_REPARSE_POINT and its tag (crate::dos), and a CREATE
-//! of it without FILE_OPEN_REPARSE_POINT is refused as NTFS refuses a tag no filter handles
-//! (handlers::create).
+//! of it without FILE_OPEN_REPARSE_POINT is refused (handlers::create): a symlink with
+//! STATUS_STOPPED_ON_SYMLINK and where it points ([`symlink_error`]), so the client follows
+//! it itself, as Windows and Samba answer; any other tag as NTFS refuses one no filter
+//! handles.
 
 use smbq_vfs::VfsFile;
 use smbq_wire::NtStatus;
@@ -85,6 +87,31 @@ pub fn set(file: &dyn VfsFile, is_dir: bool, buf: &[u8]) -> Result<(), NtStatus>
     }
     file.set_xattr(XATTR, buf)
         .map_err(|e| crate::errors::map_io_error(&e))
+}
+
+/// The ErrorData of STATUS_STOPPED_ON_SYMLINK for `file`, a symlink reparse point opened
+/// as the last component of a CREATE's name (MS-SMB2 3.3.5.9, 2.2.2.2.1: nothing of the
+/// name is left unparsed). `None` when the file holds no well-formed symlink buffer.
+pub fn symlink_error(file: &dyn VfsFile) -> Option<Vec<u8>> {
+    use smbq_wire::cursor::utf16le_encode;
+    use smbq_wire::error_response::SymlinkErrorResponse;
+    use smbq_wire::fscc::reparse::SymlinkReparse;
+    let v = file.get_xattr(XATTR).ok().flatten()?;
+    check(&v).ok()?;
+    let link = SymlinkReparse::decode(&v).ok()?;
+    let (substitute, print) = (
+        utf16le_encode(&link.substitute_name),
+        utf16le_encode(&link.print_name),
+    );
+    let mut w = smbq_wire::Writer::new();
+    SymlinkErrorResponse {
+        unparsed_path_length: 0,
+        substitute_name: &substitute,
+        print_name: &print,
+        flags: link.flags,
+    }
+    .encode(&mut w);
+    Some(w.into_vec())
 }
 
 /// FSCTL_GET_REPARSE_POINT: the buffer as set; NOT_A_REPARSE_POINT without one. An output

@@ -1,5 +1,6 @@
 //! Reparse points a client sets (crate::reparse): kept as data on a regular file and given
-//! back, never acted on; the file reports them, and opening it needs FILE_OPEN_REPARSE_POINT.
+//! back, never acted on; the file reports them, and opening it needs FILE_OPEN_REPARSE_POINT
+//! (a symlink without it is STOPPED_ON_SYMLINK, with where it points).
 
 use std::os::unix::fs::FileTypeExt;
 
@@ -32,6 +33,25 @@ fn symlink(target: &str) -> Vec<u8> {
     b.extend_from_slice(&name);
     b.extend_from_slice(&name);
     b
+}
+
+/// The Symbolic Link Error Response (MS-SMB2 2.2.2.2.1) of a STOPPED_ON_SYMLINK answer, in
+/// its 3.1.1 error context: unparsed length, substitute name, print name, flags.
+fn stopped_on(o: &super::harness::Open) -> (u16, Vec<u8>, Vec<u8>, u32) {
+    use smbq_wire::error_response::{ErrorId, ErrorResponse, SymlinkErrorResponse};
+    let mut msg = vec![0u8; smbq_wire::HEADER_LEN];
+    msg.extend_from_slice(&o.resp.as_ref().unwrap().body);
+    let e = ErrorResponse::decode(&msg).unwrap();
+    let contexts = e.contexts().unwrap();
+    assert_eq!(contexts.len(), 1);
+    assert_eq!(contexts[0].error_id, ErrorId::DEFAULT);
+    let l = SymlinkErrorResponse::decode(contexts[0].data).unwrap();
+    (
+        l.unparsed_path_length,
+        l.substitute_name.to_vec(),
+        l.print_name.to_vec(),
+        l.flags,
+    )
 }
 
 /// Over 80 lines: one story on one file (set, read back, how it shows, how it opens, as a
@@ -74,9 +94,18 @@ async fn a_symlink_reparse_point_is_data_never_a_link() {
     assert_ne!(entries[0].file_attributes & attr::REPARSE_POINT, 0);
     assert_eq!(entries[0].ea_size, SYMLINK);
 
-    // Opening it as a file needs FILE_OPEN_REPARSE_POINT: no read goes through it.
+    // Opening it as a file needs FILE_OPEN_REPARSE_POINT: no read goes through it. Without,
+    // the client is told where it points, to follow it itself.
     let plain = h.create("evil", mask::GENERIC_READ, D::OPEN, 0).await;
-    assert_eq!(plain.status, NtStatus::IO_REPARSE_TAG_NOT_HANDLED);
+    assert_eq!(plain.status, NtStatus::STOPPED_ON_SYMLINK);
+    let utf16 = |s: &str| {
+        s.encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect::<Vec<u8>>()
+    };
+    let err = stopped_on(&plain);
+    assert_eq!((err.0, err.1, err.2), (0, utf16(".."), utf16("..")));
+    assert_eq!(err.3, 1, "relative");
     let own = h
         .create_req("evil", mask::GENERIC_READ, D::OPEN)
         .options(opts::OPEN_REPARSE_POINT)
@@ -194,4 +223,29 @@ async fn shares_without_the_posix_extensions_take_no_reparse_points() {
         h.create("f", mask::GENERIC_READ, D::OPEN, 0).await.status,
         NtStatus::SUCCESS
     );
+}
+
+/// A reparse point of another tag than a symlink (here IO_REPARSE_TAG_NFS, a FIFO as Linux
+/// clients describe one) is refused to a plain open as NTFS refuses a tag no filter handles:
+/// there is nothing for the client to follow.
+#[tokio::test]
+async fn another_tag_is_not_handled_without_open_reparse_point() {
+    let h = H::new().await;
+    let access = mask::FILE_READ_ATTRIBUTES | mask::FILE_WRITE_ATTRIBUTES;
+    let o = h
+        .create_req("fifo", access, D::CREATE)
+        .options(opts::OPEN_REPARSE_POINT | opts::NON_DIRECTORY_FILE)
+        .send()
+        .await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    let mut buf = 0x8000_0014u32.to_le_bytes().to_vec();
+    buf.extend_from_slice(&8u16.to_le_bytes());
+    buf.extend_from_slice(&[0, 0]);
+    buf.extend_from_slice(b"FIFO\0\0\0\0");
+    let (s, _) = h.fsctl(CtlCode::SET_REPARSE_POINT, o.id, &buf, 0).await;
+    assert_eq!(s, NtStatus::SUCCESS);
+    let plain = h.create("fifo", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(plain.status, NtStatus::IO_REPARSE_TAG_NOT_HANDLED);
+    let md = std::fs::symlink_metadata(h.path("fifo")).unwrap();
+    assert!(md.file_type().is_file() && !md.file_type().is_fifo());
 }

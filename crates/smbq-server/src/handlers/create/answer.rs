@@ -121,3 +121,29 @@ pub(super) fn respond(
     r.file_id = Some(open.file_id);
     r
 }
+
+/// STATUS_STOPPED_ON_SYMLINK with its Symbolic Link Error Response (MS-SMB2 2.2.2.2.1): in
+/// one DEFAULT error context on 3.1.1 (2.2.2.1), as the ErrorData itself before, as Samba
+/// sends it.
+pub(super) fn stopped_on_symlink(ctx: &Ctx<'_>, data: &[u8]) -> Response {
+    use smbq_wire::Dialect;
+    use smbq_wire::error_response::{ErrorContext, ErrorId, ErrorResponse};
+    let body = if ctx.conn.dialect == Dialect::SMB3_1_1 {
+        let context = ErrorContext {
+            error_id: ErrorId::DEFAULT,
+            data,
+        };
+        body(|w| ErrorResponse::encode_with_contexts(&[context], w))
+    } else {
+        let err = ErrorResponse {
+            error_context_count: 0,
+            error_data: data,
+        };
+        body(|w| err.encode(w))
+    };
+    Response {
+        status: smbq_wire::NtStatus::STOPPED_ON_SYMLINK,
+        body,
+        ..Default::default()
+    }
+}

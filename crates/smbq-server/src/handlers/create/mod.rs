@@ -74,7 +74,11 @@ pub(crate) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     let srv = ctx.srv.self_arc();
     let id = admit::reserve(ctx, &srv, &tree)?;
     // 2. resolve, 3. admit, 4. open: on the blocking pool, waiting for breaks.
-    let done = open::run(ctx, &srv, &tree, &intent, id).await?;
+    let done = match open::run(ctx, &srv, &tree, &intent, id).await {
+        Ok(done) => done,
+        Err(Refused::Status(status)) => return Err(status),
+        Err(Refused::Symlink(data)) => return Ok(answer::stopped_on_symlink(ctx, &data)),
+    };
     let done = eas::apply(&srv, &tree, &intent, id, done).await?;
     // 5. grant
     let granted = grant::grant(ctx, &srv, &intent, id, &done, durability.ask).await?;
@@ -106,10 +110,26 @@ enum Stop {
     Failed(NtStatus),
     /// Conflicting oplocks are being broken: wait for them, then run the CREATE again.
     MustWait(WaitToken),
+    /// The name is a symlink reparse point opened without FILE_OPEN_REPARSE_POINT: this
+    /// Symbolic Link Error Response tells the client where it points (crate::reparse).
+    Symlink(Vec<u8>),
 }
 
 impl From<NtStatus> for Stop {
     fn from(status: NtStatus) -> Self {
         Stop::Failed(status)
+    }
+}
+
+/// Why a CREATE produced no open, as its answer says it.
+enum Refused {
+    Status(NtStatus),
+    /// STATUS_STOPPED_ON_SYMLINK with this ErrorData (MS-SMB2 2.2.2.2.1).
+    Symlink(Vec<u8>),
+}
+
+impl From<NtStatus> for Refused {
+    fn from(status: NtStatus) -> Self {
+        Refused::Status(status)
     }
 }

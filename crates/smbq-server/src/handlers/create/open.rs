@@ -12,13 +12,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use parking_lot::Mutex;
 use smbq_vfs::{CreateMode, FileKind, OpenOptions, RelPath, Stat, Vfs, VfsFile};
 use smbq_wire::create::{CreateAction, CreateDisposition};
+use smbq_wire::fscc::attributes::IO_REPARSE_TAG_SYMLINK;
 use smbq_wire::{FileId, NtStatus};
 
 use super::disposition::Plan;
 use super::intent::CreateIntent;
 use super::resolve::{self, Target};
 use super::rights::{self, Rights};
-use super::{Done, Stop, admit, secure, stream};
+use super::{Done, Refused, Stop, admit, secure, stream};
 use crate::Server;
 use crate::access::{attr, mask, opts};
 use crate::errors::{IoContext, map_io_error, map_io_error_in};
@@ -41,7 +42,7 @@ pub(super) async fn run(
     tree: &Arc<Tree>,
     intent: &Arc<CreateIntent>,
     id: u64,
-) -> Result<Done, NtStatus> {
+) -> Result<Done, Refused> {
     let r = pipe_or_disk(ctx, srv, tree, intent, id).await;
     if r.is_err() {
         srv.cancel_reservation(id);
@@ -55,9 +56,9 @@ async fn pipe_or_disk(
     tree: &Arc<Tree>,
     intent: &Arc<CreateIntent>,
     id: u64,
-) -> Result<Done, NtStatus> {
+) -> Result<Done, Refused> {
     if tree.share.kind == ShareKind::Pipe {
-        return open_pipe(ctx, tree, intent, id);
+        return Ok(open_pipe(ctx, tree, intent, id)?);
     }
     let mut rounds = 0;
     loop {
@@ -66,12 +67,13 @@ async fn pipe_or_disk(
         let r = blocking(move || Ok(disk(&srv2, &tree2, session_id, &intent2, id))).await;
         match r.unwrap_or_else(|e| Err(Stop::Failed(e))) {
             Ok(done) => return Ok(done),
-            Err(Stop::Failed(e)) => return Err(e),
+            Err(Stop::Failed(e)) => return Err(e.into()),
+            Err(Stop::Symlink(data)) => return Err(Refused::Symlink(data)),
             Err(Stop::MustWait(pending)) if rounds < MAX_BREAK_ROUNDS => {
                 rounds += 1;
                 srv.oplock_wait(pending, &ctx.cancel).await?;
             }
-            Err(Stop::MustWait(_)) => return Err(NtStatus::SHARING_VIOLATION),
+            Err(Stop::MustWait(_)) => return Err(NtStatus::SHARING_VIOLATION.into()),
         }
     }
 }
@@ -506,10 +508,21 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
     let created = plan == Plan::Create;
     let mut dos = dos::DosInfo::read(file.as_ref());
     // A reparse point set by a client (crate::reparse) is data the server never acts on:
-    // opening the file itself needs FILE_OPEN_REPARSE_POINT, as NTFS answers a tag no filter
-    // handles (MS-FSA 2.1.5.1; Samba answers symlinks STOPPED_ON_SYMLINK, others so).
-    if !created && dos.reparse_tag.is_some() && o.intent.options & opts::OPEN_REPARSE_POINT == 0 {
-        return Err(NtStatus::IO_REPARSE_TAG_NOT_HANDLED.into());
+    // opening the file itself needs FILE_OPEN_REPARSE_POINT. Without it a symlink is
+    // STOPPED_ON_SYMLINK with where it points, for the client to follow (MS-SMB2 3.3.5.9,
+    // as Windows and Samba answer); another tag is refused as NTFS refuses a tag no filter
+    // handles (MS-FSA 2.1.5.1).
+    if !created && o.intent.options & opts::OPEN_REPARSE_POINT == 0 {
+        match dos.reparse_tag {
+            Some(IO_REPARSE_TAG_SYMLINK) => {
+                return Err(match crate::reparse::symlink_error(file.as_ref()) {
+                    Some(data) => Stop::Symlink(data),
+                    None => NtStatus::IO_REPARSE_TAG_NOT_HANDLED.into(),
+                });
+            }
+            Some(_) => return Err(NtStatus::IO_REPARSE_TAG_NOT_HANDLED.into()),
+            None => {}
+        }
     }
     let new = admit::share_entry(o, &path, is_dir, rights, truncate);
     if let Err(stop) = admit::admit(o, key, &new, truncate, created) {
