@@ -5,6 +5,8 @@ that FILE_POSIX_INFORMATION reports the link count, and smbclient's `posix` mode
 CREATE carries the POSIX create context) over TCP and QUIC."""
 
 import os
+import pathlib
+import shutil
 import stat
 
 import pytest
@@ -157,6 +159,38 @@ def test_smbclient_posix_renames_a_directory_with_a_file_open_below(workdir, uns
     assert (server.share / "e" / "f.txt").read_text() == "inside\n", out
     assert not (server.share / "d").exists()
     assert "f.txt" in posix.stdout
+    assert rc == 0, server.server_log()
+
+
+@pytest.mark.parametrize("transport", ["tcp", "quic"])
+def test_samba_libsmb_posix_semantics(workdir, unstable, transport):
+    """Samba's own client library (python3-samba's libsmb, which Samba's smb3unix and
+    smb2symlink tests use) against smbq: posix_libsmb.py's checks, each a behaviour Samba
+    4.25's smbd has. Modes, owners and link counts in POSIX listings (what smbclient's `ls`
+    cannot show), chmod, POSIX unlink of an open file, case-sensitive and reserved names,
+    append-only handles, FILE_FS_POSIX_INFORMATION, symlinks answered STOPPED_ON_SYMLINK. The
+    disk is checked from outside too."""
+    server = SmbqServer(workdir, config=CONFIG, quic_port=free_udp_port())
+    port = server.quic_addr.rsplit(":", 1)[1] if transport == "quic" else server.port
+    shutil.copy(pathlib.Path(__file__).with_name("posix_libsmb.py"),
+                unstable.path("/tmp/posix_libsmb.py"))
+    try:
+        p = unstable.run(["python3", "/tmp/posix_libsmb.py", HOST, f"{transport}:{port}", USER,
+                          server.password], timeout=300)
+    finally:
+        rc = server.stop()
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "FAIL" not in p.stdout, out
+    assert p.stdout.count("ok ") == 12, out
+    share = server.share
+    assert stat.S_IMODE(os.stat(share / "mode-file").st_mode) == 0o640
+    assert stat.S_IMODE(os.stat(share / "mode-dir").st_mode) == 0o750
+    assert stat.S_IMODE(os.stat(share / "chmod-me").st_mode) == 0o644
+    assert (share / "unlinked").read_bytes() == b"new"
+    assert (share / "appended").read_bytes() == b"hello world"
+    assert not (share / "ro-file").exists() and not (share / "win-doc").exists()
+    assert (share / "xx").exists() and not (share / "XX").exists()
+    assert (share / "a:b").is_file() and not os.path.lexists(share / "syml")
     assert rc == 0, server.server_log()
 
 

@@ -23,12 +23,34 @@ pub fn stat(st: &Stat, reparse_tag: u32) -> PosixStat {
     if reparse_tag == IO_REPARSE_TAG_SYMLINK {
         mode = (mode & PERMISSION_BITS) | (file_type::SYMLINK << 12);
     }
+    // An id of all ones is no one's ((uid_t)-1, as for the share root's ".."): the NULL SID,
+    // as Samba answers.
+    let id = |id: u32, sid: fn(u32) -> Sid| {
+        if id == u32::MAX {
+            Sid::nobody()
+        } else {
+            sid(id)
+        }
+    };
     PosixStat {
         nlink: u32::try_from(st.nlink).unwrap_or(u32::MAX),
         reparse_tag,
         mode,
-        owner: Sid::unix_user(st.uid),
-        group: Sid::unix_group(st.gid),
+        owner: id(st.uid, Sid::unix_user),
+        group: id(st.gid, Sid::unix_group),
+    }
+}
+
+/// What the share root's ".." entry reports: the share root's own facts but no owner, group,
+/// inode or device, since the directory above the share is not the share's to describe (as
+/// Samba answers; smb3unix test_share_root_null_sids_fid).
+pub fn share_parent(root: &Stat) -> Stat {
+    Stat {
+        ino: 0,
+        dev: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+        ..root.clone()
     }
 }
 
@@ -115,3 +137,11 @@ pub fn chown_of(addl: u32, sd: &SecurityDescriptor) -> Option<(Option<u32>, Opti
 /// The permission bits a POSIX CREATE may give a new file or directory: rwx and the sticky
 /// bit; never setuid or setgid (smbq_vfs drops them as well).
 pub const CREATE_MODE_BITS: u32 = 0o1777;
+
+/// Whether a READONLY file may be made delete-pending through this open: never through a
+/// Windows open (MS-FSA 2.1.5.1.2.1, 2.1.5.15.3: CANNOT_DELETE); through a POSIX open that
+/// may change the file's attributes, yes, as unlink(2) ignores the DOS attribute (Samba's
+/// can_set_delete_on_close, smb3unix test_delete_read_only_attr).
+pub fn may_delete_read_only(posix: bool, granted: u32) -> bool {
+    posix && granted & crate::access::mask::FILE_WRITE_ATTRIBUTES != 0
+}

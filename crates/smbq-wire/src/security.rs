@@ -100,6 +100,10 @@ impl Sid {
         u64::from_be_bytes([0, 0, a[0], a[1], a[2], a[3], a[4], a[5]])
     }
 
+    /// S-1-0-0 Nobody (the NULL SID, MS-DTYP 2.4.2.4).
+    pub fn nobody() -> Self {
+        Self::new(0, &[0])
+    }
     /// S-1-1-0 Everyone.
     pub fn everyone() -> Self {
         Self::new(WORLD_AUTHORITY, &[0])

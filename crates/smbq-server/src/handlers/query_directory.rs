@@ -211,7 +211,7 @@ fn snapshot(
     if pat.matches("..") {
         let parent = match dir.parent() {
             Some(p) => vfs.stat(&p).unwrap_or_else(|_| me.clone()),
-            None => me.clone(),
+            None => crate::posix::share_parent(&me),
         };
         out.push(ListEntry {
             name: "..".into(),

@@ -363,14 +363,15 @@ fn alternate_name(path: &RelPath) -> Result<Answer, NtStatus> {
 }
 
 /// Access a file information class needs from the open (MS-SMB2 3.3.5.20.1; MS-FSA 2.1.5.12.12
-/// for FileFullEaInformation).
+/// for FileFullEaInformation). FILE_POSIX_INFORMATION needs none, as in Samba (smb2_getinfo.c
+/// checks only the classes MS-SMB2 names): a POSIX client's append-only handle may stat its
+/// file (smb3unix test_append).
 fn file_class_needs(class: FileInfoClass) -> u32 {
     match class {
         FileInfoClass::BASIC
         | FileInfoClass::ALL
         | FileInfoClass::NETWORK_OPEN
-        | FileInfoClass::ATTRIBUTE_TAG
-        | FileInfoClass(posix::INFO_CLASS) => mask::FILE_READ_ATTRIBUTES,
+        | FileInfoClass::ATTRIBUTE_TAG => mask::FILE_READ_ATTRIBUTES,
         FileInfoClass::FULL_EA => mask::FILE_READ_EA,
         _ => 0,
     }

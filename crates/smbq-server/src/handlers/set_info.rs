@@ -474,7 +474,8 @@ fn set_disposition(
             return Err(NtStatus::CANNOT_DELETE);
         }
         let st = f.file.stat().map_err(io)?;
-        if !ignore_ro && meta::is_read_only(&st) {
+        let posix_may = crate::posix::may_delete_read_only(open.posix, open.granted);
+        if !ignore_ro && !posix_may && meta::is_read_only(&st) {
             return Err(NtStatus::CANNOT_DELETE);
         }
         if st.kind == FileKind::Dir && !f.file.read_dir().map_err(io)?.is_empty() {

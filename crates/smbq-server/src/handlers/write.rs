@@ -61,6 +61,13 @@ fn check(open: &Open, offset: u64, len: usize) -> Result<(), NtStatus> {
     // as Samba 4.25 does (smbtorture smb2.rw.append, "verify Windows SEC_FILE_APPEND_DATA
     // behaviour", Samba bug 15751): the offset is honoured, not turned into an append.
     crate::security::require_any(open, mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA)?;
+    // A POSIX open with FILE_APPEND_DATA and not FILE_WRITE_DATA is an O_APPEND file: it
+    // writes only at the end, so only APPEND_OFFSET is a valid offset (as in Samba's
+    // smb2_write.c, posix_append).
+    let posix_append = open.posix && open.granted & mask::FILE_WRITE_DATA == 0;
+    if posix_append && offset != APPEND_OFFSET {
+        return Err(NtStatus::INVALID_PARAMETER);
+    }
     if offset != APPEND_OFFSET
         && (offset > i64::MAX as u64
             || offset

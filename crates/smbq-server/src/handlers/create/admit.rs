@@ -135,7 +135,8 @@ pub(super) fn check_overwrite_attributes(
 }
 
 /// MS-SMB2 3.3.5.9: DELETE_ON_CLOSE needs DELETE access; MS-FSA 2.1.5.1.2.1: not on a
-/// read-only file (CANNOT_DELETE), nor on the share root.
+/// read-only file (CANNOT_DELETE; a POSIX open may, crate::posix::may_delete_read_only), nor
+/// on the share root.
 pub(super) fn check_delete_on_close(
     p: &CreateIntent,
     granted: u32,
@@ -148,6 +149,8 @@ pub(super) fn check_delete_on_close(
     if granted & mask::DELETE == 0 {
         return Err(NtStatus::ACCESS_DENIED);
     }
+    let posix = p.contexts.posix_mode.is_some();
+    let read_only = read_only && !crate::posix::may_delete_read_only(posix, granted);
     if read_only || path.is_root() {
         return Err(NtStatus::CANNOT_DELETE);
     }
