@@ -702,3 +702,67 @@ async fn a_durable_posix_open_reconnects_by_its_posix_name() {
     assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
     assert_eq!(h.srv.parked_opens(), 0);
 }
+
+/// Two places POSIX opens follow unlink(2) and O_APPEND rather than Windows, as Samba's smbd
+/// does: a READONLY file is deleted through a POSIX open that may change its attributes (a
+/// Windows open gets CANNOT_DELETE), and a POSIX open with FILE_APPEND_DATA but not
+/// FILE_WRITE_DATA writes only at the end (offset all ones), any other offset refused.
+#[tokio::test]
+async fn posix_opens_delete_read_only_files_and_append_only_at_the_end() {
+    use super::set_info_tests::set;
+    let h = H::new().await;
+    let posix = posix_ctx(&[0; 4]);
+    let all = crate::access::share::ALL;
+    let ro = h.create("ro", mask::GENERIC_ALL, D::CREATE, 0).await;
+    h.close(ro.id).await;
+    let mut p = std::fs::metadata(h.path("ro")).unwrap().permissions();
+    p.set_readonly(true);
+    std::fs::set_permissions(h.path("ro"), p).unwrap();
+    let delete = [1u8];
+    let access = mask::DELETE | mask::FILE_WRITE_ATTRIBUTES;
+    let w = h.create_req("ro", access, D::OPEN).share(all).send().await;
+    assert_eq!(set(&h, w.id, 13, &delete).await, NtStatus::CANNOT_DELETE);
+    h.close(w.id).await;
+    let no_attrs = h
+        .create_req("ro", mask::DELETE, D::OPEN)
+        .share(all)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(
+        set(&h, no_attrs.id, 13, &delete).await,
+        NtStatus::CANNOT_DELETE
+    );
+    h.close(no_attrs.id).await;
+    let o = h
+        .create_req("ro", access, D::OPEN)
+        .share(all)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(set(&h, o.id, 13, &delete).await, NtStatus::SUCCESS);
+    h.close(o.id).await;
+    assert!(!h.path("ro").exists());
+
+    h.put("log", b"hello").await;
+    let append = mask::FILE_APPEND_DATA | mask::FILE_READ_DATA;
+    let a = h
+        .create_req("log", append, D::OPEN)
+        .share(all)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(
+        h.write(a.id, 0, b"!").await.status,
+        NtStatus::INVALID_PARAMETER
+    );
+    assert_eq!(
+        h.write(a.id, u64::MAX, b" world").await.status,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::read(h.path("log")).unwrap(), b"hello world");
+    // A Windows append-only open still writes where it says (smbtorture smb2.rw.append).
+    let wa = h.create_req("log", append, D::OPEN).share(all).send().await;
+    assert_eq!(h.write(wa.id, 0, b"J").await.status, NtStatus::SUCCESS);
+    assert_eq!(std::fs::read(h.path("log")).unwrap(), b"Jello world");
+}
