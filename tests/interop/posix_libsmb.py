@@ -260,6 +260,17 @@ def a_symlink_is_answered_with_where_it_points():
             want = {"unparsed_path_length": 0, "substitute_name": target,
                     "print_name": target, "flags": flags}
             expect({k: got.get(k) for k in want} == want, f"{target}: {got}")
+        if target == "foo":
+            # Met on the way to another name: what is left of the name is unparsed ("\\bar",
+            # which Samba's library reports in characters).
+            try:
+                c.create_ex("syml\\bar")
+                raise AssertionError("opened a name below the link")
+            except NTSTATUSError as e:
+                expect(e.args[0] == ntstatus.NT_STATUS_STOPPED_ON_SYMLINK, f"below: {e.args[0]:#x}")
+                got = e.args[2]
+                expect((got.get("unparsed_path_length"), got.get("substitute_name")) == (4, "foo"),
+                       f"below: {got}")
         c.delete_on_close(h, True)
         c.close(h)
 

@@ -12,7 +12,7 @@
 //! it itself, as Windows and Samba answer; any other tag as NTFS refuses one no filter
 //! handles.
 
-use smbq_vfs::VfsFile;
+use smbq_vfs::{Vfs, VfsFile};
 use smbq_wire::NtStatus;
 
 /// The xattr (`user.` is added by the VFS) holding the REPARSE_DATA_BUFFER as set.
@@ -93,6 +93,50 @@ pub fn set(file: &dyn VfsFile, is_dir: bool, buf: &[u8]) -> Result<(), NtStatus>
 /// as the last component of a CREATE's name (MS-SMB2 3.3.5.9, 2.2.2.2.1: nothing of the
 /// name is left unparsed). `None` when the file holds no well-formed symlink buffer.
 pub fn symlink_error(file: &dyn VfsFile) -> Option<Vec<u8>> {
+    symlink_error_with(file, 0)
+}
+
+/// A symlink reparse point met before the last component of a CREATE's name (`name`, as
+/// parsed from `spelled`): the ErrorData of STATUS_STOPPED_ON_SYMLINK, with what follows the
+/// link in the name (its UTF-16 bytes, from the separator after the link) as
+/// UnparsedPathLength, for the client to follow the link and carry on (MS-SMB2 2.2.2.2.1;
+/// Samba's filename.c does the same). `None` when no component before the last is one;
+/// looked up as the open looks names up (`posix`). Blocking.
+pub fn symlink_in_path(
+    vfs: &dyn Vfs,
+    name: &crate::path::SmbName,
+    spelled: &str,
+    posix: bool,
+) -> Option<Vec<u8>> {
+    let mut consumed = 0usize;
+    let parents = name.components.len().checked_sub(1)?;
+    for i in 0..parents {
+        let comp = name.components.get(i)?;
+        consumed += comp.encode_utf16().count() + usize::from(i > 0);
+        let prefix = crate::path::SmbName {
+            components: name.components.get(..=i)?.to_vec(),
+            stream: crate::path::Stream::Default,
+            default_data: false,
+        };
+        let found = crate::path::lookup(vfs, &prefix, posix).ok()?;
+        match found.stat {
+            Some(st) if st.kind == smbq_vfs::FileKind::Dir => continue,
+            Some(st) if st.kind == smbq_vfs::FileKind::File => {
+                let opts = smbq_vfs::OpenOptions {
+                    directory: Some(false),
+                    ..Default::default()
+                };
+                let file = vfs.open(&found.path, &opts).ok()?.file;
+                let unparsed = spelled.encode_utf16().count().checked_sub(consumed)?;
+                return symlink_error_with(file.as_ref(), u16::try_from(unparsed * 2).ok()?);
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
+fn symlink_error_with(file: &dyn VfsFile, unparsed_path_length: u16) -> Option<Vec<u8>> {
     use smbq_wire::cursor::utf16le_encode;
     use smbq_wire::error_response::SymlinkErrorResponse;
     use smbq_wire::fscc::reparse::SymlinkReparse;
@@ -105,7 +149,7 @@ pub fn symlink_error(file: &dyn VfsFile) -> Option<Vec<u8>> {
     );
     let mut w = smbq_wire::Writer::new();
     SymlinkErrorResponse {
-        unparsed_path_length: 0,
+        unparsed_path_length,
         substitute_name: &substitute,
         print_name: &print,
         flags: link.flags,

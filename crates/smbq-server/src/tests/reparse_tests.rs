@@ -106,6 +106,23 @@ async fn a_symlink_reparse_point_is_data_never_a_link() {
     let err = stopped_on(&plain);
     assert_eq!((err.0, err.1, err.2), (0, utf16(".."), utf16("..")));
     assert_eq!(err.3, 1, "relative");
+    // Met on the way to a name below it: the rest of the name ("\\x\\y", 4 UTF-16
+    // characters) is unparsed, for the client to carry on from the target.
+    let below = h.create("evil\\x\\y", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(below.status, NtStatus::STOPPED_ON_SYMLINK);
+    assert_eq!(stopped_on(&below).0, 8);
+    let posix = contexts_to_bytes(&[CreateContext::new(CreateContextTag::POSIX, &[0; 4])]);
+    let below = h
+        .create_req("evil/x", mask::GENERIC_READ, D::OPEN)
+        .contexts(&posix)
+        .send()
+        .await;
+    assert_eq!(below.status, NtStatus::STOPPED_ON_SYMLINK);
+    assert_eq!(stopped_on(&below).0, 4);
+    // A plain file on the way is still just a missing path.
+    h.put("plain", b"").await;
+    let r = h.create("plain\\x", mask::GENERIC_READ, D::OPEN, 0).await;
+    assert_eq!(r.status, NtStatus::OBJECT_PATH_NOT_FOUND);
     let own = h
         .create_req("evil", mask::GENERIC_READ, D::OPEN)
         .options(opts::OPEN_REPARSE_POINT)

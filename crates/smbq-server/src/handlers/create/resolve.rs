@@ -34,7 +34,20 @@ pub(super) fn target<'n>(
     name: &'n SmbName,
 ) -> Result<Target<'n>, Stop> {
     // A POSIX open names files case-sensitively (crate::posix).
-    let found = lookup(vfs, name, intent.contexts.posix_mode.is_some())?;
+    let posix = intent.contexts.posix_mode.is_some();
+    let found = match lookup(vfs, name, posix) {
+        Ok(found) => found,
+        // A symlink reparse point on the way: the client follows it (crate::reparse).
+        Err(NtStatus::OBJECT_PATH_NOT_FOUND) => {
+            return Err(
+                match crate::reparse::symlink_in_path(vfs, name, &intent.name, posix) {
+                    Some(data) => Stop::Symlink(data),
+                    None => NtStatus::OBJECT_PATH_NOT_FOUND.into(),
+                },
+            );
+        }
+        Err(e) => return Err(e.into()),
+    };
     if let Stream::Named(sname) = &name.stream {
         return Ok(Target::Stream { found, sname });
     }
