@@ -168,6 +168,36 @@ fn a_failed_create_fails_its_related_followers_only() {
     );
 }
 
+/// STOPPED_ON_SYMLINK is a warning, not an error, but the CREATE made no open: the related
+/// requests after it fail with it too (a Linux client's CREATE + QUERY_INFO + CLOSE of a
+/// symlink; Samba's compound_create_err).
+#[test]
+fn a_create_stopped_on_a_symlink_fails_its_related_followers() {
+    let (mut server, mut client) = logged_in();
+    let first = client.next_mid;
+    let wire = compound(
+        &mut client,
+        &[
+            (Command::CREATE, false),
+            (Command::QUERY_INFO, true),
+            (Command::CLOSE, true),
+        ],
+    );
+    let x = one_execute(server.feed(&wire).unwrap());
+    assert_eq!(x.request.header.message_id, first);
+    server.complete(first, Response::error(NtStatus::STOPPED_ON_SYMLINK));
+    server.actions();
+    let frame = single(server.sent());
+    assert_eq!(
+        statuses(&mut client, &frame),
+        [
+            (Command::CREATE, NtStatus::STOPPED_ON_SYMLINK),
+            (Command::QUERY_INFO, NtStatus::STOPPED_ON_SYMLINK),
+            (Command::CLOSE, NtStatus::STOPPED_ON_SYMLINK),
+        ]
+    );
+}
+
 #[test]
 fn a_lone_request_goes_async_at_the_interim_deadline_not_before() {
     let (mut server, mut client) = logged_in();

@@ -270,28 +270,7 @@ pub fn resolve(vfs: &dyn Vfs, name: &SmbName) -> Result<Resolved, NtStatus> {
     let mut cur = RelPath::root();
     for (i, comp) in name.components.iter().enumerate() {
         let cand = cur.join(comp).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
-        let found = match vfs.stat(&cand) {
-            Ok(st) => Some((cand.clone(), st)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match vfs
-                    .find_case_insensitive(&cur, comp)
-                    .map_err(|e| parent_err(&e))?
-                {
-                    Some(real) => {
-                        let p = cur.join(&real).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
-                        let st = vfs.stat(&p).map_err(|e| parent_err(&e))?;
-                        Some((p, st))
-                    }
-                    // An 8.3 name this server reported for a long one (crate::short_name):
-                    // old applications open files by it, as on Windows.
-                    None if crate::short_name::looks_generated(comp) => {
-                        by_short_name(vfs, &cur, comp)?
-                    }
-                    None => None,
-                }
-            }
-            Err(e) => return Err(parent_err(&e)),
-        };
+        let found = step(vfs, &cur, comp, false)?;
         match found {
             Some((p, st)) if i == last => {
                 return Ok(Resolved {
@@ -316,6 +295,55 @@ pub fn resolve(vfs: &dyn Vfs, name: &SmbName) -> Result<Resolved, NtStatus> {
     }
     // Only the root has no components, and the root always stats.
     Err(NtStatus::OBJECT_PATH_NOT_FOUND)
+}
+
+/// One component of a name, looked up in `dir` as an open of its kind looks it up: as
+/// spelled; for a Windows open (not `posix`) then case-insensitively, then by an 8.3 name this
+/// server reported for a long one (crate::short_name: old applications open files by it, as
+/// on Windows). `None`: not there.
+fn step(
+    vfs: &dyn Vfs,
+    dir: &RelPath,
+    comp: &str,
+    posix: bool,
+) -> Result<Option<(RelPath, Stat)>, NtStatus> {
+    let cand = dir.join(comp).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+    match vfs.stat(&cand) {
+        Ok(st) => Ok(Some((cand, st))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !posix => {
+            match vfs
+                .find_case_insensitive(dir, comp)
+                .map_err(|e| parent_err(&e))?
+            {
+                Some(real) => {
+                    let p = dir.join(&real).map_err(|_| NtStatus::OBJECT_NAME_INVALID)?;
+                    let st = vfs.stat(&p).map_err(|e| parent_err(&e))?;
+                    Ok(Some((p, st)))
+                }
+                None if crate::short_name::looks_generated(comp) => by_short_name(vfs, dir, comp),
+                None => Ok(None),
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(parent_err(&e)),
+    }
+}
+
+/// Where the lookup of `name` stops before its last component: the first component that
+/// exists and is not a directory, with its index, found in one walk as [`lookup`] walks (a
+/// symlink reparse point there is answered STOPPED_ON_SYMLINK, crate::reparse). `None` when
+/// every component but the last is a directory, or one is missing. Blocking.
+pub fn blocked_at(vfs: &dyn Vfs, name: &SmbName, posix: bool) -> Option<(RelPath, usize)> {
+    let mut cur = RelPath::root();
+    let parents = name.components.len().checked_sub(1)?;
+    for (i, comp) in name.components.iter().take(parents).enumerate() {
+        let (p, st) = step(vfs, &cur, comp, posix).ok()??;
+        if st.kind != smbq_vfs::FileKind::Dir {
+            return Some((p, i));
+        }
+        cur = p;
+    }
+    None
 }
 
 fn parent_err(e: &std::io::Error) -> NtStatus {

@@ -138,6 +138,10 @@ pub fn chown_of(addl: u32, sd: &SecurityDescriptor) -> Option<(Option<u32>, Opti
 /// bit; never setuid or setgid (smbq_vfs drops them as well).
 pub const CREATE_MODE_BITS: u32 = 0o1777;
 
+/// The set-group-ID bit, which a new directory may inherit from its parent (never from a
+/// client).
+pub const SETGID: u32 = 0o2000;
+
 /// Whether a READONLY file may be made delete-pending through this open: never through a
 /// Windows open (MS-FSA 2.1.5.1.2.1, 2.1.5.15.3: CANNOT_DELETE); through a POSIX open that
 /// may change the file's attributes, yes, as unlink(2) ignores the DOS attribute (Samba's

@@ -108,32 +108,23 @@ pub fn symlink_in_path(
     spelled: &str,
     posix: bool,
 ) -> Option<Vec<u8>> {
-    let mut consumed = 0usize;
-    let parents = name.components.len().checked_sub(1)?;
-    for i in 0..parents {
-        let comp = name.components.get(i)?;
-        consumed += comp.encode_utf16().count() + usize::from(i > 0);
-        let prefix = crate::path::SmbName {
-            components: name.components.get(..=i)?.to_vec(),
-            stream: crate::path::Stream::Default,
-            default_data: false,
-        };
-        let found = crate::path::lookup(vfs, &prefix, posix).ok()?;
-        match found.stat {
-            Some(st) if st.kind == smbq_vfs::FileKind::Dir => continue,
-            Some(st) if st.kind == smbq_vfs::FileKind::File => {
-                let opts = smbq_vfs::OpenOptions {
-                    directory: Some(false),
-                    ..Default::default()
-                };
-                let file = vfs.open(&found.path, &opts).ok()?.file;
-                let unparsed = spelled.encode_utf16().count().checked_sub(consumed)?;
-                return symlink_error_with(file.as_ref(), u16::try_from(unparsed * 2).ok()?);
-            }
-            _ => return None,
-        }
-    }
-    None
+    let (path, at) = crate::path::blocked_at(vfs, name, posix)?;
+    // The name as spelled up to and including the link: its components and the separators
+    // between them.
+    let consumed: usize = name
+        .components
+        .get(..=at)?
+        .iter()
+        .map(|c| c.encode_utf16().count())
+        .sum::<usize>()
+        + at;
+    let unparsed = spelled.encode_utf16().count().checked_sub(consumed)?;
+    let opts = smbq_vfs::OpenOptions {
+        directory: Some(false),
+        ..Default::default()
+    };
+    let file = vfs.open(&path, &opts).ok()?.file;
+    symlink_error_with(file.as_ref(), u16::try_from(unparsed * 2).ok()?)
 }
 
 fn symlink_error_with(file: &dyn VfsFile, unparsed_path_length: u16) -> Option<Vec<u8>> {

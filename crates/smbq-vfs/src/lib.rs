@@ -90,7 +90,8 @@ pub trait VfsFile: Send + Sync {
     fn allocate(&self, len: u64) -> io::Result<()>;
     /// `None` leaves that time unchanged.
     fn set_times(&self, atime: Option<Timespec>, mtime: Option<Timespec>) -> io::Result<()>;
-    /// Permission bits; setuid and setgid are always dropped (a client must not mint them).
+    /// Permission bits; setuid and setgid are never added (a client must not mint them), but
+    /// a directory keeps a setgid bit it has when `mode` asks for it (an inherited one).
     fn set_mode(&self, mode: u32) -> io::Result<()>;
     /// Changes the owner and group (`fchown`), as the calling thread's user: the kernel
     /// decides who may. `None` leaves one as it is. Unsupported where the store has no

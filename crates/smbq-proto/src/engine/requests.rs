@@ -419,10 +419,17 @@ fn take_answered(run: &mut ChainRun, c: Completed) {
     if !c.header.is_related() {
         run.failed = None;
     }
-    if c.header.command == Command::CREATE && c.response.status.is_error() {
+    if c.header.command == Command::CREATE && failed_create(c.response.status) {
         run.failed = Some(c.response.status);
     }
     run.done.push(c);
+}
+
+/// A CREATE that made no open: any status but SUCCESS, the warning STOPPED_ON_SYMLINK too (a
+/// symlink met, MS-SMB2 2.2.2.2.1), so what follows it in its segment fails with that status,
+/// as Samba's compound_create_err does.
+fn failed_create(status: NtStatus) -> bool {
+    status != NtStatus::SUCCESS
 }
 
 /// Why a related request fails before it runs, if it does: a CREATE of its segment failed
@@ -485,7 +492,7 @@ fn record(run: &mut ChainRun, header: Header, response: Response, async_id: Opti
     if let Some(fid) = response.file_id {
         run.related_fid = Some(fid);
     }
-    if header.command == Command::CREATE && response.status.is_error() {
+    if header.command == Command::CREATE && failed_create(response.status) {
         run.failed = Some(response.status);
     }
     run.done.push(Completed {

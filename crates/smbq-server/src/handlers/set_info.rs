@@ -555,6 +555,8 @@ fn rename(
     if to == from {
         return Ok(());
     }
+    // Every open below gets its new path, or nothing moves (a path over PATH_MAX).
+    let moving = rebased(moving, &from, &to)?;
     vfs.rename(&from, &to, replace).map_err(io)?;
     crate::stable::flush_rename(open, vfs.as_ref(), &from, &to); // CA shares
     *open.path.lock() = to.clone();
@@ -570,13 +572,10 @@ fn rename(
 /// The POSIX opens below a directory a POSIX open renamed ([`movable_source`]) now name
 /// their files under the new path, and so does the open state, whose path a delete-on-close
 /// unlinks.
-fn move_opens_below(srv: &Server, moving: MovingBelow, from: &RelPath, to: &RelPath) {
+fn move_opens_below(srv: &Server, moving: Rebased, from: &RelPath, to: &RelPath) {
     for (key, opens) in moving {
-        for o in opens {
-            let moved = o.path().rebase(from, to);
-            if let Some(path) = moved {
-                *o.path.lock() = path;
-            }
+        for (o, path) in opens {
+            *o.path.lock() = path;
         }
         let under = Moved::Under {
             from: from.clone(),
@@ -656,6 +655,27 @@ const MAX_LINKS: u64 = 1024;
 
 /// Files below a directory being renamed, with their opens, which move with it.
 type MovingBelow = Vec<(crate::file_state::FileKey, Vec<Arc<Open>>)>;
+
+/// [`MovingBelow`] with each open's path after the rename.
+type Rebased = Vec<(crate::file_state::FileKey, Vec<(Arc<Open>, RelPath)>)>;
+
+/// The new path of every open below `from` once it is `to`; OBJECT_NAME_INVALID when one
+/// would be longer than a path may be, before anything moves.
+fn rebased(moving: MovingBelow, from: &RelPath, to: &RelPath) -> Result<Rebased, NtStatus> {
+    moving
+        .into_iter()
+        .map(|(key, opens)| {
+            let opens = opens
+                .into_iter()
+                .map(|o| {
+                    let path = o.path().rebase(from, to);
+                    path.map(|p| (o, p)).ok_or(NtStatus::OBJECT_NAME_INVALID)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((key, opens))
+        })
+        .collect()
+}
 
 /// The path of a source that may be renamed now: not the share root, none of its named
 /// streams open, every other open sharing delete, and (a directory) nothing open below it

@@ -72,11 +72,33 @@ async fn a_posix_create_gets_its_mode_and_the_file_s_facts() {
         .send()
         .await;
     assert_eq!(o.status, NtStatus::SUCCESS);
-    let mode = std::fs::metadata(h.path("shared/d"))
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o7777, 0o2750);
+    let mode_of = |p: &str| std::fs::metadata(h.path(p)).unwrap().permissions().mode();
+    assert_eq!(mode_of("shared/d") & 0o7777, 0o2750);
+    // A client's chmod sets what it says: the bit goes, as chmod(2) would drop it.
+    {
+        use smbq_wire::security::{Ace, Acl, SecurityDescriptor, control, info};
+        let sd = SecurityDescriptor {
+            control: control::SE_SELF_RELATIVE | control::SE_DACL_PRESENT,
+            owner: None,
+            group: None,
+            sacl: None,
+            dacl: Some(Acl::new(vec![Ace::allowed(
+                Sid::new(5, &[88, 3, 0o750]),
+                0,
+                0,
+            )])),
+        };
+        let d = h
+            .create_req("shared/d", mask::WRITE_DAC, D::OPEN)
+            .options(opts::DIRECTORY_FILE)
+            .contexts(&posix_ctx(&[0; 4]))
+            .send()
+            .await;
+        let dacl = info::DACL_SECURITY_INFORMATION;
+        let s = super::security_tests::set_sd(&h, d.id, dacl, &sd).await;
+        assert_eq!(s, NtStatus::SUCCESS);
+        assert_eq!(mode_of("shared/d") & 0o7777, 0o750);
+    }
 
     // A mode of any other length is malformed; nothing is created.
     let o = h
@@ -195,6 +217,13 @@ async fn a_posix_directory_lists_posix_entries() {
     assert_eq!(p.owner, Sid::unix_user(md.uid()));
     let sub = entries.iter().find(|e| e.name == "sub").unwrap();
     assert_eq!(sub.posix.as_ref().unwrap().mode >> 12, 1);
+    // The share root's "..": what lies above the share is no one's, as Samba answers.
+    let up = entries.iter().find(|e| e.name == "..").unwrap();
+    assert_eq!((up.inode, up.device), (0, 0));
+    let p = up.posix.as_ref().unwrap();
+    assert_eq!((&p.owner, &p.group), (&Sid::nobody(), &Sid::nobody()));
+    let here = entries.iter().find(|e| e.name == ".").unwrap();
+    assert_ne!(here.inode, 0);
 }
 
 #[tokio::test]
@@ -765,4 +794,52 @@ async fn posix_opens_delete_read_only_files_and_append_only_at_the_end() {
     let wa = h.create_req("log", append, D::OPEN).share(all).send().await;
     assert_eq!(h.write(wa.id, 0, b"J").await.status, NtStatus::SUCCESS);
     assert_eq!(std::fs::read(h.path("log")).unwrap(), b"Jello world");
+}
+
+/// The POSIX opens below a directory a POSIX open renames keep their handle leases: nothing
+/// is broken (a Linux client's opens hold RH leases), the rename goes through at once.
+#[tokio::test]
+async fn a_posix_directory_rename_breaks_no_lease_below() {
+    use super::set_info_tests::{rename_buf, set};
+    use smbq_wire::create::OplockLevel;
+    use smbq_wire::create_context::{Lease, lease_state};
+    let h = H::new().await;
+    let all = crate::access::share::ALL;
+    std::fs::create_dir(h.path("d")).unwrap();
+    h.put("d\\f", b"x").await;
+    let lease = Lease {
+        key: [0x42; 16],
+        state: lease_state::READ_CACHING | lease_state::HANDLE_CACHING,
+        ..Default::default()
+    }
+    .to_bytes();
+    let ctx = contexts_to_bytes(&[
+        CreateContext::new(CreateContextTag::RQLS, &lease),
+        CreateContext::new(CreateContextTag::POSIX, &[0; 4]),
+    ]);
+    let child = h
+        .create_req("d/f", mask::GENERIC_READ, D::OPEN)
+        .share(all)
+        .oplock(OplockLevel::LEASE)
+        .contexts(&ctx)
+        .send()
+        .await;
+    assert_eq!(child.status, NtStatus::SUCCESS);
+    assert_eq!(child.create().oplock_level, OplockLevel::LEASE);
+    let dir = h
+        .create_req("d", mask::GENERIC_READ | mask::DELETE, D::OPEN)
+        .share(all)
+        .options(opts::DIRECTORY_FILE)
+        .contexts(&posix_ctx(&[0; 4]))
+        .send()
+        .await;
+    let renamed = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        set(&h, dir.id, 10, &rename_buf("e", false)),
+    )
+    .await
+    .expect("no lease break to wait for");
+    assert_eq!(renamed, NtStatus::SUCCESS);
+    assert!(h.path("e/f").is_file());
+    assert_eq!(h.read(child.id, 0, 1).await.status, NtStatus::SUCCESS);
 }

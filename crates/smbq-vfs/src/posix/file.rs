@@ -328,12 +328,13 @@ impl VfsFile for PosixFile {
     }
 
     fn set_mode(&self, mode: u32) -> io::Result<()> {
-        // A directory keeps the set-group-ID bit it has (inherited from its parent, so files
-        // made in it keep the group), as GNU chmod keeps it; a client never sets one.
-        let st = rustix::fs::fstat(&self.fd).map_err(errno)?;
-        let is_dir = rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir();
-        let keep = if is_dir {
-            st.st_mode & Mode::SGID.bits()
+        // A directory may keep a set-group-ID bit it has (inherited from its parent, so
+        // files made in it keep the group) when `mode` asks for it; one is never added.
+        let sgid = Mode::SGID.bits();
+        let keep = if mode & sgid != 0 {
+            let st = rustix::fs::fstat(&self.fd).map_err(errno)?;
+            let is_dir = rustix::fs::FileType::from_raw_mode(st.st_mode).is_dir();
+            if is_dir { st.st_mode & sgid } else { 0 }
         } else {
             0
         };

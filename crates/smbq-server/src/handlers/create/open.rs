@@ -424,7 +424,10 @@ fn posix_mode(o: &Opener<'_>, file: &dyn VfsFile) -> Result<(), NtStatus> {
     let Some(mode) = o.intent.contexts.posix_mode else {
         return Ok(());
     };
-    file.set_mode(mode & crate::posix::CREATE_MODE_BITS)
+    // A new directory below a set-group-ID one keeps the bit the kernel gave it, as `mkdir`
+    // there would (smbq_vfs never adds one).
+    let inherited = file.stat().map_or(0, |st| st.mode & crate::posix::SETGID);
+    file.set_mode((mode & crate::posix::CREATE_MODE_BITS) | inherited)
         .map_err(|e| map_io_error(&e))
 }
 
