@@ -338,8 +338,10 @@ def test_server_gone_mid_transfer_then_continue(workdir, transport):
     (s.share / "src.bin").write_bytes(src.read_bytes())
     out = workdir / "out.bin"
     e = {**os.environ, "SMBQ_PASSWORD": s.password}
+    # --reconnect-for 2: the server stays away, so the client gives up after 2 s rather than
+    # the default minute.
     proc = subprocess.Popen([str(BINARY), "get", cli.url("src.bin"), str(out), *cli.opts,
-                             "--depth", "2", "--chunk", "65536"],
+                             "--depth", "2", "--chunk", "65536", "--reconnect-for", "2"],
                             stderr=subprocess.PIPE, env=e)
     # Stop the server once some data has arrived.
     deadline = time.time() + 60
@@ -352,8 +354,10 @@ def test_server_gone_mid_transfer_then_continue(workdir, transport):
         time.sleep(0.02)
     assert part is not None, "transfer never started"
     s.stop()
+    stopped = time.monotonic()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == EXIT_CONN, err
+    assert time.monotonic() - stopped < 30, "--reconnect-for was not honoured"
     assert b"panicked" not in err and err.strip(), err
     assert not out.exists(), "a partial download must not look complete"
     partial = part.stat().st_size

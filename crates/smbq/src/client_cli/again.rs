@@ -1,6 +1,6 @@
 //! Going on after a broken connection: a new connection to the same server, logged on as the
 //! same user and naming the old session (so the server keeps that session's durable opens),
-//! retried for up to a minute while the network comes back.
+//! retried while the network comes back, for `--reconnect-for` (a minute by default).
 
 use std::time::{Duration, Instant};
 
@@ -10,9 +10,6 @@ use super::connect::Connector;
 use super::exit::CliError;
 use super::url::SmbUrl;
 use super::watchdog;
-
-/// How long to keep trying to reconnect.
-const GIVE_UP_AFTER: Duration = Duration::from_secs(60);
 
 /// Errors after which a new connection may pick the transfer up.
 pub fn connection_lost(e: &Error) -> bool {
@@ -51,11 +48,13 @@ impl<'a, 'c> Again<'a, 'c> {
         self.tree.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Connects again (retrying with backoff for up to `limit`, at most a minute) and returns
-    /// the share on the new connection, which [`tree`](Self::tree) returns from now on.
+    /// Connects again (retrying with backoff for up to `limit`, at most `--reconnect-for`) and
+    /// returns the share on the new connection, which [`tree`](Self::tree) returns from now
+    /// on.
     pub async fn reconnect(&self, limit: Duration) -> Result<Tree, CliError> {
         let previous = self.tree().session().id();
-        let give_up = Instant::now() + limit.min(GIVE_UP_AFTER);
+        let most = self.conn.lock().await.reconnect_for();
+        let give_up = Instant::now() + limit.min(most);
         let mut wait = Duration::from_millis(250);
         loop {
             watchdog::touch();
@@ -77,7 +76,7 @@ impl<'a, 'c> Again<'a, 'c> {
     /// A download's file opened again by name on a new connection (reads can simply be
     /// repeated, no durable handle is needed).
     pub async fn reopen_for_read(&self, path: &str) -> Result<File, CliError> {
-        let tree = self.reconnect(GIVE_UP_AFTER).await?;
+        let tree = self.reconnect(Duration::MAX).await?;
         Ok(tree.open(path, &OpenOptions::read()).await?)
     }
 }

@@ -121,6 +121,10 @@ pub struct ConnArgs {
     /// Seconds without progress after which the connection counts as lost (0: wait forever).
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     pub timeout: f64,
+    /// Seconds a `get` or `put` whose connection broke keeps trying to reconnect and go on
+    /// (0: one attempt only).
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub reconnect_for: f64,
     /// No progress bar, no summary line, no notices.
     #[arg(long, short)]
     pub quiet: bool,

@@ -356,6 +356,11 @@ impl Connector {
         }
     }
 
+    /// How long a broken transfer keeps trying to reconnect (`--reconnect-for`).
+    pub fn reconnect_for(&self) -> Duration {
+        secs(self.args.reconnect_for).unwrap_or(Duration::ZERO)
+    }
+
     fn connect_timeout(&self) -> Duration {
         secs(self.args.connect_timeout).unwrap_or(Duration::from_secs(10))
     }
