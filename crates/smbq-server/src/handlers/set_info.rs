@@ -560,6 +560,20 @@ fn rename(
     vfs.rename(&from, &to, replace).map_err(io)?;
     crate::stable::flush_rename(open, vfs.as_ref(), &from, &to); // CA shares
     *open.path.lock() = to.clone();
+    // The file's other opens on this share name it by its new path too (a later rename,
+    // link or delete-on-close through them acts on this file, not on what takes the name).
+    let share = &open.tree.share;
+    for id in srv.open_state().open_ids(f.key) {
+        if let Some(o) = srv
+            .lookup_open(id)
+            .filter(|o| Arc::ptr_eq(&o.tree.share, share))
+        {
+            let mut path = o.path.lock();
+            if *path == from {
+                *path = to.clone();
+            }
+        }
+    }
     move_opens_below(srv, moving, &from, &to);
     // The new path goes into persistent opens' records (the effects, crate::persist).
     let fx = srv
@@ -746,14 +760,12 @@ fn posix_opens_below(
         .collect()
 }
 
-/// A POSIX open's path may no longer name its file: a POSIX delete unlinks a name while POSIX
-/// opens carry on (crate::file_state::share_mode), and another file may take the name
-/// (with a second hard link the file keeps links, so the count tells nothing). A rename or
-/// link from such an open would act on that other file: OBJECT_NAME_NOT_FOUND.
+/// An open's path may no longer name its file: a POSIX delete unlinks a name while POSIX
+/// opens carry on (crate::file_state::share_mode), a local process may move it, and another
+/// file may take the name (with a second hard link the file keeps links, so the count tells
+/// nothing). A rename or link from such an open would act on that other file (a replacing
+/// link would put it over the target): OBJECT_NAME_NOT_FOUND.
 fn still_named(vfs: &dyn smbq_vfs::Vfs, open: &Open, f: &FileOpen) -> Result<(), NtStatus> {
-    if !open.posix {
-        return Ok(());
-    }
     let own = f.file.stat().map_err(io)?;
     match vfs.stat(&open.path()) {
         Ok(st) if (st.dev, st.ino) == (own.dev, own.ino) => Ok(()),

@@ -610,3 +610,51 @@ async fn a_share_that_refuses_hard_links_makes_none() {
     assert!(!h.path("b").exists());
     assert_eq!(links_of(&h, "a"), 1);
 }
+
+/// A rename through one handle moves the file for its other handles too: a later rename
+/// through another handle moves the same file, never whatever took the old name. A handle
+/// whose name was taken behind the server's back renames and links nothing.
+#[tokio::test]
+async fn renames_follow_the_file_not_its_old_name() {
+    let h = H::new().await;
+    h.put("f", b"mine").await;
+    let all = crate::access::share::ALL;
+    let access = mask::DELETE | mask::GENERIC_READ;
+    let a = h.create_req("f", access, D::OPEN).share(all).send().await;
+    let b = h.create_req("f", access, D::OPEN).share(all).send().await;
+    assert_eq!(
+        set(&h, a.id, 10, &rename_buf("g", false)).await,
+        NtStatus::SUCCESS
+    );
+    std::fs::write(h.path("f"), b"theirs").unwrap();
+    assert_eq!(
+        set(&h, b.id, 10, &rename_buf("h", false)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::read(h.path("h")).unwrap(), b"mine");
+    assert_eq!(std::fs::read(h.path("f")).unwrap(), b"theirs");
+
+    // Moved locally, and another file took the name: the open's name is not its file's.
+    std::fs::rename(h.path("h"), h.path("moved")).unwrap();
+    std::fs::write(h.path("h"), b"victim").unwrap();
+    let link = {
+        let mut w = smbq_wire::Writer::new();
+        smbq_wire::fscc::file_info::LinkInfo {
+            replace_if_exists: true,
+            root_directory: 0,
+            file_name: "f".into(),
+        }
+        .encode(&mut w);
+        w.into_vec()
+    };
+    assert_eq!(
+        set(&h, b.id, 11, &link).await,
+        NtStatus::OBJECT_NAME_NOT_FOUND
+    );
+    assert_eq!(std::fs::read(h.path("f")).unwrap(), b"theirs");
+    assert_eq!(
+        set(&h, a.id, 10, &rename_buf("x", false)).await,
+        NtStatus::OBJECT_NAME_NOT_FOUND
+    );
+    assert_eq!(std::fs::read(h.path("h")).unwrap(), b"victim");
+}
