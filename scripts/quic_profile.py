@@ -6,6 +6,7 @@ chain, and the shares are printed as a Markdown table.
 
     perf record -F 999 -g -o raw.data -- smbq bench raw --quic-stack quinn --repeats 1 --runtime 8
     scripts/quic_profile.py raw.data --time 50%-100%      # raw's QUIC half (tcp runs first)
+    scripts/quic_profile.py fio.data --time T0,T1 --ends bench-client,pid=N   # an SMB server
 
 Categories are matched in order, on the leaf frame first and then on the whole chain, so a
 kernel copy under sendmsg counts as sendmsg and AES under header protection as header
@@ -47,7 +48,7 @@ COMPILED = [(c, w, re.compile(p)) for c, w, p in RULES]
 
 
 def samples(data: str, time: str | None):
-    cmd = ["perf", "script", "-i", data, "-F", "comm,ip,sym,dso"]
+    cmd = ["perf", "script", "-i", data, "-F", "comm,pid,ip,sym,dso"]
     if time:
         cmd += ["--time", time]
     p = subprocess.run(cmd, capture_output=True, text=True, check=True)
@@ -59,7 +60,8 @@ def samples(data: str, time: str | None):
             comm, chain = None, []
             continue
         if not line.startswith((" ", "\t")):
-            comm = line.split()[0]
+            head = line.split()
+            comm = f"{head[0]} pid={head[1]}" if len(head) > 1 else head[0]
             continue
         parts = line.strip().split(None, 1)
         chain.append(parts[1] if len(parts) > 1 else parts[0])
@@ -82,13 +84,15 @@ def main():
     ap.add_argument("data")
     ap.add_argument("--time", help="perf's --time window, e.g. 50%%-100%%")
     ap.add_argument("--ends", default="bench-client,bench-server",
-                    help="comm names of the ends, comma-separated")
+                    help="the ends, comma-separated: a thread name (comm) prefix, or pid=N for "
+                         "every thread of a process (an `smbq serve` the bench started)")
     args = ap.parse_args()
     ends = args.ends.split(",")
     counts = {e: collections.Counter() for e in ends}
     for comm, chain in samples(args.data, args.time):
+        name, _, pid = comm.partition(" ")
         for e in ends:
-            if comm.startswith(e):
+            if (e.startswith("pid=") and pid == e) or (not e.startswith("pid=") and name.startswith(e)):
                 counts[e][category(chain)] += 1
     names = [c for c, _, _ in RULES] + ["other"]
     print("| Category | " + " | ".join(ends) + " |")
