@@ -543,10 +543,8 @@ impl Server {
                 // another file by now (a local rename, or a POSIX rename of a directory
                 // above that a path here missed), and that one is not deleted. Samba's close
                 // checks the file id the same way.
-                let r = match vfs.stat(&last.path) {
-                    Ok(st) if (st.dev, st.ino) != (f.key.dev, f.key.ino) => {
-                        Err(std::io::Error::other("the name is another file's now"))
-                    }
+                let r = match f.key.named_by(vfs.as_ref(), &last.path) {
+                    Some(false) => Err(std::io::Error::other("the name is another file's now")),
                     _ if last.is_dir => vfs.rmdir(&last.path),
                     _ => vfs.unlink(&last.path),
                 };

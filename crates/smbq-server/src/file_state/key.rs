@@ -26,4 +26,12 @@ impl FileKey {
     pub fn base(self) -> FileKey {
         FileKey { stream: 0, ..self }
     }
+
+    /// Whether `path` names this file still: `Some(false)` when it names another one (a local
+    /// rename, a POSIX delete, a rename through another open that a path here missed),
+    /// `None` when it cannot be looked at (gone). Blocking.
+    pub fn named_by(self, vfs: &dyn smbq_vfs::Vfs, path: &smbq_vfs::RelPath) -> Option<bool> {
+        let st = vfs.stat(path).ok()?;
+        Some((st.dev, st.ino) == (self.dev, self.ino))
+    }
 }

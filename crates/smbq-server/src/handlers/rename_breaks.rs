@@ -81,27 +81,34 @@ pub(super) async fn wait(
             }
         }
     }
+    break_below(ctx, open, f.is_dir, f.key).await
+}
+
+/// The files open below a directory being renamed: their handle leases are broken and waited
+/// for (smbtorture smb2.lease.rename_dir_openfile); one that stays open refuses the rename at
+/// once. A POSIX open's rename takes POSIX opens below along instead (crate::handlers::
+/// set_info), with nothing to break.
+async fn break_below(
+    ctx: &Ctx<'_>,
+    open: &Arc<Open>,
+    is_dir: bool,
+    key: FileKey,
+) -> Result<(), NtStatus> {
     let dir = open.path();
-    if !f.is_dir || dir.is_root() {
+    if !is_dir || dir.is_root() {
         return Ok(());
     }
-    // A POSIX open's rename moves POSIX opens below along (crate::handlers::set_info): no
-    // break needed.
     let state = ctx.srv.open_state();
-    if open.posix && state.opens_below(&dir, f.key, Below::Posix).is_some() {
+    if open.posix && state.opens_below(&dir, key, Below::Posix).is_some() {
         return Ok(());
     }
     // The files below, as they are now: one opened after this scan is not broken, and the
     // rename's own check refuses it.
-    let Some(below) = ctx
-        .srv
-        .open_state()
-        .opens_below(&dir, f.key, Below::HandleLeased)
-    else {
+    let Some(below) = state.opens_below(&dir, key, Below::HandleLeased) else {
         return Ok(());
     };
-    let share = &open.tree.share;
-    for (key, opens) in below {
+    let (by, share) = (open.volatile(), &open.tree.share);
+    for (file, opens) in below {
         // The same relative path in another share is another file.
         let here = opens
             .iter()
@@ -110,10 +117,10 @@ pub(super) async fn wait(
         if !here {
             continue;
         }
-        if let Admission::MustWait(p) = ctx.srv.lease_handles_before_rename(key, by) {
+        if let Admission::MustWait(p) = ctx.srv.lease_handles_before_rename(file, by) {
             ctx.srv.oplock_wait(p, &ctx.cancel).await?;
         }
-        if ctx.srv.open_state().open_count_any(key) > 0 {
+        if state.open_count_any(file) > 0 {
             return Err(NtStatus::ACCESS_DENIED);
         }
     }

@@ -559,35 +559,36 @@ fn rename(
     let moving = rebased(moving, &from, &to)?;
     vfs.rename(&from, &to, replace).map_err(io)?;
     crate::stable::flush_rename(open, vfs.as_ref(), &from, &to); // CA shares
+    follow_rename(srv, open, f.key, (&from, &to), moving);
+    Ok(())
+}
+
+/// After a rename on disk: every open of the file on this share names it by its new path (a
+/// later rename, link or delete-on-close through them acts on this file, not on what takes
+/// the old name), so do the POSIX opens below a directory a POSIX open renamed
+/// ([`movable_source`]), and so does the open state, whose path a delete-on-close unlinks and
+/// persistent opens' records keep (the effects, crate::persist).
+fn follow_rename(
+    srv: &Server,
+    open: &Open,
+    key: crate::file_state::FileKey,
+    (from, to): (&RelPath, &RelPath),
+    moving: Rebased,
+) {
     *open.path.lock() = to.clone();
-    // The file's other opens on this share name it by its new path too (a later rename,
-    // link or delete-on-close through them acts on this file, not on what takes the name).
     let share = &open.tree.share;
-    for id in srv.open_state().open_ids(f.key) {
+    for id in srv.open_state().open_ids(key) {
         if let Some(o) = srv
             .lookup_open(id)
             .filter(|o| Arc::ptr_eq(&o.tree.share, share))
         {
             let mut path = o.path.lock();
-            if *path == from {
+            if *path == *from {
                 *path = to.clone();
             }
         }
     }
-    move_opens_below(srv, moving, &from, &to);
-    // The new path goes into persistent opens' records (the effects, crate::persist).
-    let fx = srv
-        .open_state()
-        .renamed(f.key, open.volatile(), Moved::Path(to));
-    srv.apply(fx);
-    Ok(())
-}
-
-/// The POSIX opens below a directory a POSIX open renamed ([`movable_source`]) now name
-/// their files under the new path, and so does the open state, whose path a delete-on-close
-/// unlinks.
-fn move_opens_below(srv: &Server, moving: Rebased, from: &RelPath, to: &RelPath) {
-    for (key, opens) in moving {
+    for (below, opens) in moving {
         for (o, path) in opens {
             *o.path.lock() = path;
         }
@@ -595,9 +596,13 @@ fn move_opens_below(srv: &Server, moving: Rebased, from: &RelPath, to: &RelPath)
             from: from.clone(),
             to: to.clone(),
         };
-        let fx = srv.open_state().renamed(key, 0, under);
+        let fx = srv.open_state().renamed(below, 0, under);
         srv.apply(fx);
     }
+    let fx = srv
+        .open_state()
+        .renamed(key, open.volatile(), Moved::Path(to.clone()));
+    srv.apply(fx);
 }
 
 /// MS-FSA 2.1.5.15.6 FileLinkInformation: a new name for the file `open` addresses, relative
@@ -766,9 +771,8 @@ fn posix_opens_below(
 /// nothing). A rename or link from such an open would act on that other file (a replacing
 /// link would put it over the target): OBJECT_NAME_NOT_FOUND.
 fn still_named(vfs: &dyn smbq_vfs::Vfs, open: &Open, f: &FileOpen) -> Result<(), NtStatus> {
-    let own = f.file.stat().map_err(io)?;
-    match vfs.stat(&open.path()) {
-        Ok(st) if (st.dev, st.ino) == (own.dev, own.ino) => Ok(()),
+    match f.key.named_by(vfs, &open.path()) {
+        Some(true) => Ok(()),
         _ => Err(NtStatus::OBJECT_NAME_NOT_FOUND),
     }
 }

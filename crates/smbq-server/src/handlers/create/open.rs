@@ -426,7 +426,12 @@ fn posix_mode(o: &Opener<'_>, file: &dyn VfsFile) -> Result<(), NtStatus> {
     };
     // A new directory below a set-group-ID one keeps the bit the kernel gave it, as `mkdir`
     // there would (smbq_vfs never adds one).
-    let inherited = file.stat().map_or(0, |st| st.mode & crate::posix::SETGID);
+    let is_dir = o.intent.options & opts::DIRECTORY_FILE != 0;
+    let inherited = if is_dir {
+        file.stat().map_or(0, |st| st.mode & crate::posix::SETGID)
+    } else {
+        0
+    };
     file.set_mode((mode & crate::posix::CREATE_MODE_BITS) | inherited)
         .map_err(|e| map_io_error(&e))
 }
