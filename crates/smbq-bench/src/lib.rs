@@ -110,9 +110,9 @@ pub struct BenchArgs {
     pub quic_congestion: Option<smbq_transport::Congestion>,
 
     /// QUIC MTU-discovery upper bound of the smbq server, our client and the raw QUIC
-    /// baseline (default: smbq's own, 1452, safe on the internet; up to 6500 for a LAN with
+    /// baseline (default: smbq's own, 1452, safe on the internet; up to 8952 for a LAN with
     /// jumbo frames or loopback)
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1200..=6500))]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(i64::from(smbq_transport::MIN_MTU)..=i64::from(smbq_transport::MAX_MTU_UPPER_BOUND)))]
     pub quic_mtu: Option<u16>,
 
     /// QUIC stacks to measure, repeatable: quinn, msquic (default: every stack this build

@@ -7,10 +7,10 @@ use serde::Deserialize;
 
 use crate::cert::{self, CertPaths};
 
-/// quinn refuses larger UDP payloads in practice (quinn-rs/quinn#2201).
-pub const MTU_MAX: u16 = 6500;
+/// The transport's ceiling: a 9000-byte jumbo frame's payload.
+pub const MTU_MAX: u16 = smbq_transport::MAX_MTU_UPPER_BOUND;
 /// QUIC's minimum datagram size (RFC 9000 §14).
-pub const MTU_MIN: u16 = 1200;
+pub const MTU_MIN: u16 = smbq_transport::MIN_MTU;
 /// Flow-control windows above this only waste memory per connection.
 const WINDOW_MAX: u64 = 1 << 30;
 

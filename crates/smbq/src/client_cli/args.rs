@@ -108,8 +108,8 @@ pub struct ConnArgs {
     pub channels: u16,
     /// Largest QUIC packet to probe for and accept (MTU-discovery bound, bytes). The default,
     /// 1452, is safe on the internet; on a LAN with jumbo frames raise it on both ends (up to
-    /// 6500, with `[quic] mtu_upper_bound` on the server) for about twice the throughput.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(1200..=6500))]
+    /// 8952, with `[quic] mtu_upper_bound` on the server) for about twice the throughput.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u16).range(i64::from(smbq_transport::MIN_MTU)..=i64::from(smbq_transport::MAX_MTU_UPPER_BOUND)))]
     pub quic_mtu: Option<u16>,
     /// QUIC implementation: quinn (the default) or msquic (Microsoft's MsQuic, in builds with
     /// the msquic feature).
