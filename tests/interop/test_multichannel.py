@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 
-from conftest import BINARY, USER, SmbqServer
+from conftest import BINARY, USER, SmbqServer, free_udp_port
 
 SIZE = 24 * 1024 * 1024
 
@@ -23,6 +23,19 @@ def cli(server, *args, stdin=None):
     return subprocess.run(
         [str(BINARY), *args, "--tcp-port", str(server.port), "--transport", "tcp"],
         input=stdin, capture_output=True, env=env, timeout=120)
+
+
+def quic_cli(server, *args):
+    """The client over QUIC only, trusting the server's own certificate."""
+    pem = server.workdir / "server.pem"
+    if not pem.exists():
+        subprocess.run([str(BINARY), "cert", "export", "--pem", str(pem), "--state-dir",
+                        str(server.state)], check=True, capture_output=True, timeout=30)
+    env = {**os.environ, "SMBQ_PASSWORD": server.password}
+    return subprocess.run(
+        [str(BINARY), *args, "--quic-port", str(server.quic_port), "--transport", "quic",
+         "--ca", str(pem)],
+        capture_output=True, env=env, timeout=120, stdin=subprocess.DEVNULL)
 
 
 def per_connection(log: str, field: str) -> dict[int, int]:
@@ -75,6 +88,53 @@ def test_a_server_without_multichannel_serves_one_connection(workdir):
         data = os.urandom(1 << 20)
         (server.share / "f").write_bytes(data)
         got = cli(server, "cat", f"smb://{USER}@127.0.0.1/share/f", "--channels", "2")
+        assert got.returncode == 0, got.stderr.decode()
+        assert got.stdout == data
+        assert b"server does not offer multichannel" in got.stderr
+    finally:
+        assert server.stop() == 0
+    assert 'channel="bound"' not in server.server_log()
+
+
+def test_quic_channels_each_carry_a_share_when_the_server_allows_them(workdir):
+    """Issue 40: `--channels 3` over QUIC binds two more QUIC connections (each its own
+    quinn connection, so its packet work can run on another core) when the server allows
+    binding over QUIC (`[quic] multichannel = true`); each carries part of a download and of
+    an upload, and the bytes are right."""
+    server = SmbqServer(workdir, config="[quic]\nmultichannel = true\n",
+                        quic_port=free_udp_port())
+    try:
+        data = os.urandom(SIZE)
+        (server.share / "big").write_bytes(data)
+        url = f"smb://{USER}@127.0.0.1/share/big"
+        got = quic_cli(server, "cat", url, "--channels", "3")
+        assert got.returncode == 0, got.stderr.decode()
+        assert sha256(got.stdout) == sha256(data)
+        up = workdir / "up.bin"
+        up.write_bytes(data[::-1])
+        put = quic_cli(server, "put", str(up), f"smb://{USER}@127.0.0.1/share/up.bin",
+                       "--channels", "3")
+        assert put.returncode == 0, put.stderr.decode()
+        assert sha256((server.share / "up.bin").read_bytes()) == sha256(data[::-1])
+    finally:
+        assert server.stop() == 0
+    log = server.server_log()
+    assert "panicked" not in log
+    assert log.count('channel="bound"') == 4, log
+    out = per_connection(log, "bytes_out")
+    assert len([n for n in out.values() if n > SIZE // 6]) == 3, out
+    inn = per_connection(log, "bytes_in")
+    assert len([n for n in inn.values() if n > SIZE // 6]) == 3, inn
+
+
+def test_quic_channels_need_the_servers_consent(workdir):
+    """Without `[quic] multichannel` (the default, as Windows binds no QUIC channels) the
+    server does not offer multichannel over QUIC: one connection, with a note."""
+    server = SmbqServer(workdir, quic_port=free_udp_port())
+    try:
+        data = os.urandom(1 << 20)
+        (server.share / "f").write_bytes(data)
+        got = quic_cli(server, "cat", f"smb://{USER}@127.0.0.1/share/f", "--channels", "2")
         assert got.returncode == 0, got.stderr.decode()
         assert got.stdout == data
         assert b"server does not offer multichannel" in got.stderr

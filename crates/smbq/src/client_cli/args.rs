@@ -101,9 +101,10 @@ pub struct ConnArgs {
     /// does. Default: 4.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
     pub streams: Option<u16>,
-    /// TCP connections to spread READ and WRITE over (SMB 3 multichannel: the session is
-    /// bound to N-1 more connections to the same address). Needs a password logon, TCP and a
-    /// server that offers multichannel; otherwise one connection is used, with a note.
+    /// Connections to spread READ and WRITE over (SMB 3 multichannel: the session is bound to
+    /// N-1 more connections to the same address, of the first one's transport). Needs a
+    /// password logon and a server that offers multichannel (over QUIC, smbq's `[quic]
+    /// multichannel`; Windows offers none there); otherwise one connection is used, with a note.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=32))]
     pub channels: u16,
     /// Largest QUIC packet to probe for and accept (MTU-discovery bound, bytes). The default,

@@ -284,17 +284,17 @@ impl Connector {
         Ok(tree)
     }
 
-    /// `--channels N`: binds the tree's session to N-1 more TCP connections to the same server
-    /// (MS-SMB2 3.2.4.2.3 multichannel) and spreads the tree's READs and WRITEs over all of
-    /// them. Where it cannot (QUIC, Kerberos, anonymous, a server without multichannel) the
-    /// one connection goes on alone, with a note; a channel that fails to bind is left out.
+    /// `--channels N`: binds the tree's session to N-1 more connections to the same server, of
+    /// the first one's transport (MS-SMB2 3.2.4.2.3 multichannel), and spreads the tree's READs
+    /// and WRITEs over all of them. Over QUIC each channel is a QUIC connection of its own, so
+    /// its packet work runs on its own core (issue 40; the server must allow it with `[quic]
+    /// multichannel`). Where it cannot (Kerberos, anonymous, a server without multichannel)
+    /// the one connection goes on alone, with a note; a channel that fails to bind is left out.
     async fn add_channels(&mut self, url: &SmbUrl, tree: Tree) -> Result<Tree, CliError> {
         let session = tree.session().clone();
         let client = session.client().clone();
         let (key, id) = self.key(url);
-        let why_not = if client.transport() != smbq_transport::TransportKind::Tcp {
-            Some("they are TCP only (Windows uses none over QUIC)")
-        } else if !client.negotiated().multichannel() {
+        let why_not = if !client.negotiated().multichannel() {
             Some("the server does not offer multichannel")
         } else if session.is_anonymous() || id.user.is_empty() {
             Some("an anonymous or guest session cannot be bound")
@@ -314,10 +314,17 @@ impl Connector {
             Some(ip) => vec![ip],
             None => resolve(&url.host).await?,
         };
-        let (tcp_port, _) = self.ports(url);
+        let (tcp_port, quic_port) = self.ports(url);
+        let quic = client.transport() == smbq_transport::TransportKind::Quic;
         let mut channels = Vec::new();
         for _ in 1..self.args.channels {
-            let conn = self.tcp(url, &addrs, tcp_port).await?;
+            let conn = if quic {
+                self.quic(url, &addrs, quic_port)
+                    .await
+                    .map_err(|e| quic_error(url, quic_port, e))?
+            } else {
+                self.tcp(url, &addrs, tcp_port).await?
+            };
             let mut config = self.args.client_config_for(conn.kind);
             config.client_guid = self.client_guid;
             let extra = Client::connect(conn, config).await?;
