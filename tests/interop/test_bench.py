@@ -19,7 +19,8 @@ import pytest
 
 from conftest import BINARY
 
-SCENARIOS = ["raw", "fio", "sweep", "setup", "loss", "interactive", "compression", "crypto"]
+SCENARIOS = ["raw", "fio", "get", "sweep", "setup", "loss", "interactive", "compression",
+             "crypto"]
 CRYPTO = {"AES-128-GMAC": ("sign", "verify"), "AES-128-CMAC": ("sign", "verify"),
           "HMAC-SHA256": ("sign", "verify"), "AES-128-GCM": ("seal", "open"),
           "AES-256-GCM": ("seal", "open"), "AES-128-CCM": ("seal", "open"),
@@ -33,7 +34,8 @@ TARGETS = {"smbq-quic", "smbq-msquic", "smbq-tcp-enc", "smbq-tcp-enc-2ch", "smbq
 S1_ONLY = {"smbq-tcp-enc-2ch"}
 FIGURES = ["raw.svg", "fio_s1.svg", "fio_s2.svg", "fio_s3.svg", "sweep.svg", "sweep_cpu.svg",
            "setup.svg", "loss_files_delay.svg", "loss_files_loss.svg", "loss_big_delay.svg",
-           "loss_big_loss.svg", "interactive.svg", "compression.svg", "compression_loopback.svg"]
+           "loss_big_loss.svg", "interactive.svg", "compression.svg", "compression_loopback.svg",
+           "get.svg"]
 # The whole quick run measures about 3.5 minutes on 2 cores (compression ~1 minute) (crypto's `openssl speed`
 # references alone take 33 s); this bounds a hang.
 TIMEOUT = 600
@@ -101,6 +103,18 @@ def test_every_scenario_produced_numbers(quick_run):
         assert r["lat_p99_us"]["median"] >= r["lat_p50_us"]["median"]
         # The targets are what they claim: SMB3 encryption exactly on the encrypted TCP ones.
         assert r["smb_encrypted"] == ("-enc" in r["target"]), r
+
+    # Issue 40: smbq's own client as a process, over encrypted TCP and QUIC (1 and more
+    # channels on quinn, 1 on MsQuic); the bytes moved are the file's, CPU on both ends.
+    get = sc["get"]
+    assert {(r["transport"], r["stack"], r["channels"]) for r in get} == {
+        ("tcp-enc", "-", 1), ("quic", "quinn", 1), ("quic", "quinn", 2), ("quic", "quinn", 4),
+        ("quic", "msquic", 1)}
+    for r in get:
+        assert r["bytes"] == 64 << 20, r
+        for k in ("client_cpu_s_per_gb", "server_cpu_s_per_gb"):
+            assert positive(r[k]), (k, r)
+        assert positive(r["mb_s"]["median"]), r
 
     sweep = sc["sweep"]
     assert {(r["mode"], r["target"]) for r in sweep} == {
@@ -232,7 +246,7 @@ def test_markdown_has_the_ratio_table(quick_run):
                  "time over one QUIC stream / time with data streams",
                  "3 RTT / p99 with data streams",
                  "p99 on one QUIC stream / p99 with data streams",
-                 "2 / 1 TCP channels (smbq, encrypted)"):
+                 "2 / 1 TCP channels (smbq, encrypted)", "smbq get, QUIC / encrypted TCP"):
         assert kind in md, kind
     # Every goal-bearing ratio was measured and judged.
     goals = [r for r in res["ratios"] if r["goal"] is not None]

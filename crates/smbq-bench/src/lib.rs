@@ -44,9 +44,10 @@ use crate::servers::smbq::{SmbqOptions, SmbqServer};
 use crate::servers::sshd::Sshd;
 
 /// Scenario names in the order they run.
-pub const SCENARIOS: [&str; 9] = [
+pub const SCENARIOS: [&str; 10] = [
     "raw",
     "fio",
+    "get",
     "sweep",
     "setup",
     "loss",
@@ -73,7 +74,7 @@ pub struct BenchArgs {
     /// Where results.json, results.md and the SVG figures go.
     #[arg(long, default_value = "bench-results")]
     pub out: PathBuf,
-    /// Scenarios to run: raw, fio, sweep, setup, loss, interactive, compression, ca, crypto
+    /// Scenarios to run: raw, fio, get, sweep, setup, loss, interactive, compression, ca, crypto
     /// (default: all).
     #[arg(value_name = "SCENARIO")]
     pub scenarios: Vec<String>,
@@ -670,6 +671,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 scenarios::interactive::run(&mut ctx).map(|v| results.interactive = Some(v))
             }
             "ca" => scenarios::ca::run(&mut ctx).map(|v| results.ca = Some(v)),
+            "get" => scenarios::get::run(&mut ctx).map(|v| results.get = Some(v)),
             "loss" => {
                 // Each condition's rows are written as soon as it ends: the full grid takes
                 // most of an hour, and a stopped run keeps what it finished.

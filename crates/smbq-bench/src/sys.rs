@@ -180,6 +180,39 @@ pub fn stop_child(child: &mut std::process::Child, grace: Duration, group: bool)
     let _ = child.wait();
 }
 
+/// Waits for a child to exit and returns its status, the CPU seconds it used (with those of
+/// its own children it waited for), and what it wrote to stderr (when piped). The CPU is read
+/// from the exited child's `/proc` entry before it is reaped (`waitid` with `WNOWAIT`), so
+/// nothing of its last moments is missed.
+pub fn wait_with_cpu(
+    mut child: std::process::Child,
+) -> Result<(std::process::ExitStatus, f64, String), String> {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    let stderr = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut e, &mut s);
+            s
+        })
+    });
+    let pid = Pid::from_raw(i32::try_from(child.id()).map_err(|e| e.to_string())?)
+        .ok_or("child without a pid")?;
+    loop {
+        match waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(_) => break,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(format!("waitid: {e}")),
+        }
+    }
+    let cpu = stat_cpu(Path::new(&format!("/proc/{}/stat", child.id())), true).unwrap_or(0.0);
+    let status = child.wait().map_err(|e| e.to_string())?;
+    let text = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    Ok((status, cpu, text))
+}
+
 pub fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }

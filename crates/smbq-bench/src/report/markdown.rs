@@ -279,6 +279,9 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
     if let Some(rows) = &res.ca {
         ca_table(&mut o, rows);
     }
+    if let Some(rows) = &res.get {
+        get_table(&mut o, rows);
+    }
     if let Some(errors) = meta
         .get("errors")
         .and_then(|e| e.as_array())
@@ -404,6 +407,35 @@ fn interactive_table(o: &mut String, rows: &[crate::scenarios::interactive::Inte
         );
     }
     o.push_str("\n![interactive latency](interactive.svg)\n\n");
+}
+
+/// Scenario `get`: `smbq cat` of one large file over each transport.
+fn get_table(o: &mut String, rows: &[crate::scenarios::get::GetRow]) {
+    let _ = writeln!(o, "## One download with smbq's client (`smbq cat`)\n");
+    let _ = writeln!(
+        o,
+        "`smbq cat` of {} MiB as its own process, output discarded, timed from start to exit; \
+         over TCP with SMB3 encryption, over QUIC signed inside TLS 1.3, with one connection or \
+         N bound as channels. CPU seconds per GB moved.\n",
+        rows.first().map_or(0, |r| r.bytes >> 20)
+    );
+    let _ = writeln!(
+        o,
+        "| Transport | Stack | Channels | MB/s | Client CPU s/GB | Server CPU s/GB |\n|---|---|---|---|---|---|"
+    );
+    for r in rows {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {:.2} | {:.2} |",
+            r.transport,
+            r.stack,
+            r.channels,
+            fmt_summary(&r.mb_s),
+            r.client_cpu_s_per_gb,
+            r.server_cpu_s_per_gb
+        );
+    }
+    o.push_str("\n![get](get.svg)\n\n");
 }
 
 /// Scenario `ca`: the plain share against the continuously available one.

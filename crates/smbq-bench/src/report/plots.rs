@@ -328,6 +328,27 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
             }
         }
     }
+    if let Some(rows) = &res.get {
+        let cats = rows
+            .iter()
+            .map(|r| match r.transport {
+                "quic" => format!("QUIC {} x{}", r.stack, r.channels),
+                _ => "TCP, encrypted".to_string(),
+            })
+            .collect();
+        out.push((
+            "get".to_string(),
+            bars(
+                "smbq cat of one large file (MB/s, bar from min to max)",
+                "MB/s",
+                cats,
+                vec![(
+                    "smbq".to_string(),
+                    rows.iter().map(|r| bar(&r.mb_s)).collect(),
+                )],
+            ),
+        ));
+    }
     if let Some(rows) = &res.ca {
         let cats: Vec<String> = crate::scenarios::ca::OPS
             .iter()

@@ -470,7 +470,32 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
     if let Some(rows) = &res.ca {
         ca(&mut out, rows);
     }
+    if let Some(rows) = &res.get {
+        get(&mut out, rows);
+    }
     out
+}
+
+/// Scenario `get` (issue 40): each QUIC way of downloading against encrypted TCP, in MB/s of
+/// the whole command. The goal (0.5x) is quinn's, on one connection.
+fn get(out: &mut Vec<Ratio>, rows: &[crate::scenarios::get::GetRow]) {
+    let tcp = rows
+        .iter()
+        .find(|r| r.transport == "tcp-enc")
+        .map(|r| r.mb_s.median);
+    for r in rows.iter().filter(|r| r.transport == "quic") {
+        out.push(Ratio {
+            kind: "smbq get, QUIC / encrypted TCP",
+            case: format!(
+                "{}, {} channel{}",
+                r.stack,
+                r.channels,
+                if r.channels == 1 { "" } else { "s" }
+            ),
+            value: ratio(Some(r.mb_s.median), tcp),
+            goal: (r.stack == "quinn" && r.channels == 1).then_some(0.5),
+        });
+    }
 }
 
 /// Scenario `ca` (issue 37): the plain share's p50 over the CA share's (goal 0.5: CA at most

@@ -5,6 +5,7 @@ pub mod ca;
 pub mod compression;
 pub mod crypto;
 pub mod fio;
+pub mod get;
 pub mod interactive;
 pub mod loss;
 pub mod raw;
