@@ -77,6 +77,14 @@ pub trait VfsFile: Send + Sync {
     }
     /// Writes all of `bufs`, in order, starting at `offset`; returns the byte count written.
     fn write_at(&self, offset: u64, bufs: &[Bytes]) -> io::Result<usize>;
+    /// Writes all of `bufs` at the end of the file as it is at the moment of the write
+    /// (O_APPEND for this write alone), so two appenders, through this server or beside it,
+    /// never write over each other. Returns the byte count written. The default finds the end
+    /// first and writes there, which another writer can race.
+    fn append(&self, bufs: &[Bytes]) -> io::Result<usize> {
+        let at = self.stat()?.size;
+        self.write_at(at, bufs)
+    }
     /// Whether the file lives on a local disk or memory file system (ext4, XFS, btrfs, f2fs,
     /// tmpfs), where a small buffered write returns in microseconds unless the kernel throttles
     /// dirty pages; false for network and FUSE file systems, whose writes can wait on another

@@ -518,6 +518,26 @@ impl VfsFile for MemFile {
         })
     }
 
+    /// At the end as it is under the node's lock, so appenders never overlap.
+    fn append(&self, bufs: &[Bytes]) -> io::Result<usize> {
+        let now = self.vfs.now();
+        self.with(|node| {
+            let Data::File(data) = &mut node.data else {
+                return Err(err(Errno::BADF));
+            };
+            if !self.write {
+                return Err(err(Errno::BADF));
+            }
+            let total = bufs.iter().map(|b| b.len() as u64).sum::<u64>();
+            to_usize(end_of(data.len() as u64, total)?)?;
+            for b in bufs {
+                data.extend_from_slice(b);
+            }
+            node.touch(now);
+            Ok(usize::try_from(total).unwrap_or(usize::MAX))
+        })
+    }
+
     fn stat(&self) -> io::Result<Stat> {
         let ino = self.ino;
         self.with(|node| Ok(node.stat(ino)))

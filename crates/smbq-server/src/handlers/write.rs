@@ -140,7 +140,14 @@ fn write_at(
     // MS-FSA 2.1.4.17: the write moves LastWriteTime at once, unless this handle's is
     // sticky (crate::write_time).
     let held = crate::write_time::held(open, f);
-    let n = f.file.write_at(at, &[data]).map_err(|e| map_io_error(&e));
+    // An append goes where the end is when it is written, not where it was at the stat
+    // above: two appenders (two handles, or a local process) never write over each other.
+    let n = if offset == APPEND_OFFSET {
+        f.file.append(&[data])
+    } else {
+        f.file.write_at(at, &[data])
+    }
+    .map_err(|e| map_io_error(&e));
     crate::write_time::after(open, f, held, f.key.stream != 0 && n.is_ok());
     let n = n?;
     if write_through {

@@ -51,6 +51,44 @@ const LOCAL_FS_MAGIC: [u64; 5] = [
 ];
 
 impl PosixFile {
+    /// Writes all of `bufs` at `offset`, or each call at the end of the file (`None`).
+    fn write_all(&self, offset: Option<u64>, bufs: &[Bytes]) -> io::Result<usize> {
+        let mut pending: VecDeque<Bytes> = bufs.iter().filter(|b| !b.is_empty()).cloned().collect();
+        let mut done = 0usize;
+        while !pending.is_empty() {
+            let iov: Vec<IoSlice<'_>> = pending
+                .iter()
+                .take(IOV_MAX)
+                .map(|b| IoSlice::new(b))
+                .collect();
+            let mut n = match offset {
+                Some(offset) => {
+                    let pos = offset.saturating_add(done as u64);
+                    retry_intr(|| rustix::io::pwritev(&self.fd, &iov, pos))?
+                }
+                // The position is ignored with RWF_APPEND.
+                None => retry_intr(|| {
+                    rustix::io::pwritev2(&self.fd, &iov, 0, rustix::io::ReadWriteFlags::APPEND)
+                })?,
+            };
+            drop(iov);
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            done += n;
+            // Drop what was written; a short write leaves the rest for the next round.
+            while let Some(front) = pending.front_mut() {
+                if n < front.len() {
+                    front.advance(n);
+                    break;
+                }
+                n -= front.len();
+                pending.pop_front();
+            }
+        }
+        Ok(done)
+    }
+
     pub(super) fn new(fd: OwnedFd, kind: FileKind, path: RelPath, share: Arc<Share>) -> Self {
         Self {
             fd,
@@ -271,32 +309,15 @@ impl VfsFile for PosixFile {
             .iter()
             .try_fold(0u64, |acc, b| acc.checked_add(b.len() as u64));
         check_range(offset, total.unwrap_or(u64::MAX))?;
-        let mut pending: VecDeque<Bytes> = bufs.iter().filter(|b| !b.is_empty()).cloned().collect();
-        let mut done = 0usize;
-        while !pending.is_empty() {
-            let iov: Vec<IoSlice<'_>> = pending
-                .iter()
-                .take(IOV_MAX)
-                .map(|b| IoSlice::new(b))
-                .collect();
-            let pos = offset.saturating_add(done as u64);
-            let mut n = retry_intr(|| rustix::io::pwritev(&self.fd, &iov, pos))?;
-            drop(iov);
-            if n == 0 {
-                return Err(io::ErrorKind::WriteZero.into());
-            }
-            done += n;
-            // Drop what was written; a short write leaves the rest for the next round.
-            while let Some(front) = pending.front_mut() {
-                if n < front.len() {
-                    front.advance(n);
-                    break;
-                }
-                n -= front.len();
-                pending.pop_front();
-            }
-        }
-        Ok(done)
+        self.write_all(Some(offset), bufs)
+    }
+
+    /// `pwritev2` with RWF_APPEND (Linux 4.16): the kernel puts each call's bytes at the end
+    /// under the inode lock, as for an O_APPEND file. A short write's rest is appended by the
+    /// next call, which another appender could precede; regular files write short only when
+    /// the disk fills or the size limit is hit.
+    fn append(&self, bufs: &[Bytes]) -> io::Result<usize> {
+        self.write_all(None, bufs)
     }
 
     fn stat(&self) -> io::Result<Stat> {
