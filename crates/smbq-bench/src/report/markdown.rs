@@ -84,19 +84,38 @@ pub fn render(res: &Results, ratios: &[Ratio], meta: &serde_json::Value) -> Stri
 
     if let Some(raw) = &res.raw {
         let _ = writeln!(o, "## 1. Raw transport baselines (one connection)\n");
+        // Cycles per byte: CPU s per GB times the clock in GHz (no cycle counters in a VM).
+        let ghz = meta
+            .pointer("/machine/cpu_mhz")
+            .and_then(serde_json::Value::as_f64)
+            .map(|m| m / 1000.0);
+        let cycles = |s: &crate::stats::Summary| match ghz {
+            Some(g) if s.n > 0 => format!("{:.2}", s.median * g),
+            _ => "–".into(),
+        };
         let _ = writeln!(
             o,
-            "| Transport | Direction | MB/s | Client CPU s/GB | Server CPU s/GB |\n|---|---|---|---|---|"
+            "| Transport | Direction | MB/s | Client CPU s/GB | Server CPU s/GB | Client cycles/B | Server cycles/B |\n|---|---|---|---|---|---|---|"
         );
         for r in raw {
             let _ = writeln!(
                 o,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 r.transport,
                 r.direction,
                 fmt_summary(&r.mb_s),
                 fmt_summary(&r.client_cpu_s_per_gb),
-                fmt_summary(&r.server_cpu_s_per_gb)
+                fmt_summary(&r.server_cpu_s_per_gb),
+                cycles(&r.client_cpu_s_per_gb),
+                cycles(&r.server_cpu_s_per_gb)
+            );
+        }
+        if let Some(g) = ghz {
+            let _ = writeln!(
+                o,
+                "\nCycles per byte are CPU seconds per GB times the clock the kernel reports \
+                 ({g:.2} GHz): the hardware's cycle counters are not available everywhere \
+                 (not in this kind of VM)."
             );
         }
         if raw.iter().any(|r| r.transport == "quic-msquic") {

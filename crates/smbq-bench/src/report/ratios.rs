@@ -350,6 +350,26 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
                 }
             }
         }
+        // Issue 40: raw QUIC at most 0.4 CPU s per GB on each end (the busier end counts).
+        for dir in ["upload", "download"] {
+            let busier = raw
+                .iter()
+                .find(|r| r.transport == "quic" && r.direction == dir)
+                .map(|r| {
+                    r.client_cpu_s_per_gb
+                        .median
+                        .max(r.server_cpu_s_per_gb.median)
+                })
+                .filter(|c| *c > 0.0);
+            if let Some(c) = busier {
+                out.push(Ratio {
+                    kind: "0.4 CPU s/GB (issue 40's goal) / raw QUIC's, busier end",
+                    case: dir.to_string(),
+                    value: Some(0.4 / c),
+                    goal: Some(1.0),
+                });
+            }
+        }
         if raw.iter().any(|r| r.transport == "quic-msquic") {
             for dir in ["upload", "download"] {
                 out.push(Ratio {
