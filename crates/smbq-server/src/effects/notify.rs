@@ -195,8 +195,13 @@ impl Server {
             action,
             filter,
         };
+        let share = Self::share_key(open);
         self.notify
-            .report(&Self::share_key(open), &[ev(before, old), ev(&after, new)]);
+            .report(&share, &[ev(before, old), ev(&after, new)]);
+        if f.is_dir {
+            // Watches on the directory or below it follow it.
+            self.notify.moved(&share, before, &after);
+        }
         self.break_parent_leases(open, before); // crate::file_state::dir_lease
         self.break_parent_leases(open, &after);
         if !f.is_dir {

@@ -407,6 +407,20 @@ impl NotifyHub {
         }
     }
 
+    /// The directory `from` on `share` is now `to`: watches on it or on a directory below it
+    /// follow it. A watch belongs to a directory open, not to a name (MS-SMB2 3.3.5.19), and
+    /// the open moves with its directory, so its later changes are those under the new name.
+    pub fn moved(&self, share: &str, from: &RelPath, to: &RelPath) {
+        let (from, to) = (lower_components(from), lower_components(to));
+        let mut inner = self.inner.lock();
+        for w in inner.watches.values_mut() {
+            if w.share == share && w.dir.starts_with(&from) {
+                let below = w.dir.split_off(from.len());
+                w.dir = to.iter().cloned().chain(below).collect();
+            }
+        }
+    }
+
     pub fn mark_renamed(&self, open_id: u64) {
         self.inner.lock().renamed.insert(open_id);
     }
@@ -473,6 +487,38 @@ mod tests {
         let mut rx = s.rx;
         hub.flush(open);
         rx.try_recv().unwrap()
+    }
+
+    #[test]
+    fn watches_follow_a_moved_directory() {
+        let hub = NotifyHub::new();
+        let on_b = spec("a/B", cf::FILE_NAME, false, 1000);
+        let on_ab = spec("ab", cf::FILE_NAME, false, 1000);
+        let (_, mut rx_b) = wait(hub.request(1, &on_b));
+        let (_, mut rx_ab) = wait(hub.request(2, &on_ab));
+        // "a" becomes "x/y": the watch below it follows; "ab" only shares a prefix of letters.
+        hub.moved("share", &p("A"), &p("x/y"));
+        let old = p("a/b/f");
+        hub.report("share", &[ev(&old, NotifyAction::ADDED, cf::FILE_NAME)]);
+        assert!(
+            rx_b.try_recv().is_err(),
+            "the old name is no longer watched"
+        );
+        let new = p("x/y/b/f");
+        hub.report("share", &[ev(&new, NotifyAction::ADDED, cf::FILE_NAME)]);
+        assert_eq!(rx_b.try_recv().unwrap(), Outcome::Changes(vec![added("f")]));
+        let other = p("ab/g");
+        hub.report("share", &[ev(&other, NotifyAction::ADDED, cf::FILE_NAME)]);
+        assert_eq!(
+            rx_ab.try_recv().unwrap(),
+            Outcome::Changes(vec![added("g")])
+        );
+        // Another share's move changes nothing here.
+        hub.moved("other", &p("x"), &p("z"));
+        let (_, mut rx_b) = wait(hub.request(1, &on_b));
+        let again = p("x/y/b/h");
+        hub.report("share", &[ev(&again, NotifyAction::ADDED, cf::FILE_NAME)]);
+        assert_eq!(rx_b.try_recv().unwrap(), Outcome::Changes(vec![added("h")]));
     }
 
     #[test]

@@ -275,3 +275,52 @@ async fn requests_registered_on_arrival_get_the_changes_after_them() {
     assert_eq!(names(&r2), vec![(NotifyAction::ADDED, "b".to_string())]);
     assert_eq!(h.srv.notify().watches()[0].1, 0, "nobody waits");
 }
+
+/// A watched directory renamed through its own handle keeps watching: a file created under
+/// the new name is reported (the watch followed the directory, as the open did), and one
+/// made under a new directory that took the old name is not.
+#[tokio::test]
+async fn a_watch_follows_its_renamed_directory() {
+    use smbq_wire::fscc::file_info::RenameInfo;
+    use smbq_wire::query_info::InfoType;
+    use smbq_wire::set_info::SetInfoRequest;
+    let h = H::new().await;
+    let d = dir(&h, "w", mask::GENERIC_ALL).await;
+    // The watch starts with its first request (a change under the old name ends it).
+    let (r, ()) = tokio::join!(h.send(notify_msg(&h, d, cf::FILE_NAME, 1000)), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        h.put("w\\first", b"").await;
+    });
+    assert_eq!(names(&r), vec![(NotifyAction::ADDED, "first".to_string())]);
+    let mut w = smbq_wire::Writer::new();
+    RenameInfo {
+        replace_if_exists: false,
+        root_directory: 0,
+        file_name: "w2".into(),
+    }
+    .encode(&mut w);
+    let buf = w.into_vec();
+    let m = msg(Command::SET_INFO, h.tree, h.session.id, |w| {
+        SetInfoRequest {
+            info_type: InfoType::FILE,
+            file_info_class: 10,
+            additional_information: 0,
+            file_id: d,
+            buffer: &buf,
+        }
+        .encode(w)
+    });
+    assert_eq!(h.send(m).await.status, NtStatus::SUCCESS);
+    let old = dir(&h, "w", mask::GENERIC_ALL).await;
+    h.put("w\\not-mine", b"").await;
+    h.put("w2\\mine", b"").await;
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        h.send(notify_msg(&h, d, cf::FILE_NAME, 1000)),
+    )
+    .await
+    .expect("the change under the new name was not reported");
+    assert_eq!(names(&r), vec![(NotifyAction::ADDED, "mine".to_string())]);
+    h.close(old).await;
+    h.close(d).await;
+}
