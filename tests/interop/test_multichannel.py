@@ -51,19 +51,21 @@ def per_connection(log: str, field: str) -> dict[int, int]:
     return out
 
 
-def test_reads_and_writes_spread_over_three_channels(workdir):
-    server = SmbqServer(workdir)
+def spread_over_three_channels(server, run):
+    """A download and an upload with `--channels 3` through `run` (the client over one
+    transport): the bytes are right, two binds per command, and each of three connections
+    carries a real share of each direction."""
     try:
         data = os.urandom(SIZE)
         (server.share / "big").write_bytes(data)
         url = f"smb://{USER}@127.0.0.1/share/big"
-        got = cli(server, "cat", url, "--channels", "3")
+        got = run(server, "cat", url, "--channels", "3")
         assert got.returncode == 0, got.stderr.decode()
         assert sha256(got.stdout) == sha256(data)
 
-        up = workdir / "up.bin"
+        up = server.workdir / "up.bin"
         up.write_bytes(data[::-1])
-        put = cli(server, "put", str(up), f"smb://{USER}@127.0.0.1/share/up.bin",
+        put = run(server, "put", str(up), f"smb://{USER}@127.0.0.1/share/up.bin",
                   "--channels", "3")
         assert put.returncode == 0, put.stderr.decode()
         assert sha256((server.share / "up.bin").read_bytes()) == sha256(data[::-1])
@@ -75,25 +77,32 @@ def test_reads_and_writes_spread_over_three_channels(workdir):
     assert log.count('channel="bound"') == 4, log
     # The download: three connections, each carrying a real share of the file.
     out = per_connection(log, "bytes_out")
-    big = [n for n in out.values() if n > SIZE // 6]
-    assert len(big) == 3, out
+    assert len([n for n in out.values() if n > SIZE // 6]) == 3, out
     inn = per_connection(log, "bytes_in")
-    uploads = [n for n in inn.values() if n > SIZE // 6]
-    assert len(uploads) == 3, inn
+    assert len([n for n in inn.values() if n > SIZE // 6]) == 3, inn
 
 
-def test_a_server_without_multichannel_serves_one_connection(workdir):
-    server = SmbqServer(workdir, config="multichannel = false\n")
+def test_reads_and_writes_spread_over_three_channels(workdir):
+    spread_over_three_channels(SmbqServer(workdir), cli)
+
+
+def one_connection_only(server, run):
+    """`--channels 2` against a server that offers no multichannel on that transport: one
+    connection carries it all, the client says why, and nothing is bound."""
     try:
         data = os.urandom(1 << 20)
         (server.share / "f").write_bytes(data)
-        got = cli(server, "cat", f"smb://{USER}@127.0.0.1/share/f", "--channels", "2")
+        got = run(server, "cat", f"smb://{USER}@127.0.0.1/share/f", "--channels", "2")
         assert got.returncode == 0, got.stderr.decode()
         assert got.stdout == data
         assert b"server does not offer multichannel" in got.stderr
     finally:
         assert server.stop() == 0
     assert 'channel="bound"' not in server.server_log()
+
+
+def test_a_server_without_multichannel_serves_one_connection(workdir):
+    one_connection_only(SmbqServer(workdir, config="multichannel = false\n"), cli)
 
 
 def test_quic_channels_each_carry_a_share_when_the_server_allows_them(workdir):
@@ -103,41 +112,10 @@ def test_quic_channels_each_carry_a_share_when_the_server_allows_them(workdir):
     an upload, and the bytes are right."""
     server = SmbqServer(workdir, config="[quic]\nmultichannel = true\n",
                         quic_port=free_udp_port())
-    try:
-        data = os.urandom(SIZE)
-        (server.share / "big").write_bytes(data)
-        url = f"smb://{USER}@127.0.0.1/share/big"
-        got = quic_cli(server, "cat", url, "--channels", "3")
-        assert got.returncode == 0, got.stderr.decode()
-        assert sha256(got.stdout) == sha256(data)
-        up = workdir / "up.bin"
-        up.write_bytes(data[::-1])
-        put = quic_cli(server, "put", str(up), f"smb://{USER}@127.0.0.1/share/up.bin",
-                       "--channels", "3")
-        assert put.returncode == 0, put.stderr.decode()
-        assert sha256((server.share / "up.bin").read_bytes()) == sha256(data[::-1])
-    finally:
-        assert server.stop() == 0
-    log = server.server_log()
-    assert "panicked" not in log
-    assert log.count('channel="bound"') == 4, log
-    out = per_connection(log, "bytes_out")
-    assert len([n for n in out.values() if n > SIZE // 6]) == 3, out
-    inn = per_connection(log, "bytes_in")
-    assert len([n for n in inn.values() if n > SIZE // 6]) == 3, inn
+    spread_over_three_channels(server, quic_cli)
 
 
 def test_quic_channels_need_the_servers_consent(workdir):
     """Without `[quic] multichannel` (the default, as Windows binds no QUIC channels) the
     server does not offer multichannel over QUIC: one connection, with a note."""
-    server = SmbqServer(workdir, quic_port=free_udp_port())
-    try:
-        data = os.urandom(1 << 20)
-        (server.share / "f").write_bytes(data)
-        got = quic_cli(server, "cat", f"smb://{USER}@127.0.0.1/share/f", "--channels", "2")
-        assert got.returncode == 0, got.stderr.decode()
-        assert got.stdout == data
-        assert b"server does not offer multichannel" in got.stderr
-    finally:
-        assert server.stop() == 0
-    assert 'channel="bound"' not in server.server_log()
+    one_connection_only(SmbqServer(workdir, quic_port=free_udp_port()), quic_cli)

@@ -466,6 +466,14 @@ fn end_of(offset: u64, len: u64) -> io::Result<u64> {
     }
 }
 
+/// A regular file's bytes, through a handle that may write them (EBADF otherwise).
+fn writable(node: &mut Node, write: bool) -> io::Result<&mut Vec<u8>> {
+    match &mut node.data {
+        Data::File(data) if write => Ok(data),
+        _ => Err(err(Errno::BADF)),
+    }
+}
+
 fn to_usize(v: u64) -> io::Result<usize> {
     usize::try_from(v).map_err(|_| err(Errno::FBIG))
 }
@@ -493,12 +501,7 @@ impl VfsFile for MemFile {
     fn write_at(&self, offset: u64, bufs: &[Bytes]) -> io::Result<usize> {
         let now = self.vfs.now();
         self.with(|node| {
-            let Data::File(data) = &mut node.data else {
-                return Err(err(Errno::BADF));
-            };
-            if !self.write {
-                return Err(err(Errno::BADF));
-            }
+            let data = writable(node, self.write)?;
             let total = bufs.iter().map(|b| b.len() as u64).sum::<u64>();
             let end = to_usize(end_of(offset, total)?)?;
             let start = to_usize(offset)?;
@@ -522,12 +525,7 @@ impl VfsFile for MemFile {
     fn append(&self, bufs: &[Bytes]) -> io::Result<usize> {
         let now = self.vfs.now();
         self.with(|node| {
-            let Data::File(data) = &mut node.data else {
-                return Err(err(Errno::BADF));
-            };
-            if !self.write {
-                return Err(err(Errno::BADF));
-            }
+            let data = writable(node, self.write)?;
             let total = bufs.iter().map(|b| b.len() as u64).sum::<u64>();
             to_usize(end_of(data.len() as u64, total)?)?;
             for b in bufs {

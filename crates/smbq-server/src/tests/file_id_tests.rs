@@ -8,13 +8,11 @@ use smbq_wire::create::CreateDisposition as D;
 use smbq_wire::create_context::{CreateContext, CreateContextTag, QFidResponse, contexts_to_bytes};
 use smbq_wire::cursor::utf16le_encode;
 use smbq_wire::fscc::dir_info::{DirClass, decode_dir_list};
-use smbq_wire::fscc::file_info::RenameInfo;
 use smbq_wire::query_directory::{
     QueryDirectoryRequest, QueryDirectoryResponse, query_directory_flags as qf,
 };
 use smbq_wire::query_info::{InfoType, QueryInfoRequest, QueryInfoResponse};
-use smbq_wire::set_info::SetInfoRequest;
-use smbq_wire::{Command, FileId, NtStatus, Writer};
+use smbq_wire::{Command, FileId, NtStatus};
 
 use super::harness::{H, msg};
 use crate::access::{mask, opts};
@@ -146,25 +144,7 @@ async fn id_is_stable_across_reopen_rename_listing_and_restart() {
 
     let (o, again) = open_qfid(&h, "a", D::OPEN).await;
     assert_eq!(again, id, "reopen");
-    let mut w = Writer::new();
-    RenameInfo {
-        replace_if_exists: false,
-        root_directory: 0,
-        file_name: "b".into(),
-    }
-    .encode(&mut w);
-    let buf = w.into_vec();
-    let m = msg(Command::SET_INFO, h.tree, h.session.id, |w| {
-        SetInfoRequest {
-            info_type: InfoType::FILE,
-            file_info_class: 10,
-            additional_information: 0,
-            file_id: o,
-            buffer: &buf,
-        }
-        .encode(w)
-    });
-    assert_eq!(h.send(m).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.rename(o, "b").await.status, NtStatus::SUCCESS);
     assert_eq!(index_number(&h, o).await, id, "after rename, same handle");
     assert_eq!(h.close(o).await.status, NtStatus::SUCCESS);
     let (o, renamed) = open_qfid(&h, "b", D::OPEN).await;

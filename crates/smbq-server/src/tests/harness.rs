@@ -315,6 +315,29 @@ impl H {
         assert_eq!(self.close(o.id).await.status, NtStatus::SUCCESS);
     }
 
+    /// SET_INFO FileRenameInformation (class 10) on `id`, without replacing.
+    pub async fn rename(&self, id: FileId, to: &str) -> Response {
+        let mut w = Writer::new();
+        smbq_wire::fscc::file_info::RenameInfo {
+            replace_if_exists: false,
+            root_directory: 0,
+            file_name: to.into(),
+        }
+        .encode(&mut w);
+        let buf = w.into_vec();
+        self.send(msg(Command::SET_INFO, self.tree, self.session.id, |w| {
+            smbq_wire::set_info::SetInfoRequest {
+                info_type: smbq_wire::query_info::InfoType::FILE,
+                file_info_class: 10,
+                additional_information: 0,
+                file_id: id,
+                buffer: &buf,
+            }
+            .encode(w)
+        }))
+        .await
+    }
+
     pub async fn close(&self, id: FileId) -> Response {
         self.send(msg(Command::CLOSE, self.tree, self.session.id, |w| {
             CloseRequest {

@@ -281,9 +281,6 @@ async fn requests_registered_on_arrival_get_the_changes_after_them() {
 /// made under a new directory that took the old name is not.
 #[tokio::test]
 async fn a_watch_follows_its_renamed_directory() {
-    use smbq_wire::fscc::file_info::RenameInfo;
-    use smbq_wire::query_info::InfoType;
-    use smbq_wire::set_info::SetInfoRequest;
     let h = H::new().await;
     let d = dir(&h, "w", mask::GENERIC_ALL).await;
     // The watch starts with its first request (a change under the old name ends it).
@@ -292,25 +289,7 @@ async fn a_watch_follows_its_renamed_directory() {
         h.put("w\\first", b"").await;
     });
     assert_eq!(names(&r), vec![(NotifyAction::ADDED, "first".to_string())]);
-    let mut w = smbq_wire::Writer::new();
-    RenameInfo {
-        replace_if_exists: false,
-        root_directory: 0,
-        file_name: "w2".into(),
-    }
-    .encode(&mut w);
-    let buf = w.into_vec();
-    let m = msg(Command::SET_INFO, h.tree, h.session.id, |w| {
-        SetInfoRequest {
-            info_type: InfoType::FILE,
-            file_info_class: 10,
-            additional_information: 0,
-            file_id: d,
-            buffer: &buf,
-        }
-        .encode(w)
-    });
-    assert_eq!(h.send(m).await.status, NtStatus::SUCCESS);
+    assert_eq!(h.rename(d, "w2").await.status, NtStatus::SUCCESS);
     let old = dir(&h, "w", mask::GENERIC_ALL).await;
     h.put("w\\not-mine", b"").await;
     h.put("w2\\mine", b"").await;

@@ -578,7 +578,7 @@ async fn chown_without_per_user_identity_changes_nothing() {
 /// one keeps a second hard link, so its link count tells nothing).
 #[tokio::test]
 async fn an_unlinked_posix_open_moves_no_other_file() {
-    use smbq_wire::fscc::file_info::{DispositionInfo, RenameInfo};
+    use smbq_wire::fscc::file_info::DispositionInfo;
     use smbq_wire::set_info::SetInfoRequest;
     let h = H::new().await;
     let posix = posix_ctx(&[0; 4]);
@@ -622,14 +622,7 @@ async fn an_unlinked_posix_open_moves_no_other_file() {
     assert!(!h.path("a").exists() && h.path("b").exists());
     // Someone else's file takes the name.
     h.put("a", b"victim").await;
-    let mut w = smbq_wire::Writer::new();
-    RenameInfo {
-        replace_if_exists: false,
-        root_directory: 0,
-        file_name: "moved".into(),
-    }
-    .encode(&mut w);
-    let r = h.send(set(keeper.id, 10, w.into_vec())).await;
+    let r = h.rename(keeper.id, "moved").await;
     assert_eq!(r.status, NtStatus::OBJECT_NAME_NOT_FOUND);
     assert_eq!(std::fs::read(h.path("a")).unwrap(), b"victim");
     assert!(!h.path("moved").exists());
