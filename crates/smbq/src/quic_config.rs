@@ -389,7 +389,7 @@ mod tests {
     #[test]
     fn rejects_bad_values() {
         let bad = [
-            "[quic]\nmtu_upper_bound = 6501",
+            "[quic]\nmtu_upper_bound = 8953",
             "[quic]\nmtu_upper_bound = 1000",
             "[quic]\nstream_receive_window = 1",
             "[quic]\nidle_timeout_secs = 0",
