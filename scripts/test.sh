@@ -46,6 +46,10 @@ ldconfig -p | grep -q libgssapi_krb5.so.2 || need+=(libgssapi-krb5-2)
 # static library.
 command -v cmake >/dev/null || need+=(cmake)
 [[ -e /usr/include/numa.h ]] || need+=(libnuma-dev)
+# Scale-out (cargo feature cluster, docs/cluster.md): protoc builds the etcd client, and the
+# interop tests start a real three-member etcd (tests/interop/test_cluster.py).
+command -v protoc >/dev/null || need+=(protobuf-compiler)
+command -v etcd >/dev/null || need+=(etcd-server)
 if ((${#need[@]})); then
   as_root apt-get update -qq
   # tshark's package asks whether non-root users may capture; the default (no) is fine as root.
@@ -79,16 +83,16 @@ step "cargo clippy -D warnings (with the MsQuic stack; smbq-transport also witho
 # Only smbq-transport has code for builds without the msquic feature (stack.rs and friends), so
 # the workspace is linted once, with it, and smbq-transport again without it: a second
 # workspace run cost 2.5 minutes of CI (2026-11-29).
-cargo clippy --workspace --all-targets --features smbq/msquic -- -D warnings
+cargo clippy --workspace --all-targets --features smbq/msquic,smbq/cluster -- -D warnings
 cargo clippy -p smbq-transport --all-targets -- -D warnings
 
-step "unit tests (with the MsQuic stack)"
-cargo test --workspace --quiet --features smbq/msquic
+step "unit tests (with the MsQuic stack and the cluster feature)"
+cargo test --workspace --quiet --features smbq/msquic,smbq/cluster
 
 step "the server's unit tests on the second open-state implementation (crate::open_state)"
 # The test binary the workspace run just built, run again: `cargo test -p smbq-server` would
 # resolve other features and compile the crate's tests a second time.
-server_tests=$(cargo test --workspace --features smbq/msquic --no-run --message-format=json 2>/dev/null |
+server_tests=$(cargo test --workspace --features smbq/msquic,smbq/cluster --no-run --message-format=json 2>/dev/null |
   python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -100,9 +104,10 @@ for line in sys.stdin:
 SMBQ_TEST_OPEN_STATE=one-table "$server_tests" -q
 
 # The interop tests run every QUIC case on quinn and on MsQuic, so the binary they drive has
-# both. (Built again after new-user.sh, whose `cargo run` builds the README's default.)
+# both, and the cluster feature for test_cluster.py. (Built again after new-user.sh, whose
+# `cargo run` builds the README's default.)
 step "release build (with the MsQuic stack)"
-cargo build --release -p smbq --features msquic
+cargo build --release -p smbq --features msquic,cluster
 
 if ((quick == 0)); then
   step "fuzz smoke runs"
@@ -112,7 +117,7 @@ fi
 
 step "new user: the README's set-up steps, as written (scripts/new-user.sh)"
 ./scripts/new-user.sh
-cargo build --release -p smbq --features msquic
+cargo build --release -p smbq --features msquic,cluster
 
 step "building the SMB-over-QUIC interop peer (interop/smb-rs-quic, the crates.io smb client)"
 cargo build --release --locked --manifest-path interop/smb-rs-quic/Cargo.toml

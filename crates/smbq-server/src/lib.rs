@@ -138,18 +138,45 @@ impl std::fmt::Debug for Server {
 impl Server {
     /// Opens a [`PosixVfs`] for every disk share; IPC$ is always present.
     pub fn new(cfg: ServerConfig) -> io::Result<Arc<Server>> {
-        let refuse_hardlinks = cfg.refuse_hardlinks;
-        Self::with_backends(cfg, move |sc| {
-            let opts = PosixOptions { refuse_hardlinks };
-            Ok(Arc::new(PosixVfs::new(&sc.path, opts)?) as Arc<dyn Vfs>)
-        })
+        Self::with_state(cfg, new_open_state())
     }
 
     /// Like [`new`](Self::new) with the backend of each disk share chosen by `open`
     /// (tests use `MemVfs`).
     pub fn with_backends(
         cfg: ServerConfig,
+        open: impl FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>> + Send + Sync + 'static,
+    ) -> io::Result<Arc<Server>> {
+        Self::with_open_state(cfg, open, new_open_state())
+    }
+
+    /// Like [`new`](Self::new), with per-file open state kept by `files` instead of this
+    /// process's own table: a cluster node's (smbq-cluster), which wraps
+    /// [`Server::local_open_state`].
+    pub fn with_state(
+        cfg: ServerConfig,
+        files: Box<dyn open_state::OpenState>,
+    ) -> io::Result<Arc<Server>> {
+        let refuse_hardlinks = cfg.refuse_hardlinks;
+        Self::with_open_state(
+            cfg,
+            move |sc| {
+                let opts = PosixOptions { refuse_hardlinks };
+                Ok(Arc::new(PosixVfs::new(&sc.path, opts)?) as Arc<dyn Vfs>)
+            },
+            files,
+        )
+    }
+
+    /// The in-process open-state table every server uses on its own.
+    pub fn local_open_state() -> Box<dyn open_state::OpenState> {
+        new_open_state()
+    }
+
+    fn with_open_state(
+        cfg: ServerConfig,
         mut open: impl FnMut(&ShareConfig) -> io::Result<Arc<dyn Vfs>> + Send + Sync + 'static,
+        files: Box<dyn open_state::OpenState>,
     ) -> io::Result<Arc<Server>> {
         let shares = ShareRegistry::new(&cfg, &mut open)?;
         let share_list = Arc::new(RwLock::new(Arc::new(pipe::ShareList::new(&shares))));
@@ -163,7 +190,7 @@ impl Server {
             opener,
             sessions: SessionTable::new(),
             opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL)),
-            files: new_open_state(),
+            files,
             notify: notify::NotifyHub::new(),
             durable: durable::DurableStore::default(),
             clients: clients::Clients::default(),

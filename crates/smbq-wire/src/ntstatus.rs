@@ -103,6 +103,9 @@ crate::open_enum! {
         TOO_MANY_SESSIONS = 0xC000_00CE,
         USER_MAPPED_FILE = 0xC000_0243,
         INVALID_VIEW_SIZE = 0xC000_001F,
+        // MS-ERREF: the server is not available now; the client retries (a cluster node
+        // that cannot reach its open-state store, smbq-cluster).
+        SERVER_UNAVAILABLE = 0xC000_0466,
         FILE_NOT_AVAILABLE = 0xC000_0467,
         SMB_BAD_CLUSTER_DIALECT = 0xC05D_0001,
         SMB_NO_PREAUTH_INTEGRITY_HASH_OVERLAP = 0xC05D_0000,

@@ -64,6 +64,9 @@ pub struct FileConfig {
     pub kdc_proxy: crate::kdc_proxy::KdcProxyConfig,
     #[serde(default)]
     pub compression: CompressionConfig,
+    /// Scale-out (crate::cluster, docs/cluster.md).
+    #[serde(default)]
+    pub cluster: crate::cluster::ClusterFile,
     /// "per-user": file system work runs as each account's Unix user (needs root);
     /// "off" (default): as the server's own user. A share may set its own.
     pub unix_identity: Option<String>,

@@ -7,6 +7,7 @@ mod admin;
 mod cert;
 mod cert_cmd;
 mod client_cli;
+mod cluster;
 mod config;
 mod file_stamp;
 mod kdc_proxy;

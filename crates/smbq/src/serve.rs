@@ -64,6 +64,14 @@ pub struct ServeArgs {
     /// Log as `text` (the default) or `json` (one object per line), overriding `[log] format`.
     #[arg(long, value_name = "FORMAT")]
     log_format: Option<String>,
+    /// Serve as one node of a cluster whose open state is in etcd at these endpoints
+    /// (`http://HOST:PORT`, comma-separated), overriding `[cluster] etcd`; needs --node.
+    /// Builds with the `cluster` feature only (docs/cluster.md).
+    #[arg(long, value_name = "URL[,URL...]")]
+    cluster: Option<String>,
+    /// This node's name in the cluster, overriding `[cluster] node`.
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
 }
 
 /// `smbq serve --help`, after the flags: what the first start does and how to drive it.
@@ -159,6 +167,8 @@ struct Startup {
     /// Where `/metrics` is served, if anywhere.
     metrics: Option<SocketAddr>,
     log_format: crate::logging::Format,
+    /// The cluster this server is a node of, if any (crate::cluster).
+    cluster: Option<crate::cluster::Plan>,
     /// What a reload starts from (crate::reload).
     args: ServeArgs,
     file: FileConfig,
@@ -204,6 +214,15 @@ impl Startup {
         let (server_cfg, engine_cfg) = server_configs(&file, guid, shares, encrypt);
         let quic_addr = SocketAddr::new(listen, quic_port);
         let quic = quic_plan(args, &file, &state_dir, quic_addr, quic_port_set.is_some())?;
+        let cluster =
+            crate::cluster::plan(args.cluster.as_deref(), args.node.as_deref(), &file.cluster)?;
+        if cluster.is_some() && server_cfg.shares.iter().any(|c| c.continuous_availability) {
+            return Err(
+                "continuously available shares are not served by cluster nodes yet: \
+                 their persistent handles are kept by one node (docs/cluster.md)"
+                    .into(),
+            );
+        }
         Ok(Self {
             state_dir,
             users_path,
@@ -218,6 +237,7 @@ impl Startup {
                 Some(f) => crate::logging::parse_format(f)?,
                 None => crate::logging::Format::Text,
             },
+            cluster,
             args: args.clone(),
             file,
         })
@@ -441,8 +461,15 @@ async fn serve(s: Startup) -> Result<(), String> {
         .shares
         .iter()
         .any(|c| c.continuous_availability);
-    let server =
-        smbq_server::Server::new(s.server_cfg).map_err(|e| format!("starting server: {e}"))?;
+    let node = match &s.cluster {
+        Some(plan) => Some(crate::cluster::Node::join(plan).await?),
+        None => None,
+    };
+    let server = match &node {
+        Some(n) => smbq_server::Server::with_state(s.server_cfg, n.open_state()),
+        None => smbq_server::Server::new(s.server_cfg),
+    }
+    .map_err(|e| format!("starting server: {e}"))?;
     if ca {
         // Persistent handles outlive the process (docs/features.md): the opens of the last
         // run are held again for their clients before anyone can connect.
@@ -511,14 +538,27 @@ async fn serve(s: Startup) -> Result<(), String> {
     print_ready(tcp_local, quic.as_ref().map(|q| q.local), &hint);
     // systemd's Type=notify: ready once every listener accepts (a no-op without systemd).
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
-    wait_for_signal(signals.stop).await;
+    let lost = async {
+        match &node {
+            Some(n) => n.lost().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        () = wait_for_signal(signals.stop) => Ok(()),
+        // Other nodes may now grant what this node's opens held: stop serving them.
+        () = lost => Err("the cluster node's etcd lease expired; stopping".to_string()),
+    };
     tracing::info!("shutting down");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     tasks.stop(quic.map(|q| q.listener)).await;
+    if let Some(n) = &node {
+        n.leave().await;
+    }
     // The listener's MsQuic registration closes on a thread of its own; exiting under it
     // would panic in the msquic crate's exit handler.
     smbq_transport::QuicStack::MsQuic.wait_for_closes(std::time::Duration::from_secs(5));
-    Ok(())
+    outcome
 }
 
 /// The KDC proxy (MS-KKDCP), when `[kdc_proxy]` is on: bound after the SMB listeners, served

@@ -77,6 +77,31 @@ fn conflicts(l: &Lock, owner: u64, access: Access, r: Range) -> bool {
     }
 }
 
+/// Whether a lock request of `(offset, length)` conflicts with a lock another owner holds on
+/// the same stream, `held` = (offset, length, exclusive): the rule of [`conflicts`] for an
+/// owner that is never the holder (a cluster node's check of other nodes' locks,
+/// smbq-cluster).
+pub fn lock_conflict(held: (u64, u64, bool), offset: u64, length: u64, exclusive: bool) -> bool {
+    let l = Lock {
+        stream: 0,
+        offset: held.0,
+        length: held.1,
+        exclusive: held.2,
+        owner: 0,
+    };
+    let access = if exclusive {
+        Access::ExclusiveLock
+    } else {
+        Access::SharedLock
+    };
+    let r = Range {
+        stream: 0,
+        offset,
+        length,
+    };
+    conflicts(&l, 1, access, r)
+}
+
 /// Validates a range: MS-FSA 2.1.5.8, the last byte may not pass `u64::MAX`.
 pub fn check_range(offset: u64, length: u64) -> Result<(), NtStatus> {
     if length != 0 && offset.checked_add(length - 1).is_none() {
@@ -195,6 +220,24 @@ mod tests {
     };
     const A: u64 = 1;
     const B: u64 = 2;
+
+    #[test]
+    fn another_owners_lock_conflicts_as_in_the_table() {
+        // Another node's locks (smbq-cluster) meet a request by the rule of the table.
+        let shared = (10, 10, false);
+        let exclusive = (10, 10, true);
+        assert!(!lock_conflict(shared, 15, 1, false), "shared locks stack");
+        assert!(lock_conflict(shared, 15, 1, true));
+        assert!(lock_conflict(exclusive, 19, 5, false));
+        assert!(
+            !lock_conflict(exclusive, 20, 5, true),
+            "ranges that do not overlap"
+        );
+        assert!(
+            !lock_conflict(exclusive, 0, 0, true),
+            "the (0, 0) range overlaps nothing"
+        );
+    }
 
     #[derive(Clone, Copy)]
     enum Op {

@@ -71,18 +71,26 @@ pub struct LastClose {
 
 /// MS-FSA 2.1.5.1.2.1: does a new open (`access`, `share_access`) conflict with `e`?
 fn conflicts(e: &Entry, access: u32, share_access: u32) -> bool {
-    if e.access & SHARING_RIGHTS == 0 || access & SHARING_RIGHTS == 0 {
+    share_conflict((e.access, e.share), access, share_access)
+}
+
+/// MS-FSA 2.1.5.1.2.1: does a new open (`access`, `share_access`) conflict with an open that
+/// holds `(access, share_access)`? The one rule, for this table and a cluster node's check
+/// of other nodes' opens (smbq-cluster).
+pub fn share_conflict(held: (u32, u32), access: u32, share_access: u32) -> bool {
+    let (held_access, held_share) = held;
+    if held_access & SHARING_RIGHTS == 0 || access & SHARING_RIGHTS == 0 {
         return false;
     }
     let reads = |a: u32| a & (mask::FILE_READ_DATA | mask::FILE_EXECUTE) != 0;
     let writes = |a: u32| a & (mask::FILE_WRITE_DATA | mask::FILE_APPEND_DATA) != 0;
     let deletes = |a: u32| a & mask::DELETE != 0;
-    (reads(access) && e.share & share::READ == 0)
-        || (writes(access) && e.share & share::WRITE == 0)
-        || (deletes(access) && e.share & share::DELETE == 0)
-        || (reads(e.access) && share_access & share::READ == 0)
-        || (writes(e.access) && share_access & share::WRITE == 0)
-        || (deletes(e.access) && share_access & share::DELETE == 0)
+    (reads(access) && held_share & share::READ == 0)
+        || (writes(access) && held_share & share::WRITE == 0)
+        || (deletes(access) && held_share & share::DELETE == 0)
+        || (reads(held_access) && share_access & share::READ == 0)
+        || (writes(held_access) && share_access & share::WRITE == 0)
+        || (deletes(held_access) && share_access & share::DELETE == 0)
 }
 
 /// An open asking to be admitted to a file ([`super::FileStates::admit_checking`]).

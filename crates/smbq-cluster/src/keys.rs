@@ -1,0 +1,224 @@
+//! Where the cluster's open state lives in etcd, and what its values hold. Pure: no I/O.
+//!
+//! Under the configured prefix (`/smbq/` by default):
+//!
+//! | key | value | etcd lease |
+//! |---|---|---|
+//! | `nodes/NODE` | [`NodeRecord`] | the node's |
+//! | `f/FILE/v` | a counter, bumped by every admission, lock and delete-pending change | none |
+//! | `f/FILE/dp` | the node that made the file delete-pending | none |
+//! | `f/FILE/o/NODE/OPEN` | [`OpenRecord`] | the node's |
+//! | `f/FILE/l/NODE/OPEN/OFFSET.LENGTH.KIND/SEQ` | empty | the node's |
+//!
+//! FILE is `DEV.INO.STREAM` in hex. Opens and locks hang on their node's lease, so etcd
+//! itself drops them when a node dies. A decision reads `f/FILE/` in one range read and
+//! writes in a transaction that compares `f/FILE/v`'s version with the one it read: two
+//! nodes deciding about one file at once cannot both win.
+
+use serde::{Deserialize, Serialize};
+use smbq_server::file_state::FileKey;
+
+/// A node's entry under `nodes/`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NodeRecord {
+    /// Seconds since the Unix epoch when the node joined.
+    pub since: u64,
+}
+
+/// An open of a file, as other nodes see it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct OpenRecord {
+    /// The access other opens are checked against (MS-FSA 2.1.5.1.2.1).
+    pub access: u32,
+    pub share_access: u32,
+    /// The share-relative path at admission, for operators.
+    pub path: String,
+}
+
+/// The key layout under one prefix.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    /// `prefix` ends with `/` (added when missing).
+    pub fn new(prefix: &str) -> Keys {
+        let mut prefix = prefix.to_owned();
+        if !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        Keys { prefix }
+    }
+
+    pub fn node(&self, node: &str) -> String {
+        format!("{}nodes/{node}", self.prefix)
+    }
+
+    pub fn nodes(&self) -> String {
+        format!("{}nodes/", self.prefix)
+    }
+
+    /// Every key of every file, for the watch.
+    pub fn files(&self) -> String {
+        format!("{}f/", self.prefix)
+    }
+
+    /// Every key of one file (a range read).
+    pub fn file(&self, f: FileKey) -> String {
+        format!("{}f/{:x}.{:x}.{:x}/", self.prefix, f.dev, f.ino, f.stream)
+    }
+
+    pub fn version(&self, f: FileKey) -> String {
+        format!("{}v", self.file(f))
+    }
+
+    pub fn delete_pending(&self, f: FileKey) -> String {
+        format!("{}dp", self.file(f))
+    }
+
+    pub fn open(&self, f: FileKey, node: &str, open_id: u64) -> String {
+        format!("{}o/{node}/{open_id:x}", self.file(f))
+    }
+
+    /// Every lock one open holds on the file.
+    pub fn locks_of(&self, f: FileKey, node: &str, open_id: u64) -> String {
+        format!("{}l/{node}/{open_id:x}/", self.file(f))
+    }
+
+    /// Locks of one range by one open (a prefix: the same range may be locked twice).
+    pub fn lock_range(&self, f: FileKey, node: &str, owner: u64, range: (u64, u64)) -> String {
+        format!(
+            "{}{:x}.{:x}.",
+            self.locks_of(f, node, owner),
+            range.0,
+            range.1
+        )
+    }
+
+    pub fn lock(
+        &self,
+        f: FileKey,
+        node: &str,
+        owner: u64,
+        lock: (u64, u64, bool),
+        seq: u64,
+    ) -> String {
+        let kind = if lock.2 { 'x' } else { 's' };
+        format!(
+            "{}{kind}/{seq:x}",
+            self.lock_range(f, node, owner, (lock.0, lock.1))
+        )
+    }
+
+    /// What a key under `f/` says: its file and what it is.
+    pub fn parse(&self, key: &str) -> Option<(FileKey, Entry)> {
+        let rest = key.strip_prefix(&self.prefix)?.strip_prefix("f/")?;
+        let (file, rest) = rest.split_once('/')?;
+        let mut ids = file.split('.');
+        let mut hex = || u64::from_str_radix(ids.next()?, 16).ok();
+        let f = FileKey {
+            dev: hex()?,
+            ino: hex()?,
+            stream: hex()?,
+        };
+        let parts: Vec<&str> = rest.split('/').collect();
+        let entry = match parts.as_slice() {
+            ["v"] => Entry::Version,
+            ["dp"] => Entry::DeletePending,
+            ["o", node, open] => Entry::Open {
+                node: (*node).to_owned(),
+                open_id: u64::from_str_radix(open, 16).ok()?,
+            },
+            ["l", node, open, range, _seq] => {
+                let mut nums = range.split('.');
+                let offset = u64::from_str_radix(nums.next()?, 16).ok()?;
+                let length = u64::from_str_radix(nums.next()?, 16).ok()?;
+                let exclusive = match nums.next()? {
+                    "x" => true,
+                    "s" => false,
+                    _ => return None,
+                };
+                Entry::Lock {
+                    node: (*node).to_owned(),
+                    owner: u64::from_str_radix(open, 16).ok()?,
+                    lock: (offset, length, exclusive),
+                }
+            }
+            _ => return None,
+        };
+        Some((f, entry))
+    }
+}
+
+/// What a key of a file is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    Version,
+    DeletePending,
+    Open {
+        node: String,
+        open_id: u64,
+    },
+    Lock {
+        node: String,
+        owner: u64,
+        lock: (u64, u64, bool),
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const F: FileKey = FileKey {
+        dev: 0x803,
+        ino: 0x1234,
+        stream: 0,
+    };
+
+    #[test]
+    fn every_key_of_a_file_parses_back() {
+        let k = Keys::new("/smbq");
+        assert_eq!(k.parse(&k.version(F)), Some((F, Entry::Version)));
+        assert_eq!(
+            k.parse(&k.delete_pending(F)),
+            Some((F, Entry::DeletePending))
+        );
+        let open = Entry::Open {
+            node: "b".into(),
+            open_id: 77,
+        };
+        assert_eq!(k.parse(&k.open(F, "b", 77)), Some((F, open)));
+        for exclusive in [true, false] {
+            let key = k.lock(F, "a", 9, (100, u64::MAX, exclusive), 3);
+            let lock = Entry::Lock {
+                node: "a".into(),
+                owner: 9,
+                lock: (100, u64::MAX, exclusive),
+            };
+            assert_eq!(k.parse(&key), Some((F, lock)));
+            assert!(key.starts_with(&k.lock_range(F, "a", 9, (100, u64::MAX))));
+            assert!(key.starts_with(&k.locks_of(F, "a", 9)));
+        }
+    }
+
+    #[test]
+    fn keys_of_other_prefixes_and_bad_keys_are_not_files() {
+        let k = Keys::new("/smbq/");
+        let other = Keys::new("/other/");
+        assert_eq!(k.parse(&other.version(F)), None);
+        for bad in [
+            "/smbq/f/1.2/v",
+            "/smbq/f/1.2.3/x",
+            "/smbq/f/1.2.3/o/n",
+            "/smbq/f/z.2.3/v",
+        ] {
+            assert_eq!(k.parse(bad), None, "{bad}");
+        }
+        // Streams of one file are distinct files here, and one file's prefix is no other's.
+        let s = FileKey { stream: 1, ..F };
+        let f10 = FileKey { stream: 0x10, ..F };
+        assert!(!k.file(f10).starts_with(&k.file(s)));
+    }
+}

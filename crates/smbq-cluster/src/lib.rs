@@ -1,0 +1,321 @@
+//! Scale-out (docs/cluster.md): several smbq nodes serve one namespace on a shared file
+//! system, and what one node's opens hold on a file is seen by every other node through etcd.
+//!
+//! A node keeps its own in-process open state (smbq-server's table) and wraps it
+//! ([`Cluster::wrap`]) in an [`OpenState`] that also asks etcd where the rules cross nodes:
+//! share modes and delete-pending at admission, byte-range locks at LOCK, the last close of a
+//! delete-pending file. READ and WRITE never ask etcd: a lock granted on one node is seen by
+//! the LOCKs of others, not by their I/O (docs/cluster.md says what that leaves open).
+//!
+//! Each node holds an etcd lease (its liveness): its opens and locks are keys on that lease,
+//! so etcd drops them when the node dies. A node that cannot renew its lease for two thirds of
+//! its time to live fences itself: every decision that crosses nodes fails with
+//! STATUS_SERVER_UNAVAILABLE (clients retry) until etcd answers again. A node whose lease
+//! expired has lost its opens' records and must stop: [`Cluster::lost`] resolves.
+
+#![forbid(unsafe_code)]
+
+pub mod keys;
+mod state;
+pub mod store;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use etcd_client::{Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, WatchOptions};
+use smbq_server::file_state::FileKey;
+use smbq_server::open_state::OpenState;
+use smbq_wire::NtStatus;
+use tokio::sync::Notify;
+
+use crate::keys::{Keys, NodeRecord};
+use crate::store::Store;
+
+/// How a node joins the cluster (`[cluster]` in smbq.toml, `--cluster`, `--node`).
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// etcd endpoints, `http://HOST:PORT`.
+    pub endpoints: Vec<String>,
+    /// This node's name, unique in the cluster.
+    pub node: String,
+    /// The node lease's time to live: a dead node's opens are released this long after it
+    /// stopped renewing (etcd may add up to a second).
+    pub ttl: Duration,
+    /// Where in etcd's key space the cluster lives.
+    pub prefix: String,
+    /// How long one decision may wait for etcd before the client hears SERVER_UNAVAILABLE.
+    pub timeout: Duration,
+}
+
+impl ClusterConfig {
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+    pub const DEFAULT_PREFIX: &str = "/smbq/";
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+
+    pub fn new(endpoints: Vec<String>, node: String) -> ClusterConfig {
+        ClusterConfig {
+            endpoints,
+            node,
+            ttl: Self::DEFAULT_TTL,
+            prefix: Self::DEFAULT_PREFIX.to_owned(),
+            timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// A node's membership: its etcd connection, lease and fence.
+pub struct Cluster {
+    store: Store,
+    /// The runtime etcd's client runs on: its own threads, so a handler blocked on a decision
+    /// never holds up the client's I/O.
+    rt: tokio::runtime::Handle,
+    started: Instant,
+    /// Milliseconds after `started` of the last renewal etcd confirmed.
+    renewed_ms: Arc<AtomicU64>,
+    fence_after: Duration,
+    timeout: Duration,
+    lost: Arc<Notify>,
+    is_lost: Arc<AtomicBool>,
+}
+
+impl Cluster {
+    /// Connects, takes the node's name (waiting, up to the lease's time to live, for a
+    /// previous process of the same node to expire) and starts renewing its lease.
+    pub async fn join(cfg: ClusterConfig) -> Result<Arc<Cluster>, String> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("smbq-etcd")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("etcd runtime: {e}"))?;
+        let handle = rt.handle().clone();
+        // The runtime lives as long as the process.
+        std::thread::Builder::new()
+            .name("smbq-etcd".into())
+            .spawn(move || rt.block_on(std::future::pending::<()>()))
+            .map_err(|e| format!("etcd runtime: {e}"))?;
+        let c = cfg.clone();
+        let store = handle
+            .spawn(async move { connect(&c).await })
+            .await
+            .map_err(|e| e.to_string())??;
+        let cluster = Arc::new(Cluster {
+            store,
+            rt: handle,
+            started: Instant::now(),
+            renewed_ms: Arc::new(AtomicU64::new(0)),
+            fence_after: cfg.ttl * 2 / 3,
+            timeout: cfg.timeout,
+            lost: Arc::new(Notify::new()),
+            is_lost: Arc::new(AtomicBool::new(false)),
+        });
+        cluster.rt.spawn(cluster.clone().renew(cfg.ttl));
+        Ok(cluster)
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.store.node
+    }
+
+    /// Wraps this node's own open state (`smbq_server::Server::local_open_state`) so that
+    /// what crosses nodes is decided with etcd (crate::state).
+    pub fn wrap(self: &Arc<Self>, local: Box<dyn OpenState>) -> Box<dyn OpenState> {
+        let local: Arc<dyn OpenState> = Arc::from(local);
+        self.rt.spawn(watch(self.store.clone(), local.clone()));
+        Box::new(state::ClusterState::new(self.clone(), local))
+    }
+
+    /// Resolves when the node's lease expired in etcd: its opens' records are gone and other
+    /// nodes may grant what they held, so the node must stop serving them.
+    pub async fn lost(&self) {
+        let notified = self.lost.notified();
+        if self.is_lost.load(Ordering::Acquire) {
+            return;
+        }
+        notified.await;
+    }
+
+    /// Leaves at shutdown: the lease is revoked, so the node's opens are released at once
+    /// rather than when it would have expired.
+    pub async fn leave(&self) {
+        let store = self.store.clone();
+        let revoke = async move {
+            let mut c = store.client.clone();
+            c.lease_revoke(store.lease).await
+        };
+        match tokio::time::timeout(self.timeout, self.rt.spawn(revoke)).await {
+            Ok(Ok(Ok(_))) => {}
+            _ => tracing::warn!("could not revoke the node's etcd lease; it expires on its own"),
+        }
+    }
+
+    /// Whether the node fences itself: etcd has not confirmed its lease for long enough that
+    /// it may have expired, so nothing that could conflict is granted.
+    pub fn fenced(&self) -> bool {
+        let renewed = Duration::from_millis(self.renewed_ms.load(Ordering::Acquire));
+        self.started.elapsed().saturating_sub(renewed) > self.fence_after
+    }
+
+    /// Runs one decision on the etcd runtime and waits for it, from a handler's thread (the
+    /// open-state verbs are synchronous). A decision etcd could not take (a member restarting,
+    /// a leader being elected) is tried again until the configured time is up; each is one
+    /// transaction that holds only if the file did not change, so trying again is safe. A
+    /// fenced node, an etcd that does not answer in time, or a lost lease are
+    /// STATUS_SERVER_UNAVAILABLE.
+    fn decide<T, F>(&self, work: impl Fn(Store) -> F + Send + Sync + 'static) -> Result<T, NtStatus>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, NtStatus>> + Send + 'static,
+    {
+        if self.fenced() || self.is_lost.load(Ordering::Acquire) {
+            return Err(NtStatus::SERVER_UNAVAILABLE);
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let store = self.store.clone();
+        let timeout = self.timeout;
+        self.rt.spawn(async move {
+            let tries = async {
+                loop {
+                    match work(store.clone()).await {
+                        Err(NtStatus::SERVER_UNAVAILABLE) => {
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        r => return r,
+                    }
+                }
+            };
+            let r = tokio::time::timeout(timeout, tries)
+                .await
+                .unwrap_or(Err(NtStatus::SERVER_UNAVAILABLE));
+            let _ = tx.send(r);
+        });
+        let wait = move || rx.recv().unwrap_or(Err(NtStatus::SERVER_UNAVAILABLE));
+        match tokio::runtime::Handle::try_current() {
+            // A worker of the server's runtime: its other tasks move to other threads while
+            // this one waits.
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)
+            }
+            _ => wait(),
+        }
+    }
+
+    /// Renews the lease every third of its time to live, recording each confirmation; says
+    /// when etcd reports it expired.
+    async fn renew(self: Arc<Self>, ttl: Duration) {
+        let every = ttl / 3;
+        let mut client = self.store.client.clone();
+        loop {
+            let Ok((mut keeper, mut answers)) = client.lease_keep_alive(self.store.lease).await
+            else {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            };
+            loop {
+                if keeper.keep_alive().await.is_err() {
+                    break;
+                }
+                match tokio::time::timeout(every, answers.message()).await {
+                    Ok(Ok(Some(a))) if a.ttl() > 0 => {
+                        let now = self.started.elapsed().as_millis();
+                        let now = u64::try_from(now).unwrap_or(u64::MAX);
+                        self.renewed_ms.store(now, Ordering::Release);
+                    }
+                    Ok(Ok(Some(_))) => {
+                        tracing::error!(
+                            node = %self.store.node,
+                            "the node's etcd lease expired: its opens are no longer held"
+                        );
+                        self.is_lost.store(true, Ordering::Release);
+                        self.lost.notify_waiters();
+                        return;
+                    }
+                    _ => break,
+                }
+                tokio::time::sleep(every).await;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Connects to etcd, takes a lease and registers the node under it.
+async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(cfg.timeout)
+        .with_timeout(cfg.timeout);
+    let mut client = etcd_client::Client::connect(&cfg.endpoints, Some(opts))
+        .await
+        .map_err(|e| format!("etcd {}: {e}", cfg.endpoints.join(",")))?;
+    let ttl = i64::try_from(cfg.ttl.as_secs().max(2)).unwrap_or(i64::MAX);
+    let lease = client
+        .lease_grant(ttl, None)
+        .await
+        .map_err(|e| format!("etcd lease: {e}"))?
+        .id();
+    let keys = Keys::new(&cfg.prefix);
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let record = serde_json::to_vec(&NodeRecord { since }).map_err(|e| e.to_string())?;
+    let key = keys.node(&cfg.node);
+    // A node restarted at once finds its previous process's entry until that lease expires.
+    let deadline = Instant::now() + cfg.ttl + Duration::from_secs(2);
+    loop {
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key.clone(),
+                record.clone(),
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        let r = client.txn(txn).await.map_err(|e| format!("etcd: {e}"))?;
+        if r.succeeded() {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("node {} is already in the cluster", cfg.node));
+        }
+        tracing::info!(node = %cfg.node, "waiting for this node's previous lease to expire");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(Store {
+        client,
+        keys,
+        node: Arc::from(cfg.node.as_str()),
+        lease,
+        seq: Arc::new(AtomicU64::new(0)),
+    })
+}
+
+/// Wakes this node's waiters on a file whenever another node changes it: a blocked LOCK
+/// tries again when a remote lock or open goes (crate::state).
+async fn watch(store: Store, local: Arc<dyn OpenState>) {
+    let prefix = store.keys.files();
+    loop {
+        let mut c = store.client.clone();
+        let opts = WatchOptions::new().with_prefix();
+        let Ok(mut events) = c.watch(prefix.clone(), Some(opts)).await else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        while let Ok(Some(r)) = events.message().await {
+            for ev in r.events() {
+                let Some(kv) = ev.kv() else { continue };
+                let Ok(key) = kv.key_str() else { continue };
+                if let Some((f, _)) = store.keys.parse(key) {
+                    wake(local.as_ref(), f);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn wake(local: &dyn OpenState, f: FileKey) {
+    local.changed(f).notify_waiters();
+}

@@ -1,0 +1,339 @@
+//! The open state of a cluster node: this node's own table, asked first, and etcd for what
+//! crosses nodes (crate::store). Every verb not named here is the local table's alone.
+//!
+//! - **Admission** (MS-FSA 2.1.5.1.2): the local table admits against this node's opens,
+//!   then etcd against every other node's (DELETE_PENDING, SHARING_VIOLATION); a refusal
+//!   there takes the local admission back.
+//! - **Caching:** no oplock or lease caches anything, since a break cannot yet cross nodes:
+//!   an open on another node would find stale data cached here. Leases are granted with no
+//!   caching state (MS-SMB2 3.3.5.9.8 lets the server grant less than asked).
+//! - **Byte-range locks** (MS-FSA 2.1.5.7): local first, then against other nodes' locks.
+//! - **Delete-pending** (MS-FSA 2.1.5.15.3, 2.1.5.4): set in etcd; the file is unlinked by
+//!   whichever node closes its last open in the cluster.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use smbq_server::file_state::lease::{Granted, LeaseAsk, LeaseKey};
+use smbq_server::file_state::oplock::{Level, Owner};
+use smbq_server::file_state::{FileKey, Held, LastClose, NewOpen, OpenRequest};
+use smbq_server::open_state::{
+    Ack, Acked, Below, BreakWait, Effects, Fact, LockOp, Moved, OpenState, Restored, Undelivered,
+    WaitToken,
+};
+use smbq_vfs::{RelPath, Timespec};
+use smbq_wire::NtStatus;
+use tokio::sync::Notify;
+
+use crate::Cluster;
+
+pub(crate) struct ClusterState {
+    cluster: Arc<Cluster>,
+    local: Arc<dyn OpenState>,
+}
+
+impl ClusterState {
+    pub(crate) fn new(cluster: Arc<Cluster>, local: Arc<dyn OpenState>) -> ClusterState {
+        ClusterState { cluster, local }
+    }
+}
+
+impl OpenState for ClusterState {
+    fn contend(
+        &self,
+        key: FileKey,
+        intent: &OpenRequest<'_>,
+        now: Instant,
+    ) -> Result<Effects, NtStatus> {
+        self.local.contend(key, intent, now)
+    }
+
+    fn admit(&self, key: FileKey, new: &NewOpen<'_>) -> Result<(), NtStatus> {
+        self.local.admit(key, new)?;
+        let (id, path) = (new.open_id, new.path.to_string());
+        let modes = (new.checked, new.access, new.share_access);
+        let r = self.cluster.decide(move |s| {
+            let path = path.clone();
+            async move { s.admit(key, id, modes, path).await }
+        });
+        if r.is_err() {
+            // Not admitted after all: nothing of it may stay here either.
+            let _ = self.local.release(key, new.open_id, false, None);
+        }
+        r
+    }
+
+    fn grant_oplock(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        _requested: Level,
+        stat_only: bool,
+        owner: Owner,
+    ) -> Level {
+        self.local
+            .grant_oplock(key, open_id, Level::None, stat_only, owner)
+    }
+
+    fn grant_lease(
+        &self,
+        key: FileKey,
+        open: (u64, u64),
+        ask: &LeaseAsk,
+        dir_and_size: (bool, u64),
+    ) -> Option<Granted> {
+        let none = LeaseAsk {
+            requested: 0,
+            ..*ask
+        };
+        self.local.grant_lease(key, open, &none, dir_and_size)
+    }
+
+    fn on_write(&self, key: FileKey, by: u64, now: Instant) -> Effects {
+        self.local.on_write(key, by, now)
+    }
+
+    fn on_lock(
+        &self,
+        key: FileKey,
+        owner: u64,
+        range: (u64, u64),
+        op: LockOp,
+        now: Instant,
+    ) -> (Result<(), NtStatus>, Effects) {
+        let (r, fx) = self.local.on_lock(key, owner, range, op, now);
+        if r.is_err() {
+            return (r, fx);
+        }
+        let exclusive = match op {
+            LockOp::Lock { exclusive } | LockOp::Retry { exclusive } => exclusive,
+            LockOp::Unlock => {
+                let r = self
+                    .cluster
+                    .decide(move |s| async move { s.unlock(key, owner, range).await });
+                return (r, fx);
+            }
+        };
+        let lock = (range.0, range.1, exclusive);
+        let r = self
+            .cluster
+            .decide(move |s| async move { s.lock(key, owner, lock).await });
+        if r.is_err() {
+            // Refused elsewhere: the local grant is taken back (its breaks stand, as for a
+            // refused lock: MS-FSA 2.1.5.7 breaks before the conflict check).
+            let _ = self.local.on_lock(key, owner, range, LockOp::Unlock, now);
+        }
+        (r, fx)
+    }
+
+    fn on_rename(&self, key: FileKey, by: u64, now: Instant) -> Effects {
+        self.local.on_rename(key, by, now)
+    }
+
+    fn acknowledge(&self, ack: Ack<'_>, now: Instant) -> Result<(Acked, Effects), NtStatus> {
+        self.local.acknowledge(ack, now)
+    }
+
+    fn undeliverable(&self, what: Undelivered<'_>) {
+        self.local.undeliverable(what)
+    }
+
+    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) -> Effects {
+        let fx = self.local.on_disposition(key, pending, parent);
+        // The trait cannot refuse here (the local table decided); a failure is logged and
+        // the mark is carried at close instead (`release` records it for the other nodes).
+        let r = self
+            .cluster
+            .decide(move |s| async move { s.set_delete_pending(key, pending).await });
+        if let Err(e) = r {
+            tracing::warn!(status = ?e, "delete-pending not shared with the other nodes");
+        }
+        fx
+    }
+
+    fn renamed(&self, key: FileKey, open_id: u64, to: Moved) -> Effects {
+        self.local.renamed(key, open_id, to)
+    }
+
+    fn remember(&self, key: FileKey, fact: Fact) {
+        self.local.remember(key, fact)
+    }
+
+    /// The local close, then etcd's: a file delete-pending here whose other opens are on
+    /// other nodes stays for them (the last of them deletes it); a file another node made
+    /// delete-pending is deleted here when this was its last open anywhere.
+    fn release(
+        &self,
+        key: FileKey,
+        open_id: u64,
+        delete_on_close: bool,
+        parent: Option<[u8; 16]>,
+    ) -> Option<LastClose> {
+        let last = self.local.release(key, open_id, delete_on_close, parent);
+        let pending = delete_on_close || last.as_ref().is_some_and(|l| l.delete);
+        let r = self
+            .cluster
+            .decide(move |s| async move { s.release(key, open_id, pending).await });
+        let last_anywhere = match r {
+            Ok(released) => released.last.then_some(released.delete_pending),
+            Err(e) => {
+                // etcd keeps the record until the node's lease goes; the file is not deleted
+                // under another node's open that this node cannot see.
+                tracing::warn!(status = ?e, "close not recorded in etcd");
+                None
+            }
+        };
+        let l = last?;
+        match last_anywhere {
+            // The last open in the cluster: delete-pending anywhere means delete now.
+            Some(pending_anywhere) => Some(LastClose {
+                delete: l.delete || pending_anywhere,
+                ..l
+            }),
+            // Other nodes' opens keep the file (etcd holds its delete-pending mark for them);
+            // here it is no longer open, so this table forgets it.
+            None if l.delete => {
+                self.local.deleted(key);
+                Some(LastClose { delete: false, ..l })
+            }
+            None => Some(l),
+        }
+    }
+
+    fn deleted(&self, key: FileKey) {
+        self.local.deleted(key);
+        let r = self
+            .cluster
+            .decide(move |s| async move { s.forget(key).await });
+        if let Err(e) = r {
+            tracing::warn!(status = ?e, "deleted file not forgotten in etcd");
+        }
+    }
+
+    fn reclaim(
+        &self,
+        key: FileKey,
+        open: (u64, u64),
+        lease_epoch: Option<u16>,
+        away: &dyn Fn(u64) -> bool,
+    ) {
+        self.local.reclaim(key, open, lease_epoch, away)
+    }
+
+    fn unheard_breaks(&self, key: FileKey, open_id: u64) -> Effects {
+        self.local.unheard_breaks(key, open_id)
+    }
+
+    fn restore(&self, key: FileKey, open_id: u64, held: Restored<'_>) -> Result<(), String> {
+        self.local.restore(key, open_id, held)
+    }
+
+    fn on_child_change(&self, dir: FileKey, except: Option<&LeaseKey>, now: Instant) -> Effects {
+        self.local.on_child_change(dir, except, now)
+    }
+
+    fn break_wait(&self, token: WaitToken, now: Instant) -> BreakWait {
+        self.local.break_wait(token, now)
+    }
+
+    fn changed(&self, key: FileKey) -> &Notify {
+        self.local.changed(key)
+    }
+
+    fn check_io(
+        &self,
+        key: FileKey,
+        owner: u64,
+        range: (u64, u64),
+        write: bool,
+    ) -> Result<(), NtStatus> {
+        self.local.check_io(key, owner, range, write)
+    }
+
+    fn delete_pending(&self, key: FileKey) -> bool {
+        self.local.delete_pending(key)
+            || self
+                .cluster
+                .decide(move |s| async move { s.delete_pending(key).await })
+                .unwrap_or(false)
+    }
+
+    fn open_count_any(&self, key: FileKey) -> usize {
+        self.local.open_count_any(key)
+    }
+
+    fn caching_of(&self, key: FileKey, open_id: u64) -> (Level, Option<(LeaseKey, Granted)>) {
+        self.local.caching_of(key, open_id)
+    }
+
+    fn breaking_opens(&self, key: FileKey) -> Vec<u64> {
+        self.local.breaking_opens(key)
+    }
+
+    fn lease_opens(&self, lease: &LeaseKey) -> Vec<u64> {
+        self.local.lease_opens(lease)
+    }
+
+    fn path(&self, key: FileKey) -> Option<RelPath> {
+        self.local.path(key)
+    }
+
+    fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
+        self.local.check(key, access, share_access)?;
+        self.cluster
+            .decide(move |s| async move { s.check(key, access, share_access).await })
+    }
+
+    fn open_count(&self, key: FileKey) -> usize {
+        self.local.open_count(key)
+    }
+
+    fn has_stream_opens(&self, key: FileKey) -> bool {
+        self.local.has_stream_opens(key)
+    }
+
+    fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {
+        self.local.others_share_delete(key, open_id)
+    }
+
+    fn any_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
+        self.local.any_open_below(dir, except)
+    }
+
+    fn lease_elsewhere(&self, lease: &LeaseKey, key: FileKey) -> bool {
+        self.local.lease_elsewhere(lease, key)
+    }
+
+    fn allocation(&self, key: FileKey) -> Option<u64> {
+        self.local.allocation(key)
+    }
+
+    fn change_time(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
+        self.local.change_time(key, ctime)
+    }
+
+    fn lock_count(&self, key: FileKey) -> usize {
+        self.local.lock_count(key)
+    }
+
+    fn open_ids(&self, key: FileKey) -> Vec<u64> {
+        self.local.open_ids(key)
+    }
+
+    fn held_by(&self, key: FileKey, open_id: u64) -> Held {
+        self.local.held_by(key, open_id)
+    }
+
+    fn any_dir_leases(&self) -> bool {
+        self.local.any_dir_leases()
+    }
+
+    fn opens_below(
+        &self,
+        dir: &RelPath,
+        except: FileKey,
+        which: Below,
+    ) -> Option<Vec<(FileKey, Vec<u64>)>> {
+        self.local.opens_below(dir, except, which)
+    }
+}

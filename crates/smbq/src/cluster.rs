@@ -1,0 +1,193 @@
+//! `smbq serve --cluster URL[,URL...] --node NAME`, or `[cluster]` in smbq.toml: this server
+//! is one node of several serving one namespace, with open state shared through etcd
+//! (crate smbq_cluster, in builds with the `cluster` feature; docs/cluster.md).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// `[cluster]` (docs/configuration.md).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// etcd endpoints, `http://HOST:PORT`.
+    pub etcd: Option<Vec<String>>,
+    /// This node's name, unique in the cluster.
+    pub node: Option<String>,
+    /// The node lease's time to live in seconds (default 10): a dead node's opens are
+    /// released this long after it stopped.
+    pub ttl_secs: Option<u64>,
+    /// Where in etcd's key space the cluster lives (default `/smbq/`): several clusters can
+    /// share one etcd.
+    pub prefix: Option<String>,
+}
+
+/// How this server joins a cluster, from the flags over the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub endpoints: Vec<String>,
+    pub node: String,
+    pub ttl: Duration,
+    pub prefix: String,
+}
+
+const TTL_SECS: std::ops::RangeInclusive<u64> = 2..=300;
+
+/// The plan, or `None` when no etcd is named. A node name is required with one, and both
+/// are checked here, before anything starts.
+pub fn plan(
+    flag_etcd: Option<&str>,
+    flag_node: Option<&str>,
+    file: &ClusterFile,
+) -> Result<Option<Plan>, String> {
+    let endpoints: Vec<String> = match flag_etcd {
+        Some(list) => list.split(',').map(|s| s.trim().to_owned()).collect(),
+        None => file.etcd.clone().unwrap_or_default(),
+    };
+    let node = flag_node.map(str::to_owned).or(file.node.clone());
+    if endpoints.is_empty() {
+        return match node {
+            Some(_) => Err("--node names a cluster node: give --cluster (etcd) too".into()),
+            None => Ok(None),
+        };
+    }
+    for e in &endpoints {
+        let rest = e.strip_prefix("http://").unwrap_or_default();
+        if rest.is_empty() || rest.contains('/') {
+            return Err(format!(
+                "cluster etcd endpoint {e:?}: expected http://HOST:PORT"
+            ));
+        }
+    }
+    let node = node.ok_or("--cluster needs --node NAME (or [cluster] node)")?;
+    let name_ok = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if node.is_empty() || node.len() > 63 || !node.chars().all(name_ok) {
+        return Err(format!(
+            "cluster node name {node:?}: 1 to 63 letters, digits, '-' or '_'"
+        ));
+    }
+    let ttl = file.ttl_secs.unwrap_or(10);
+    if !TTL_SECS.contains(&ttl) {
+        return Err(format!(
+            "[cluster] ttl_secs = {ttl}: expected {} to {}",
+            TTL_SECS.start(),
+            TTL_SECS.end()
+        ));
+    }
+    let prefix = file.prefix.clone().unwrap_or_else(|| "/smbq/".into());
+    if !prefix.starts_with('/') {
+        return Err(format!("[cluster] prefix {prefix:?}: must start with '/'"));
+    }
+    Ok(Some(Plan {
+        endpoints,
+        node,
+        ttl: Duration::from_secs(ttl),
+        prefix,
+    }))
+}
+
+/// A joined node (builds with the `cluster` feature).
+#[cfg(feature = "cluster")]
+pub struct Node(std::sync::Arc<smbq_cluster::Cluster>);
+
+/// Without the `cluster` feature no node exists.
+#[cfg(not(feature = "cluster"))]
+pub enum Node {}
+
+#[cfg(feature = "cluster")]
+impl Node {
+    /// Joins the cluster `plan` names.
+    pub async fn join(plan: &Plan) -> Result<Node, String> {
+        let cfg = smbq_cluster::ClusterConfig {
+            ttl: plan.ttl,
+            prefix: plan.prefix.clone(),
+            ..smbq_cluster::ClusterConfig::new(plan.endpoints.clone(), plan.node.clone())
+        };
+        let c = smbq_cluster::Cluster::join(cfg).await?;
+        eprintln!(
+            "smbq: cluster node {} (etcd {})",
+            c.node(),
+            plan.endpoints.join(",")
+        );
+        Ok(Node(c))
+    }
+
+    /// The open state of this node: its own table, wrapped.
+    pub fn open_state(&self) -> Box<dyn smbq_server::open_state::OpenState> {
+        self.0.wrap(smbq_server::Server::local_open_state())
+    }
+
+    /// Resolves when the node's etcd lease is lost (the server must stop).
+    pub async fn lost(&self) {
+        self.0.lost().await
+    }
+
+    /// Releases the node's opens in etcd at shutdown.
+    pub async fn leave(&self) {
+        self.0.leave().await
+    }
+}
+
+#[cfg(not(feature = "cluster"))]
+impl Node {
+    pub async fn join(_: &Plan) -> Result<Node, String> {
+        Err("this smbq was built without the `cluster` feature \
+             (cargo build --release -p smbq --features cluster)"
+            .into())
+    }
+
+    pub fn open_state(&self) -> Box<dyn smbq_server::open_state::OpenState> {
+        match *self {}
+    }
+
+    pub async fn lost(&self) {
+        match *self {}
+    }
+
+    pub async fn leave(&self) {
+        match *self {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_and_both_are_checked() {
+        let file = ClusterFile {
+            etcd: Some(vec!["http://10.0.0.1:2379".into()]),
+            node: Some("a".into()),
+            ttl_secs: Some(5),
+            prefix: None,
+        };
+        let p = plan(
+            Some("http://127.0.0.1:2379,http://127.0.0.1:2381"),
+            None,
+            &file,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(p.endpoints.len(), 2);
+        assert_eq!((p.node.as_str(), p.ttl), ("a", Duration::from_secs(5)));
+        assert_eq!(plan(None, None, &ClusterFile::default()), Ok(None));
+        for (etcd, node) in [
+            (Some("http://h:1"), None),
+            (Some("h:2379"), Some("a")),
+            (Some("http://h:1/x"), Some("a")),
+            (Some("http://h:1"), Some("a b")),
+            (Some("http://h:1"), Some("")),
+            (None, Some("a")),
+        ] {
+            assert!(
+                plan(etcd, node, &ClusterFile::default()).is_err(),
+                "{etcd:?} {node:?}"
+            );
+        }
+        let bad_ttl = ClusterFile {
+            ttl_secs: Some(1),
+            ..ClusterFile::default()
+        };
+        assert!(plan(Some("http://h:1"), Some("a"), &bad_ttl).is_err());
+    }
+}
