@@ -160,7 +160,17 @@ class Client:
             return e.get_error_code()
 
     def close(self, fid):
-        self.smb.close(self.tid, fid)
+        if fid in self.smb._Session["OpenTable"]:
+            self.smb.close(self.tid, fid)
+            return
+        from impacket import smb3structs as s3  # an open made by open_caching
+        packet = self.smb.SMB_PACKET()
+        packet["Command"] = s3.SMB2_CLOSE
+        packet["TreeID"] = self.tid
+        req = s3.SMB2Close()
+        req["FileID"] = fid
+        packet["Data"] = req
+        assert self.smb.recvSMB(self.smb.sendSMB(packet))["Status"] == 0
 
     def lock(self, fid, offset: int, length: int, flags: int) -> int:
         """An SMB2 LOCK of one element (impacket's own lock() is broken on Python 3); its
@@ -180,6 +190,80 @@ class Client:
         packet["Data"] = req
         return self.smb.sendSMB(packet)
 
+    def open_caching(self, name: str, access: int, share: int, oplock: int,
+                     lease: bytes | None = None):
+        """A CREATE asking for an oplock (or, with `lease` = a 16-byte key, an RWH lease);
+        (file id, granted oplock level, granted lease state or None)."""
+        from impacket import smb3structs as s3
+        packet = self.smb.SMB_PACKET()
+        packet["Command"] = s3.SMB2_CREATE
+        packet["TreeID"] = self.tid
+        req = s3.SMB2Create()
+        req["SecurityFlags"] = 0
+        req["RequestedOplockLevel"] = oplock
+        req["ImpersonationLevel"] = 2
+        req["DesiredAccess"] = access
+        req["FileAttributes"] = 0x80
+        req["ShareAccess"] = share
+        req["CreateDisposition"] = s3.FILE_OPEN
+        req["CreateOptions"] = 0
+        req["NameLength"] = len(name.encode("utf-16le"))
+        req["Buffer"] = name.encode("utf-16le")
+        if lease is not None:
+            ctx = s3.SMB2CreateContext()
+            ctx["Buffer"] = b"RqLs" + b"\0" * 4  # name, padded to 8
+            ctx["NameOffset"] = 16
+            ctx["NameLength"] = 4
+            ctx["DataOffset"] = 24
+            data = lease + struct.pack("<IIQ", 7, 0, 0)  # RWH, flags, duration
+            ctx["DataLength"] = len(data)
+            ctx["Buffer"] += data
+            ctx["Next"] = 0
+            offset = len(s3.SMB2Packet()) + s3.SMB2Create.SIZE + len(req["Buffer"])
+            pad = (8 - offset % 8) % 8
+            req["Buffer"] += b"\0" * pad
+            req["CreateContextsOffset"] = offset + pad
+            req["CreateContextsLength"] = len(ctx.getData())
+            req["Buffer"] += ctx.getData()
+        packet["Data"] = req
+        ans = self.smb.recvSMB(self.smb.sendSMB(packet))
+        assert ans["Status"] == 0, hex(ans["Status"])
+        resp = s3.SMB2Create_Response(ans["Data"])
+        state = None
+        if lease is not None and resp["CreateContextsLength"]:
+            raw = ans.getData()[resp["CreateContextsOffset"]:]
+            _, _, _, _, data_off, data_len = struct.unpack_from("<IHHHHI", raw)
+            data = raw[data_off:data_off + data_len]
+            state = struct.unpack_from("<I", data, 16)[0]
+        return resp["FileID"].getData(), resp["OplockLevel"], state
+
+    def break_notice(self) -> bytes:
+        """The next unsolicited OPLOCK_BREAK (MessageId all ones): its body."""
+        # impacket counts a response's CreditCharge against its window, and a notification
+        # charges nothing: keep the window as it was.
+        window = self.smb._Connection["SequenceWindow"]
+        ans = self.smb.recvSMB(0xFFFFFFFFFFFFFFFF)
+        self.smb._Connection["SequenceWindow"] = window
+        assert ans["Command"] == 0x12, ans["Command"]
+        return ans["Data"]
+
+    def acknowledge(self, body: bytes):
+        """SMB2 OPLOCK_BREAK acknowledgment: an oplock break's (24-byte body) or a lease
+        break's (36-byte body), to the level or state the break asked for; its status."""
+        from impacket import smb3structs as s3
+        packet = self.smb.SMB_PACKET()
+        packet["Command"] = s3.SMB2_OPLOCK_BREAK
+        packet["TreeID"] = self.tid
+        size = struct.unpack_from("<H", body)[0]
+        if size == 24:  # oplock break notification: level, then FileId at 8
+            ack = struct.pack("<HBB4x", 24, body[2], 0) + body[8:24]
+        else:  # lease break notification: key at 8, new state at 28
+            key = body[8:24]
+            new_state = struct.unpack_from("<I", body, 28)[0]
+            ack = struct.pack("<HHI", 36, 0, 0) + key + struct.pack("<IQ", new_state, 0)
+        packet["Data"] = ack
+        return self.smb.recvSMB(self.smb.sendSMB(packet))["Status"]
+
     def set_delete_pending(self, fid):
         # FileDispositionInformation (13): DeletePending = TRUE.
         self.smb.setInfo(self.tid, fid, inputBlob=b"\x01", infoType=1, fileInfoClass=13)
@@ -192,6 +276,70 @@ class Client:
 
 
 EXCLUSIVE, FAIL_IMMEDIATELY, UNLOCK = 0x02, 0x10, 0x04
+OPLOCK_BATCH, OPLOCK_LEASE = 0x09, 0xFF
+
+
+def opened_in_thread(client: "Client", name: str, access: int, share: int):
+    """Starts an open on another thread; the thread and a list the result lands in."""
+    import threading
+    out = []
+    t = threading.Thread(target=lambda: out.append(client.open(name, access, share)))
+    t.start()
+    return t, out
+
+
+@pytest.mark.parametrize("caching", ["oplock", "lease"])
+def test_a_break_crosses_nodes_and_the_other_open_waits_for_its_acknowledgment(
+        cluster, caching):
+    (cluster.data / "c.txt").write_bytes(b"cached")
+    a = Client(cluster.nodes[0], cluster.password)
+    b = Client(cluster.nodes[1], cluster.password)
+    key = secrets.token_bytes(16)
+    if caching == "oplock":
+        fa, level, _ = a.open_caching("c.txt", READ | WRITE, SHARE_ALL, OPLOCK_BATCH)
+        assert level == OPLOCK_BATCH  # nobody else has the file open: all of it
+    else:
+        fa, level, state = a.open_caching("c.txt", READ | WRITE, SHARE_ALL, OPLOCK_LEASE,
+                                          lease=key)
+        assert (level, state) == (OPLOCK_LEASE, 7)
+    # A writer on another node: a's client must give up what it caches first.
+    t, out = opened_in_thread(b, "c.txt", READ | WRITE, SHARE_ALL)
+    body = a.break_notice()
+    time.sleep(0.3)
+    assert t.is_alive() and not out, "the open went on before the break was acknowledged"
+    if caching == "lease":
+        assert body[8:24] == key
+        assert struct.unpack_from("<I", body, 28)[0] & 0x4 == 0  # write caching goes
+    assert a.acknowledge(body) == 0
+    t.join(timeout=10)
+    assert out and isinstance(out[0], bytes), out
+    # Now two nodes have the file open: neither caches it.
+    fb2, level2, state2 = b.open_caching("c.txt", READ, SHARE_ALL, OPLOCK_LEASE,
+                                         lease=secrets.token_bytes(16))
+    assert state2 == 0, state2
+    for x, f in ((b, out[0]), (b, fb2), (a, fa)):
+        x.close(f)
+    a.logoff()
+    b.logoff()
+
+
+def test_an_unacknowledged_cross_node_break_times_out_as_on_one_server(cluster):
+    """The holder's client never answers: the other open goes on when the break times out
+    (35 s on one server too, MS-SMB2 3.3.6.3), not before, and not never."""
+    (cluster.data / "t.txt").write_bytes(b"x")
+    a = Client(cluster.nodes[0], cluster.password)
+    b = Client(cluster.nodes[2], cluster.password)
+    fa, level, _ = a.open_caching("t.txt", READ | WRITE, SHARE_ALL, OPLOCK_BATCH)
+    assert level == OPLOCK_BATCH
+    t0 = time.time()
+    t, out = opened_in_thread(b, "t.txt", READ, SHARE_ALL)
+    a.break_notice()
+    t.join(timeout=60)
+    waited = time.time() - t0
+    assert out and isinstance(out[0], bytes), out
+    assert 30 < waited < 45, waited
+    a.logoff()
+    b.logoff()
 
 
 def test_a_share_mode_holds_across_nodes(cluster):

@@ -9,11 +9,14 @@
 //! | `f/FILE/dp` | the node that made the file delete-pending | none |
 //! | `f/FILE/o/NODE/OPEN` | [`OpenRecord`] | the node's |
 //! | `f/FILE/l/NODE/OPEN/OFFSET.LENGTH.KIND/SEQ` | empty | the node's |
+//! | `f/FILE/b/HOLDER/REQUESTER.SEQ` | [`BreakRequest`] | the requester's |
 //!
 //! FILE is `DEV.INO.STREAM` in hex. Opens and locks hang on their node's lease, so etcd
 //! itself drops them when a node dies. A decision reads `f/FILE/` in one range read and
-//! writes in a transaction that compares `f/FILE/v`'s version with the one it read: two
-//! nodes deciding about one file at once cannot both win.
+//! writes in a transaction that compares `f/FILE/v`'s mod revision with the one it read: two
+//! nodes deciding about one file at once cannot both win. A break request asks node HOLDER
+//! to break what its opens cache for an open like the one described; HOLDER deletes the key
+//! once its clients acknowledged (or the break timed out).
 
 use serde::{Deserialize, Serialize};
 use smbq_server::file_state::FileKey;
@@ -33,6 +36,21 @@ pub struct OpenRecord {
     pub share_access: u32,
     /// The share-relative path at admission, for operators.
     pub path: String,
+    /// What the open may cache, as lease state bits (R 1, H 2, W 4; an oplock as its lease
+    /// equivalent): another node's admission asks this node to break it.
+    #[serde(default)]
+    pub caching: u32,
+}
+
+/// A request to node HOLDER to break its caching for an open of another node (MS-SMB2
+/// 3.3.4.6, 3.3.4.7): what that open asks, as the holder's own admission check would see it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BreakRequest {
+    /// The access checked against the holder's opens.
+    pub granted: u32,
+    pub share_access: u32,
+    /// The new open may change data: read caching goes too, as a write would break it.
+    pub writes: bool,
 }
 
 /// The key layout under one prefix.
@@ -111,6 +129,15 @@ impl Keys {
         )
     }
 
+    /// The break requests of one file.
+    pub fn breaks(&self, f: FileKey) -> String {
+        format!("{}b/", self.file(f))
+    }
+
+    pub fn break_request(&self, f: FileKey, holder: &str, requester: &str, seq: u64) -> String {
+        format!("{}{holder}/{requester}.{seq:x}", self.breaks(f))
+    }
+
     /// What a key under `f/` says: its file and what it is.
     pub fn parse(&self, key: &str) -> Option<(FileKey, Entry)> {
         let rest = key.strip_prefix(&self.prefix)?.strip_prefix("f/")?;
@@ -145,6 +172,9 @@ impl Keys {
                     lock: (offset, length, exclusive),
                 }
             }
+            ["b", holder, _tag] => Entry::Break {
+                holder: (*holder).to_owned(),
+            },
             _ => return None,
         };
         Some((f, entry))
@@ -164,6 +194,10 @@ pub enum Entry {
         node: String,
         owner: u64,
         lock: (u64, u64, bool),
+    },
+    /// A break request to node `holder`.
+    Break {
+        holder: String,
     },
 }
 
@@ -190,6 +224,12 @@ mod tests {
             open_id: 77,
         };
         assert_eq!(k.parse(&k.open(F, "b", 77)), Some((F, open)));
+        let brk = Entry::Break {
+            holder: "n1".into(),
+        };
+        let key = k.break_request(F, "n1", "n2", 5);
+        assert!(key.starts_with(&k.breaks(F)));
+        assert_eq!(k.parse(&key), Some((F, brk)));
         for exclusive in [true, false] {
             let key = k.lock(F, "a", 9, (100, u64::MAX, exclusive), 3);
             let lock = Entry::Lock {

@@ -15,18 +15,18 @@
 
 #![forbid(unsafe_code)]
 
+mod breaks;
 pub mod keys;
 mod state;
 pub mod store;
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, WatchOptions};
-use smbq_server::file_state::FileKey;
-use smbq_server::open_state::OpenState;
+use smbq_server::open_state::{Effects, OpenState};
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 
@@ -78,7 +78,12 @@ pub struct Cluster {
     timeout: Duration,
     lost: Arc<Notify>,
     is_lost: Arc<AtomicBool>,
+    /// Carries out breaks this node sends for other nodes' opens (`Server::apply_effects`).
+    sink: OnceLock<Sink>,
 }
+
+/// Where a node's breaks for other nodes' opens go: the server's delivery.
+pub type Sink = Box<dyn Fn(Effects) + Send + Sync>;
 
 impl Cluster {
     /// Connects, takes the node's name (waiting, up to the lease's time to live, for a
@@ -110,6 +115,7 @@ impl Cluster {
             timeout: cfg.timeout,
             lost: Arc::new(Notify::new()),
             is_lost: Arc::new(AtomicBool::new(false)),
+            sink: OnceLock::new(),
         });
         cluster.rt.spawn(cluster.clone().renew(cfg.ttl));
         Ok(cluster)
@@ -124,8 +130,14 @@ impl Cluster {
     /// what crosses nodes is decided with etcd (crate::state).
     pub fn wrap(self: &Arc<Self>, local: Box<dyn OpenState>) -> Box<dyn OpenState> {
         let local: Arc<dyn OpenState> = Arc::from(local);
-        self.rt.spawn(watch(self.store.clone(), local.clone()));
+        self.rt.spawn(watch(self.clone(), local.clone()));
         Box::new(state::ClusterState::new(self.clone(), local))
+    }
+
+    /// Sets where the breaks this node sends for other nodes' opens go (once; the server
+    /// exists only after its open state, [`Self::wrap`]).
+    pub fn deliver_to(&self, sink: Sink) {
+        let _ = self.sink.set(sink);
     }
 
     /// Resolves when the node's lease expired in etcd: its opens' records are gone and other
@@ -170,24 +182,39 @@ impl Cluster {
         T: Send + 'static,
         F: Future<Output = Result<T, NtStatus>> + Send + 'static,
     {
+        self.decide_within(self.timeout, work)
+    }
+
+    /// [`Self::decide`] for a decision that may wait on other nodes' clients for up to
+    /// `limit` (an admission waiting for breaks); etcd itself still has the configured time.
+    fn decide_within<T, F>(
+        &self,
+        limit: Duration,
+        work: impl Fn(Store) -> F + Send + Sync + 'static,
+    ) -> Result<T, NtStatus>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, NtStatus>> + Send + 'static,
+    {
         if self.fenced() || self.is_lost.load(Ordering::Acquire) {
             return Err(NtStatus::SERVER_UNAVAILABLE);
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let store = self.store.clone();
-        let timeout = self.timeout;
+        let retry_for = self.timeout;
         self.rt.spawn(async move {
+            let start = Instant::now();
             let tries = async {
                 loop {
                     match work(store.clone()).await {
-                        Err(NtStatus::SERVER_UNAVAILABLE) => {
+                        Err(NtStatus::SERVER_UNAVAILABLE) if start.elapsed() < retry_for => {
                             tokio::time::sleep(Duration::from_millis(100)).await;
                         }
                         r => return r,
                     }
                 }
             };
-            let r = tokio::time::timeout(timeout, tries)
+            let r = tokio::time::timeout(limit.max(retry_for), tries)
                 .await
                 .unwrap_or(Err(NtStatus::SERVER_UNAVAILABLE));
             let _ = tx.send(r);
@@ -292,9 +319,11 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
     })
 }
 
-/// Wakes this node's waiters on a file whenever another node changes it: a blocked LOCK
-/// tries again when a remote lock or open goes (crate::state).
-async fn watch(store: Store, local: Arc<dyn OpenState>) {
+/// Wakes this node's waiters on a file whenever another node changes it (a blocked LOCK tries
+/// again when a remote lock or open goes), and carries out the break requests addressed to
+/// this node (crate::breaks).
+async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>) {
+    let store = &cluster.store;
     let prefix = store.keys.files();
     loop {
         let mut c = store.client.clone();
@@ -307,15 +336,27 @@ async fn watch(store: Store, local: Arc<dyn OpenState>) {
             for ev in r.events() {
                 let Some(kv) = ev.kv() else { continue };
                 let Ok(key) = kv.key_str() else { continue };
-                if let Some((f, _)) = store.keys.parse(key) {
-                    wake(local.as_ref(), f);
+                let Some((f, entry)) = store.keys.parse(key) else {
+                    continue;
+                };
+                let is_put = ev.event_type() == etcd_client::EventType::Put;
+                match entry {
+                    keys::Entry::Break { holder } if is_put && holder == *store.node => {
+                        if let Ok(req) = serde_json::from_slice(kv.value()) {
+                            let task = breaks::carry_out(
+                                cluster.clone(),
+                                local.clone(),
+                                f,
+                                key.to_owned(),
+                                req,
+                            );
+                            tokio::spawn(task);
+                        }
+                    }
+                    _ => local.changed(f).notify_waiters(),
                 }
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-fn wake(local: &dyn OpenState, f: FileKey) {
-    local.changed(f).notify_waiters();
 }

@@ -4,9 +4,9 @@
 //! - **Admission** (MS-FSA 2.1.5.1.2): the local table admits against this node's opens,
 //!   then etcd against every other node's (DELETE_PENDING, SHARING_VIOLATION); a refusal
 //!   there takes the local admission back.
-//! - **Caching:** no oplock or lease caches anything, since a break cannot yet cross nodes:
-//!   an open on another node would find stale data cached here. Leases are granted with no
-//!   caching state (MS-SMB2 3.3.5.9.8 lets the server grant less than asked).
+//! - **Caching:** an open may cache (an oplock, a lease with a state) only while no other node
+//!   has the file open; its record says so. Another node's admission then asks this node to
+//!   break it (crate::breaks) and waits for the acknowledgment, as one server does.
 //! - **Byte-range locks** (MS-FSA 2.1.5.7): local first, then against other nodes' locks.
 //! - **Delete-pending** (MS-FSA 2.1.5.15.3, 2.1.5.4): set in etcd; the file is unlinked by
 //!   whichever node closes its last open in the cluster.
@@ -26,6 +26,7 @@ use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 
 use crate::Cluster;
+use crate::store::BREAK_WAIT;
 
 pub(crate) struct ClusterState {
     cluster: Arc<Cluster>,
@@ -35,6 +36,16 @@ pub(crate) struct ClusterState {
 impl ClusterState {
     pub(crate) fn new(cluster: Arc<Cluster>, local: Arc<dyn OpenState>) -> ClusterState {
         ClusterState { cluster, local }
+    }
+}
+
+impl ClusterState {
+    /// Whether open `open_id` may cache `key`'s file (crate::store::Store::may_cache); not
+    /// when etcd cannot say.
+    fn may_cache(&self, key: FileKey, open_id: u64) -> bool {
+        self.cluster
+            .decide(move |s| async move { s.may_cache(key, open_id).await })
+            .unwrap_or(false)
     }
 }
 
@@ -52,7 +63,7 @@ impl OpenState for ClusterState {
         self.local.admit(key, new)?;
         let (id, path) = (new.open_id, new.path.to_string());
         let modes = (new.checked, new.access, new.share_access);
-        let r = self.cluster.decide(move |s| {
+        let r = self.cluster.decide_within(BREAK_WAIT, move |s| {
             let path = path.clone();
             async move { s.admit(key, id, modes, path).await }
         });
@@ -63,18 +74,29 @@ impl OpenState for ClusterState {
         r
     }
 
+    /// MS-SMB2 3.3.5.9.8: the oplock of the local table's rules, if this node may cache the
+    /// file at all (no other node has it open; crate::store::Store::may_cache).
     fn grant_oplock(
         &self,
         key: FileKey,
         open_id: u64,
-        _requested: Level,
+        requested: Level,
         stat_only: bool,
         owner: Owner,
     ) -> Level {
+        let level = if requested == Level::None || !self.may_cache(key, open_id) {
+            Level::None
+        } else {
+            requested
+        };
         self.local
-            .grant_oplock(key, open_id, Level::None, stat_only, owner)
+            .grant_oplock(key, open_id, level, stat_only, owner)
     }
 
+    /// A lease as the local table grants it, if this node may cache the file; otherwise a
+    /// lease with no caching (MS-SMB2 3.3.5.9.8 lets the server grant less than asked).
+    /// Directory leases cache nothing here: changes made through other nodes do not break
+    /// them.
     fn grant_lease(
         &self,
         key: FileKey,
@@ -82,11 +104,12 @@ impl OpenState for ClusterState {
         ask: &LeaseAsk,
         dir_and_size: (bool, u64),
     ) -> Option<Granted> {
-        let none = LeaseAsk {
-            requested: 0,
+        let cache = ask.requested != 0 && !dir_and_size.0 && self.may_cache(key, open.0);
+        let ask = LeaseAsk {
+            requested: if cache { ask.requested } else { 0 },
             ..*ask
         };
-        self.local.grant_lease(key, open, &none, dir_and_size)
+        self.local.grant_lease(key, open, &ask, dir_and_size)
     }
 
     fn on_write(&self, key: FileKey, by: u64, now: Instant) -> Effects {

@@ -3,8 +3,10 @@
 //! only if nobody changed the file in between (crate::keys). Each returns the NTSTATUS the
 //! client is to see; etcd being unreachable is STATUS_SERVER_UNAVAILABLE.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp};
 use smbq_server::file_state::FileKey;
@@ -12,7 +14,29 @@ use smbq_server::file_state::byte_range::lock_conflict;
 use smbq_server::file_state::share_mode::share_conflict;
 use smbq_wire::NtStatus;
 
-use crate::keys::{Entry, Keys, OpenRecord};
+use crate::keys::{BreakRequest, Entry, Keys, OpenRecord};
+
+/// How long an admission waits for other nodes' clients to acknowledge breaks: a break's own
+/// time (MS-SMB2 3.3.6.3, 35 s here as on one server) and a little for the round trips.
+pub const BREAK_WAIT: Duration = Duration::from_secs(37);
+
+/// Every caching bit: what a record says before the grant is known.
+const ALL_CACHING: u32 = 0x7;
+
+const WRITE_DATA: u32 = 0x2;
+const APPEND_DATA: u32 = 0x4;
+
+/// The nodes of `opens` whose caching has a bit of `bits`, but those in `asked`, each once.
+fn holders_of(opens: &[&Other], bits: u32, asked: &HashSet<String>) -> Vec<String> {
+    let mut nodes: Vec<String> = opens
+        .iter()
+        .filter(|o| o.caching & bits != 0 && !asked.contains(&o.node))
+        .map(|o| o.node.clone())
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    nodes
+}
 
 /// How often a decision is tried again when another node changed the file in between; past
 /// this the request fails as if etcd were away (it never happens without a storm of opens).
@@ -37,13 +61,28 @@ struct View {
     /// whose key went and came back in between is seen to have changed.
     version: i64,
     delete_pending: bool,
-    /// Opens of other nodes: (access, share access).
-    others: Vec<(u32, u32)>,
-    /// Opens of this node.
-    mine: usize,
+    /// Opens of other nodes.
+    others: Vec<Other>,
+    /// Opens of this node, by open id.
+    mine: HashMap<u64, OpenRecord>,
     /// Locks of other nodes: (offset, length, exclusive).
     other_locks: Vec<(u64, u64, bool)>,
+    /// Break requests waiting for their holder: (key, holder).
+    breaks: Vec<(String, String)>,
 }
+
+/// An open of another node.
+#[derive(Debug)]
+struct Other {
+    node: String,
+    access: u32,
+    share_access: u32,
+    caching: u32,
+}
+
+/// SMB2_LEASE_HANDLE_CACHING: an open that caches its handle is closed by its client when
+/// asked, so a sharing violation against it waits for the break first (MS-SMB2 3.3.5.9).
+const HANDLE_CACHING: u32 = 0x2;
 
 fn unavailable(e: etcd_client::Error) -> NtStatus {
     tracing::warn!(error = %e, "etcd request failed");
@@ -67,14 +106,24 @@ impl Store {
             match entry {
                 Entry::Version => v.version = kv.mod_revision(),
                 Entry::DeletePending => v.delete_pending = true,
-                Entry::Open { node, .. } if *node == *self.node => v.mine += 1,
-                Entry::Open { .. } => {
-                    if let Ok(rec) = serde_json::from_slice::<OpenRecord>(kv.value()) {
-                        v.others.push((rec.access, rec.share_access));
+                Entry::Open { node, open_id } => {
+                    let Ok(rec) = serde_json::from_slice::<OpenRecord>(kv.value()) else {
+                        continue;
+                    };
+                    if *node == *self.node {
+                        v.mine.insert(open_id, rec);
+                    } else {
+                        v.others.push(Other {
+                            node,
+                            access: rec.access,
+                            share_access: rec.share_access,
+                            caching: rec.caching,
+                        });
                     }
                 }
                 Entry::Lock { node, lock, .. } if *node != *self.node => v.other_locks.push(lock),
                 Entry::Lock { .. } => {}
+                Entry::Break { holder } => v.breaks.push((key.to_owned(), holder)),
             }
         }
         Ok(v)
@@ -112,8 +161,12 @@ impl Store {
         Some(PutOptions::new().with_lease(self.lease))
     }
 
-    /// MS-FSA 2.1.5.1.2: admits an open this node already admitted against its own opens,
-    /// against every other node's: DELETE_PENDING or SHARING_VIOLATION, or it is recorded.
+    /// MS-FSA 2.1.5.1.2 and MS-SMB2 3.3.5.9: admits an open this node already admitted
+    /// against its own opens, against every other node's: DELETE_PENDING or
+    /// SHARING_VIOLATION, or it is recorded. As on one server, an open that conflicts only
+    /// with opens whose handles are cached asks their nodes to break them first, and an
+    /// admitted open waits until every other node's caching it breaks is acknowledged (or its
+    /// time is up), so no client goes on with stale cached data.
     pub async fn admit(
         &self,
         f: FileKey,
@@ -125,13 +178,21 @@ impl Store {
             access,
             share_access,
             path,
+            caching: 0,
         };
         let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
+        let intent = BreakRequest {
+            granted: checked,
+            share_access,
+            writes: checked & (WRITE_DATA | APPEND_DATA) != 0,
+        };
+        let deadline = Instant::now() + BREAK_WAIT;
+        let mut asked = HashSet::new();
         for _ in 0..MAX_ROUNDS {
             let v = self.view(f).await?;
             let mut ops = Vec::new();
             if v.delete_pending {
-                if v.others.is_empty() && v.mine == 0 {
+                if v.others.is_empty() && v.mine.keys().all(|id| *id == open_id) {
                     // Every open that saw the file delete-pending went with a dead node (its
                     // lease dropped them): the mark outlived its opens, as after a crash.
                     ops.push(TxnOp::delete(self.keys.delete_pending(f), None));
@@ -139,19 +200,152 @@ impl Store {
                     return Err(NtStatus::DELETE_PENDING);
                 }
             }
-            if v.others
+            let conflicting: Vec<&Other> = v
+                .others
                 .iter()
-                .any(|&held| share_conflict(held, checked, share_access))
-            {
-                return Err(NtStatus::SHARING_VIOLATION);
+                .filter(|o| share_conflict((o.access, o.share_access), checked, share_access))
+                .collect();
+            if !conflicting.is_empty() {
+                let holders = holders_of(&conflicting, HANDLE_CACHING, &asked);
+                if holders.is_empty() || Instant::now() > deadline {
+                    return Err(NtStatus::SHARING_VIOLATION);
+                }
+                let keys = self.request_breaks(f, &holders, intent).await?;
+                asked.extend(holders);
+                self.await_breaks(f, &keys, deadline).await?;
+                continue;
             }
             let okey = self.keys.open(f, &self.node, open_id);
-            ops.push(TxnOp::put(okey, value.clone(), self.leased()));
-            if self.commit(f, v.version, ops).await? {
+            ops.push(TxnOp::put(okey.clone(), value.clone(), self.leased()));
+            if !self.commit(f, v.version, ops).await? {
+                continue;
+            }
+            // Any caching granted after this commit sees this open and is not granted
+            // (`may_cache`), so the view read before it names every holder to break.
+            let all: Vec<&Other> = v.others.iter().collect();
+            let holders = holders_of(&all, u32::MAX, &HashSet::new());
+            if holders.is_empty() {
                 return Ok(());
+            }
+            let waited = async {
+                let keys = self.request_breaks(f, &holders, intent).await?;
+                self.await_breaks(f, &keys, deadline).await
+            };
+            if let Err(e) = waited.await {
+                let mut c = self.client.clone();
+                let _ = c.delete(okey, None).await;
+                return Err(e);
+            }
+            return Ok(());
+        }
+        Err(NtStatus::SERVER_UNAVAILABLE)
+    }
+
+    /// MS-SMB2 3.3.5.9.8 across nodes: whether open `open_id` of this node may cache (an
+    /// oplock or a lease with any state). Only while no other node has the file open; the
+    /// open's record then says it may cache, so a later admission elsewhere asks this node
+    /// to break it.
+    pub async fn may_cache(&self, f: FileKey, open_id: u64) -> Result<bool, NtStatus> {
+        for _ in 0..MAX_ROUNDS {
+            let v = self.view(f).await?;
+            let Some(mut rec) = v.mine.get(&open_id).cloned() else {
+                return Ok(false);
+            };
+            if !v.others.is_empty() {
+                return Ok(false);
+            }
+            rec.caching = ALL_CACHING;
+            let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
+            let okey = self.keys.open(f, &self.node, open_id);
+            let op = TxnOp::put(okey, value, self.leased());
+            if self.commit(f, v.version, vec![op]).await? {
+                return Ok(true);
             }
         }
         Err(NtStatus::SERVER_UNAVAILABLE)
+    }
+
+    /// Asks each of `holders` to break its caching for an open like `intent`; the keys to
+    /// wait for.
+    async fn request_breaks(
+        &self,
+        f: FileKey,
+        holders: &[String],
+        intent: BreakRequest,
+    ) -> Result<Vec<String>, NtStatus> {
+        let value = serde_json::to_vec(&intent).map_err(|_| NtStatus::INTERNAL_ERROR)?;
+        let mut keys = Vec::new();
+        let mut ops = Vec::new();
+        for h in holders {
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+            let key = self.keys.break_request(f, h, &self.node, seq);
+            ops.push(TxnOp::put(key.clone(), value.clone(), self.leased()));
+            keys.push(key);
+        }
+        let mut c = self.client.clone();
+        c.txn(Txn::new().and_then(ops)).await.map_err(unavailable)?;
+        Ok(keys)
+    }
+
+    /// Waits until every break request in `keys` is done by its holder, or `deadline`
+    /// passes (then, as on one server when a break times out, the request goes on; the
+    /// keys are removed). A holder whose opens are gone (a dead node) has nothing to break.
+    async fn await_breaks(
+        &self,
+        f: FileKey,
+        keys: &[String],
+        deadline: Instant,
+    ) -> Result<(), NtStatus> {
+        let mut pause = Duration::from_millis(2);
+        loop {
+            let v = self.view(f).await?;
+            let live: HashSet<&str> = v.others.iter().map(|o| o.node.as_str()).collect();
+            let waiting = v
+                .breaks
+                .iter()
+                .any(|(k, holder)| keys.contains(k) && live.contains(holder.as_str()));
+            if !waiting || Instant::now() >= deadline {
+                let mut c = self.client.clone();
+                let ops: Vec<TxnOp> = keys
+                    .iter()
+                    .map(|k| TxnOp::delete(k.clone(), None))
+                    .collect();
+                c.txn(Txn::new().and_then(ops)).await.map_err(unavailable)?;
+                return Ok(());
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+        }
+    }
+
+    /// After this node broke its caching for a request: its opens' records say what they
+    /// still cache, and the request is done.
+    pub async fn broke(
+        &self,
+        f: FileKey,
+        request: &str,
+        caching: &[(u64, u32)],
+    ) -> Result<(), NtStatus> {
+        let v = self.view(f).await?;
+        let mut ops = Vec::new();
+        for (id, bits) in caching {
+            if let Some(rec) = v.mine.get(id).filter(|r| r.caching != *bits) {
+                let rec = OpenRecord {
+                    caching: *bits,
+                    ..rec.clone()
+                };
+                let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
+                ops.push(TxnOp::put(
+                    self.keys.open(f, &self.node, *id),
+                    value,
+                    self.leased(),
+                ));
+            }
+        }
+        ops.push(TxnOp::delete(request, None));
+        let mut c = self.client.clone();
+        c.txn(Txn::new().and_then(ops)).await.map_err(unavailable)?;
+        Ok(())
     }
 
     /// The share-mode check of [`Self::admit`] without recording anything (before a rename
@@ -160,7 +354,7 @@ impl Store {
         let v = self.view(f).await?;
         if v.others
             .iter()
-            .any(|&held| share_conflict(held, access, share_access))
+            .any(|o| share_conflict((o.access, o.share_access), access, share_access))
         {
             return Err(NtStatus::SHARING_VIOLATION);
         }
@@ -178,7 +372,7 @@ impl Store {
     ) -> Result<Released, NtStatus> {
         for _ in 0..MAX_ROUNDS {
             let v = self.view(f).await?;
-            let last = v.others.is_empty() && v.mine <= 1;
+            let last = v.others.is_empty() && v.mine.keys().all(|id| *id == open_id);
             let mut ops = vec![
                 TxnOp::delete(self.keys.open(f, &self.node, open_id), None),
                 TxnOp::delete(

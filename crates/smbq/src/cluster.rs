@@ -117,6 +117,16 @@ impl Node {
         self.0.wrap(smbq_server::Server::local_open_state())
     }
 
+    /// Breaks this node sends for other nodes' opens go through `server`.
+    pub fn deliver_to(&self, server: &std::sync::Arc<smbq_server::Server>) {
+        let server = std::sync::Arc::downgrade(server);
+        self.0.deliver_to(Box::new(move |fx| {
+            if let Some(s) = server.upgrade() {
+                s.apply_effects(fx);
+            }
+        }));
+    }
+
     /// Resolves when the node's etcd lease is lost (the server must stop).
     pub async fn lost(&self) {
         self.0.lost().await
@@ -137,6 +147,10 @@ impl Node {
     }
 
     pub fn open_state(&self) -> Box<dyn smbq_server::open_state::OpenState> {
+        match *self {}
+    }
+
+    pub fn deliver_to(&self, _: &std::sync::Arc<smbq_server::Server>) {
         match *self {}
     }
 

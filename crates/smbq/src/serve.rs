@@ -470,6 +470,9 @@ async fn serve(s: Startup) -> Result<(), String> {
         None => smbq_server::Server::new(s.server_cfg),
     }
     .map_err(|e| format!("starting server: {e}"))?;
+    if let Some(n) = &node {
+        n.deliver_to(&server);
+    }
     if ca {
         // Persistent handles outlive the process (docs/features.md): the opens of the last
         // run are held again for their clients before anyone can connect.

@@ -51,6 +51,13 @@ impl Server {
         fx.wait
     }
 
+    /// Carries out effects an open-state implementation decided outside any request here: a
+    /// cluster node's breaks for an open on another node (smbq-cluster). The wait, if any, is
+    /// the caller's to make (`open_state::break_wait`).
+    pub fn apply_effects(&self, fx: Effects) {
+        let _ = self.apply(fx);
+    }
+
     /// Breaks a request causes that need not wait (the directory leases a change inside the
     /// directory breaks) go out after its answer, as Samba sends them: a CLOSE that deletes
     /// the file answers first, then the directory's leases break (smbtorture
