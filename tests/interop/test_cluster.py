@@ -21,6 +21,7 @@ from conftest import USER, SmbqServer, free_port
 
 TTL_S = 3  # the nodes' lease; a dead node's opens go within TTL_S + 2 s (issue 39)
 
+STATUS_ACCESS_DENIED = 0xC0000022
 STATUS_SHARING_VIOLATION = 0xC0000043
 STATUS_LOCK_NOT_GRANTED = 0xC0000055
 STATUS_DELETE_PENDING = 0xC0000056
@@ -264,6 +265,17 @@ class Client:
         packet["Data"] = ack
         return self.smb.recvSMB(self.smb.sendSMB(packet))["Status"]
 
+    def rename(self, fid, to: str) -> int:
+        """FileRenameInformation (10) on an open: its status."""
+        from impacket.smb3 import SessionError
+        name = to.replace("/", "\\").encode("utf-16le")
+        blob = struct.pack("<B7xQI", 0, 0, len(name)) + name
+        try:
+            self.smb.setInfo(self.tid, fid, inputBlob=blob, infoType=1, fileInfoClass=10)
+            return 0
+        except SessionError as e:
+            return e.get_error_code()
+
     def set_delete_pending(self, fid):
         # FileDispositionInformation (13): DeletePending = TRUE.
         self.smb.setInfo(self.tid, fid, inputBlob=b"\x01", infoType=1, fileInfoClass=13)
@@ -406,6 +418,25 @@ def test_delete_pending_is_seen_across_nodes_and_the_last_close_anywhere_deletes
     c.close(made)
     for x in (a, b, c):
         x.logoff()
+
+
+def test_a_directory_with_a_file_open_on_another_node_is_not_renamed(cluster):
+    (cluster.data / "top" / "sub").mkdir(parents=True)
+    (cluster.data / "top" / "sub" / "f.txt").write_bytes(b"x")
+    a = Client(cluster.nodes[0], cluster.password)
+    b = Client(cluster.nodes[1], cluster.password)
+    held = a.open("top/sub/f.txt", READ, SHARE_ALL)
+    assert isinstance(held, bytes)
+    d = b.open("top", DELETE, SHARE_ALL)
+    assert isinstance(d, bytes)
+    # MS-FSA 2.1.5.15.11 (and Windows): not while a file below is open, wherever it is.
+    assert b.rename(d, "moved") == STATUS_ACCESS_DENIED
+    a.close(held)
+    assert b.rename(d, "moved") == 0
+    assert (cluster.data / "moved" / "sub" / "f.txt").exists()
+    b.close(d)
+    a.logoff()
+    b.logoff()
 
 
 def test_a_killed_nodes_opens_are_released_within_its_lease(workdir, cluster):

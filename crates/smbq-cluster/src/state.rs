@@ -49,6 +49,20 @@ impl ClusterState {
     }
 }
 
+impl ClusterState {
+    /// Whether another node has a file open below `dir`; when etcd cannot say, yes (a
+    /// directory rename is refused rather than move files from under another node's opens).
+    fn remote_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
+        let dir = dir.to_string();
+        self.cluster
+            .decide(move |s| {
+                let dir = dir.clone();
+                async move { s.any_open_below(dir, except).await }
+            })
+            .unwrap_or(true)
+    }
+}
+
 impl OpenState for ClusterState {
     fn contend(
         &self,
@@ -174,8 +188,21 @@ impl OpenState for ClusterState {
         fx
     }
 
+    /// The local table's rename; the open's record in etcd follows it, for other nodes'
+    /// directory renames (`any_open_below`).
     fn renamed(&self, key: FileKey, open_id: u64, to: Moved) -> Effects {
-        self.local.renamed(key, open_id, to)
+        let fx = self.local.renamed(key, open_id, to);
+        if let Some(path) = self.local.path(key) {
+            let path = path.to_string();
+            let r = self.cluster.decide(move |s| {
+                let path = path.clone();
+                async move { s.set_path(key, open_id, path).await }
+            });
+            if let Err(e) = r {
+                tracing::warn!(status = ?e, "renamed open's path not shared with the other nodes");
+            }
+        }
+        fx
     }
 
     fn remember(&self, key: FileKey, fact: Fact) {
@@ -320,7 +347,7 @@ impl OpenState for ClusterState {
     }
 
     fn any_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
-        self.local.any_open_below(dir, except)
+        self.local.any_open_below(dir, except) || self.remote_open_below(dir, except)
     }
 
     fn lease_elsewhere(&self, lease: &LeaseKey, key: FileKey) -> bool {
@@ -357,6 +384,10 @@ impl OpenState for ClusterState {
         except: FileKey,
         which: Below,
     ) -> Option<Vec<(FileKey, Vec<u64>)>> {
+        // Opens below on another node are of no kind a rename may move along.
+        if self.remote_open_below(dir, except) {
+            return None;
+        }
         self.local.opens_below(dir, except, which)
     }
 }

@@ -396,6 +396,60 @@ impl Store {
         Err(NtStatus::SERVER_UNAVAILABLE)
     }
 
+    /// Whether another node has a file open strictly below directory `dir` (share-relative,
+    /// `/`-separated; empty for the root), but file `except`. Paths are compared without
+    /// case and without the share, so an open at the same path in another share also counts:
+    /// a directory rename is refused then, which errs on the safe side (MS-FSA 2.1.5.15.11).
+    /// Reads every open in the cluster: renames of directories are rare.
+    pub async fn any_open_below(&self, dir: String, except: FileKey) -> Result<bool, NtStatus> {
+        let mut c = self.client.clone();
+        let r = c
+            .get(self.keys.files(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(unavailable)?;
+        let prefix = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", dir.to_lowercase())
+        };
+        Ok(r.kvs().iter().any(|kv| {
+            let Some((f, Entry::Open { node, .. })) =
+                kv.key_str().ok().and_then(|k| self.keys.parse(k))
+            else {
+                return false;
+            };
+            let other_file = FileKey { stream: 0, ..f }
+                != FileKey {
+                    stream: 0,
+                    ..except
+                };
+            node != *self.node
+                && other_file
+                && serde_json::from_slice::<OpenRecord>(kv.value())
+                    .is_ok_and(|rec| rec.path.to_lowercase().starts_with(&prefix))
+        }))
+    }
+
+    /// Open `open_id`'s file is at `path` now (a rename): its record says so, for the checks
+    /// of other nodes' directory renames.
+    pub async fn set_path(&self, f: FileKey, open_id: u64, path: String) -> Result<(), NtStatus> {
+        let v = self.view(f).await?;
+        let Some(rec) = v.mine.get(&open_id) else {
+            return Ok(());
+        };
+        let rec = OpenRecord {
+            path,
+            ..rec.clone()
+        };
+        let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
+        let mut c = self.client.clone();
+        let key = self.keys.open(f, &self.node, open_id);
+        c.put(key, value, self.leased())
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
     /// The file is gone (or its delete failed): nothing is left of it here.
     pub async fn forget(&self, f: FileKey) -> Result<(), NtStatus> {
         let mut c = self.client.clone();
