@@ -25,6 +25,7 @@ STATUS_ACCESS_DENIED = 0xC0000022
 STATUS_SHARING_VIOLATION = 0xC0000043
 STATUS_LOCK_NOT_GRANTED = 0xC0000055
 STATUS_DELETE_PENDING = 0xC0000056
+STATUS_FILE_LOCK_CONFLICT = 0xC0000054
 STATUS_SERVER_UNAVAILABLE = 0xC0000466
 
 READ, WRITE, DELETE = 0x1, 0x2, 0x10000  # FILE_READ_DATA, FILE_WRITE_DATA, DELETE
@@ -287,7 +288,7 @@ class Client:
             pass
 
 
-EXCLUSIVE, FAIL_IMMEDIATELY, UNLOCK = 0x02, 0x10, 0x04
+SHARED, EXCLUSIVE, FAIL_IMMEDIATELY, UNLOCK = 0x01, 0x02, 0x10, 0x04
 OPLOCK_BATCH, OPLOCK_LEASE = 0x09, 0xFF
 
 
@@ -396,6 +397,49 @@ def test_a_byte_range_lock_holds_across_nodes_and_its_release_wakes_a_waiter(clu
     b.close(fb)
     a.logoff()
     b.logoff()
+
+
+def io_status(client: "Client", fid, offset: int, write: bool) -> int:
+    """A 4-byte READ or WRITE at `offset`: its status."""
+    from impacket.smb3 import SessionError
+    try:
+        if write:
+            client.smb.write(client.tid, fid, b"abcd", offset, 4)
+        else:
+            client.smb.read(client.tid, fid, offset, 4)
+        return 0
+    except SessionError as e:
+        return e.get_error_code()
+
+
+def test_reads_and_writes_respect_another_nodes_locks(cluster):
+    """MS-FSA 2.1.4.10 across nodes, from each node's own view: once a LOCK on one node is
+    granted, every node with the file open refuses I/O into the range."""
+    (cluster.data / "io.bin").write_bytes(bytes(100))
+    a = Client(cluster.nodes[0], cluster.password)
+    b = Client(cluster.nodes[2], cluster.password)
+    c = Client(cluster.nodes[1], cluster.password)
+    fa = a.open("io.bin", READ | WRITE, SHARE_ALL)
+    fb = b.open("io.bin", READ | WRITE, SHARE_ALL)
+    assert b.lock(fb, 0, 10, EXCLUSIVE | FAIL_IMMEDIATELY) == 0
+    assert b.lock(fb, 50, 10, SHARED | FAIL_IMMEDIATELY) == 0
+    assert io_status(a, fa, 2, write=False) == STATUS_FILE_LOCK_CONFLICT
+    assert io_status(a, fa, 2, write=True) == STATUS_FILE_LOCK_CONFLICT
+    assert io_status(a, fa, 52, write=False) == 0  # a shared lock lets others read
+    assert io_status(a, fa, 52, write=True) == STATUS_FILE_LOCK_CONFLICT
+    assert io_status(a, fa, 20, write=True) == 0
+    # A node that opens the file after the lock sees it from its first request on.
+    fc = c.open("io.bin", READ, SHARE_ALL)
+    assert io_status(c, fc, 0, write=False) == STATUS_FILE_LOCK_CONFLICT
+    assert b.lock(fb, 0, 10, UNLOCK) == 0
+    deadline = time.time() + 2
+    while io_status(a, fa, 2, write=True) != 0:
+        assert time.time() < deadline, "the unlock never reached the other node"
+        time.sleep(0.05)
+    for x, f in ((a, fa), (b, fb), (c, fc)):
+        x.close(f)
+    for x in (a, b, c):
+        x.logoff()
 
 
 def test_delete_pending_is_seen_across_nodes_and_the_last_close_anywhere_deletes(cluster):

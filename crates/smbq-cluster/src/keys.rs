@@ -10,6 +10,7 @@
 //! | `f/FILE/o/NODE/OPEN` | [`OpenRecord`] | the node's |
 //! | `f/FILE/l/NODE/OPEN/OFFSET.LENGTH.KIND/SEQ` | empty | the node's |
 //! | `f/FILE/b/HOLDER/REQUESTER.SEQ` | [`BreakRequest`] | the requester's |
+//! | `f/FILE/k/NODE` | the revision of the file's changes NODE has seen (crate::remote) | NODE's |
 //!
 //! FILE is `DEV.INO.STREAM` in hex. Opens and locks hang on their node's lease, so etcd
 //! itself drops them when a node dies. A decision reads `f/FILE/` in one range read and
@@ -129,6 +130,10 @@ impl Keys {
         )
     }
 
+    pub fn ack(&self, f: FileKey, node: &str) -> String {
+        format!("{}k/{node}", self.file(f))
+    }
+
     /// The break requests of one file.
     pub fn breaks(&self, f: FileKey) -> String {
         format!("{}b/", self.file(f))
@@ -175,6 +180,9 @@ impl Keys {
             ["b", holder, _tag] => Entry::Break {
                 holder: (*holder).to_owned(),
             },
+            ["k", node] => Entry::Ack {
+                node: (*node).to_owned(),
+            },
             _ => return None,
         };
         Some((f, entry))
@@ -198,6 +206,10 @@ pub enum Entry {
     /// A break request to node `holder`.
     Break {
         holder: String,
+    },
+    /// What node `node` has seen of the file.
+    Ack {
+        node: String,
     },
 }
 
@@ -230,6 +242,8 @@ mod tests {
         let key = k.break_request(F, "n1", "n2", 5);
         assert!(key.starts_with(&k.breaks(F)));
         assert_eq!(k.parse(&key), Some((F, brk)));
+        let ack = Entry::Ack { node: "n3".into() };
+        assert_eq!(k.parse(&k.ack(F, "n3")), Some((F, ack)));
         for exclusive in [true, false] {
             let key = k.lock(F, "a", 9, (100, u64::MAX, exclusive), 3);
             let lock = Entry::Lock {

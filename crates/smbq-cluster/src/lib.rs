@@ -4,8 +4,9 @@
 //! A node keeps its own in-process open state (smbq-server's table) and wraps it
 //! ([`Cluster::wrap`]) in an [`OpenState`] that also asks etcd where the rules cross nodes:
 //! share modes and delete-pending at admission, byte-range locks at LOCK, the last close of a
-//! delete-pending file. READ and WRITE never ask etcd: a lock granted on one node is seen by
-//! the LOCKs of others, not by their I/O (docs/cluster.md says what that leaves open).
+//! delete-pending file, and oplock and lease breaks (crate::breaks). READ and WRITE never ask
+//! etcd: they check other nodes' locks in this node's view (crate::remote), which every
+//! node with the file open confirms before a LOCK is granted.
 //!
 //! Each node holds an etcd lease (its liveness): its opens and locks are keys on that lease,
 //! so etcd drops them when the node dies. A node that cannot renew its lease for two thirds of
@@ -17,6 +18,7 @@
 
 mod breaks;
 pub mod keys;
+mod remote;
 mod state;
 pub mod store;
 
@@ -25,12 +27,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use etcd_client::{Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, WatchOptions};
+use etcd_client::{
+    Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
+};
 use smbq_server::open_state::{Effects, OpenState};
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 
 use crate::keys::{Keys, NodeRecord};
+use crate::remote::RemoteView;
 use crate::store::Store;
 
 /// How a node joins the cluster (`[cluster]` in smbq.toml, `--cluster`, `--node`).
@@ -130,8 +135,10 @@ impl Cluster {
     /// what crosses nodes is decided with etcd (crate::state).
     pub fn wrap(self: &Arc<Self>, local: Box<dyn OpenState>) -> Box<dyn OpenState> {
         let local: Arc<dyn OpenState> = Arc::from(local);
-        self.rt.spawn(watch(self.clone(), local.clone()));
-        Box::new(state::ClusterState::new(self.clone(), local))
+        let remote = Arc::new(RemoteView::default());
+        self.rt
+            .spawn(watch(self.clone(), local.clone(), remote.clone()));
+        Box::new(state::ClusterState::new(self.clone(), local, remote))
     }
 
     /// Sets where the breaks this node sends for other nodes' opens go (once; the server
@@ -319,44 +326,100 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
     })
 }
 
-/// Wakes this node's waiters on a file whenever another node changes it (a blocked LOCK tries
-/// again when a remote lock or open goes), and carries out the break requests addressed to
-/// this node (crate::breaks).
-async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>) {
+/// Keeps this node's view of other nodes' locks (crate::remote), wakes this node's waiters
+/// on a file whenever another node changes it (a blocked LOCK tries again when a remote lock
+/// or open goes), and carries out the break requests addressed to this node (crate::breaks).
+/// Each time it (re)starts it reads every key first and watches from that revision on.
+async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<RemoteView>) {
     let store = &cluster.store;
     let prefix = store.keys.files();
     loop {
         let mut c = store.client.clone();
-        let opts = WatchOptions::new().with_prefix();
+        let Ok(all) = c
+            .get(
+                prefix.clone(),
+                Some(GetOptions::new().with_prefix().with_keys_only()),
+            )
+            .await
+        else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        let rev = all.header().map_or(0, |h| h.revision());
+        let locks = all
+            .kvs()
+            .iter()
+            .filter_map(|kv| {
+                let key = kv.key_str().ok()?;
+                match store.keys.parse(key)? {
+                    (f, keys::Entry::Lock { node, lock, .. }) if node != *store.node => {
+                        Some((f, (key.to_owned(), lock)))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        remote.reset(locks, rev);
+        let opts = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(rev + 1);
         let Ok(mut events) = c.watch(prefix.clone(), Some(opts)).await else {
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         };
         while let Ok(Some(r)) = events.message().await {
+            if r.canceled() {
+                break; // compacted past us, or etcd gave up: read everything again
+            }
             for ev in r.events() {
-                let Some(kv) = ev.kv() else { continue };
-                let Ok(key) = kv.key_str() else { continue };
-                let Some((f, entry)) = store.keys.parse(key) else {
-                    continue;
-                };
-                let is_put = ev.event_type() == etcd_client::EventType::Put;
-                match entry {
-                    keys::Entry::Break { holder } if is_put && holder == *store.node => {
-                        if let Ok(req) = serde_json::from_slice(kv.value()) {
-                            let task = breaks::carry_out(
-                                cluster.clone(),
-                                local.clone(),
-                                f,
-                                key.to_owned(),
-                                req,
-                            );
-                            tokio::spawn(task);
-                        }
-                    }
-                    _ => local.changed(f).notify_waiters(),
+                if let Some(kv) = ev.kv() {
+                    let put = ev.event_type() == etcd_client::EventType::Put;
+                    apply_event(&cluster, &local, &remote, kv, put);
                 }
+            }
+            if let Some(h) = r.header() {
+                remote.advance(h.revision());
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One change of another node, or of this one.
+fn apply_event(
+    cluster: &Arc<Cluster>,
+    local: &Arc<dyn OpenState>,
+    remote: &RemoteView,
+    kv: &etcd_client::KeyValue,
+    put: bool,
+) {
+    let store = &cluster.store;
+    let Ok(key) = kv.key_str() else { return };
+    let Some((f, entry)) = store.keys.parse(key) else {
+        return;
+    };
+    match entry {
+        keys::Entry::Break { holder } if put && holder == *store.node => {
+            if let Ok(req) = serde_json::from_slice(kv.value()) {
+                let task =
+                    breaks::carry_out(cluster.clone(), local.clone(), f, key.to_owned(), req);
+                tokio::spawn(task);
+            }
+        }
+        keys::Entry::Lock { node, lock, .. } if node != *store.node => {
+            if put {
+                remote.put(f, key.to_owned(), lock);
+                remote.advance(kv.mod_revision());
+                // Seen: a LOCK on that node waits for this before it is granted.
+                if local.open_count_any(f) > 0 {
+                    let (store, rev) = (store.clone(), kv.mod_revision());
+                    tokio::spawn(async move { store.ack(f, rev).await });
+                }
+            } else {
+                remote.remove(f, key);
+            }
+            local.changed(f).notify_waiters();
+        }
+        _ => local.changed(f).notify_waiters(),
     }
 }

@@ -12,7 +12,7 @@
 //!   whichever node closes its last open in the cluster.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use smbq_server::file_state::lease::{Granted, LeaseAsk, LeaseKey};
 use smbq_server::file_state::oplock::{Level, Owner};
@@ -26,16 +26,30 @@ use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 
 use crate::Cluster;
+use crate::remote::RemoteView;
 use crate::store::BREAK_WAIT;
 
 pub(crate) struct ClusterState {
     cluster: Arc<Cluster>,
     local: Arc<dyn OpenState>,
+    /// Other nodes' locks, for READ and WRITE (crate::remote).
+    remote: Arc<RemoteView>,
 }
 
+/// How long an admitted open waits for this node's view to reach its admission.
+const VIEW_WAIT: Duration = Duration::from_secs(2);
+
 impl ClusterState {
-    pub(crate) fn new(cluster: Arc<Cluster>, local: Arc<dyn OpenState>) -> ClusterState {
-        ClusterState { cluster, local }
+    pub(crate) fn new(
+        cluster: Arc<Cluster>,
+        local: Arc<dyn OpenState>,
+        remote: Arc<RemoteView>,
+    ) -> ClusterState {
+        ClusterState {
+            cluster,
+            local,
+            remote,
+        }
     }
 }
 
@@ -77,10 +91,25 @@ impl OpenState for ClusterState {
         self.local.admit(key, new)?;
         let (id, path) = (new.open_id, new.path.to_string());
         let modes = (new.checked, new.access, new.share_access);
-        let r = self.cluster.decide_within(BREAK_WAIT, move |s| {
+        let admitted = self.cluster.decide_within(BREAK_WAIT, move |s| {
             let path = path.clone();
             async move { s.admit(key, id, modes, path).await }
         });
+        let r = match admitted {
+            // Every lock taken on another node before this admission is in view before the
+            // open's first READ or WRITE (crate::remote).
+            Ok(rev) if self.remote.wait_applied(rev, VIEW_WAIT) => Ok(()),
+            Ok(_) => {
+                let gone = self
+                    .cluster
+                    .decide(move |s| async move { s.release(key, id, false).await });
+                if let Err(e) = gone {
+                    tracing::warn!(status = ?e, "open not admitted, but its record stays");
+                }
+                Err(NtStatus::SERVER_UNAVAILABLE)
+            }
+            Err(e) => Err(e),
+        };
         if r.is_err() {
             // Not admitted after all: nothing of it may stay here either.
             let _ = self.local.release(key, new.open_id, false, None);
@@ -297,7 +326,12 @@ impl OpenState for ClusterState {
         range: (u64, u64),
         write: bool,
     ) -> Result<(), NtStatus> {
-        self.local.check_io(key, owner, range, write)
+        self.local.check_io(key, owner, range, write)?;
+        // MS-FSA 2.1.4.10 against other nodes' locks, from this node's view: no etcd here.
+        if self.remote.io_conflict(key, range, write) {
+            return Err(NtStatus::FILE_LOCK_CONFLICT);
+        }
+        Ok(())
     }
 
     fn delete_pending(&self, key: FileKey) -> bool {

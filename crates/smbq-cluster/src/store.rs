@@ -20,6 +20,9 @@ use crate::keys::{BreakRequest, Entry, Keys, OpenRecord};
 /// time (MS-SMB2 3.3.6.3, 35 s here as on one server) and a little for the round trips.
 pub const BREAK_WAIT: Duration = Duration::from_secs(37);
 
+/// How long a LOCK waits for the nodes that have the file open to see it.
+const ACK_WAIT: Duration = Duration::from_secs(2);
+
 /// Every caching bit: what a record says before the grant is known.
 const ALL_CACHING: u32 = 0x7;
 
@@ -69,6 +72,8 @@ struct View {
     other_locks: Vec<(u64, u64, bool)>,
     /// Break requests waiting for their holder: (key, holder).
     breaks: Vec<(String, String)>,
+    /// What each node says it has seen of the file (crate::remote): a revision.
+    acks: HashMap<String, i64>,
 }
 
 /// An open of another node.
@@ -124,37 +129,52 @@ impl Store {
                 Entry::Lock { node, lock, .. } if *node != *self.node => v.other_locks.push(lock),
                 Entry::Lock { .. } => {}
                 Entry::Break { holder } => v.breaks.push((key.to_owned(), holder)),
+                Entry::Ack { node } => {
+                    let seen = std::str::from_utf8(kv.value())
+                        .ok()
+                        .and_then(|t| t.parse().ok());
+                    v.acks.insert(node, seen.unwrap_or(0));
+                }
             }
         }
         Ok(v)
     }
 
     /// Writes `ops` (and a new version of the file) if the file is still at `seen`.
-    async fn commit(&self, f: FileKey, seen: i64, ops: Vec<TxnOp>) -> Result<bool, NtStatus> {
+    /// The revision it was written at, or `None` when the file changed.
+    async fn commit(
+        &self,
+        f: FileKey,
+        seen: i64,
+        ops: Vec<TxnOp>,
+    ) -> Result<Option<i64>, NtStatus> {
         self.commit_or_drop(f, seen, ops, false).await
     }
 
-    /// [`Self::commit`]; with `drop_version`, the file's version key goes instead (its last
-    /// open went: nothing of the file is left in etcd, and a later admission finds it absent,
-    /// which a concurrent decision's comparison also sees as a change).
+    /// [`Self::commit`]; with `drop_file`, every key of the file goes instead of `ops` (its
+    /// last open went: nothing of the file is left in etcd, and a later admission finds its
+    /// version key absent, which a concurrent decision's comparison also sees as a change).
     async fn commit_or_drop(
         &self,
         f: FileKey,
         seen: i64,
         mut ops: Vec<TxnOp>,
-        drop_version: bool,
-    ) -> Result<bool, NtStatus> {
+        drop_file: bool,
+    ) -> Result<Option<i64>, NtStatus> {
         let vkey = self.keys.version(f);
-        ops.push(if drop_version {
-            TxnOp::delete(vkey.clone(), None)
+        if drop_file {
+            let all = Some(DeleteOptions::new().with_prefix());
+            ops = vec![TxnOp::delete(self.keys.file(f), all)];
         } else {
-            TxnOp::put(vkey.clone(), "", None)
-        });
+            ops.push(TxnOp::put(vkey.clone(), "", None));
+        }
         let txn = Txn::new()
             .when([Compare::mod_revision(vkey, CompareOp::Equal, seen)])
             .and_then(ops);
         let mut c = self.client.clone();
-        Ok(c.txn(txn).await.map_err(unavailable)?.succeeded())
+        let r = c.txn(txn).await.map_err(unavailable)?;
+        let rev = r.header().map_or(0, |h| h.revision());
+        Ok(r.succeeded().then_some(rev))
     }
 
     fn leased(&self) -> Option<PutOptions> {
@@ -173,7 +193,7 @@ impl Store {
         open_id: u64,
         (checked, access, share_access): (u32, u32, u32),
         path: String,
-    ) -> Result<(), NtStatus> {
+    ) -> Result<i64, NtStatus> {
         let rec = OpenRecord {
             access,
             share_access,
@@ -217,15 +237,15 @@ impl Store {
             }
             let okey = self.keys.open(f, &self.node, open_id);
             ops.push(TxnOp::put(okey.clone(), value.clone(), self.leased()));
-            if !self.commit(f, v.version, ops).await? {
+            let Some(rev) = self.commit(f, v.version, ops).await? else {
                 continue;
-            }
+            };
             // Any caching granted after this commit sees this open and is not granted
             // (`may_cache`), so the view read before it names every holder to break.
             let all: Vec<&Other> = v.others.iter().collect();
             let holders = holders_of(&all, u32::MAX, &HashSet::new());
             if holders.is_empty() {
-                return Ok(());
+                return Ok(rev);
             }
             let waited = async {
                 let keys = self.request_breaks(f, &holders, intent).await?;
@@ -236,7 +256,7 @@ impl Store {
                 let _ = c.delete(okey, None).await;
                 return Err(e);
             }
-            return Ok(());
+            return Ok(rev);
         }
         Err(NtStatus::SERVER_UNAVAILABLE)
     }
@@ -258,7 +278,7 @@ impl Store {
             let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
             let okey = self.keys.open(f, &self.node, open_id);
             let op = TxnOp::put(okey, value, self.leased());
-            if self.commit(f, v.version, vec![op]).await? {
+            if self.commit(f, v.version, vec![op]).await?.is_some() {
                 return Ok(true);
             }
         }
@@ -386,7 +406,11 @@ impl Store {
             }
             // A delete-pending file's keys go once it is deleted (`forget`).
             let drop = last && !(pending || v.delete_pending);
-            if self.commit_or_drop(f, v.version, ops, drop).await? {
+            if self
+                .commit_or_drop(f, v.version, ops, drop)
+                .await?
+                .is_some()
+            {
                 return Ok(Released {
                     last,
                     delete_pending: v.delete_pending || pending,
@@ -474,7 +498,7 @@ impl Store {
             } else {
                 TxnOp::delete(dkey, None)
             };
-            if self.commit(f, v.version, vec![op]).await? {
+            if self.commit(f, v.version, vec![op]).await?.is_some() {
                 return Ok(());
             }
         }
@@ -487,7 +511,10 @@ impl Store {
     }
 
     /// MS-FSA 2.1.5.7: a lock this node granted against its own locks, against every other
-    /// node's: LOCK_NOT_GRANTED, or it is recorded.
+    /// node's: LOCK_NOT_GRANTED, or it is recorded. It is granted only once every other node
+    /// with the file open has it in its view (crate::remote), so their READs and WRITEs
+    /// respect it from the moment the client hears it is locked (MS-FSA 2.1.4.10) without
+    /// asking etcd. A node that does not say so in time fails the lock (SERVER_UNAVAILABLE).
     pub async fn lock(
         &self,
         f: FileKey,
@@ -506,12 +533,56 @@ impl Store {
             let key = self
                 .keys
                 .lock(f, &self.node, owner, (offset, length, exclusive), seq);
-            let op = TxnOp::put(key, "", self.leased());
-            if self.commit(f, v.version, vec![op]).await? {
-                return Ok(());
+            let op = TxnOp::put(key.clone(), "", self.leased());
+            let Some(rev) = self.commit(f, v.version, vec![op]).await? else {
+                continue;
+            };
+            let told: HashSet<String> = v.others.into_iter().map(|o| o.node).collect();
+            if let Err(e) = self.await_acks(f, rev, &told).await {
+                let mut c = self.client.clone();
+                let _ = c.delete(key, None).await;
+                return Err(e);
             }
+            return Ok(());
         }
         Err(NtStatus::SERVER_UNAVAILABLE)
+    }
+
+    /// Waits until each of `nodes` that still has the file open says it has seen the file's
+    /// changes up to `rev`.
+    async fn await_acks(
+        &self,
+        f: FileKey,
+        rev: i64,
+        nodes: &HashSet<String>,
+    ) -> Result<(), NtStatus> {
+        let deadline = Instant::now() + ACK_WAIT;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let v = self.view(f).await?;
+            let open: HashSet<&str> = v.others.iter().map(|o| o.node.as_str()).collect();
+            let waiting = nodes
+                .iter()
+                .any(|n| open.contains(n.as_str()) && v.acks.get(n).is_none_or(|seen| *seen < rev));
+            if !waiting {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(NtStatus::SERVER_UNAVAILABLE);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// This node has seen the file's changes up to `rev` (crate::remote).
+    pub async fn ack(&self, f: FileKey, rev: i64) -> Result<(), NtStatus> {
+        let mut c = self.client.clone();
+        let key = self.keys.ack(f, &self.node);
+        c.put(key, rev.to_string(), self.leased())
+            .await
+            .map_err(unavailable)?;
+        Ok(())
     }
 
     /// MS-FSA 2.1.5.9: one lock of exactly this range by `owner` goes.

@@ -102,6 +102,26 @@ pub fn lock_conflict(held: (u64, u64, bool), offset: u64, length: u64, exclusive
     conflicts(&l, 1, access, r)
 }
 
+/// MS-FSA 2.1.4.10: whether a READ (`write` false) or WRITE of `(offset, length)` conflicts
+/// with a lock another owner holds on the same stream, `held` = (offset, length, exclusive)
+/// (a cluster node's view of other nodes' locks, smbq-cluster).
+pub fn io_conflict(held: (u64, u64, bool), offset: u64, length: u64, write: bool) -> bool {
+    let l = Lock {
+        stream: 0,
+        offset: held.0,
+        length: held.1,
+        exclusive: held.2,
+        owner: 0,
+    };
+    let access = if write { Access::Write } else { Access::Read };
+    let r = Range {
+        stream: 0,
+        offset,
+        length,
+    };
+    conflicts(&l, 1, access, r)
+}
+
 /// Validates a range: MS-FSA 2.1.5.8, the last byte may not pass `u64::MAX`.
 pub fn check_range(offset: u64, length: u64) -> Result<(), NtStatus> {
     if length != 0 && offset.checked_add(length - 1).is_none() {
