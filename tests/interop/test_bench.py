@@ -20,7 +20,7 @@ import pytest
 from conftest import BINARY
 
 SCENARIOS = ["raw", "fio", "get", "sweep", "setup", "loss", "interactive", "compression",
-             "crypto"]
+             "cluster", "crypto"]
 CRYPTO = {"AES-128-GMAC": ("sign", "verify"), "AES-128-CMAC": ("sign", "verify"),
           "HMAC-SHA256": ("sign", "verify"), "AES-128-GCM": ("seal", "open"),
           "AES-256-GCM": ("seal", "open"), "AES-128-CCM": ("seal", "open"),
@@ -35,7 +35,7 @@ S1_ONLY = {"smbq-tcp-enc-2ch"}
 FIGURES = ["raw.svg", "fio_s1.svg", "fio_s2.svg", "fio_s3.svg", "sweep.svg", "sweep_cpu.svg",
            "setup.svg", "loss_files_delay.svg", "loss_files_loss.svg", "loss_big_delay.svg",
            "loss_big_loss.svg", "interactive.svg", "compression.svg", "compression_loopback.svg",
-           "get.svg"]
+           "get.svg", "cluster.svg"]
 # The whole quick run measures about 3.5 minutes on 2 cores (compression ~1 minute) (crypto's `openssl speed`
 # references alone take 33 s); this bounds a hang.
 TIMEOUT = 600
@@ -79,6 +79,17 @@ def test_every_scenario_produced_numbers(quick_run):
     sc = res["scenarios"]
     for name in SCENARIOS:
         assert sc.get(name), f"scenario {name} produced no rows"
+
+    # Issue 39: smbq alone against a cluster node with 3 etcd members; every row measured.
+    cluster = sc["cluster"]
+    assert {(r["share"], r["op"]) for r in cluster} == {
+        (s, op) for s in ("alone", "cluster node")
+        for op in ("create_close", "write_4k", "upload", "download")}
+    for r in cluster:
+        if r["op"] in ("upload", "download"):
+            assert positive(r["mb_s"]["median"]), r
+        else:
+            assert r["ops"] > 0 and 0 < r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"], r
 
     raw = sc["raw"]
     assert {(r["transport"], r["direction"]) for r in raw} == {

@@ -44,7 +44,7 @@ use crate::servers::smbq::{SmbqOptions, SmbqServer};
 use crate::servers::sshd::Sshd;
 
 /// Scenario names in the order they run.
-pub const SCENARIOS: [&str; 10] = [
+pub const SCENARIOS: [&str; 11] = [
     "raw",
     "fio",
     "get",
@@ -54,6 +54,7 @@ pub const SCENARIOS: [&str; 10] = [
     "interactive",
     "compression",
     "ca",
+    "cluster",
     "crypto",
 ];
 
@@ -671,6 +672,7 @@ pub fn run(args: BenchArgs) -> Result<(), String> {
                 scenarios::interactive::run(&mut ctx).map(|v| results.interactive = Some(v))
             }
             "ca" => scenarios::ca::run(&mut ctx).map(|v| results.ca = Some(v)),
+            "cluster" => scenarios::cluster::run(&mut ctx).map(|v| results.cluster = Some(v)),
             "get" => scenarios::get::run(&mut ctx).map(|v| results.get = Some(v)),
             "loss" => {
                 // Each condition's rows are written as soon as it ends: the full grid takes

@@ -16,18 +16,23 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Cluster;
 use crate::keys::BreakRequest;
+use crate::remote::RemoteView;
 
 /// No open of this node has this id: a write "through" it breaks every read cache.
 const NOBODY: u64 = u64::MAX;
 
 pub(crate) async fn carry_out(
-    cluster: Arc<Cluster>,
-    local: Arc<dyn OpenState>,
+    (cluster, local, remote): (Arc<Cluster>, Arc<dyn OpenState>, Arc<RemoteView>),
     f: FileKey,
-    key: String,
+    (key, rev): (String, i64),
     req: BreakRequest,
 ) {
+    tracing::debug!(file = ?f, request = %key, "breaking for another node's open");
     let now = Instant::now();
+    // Noted before the table is asked: a caching grant of an open admitted before this
+    // request either happened already (and is broken here) or sees the note and grants none.
+    let gate = remote.gate.lock().unwrap_or_else(|e| e.into_inner());
+    remote.contended_at(f, rev);
     let intent = OpenRequest {
         granted: req.granted,
         share_access: req.share_access,
@@ -43,6 +48,7 @@ pub(crate) async fn carry_out(
         on_write.wait = None;
         fx.merge(on_write);
     }
+    drop(gate);
     let wait = fx.wait.take();
     if let Some(sink) = cluster.sink.get() {
         sink(fx);

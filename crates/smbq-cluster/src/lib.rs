@@ -85,6 +85,8 @@ pub struct Cluster {
     is_lost: Arc<AtomicBool>,
     /// Carries out breaks this node sends for other nodes' opens (`Server::apply_effects`).
     sink: OnceLock<Sink>,
+    /// Tells the watch to start again from a full read (etcd came back).
+    rewatch: Notify,
 }
 
 /// Where a node's breaks for other nodes' opens go: the server's delivery.
@@ -121,6 +123,7 @@ impl Cluster {
             lost: Arc::new(Notify::new()),
             is_lost: Arc::new(AtomicBool::new(false)),
             sink: OnceLock::new(),
+            rewatch: Notify::new(),
         });
         cluster.rt.spawn(cluster.clone().renew(cfg.ttl));
         Ok(cluster)
@@ -242,6 +245,7 @@ impl Cluster {
     async fn renew(self: Arc<Self>, ttl: Duration) {
         let every = ttl / 3;
         let mut client = self.store.client.clone();
+        let mut failed = false;
         loop {
             let Ok((mut keeper, mut answers)) = client.lease_keep_alive(self.store.lease).await
             else {
@@ -257,6 +261,12 @@ impl Cluster {
                         let now = self.started.elapsed().as_millis();
                         let now = u64::try_from(now).unwrap_or(u64::MAX);
                         self.renewed_ms.store(now, Ordering::Release);
+                        if std::mem::take(&mut failed) {
+                            // etcd is back: the watch may have sat on a member that lost
+                            // the others; it reads everything again.
+                            tracing::info!(node = %self.store.node, "etcd answers again");
+                            self.rewatch.notify_one();
+                        }
                     }
                     Ok(Ok(Some(_))) => {
                         tracing::error!(
@@ -271,6 +281,7 @@ impl Cluster {
                 }
                 tokio::time::sleep(every).await;
             }
+            failed = true;
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -336,29 +347,27 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
     loop {
         let mut c = store.client.clone();
         let Ok(all) = c
-            .get(
-                prefix.clone(),
-                Some(GetOptions::new().with_prefix().with_keys_only()),
-            )
+            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
             .await
         else {
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         };
         let rev = all.header().map_or(0, |h| h.revision());
-        let locks = all
-            .kvs()
-            .iter()
-            .filter_map(|kv| {
-                let key = kv.key_str().ok()?;
-                match store.keys.parse(key)? {
-                    (f, keys::Entry::Lock { node, lock, .. }) if node != *store.node => {
-                        Some((f, (key.to_owned(), lock)))
-                    }
-                    _ => None,
+        let mut locks = Vec::new();
+        for kv in all.kvs() {
+            let Ok(key) = kv.key_str() else { continue };
+            match store.keys.parse(key) {
+                Some((f, keys::Entry::Lock { node, lock, .. })) if node != *store.node => {
+                    locks.push((f, (key.to_owned(), lock)));
                 }
-            })
-            .collect();
+                // A request made while the watch was away is carried out now.
+                Some((_, keys::Entry::Break { .. })) => {
+                    apply_event(&cluster, &local, &remote, kv, true);
+                }
+                _ => {}
+            }
+        }
         remote.reset(locks, rev);
         let opts = WatchOptions::new()
             .with_prefix()
@@ -367,7 +376,12 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         };
-        while let Ok(Some(r)) = events.message().await {
+        loop {
+            let r = tokio::select! {
+                r = events.message() => r,
+                () = cluster.rewatch.notified() => break,
+            };
+            let Ok(Some(r)) = r else { break };
             if r.canceled() {
                 break; // compacted past us, or etcd gave up: read everything again
             }
@@ -389,7 +403,7 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
 fn apply_event(
     cluster: &Arc<Cluster>,
     local: &Arc<dyn OpenState>,
-    remote: &RemoteView,
+    remote: &Arc<RemoteView>,
     kv: &etcd_client::KeyValue,
     put: bool,
 ) {
@@ -401,8 +415,8 @@ fn apply_event(
     match entry {
         keys::Entry::Break { holder } if put && holder == *store.node => {
             if let Ok(req) = serde_json::from_slice(kv.value()) {
-                let task =
-                    breaks::carry_out(cluster.clone(), local.clone(), f, key.to_owned(), req);
+                let on = (cluster.clone(), local.clone(), remote.clone());
+                let task = breaks::carry_out(on, f, (key.to_owned(), kv.mod_revision()), req);
                 tokio::spawn(task);
             }
         }

@@ -21,6 +21,12 @@ pub(crate) struct RemoteView {
     locks: Mutex<HashMap<FileKey, Vec<Held>>>,
     /// The etcd revision up to which every change is applied.
     applied: AtomicI64,
+    /// Files another node asked this node to break caching on, with the revision of the
+    /// last request, while this node has them open (crate::breaks).
+    contended: Mutex<HashMap<FileKey, i64>>,
+    /// Held by a caching grant (decide, then grant) and by a break request's start (note it,
+    /// then break), so a grant either sees the request or is broken by it (crate::state).
+    pub(crate) gate: Mutex<()>,
 }
 
 impl RemoteView {
@@ -71,6 +77,25 @@ impl RemoteView {
         })
     }
 
+    /// A break request for `f` at revision `rev` is being carried out (under `gate`).
+    pub(crate) fn contended_at(&self, f: FileKey, rev: i64) {
+        let mut map = self.contended.lock().unwrap_or_else(|e| e.into_inner());
+        let at = map.entry(f).or_default();
+        *at = (*at).max(rev);
+    }
+
+    /// Whether a break request for `f` came after revision `rev` (under `gate`).
+    pub(crate) fn contended_since(&self, f: FileKey, rev: i64) -> bool {
+        let map = self.contended.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&f).is_some_and(|at| *at > rev)
+    }
+
+    /// This node no longer has `f` open: what it noted about requests for it goes.
+    pub(crate) fn forget(&self, f: FileKey) {
+        let mut map = self.contended.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(&f);
+    }
+
     /// Waits (blocking, briefly) until the changes up to `rev` are applied; whether they are.
     pub(crate) fn wait_applied(&self, rev: i64, within: Duration) -> bool {
         let deadline = Instant::now() + within;
@@ -115,5 +140,20 @@ mod tests {
         assert!(!v.wait_applied(6, Duration::from_millis(5)));
         v.advance(7);
         assert!(v.wait_applied(6, Duration::ZERO));
+    }
+
+    #[test]
+    fn a_break_request_after_an_admission_is_seen_until_forgotten() {
+        let v = RemoteView::default();
+        assert!(!v.contended_since(F, 10));
+        v.contended_at(F, 12);
+        v.contended_at(F, 11);
+        assert!(v.contended_since(F, 10));
+        assert!(
+            !v.contended_since(F, 12),
+            "a request before the admission is no news"
+        );
+        v.forget(F);
+        assert!(!v.contended_since(F, 10));
     }
 }

@@ -11,7 +11,8 @@
 //! - **Delete-pending** (MS-FSA 2.1.5.15.3, 2.1.5.4): set in etcd; the file is unlinked by
 //!   whichever node closes its last open in the cluster.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use smbq_server::file_state::lease::{Granted, LeaseAsk, LeaseKey};
@@ -27,13 +28,16 @@ use tokio::sync::Notify;
 
 use crate::Cluster;
 use crate::remote::RemoteView;
-use crate::store::BREAK_WAIT;
+use crate::store::{Admitted, BREAK_WAIT};
 
 pub(crate) struct ClusterState {
     cluster: Arc<Cluster>,
     local: Arc<dyn OpenState>,
     /// Other nodes' locks, for READ and WRITE (crate::remote).
     remote: Arc<RemoteView>,
+    /// This node's opens admitted in etcd: when, and whether alone (they may cache). One
+    /// entry per open, gone at its release.
+    admitted: Mutex<HashMap<(FileKey, u64), Admitted>>,
 }
 
 /// How long an admitted open waits for this node's view to reach its admission.
@@ -49,17 +53,23 @@ impl ClusterState {
             cluster,
             local,
             remote,
+            admitted: Mutex::default(),
         }
     }
-}
 
-impl ClusterState {
-    /// Whether open `open_id` may cache `key`'s file (crate::store::Store::may_cache); not
-    /// when etcd cannot say.
-    fn may_cache(&self, key: FileKey, open_id: u64) -> bool {
-        self.cluster
-            .decide(move |s| async move { s.may_cache(key, open_id).await })
-            .unwrap_or(false)
+    fn admitted(&self) -> std::sync::MutexGuard<'_, HashMap<(FileKey, u64), Admitted>> {
+        self.admitted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Grants what `grant` says with caching if open `open_id` may cache, and without
+    /// otherwise: MS-SMB2 3.3.5.9.8 across nodes. It may while no other node had the file
+    /// open at its admission and no other node asked for a break since (under the gate, so
+    /// a break request is either seen here or breaks what this grants).
+    fn granting<T>(&self, key: FileKey, open_id: u64, grant: impl FnOnce(bool) -> T) -> T {
+        let admitted = self.admitted().get(&(key, open_id)).copied();
+        let _gate = self.remote.gate.lock().unwrap_or_else(|e| e.into_inner());
+        let may = admitted.is_some_and(|a| a.alone && !self.remote.contended_since(key, a.rev));
+        grant(may)
     }
 }
 
@@ -98,11 +108,14 @@ impl OpenState for ClusterState {
         let r = match admitted {
             // Every lock taken on another node before this admission is in view before the
             // open's first READ or WRITE (crate::remote).
-            Ok(rev) if self.remote.wait_applied(rev, VIEW_WAIT) => Ok(()),
-            Ok(_) => {
+            Ok(a) if self.remote.wait_applied(a.rev, VIEW_WAIT) => {
+                self.admitted().insert((key, id), a);
+                Ok(())
+            }
+            Ok(a) => {
                 let gone = self
                     .cluster
-                    .decide(move |s| async move { s.release(key, id, false).await });
+                    .decide(move |s| async move { s.release(key, id, false, Some(a)).await });
                 if let Err(e) = gone {
                     tracing::warn!(status = ?e, "open not admitted, but its record stays");
                 }
@@ -127,13 +140,11 @@ impl OpenState for ClusterState {
         stat_only: bool,
         owner: Owner,
     ) -> Level {
-        let level = if requested == Level::None || !self.may_cache(key, open_id) {
-            Level::None
-        } else {
-            requested
-        };
-        self.local
-            .grant_oplock(key, open_id, level, stat_only, owner)
+        self.granting(key, open_id, |may| {
+            let level = if may { requested } else { Level::None };
+            self.local
+                .grant_oplock(key, open_id, level, stat_only, owner)
+        })
     }
 
     /// A lease as the local table grants it, if this node may cache the file; otherwise a
@@ -147,12 +158,14 @@ impl OpenState for ClusterState {
         ask: &LeaseAsk,
         dir_and_size: (bool, u64),
     ) -> Option<Granted> {
-        let cache = ask.requested != 0 && !dir_and_size.0 && self.may_cache(key, open.0);
-        let ask = LeaseAsk {
-            requested: if cache { ask.requested } else { 0 },
-            ..*ask
-        };
-        self.local.grant_lease(key, open, &ask, dir_and_size)
+        self.granting(key, open.0, |may| {
+            let cache = may && !dir_and_size.0;
+            let ask = LeaseAsk {
+                requested: if cache { ask.requested } else { 0 },
+                ..*ask
+            };
+            self.local.grant_lease(key, open, &ask, dir_and_size)
+        })
     }
 
     fn on_write(&self, key: FileKey, by: u64, now: Instant) -> Effects {
@@ -249,10 +262,14 @@ impl OpenState for ClusterState {
         parent: Option<[u8; 16]>,
     ) -> Option<LastClose> {
         let last = self.local.release(key, open_id, delete_on_close, parent);
+        if self.local.open_count_any(key) == 0 {
+            self.remote.forget(key);
+        }
         let pending = delete_on_close || last.as_ref().is_some_and(|l| l.delete);
+        let admitted = self.admitted().remove(&(key, open_id));
         let r = self
             .cluster
-            .decide(move |s| async move { s.release(key, open_id, pending).await });
+            .decide(move |s| async move { s.release(key, open_id, pending, admitted).await });
         let last_anywhere = match r {
             Ok(released) => released.last.then_some(released.delete_pending),
             Err(e) => {

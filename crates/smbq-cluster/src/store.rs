@@ -102,8 +102,12 @@ impl Store {
             .get(prefix, Some(GetOptions::new().with_prefix()))
             .await
             .map_err(unavailable)?;
+        Ok(self.parse_view(r.kvs()))
+    }
+
+    fn parse_view(&self, kvs: &[etcd_client::KeyValue]) -> View {
         let mut v = View::default();
-        for kv in r.kvs() {
+        for kv in kvs {
             let Ok(key) = kv.key_str() else { continue };
             let Some((_, entry)) = self.keys.parse(key) else {
                 continue;
@@ -137,7 +141,7 @@ impl Store {
                 }
             }
         }
-        Ok(v)
+        v
     }
 
     /// Writes `ops` (and a new version of the file) if the file is still at `seen`.
@@ -193,14 +197,40 @@ impl Store {
         open_id: u64,
         (checked, access, share_access): (u32, u32, u32),
         path: String,
-    ) -> Result<i64, NtStatus> {
-        let rec = OpenRecord {
-            access,
-            share_access,
-            path,
-            caching: 0,
+    ) -> Result<Admitted, NtStatus> {
+        let record = |caching| {
+            let rec = OpenRecord {
+                access,
+                share_access,
+                path: path.clone(),
+                caching,
+            };
+            serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)
         };
-        let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
+        let okey = self.keys.open(f, &self.node, open_id);
+        // The common case in one round trip: nothing of the file is in etcd (nobody has it
+        // open, locked or delete-pending), so the open is admitted alone and may cache.
+        let vkey = self.keys.version(f);
+        let fast = Txn::new()
+            .when([Compare::mod_revision(vkey.clone(), CompareOp::Equal, 0)])
+            .and_then([
+                TxnOp::put(okey.clone(), record(ALL_CACHING)?, self.leased()),
+                TxnOp::put(vkey, "", None),
+            ])
+            .or_else([TxnOp::get(
+                self.keys.file(f),
+                Some(GetOptions::new().with_prefix()),
+            )]);
+        let mut c = self.client.clone();
+        let r = c.txn(fast).await.map_err(unavailable)?;
+        let rev = r.header().map_or(0, |h| h.revision());
+        if r.succeeded() {
+            return Ok(Admitted { rev, alone: true });
+        }
+        let mut first = r.op_responses().into_iter().find_map(|op| match op {
+            etcd_client::TxnOpResponse::Get(g) => Some(self.parse_view(g.kvs())),
+            _ => None,
+        });
         let intent = BreakRequest {
             granted: checked,
             share_access,
@@ -209,7 +239,10 @@ impl Store {
         let deadline = Instant::now() + BREAK_WAIT;
         let mut asked = HashSet::new();
         for _ in 0..MAX_ROUNDS {
-            let v = self.view(f).await?;
+            let v = match first.take() {
+                Some(v) => v,
+                None => self.view(f).await?,
+            };
             let mut ops = Vec::new();
             if v.delete_pending {
                 if v.others.is_empty() && v.mine.keys().all(|id| *id == open_id) {
@@ -235,17 +268,19 @@ impl Store {
                 self.await_breaks(f, &keys, deadline).await?;
                 continue;
             }
-            let okey = self.keys.open(f, &self.node, open_id);
-            ops.push(TxnOp::put(okey.clone(), value.clone(), self.leased()));
+            // Alone among the nodes: this node's own table decides caching.
+            let alone = v.others.is_empty();
+            let caching = if alone { ALL_CACHING } else { 0 };
+            ops.push(TxnOp::put(okey.clone(), record(caching)?, self.leased()));
             let Some(rev) = self.commit(f, v.version, ops).await? else {
                 continue;
             };
-            // Any caching granted after this commit sees this open and is not granted
-            // (`may_cache`), so the view read before it names every holder to break.
+            // Any caching recorded after this commit saw this open (and is none), so the
+            // view read before it names every holder to break.
             let all: Vec<&Other> = v.others.iter().collect();
             let holders = holders_of(&all, u32::MAX, &HashSet::new());
             if holders.is_empty() {
-                return Ok(rev);
+                return Ok(Admitted { rev, alone });
             }
             let waited = async {
                 let keys = self.request_breaks(f, &holders, intent).await?;
@@ -256,31 +291,7 @@ impl Store {
                 let _ = c.delete(okey, None).await;
                 return Err(e);
             }
-            return Ok(rev);
-        }
-        Err(NtStatus::SERVER_UNAVAILABLE)
-    }
-
-    /// MS-SMB2 3.3.5.9.8 across nodes: whether open `open_id` of this node may cache (an
-    /// oplock or a lease with any state). Only while no other node has the file open; the
-    /// open's record then says it may cache, so a later admission elsewhere asks this node
-    /// to break it.
-    pub async fn may_cache(&self, f: FileKey, open_id: u64) -> Result<bool, NtStatus> {
-        for _ in 0..MAX_ROUNDS {
-            let v = self.view(f).await?;
-            let Some(mut rec) = v.mine.get(&open_id).cloned() else {
-                return Ok(false);
-            };
-            if !v.others.is_empty() {
-                return Ok(false);
-            }
-            rec.caching = ALL_CACHING;
-            let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
-            let okey = self.keys.open(f, &self.node, open_id);
-            let op = TxnOp::put(okey, value, self.leased());
-            if self.commit(f, v.version, vec![op]).await?.is_some() {
-                return Ok(true);
-            }
+            return Ok(Admitted { rev, alone });
         }
         Err(NtStatus::SERVER_UNAVAILABLE)
     }
@@ -389,7 +400,28 @@ impl Store {
         f: FileKey,
         open_id: u64,
         pending: bool,
+        admitted: Option<Admitted>,
     ) -> Result<Released, NtStatus> {
+        // The common case in one round trip: the open was admitted alone and nothing of the
+        // file changed since (any other open, lock or delete-pending mark moves the version
+        // key), so this is its last open and every key of the file goes.
+        if let Some(a) = admitted.filter(|a| a.alone && !pending) {
+            let all = Some(DeleteOptions::new().with_prefix());
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    self.keys.version(f),
+                    CompareOp::Equal,
+                    a.rev,
+                )])
+                .and_then([TxnOp::delete(self.keys.file(f), all)]);
+            let mut c = self.client.clone();
+            if c.txn(txn).await.map_err(unavailable)?.succeeded() {
+                return Ok(Released {
+                    last: true,
+                    delete_pending: false,
+                });
+            }
+        }
         for _ in 0..MAX_ROUNDS {
             let v = self.view(f).await?;
             let last = v.others.is_empty() && v.mine.keys().all(|id| *id == open_id);
@@ -599,6 +631,14 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// An admission: the revision it was recorded at, and whether no other node had the file
+/// open then (its open may cache; crate::state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admitted {
+    pub rev: i64,
+    pub alone: bool,
 }
 
 /// What [`Store::release`] found.

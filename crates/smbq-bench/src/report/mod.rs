@@ -25,6 +25,8 @@ pub struct Results {
     pub crypto: Option<Vec<crate::scenarios::crypto::CryptoRow>>,
     pub compression: Option<Vec<crate::scenarios::compression::CompressionRow>>,
     pub ca: Option<Vec<crate::scenarios::ca::CaRow>>,
+    /// Scenario `cluster`: smbq alone against a cluster node (same row shape as `ca`).
+    pub cluster: Option<Vec<crate::scenarios::ca::CaRow>>,
     pub get: Option<Vec<crate::scenarios::get::GetRow>>,
     /// Whether `raw` ran on loopback at smbq's default QUIC MTU bound: the conditions of
     /// issue 11's raw-QUIC goal.

@@ -33,6 +33,36 @@ pub fn all(res: &Results) -> Result<Vec<(String, Vec<u8>)>, String> {
     Ok(out)
 }
 
+/// Latencies of `ops` for each of `setups` (row key, legend), p50 with a bar to p90
+/// (scenarios `ca` and `cluster`).
+fn latency_bars(
+    title: &str,
+    rows: &[crate::scenarios::ca::CaRow],
+    setups: &[(&str, &str)],
+    ops: &[&str],
+) -> Chart {
+    let cats: Vec<String> = ops.iter().map(|o| format!("{o} p50")).collect();
+    let series = setups
+        .iter()
+        .map(|(key, label)| {
+            let vals = ops
+                .iter()
+                .map(|op| {
+                    rows.iter()
+                        .find(|r| r.share == *key && r.op == *op)
+                        .map(|r| Bar {
+                            median: r.p50_ms,
+                            min: r.p50_ms,
+                            max: r.p90_ms,
+                        })
+                })
+                .collect();
+            (label.to_string(), vals)
+        })
+        .collect();
+    bars(title, "ms", cats, series)
+}
+
 fn bars(
     title: &str,
     y_label: &str,
@@ -350,42 +380,24 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
         ));
     }
     if let Some(rows) = &res.ca {
-        let cats: Vec<String> = crate::scenarios::ca::OPS
-            .iter()
-            .map(|o| format!("{o} p50"))
-            .collect();
-        let series = crate::scenarios::ca::SHARES
-            .into_iter()
-            .map(|s| {
-                let vals = crate::scenarios::ca::OPS
-                    .iter()
-                    .map(|op| {
-                        rows.iter()
-                            .find(|r| r.share == s && r.op == *op)
-                            .map(|r| Bar {
-                                median: r.p50_ms,
-                                min: r.p50_ms,
-                                max: r.p90_ms,
-                            })
-                    })
-                    .collect();
-                (
-                    if s == "ca" {
-                        "CA share".to_string()
-                    } else {
-                        "plain share".to_string()
-                    },
-                    vals,
-                )
-            })
-            .collect();
         out.push((
             "ca".to_string(),
-            bars(
+            latency_bars(
                 "Latency on a plain and a continuously available share (p50, bar to p90)",
-                "ms",
-                cats,
-                series,
+                rows,
+                &[("share", "plain share"), ("ca", "CA share")],
+                &crate::scenarios::ca::OPS,
+            ),
+        ));
+    }
+    if let Some(rows) = &res.cluster {
+        out.push((
+            "cluster".to_string(),
+            latency_bars(
+                "Latency of smbq alone and of a cluster node with 3 etcd members (p50, bar to p90)",
+                rows,
+                &[("alone", "alone"), ("cluster node", "cluster node")],
+                &crate::scenarios::cluster::OPS,
             ),
         ));
     }

@@ -490,6 +490,9 @@ pub fn compute(res: &Results) -> Vec<Ratio> {
     if let Some(rows) = &res.ca {
         ca(&mut out, rows);
     }
+    if let Some(rows) = &res.cluster {
+        cluster(&mut out, rows);
+    }
     if let Some(rows) = &res.get {
         get(&mut out, rows);
     }
@@ -542,6 +545,35 @@ fn ca(out: &mut Vec<Ratio>, rows: &[crate::scenarios::ca::CaRow]) {
         ),
         goal: None,
     });
+}
+
+/// Scenario `cluster` (issue 39): smbq alone's p50 over a cluster node's, and a cluster
+/// node's MB/s over smbq alone's (no goals: the issue expects +1 to 3 ms per CREATE+CLOSE
+/// and READ and WRITE unchanged; the table says the difference in ms).
+fn cluster(out: &mut Vec<Ratio>, rows: &[crate::scenarios::ca::CaRow]) {
+    let find = |setup: &str, op: &str| rows.iter().find(|r| r.share == setup && r.op == op);
+    for op in crate::scenarios::cluster::OPS {
+        out.push(Ratio {
+            kind: "p50 alone / p50 on a cluster node",
+            case: op.to_string(),
+            value: ratio(
+                find("alone", op).map(|r| r.p50_ms),
+                find("cluster node", op).map(|r| r.p50_ms),
+            ),
+            goal: None,
+        });
+    }
+    for op in ["upload", "download"] {
+        out.push(Ratio {
+            kind: "MB/s on a cluster node / alone",
+            case: op.to_string(),
+            value: ratio(
+                find("cluster node", op).map(|r| r.mb_s.median),
+                find("alone", op).map(|r| r.mb_s.median),
+            ),
+            goal: None,
+        });
+    }
 }
 
 #[cfg(test)]

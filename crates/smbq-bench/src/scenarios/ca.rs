@@ -120,7 +120,8 @@ async fn one_run(
     Ok((create_close, write_4k, mb_s))
 }
 
-fn latency_row(share: &str, op: &str, mut v: Vec<f64>) -> CaRow {
+/// A row of latencies (ms) of `op` on `share` (or a setup, crate::scenarios::cluster).
+pub(crate) fn latency_row(share: &str, op: &str, mut v: Vec<f64>) -> CaRow {
     v.sort_by(f64::total_cmp);
     CaRow {
         share: share.into(),

@@ -1,7 +1,8 @@
 //! The five measured scenarios of the benchmark issue, one module each, the later ones
-//! (`interactive`, `compression`, `ca`), and the crypto micro-benchmark.
+//! (`interactive`, `compression`, `ca`, `cluster`), and the crypto micro-benchmark.
 
 pub mod ca;
+pub mod cluster;
 pub mod compression;
 pub mod crypto;
 pub mod fio;
