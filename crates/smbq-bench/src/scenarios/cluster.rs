@@ -138,13 +138,13 @@ impl Etcd {
 async fn one_run(
     ep: Endpoint,
     (creates, writes, size): (usize, usize, u64),
-    repeat: usize,
+    run: String,
 ) -> Result<(Vec<f64>, Vec<f64>, f64, f64), String> {
     let tree: Tree = ep.open_tree().await?;
     check_protection(Target::SmbqTcpEnc, &tree)?;
     let mut create_close = Vec::with_capacity(creates);
     for i in 0..creates {
-        let name = format!("{DIR}/c{repeat}-{i}");
+        let name = format!("{DIR}/{run}-c{i}");
         let t = Instant::now();
         let f = tree
             .open(&name, &OpenOptions::create_truncate())
@@ -153,7 +153,7 @@ async fn one_run(
         f.close().await.map_err(|e| format!("close {name}: {e}"))?;
         create_close.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    let name = format!("{DIR}/w{repeat}");
+    let name = format!("{DIR}/{run}-w");
     let f = tree
         .open(&name, &OpenOptions::create_truncate())
         .await
@@ -168,7 +168,7 @@ async fn one_run(
         write_4k.push(t.elapsed().as_secs_f64() * 1e3);
     }
     f.close().await.map_err(|e| e.to_string())?;
-    let name = format!("{DIR}/u{repeat}");
+    let name = format!("{DIR}/{run}-u");
     let f = tree
         .open(&name, &OpenOptions::create_truncate())
         .await
@@ -202,7 +202,7 @@ fn measure_on(
     ctx: &Ctx,
     net: &Net,
     server: &SmbqServer,
-    repeat: usize,
+    run: String,
     acc: &mut Got,
 ) -> Result<(), String> {
     let ep = Endpoint::tcp(
@@ -211,7 +211,7 @@ fn measure_on(
         &ctx.user,
         &ctx.password,
     );
-    let (c, w, up, down) = net.on_client(one_run(ep, counts(ctx.scale), repeat))??;
+    let (c, w, up, down) = net.on_client(one_run(ep, counts(ctx.scale), run))??;
     acc.0.extend(c);
     acc.1.extend(w);
     acc.2.push(up);
@@ -254,8 +254,12 @@ fn measure(
             } else {
                 etcd.config(&format!("bench{r}"))
             };
+            // Each setup starts with the last one's writes on disk: the upload measures the
+            // server, not the page cache's writeback of the run before.
+            let _ = Command::new("sync").status();
             let server = ctx.start_smbq_configured(net, "cluster", &extra)?;
-            let m = measure_on(ctx, net, &server, r, acc);
+            // Every run makes its own files: no setup overwrites (or inherits) another's.
+            let m = measure_on(ctx, net, &server, format!("{i}-{r}"), acc);
             let stopped = server.stop();
             m?;
             stopped?;
