@@ -102,24 +102,26 @@ def etcd(workdir):
     e.stop()
 
 
-CONFIG = f"""
+CONFIG = """
 [cluster]
-ttl_secs = {TTL_S}
+ttl_secs = {ttl}
 """
 
 
 class Cluster:
     """Three smbq nodes serving `data` (one directory) as share "data"."""
 
-    def __init__(self, workdir: pathlib.Path, etcd: Etcd):
+    def __init__(self, workdir: pathlib.Path, etcd: Etcd, ttl: int = TTL_S):
         self.data = workdir / "data"
         self.data.mkdir()
         self.password = "Pw-" + secrets.token_hex(8)
         self.etcd = etcd
+        self.ttl = ttl
         self.nodes = [self.start(workdir, i) for i in range(3)]
 
     def start(self, workdir: pathlib.Path, i: int, port: int | None = None) -> SmbqServer:
-        return SmbqServer(workdir / f"n{i}", config=CONFIG, password=self.password, port=port,
+        config = CONFIG.format(ttl=self.ttl)
+        return SmbqServer(workdir / f"n{i}", config=config, password=self.password, port=port,
                           append_log=port is not None,
                           extra_args=["--share", f"data={self.data}",
                                       "--cluster", self.etcd.endpoints, "--node", f"n{i}"])
@@ -133,8 +135,8 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(workdir, etcd):
-    c = Cluster(workdir, etcd)
+def cluster(request, workdir, etcd):
+    c = Cluster(workdir, etcd, ttl=getattr(request, "param", TTL_S))
     yield c
     for i, log in enumerate(c.stop()):
         print(f"--- node n{i}'s log (tail) ---\n{log[-3000:]}")  # shown when a test fails
@@ -514,6 +516,8 @@ def test_a_killed_nodes_opens_are_released_within_its_lease(workdir, cluster):
     again.logoff()
 
 
+# An outage shorter than the nodes' lease: they fence themselves, then carry on.
+@pytest.mark.parametrize("cluster", [12], indirect=True)
 def test_without_etcd_quorum_nodes_answer_server_unavailable_then_recover(cluster):
     (cluster.data / "q.txt").write_bytes(b"x")
     a = Client(cluster.nodes[0], cluster.password)
@@ -544,3 +548,25 @@ def test_without_etcd_quorum_nodes_answer_server_unavailable_then_recover(cluste
     b.close(free)
     a.logoff()
     b.logoff()
+
+
+def test_a_node_cut_off_from_etcd_for_its_whole_lease_stops(cluster):
+    """It cannot tell an etcd without quorum from a partition that only it is on the wrong
+    side of, where etcd lets its lease expire and other nodes grant what its opens hold: so
+    once its lease's whole time has passed unconfirmed, it stops serving (and systemd starts
+    it again)."""
+    a = Client(cluster.nodes[0], cluster.password)
+    (cluster.data / "p.txt").write_bytes(b"x")
+    assert isinstance(a.open("p.txt", READ | WRITE, share=0), bytes)
+    cluster.etcd.kill("e2")
+    cluster.etcd.kill("e3")
+    cut = time.time()
+    for n in cluster.nodes:
+        try:
+            n.proc.wait(timeout=TTL_S + 3)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a node still serves {time.time() - cut:.1f} s after losing etcd")
+        assert n.proc.returncode != 0
+    stopped = time.time() - cut
+    print(f"every node stopped {stopped:.1f} s after etcd lost its quorum (lease {TTL_S} s)")
+    assert "other nodes may hold this node's opens; stopping" in cluster.nodes[0].server_log()

@@ -12,7 +12,8 @@
 //! so etcd drops them when the node dies. A node that cannot renew its lease for two thirds of
 //! its time to live fences itself: every decision that crosses nodes fails with
 //! STATUS_SERVER_UNAVAILABLE (clients retry) until etcd answers again. A node whose lease
-//! expired has lost its opens' records and must stop: [`Cluster::lost`] resolves.
+//! expired, or that could not renew it for its whole time to live (it may have expired), has
+//! lost its opens' records and must stop: [`Cluster::lost`] resolves.
 
 #![forbid(unsafe_code)]
 
@@ -126,6 +127,7 @@ impl Cluster {
             rewatch: Notify::new(),
         });
         cluster.rt.spawn(cluster.clone().renew(cfg.ttl));
+        cluster.rt.spawn(cluster.clone().watchdog(cfg.ttl));
         Ok(cluster)
     }
 
@@ -240,6 +242,33 @@ impl Cluster {
         }
     }
 
+    /// The node stops serving (`lost` resolves).
+    fn lose(&self, why: &str) {
+        tracing::error!(node = %self.store.node, "{why}; stopping");
+        self.is_lost.store(true, Ordering::Release);
+        self.lost.notify_waiters();
+    }
+
+    /// A node that etcd has not confirmed for its whole time to live may have lost its lease:
+    /// then other nodes can already grant what its opens hold, while its clients still read
+    /// and write through them. It stops, as a partitioned node must, whether etcd is down
+    /// for everyone or only unreachable from here (it cannot tell which).
+    async fn watchdog(self: Arc<Self>, ttl: Duration) {
+        let tick = (ttl / 8).max(Duration::from_millis(100));
+        loop {
+            tokio::time::sleep(tick).await;
+            if self.is_lost.load(Ordering::Acquire) {
+                return;
+            }
+            let renewed = Duration::from_millis(self.renewed_ms.load(Ordering::Acquire));
+            // One tick early: the check runs every tick, and must not come after the expiry.
+            if self.started.elapsed().saturating_sub(renewed) + tick >= ttl {
+                self.lose("no etcd lease renewal for the lease's whole time to live: other nodes may hold this node's opens");
+                return;
+            }
+        }
+    }
+
     /// Renews the lease every third of its time to live, recording each confirmation; says
     /// when etcd reports it expired.
     async fn renew(self: Arc<Self>, ttl: Duration) {
@@ -253,14 +282,16 @@ impl Cluster {
                 continue;
             };
             loop {
+                // A confirmed renewal counts from when it was sent: etcd's lease runs from
+                // when it got it, which is no earlier.
+                let sent = self.started.elapsed().as_millis();
                 if keeper.keep_alive().await.is_err() {
                     break;
                 }
                 match tokio::time::timeout(every, answers.message()).await {
                     Ok(Ok(Some(a))) if a.ttl() > 0 => {
-                        let now = self.started.elapsed().as_millis();
-                        let now = u64::try_from(now).unwrap_or(u64::MAX);
-                        self.renewed_ms.store(now, Ordering::Release);
+                        let sent = u64::try_from(sent).unwrap_or(u64::MAX);
+                        self.renewed_ms.store(sent, Ordering::Release);
                         if std::mem::take(&mut failed) {
                             // etcd is back: the watch may have sat on a member that lost
                             // the others; it reads everything again.
@@ -269,12 +300,7 @@ impl Cluster {
                         }
                     }
                     Ok(Ok(Some(_))) => {
-                        tracing::error!(
-                            node = %self.store.node,
-                            "the node's etcd lease expired: its opens are no longer held"
-                        );
-                        self.is_lost.store(true, Ordering::Release);
-                        self.lost.notify_waiters();
+                        self.lose("the node's etcd lease expired: its opens are no longer held");
                         return;
                     }
                     _ => break,

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use smbq_client::transfer::{TransferOptions, upload};
-use smbq_client::{OpenOptions, Tree};
+use smbq_client::{File, OpenOptions, Tree};
 
 use crate::net::Net;
 use crate::progress::Progress;
@@ -87,21 +87,34 @@ async fn one_run(
         .open_durable(&name, &OpenOptions::create_truncate())
         .await
         .map_err(|e| format!("create {name}: {e}"))?;
-    let block = Bytes::from(vec![0x5a; 4096]);
-    let mut write_4k = Vec::with_capacity(writes);
-    for i in 0..writes {
-        let t = Instant::now();
-        f.write_at((i as u64) * 4096, block.clone())
-            .await
-            .map_err(|e| format!("write {name}: {e}"))?;
-        write_4k.push(t.elapsed().as_secs_f64() * 1e3);
-    }
+    let write_4k = timed_writes(&f, &name, writes).await?;
     f.close().await.map_err(|e| e.to_string())?;
     let name = format!("{DIR}-bench/u{repeat}");
     let (f, _) = tree
         .open_durable(&name, &OpenOptions::create_truncate())
         .await
         .map_err(|e| format!("create {name}: {e}"))?;
+    let (_, mb_s) = timed_upload(&f, &name, size).await?;
+    f.close().await.map_err(|e| e.to_string())?;
+    Ok((create_close, write_4k, mb_s))
+}
+
+/// `writes` 4 KiB WRITEs one at a time on `f` (named `name`): their latencies (ms).
+pub(crate) async fn timed_writes(f: &File, name: &str, writes: usize) -> Result<Vec<f64>, String> {
+    let block = Bytes::from(vec![0x5a; 4096]);
+    let mut ms = Vec::with_capacity(writes);
+    for i in 0..writes {
+        let t = Instant::now();
+        f.write_at((i as u64) * 4096, block.clone())
+            .await
+            .map_err(|e| format!("write {name}: {e}"))?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(ms)
+}
+
+/// Uploads `size` bytes to `f` (named `name`) from offset 0: the bytes sent and MB/s.
+pub(crate) async fn timed_upload(f: &File, name: &str, size: u64) -> Result<(u64, f64), String> {
     let data = Bytes::from(vec![0xa5; 1 << 20]);
     let mut left = size;
     let t = Instant::now();
@@ -112,12 +125,10 @@ async fn one_run(
         left -= n as u64;
         Ok(data.slice(..n))
     };
-    let sent = upload(&f, 0, TransferOptions::default(), source, |_| {})
+    let sent = upload(f, 0, TransferOptions::default(), source, |_| {})
         .await
         .map_err(|e| format!("upload {name}: {e}"))?;
-    let mb_s = sent as f64 / 1e6 / t.elapsed().as_secs_f64();
-    f.close().await.map_err(|e| e.to_string())?;
-    Ok((create_close, write_4k, mb_s))
+    Ok((sent, sent as f64 / 1e6 / t.elapsed().as_secs_f64()))
 }
 
 /// A row of latencies (ms) of `op` on `share` (or a setup, crate::scenarios::cluster).

@@ -12,13 +12,12 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use smbq_client::transfer::{TransferOptions, download, upload};
+use smbq_client::transfer::{TransferOptions, download};
 use smbq_client::{OpenOptions, Tree};
 
 use crate::net::{LinkDesc, Net};
 use crate::progress::Progress;
-use crate::scenarios::ca::{CaRow, latency_row};
+use crate::scenarios::ca::{CaRow, latency_row, timed_upload, timed_writes};
 use crate::servers::smbq::SmbqServer;
 use crate::stats::Summary;
 use crate::target::{Endpoint, Target, check_protection};
@@ -158,35 +157,14 @@ async fn one_run(
         .open(&name, &OpenOptions::create_truncate())
         .await
         .map_err(|e| format!("create {name}: {e}"))?;
-    let block = Bytes::from(vec![0x5a; 4096]);
-    let mut write_4k = Vec::with_capacity(writes);
-    for i in 0..writes {
-        let t = Instant::now();
-        f.write_at((i as u64) * 4096, block.clone())
-            .await
-            .map_err(|e| format!("write {name}: {e}"))?;
-        write_4k.push(t.elapsed().as_secs_f64() * 1e3);
-    }
+    let write_4k = timed_writes(&f, &name, writes).await?;
     f.close().await.map_err(|e| e.to_string())?;
     let name = format!("{DIR}/{run}-u");
     let f = tree
         .open(&name, &OpenOptions::create_truncate())
         .await
         .map_err(|e| format!("create {name}: {e}"))?;
-    let data = Bytes::from(vec![0xa5; 1 << 20]);
-    let mut left = size;
-    let t = Instant::now();
-    let source = |want: usize| {
-        let n = want
-            .min(data.len())
-            .min(usize::try_from(left).unwrap_or(usize::MAX));
-        left -= n as u64;
-        Ok(data.slice(..n))
-    };
-    let sent = upload(&f, 0, TransferOptions::default(), source, |_| {})
-        .await
-        .map_err(|e| format!("upload {name}: {e}"))?;
-    let up = sent as f64 / 1e6 / t.elapsed().as_secs_f64();
+    let (sent, up) = timed_upload(&f, &name, size).await?;
     let t = Instant::now();
     let got = download(&f, 0, sent, TransferOptions::default(), |_| Ok(()))
         .await

@@ -82,30 +82,25 @@ fn conflicts(l: &Lock, owner: u64, access: Access, r: Range) -> bool {
 /// owner that is never the holder (a cluster node's check of other nodes' locks,
 /// smbq-cluster).
 pub fn lock_conflict(held: (u64, u64, bool), offset: u64, length: u64, exclusive: bool) -> bool {
-    let l = Lock {
-        stream: 0,
-        offset: held.0,
-        length: held.1,
-        exclusive: held.2,
-        owner: 0,
-    };
     let access = if exclusive {
         Access::ExclusiveLock
     } else {
         Access::SharedLock
     };
-    let r = Range {
-        stream: 0,
-        offset,
-        length,
-    };
-    conflicts(&l, 1, access, r)
+    another_owners(held, access, offset, length)
 }
 
 /// MS-FSA 2.1.4.10: whether a READ (`write` false) or WRITE of `(offset, length)` conflicts
 /// with a lock another owner holds on the same stream, `held` = (offset, length, exclusive)
 /// (a cluster node's view of other nodes' locks, smbq-cluster).
 pub fn io_conflict(held: (u64, u64, bool), offset: u64, length: u64, write: bool) -> bool {
+    let access = if write { Access::Write } else { Access::Read };
+    another_owners(held, access, offset, length)
+}
+
+/// [`conflicts`] of `access` to `(offset, length)` with `held` (offset, length, exclusive),
+/// a lock of another owner on the same stream.
+fn another_owners(held: (u64, u64, bool), access: Access, offset: u64, length: u64) -> bool {
     let l = Lock {
         stream: 0,
         offset: held.0,
@@ -113,7 +108,6 @@ pub fn io_conflict(held: (u64, u64, bool), offset: u64, length: u64, write: bool
         exclusive: held.2,
         owner: 0,
     };
-    let access = if write { Access::Write } else { Access::Read };
     let r = Range {
         stream: 0,
         offset,
