@@ -18,6 +18,7 @@ mod more_streams;
 #[cfg(feature = "msquic")]
 mod msquic;
 mod quic;
+pub mod quic_lb;
 mod quinn;
 mod stack;
 mod tls;

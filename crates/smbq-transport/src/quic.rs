@@ -143,6 +143,9 @@ pub struct QuicSettings {
     /// rather than after their idle timeout, while their persistent and durable opens wait
     /// for them (issue 37). `None`: a random key (clients, tests).
     pub reset_key: Option<[u8; 32]>,
+    /// Connection ids a QUIC-LB load balancer routes to this node (crate::quic_lb; quinn
+    /// only). `None`: quinn's own.
+    pub quic_lb: Option<crate::quic_lb::QuicLb>,
 }
 
 impl Default for QuicSettings {
@@ -163,6 +166,7 @@ impl Default for QuicSettings {
             max_streams: 8,
             stack: crate::QuicStack::Quinn,
             reset_key: None,
+            quic_lb: None,
         }
     }
 }

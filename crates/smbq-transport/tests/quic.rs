@@ -633,3 +633,88 @@ async fn jumbo_packets_in_full_gso_batches_arrive() {
         stats.udp_tx
     );
 }
+
+/// The server's connection ids as a load balancer sees them: the source id of each
+/// long-header packet the server sends, and the destination id of each short-header packet
+/// the client sends (`len` bytes, the server's id length), through a UDP relay.
+async fn relay_watching_cids(
+    server: SocketAddr,
+    len: usize,
+) -> (SocketAddr, Arc<Mutex<Vec<Vec<u8>>>>) {
+    let front = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let back = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    back.connect(server).await.unwrap();
+    let addr = front.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        let (mut a, mut b) = (vec![0u8; 65536], vec![0u8; 65536]);
+        let mut client = None;
+        loop {
+            tokio::select! {
+                Ok((n, from)) = front.recv_from(&mut a) => {
+                    client = Some(from);
+                    let p = &a[..n];
+                    if p[0] & 0x80 == 0 && n > len {
+                        log.lock().unwrap().push(p[1..1 + len].to_vec());
+                    }
+                    let _ = back.send(p).await;
+                }
+                Ok(n) = back.recv(&mut b) => {
+                    let p = &b[..n];
+                    if p[0] & 0x80 != 0 {
+                        // Long header: flags, version (4), DCID length and DCID, SCID length.
+                        let dcid_len = usize::from(p[5]);
+                        let at = 6 + dcid_len;
+                        let scid_len = usize::from(p[at]);
+                        log.lock().unwrap().push(p[at + 1..at + 1 + scid_len].to_vec());
+                    }
+                    if let Some(c) = client {
+                        let _ = front.send_to(p, c).await;
+                    }
+                }
+            }
+        }
+    });
+    (addr, seen)
+}
+
+/// QUIC-LB (smbq_transport::quic_lb): every connection id the server gives out, whether seen
+/// in its handshake packets or in the client's later packets, names this node where a load
+/// balancer reads it, and the connection works through them.
+#[tokio::test]
+async fn connection_ids_carry_the_quic_lb_server_id() {
+    let cert = server_cert("files.test");
+    let store = CertStore::new(vec![cert.entry(&["files.test"])]).unwrap();
+    let lb = smbq_transport::quic_lb::QuicLb::new(3, vec![0xab, 0xcd]).unwrap();
+    let settings = QuicSettings {
+        quic_lb: Some(lb.clone()),
+        reset_key: Some([5; 32]),
+        ..QuicSettings::default()
+    };
+    let listener = listen_at("127.0.0.1:0", store, ClientAuth::Off, None, settings);
+    let len = 1 + 2 + 8;
+    let (relay, seen) = relay_watching_cids(listener.local_addr().unwrap(), len).await;
+    let (_ep, conn) = raw_connect(relay, "files.test", &[&cert], Some(ALPN))
+        .await
+        .unwrap();
+    let (mut send, mut recv) = conn.open_bi().await.unwrap();
+    let data = pattern(256 << 10, 3);
+    // The stream exists for the server once it carries data.
+    send.write_all(&data[..1]).await.unwrap();
+    let server_task = tokio::spawn(echo(serve_echo(&listener).await));
+    send.write_all(&data[1..]).await.unwrap();
+    send.finish().unwrap();
+    let mut back = vec![0u8; data.len()];
+    within(recv.read_exact(&mut back)).await.unwrap();
+    assert!(back == data);
+    within(server_task).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    // Long-header SCIDs and short-header DCIDs: the handshake's and the 1-RTT packets'.
+    assert!(seen.len() > 4, "{} ids seen", seen.len());
+    for cid in &seen {
+        assert_eq!(cid.len(), len, "{cid:02x?}");
+        assert_eq!(cid[0], (3 << 5) | (len as u8 - 1), "{cid:02x?}");
+        assert_eq!(lb.server_id_of(cid), Some(&[0xab, 0xcd][..]), "{cid:02x?}");
+    }
+}

@@ -86,6 +86,12 @@ pub struct QuicConfig {
     /// client_auth). Default false: Windows Server sends none, and Samba 4.25's client drops
     /// the connection on the first one (docs/interop.md).
     pub session_tickets: Option<bool>,
+    /// This node's server id in the connection ids it issues, for a QUIC-LB load balancer in
+    /// front of cluster nodes (hex, 1 to 11 bytes; quinn only; docs/cluster.md). Off by
+    /// default.
+    pub lb_server_id: Option<String>,
+    /// The QUIC-LB config rotation those ids carry, 0..=6 (default 0).
+    pub lb_config_rotation: Option<u8>,
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -283,8 +289,31 @@ impl QuicConfig {
         Ok(())
     }
 
+    /// `lb_server_id` and `lb_config_rotation`, as the transport takes them.
+    pub fn quic_lb(&self) -> Result<Option<smbq_transport::quic_lb::QuicLb>, String> {
+        let Some(id) = &self.lb_server_id else {
+            if self.lb_config_rotation.is_some() {
+                return Err("[quic] lb_config_rotation needs lb_server_id".into());
+            }
+            return Ok(None);
+        };
+        let bytes = hex::decode(id).map_err(|e| format!("[quic] lb_server_id {id:?}: {e}"))?;
+        let cr = self.lb_config_rotation.unwrap_or(0);
+        smbq_transport::quic_lb::QuicLb::new(cr, bytes)
+            .map(Some)
+            .map_err(|e| format!("[quic] {e}"))
+    }
+
     /// The congestion controller and QUIC stack named, and what the stack cannot do.
     fn validate_stack(&self) -> Result<(), String> {
+        if self.quic_lb()?.is_some()
+            && self
+                .stack
+                .as_deref()
+                .is_some_and(|s| s.eq_ignore_ascii_case("msquic"))
+        {
+            return Err("[quic] lb_server_id is not supported with stack = \"msquic\"".into());
+        }
         if let Some(c) = &self.congestion {
             c.parse::<smbq_transport::Congestion>()
                 .map_err(|e| format!("[quic] congestion: {e}"))?;
@@ -399,6 +428,12 @@ mod tests {
             "[quic]\nclient_auth = \"required\"",
             "[quic]\nallow_fingerprints = [\"sha256:1234\"]",
             "[quic]\ncerts = [{ cert = \"a\", key = \"b\", names = [\"\"] }]",
+            "[quic]\nlb_server_id = \"zz\"",
+            "[quic]\nlb_server_id = \"\"",
+            "[quic]\nlb_server_id = \"000102030405060708090a0b\"",
+            "[quic]\nlb_server_id = \"01\"\nlb_config_rotation = 7",
+            "[quic]\nlb_config_rotation = 1",
+            "[quic]\nlb_server_id = \"01\"\nstack = \"msquic\"",
         ];
         for text in bad {
             let c: FileConfig = toml::from_str(text).unwrap();
@@ -417,6 +452,11 @@ mod tests {
         let ok: FileConfig =
             toml::from_str("[quic]\nkeep_alive_secs = 0\nidle_timeout_secs = 5").unwrap();
         ok.quic.validate().unwrap();
+        let lb: FileConfig =
+            toml::from_str("[quic]\nlb_server_id = \"0a01\"\nlb_config_rotation = 6").unwrap();
+        lb.quic.validate().unwrap();
+        let want = smbq_transport::quic_lb::QuicLb::new(6, vec![0x0a, 0x01]).unwrap();
+        assert_eq!(crate::quic_setup::settings(&lb.quic).quic_lb, Some(want));
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub fn settings(q: &QuicConfig) -> QuicSettings {
             .unwrap_or(d.stack),
         // The server's comes from its state directory (serve.rs).
         reset_key: None,
+        // validate() has refused a bad one before the listener is built.
+        quic_lb: q.quic_lb().ok().flatten(),
     }
 }
 

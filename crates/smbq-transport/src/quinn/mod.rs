@@ -114,6 +114,15 @@ fn endpoint_config(s: &QuicSettings) -> io::Result<EndpointConfig> {
         }
         None => EndpointConfig::default(),
     };
+    if let Some(lb) = s.quic_lb.clone() {
+        // Keyed like the reset tokens, so ids survive a restart (docs/cluster.md).
+        let key = match s.reset_key {
+            Some(k) => lb_key(&k),
+            None => rand::random(),
+        };
+        config
+            .cid_generator(move || Box::new(crate::quic_lb::LbCidGenerator::new(lb.clone(), key)));
+    }
     config
         .max_udp_payload_size(s.effective_mtu_upper_bound().max(1472))
         .map_err(invalid)?;
@@ -133,6 +142,16 @@ fn cid_key(reset_key: &[u8; 32]) -> u64 {
         *o = *x;
     }
     u64::from_le_bytes(b)
+}
+
+/// The QUIC-LB ids' hash key, derived from the reset key under its own label.
+fn lb_key(reset_key: &[u8; 32]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::new()
+        .chain_update(b"smbq quic-lb key")
+        .chain_update(reset_key)
+        .finalize()
+        .into()
 }
 
 /// HMAC-SHA256 under the stateless reset key (quinn derives each connection id's reset token
