@@ -32,7 +32,10 @@ pub(crate) async fn carry_out(
     // Noted before the table is asked: a caching grant of an open admitted before this
     // request either happened already (and is broken here) or sees the note and grants none.
     let gate = remote.gate.lock().unwrap_or_else(|e| e.into_inner());
-    remote.contended_at(f, rev);
+    if local.open_count_any(f) > 0 {
+        // Only opens of this node admitted before now can be waiting for their grant.
+        remote.contended_at(f, rev);
+    }
     let intent = OpenRequest {
         granted: req.granted,
         share_access: req.share_access,

@@ -269,6 +269,30 @@ impl Cluster {
         }
     }
 
+    /// Tries `work` again in the background until etcd takes it: a release or an unlock
+    /// that failed (etcd away, the node fenced) must not leave a record that the node's
+    /// still-renewed lease keeps forever. Each is idempotent. Ends when the node is lost.
+    fn retry_later<F>(
+        self: &Arc<Self>,
+        what: &'static str,
+        work: impl Fn(Store) -> F + Send + 'static,
+    ) where
+        F: Future<Output = Result<(), NtStatus>> + Send + 'static,
+    {
+        let me = self.clone();
+        self.rt.spawn(async move {
+            let mut pause = Duration::from_millis(200);
+            while !me.is_lost.load(Ordering::Acquire) {
+                tokio::time::sleep(pause).await;
+                if !me.fenced() && work(me.store.clone()).await.is_ok() {
+                    tracing::info!(what, "done after a retry");
+                    return;
+                }
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        });
+    }
+
     /// Renews the lease every third of its time to live, recording each confirmation; says
     /// when etcd reports it expired.
     async fn renew(self: Arc<Self>, ttl: Duration) {
@@ -322,11 +346,6 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
         .await
         .map_err(|e| format!("etcd {}: {e}", cfg.endpoints.join(",")))?;
     let ttl = i64::try_from(cfg.ttl.as_secs().max(2)).unwrap_or(i64::MAX);
-    let lease = client
-        .lease_grant(ttl, None)
-        .await
-        .map_err(|e| format!("etcd lease: {e}"))?
-        .id();
     let keys = Keys::new(&cfg.prefix);
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -335,8 +354,14 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
     let record = serde_json::to_vec(&NodeRecord { since }).map_err(|e| e.to_string())?;
     let key = keys.node(&cfg.node);
     // A node restarted at once finds its previous process's entry until that lease expires.
+    // Each try takes a fresh lease, so the one kept has not aged while waiting.
     let deadline = Instant::now() + cfg.ttl + Duration::from_secs(2);
-    loop {
+    let lease = loop {
+        let lease = client
+            .lease_grant(ttl, None)
+            .await
+            .map_err(|e| format!("etcd lease: {e}"))?
+            .id();
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
             .and_then([TxnOp::put(
@@ -346,14 +371,15 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
             )]);
         let r = client.txn(txn).await.map_err(|e| format!("etcd: {e}"))?;
         if r.succeeded() {
-            break;
+            break lease;
         }
+        let _ = client.lease_revoke(lease).await;
         if Instant::now() > deadline {
             return Err(format!("node {} is already in the cluster", cfg.node));
         }
         tracing::info!(node = %cfg.node, "waiting for this node's previous lease to expire");
         tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    };
     Ok(Store {
         client,
         keys,
@@ -415,10 +441,11 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
                 if let Some(kv) = ev.kv() {
                     let put = ev.event_type() == etcd_client::EventType::Put;
                     apply_event(&cluster, &local, &remote, kv, put);
+                    // Applied up to the events themselves, not the response's header: a
+                    // watch catching up gets its events in batches stamped with the current
+                    // revision. An admission waits for its own write's event.
+                    remote.advance(kv.mod_revision());
                 }
-            }
-            if let Some(h) = r.header() {
-                remote.advance(h.revision());
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

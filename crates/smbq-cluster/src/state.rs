@@ -61,6 +61,13 @@ impl ClusterState {
         self.admitted.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Removes open `open_id`'s records in etcd once etcd takes it.
+    fn release_later(&self, key: FileKey, open_id: u64) {
+        self.cluster.retry_later("release", move |s| async move {
+            s.release(key, open_id, false, None).await.map(|_| ())
+        });
+    }
+
     /// Grants what `grant` says with caching if open `open_id` may cache, and without
     /// otherwise: MS-SMB2 3.3.5.9.8 across nodes. It may while no other node had the file
     /// open at its admission and no other node asked for a break since (under the gate, so
@@ -116,9 +123,14 @@ impl OpenState for ClusterState {
                 let gone = self
                     .cluster
                     .decide(move |s| async move { s.release(key, id, false, Some(a)).await });
-                if let Err(e) = gone {
-                    tracing::warn!(status = ?e, "open not admitted, but its record stays");
+                if gone.is_err() {
+                    self.release_later(key, id);
                 }
+                Err(NtStatus::SERVER_UNAVAILABLE)
+            }
+            Err(NtStatus::SERVER_UNAVAILABLE) => {
+                // It may have been recorded before the time ran out.
+                self.release_later(key, id);
                 Err(NtStatus::SERVER_UNAVAILABLE)
             }
             Err(e) => Err(e),
@@ -187,10 +199,16 @@ impl OpenState for ClusterState {
         let exclusive = match op {
             LockOp::Lock { exclusive } | LockOp::Retry { exclusive } => exclusive,
             LockOp::Unlock => {
+                // Unlocked here already: the record follows, now or later.
                 let r = self
                     .cluster
                     .decide(move |s| async move { s.unlock(key, owner, range).await });
-                return (r, fx);
+                if r.is_err() {
+                    self.cluster.retry_later("unlock", move |s| async move {
+                        s.unlock(key, owner, range).await
+                    });
+                }
+                return (Ok(()), fx);
             }
         };
         let lock = (range.0, range.1, exclusive);
@@ -273,9 +291,10 @@ impl OpenState for ClusterState {
         let last_anywhere = match r {
             Ok(released) => released.last.then_some(released.delete_pending),
             Err(e) => {
-                // etcd keeps the record until the node's lease goes; the file is not deleted
-                // under another node's open that this node cannot see.
-                tracing::warn!(status = ?e, "close not recorded in etcd");
+                // Recorded later (`release_later`); meanwhile the file is not deleted under
+                // another node's open that this node cannot see.
+                tracing::warn!(status = ?e, "close not yet recorded in etcd");
+                self.release_later(key, open_id);
                 None
             }
         };

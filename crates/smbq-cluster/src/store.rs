@@ -23,6 +23,9 @@ pub const BREAK_WAIT: Duration = Duration::from_secs(37);
 /// How long a LOCK waits for the nodes that have the file open to see it.
 const ACK_WAIT: Duration = Duration::from_secs(2);
 
+/// Operations in one transaction: etcd refuses more than 128 by default.
+const MAX_TXN_OPS: usize = 100;
+
 /// Every caching bit: what a record says before the grant is known.
 const ALL_CACHING: u32 = 0x7;
 
@@ -67,13 +70,21 @@ struct View {
     /// Opens of other nodes.
     others: Vec<Other>,
     /// Opens of this node, by open id.
-    mine: HashMap<u64, OpenRecord>,
+    mine: HashMap<u64, Mine>,
     /// Locks of other nodes: (offset, length, exclusive).
     other_locks: Vec<(u64, u64, bool)>,
     /// Break requests waiting for their holder: (key, holder).
     breaks: Vec<(String, String)>,
     /// What each node says it has seen of the file (crate::remote): a revision.
     acks: HashMap<String, i64>,
+}
+
+/// An open of this node: its record, and the record's mod revision (a write back compares
+/// it, so a record its close removed meanwhile is not made again).
+#[derive(Debug, Clone)]
+struct Mine {
+    rec: OpenRecord,
+    rev: i64,
 }
 
 /// An open of another node.
@@ -120,7 +131,8 @@ impl Store {
                         continue;
                     };
                     if *node == *self.node {
-                        v.mine.insert(open_id, rec);
+                        let rev = kv.mod_revision();
+                        v.mine.insert(open_id, Mine { rec, rev });
                     } else {
                         v.others.push(Other {
                             node,
@@ -225,7 +237,11 @@ impl Store {
         let r = c.txn(fast).await.map_err(unavailable)?;
         let rev = r.header().map_or(0, |h| h.revision());
         if r.succeeded() {
-            return Ok(Admitted { rev, alone: true });
+            return Ok(Admitted {
+                rev,
+                alone: true,
+                sole: true,
+            });
         }
         let mut first = r.op_responses().into_iter().find_map(|op| match op {
             etcd_client::TxnOpResponse::Get(g) => Some(self.parse_view(g.kvs())),
@@ -279,8 +295,13 @@ impl Store {
             // view read before it names every holder to break.
             let all: Vec<&Other> = v.others.iter().collect();
             let holders = holders_of(&all, u32::MAX, &HashSet::new());
+            let admitted = Admitted {
+                rev,
+                alone,
+                sole: false,
+            };
             if holders.is_empty() {
-                return Ok(Admitted { rev, alone });
+                return Ok(admitted);
             }
             let waited = async {
                 let keys = self.request_breaks(f, &holders, intent).await?;
@@ -291,7 +312,7 @@ impl Store {
                 let _ = c.delete(okey, None).await;
                 return Err(e);
             }
-            return Ok(Admitted { rev, alone });
+            return Ok(admitted);
         }
         Err(NtStatus::SERVER_UNAVAILABLE)
     }
@@ -358,24 +379,39 @@ impl Store {
         caching: &[(u64, u32)],
     ) -> Result<(), NtStatus> {
         let v = self.view(f).await?;
+        let mut when = Vec::new();
         let mut ops = Vec::new();
         for (id, bits) in caching {
-            if let Some(rec) = v.mine.get(id).filter(|r| r.caching != *bits) {
-                let rec = OpenRecord {
-                    caching: *bits,
-                    ..rec.clone()
-                };
-                let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
-                ops.push(TxnOp::put(
-                    self.keys.open(f, &self.node, *id),
-                    value,
-                    self.leased(),
-                ));
+            let Some(m) = v.mine.get(id).filter(|m| m.rec.caching != *bits) else {
+                continue;
+            };
+            let rec = OpenRecord {
+                caching: *bits,
+                ..m.rec.clone()
+            };
+            let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
+            let okey = self.keys.open(f, &self.node, *id);
+            when.push(Compare::mod_revision(okey.clone(), CompareOp::Equal, m.rev));
+            ops.push(TxnOp::put(okey, value, self.leased()));
+        }
+        let done = TxnOp::delete(request, None);
+        let mut c = self.client.clone();
+        // Within etcd's operations per transaction; a record that changed meanwhile (its
+        // open closed) is left as it is. Either way a record may claim more caching than
+        // is left, which costs another node a break that finds nothing: never less.
+        if !ops.is_empty() && ops.len() < MAX_TXN_OPS {
+            ops.push(done.clone());
+            if c.txn(Txn::new().when(when).and_then(ops))
+                .await
+                .map_err(unavailable)?
+                .succeeded()
+            {
+                return Ok(());
             }
         }
-        ops.push(TxnOp::delete(request, None));
-        let mut c = self.client.clone();
-        c.txn(Txn::new().and_then(ops)).await.map_err(unavailable)?;
+        c.txn(Txn::new().and_then([done]))
+            .await
+            .map_err(unavailable)?;
         Ok(())
     }
 
@@ -405,7 +441,7 @@ impl Store {
         // The common case in one round trip: the open was admitted alone and nothing of the
         // file changed since (any other open, lock or delete-pending mark moves the version
         // key), so this is its last open and every key of the file goes.
-        if let Some(a) = admitted.filter(|a| a.alone && !pending) {
+        if let Some(a) = admitted.filter(|a| a.sole && !pending) {
             let all = Some(DeleteOptions::new().with_prefix());
             let txn = Txn::new()
                 .when([Compare::mod_revision(
@@ -490,19 +526,21 @@ impl Store {
     /// of other nodes' directory renames.
     pub async fn set_path(&self, f: FileKey, open_id: u64, path: String) -> Result<(), NtStatus> {
         let v = self.view(f).await?;
-        let Some(rec) = v.mine.get(&open_id) else {
+        let Some(m) = v.mine.get(&open_id) else {
             return Ok(());
         };
         let rec = OpenRecord {
             path,
-            ..rec.clone()
+            ..m.rec.clone()
         };
         let value = serde_json::to_vec(&rec).map_err(|_| NtStatus::INTERNAL_ERROR)?;
         let mut c = self.client.clone();
         let key = self.keys.open(f, &self.node, open_id);
-        c.put(key, value, self.leased())
-            .await
-            .map_err(unavailable)?;
+        // Not if the open closed meanwhile: its record stays gone.
+        let txn = Txn::new()
+            .when([Compare::mod_revision(key.clone(), CompareOp::Equal, m.rev)])
+            .and_then([TxnOp::put(key, value, self.leased())]);
+        c.txn(txn).await.map_err(unavailable)?;
         Ok(())
     }
 
@@ -611,9 +649,15 @@ impl Store {
     pub async fn ack(&self, f: FileKey, rev: i64) -> Result<(), NtStatus> {
         let mut c = self.client.clone();
         let key = self.keys.ack(f, &self.node);
-        c.put(key, rev.to_string(), self.leased())
-            .await
-            .map_err(unavailable)?;
+        // Only while the file has state here: an ack after its last close would outlive it.
+        let txn = Txn::new()
+            .when([Compare::version(
+                self.keys.version(f),
+                CompareOp::Greater,
+                0,
+            )])
+            .and_then([TxnOp::put(key, rev.to_string(), self.leased())]);
+        c.txn(txn).await.map_err(unavailable)?;
         Ok(())
     }
 
@@ -633,12 +677,14 @@ impl Store {
     }
 }
 
-/// An admission: the revision it was recorded at, and whether no other node had the file
-/// open then (its open may cache; crate::state).
+/// An admission: the revision it was recorded at, whether no other node had the file open
+/// then (its open may cache; crate::state), and whether nothing at all of the file was in
+/// etcd (then, if nothing changed since, its close removes every key of the file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted {
     pub rev: i64,
     pub alone: bool,
+    pub sole: bool,
 }
 
 /// What [`Store::release`] found.
