@@ -8,6 +8,13 @@ use tokio_util::sync::CancellationToken;
 /// MS-ERREF: STATUS_INVALID_LOCK_RANGE (not among smbq-wire's named constants).
 pub const STATUS_INVALID_LOCK_RANGE: NtStatus = NtStatus(0xC000_01A1);
 
+/// Locks one open may hold on its file, all streams together; the next gets
+/// STATUS_INSUFFICIENT_RESOURCES, as Windows answers when its lock pool is spent. The table
+/// is otherwise as large as clients make it: with this, it is bounded by the open limits
+/// (`[limits] max_opens_per_session` and the connection limits) times this. Applications
+/// hold a few locks per handle; smbtorture's lock tests take at most a few hundred.
+pub const MAX_LOCKS_PER_OPEN: usize = 4096;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Lock {
     /// `FileKey::stream` of the stream locked: locks of different streams never meet.
@@ -154,6 +161,9 @@ impl RangeLocks {
         };
         if self.locks.iter().any(|l| conflicts(l, owner, access, r)) {
             return Err(NtStatus::LOCK_NOT_GRANTED);
+        }
+        if self.locks.iter().filter(|l| l.owner == owner).count() >= MAX_LOCKS_PER_OPEN {
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
         }
         self.locks.push(Lock {
             stream: r.stream,
@@ -369,5 +379,22 @@ mod tests {
         m.release(K, A, false, None);
         assert_eq!(m.lock_count(K), 1);
         run(&[(Close(A), OK), (Lock(B, 0, 1, true), OK)]);
+    }
+
+    #[test]
+    fn one_open_holds_at_most_max_locks() {
+        let m = FileStates::new();
+        for i in 0..MAX_LOCKS_PER_OPEN as u64 {
+            m.try_lock(K, A, i * 2, 1, false).unwrap();
+        }
+        let next = (MAX_LOCKS_PER_OPEN as u64) * 2;
+        assert_eq!(
+            m.try_lock(K, A, next, 1, false),
+            Err(NtStatus::INSUFFICIENT_RESOURCES)
+        );
+        // Another open of the file has its own allowance, and an unlock frees one.
+        m.try_lock(K, B, next, 1, false).unwrap();
+        m.unlock(K, A, 0, 1).unwrap();
+        m.try_lock(K, A, next + 2, 1, false).unwrap();
     }
 }
