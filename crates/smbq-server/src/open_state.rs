@@ -49,6 +49,10 @@ pub struct Effects {
     /// the persistent ones' records are written again before the response that tells the
     /// client (crate::persist, MS-SMB2 3.3.5.9.10).
     pub recorded: Vec<u64>,
+    /// Files whose written data must reach stable storage before the caller goes on: another
+    /// server (a cluster node, smbq-cluster) takes the file over and reads it through its own
+    /// mount of the file system, which sees only what this one flushed.
+    pub flush: Vec<FileKey>,
 }
 
 impl Effects {
@@ -65,6 +69,7 @@ impl Effects {
         self.wait = self.wait.take().or(other.wait);
         self.purge.extend(other.purge);
         self.recorded.extend(other.recorded);
+        self.flush.extend(other.flush);
     }
 
     /// Only `opens` to record again, when `changed`.
@@ -217,6 +222,14 @@ pub trait OpenState: Send + Sync {
     /// A WRITE through open `by` (MS-FSA 2.1.4.12): every level II oplock breaks to none,
     /// and every other key's lease caching reads.
     fn on_write(&self, key: FileKey, by: u64, now: Instant) -> Effects;
+
+    /// Whether another server has `key` open (a cluster node, smbq-cluster): a change to its
+    /// data is then flushed before it is answered, so that server reads it through its own
+    /// mount (crate::stable). Asked after the change: a change made before the other server
+    /// opened the file is flushed by that opening ([`Effects::flush`]).
+    fn shared_elsewhere(&self, _key: FileKey) -> bool {
+        false
+    }
 
     /// An end-of-file or allocation change through open `by`: the same breaks as a write.
     fn on_set_size(&self, key: FileKey, by: u64, now: Instant) -> Effects {

@@ -153,8 +153,8 @@ pub(super) async fn run_connection(
     // Closed first, so a request finishing later carries its own out (crate::conn::exec).
     inputs.done.close();
     while let Ok(d) = inputs.done.try_recv() {
-        if !d.after.is_empty() {
-            rt.server.apply(d.after);
+        if let Some(after) = d.after {
+            rt.server.apply(*after);
         }
     }
     tasks.reader.abort();
@@ -595,8 +595,8 @@ impl ConnLoop {
     fn on_done(&mut self, done: Done) -> Result<(), ConnError> {
         if done.response.disconnect {
             // MS-SMB2 3.3.5.15.12: a failed VALIDATE_NEGOTIATE_INFO drops the connection.
-            if !done.after.is_empty() {
-                self.rt.server.apply(done.after);
+            if let Some(after) = done.after {
+                self.rt.server.apply(*after);
             }
             return Err(ConnError::ValidateNegotiate);
         }
@@ -613,8 +613,8 @@ impl ConnLoop {
             .complete(done.message_id, done.response, Instant::now());
         self.drain();
         // Its answer is queued: what the request left for after it goes out now, behind it.
-        if !done.after.is_empty() {
-            self.rt.server.apply(done.after);
+        if let Some(after) = done.after {
+            self.rt.server.apply(*after);
         }
         Ok(())
     }

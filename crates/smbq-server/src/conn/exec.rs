@@ -20,8 +20,9 @@ pub(super) struct Done {
     /// The chain's share of the backlog budget, taken by its first request and held until the
     /// chain's responses are handed to the writer.
     pub permit: Option<OwnedSemaphorePermit>,
-    /// What the handler left for after its answer (crate::effects::after_answer).
-    pub after: crate::open_state::Effects,
+    /// What the handler left for after its answer (crate::effects::after_answer); boxed,
+    /// and only when there is something, so that a response stays small on its way.
+    pub after: Option<Box<crate::open_state::Effects>>,
 }
 
 pub(super) fn spawn(
@@ -49,14 +50,14 @@ pub(super) fn spawn(
             message_id: x.request.header.message_id,
             response,
             permit,
-            after,
+            after: (!after.is_empty()).then(|| Box::new(after)),
         };
         // The loop is gone only when the connection is: nobody is left to answer. What the
         // request left for after its answer (breaks to other clients) still goes out.
         if let Err(mpsc::error::SendError(done)) = tx.send(done).await
-            && !done.after.is_empty()
+            && let Some(after) = done.after
         {
-            server.apply(done.after);
+            server.apply(*after);
         }
     });
 }

@@ -48,7 +48,26 @@ impl Server {
             self.purge_parked(id);
         }
         self.persist_opens(&fx.recorded);
+        for key in fx.flush {
+            self.flush_file(key);
+        }
         fx.wait
+    }
+
+    /// Puts what this server's opens of `key` wrote on stable storage ([`Effects::flush`]):
+    /// another server is taking the file over. A failure is logged; the other server's
+    /// client may then read older data, as after a crash of this one.
+    fn flush_file(&self, key: crate::file_state::FileKey) {
+        for id in self.open_state().open_ids(key) {
+            let Some(open) = self.lookup_open(id) else {
+                continue;
+            };
+            if let Some(f) = open.file()
+                && let Err(e) = f.file.fdatasync()
+            {
+                tracing::warn!(error = %e, "flush for another node failed");
+            }
+        }
     }
 
     /// Carries out effects an open-state implementation decided outside any request here: a

@@ -31,7 +31,7 @@ impl<L: Layout> OpenState for FileStates<L> {
             // A disconnected durable open will never acknowledge a break started before its
             // connection went: it is purged rather than waited for.
             purge: breaking,
-            recorded: Vec::new(),
+            ..Effects::default()
         })
     }
 

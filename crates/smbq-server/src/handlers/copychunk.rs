@@ -163,7 +163,7 @@ fn copy_chunks(
         copied.total_bytes_written += c.length;
     }
     // Copied in is written: on stable storage first where writes are (crate::stable).
-    if let Err(e) = crate::stable::flush_data(dst) {
+    if let Err(e) = crate::stable::flush_data(srv, dst) {
         return Ok((map_io_error(&e), copied));
     }
     Ok((NtStatus::SUCCESS, copied))

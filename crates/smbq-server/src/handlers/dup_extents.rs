@@ -134,7 +134,7 @@ pub(super) async fn duplicate(ctx: &Ctx<'_>, dst: Arc<Open>, input: &[u8]) -> Re
     // inside the file, so appending alone does not allow it (as WRITE below the end).
     crate::security::require_any(&dst, mask::FILE_WRITE_DATA)?;
     ctx.srv.before_write(df.key, dst.volatile());
-    let (s2, d2) = (src.clone(), dst.clone());
+    let (s2, d2, srv) = (src.clone(), dst.clone(), ctx.srv.self_arc());
     let (so, to) = (r.source_offset, r.target_offset);
     // Never a copy through memory: a range the file system does not clone is refused.
     blocking(move || {
@@ -147,7 +147,7 @@ pub(super) async fn duplicate(ctx: &Ctx<'_>, dst: Arc<Open>, input: &[u8]) -> Re
         crate::write_time::after(&d2, df, held, df.key.stream != 0 && r.is_ok());
         r.map_err(|_| NtStatus::NOT_SUPPORTED)?;
         // Cloned in is written: on stable storage first where writes are (crate::stable).
-        crate::stable::flush_data(&d2).map_err(|e| crate::errors::map_io_error(&e))
+        crate::stable::flush_data(&srv, &d2).map_err(|e| crate::errors::map_io_error(&e))
     })
     .await?;
     ctx.srv.notify_write(&dst); // CHANGE_NOTIFY and the parent's leases (crate::notify)

@@ -329,7 +329,7 @@ fn set_end_of_file(srv: &Arc<Server>, open: &Arc<Open>, end_of_file: u64) -> Res
     r?;
     // A size change is a data change: on stable storage first where writes are
     // (crate::stable).
-    crate::stable::flush_data(open).map_err(io)
+    crate::stable::flush_data(srv, open).map_err(io)
 }
 
 /// MS-FSA 2.1.5.15.1 FileAllocationInformation: below end of file it truncates the file.
@@ -353,7 +353,7 @@ fn set_allocation(srv: &Arc<Server>, open: &Arc<Open>, allocation: u64) -> Resul
     };
     crate::write_time::after(open, f, held, allocation < size && r.is_ok());
     r?;
-    crate::stable::flush_data(open).map_err(io)?;
+    crate::stable::flush_data(srv, open).map_err(io)?;
     srv.open_state()
         .remember(f.key, Fact::Allocation(allocation));
     Ok(())

@@ -150,7 +150,7 @@ fn write_at(
     .map_err(|e| map_io_error(&e));
     crate::write_time::after(open, f, held, f.key.stream != 0 && n.is_ok());
     let n = n?;
-    if write_through {
+    if crate::stable::flushed_after(srv, open, write_through) {
         // MS-SMB2 3.3.5.13 WRITE_THROUGH: the data (and the size that reads it back) on
         // stable storage before the answer; the times may follow.
         f.file.fdatasync().map_err(|e| map_io_error(&e))?;

@@ -560,7 +560,7 @@ fn finish(o: &Opener<'_>, opened: Opened, rights: Rights, plan: Plan) -> Result<
     let flushed = if created {
         crate::stable::flush_entry(&open, o.vfs, &open.path())
     } else if truncate {
-        crate::stable::flush_data(&open)
+        crate::stable::flush_data(o.srv, &open)
     } else {
         Ok(())
     };
