@@ -105,22 +105,25 @@ def etcd(workdir):
 CONFIG = """
 [cluster]
 ttl_secs = {ttl}
+max_records = {max_records}
 """
 
 
 class Cluster:
     """Three smbq nodes serving `data` (one directory) as share "data"."""
 
-    def __init__(self, workdir: pathlib.Path, etcd: Etcd, ttl: int = TTL_S):
+    def __init__(self, workdir: pathlib.Path, etcd: Etcd, ttl: int = TTL_S,
+                 max_records: int = 100_000, count: int = 3):
         self.data = workdir / "data"
         self.data.mkdir()
         self.password = "Pw-" + secrets.token_hex(8)
         self.etcd = etcd
         self.ttl = ttl
-        self.nodes = [self.start(workdir, i) for i in range(3)]
+        self.max_records = max_records
+        self.nodes = [self.start(workdir, i) for i in range(count)]
 
     def start(self, workdir: pathlib.Path, i: int, port: int | None = None) -> SmbqServer:
-        config = CONFIG.format(ttl=self.ttl)
+        config = CONFIG.format(ttl=self.ttl, max_records=self.max_records)
         return SmbqServer(workdir / f"n{i}", config=config, password=self.password, port=port,
                           append_log=port is not None,
                           extra_args=["--share", f"data={self.data}",
@@ -570,3 +573,37 @@ def test_a_node_cut_off_from_etcd_for_its_whole_lease_stops(cluster):
     stopped = time.time() - cut
     print(f"every node stopped {stopped:.1f} s after etcd lost its quorum (lease {TTL_S} s)")
     assert "other nodes may hold this node's opens; stopping" in cluster.nodes[0].server_log()
+
+
+STATUS_INSUFFICIENT_RESOURCES = 0xC000009A
+
+
+def test_a_node_holds_at_most_max_records_in_etcd(workdir, etcd):
+    """etcd's space is every node's: the opens and locks one node records there are capped
+    ([cluster] max_records), so a hostile client cannot fill etcd for the whole cluster."""
+    c = Cluster(workdir, etcd, max_records=4, count=2)
+    try:
+        for i in range(4):
+            (c.data / f"r{i}.txt").write_bytes(b"x" * 100)
+        a = Client(c.nodes[0], c.password)
+        b = Client(c.nodes[1], c.password)
+        fids = [a.open(f"r{i}.txt", READ | WRITE, SHARE_ALL) for i in range(3)]
+        assert all(isinstance(f, bytes) for f in fids), fids
+        assert a.lock(fids[0], 0, 1, EXCLUSIVE | FAIL_IMMEDIATELY) == 0  # the fourth record
+        assert a.lock(fids[0], 10, 1, EXCLUSIVE | FAIL_IMMEDIATELY) == \
+            STATUS_INSUFFICIENT_RESOURCES
+        assert a.open("r3.txt", READ, SHARE_ALL) == STATUS_INSUFFICIENT_RESOURCES
+        # The refused lock left nothing behind: the range is free for the other node.
+        fb = b.open("r0.txt", READ | WRITE, SHARE_ALL)
+        assert isinstance(fb, bytes), hex(fb)
+        assert b.lock(fb, 10, 1, EXCLUSIVE | FAIL_IMMEDIATELY) == 0, "node n1's own budget"
+        # An unlock and a close give records back.
+        assert a.lock(fids[0], 0, 1, UNLOCK) == 0
+        f3 = a.open("r3.txt", READ, SHARE_ALL)
+        assert isinstance(f3, bytes), hex(f3)
+        a.close(fids[1])
+        assert a.lock(fids[0], 20, 1, EXCLUSIVE | FAIL_IMMEDIATELY) == 0
+    finally:
+        for i, log in enumerate(c.stop()):
+            print(f"--- node n{i}'s log (tail) ---\n{log[-3000:]}")
+            assert "panicked" not in log, log

@@ -12,12 +12,17 @@
 //! | `f/FILE/b/HOLDER/REQUESTER.SEQ` | [`BreakRequest`] | the requester's |
 //! | `f/FILE/k/NODE` | the revision of the file's changes NODE has seen (crate::remote) | NODE's |
 //!
-//! FILE is `DEV.INO.STREAM` in hex. Opens and locks hang on their node's lease, so etcd
+//! FILE is `VOLUME.INO.STREAM`, INO and STREAM in hex. VOLUME names the file system the
+//! same way on every node ([`Volumes`]): `v` and a hash of its name, or `d` and the device
+//! number for a device no volume is named for. Opens and locks hang on their node's lease, so etcd
 //! itself drops them when a node dies. A decision reads `f/FILE/` in one range read and
 //! writes in a transaction that compares `f/FILE/v`'s mod revision with the one it read: two
 //! nodes deciding about one file at once cannot both win. A break request asks node HOLDER
 //! to break what its opens cache for an open like the one described; HOLDER deletes the key
 //! once its clients acknowledged (or the break timed out).
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use smbq_server::file_state::FileKey;
@@ -54,20 +59,77 @@ pub struct BreakRequest {
     pub writes: bool,
 }
 
+/// Which file system a device number is on, by a name every node gives it: a file is
+/// (volume, inode, stream) across nodes, because the same file system shows a different
+/// device number on each mount (FUSE file systems such as MooseFS, and often on each host).
+/// Inode numbers of a shared file system are the same on every mount (CephFS, MooseFS,
+/// NFS).
+#[derive(Debug, Clone, Default)]
+pub struct Volumes {
+    by_dev: HashMap<u64, String>,
+    by_name: HashMap<String, u64>,
+}
+
+impl Volumes {
+    /// Volumes named by `(device, name)` pairs: a device named twice keeps the first name
+    /// in sort order, so every node that has the same names picks the same one.
+    pub fn new(named: &[(u64, String)]) -> Volumes {
+        let mut named = named.to_vec();
+        named.sort_by(|a, b| a.1.cmp(&b.1));
+        let mut v = Volumes::default();
+        for (dev, name) in named {
+            if v.by_dev.contains_key(&dev) {
+                continue;
+            }
+            let id = format!("v{:x}", fnv1a(name.to_lowercase().as_bytes()));
+            v.by_name.insert(id.clone(), dev);
+            v.by_dev.insert(dev, id);
+        }
+        v
+    }
+
+    fn id(&self, dev: u64) -> String {
+        match self.by_dev.get(&dev) {
+            Some(id) => id.clone(),
+            None => format!("d{dev:x}"),
+        }
+    }
+
+    /// The device this node sees volume `id` on.
+    fn dev(&self, id: &str) -> Option<u64> {
+        if let Some(dev) = id.strip_prefix('d') {
+            return u64::from_str_radix(dev, 16).ok();
+        }
+        self.by_name.get(id).copied()
+    }
+}
+
+/// FNV-1a, 64 bits: a short, separator-free id of a volume name that is the same on every
+/// node and in every release.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// The key layout under one prefix.
 #[derive(Debug, Clone)]
 pub struct Keys {
     prefix: String,
+    volumes: Arc<Volumes>,
 }
 
 impl Keys {
     /// `prefix` ends with `/` (added when missing).
-    pub fn new(prefix: &str) -> Keys {
+    pub fn new(prefix: &str, volumes: Volumes) -> Keys {
         let mut prefix = prefix.to_owned();
         if !prefix.ends_with('/') {
             prefix.push('/');
         }
-        Keys { prefix }
+        Keys {
+            prefix,
+            volumes: Arc::new(volumes),
+        }
     }
 
     pub fn node(&self, node: &str) -> String {
@@ -85,7 +147,8 @@ impl Keys {
 
     /// Every key of one file (a range read).
     pub fn file(&self, f: FileKey) -> String {
-        format!("{}f/{:x}.{:x}.{:x}/", self.prefix, f.dev, f.ino, f.stream)
+        let volume = self.volumes.id(f.dev);
+        format!("{}f/{volume}.{:x}.{:x}/", self.prefix, f.ino, f.stream)
     }
 
     pub fn version(&self, f: FileKey) -> String {
@@ -148,9 +211,10 @@ impl Keys {
         let rest = key.strip_prefix(&self.prefix)?.strip_prefix("f/")?;
         let (file, rest) = rest.split_once('/')?;
         let mut ids = file.split('.');
+        let dev = self.volumes.dev(ids.next()?)?;
         let mut hex = || u64::from_str_radix(ids.next()?, 16).ok();
         let f = FileKey {
-            dev: hex()?,
+            dev,
             ino: hex()?,
             stream: hex()?,
         };
@@ -225,7 +289,7 @@ mod tests {
 
     #[test]
     fn every_key_of_a_file_parses_back() {
-        let k = Keys::new("/smbq");
+        let k = Keys::new("/smbq", Volumes::default());
         assert_eq!(k.parse(&k.version(F)), Some((F, Entry::Version)));
         assert_eq!(
             k.parse(&k.delete_pending(F)),
@@ -259,14 +323,16 @@ mod tests {
 
     #[test]
     fn keys_of_other_prefixes_and_bad_keys_are_not_files() {
-        let k = Keys::new("/smbq/");
-        let other = Keys::new("/other/");
+        let k = Keys::new("/smbq/", Volumes::default());
+        let other = Keys::new("/other/", Volumes::default());
         assert_eq!(k.parse(&other.version(F)), None);
         for bad in [
-            "/smbq/f/1.2/v",
-            "/smbq/f/1.2.3/x",
-            "/smbq/f/1.2.3/o/n",
-            "/smbq/f/z.2.3/v",
+            "/smbq/f/d1.2/v",
+            "/smbq/f/d1.2.3/x",
+            "/smbq/f/d1.2.3/o/n",
+            "/smbq/f/dz.2.3/v",
+            "/smbq/f/1.2.3/v",
+            "/smbq/f/v1234.2.3/v",
         ] {
             assert_eq!(k.parse(bad), None, "{bad}");
         }
@@ -274,5 +340,39 @@ mod tests {
         let s = FileKey { stream: 1, ..F };
         let f10 = FileKey { stream: 0x10, ..F };
         assert!(!k.file(f10).starts_with(&k.file(s)));
+    }
+
+    #[test]
+    fn a_file_has_one_key_on_every_node_whatever_its_device_there() {
+        // Node A mounts the shared file system as device 0x2d, node B as 0x31; both serve
+        // it as shares "data" and "Home" (the first name in sort order names it).
+        let a = Keys::new(
+            "/smbq/",
+            Volumes::new(&[(0x2d, "data".into()), (0x2d, "Home".into())]),
+        );
+        let b = Keys::new(
+            "/smbq/",
+            Volumes::new(&[(0x31, "Home".into()), (0x31, "data".into())]),
+        );
+        let on_a = FileKey { dev: 0x2d, ..F };
+        let on_b = FileKey { dev: 0x31, ..F };
+        assert_eq!(a.open(on_a, "n", 1), b.open(on_b, "n", 1));
+        assert!(a.file(on_a).contains("/f/v"), "{}", a.file(on_a));
+        // Each node reads the other's key as its own device.
+        let entry = Entry::Open {
+            node: "n".into(),
+            open_id: 1,
+        };
+        assert_eq!(b.parse(&a.open(on_a, "n", 1)), Some((on_b, entry)));
+        // A device no share names keeps its number, and another volume is another file.
+        let other = FileKey { dev: 0x99, ..F };
+        assert_eq!(a.parse(&a.version(other)), Some((other, Entry::Version)));
+        let c = Keys::new("/smbq/", Volumes::new(&[(0x2d, "other".into())]));
+        assert_ne!(a.file(on_a), c.file(on_a));
+        assert_eq!(
+            b.parse(&c.version(on_a)),
+            None,
+            "a volume node B does not have"
+        );
     }
 }

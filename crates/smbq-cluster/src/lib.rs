@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod breaks;
+mod budget;
 pub mod keys;
 mod remote;
 mod state;
@@ -28,9 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use etcd_client::{
-    Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
-};
+use etcd_client::{Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, WatchOptions};
 use smbq_server::open_state::{Effects, OpenState};
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;
@@ -53,12 +52,20 @@ pub struct ClusterConfig {
     pub prefix: String,
     /// How long one decision may wait for etcd before the client hears SERVER_UNAVAILABLE.
     pub timeout: Duration,
+    /// The file systems this node serves, as (device number here, a name every node gives
+    /// it): files are identified across nodes by volume, inode and stream (crate::keys).
+    pub volumes: Vec<(u64, String)>,
+    /// Open and lock records this node may hold in etcd at once; past it an open or a lock
+    /// gets STATUS_INSUFFICIENT_RESOURCES. etcd's space is shared by every node (and refuses
+    /// every write once its quota is spent), so one node's clients may not fill it.
+    pub max_records: usize,
 }
 
 impl ClusterConfig {
     pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
     pub const DEFAULT_PREFIX: &str = "/smbq/";
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
+    pub const DEFAULT_MAX_RECORDS: usize = 100_000;
 
     pub fn new(endpoints: Vec<String>, node: String) -> ClusterConfig {
         ClusterConfig {
@@ -67,6 +74,8 @@ impl ClusterConfig {
             ttl: Self::DEFAULT_TTL,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             timeout: Self::DEFAULT_TIMEOUT,
+            volumes: Vec::new(),
+            max_records: Self::DEFAULT_MAX_RECORDS,
         }
     }
 }
@@ -88,6 +97,8 @@ pub struct Cluster {
     sink: OnceLock<Sink>,
     /// Tells the watch to start again from a full read (etcd came back).
     rewatch: Notify,
+    /// `ClusterConfig::max_records`.
+    max_records: usize,
 }
 
 /// Where a node's breaks for other nodes' opens go: the server's delivery.
@@ -125,6 +136,7 @@ impl Cluster {
             is_lost: Arc::new(AtomicBool::new(false)),
             sink: OnceLock::new(),
             rewatch: Notify::new(),
+            max_records: cfg.max_records,
         });
         cluster.rt.spawn(cluster.clone().renew(cfg.ttl));
         cluster.rt.spawn(cluster.clone().watchdog(cfg.ttl));
@@ -143,7 +155,8 @@ impl Cluster {
         let remote = Arc::new(RemoteView::default());
         self.rt
             .spawn(watch(self.clone(), local.clone(), remote.clone()));
-        Box::new(state::ClusterState::new(self.clone(), local, remote))
+        let max = self.max_records;
+        Box::new(state::ClusterState::new(self.clone(), local, remote, max))
     }
 
     /// Sets where the breaks this node sends for other nodes' opens go (once; the server
@@ -346,7 +359,7 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
         .await
         .map_err(|e| format!("etcd {}: {e}", cfg.endpoints.join(",")))?;
     let ttl = i64::try_from(cfg.ttl.as_secs().max(2)).unwrap_or(i64::MAX);
-    let keys = Keys::new(&cfg.prefix);
+    let keys = Keys::new(&cfg.prefix, keys::Volumes::new(&cfg.volumes));
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -398,20 +411,19 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
     let prefix = store.keys.files();
     loop {
         let mut c = store.client.clone();
-        let Ok(all) = c
-            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
-            .await
-        else {
+        let Ok((all, rev)) = store.read_all(&prefix).await else {
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         };
-        let rev = all.header().map_or(0, |h| h.revision());
-        let mut locks = Vec::new();
-        for kv in all.kvs() {
+        let (mut locks, mut opens) = (Vec::new(), Vec::new());
+        for kv in &all {
             let Ok(key) = kv.key_str() else { continue };
             match store.keys.parse(key) {
                 Some((f, keys::Entry::Lock { node, lock, .. })) if node != *store.node => {
                     locks.push((f, (key.to_owned(), lock)));
+                }
+                Some((f, keys::Entry::Open { node, .. })) if node != *store.node => {
+                    opens.push((f, key.to_owned()));
                 }
                 // A request made while the watch was away is carried out now.
                 Some((_, keys::Entry::Break { .. })) => {
@@ -420,7 +432,7 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
                 _ => {}
             }
         }
-        remote.reset(locks, rev);
+        remote.reset(locks, opens, rev);
         let opts = WatchOptions::new()
             .with_prefix()
             .with_start_revision(rev + 1);
@@ -472,6 +484,32 @@ fn apply_event(
                 let task = breaks::carry_out(on, f, (key.to_owned(), kv.mod_revision()), req);
                 tokio::spawn(task);
             }
+        }
+        keys::Entry::Open { node, .. } if node != *store.node => {
+            remote.other_open(f, key, put);
+            // Another node admitted an open of a file open here: what this node's opens
+            // wrote goes to stable storage, so the other node's client reads it through its
+            // own mount, then this node says it has seen the admission, which waits for
+            // that (crate::store::Store::admit).
+            let new = kv.create_revision() == kv.mod_revision();
+            if put && new && local.open_count_any(f) > 0 {
+                let (cluster, rev) = (cluster.clone(), kv.mod_revision());
+                tokio::spawn(async move {
+                    let c = cluster.clone();
+                    let flushed = tokio::task::spawn_blocking(move || {
+                        if let Some(sink) = c.sink.get() {
+                            sink(Effects {
+                                flush: vec![f],
+                                ..Effects::default()
+                            });
+                        }
+                    });
+                    if flushed.await.is_ok() {
+                        let _ = cluster.store.ack(f, rev).await;
+                    }
+                });
+            }
+            local.changed(f).notify_waiters();
         }
         keys::Entry::Lock { node, lock, .. } if node != *store.node => {
             if put {

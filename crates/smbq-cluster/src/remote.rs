@@ -5,7 +5,7 @@
 //! granted only once it has (crate::store::Store::lock); a node that opens a file waits
 //! until its view has reached its own admission.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -19,6 +19,9 @@ type Held = (String, (u64, u64, bool));
 #[derive(Default)]
 pub(crate) struct RemoteView {
     locks: Mutex<HashMap<FileKey, Vec<Held>>>,
+    /// Other nodes' open records (their etcd keys), by file: this node flushes what it
+    /// writes to such a file before answering (smbq-server's crate::stable).
+    opens: Mutex<HashMap<FileKey, HashSet<String>>>,
     /// The etcd revision up to which every change is applied.
     applied: AtomicI64,
     /// Files another node asked this node to break caching on, with the revision of the
@@ -34,15 +37,43 @@ impl RemoteView {
         self.locks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts again from a full read at revision `rev`.
-    pub(crate) fn reset(&self, all: Vec<(FileKey, Held)>, rev: i64) {
+    fn opens(&self) -> std::sync::MutexGuard<'_, HashMap<FileKey, HashSet<String>>> {
+        self.opens.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts again from a full read at revision `rev`: other nodes' locks and opens.
+    pub(crate) fn reset(&self, all: Vec<(FileKey, Held)>, opens: Vec<(FileKey, String)>, rev: i64) {
         let mut map = self.locks();
         map.clear();
         for (f, held) in all {
             map.entry(f).or_default().push(held);
         }
         drop(map);
+        let mut map = self.opens();
+        map.clear();
+        for (f, key) in opens {
+            map.entry(f).or_default().insert(key);
+        }
+        drop(map);
         self.applied.store(rev, Ordering::Release);
+    }
+
+    /// Another node's open of `f`, by its record's key, came or went.
+    pub(crate) fn other_open(&self, f: FileKey, key: &str, put: bool) {
+        let mut map = self.opens();
+        if put {
+            map.entry(f).or_default().insert(key.to_owned());
+        } else if let Some(set) = map.get_mut(&f) {
+            set.remove(key);
+            if set.is_empty() {
+                map.remove(&f);
+            }
+        }
+    }
+
+    /// Whether another node has `f` open.
+    pub(crate) fn opened_elsewhere(&self, f: FileKey) -> bool {
+        self.opens().contains_key(&f)
     }
 
     pub(crate) fn put(&self, f: FileKey, key: String, lock: (u64, u64, bool)) {
@@ -124,7 +155,7 @@ mod tests {
     #[test]
     fn io_meets_the_locks_in_view_until_they_go() {
         let v = RemoteView::default();
-        v.reset(vec![(F, ("a".into(), (0, 10, false)))], 5);
+        v.reset(vec![(F, ("a".into(), (0, 10, false)))], Vec::new(), 5);
         assert!(
             !v.io_conflict(F, (0, 4), false),
             "a shared lock lets others read"
@@ -155,5 +186,21 @@ mod tests {
         );
         v.forget(F);
         assert!(!v.contended_since(F, 10));
+    }
+
+    #[test]
+    fn another_nodes_opens_are_seen_until_the_last_goes() {
+        let v = RemoteView::default();
+        v.reset(Vec::new(), vec![(F, "o/b/1".into())], 3);
+        assert!(v.opened_elsewhere(F));
+        v.other_open(F, "o/c/2", true);
+        v.other_open(F, "o/b/1", false);
+        assert!(v.opened_elsewhere(F), "node c still has it");
+        v.other_open(F, "o/c/2", false);
+        assert!(!v.opened_elsewhere(F));
+        assert!(!v.opened_elsewhere(FileKey { ino: 3, ..F }));
+        v.other_open(F, "o/c/2", true);
+        v.reset(Vec::new(), Vec::new(), 4);
+        assert!(!v.opened_elsewhere(F), "a full read starts over");
     }
 }

@@ -27,6 +27,7 @@ use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 
 use crate::Cluster;
+use crate::budget::Budget;
 use crate::remote::RemoteView;
 use crate::store::{Admitted, BREAK_WAIT};
 
@@ -38,6 +39,8 @@ pub(crate) struct ClusterState {
     /// This node's opens admitted in etcd: when, and whether alone (they may cache). One
     /// entry per open, gone at its release.
     admitted: Mutex<HashMap<(FileKey, u64), Admitted>>,
+    /// The records this node holds in etcd, capped (crate::budget).
+    budget: Budget,
 }
 
 /// How long an admitted open waits for this node's view to reach its admission.
@@ -48,12 +51,14 @@ impl ClusterState {
         cluster: Arc<Cluster>,
         local: Arc<dyn OpenState>,
         remote: Arc<RemoteView>,
+        max_records: usize,
     ) -> ClusterState {
         ClusterState {
             cluster,
             local,
             remote,
             admitted: Mutex::default(),
+            budget: Budget::new(max_records),
         }
     }
 
@@ -105,7 +110,14 @@ impl OpenState for ClusterState {
     }
 
     fn admit(&self, key: FileKey, new: &NewOpen<'_>) -> Result<(), NtStatus> {
-        self.local.admit(key, new)?;
+        if !self.budget.take() {
+            tracing::warn!("open refused: this node holds [cluster] max_records in etcd");
+            return Err(NtStatus::INSUFFICIENT_RESOURCES);
+        }
+        if let Err(e) = self.local.admit(key, new) {
+            self.budget.give_back();
+            return Err(e);
+        }
         let (id, path) = (new.open_id, new.path.to_string());
         let modes = (new.checked, new.access, new.share_access);
         let admitted = self.cluster.decide_within(BREAK_WAIT, move |s| {
@@ -138,6 +150,7 @@ impl OpenState for ClusterState {
         if r.is_err() {
             // Not admitted after all: nothing of it may stay here either.
             let _ = self.local.release(key, new.open_id, false, None);
+            self.budget.give_back();
         }
         r
     }
@@ -200,6 +213,7 @@ impl OpenState for ClusterState {
             LockOp::Lock { exclusive } | LockOp::Retry { exclusive } => exclusive,
             LockOp::Unlock => {
                 // Unlocked here already: the record follows, now or later.
+                self.budget.unlocked(key, owner);
                 let r = self
                     .cluster
                     .decide(move |s| async move { s.unlock(key, owner, range).await });
@@ -212,15 +226,30 @@ impl OpenState for ClusterState {
             }
         };
         let lock = (range.0, range.1, exclusive);
-        let r = self
-            .cluster
-            .decide(move |s| async move { s.lock(key, owner, lock).await });
+        let r = if self.budget.take() {
+            let r = self
+                .cluster
+                .decide(move |s| async move { s.lock(key, owner, lock).await });
+            match r {
+                Ok(()) => self.budget.locked(key, owner),
+                Err(_) => self.budget.give_back(),
+            }
+            r
+        } else {
+            tracing::warn!("lock refused: this node holds [cluster] max_records in etcd");
+            Err(NtStatus::INSUFFICIENT_RESOURCES)
+        };
         if r.is_err() {
             // Refused elsewhere: the local grant is taken back (its breaks stand, as for a
             // refused lock: MS-FSA 2.1.5.7 breaks before the conflict check).
             let _ = self.local.on_lock(key, owner, range, LockOp::Unlock, now);
         }
         (r, fx)
+    }
+
+    /// Another node has the file open: its client reads what this node flushed.
+    fn shared_elsewhere(&self, key: FileKey) -> bool {
+        self.remote.opened_elsewhere(key)
     }
 
     fn on_rename(&self, key: FileKey, by: u64, now: Instant) -> Effects {
@@ -285,6 +314,7 @@ impl OpenState for ClusterState {
         }
         let pending = delete_on_close || last.as_ref().is_some_and(|l| l.delete);
         let admitted = self.admitted().remove(&(key, open_id));
+        self.budget.released(key, open_id, admitted.is_some());
         let r = self
             .cluster
             .decide(move |s| async move { s.release(key, open_id, pending, admitted).await });

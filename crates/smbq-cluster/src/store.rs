@@ -23,6 +23,10 @@ pub const BREAK_WAIT: Duration = Duration::from_secs(37);
 /// How long a LOCK waits for the nodes that have the file open to see it.
 const ACK_WAIT: Duration = Duration::from_secs(2);
 
+/// How long an admission waits for the nodes that have the file open to flush what they
+/// wrote and say so: a flush of a file with much unwritten data takes a while.
+const FLUSH_WAIT: Duration = Duration::from_secs(10);
+
 /// Operations in one transaction: etcd refuses more than 128 by default.
 const MAX_TXN_OPS: usize = 100;
 
@@ -105,7 +109,53 @@ fn unavailable(e: etcd_client::Error) -> NtStatus {
     NtStatus::SERVER_UNAVAILABLE
 }
 
+/// Keys read in one response of [`Store::read_all`]: small enough that a page of the
+/// largest records (an open's path is at most a few KiB) stays far below gRPC's 4 MiB.
+const PAGE: i64 = 500;
+
+/// The first key after every key that starts with `prefix` (etcd's range end for it).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0] // every key
+}
+
 impl Store {
+    /// Every key under `prefix` as of one revision, and that revision, read in pages: one
+    /// response is bounded by gRPC's 4 MiB limit, however many records the cluster holds.
+    pub(crate) async fn read_all(
+        &self,
+        prefix: &str,
+    ) -> Result<(Vec<etcd_client::KeyValue>, i64), etcd_client::Error> {
+        let mut c = self.client.clone();
+        let end = prefix_end(prefix);
+        let (mut from, mut rev) = (prefix.as_bytes().to_vec(), 0);
+        let mut all = Vec::new();
+        loop {
+            let mut opts = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+            if rev != 0 {
+                opts = opts.with_revision(rev);
+            }
+            let mut r = c.get(from, Some(opts)).await?;
+            if rev == 0 {
+                rev = r.header().map_or(0, |h| h.revision());
+            }
+            let more = r.more();
+            let page = r.take_kvs();
+            let next = page.last().map(|kv| [kv.key(), &[0]].concat());
+            all.extend(page);
+            match next {
+                Some(next) if more => from = next,
+                _ => return Ok((all, rev)),
+            }
+        }
+    }
+
     async fn view(&self, f: FileKey) -> Result<View, NtStatus> {
         let mut c = self.client.clone();
         let prefix = self.keys.file(f);
@@ -148,7 +198,7 @@ impl Store {
                 Entry::Ack { node } => {
                     let seen = std::str::from_utf8(kv.value())
                         .ok()
-                        .and_then(|t| t.parse().ok());
+                        .and_then(|t| i64::from_str_radix(t, 16).ok());
                     v.acks.insert(node, seen.unwrap_or(0));
                 }
             }
@@ -306,12 +356,15 @@ impl Store {
                 alone,
                 sole: false,
             };
-            if holders.is_empty() {
-                return Ok(admitted);
-            }
+            // The other nodes with the file open flush what their opens wrote when they see
+            // this admission, then say so (crate::watch): the new open's client reads it.
+            let told: HashSet<String> = all.iter().map(|o| o.node.clone()).collect();
             let waited = async {
-                let keys = self.request_breaks(f, &holders, intent).await?;
-                self.await_breaks(f, &keys, deadline).await
+                if !holders.is_empty() {
+                    let keys = self.request_breaks(f, &holders, intent).await?;
+                    self.await_breaks(f, &keys, deadline).await?;
+                }
+                self.await_acks(f, rev, &told, FLUSH_WAIT).await
             };
             if let Err(e) = waited.await {
                 let mut c = self.client.clone();
@@ -500,9 +553,8 @@ impl Store {
     /// a directory rename is refused then, which errs on the safe side (MS-FSA 2.1.5.15.11).
     /// Reads every open in the cluster: renames of directories are rare.
     pub async fn any_open_below(&self, dir: String, except: FileKey) -> Result<bool, NtStatus> {
-        let mut c = self.client.clone();
-        let r = c
-            .get(self.keys.files(), Some(GetOptions::new().with_prefix()))
+        let (all, _) = self
+            .read_all(&self.keys.files())
             .await
             .map_err(unavailable)?;
         let prefix = if dir.is_empty() {
@@ -510,7 +562,7 @@ impl Store {
         } else {
             format!("{}/", dir.to_lowercase())
         };
-        Ok(r.kvs().iter().any(|kv| {
+        Ok(all.iter().any(|kv| {
             let Some((f, Entry::Open { node, .. })) =
                 kv.key_str().ok().and_then(|k| self.keys.parse(k))
             else {
@@ -614,7 +666,7 @@ impl Store {
                 continue;
             };
             let told: HashSet<String> = v.others.into_iter().map(|o| o.node).collect();
-            if let Err(e) = self.await_acks(f, rev, &told).await {
+            if let Err(e) = self.await_acks(f, rev, &told, ACK_WAIT).await {
                 let mut c = self.client.clone();
                 let _ = c.delete(key, None).await;
                 return Err(e);
@@ -631,8 +683,12 @@ impl Store {
         f: FileKey,
         rev: i64,
         nodes: &HashSet<String>,
+        within: Duration,
     ) -> Result<(), NtStatus> {
-        let deadline = Instant::now() + ACK_WAIT;
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        let deadline = Instant::now() + within;
         let mut pause = Duration::from_millis(1);
         loop {
             let v = self.view(f).await?;
@@ -651,10 +707,23 @@ impl Store {
         }
     }
 
-    /// This node has seen the file's changes up to `rev` (crate::remote).
+    /// This node has seen the file's changes up to `rev` (crate::remote), and flushed what
+    /// it wrote before them.
     pub async fn ack(&self, f: FileKey, rev: i64) -> Result<(), NtStatus> {
         let mut c = self.client.clone();
         let key = self.keys.ack(f, &self.node);
+        // Acknowledgments run concurrently, so one may come after a later one: the value
+        // only grows (fixed-width hex, which etcd's byte-wise comparison orders as numbers).
+        let seen = format!("{rev:016x}");
+        let put = || TxnOp::put(key.clone(), seen.clone(), self.leased());
+        let first = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([put()])
+            .or_else([TxnOp::txn(
+                Txn::new()
+                    .when([Compare::value(key.clone(), CompareOp::Less, seen.clone())])
+                    .and_then([put()]),
+            )]);
         // Only while the file has state here: an ack after its last close would outlive it.
         let txn = Txn::new()
             .when([Compare::version(
@@ -662,7 +731,7 @@ impl Store {
                 CompareOp::Greater,
                 0,
             )])
-            .and_then([TxnOp::put(key, rev.to_string(), self.leased())]);
+            .and_then([TxnOp::txn(first)]);
         c.txn(txn).await.map_err(unavailable)?;
         Ok(())
     }

@@ -20,6 +20,8 @@ pub struct ClusterFile {
     /// Where in etcd's key space the cluster lives (default `/smbq/`): several clusters can
     /// share one etcd.
     pub prefix: Option<String>,
+    /// Open and lock records this node may hold in etcd at once (default 100000).
+    pub max_records: Option<usize>,
 }
 
 /// How this server joins a cluster, from the flags over the file.
@@ -29,6 +31,7 @@ pub struct Plan {
     pub node: String,
     pub ttl: Duration,
     pub prefix: String,
+    pub max_records: usize,
 }
 
 const TTL_SECS: std::ops::RangeInclusive<u64> = 2..=300;
@@ -78,11 +81,16 @@ pub fn plan(
     if !prefix.starts_with('/') {
         return Err(format!("[cluster] prefix {prefix:?}: must start with '/'"));
     }
+    let max_records = file.max_records.unwrap_or(100_000);
+    if max_records == 0 {
+        return Err("[cluster] max_records = 0: a node needs at least one record".into());
+    }
     Ok(Some(Plan {
         endpoints,
         node,
         ttl: Duration::from_secs(ttl),
         prefix,
+        max_records,
     }))
 }
 
@@ -96,11 +104,16 @@ pub enum Node {}
 
 #[cfg(feature = "cluster")]
 impl Node {
-    /// Joins the cluster `plan` names.
-    pub async fn join(plan: &Plan) -> Result<Node, String> {
+    /// Joins the cluster `plan` names, serving `shares`.
+    pub async fn join(
+        plan: &Plan,
+        shares: &[smbq_server::config::ShareConfig],
+    ) -> Result<Node, String> {
         let cfg = smbq_cluster::ClusterConfig {
             ttl: plan.ttl,
             prefix: plan.prefix.clone(),
+            volumes: volumes(shares),
+            max_records: plan.max_records,
             ..smbq_cluster::ClusterConfig::new(plan.endpoints.clone(), plan.node.clone())
         };
         let c = smbq_cluster::Cluster::join(cfg).await?;
@@ -138,9 +151,24 @@ impl Node {
     }
 }
 
+/// The volumes of `shares` for the cluster: each share root's device, named by the share.
+/// Every node serves the same shares, so every node names a file system alike, whatever
+/// device number its mount has there (smbq_cluster::keys::Volumes).
+#[cfg(feature = "cluster")]
+fn volumes(shares: &[smbq_server::config::ShareConfig]) -> Vec<(u64, String)> {
+    use std::os::unix::fs::MetadataExt;
+    shares
+        .iter()
+        .filter_map(|s| {
+            let m = std::fs::metadata(&s.path).ok()?;
+            Some((m.dev(), s.name.clone()))
+        })
+        .collect()
+}
+
 #[cfg(not(feature = "cluster"))]
 impl Node {
-    pub async fn join(_: &Plan) -> Result<Node, String> {
+    pub async fn join(_: &Plan, _: &[smbq_server::config::ShareConfig]) -> Result<Node, String> {
         Err("this smbq was built without the `cluster` feature \
              (cargo build --release -p smbq --features cluster)"
             .into())
@@ -174,6 +202,7 @@ mod tests {
             node: Some("a".into()),
             ttl_secs: Some(5),
             prefix: None,
+            max_records: None,
         };
         let p = plan(
             Some("http://127.0.0.1:2379,http://127.0.0.1:2381"),

@@ -462,7 +462,7 @@ async fn serve(s: Startup) -> Result<(), String> {
         .iter()
         .any(|c| c.continuous_availability);
     let node = match &s.cluster {
-        Some(plan) => Some(crate::cluster::Node::join(plan).await?),
+        Some(plan) => Some(crate::cluster::Node::join(plan, &s.server_cfg.shares).await?),
         None => None,
     };
     let server = match &node {
