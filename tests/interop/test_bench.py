@@ -35,7 +35,7 @@ S1_ONLY = {"smbq-tcp-enc-2ch"}
 FIGURES = ["raw.svg", "fio_s1.svg", "fio_s2.svg", "fio_s3.svg", "sweep.svg", "sweep_cpu.svg",
            "setup.svg", "loss_files_delay.svg", "loss_files_loss.svg", "loss_big_delay.svg",
            "loss_big_loss.svg", "interactive.svg", "compression.svg", "compression_loopback.svg",
-           "get.svg", "cluster.svg"]
+           "get.svg", "cluster.svg", "cluster_aggregate.svg"]
 # The whole quick run measures about 3.5 minutes on 2 cores (compression ~1 minute) (crypto's `openssl speed`
 # references alone take 33 s); this bounds a hang.
 TIMEOUT = 600
@@ -84,9 +84,11 @@ def test_every_scenario_produced_numbers(quick_run):
     cluster = sc["cluster"]
     assert {(r["share"], r["op"]) for r in cluster} == {
         (s, op) for s in ("alone", "cluster node")
-        for op in ("create_close", "write_4k", "upload", "download")}
+        for op in ("create_close", "write_4k", "upload", "download")} | {
+        (s, op) for s in ("1 node", "3 nodes")
+        for op in ("aggregate_upload", "aggregate_download")}
     for r in cluster:
-        if r["op"] in ("upload", "download"):
+        if r["op"].endswith("upload") or r["op"].endswith("download"):
             assert positive(r["mb_s"]["median"]), r
         else:
             assert r["ops"] > 0 and 0 < r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"], r

@@ -503,6 +503,28 @@ fn cluster_table(o: &mut String, rows: &[crate::scenarios::ca::CaRow]) {
         );
     }
     o.push_str("\n![cluster](cluster.svg)\n\n");
+    let agg = |setup: &str, op: &str| {
+        rows.iter()
+            .find(|r| r.share == setup && r.op == op)
+            .map(|r| r.mb_s.median)
+    };
+    let _ = writeln!(
+        o,
+        "Aggregate: {} clients at once over encrypted TCP, each uploading and then downloading \
+         a file of its own, on one cluster node or spread over three (same etcd). The nodes \
+         share this machine's cores with the clients.\n",
+        crate::scenarios::cluster::CLIENTS
+    );
+    for op in ["aggregate_upload", "aggregate_download"] {
+        if let (Some(one), Some(three)) = (agg("1 node", op), agg("3 nodes", op)) {
+            let _ = writeln!(
+                o,
+                "- {op}: {one:.0} MB/s on 1 node, {three:.0} MB/s on 3 nodes ({:.2}x).",
+                three / one
+            );
+        }
+    }
+    o.push_str("\n![cluster_aggregate](cluster_aggregate.svg)\n\n");
 }
 
 /// The rows of a latency table (`ca`, `cluster`): one per operation, and MB/s for the
@@ -513,7 +535,7 @@ fn latency_rows(o: &mut String, first: &str, rows: &[crate::scenarios::ca::CaRow
         "| {first} | Operation | Ops | p50 ms | p90 ms | p99 ms | MB/s |\n|---|---|---|---|---|---|---|"
     );
     for r in rows {
-        if r.op == "upload" || r.op == "download" {
+        if r.op.ends_with("upload") || r.op.ends_with("download") {
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | | | | {} |",

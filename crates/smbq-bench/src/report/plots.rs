@@ -400,6 +400,30 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
                 &crate::scenarios::cluster::OPS,
             ),
         ));
+        let ops = ["aggregate_upload", "aggregate_download"];
+        let series = crate::scenarios::cluster::SPREAD
+            .iter()
+            .map(|(setup, _)| {
+                let vals = ops
+                    .iter()
+                    .map(|op| {
+                        rows.iter()
+                            .find(|r| r.share == *setup && r.op == *op)
+                            .and_then(|r| bar(&r.mb_s))
+                    })
+                    .collect();
+                (setup.to_string(), vals)
+            })
+            .collect();
+        let title = format!(
+            "{} clients at once on 1 and on 3 cluster nodes (median, bar min to max)",
+            crate::scenarios::cluster::CLIENTS
+        );
+        let cats = ops.iter().map(|o| o.to_string()).collect();
+        out.push((
+            "cluster_aggregate".to_string(),
+            bars(&title, "MB/s", cats, series),
+        ));
     }
     if let Some(rows) = &res.interactive {
         let mut losses: Vec<f64> = rows.iter().map(|r| r.loss_pct).collect();

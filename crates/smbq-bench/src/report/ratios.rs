@@ -574,6 +574,17 @@ fn cluster(out: &mut Vec<Ratio>, rows: &[crate::scenarios::ca::CaRow]) {
             goal: None,
         });
     }
+    for op in ["aggregate_upload", "aggregate_download"] {
+        out.push(Ratio {
+            kind: "aggregate MB/s, 3 nodes / 1 node",
+            case: op.to_string(),
+            value: ratio(
+                find("3 nodes", op).map(|r| r.mb_s.median),
+                find("1 node", op).map(|r| r.mb_s.median),
+            ),
+            goal: None,
+        });
+    }
 }
 
 #[cfg(test)]

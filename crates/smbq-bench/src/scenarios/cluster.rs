@@ -5,6 +5,11 @@
 //! transactions, and one more when the open asks for caching); a 4 KiB WRITE on an open
 //! handle (no etcd); and a sequential upload and download (no etcd). The issue expects +1 to
 //! 3 ms per CREATE+CLOSE, and READ and WRITE unchanged.
+//!
+//! Then the aggregate: [`CLIENTS`] clients at once, each uploading and then downloading a
+//! file of its own, spread over one cluster node or over three (client i on node i mod n).
+//! On a machine with few cores the three nodes share them with the clients: the ratio says
+//! what scale-out costs or gains here, not on three hosts.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -27,6 +32,10 @@ use crate::{Ctx, Scale};
 pub const SETUPS: [&str; 2] = ["alone", "cluster node"];
 /// The operations timed one at a time, in table order.
 pub const OPS: [&str; 2] = ["create_close", "write_4k"];
+/// The setups of the aggregate measurement, in table order, with their number of nodes.
+pub const SPREAD: [(&str, usize); 2] = [("1 node", 1), ("3 nodes", 3)];
+/// Clients at once in the aggregate measurement.
+pub const CLIENTS: usize = 6;
 const DIR: &str = "cluster-bench";
 
 fn counts(scale: Scale) -> (usize, usize, u64) {
@@ -250,14 +259,145 @@ fn measure(
         .collect())
 }
 
+/// Bytes each client moves each way in the aggregate measurement.
+fn aggregate_size(scale: Scale) -> u64 {
+    match scale {
+        Scale::Quick => 16 << 20,
+        Scale::Full => 256 << 20,
+    }
+}
+
+/// One aggregate run: every client's tree and file, then all upload at once, then all
+/// download at once; the MB/s of each phase over all clients.
+async fn aggregate_run(eps: Vec<Endpoint>, size: u64, run: String) -> Result<(f64, f64), String> {
+    let mut files = Vec::with_capacity(eps.len());
+    for (i, ep) in eps.iter().enumerate() {
+        let tree: Tree = ep.open_tree().await?;
+        check_protection(Target::SmbqTcpEnc, &tree)?;
+        let name = format!("{DIR}/{run}-a{i}");
+        let f = tree
+            .open(&name, &OpenOptions::create_truncate())
+            .await
+            .map_err(|e| format!("create {name}: {e}"))?;
+        files.push((tree, std::sync::Arc::new(f), name));
+    }
+    let phase = |download_phase: bool| {
+        let mut set = tokio::task::JoinSet::new();
+        for (_, f, name) in &files {
+            let (f, name) = (f.clone(), name.clone());
+            set.spawn(async move {
+                if download_phase {
+                    download(&f, 0, size, TransferOptions::default(), |_| Ok(()))
+                        .await
+                        .map_err(|e| format!("download {name}: {e}"))
+                } else {
+                    timed_upload(&f, &name, size).await.map(|(sent, _)| sent)
+                }
+            });
+        }
+        async move {
+            let t = Instant::now();
+            let mut bytes = 0u64;
+            while let Some(r) = set.join_next().await {
+                bytes += r.map_err(|e| e.to_string())??;
+            }
+            Ok::<f64, String>(bytes as f64 / 1e6 / t.elapsed().as_secs_f64())
+        }
+    };
+    let up = phase(false).await?;
+    let down = phase(true).await?;
+    for (_, f, _) in files {
+        if let Ok(f) = std::sync::Arc::try_unwrap(f) {
+            f.close().await.map_err(|e| e.to_string())?;
+        }
+    }
+    Ok((up, down))
+}
+
+/// [`SPREAD`]'s setups in turns, each repeat on fresh nodes: aggregate upload and download
+/// rows.
+fn aggregate(
+    ctx: &mut Ctx,
+    net: &Net,
+    etcd: &Etcd,
+    prog: &mut Progress,
+) -> Result<Vec<CaRow>, String> {
+    let mut got: Vec<(Vec<f64>, Vec<f64>)> = SPREAD.iter().map(|_| Default::default()).collect();
+    let size = aggregate_size(ctx.scale);
+    for r in 0..ctx.repeats() {
+        for (i, ((setup, n), acc)) in SPREAD.iter().zip(got.iter_mut()).enumerate() {
+            prog.step(&format!("{CLIENTS} clients on {setup} (repeat {})", r + 1));
+            let _ = Command::new("sync").status();
+            let mut nodes = Vec::new();
+            for k in 0..*n {
+                let extra = etcd.config(&format!("agg{r}-{i}-{k}"));
+                match ctx.start_smbq_configured(net, "cluster-agg", &extra) {
+                    Ok(s) => nodes.push(s),
+                    Err(e) => {
+                        for s in nodes {
+                            let _ = s.stop();
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            let eps: Result<Vec<Endpoint>, String> = (0..CLIENTS)
+                .map(|c| {
+                    let node = nodes.get(c % n).ok_or("no node")?;
+                    let addr = node.tcp.ok_or("no TCP address")?;
+                    Ok(Endpoint::tcp(
+                        Target::SmbqTcpEnc,
+                        addr,
+                        &ctx.user,
+                        &ctx.password,
+                    ))
+                })
+                .collect();
+            let m =
+                eps.and_then(|eps| net.on_client(aggregate_run(eps, size, format!("{i}-{r}")))?);
+            let mut stopped = Ok(());
+            for s in nodes {
+                stopped = stopped.and(s.stop());
+            }
+            let (up, down) = m?;
+            stopped?;
+            acc.0.push(up);
+            acc.1.push(down);
+        }
+    }
+    let row = |setup: &str, op: &str, v: &[f64]| CaRow {
+        share: setup.into(),
+        op: op.into(),
+        ops: v.len(),
+        p50_ms: 0.0,
+        p90_ms: 0.0,
+        p99_ms: 0.0,
+        mb_s: Summary::of(v),
+    };
+    Ok(SPREAD
+        .iter()
+        .zip(got)
+        .flat_map(|((s, _), (up, down))| {
+            [
+                row(s, "aggregate_upload", &up),
+                row(s, "aggregate_download", &down),
+            ]
+        })
+        .collect())
+}
+
 pub fn run(ctx: &mut Ctx) -> Result<Vec<CaRow>, String> {
     std::fs::create_dir_all(ctx.data.join(DIR)).map_err(|e| e.to_string())?;
-    let mut prog = Progress::new("cluster", SETUPS.len() * ctx.repeats());
+    let steps = (SETUPS.len() + SPREAD.len()) * ctx.repeats();
+    let mut prog = Progress::new("cluster", steps);
     let etcd_dir = ctx.scratch.path().join("etcd");
     std::fs::create_dir_all(&etcd_dir).map_err(|e| e.to_string())?;
     let etcd = Etcd::start(&etcd_dir)?;
     let net = ctx.net(Some(LinkDesc::loopback()))?;
-    let r = measure(ctx, &net, &etcd, &mut prog);
+    let r = measure(ctx, &net, &etcd, &mut prog).and_then(|mut rows| {
+        rows.extend(aggregate(ctx, &net, &etcd, &mut prog)?);
+        Ok(rows)
+    });
     ctx.stop_net(net);
     drop(etcd);
     prog.finish();
