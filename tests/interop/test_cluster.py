@@ -282,6 +282,11 @@ class Client:
         except SessionError as e:
             return e.get_error_code()
 
+    def delete_pending(self, fid) -> bool:
+        # FileStandardInformation (5): DeletePending is the byte at offset 20.
+        info = self.smb.queryInfo(self.tid, fid, infoType=1, fileInfoClass=5)
+        return info[20] == 1
+
     def set_delete_pending(self, fid):
         # FileDispositionInformation (13): DeletePending = TRUE.
         self.smb.setInfo(self.tid, fid, inputBlob=b"\x01", infoType=1, fileInfoClass=13)
@@ -454,8 +459,14 @@ def test_delete_pending_is_seen_across_nodes_and_the_last_close_anywhere_deletes
     c = Client(cluster.nodes[2], cluster.password)
     fb = b.open("d.txt", READ, SHARE_ALL)
     fa = a.open("d.txt", READ | DELETE, SHARE_ALL)
+    assert not b.delete_pending(fb)
     a.set_delete_pending(fa)
     assert c.open("d.txt", READ, SHARE_ALL) == STATUS_DELETE_PENDING
+    # A query on the other node says so too (from its watch, without asking etcd).
+    deadline = time.time() + 2
+    while not b.delete_pending(fb) and time.time() < deadline:
+        time.sleep(0.05)
+    assert b.delete_pending(fb)
     a.close(fa)
     # b's open on another node keeps the file until it closes: then it goes.
     assert (cluster.data / "d.txt").exists()

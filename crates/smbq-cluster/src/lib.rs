@@ -416,6 +416,7 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
             continue;
         };
         let (mut locks, mut opens) = (Vec::new(), Vec::new());
+        let mut pending = std::collections::HashSet::new();
         for kv in &all {
             let Ok(key) = kv.key_str() else { continue };
             match store.keys.parse(key) {
@@ -425,6 +426,9 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
                 Some((f, keys::Entry::Open { node, .. })) if node != *store.node => {
                     opens.push((f, key.to_owned()));
                 }
+                Some((f, keys::Entry::DeletePending)) => {
+                    pending.insert(f);
+                }
                 // A request made while the watch was away is carried out now.
                 Some((_, keys::Entry::Break { .. })) => {
                     apply_event(&cluster, &local, &remote, kv, true);
@@ -432,7 +436,7 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
                 _ => {}
             }
         }
-        remote.reset(locks, opens, rev);
+        remote.reset(locks, opens, pending, rev);
         let opts = WatchOptions::new()
             .with_prefix()
             .with_start_revision(rev + 1);
@@ -509,6 +513,10 @@ fn apply_event(
                     }
                 });
             }
+            local.changed(f).notify_waiters();
+        }
+        keys::Entry::DeletePending => {
+            remote.mark(f, put);
             local.changed(f).notify_waiters();
         }
         keys::Entry::Lock { node, lock, .. } if node != *store.node => {

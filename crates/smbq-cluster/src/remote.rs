@@ -22,6 +22,9 @@ pub(crate) struct RemoteView {
     /// Other nodes' open records (their etcd keys), by file: this node flushes what it
     /// writes to such a file before answering (smbq-server's crate::stable).
     opens: Mutex<HashMap<FileKey, HashSet<String>>>,
+    /// Files delete-pending in etcd (`f/FILE/dp`), for queries (FileStandardInformation):
+    /// an admission still asks etcd itself.
+    pending: Mutex<HashSet<FileKey>>,
     /// The etcd revision up to which every change is applied.
     applied: AtomicI64,
     /// Files another node asked this node to break caching on, with the revision of the
@@ -42,7 +45,13 @@ impl RemoteView {
     }
 
     /// Starts again from a full read at revision `rev`: other nodes' locks and opens.
-    pub(crate) fn reset(&self, all: Vec<(FileKey, Held)>, opens: Vec<(FileKey, String)>, rev: i64) {
+    pub(crate) fn reset(
+        &self,
+        all: Vec<(FileKey, Held)>,
+        opens: Vec<(FileKey, String)>,
+        pending: HashSet<FileKey>,
+        rev: i64,
+    ) {
         let mut map = self.locks();
         map.clear();
         for (f, held) in all {
@@ -55,7 +64,26 @@ impl RemoteView {
             map.entry(f).or_default().insert(key);
         }
         drop(map);
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = pending;
         self.applied.store(rev, Ordering::Release);
+    }
+
+    /// `f`'s delete-pending mark came or went.
+    pub(crate) fn mark(&self, f: FileKey, pending: bool) {
+        let mut set = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if pending {
+            set.insert(f);
+        } else {
+            set.remove(&f);
+        }
+    }
+
+    /// Whether `f` is delete-pending on some node, as far as the watch has seen.
+    pub(crate) fn delete_pending(&self, f: FileKey) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&f)
     }
 
     /// Another node's open of `f`, by its record's key, came or went.
@@ -155,7 +183,12 @@ mod tests {
     #[test]
     fn io_meets_the_locks_in_view_until_they_go() {
         let v = RemoteView::default();
-        v.reset(vec![(F, ("a".into(), (0, 10, false)))], Vec::new(), 5);
+        v.reset(
+            vec![(F, ("a".into(), (0, 10, false)))],
+            Vec::new(),
+            HashSet::new(),
+            5,
+        );
         assert!(
             !v.io_conflict(F, (0, 4), false),
             "a shared lock lets others read"
@@ -191,7 +224,11 @@ mod tests {
     #[test]
     fn another_nodes_opens_are_seen_until_the_last_goes() {
         let v = RemoteView::default();
-        v.reset(Vec::new(), vec![(F, "o/b/1".into())], 3);
+        v.reset(Vec::new(), vec![(F, "o/b/1".into())], HashSet::from([F]), 3);
+        assert!(v.delete_pending(F));
+        v.mark(F, false);
+        assert!(!v.delete_pending(F));
+        v.mark(F, true);
         assert!(v.opened_elsewhere(F));
         v.other_open(F, "o/c/2", true);
         v.other_open(F, "o/b/1", false);
@@ -200,7 +237,8 @@ mod tests {
         assert!(!v.opened_elsewhere(F));
         assert!(!v.opened_elsewhere(FileKey { ino: 3, ..F }));
         v.other_open(F, "o/c/2", true);
-        v.reset(Vec::new(), Vec::new(), 4);
+        v.reset(Vec::new(), Vec::new(), HashSet::new(), 4);
         assert!(!v.opened_elsewhere(F), "a full read starts over");
+        assert!(!v.delete_pending(F));
     }
 }

@@ -400,12 +400,10 @@ impl OpenState for ClusterState {
         Ok(())
     }
 
+    /// Here, or on another node as this node's watch has seen it (no etcd round trip per
+    /// query; an admission asks etcd itself).
     fn delete_pending(&self, key: FileKey) -> bool {
-        self.local.delete_pending(key)
-            || self
-                .cluster
-                .decide(move |s| async move { s.delete_pending(key).await })
-                .unwrap_or(false)
+        self.local.delete_pending(key) || self.remote.delete_pending(key)
     }
 
     fn open_count_any(&self, key: FileKey) -> usize {

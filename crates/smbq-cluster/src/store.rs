@@ -633,11 +633,6 @@ impl Store {
         Err(NtStatus::SERVER_UNAVAILABLE)
     }
 
-    /// Whether another node made the file delete-pending.
-    pub async fn delete_pending(&self, f: FileKey) -> Result<bool, NtStatus> {
-        Ok(self.view(f).await?.delete_pending)
-    }
-
     /// MS-FSA 2.1.5.7: a lock this node granted against its own locks, against every other
     /// node's: LOCK_NOT_GRANTED, or it is recorded. It is granted only once every other node
     /// with the file open has it in its view (crate::remote), so their READs and WRITEs
