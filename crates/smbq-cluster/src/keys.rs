@@ -319,6 +319,9 @@ mod tests {
             assert!(key.starts_with(&k.lock_range(F, "a", 9, (100, u64::MAX))));
             assert!(key.starts_with(&k.locks_of(F, "a", 9)));
         }
+        // An unlock takes the last key of the range first (crate::store::Store::unlock): an
+        // exclusive lock, whatever the sequence numbers, as the local table does.
+        assert!(k.lock(F, "a", 9, (1, 2, true), 0) > k.lock(F, "a", 9, (1, 2, false), u64::MAX));
     }
 
     #[test]

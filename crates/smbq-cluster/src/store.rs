@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp};
+use etcd_client::{
+    Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
+};
 use smbq_server::file_state::FileKey;
 use smbq_server::file_state::byte_range::lock_conflict;
 use smbq_server::file_state::share_mode::share_conflict;
@@ -602,6 +604,52 @@ impl Store {
         Ok(())
     }
 
+    /// Removes what is left of files nobody has open: a node that died while it held a
+    /// file's last opens leaves the file's version and delete-pending keys (they hang on no
+    /// lease). Each file goes in a transaction that holds only if the file did not change
+    /// since it was read, so an admission meanwhile keeps it. The number of files removed.
+    pub async fn sweep(&self) -> Result<usize, NtStatus> {
+        let files = self.keys.files();
+        let (all, _) = self.read_all(&files).await.map_err(unavailable)?;
+        // Per file (its key prefix): the version key's mod revision, and whether anything of
+        // an open is left (an open, a lock, a break request: each on a live node's lease).
+        let mut seen: HashMap<String, (i64, bool)> = HashMap::new();
+        for kv in &all {
+            let Ok(key) = kv.key_str() else { continue };
+            let Some((file, rest)) = key
+                .strip_prefix(files.as_str())
+                .and_then(|r| r.split_once('/'))
+            else {
+                continue;
+            };
+            let e = seen.entry(format!("{files}{file}/")).or_default();
+            match rest.split('/').next() {
+                Some("v") => e.0 = kv.mod_revision(),
+                Some("o" | "l" | "b") => e.1 = true,
+                _ => {}
+            }
+        }
+        let mut c = self.client.clone();
+        let mut removed = 0;
+        for (prefix, (version, live)) in seen {
+            if live {
+                continue;
+            }
+            let all = Some(DeleteOptions::new().with_prefix());
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    format!("{prefix}v"),
+                    CompareOp::Equal,
+                    version,
+                )])
+                .and_then([TxnOp::delete(prefix, all)]);
+            if c.txn(txn).await.map_err(unavailable)?.succeeded() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     /// The file is gone (or its delete failed): nothing is left of it here.
     pub async fn forget(&self, f: FileKey) -> Result<(), NtStatus> {
         let mut c = self.client.clone();
@@ -731,12 +779,14 @@ impl Store {
         Ok(())
     }
 
-    /// MS-FSA 2.1.5.9: one lock of exactly this range by `owner` goes.
+    /// MS-FSA 2.1.5.9: one lock of exactly this range by `owner` goes, an exclusive one
+    /// first, as the local table takes it (keys in descending order: `x` before `s`).
     pub async fn unlock(&self, f: FileKey, owner: u64, range: (u64, u64)) -> Result<(), NtStatus> {
         let mut c = self.client.clone();
         let prefix = self.keys.lock_range(f, &self.node, owner, range);
         let opts = GetOptions::new()
             .with_prefix()
+            .with_sort(SortTarget::Key, SortOrder::Descend)
             .with_limit(1)
             .with_keys_only();
         let r = c.get(prefix, Some(opts)).await.map_err(unavailable)?;
