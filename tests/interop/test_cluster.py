@@ -81,6 +81,22 @@ class Etcd:
                          for n in names)
         raise RuntimeError(f"etcd not healthy\n{logs}")
 
+    def count(self, prefix: str) -> int:
+        """Keys under `prefix`, through etcd's JSON gateway (a live member)."""
+        import base64
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        body = json.dumps({"key": base64.b64encode(prefix.encode()).decode(),
+                           "range_end": base64.b64encode(end.encode()).decode(),
+                           "count_only": True}).encode()
+        for n in self.names:
+            if self.procs[n].poll() is not None:
+                continue
+            req = urllib.request.Request(f"http://127.0.0.1:{self.client[n]}/v3/kv/range",
+                                         data=body, method="POST")
+            with urllib.request.urlopen(req, timeout=2) as r:
+                return int(json.loads(r.read()).get("count", 0))
+        raise RuntimeError("no etcd member alive")
+
     def kill(self, n: str):
         self.procs[n].kill()
         self.procs[n].wait()
@@ -528,6 +544,30 @@ def test_a_killed_nodes_opens_are_released_within_its_lease(workdir, cluster):
     again.close(f)
     b.logoff()
     again.logoff()
+
+
+def test_what_a_killed_node_left_in_etcd_is_swept(cluster):
+    """A file whose last opens died with their node keeps no keys in etcd: the surviving
+    nodes sweep its version and delete-pending keys when the node's lease goes."""
+    (cluster.data / "s.txt").write_bytes(b"x")
+    a = Client(cluster.nodes[0], cluster.password)
+    fa = a.open("s.txt", READ | WRITE | DELETE, SHARE_ALL)
+    assert isinstance(fa, bytes)
+    a.set_delete_pending(fa)
+    assert cluster.etcd.count("/smbq/f/") >= 3  # version, delete-pending, the open
+    cluster.nodes[0].proc.kill()
+    cluster.nodes[0].proc.wait()
+    killed = time.time()
+    while cluster.etcd.count("/smbq/f/") and time.time() - killed < TTL_S + 5:
+        time.sleep(0.2)
+    assert cluster.etcd.count("/smbq/f/") == 0
+    print(f"swept {time.time() - killed:.1f} s after the kill (lease {TTL_S} s)")
+    # The file was delete-pending on a dead node: it stays, and is open to all again.
+    b = Client(cluster.nodes[1], cluster.password)
+    fb = b.open("s.txt", READ, SHARE_ALL)
+    assert isinstance(fb, bytes), hex(fb)
+    b.close(fb)
+    b.logoff()
 
 
 # An outage shorter than the nodes' lease: they fence themselves, then carry on.

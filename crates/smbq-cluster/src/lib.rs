@@ -140,6 +140,7 @@ impl Cluster {
         });
         cluster.rt.spawn(cluster.clone().renew(cfg.ttl));
         cluster.rt.spawn(cluster.clone().watchdog(cfg.ttl));
+        cluster.rt.spawn(sweeper(cluster.clone()));
         Ok(cluster)
     }
 
@@ -465,6 +466,41 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
             }
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Sweeps (crate::store::Store::sweep) when this node starts and whenever a node leaves
+/// the cluster (its entry under `nodes/` goes with its lease, and its opens with it). Each
+/// node waits a little, by its name, so that they do not all read at once.
+async fn sweeper(cluster: Arc<Cluster>) {
+    let store = &cluster.store;
+    let spread = store.node.bytes().map(u64::from).sum::<u64>() % 1000;
+    let sweep = || async move {
+        tokio::time::sleep(Duration::from_millis(200 + spread)).await;
+        match store.sweep().await {
+            Ok(0) | Err(_) => {}
+            Ok(n) => tracing::info!(files = n, "removed what departed nodes left in etcd"),
+        }
+    };
+    loop {
+        let mut c = store.client.clone();
+        let opts = WatchOptions::new().with_prefix();
+        let Ok(mut events) = c.watch(store.keys.nodes(), Some(opts)).await else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        // Also at every (re)start: nodes may have left while this one was not watching.
+        sweep().await;
+        while let Ok(Some(r)) = events.message().await {
+            let left = r
+                .events()
+                .iter()
+                .any(|e| e.event_type() == etcd_client::EventType::Delete);
+            if left {
+                sweep().await;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
