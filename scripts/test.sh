@@ -47,9 +47,11 @@ ldconfig -p | grep -q libgssapi_krb5.so.2 || need+=(libgssapi-krb5-2)
 command -v cmake >/dev/null || need+=(cmake)
 [[ -e /usr/include/numa.h ]] || need+=(libnuma-dev)
 # Scale-out (cargo feature cluster, docs/cluster.md): protoc builds the etcd client, and the
-# interop tests start a real three-member etcd (tests/interop/test_cluster.py).
+# interop tests start a real three-member etcd (tests/interop/test_cluster.py) and a MooseFS
+# mounted twice (test_cluster_moosefs.py).
 command -v protoc >/dev/null || need+=(protobuf-compiler)
 command -v etcd >/dev/null || need+=(etcd-server)
+command -v mfsmount >/dev/null || need+=(moosefs-master moosefs-chunkserver moosefs-client)
 if ((${#need[@]})); then
   as_root apt-get update -qq
   # tshark's package asks whether non-root users may capture; the default (no) is fine as root.
