@@ -492,6 +492,9 @@ def test_delete_pending_is_seen_across_nodes_and_the_last_close_anywhere_deletes
     made = c.open("d.txt", READ | WRITE, SHARE_ALL, create=True)
     assert isinstance(made, bytes)
     c.close(made)
+    # Nothing of either file is left in etcd: the deleting close's record (kept until the
+    # name was gone, so no other node could open it meanwhile) went with the mark.
+    assert cluster.etcd.count("/smbq/f/") == 0
     for x in (a, b, c):
         x.logoff()
 

@@ -350,8 +350,11 @@ impl OpenState for ClusterState {
         let r = self
             .cluster
             .decide(move |s| async move { s.forget(key).await });
-        if let Err(e) = r {
-            tracing::warn!(status = ?e, "deleted file not forgotten in etcd");
+        if r.is_err() {
+            // Its mark and the closing open's record would refuse a later file that gets
+            // the same inode number: they go once etcd takes it.
+            self.cluster
+                .retry_later("forget", move |s| async move { s.forget(key).await });
         }
     }
 

@@ -522,19 +522,23 @@ impl Store {
         for _ in 0..MAX_ROUNDS {
             let v = self.view(f).await?;
             let last = v.others.is_empty() && v.mine.keys().all(|id| *id == open_id);
-            let mut ops = vec![
-                TxnOp::delete(self.keys.open(f, &self.node, open_id), None),
-                TxnOp::delete(
-                    self.keys.locks_of(f, &self.node, open_id),
-                    Some(DeleteOptions::new().with_prefix()),
-                ),
-            ];
-            let dkey = self.keys.delete_pending(f);
-            if pending && !last && !v.delete_pending {
+            // The last open of a delete-pending file: this node deletes it now. Until the
+            // name is gone (`forget`), the open's record stays with the mark, so an admission
+            // on another node meanwhile is refused DELETE_PENDING, as one server makes it
+            // wait (MS-FSA 2.1.5.4), rather than open a file about to lose its name.
+            let deleting = last && (pending || v.delete_pending);
+            let mut ops = vec![TxnOp::delete(
+                self.keys.locks_of(f, &self.node, open_id),
+                Some(DeleteOptions::new().with_prefix()),
+            )];
+            if !deleting {
+                ops.push(TxnOp::delete(self.keys.open(f, &self.node, open_id), None));
+            }
+            if pending && !v.delete_pending {
+                let dkey = self.keys.delete_pending(f);
                 ops.push(TxnOp::put(dkey, self.node.as_bytes(), None));
             }
-            // A delete-pending file's keys go once it is deleted (`forget`).
-            let drop = last && !(pending || v.delete_pending);
+            let drop = last && !deleting;
             if self
                 .commit_or_drop(f, v.version, ops, drop)
                 .await?
@@ -650,14 +654,14 @@ impl Store {
         Ok(removed)
     }
 
-    /// The file is gone (or its delete failed): nothing is left of it here.
+    /// The file is gone (or its delete failed) after its last close (`release`): every key
+    /// of it goes, the closing open's record and the delete-pending mark with them.
     pub async fn forget(&self, f: FileKey) -> Result<(), NtStatus> {
         let mut c = self.client.clone();
-        let txn = Txn::new().and_then([
-            TxnOp::delete(self.keys.delete_pending(f), None),
-            TxnOp::delete(self.keys.version(f), None),
-        ]);
-        c.txn(txn).await.map_err(unavailable)?;
+        let all = Some(DeleteOptions::new().with_prefix());
+        c.delete(self.keys.file(f), all)
+            .await
+            .map_err(unavailable)?;
         Ok(())
     }
 
