@@ -124,6 +124,28 @@ class Chroot:
                     p = _apt(self.root, "install", "-y", "--no-install-recommends", "samba")
                 assert (self.root / "usr/sbin/smbd").exists(), p.stdout[-3000:] + p.stderr[-3000:]
 
+    def etcd(self) -> pathlib.Path:
+        """The etcd server binary of unstable (3.5 or newer), for the cluster tests against a
+        newer etcd than Debian 12's 3.4: the package is downloaded and unpacked beside the
+        root, not installed (its postinst wants systemd). The binary needs only libc, so it
+        runs on this machine directly."""
+        out = CACHE / "etcd"
+        binary = out / "usr/bin/etcd"
+        with locked():
+            if not binary.exists():
+                p = self.run(["sh", "-c", "cd /tmp && " + " ".join(APT) + " download etcd-server"])
+                if p.returncode != 0:
+                    _apt(self.root, "update")
+                    p = self.run(["sh", "-c",
+                                  "cd /tmp && " + " ".join(APT) + " download etcd-server"])
+                debs = sorted((self.root / "tmp").glob("etcd-server_*.deb"))
+                assert debs, p.stdout[-3000:] + p.stderr[-3000:]
+                shutil.rmtree(out, ignore_errors=True)
+                subprocess.run(["dpkg-deb", "-x", str(debs[-1]), str(out)], check=True)
+                for d in debs:
+                    d.unlink()
+        return binary
+
     def ensure_user(self, account):
         """The account (a pwd.struct_passwd of this machine) inside the root too, with the same
         ids, so files smbd makes there belong to the same user here."""

@@ -35,8 +35,9 @@ SHARE_ALL = 7
 class Etcd:
     """A three-member etcd cluster on loopback ports, each member its own process."""
 
-    def __init__(self, base: pathlib.Path):
+    def __init__(self, base: pathlib.Path, binary: str = "etcd"):
         self.base = base
+        self.binary = binary
         base.mkdir(parents=True, exist_ok=True)
         self.names = ["e1", "e2", "e3"]
         self.client = {n: free_port() for n in self.names}
@@ -54,7 +55,7 @@ class Etcd:
         initial = ",".join(f"{m}=http://127.0.0.1:{self.peer[m]}" for m in self.names)
         log = open(self.base / f"{n}.log", "ab")
         self.procs[n] = subprocess.Popen(
-            ["etcd", "--name", n, "--data-dir", str(self.base / n),
+            [self.binary, "--name", n, "--data-dir", str(self.base / n),
              "--listen-client-urls", f"http://127.0.0.1:{self.client[n]}",
              "--advertise-client-urls", f"http://127.0.0.1:{self.client[n]}",
              "--listen-peer-urls", f"http://127.0.0.1:{self.peer[n]}",
@@ -80,6 +81,10 @@ class Etcd:
         logs = "\n".join((self.base / f"{n}.log").read_text(errors="replace")[-2000:]
                          for n in names)
         raise RuntimeError(f"etcd not healthy\n{logs}")
+
+    def version(self) -> str:
+        out = subprocess.run([self.binary, "--version"], capture_output=True, text=True)
+        return out.stdout.splitlines()[0] if out.stdout else out.stderr
 
     def count(self, prefix: str) -> int:
         """Keys under `prefix`, through etcd's JSON gateway (a live member)."""
@@ -657,6 +662,66 @@ def test_a_node_holds_at_most_max_records_in_etcd(workdir, etcd):
         assert isinstance(f3, bytes), hex(f3)
         a.close(fids[1])
         assert a.lock(fids[0], 20, 1, EXCLUSIVE | FAIL_IMMEDIATELY) == 0
+    finally:
+        for i, log in enumerate(c.stop()):
+            print(f"--- node n{i}'s log (tail) ---\n{log[-3000:]}")
+            assert "panicked" not in log, log
+
+
+@pytest.fixture
+def etcd_newer(workdir):
+    """A three-member etcd of Debian unstable's etcd-server (3.5 or newer), from the unstable
+    chroot the Samba 4.25 tests use (samba_unstable.py)."""
+    from samba_unstable import Chroot
+    root = Chroot()
+    try:
+        binary = root.etcd()
+    finally:
+        root.close()
+    e = Etcd(workdir / "etcd-newer", binary=str(binary))
+    yield e
+    e.stop()
+
+
+def test_a_newer_etcd_serves_the_cluster_too(workdir, etcd_newer):
+    """Issue 39: Debian 12's etcd 3.4 and 3.5 or later. The cross-node paths against unstable's
+    etcd: an admission's transaction and its share-mode refusal, a lock's recorded and
+    acknowledged grant (a nested transaction) and a waiting lock woken by the watch,
+    delete-pending, an oplock break requested through etcd, and the node's lease."""
+    version = etcd_newer.version()
+    print(version)
+    assert "Version: 3." in version and "Version: 3.4" not in version, version
+    c = Cluster(workdir, etcd_newer, count=2)
+    try:
+        (c.data / "n.txt").write_bytes(b"newer")
+        a = Client(c.nodes[0], c.password)
+        b = Client(c.nodes[1], c.password)
+        fa, level, _ = a.open_caching("n.txt", READ | WRITE, SHARE_ALL, OPLOCK_BATCH)
+        assert level == OPLOCK_BATCH
+        t, out = opened_in_thread(b, "n.txt", READ | WRITE, SHARE_ALL)
+        body = a.break_notice()
+        assert a.acknowledge(body) == 0
+        t.join(timeout=10)
+        fb = out[0]
+        assert isinstance(fb, bytes), out
+        assert a.lock(fa, 0, 10, EXCLUSIVE | FAIL_IMMEDIATELY) == 0
+        assert b.lock(fb, 5, 1, EXCLUSIVE | FAIL_IMMEDIATELY) == STATUS_LOCK_NOT_GRANTED
+        waiting = b.send_lock(fb, 5, 1, EXCLUSIVE)
+        time.sleep(0.3)
+        assert a.lock(fa, 0, 10, UNLOCK) == 0
+        assert b.smb.recvSMB(waiting)["Status"] == 0, "the waiting lock was not granted"
+        fx = a.open("n.txt", READ, share=0)
+        assert fx == STATUS_SHARING_VIOLATION, hex(fx) if isinstance(fx, int) else fx
+        b.close(fb)
+        fd = a.open("n.txt", READ | DELETE, SHARE_ALL)
+        a.set_delete_pending(fd)
+        assert b.open("n.txt", READ, SHARE_ALL) == STATUS_DELETE_PENDING
+        a.close(fd)
+        a.close(fa)
+        assert not (c.data / "n.txt").exists()
+        assert etcd_newer.count("/smbq/f/") == 0
+        a.logoff()
+        b.logoff()
     finally:
         for i, log in enumerate(c.stop()):
             print(f"--- node n{i}'s log (tail) ---\n{log[-3000:]}")
