@@ -320,7 +320,7 @@ class Client:
 
 
 SHARED, EXCLUSIVE, FAIL_IMMEDIATELY, UNLOCK = 0x01, 0x02, 0x10, 0x04
-OPLOCK_BATCH, OPLOCK_LEASE = 0x09, 0xFF
+OPLOCK_LEVEL_II, OPLOCK_BATCH, OPLOCK_LEASE = 0x01, 0x09, 0xFF
 
 
 def opened_in_thread(client: "Client", name: str, access: int, share: int):
@@ -471,6 +471,27 @@ def test_reads_and_writes_respect_another_nodes_locks(cluster):
         x.close(f)
     for x in (a, b, c):
         x.logoff()
+
+
+def test_a_lock_breaks_read_caching_on_another_node(cluster):
+    """MS-FSA 2.1.5.7: a byte-range lock breaks other opens' level II oplocks to none, also
+    when they are on another node."""
+    (cluster.data / "r.txt").write_bytes(b"read cached")
+    a = Client(cluster.nodes[0], cluster.password)
+    b = Client(cluster.nodes[1], cluster.password)
+    fa, level, _ = a.open_caching("r.txt", READ, SHARE_ALL, OPLOCK_LEVEL_II)
+    assert level == OPLOCK_LEVEL_II
+    # A reader on another node leaves a's read caching in place (as on one server)...
+    fb = b.open("r.txt", READ, SHARE_ALL)
+    assert isinstance(fb, bytes), hex(fb)
+    # ...and its lock breaks it to none.
+    assert b.lock(fb, 0, 4, SHARED | FAIL_IMMEDIATELY) == 0
+    body = a.break_notice()
+    assert len(body) >= 24 and body[2] == 0, body.hex()  # oplock break to level none
+    b.close(fb)
+    a.close(fa)
+    a.logoff()
+    b.logoff()
 
 
 def test_delete_pending_is_seen_across_nodes_and_the_last_close_anywhere_deletes(cluster):

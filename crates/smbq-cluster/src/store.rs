@@ -102,6 +102,12 @@ struct Other {
     caching: u32,
 }
 
+/// SMB2_LEASE_READ_CACHING (a level II oplock as its lease equivalent).
+const READ_CACHING: u32 = 0x1;
+
+/// FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE.
+const SHARE_ALL: u32 = 0x7;
+
 /// SMB2_LEASE_HANDLE_CACHING: an open that caches its handle is closed by its client when
 /// asked, so a sharing violation against it waits for the break first (MS-SMB2 3.3.5.9).
 const HANDLE_CACHING: u32 = 0x2;
@@ -712,11 +718,26 @@ impl Store {
             let Some(rev) = self.commit(f, v.version, vec![op]).await? else {
                 continue;
             };
-            let told: HashSet<String> = v.others.into_iter().map(|o| o.node).collect();
+            let told: HashSet<String> = v.others.iter().map(|o| o.node.clone()).collect();
             if let Err(e) = self.await_acks(f, rev, &told, ACK_WAIT).await {
                 let mut c = self.client.clone();
                 let _ = c.delete(key, None).await;
                 return Err(e);
+            }
+            // MS-FSA 2.1.5.7: a lock breaks the read caching (level II oplocks, R leases) of
+            // other opens to none; other nodes' is theirs to break, as for a writer's open.
+            // A break to none needs no acknowledgment, so the lock does not wait for it.
+            let readers: Vec<&Other> = v.others.iter().collect();
+            let holders = holders_of(&readers, READ_CACHING, &HashSet::new());
+            if !holders.is_empty() {
+                let intent = BreakRequest {
+                    granted: 0,
+                    share_access: SHARE_ALL,
+                    writes: true,
+                };
+                if let Err(e) = self.request_breaks(f, &holders, intent).await {
+                    tracing::warn!(status = ?e, "read caching on other nodes not broken");
+                }
             }
             return Ok(());
         }
