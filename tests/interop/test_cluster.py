@@ -127,6 +127,7 @@ CONFIG = """
 [cluster]
 ttl_secs = {ttl}
 max_records = {max_records}
+max_break_waits = {max_break_waits}
 """
 
 
@@ -134,17 +135,19 @@ class Cluster:
     """Three smbq nodes serving `data` (one directory) as share "data"."""
 
     def __init__(self, workdir: pathlib.Path, etcd: Etcd, ttl: int = TTL_S,
-                 max_records: int = 100_000, count: int = 3):
+                 max_records: int = 100_000, count: int = 3, max_break_waits: int = 64):
         self.data = workdir / "data"
         self.data.mkdir()
         self.password = "Pw-" + secrets.token_hex(8)
         self.etcd = etcd
         self.ttl = ttl
         self.max_records = max_records
+        self.max_break_waits = max_break_waits
         self.nodes = [self.start(workdir, i) for i in range(count)]
 
     def start(self, workdir: pathlib.Path, i: int, port: int | None = None) -> SmbqServer:
-        config = CONFIG.format(ttl=self.ttl, max_records=self.max_records)
+        config = CONFIG.format(ttl=self.ttl, max_records=self.max_records,
+                               max_break_waits=self.max_break_waits)
         return SmbqServer(workdir / f"n{i}", config=config, password=self.password, port=port,
                           append_log=port is not None,
                           extra_args=["--share", f"data={self.data}",
@@ -743,6 +746,35 @@ def test_a_newer_etcd_serves_the_cluster_too(workdir, etcd_newer):
         assert etcd_newer.count("/smbq/f/") == 0
         a.logoff()
         b.logoff()
+    finally:
+        for i, log in enumerate(c.stop()):
+            print(f"--- node n{i}'s log (tail) ---\n{log[-3000:]}")
+            assert "panicked" not in log, log
+
+
+def test_opens_waiting_for_breaks_on_a_node_are_bounded(workdir, etcd):
+    """Each open waiting for another node's client to acknowledge a break holds one of the
+    server's blocking threads: past [cluster] max_break_waits an open that would wait is
+    answered at once, and the breaks still go out."""
+    c = Cluster(workdir, etcd, count=2, max_break_waits=1)
+    try:
+        (c.data / "w.txt").write_bytes(b"cached")
+        a = Client(c.nodes[0], c.password)
+        b1 = Client(c.nodes[1], c.password)
+        b2 = Client(c.nodes[1], c.password)
+        fa, level, _ = a.open_caching("w.txt", READ | WRITE, SHARE_ALL, OPLOCK_BATCH)
+        assert level == OPLOCK_BATCH
+        t, out = opened_in_thread(b1, "w.txt", READ | WRITE, SHARE_ALL)
+        body = a.break_notice()  # b1's open waits for it: the node's one waiting slot
+        start = time.time()
+        assert b2.open("w.txt", READ | WRITE, SHARE_ALL) == STATUS_INSUFFICIENT_RESOURCES
+        assert time.time() - start < 5, "the second open waited"
+        assert t.is_alive() and not out
+        assert a.acknowledge(body) == 0
+        t.join(timeout=10)
+        assert out and isinstance(out[0], bytes), out
+        again = b2.open("w.txt", READ | WRITE, SHARE_ALL)  # nothing to wait for now
+        assert isinstance(again, bytes), hex(again)
     finally:
         for i, log in enumerate(c.stop()):
             print(f"--- node n{i}'s log (tail) ---\n{log[-3000:]}")

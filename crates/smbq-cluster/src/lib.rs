@@ -25,7 +25,7 @@ mod state;
 pub mod store;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -59,6 +59,10 @@ pub struct ClusterConfig {
     /// gets STATUS_INSUFFICIENT_RESOURCES. etcd's space is shared by every node (and refuses
     /// every write once its quota is spent), so one node's clients may not fill it.
     pub max_records: usize,
+    /// Admissions that may wait at once for other nodes' clients to acknowledge breaks;
+    /// past it an open that would wait gets SHARING_VIOLATION (a conflict with a cached
+    /// handle) or INSUFFICIENT_RESOURCES, and the breaks still go out.
+    pub max_break_waits: usize,
 }
 
 impl ClusterConfig {
@@ -66,6 +70,8 @@ impl ClusterConfig {
     pub const DEFAULT_PREFIX: &str = "/smbq/";
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
     pub const DEFAULT_MAX_RECORDS: usize = 100_000;
+    /// An eighth of tokio's default blocking pool (512): each wait holds a blocking thread.
+    pub const DEFAULT_MAX_BREAK_WAITS: usize = 64;
 
     pub fn new(endpoints: Vec<String>, node: String) -> ClusterConfig {
         ClusterConfig {
@@ -76,6 +82,7 @@ impl ClusterConfig {
             timeout: Self::DEFAULT_TIMEOUT,
             volumes: Vec::new(),
             max_records: Self::DEFAULT_MAX_RECORDS,
+            max_break_waits: Self::DEFAULT_MAX_BREAK_WAITS,
         }
     }
 }
@@ -400,6 +407,7 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
         node: Arc::from(cfg.node.as_str()),
         lease,
         seq: Arc::new(AtomicU64::new(0)),
+        waits: Arc::new((AtomicUsize::new(0), cfg.max_break_waits)),
     })
 }
 

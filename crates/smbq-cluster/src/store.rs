@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use etcd_client::{
@@ -64,6 +64,18 @@ pub struct Store {
     pub(crate) lease: i64,
     /// Makes lock keys unique (the same range may be locked twice by one open).
     pub(crate) seq: Arc<AtomicU64>,
+    /// Admissions waiting now for other nodes' clients to acknowledge breaks, and how many
+    /// may ([`Self::wait_slot`]).
+    pub(crate) waits: Arc<(AtomicUsize, usize)>,
+}
+
+/// An admission's right to wait for breaks; given back when dropped.
+struct WaitSlot(Arc<(AtomicUsize, usize)>);
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Everything etcd holds about one file.
@@ -251,6 +263,19 @@ impl Store {
         Ok(r.succeeded().then_some(rev))
     }
 
+    /// Room for one more admission waiting for breaks, or `None`. Each holds one of the
+    /// server's blocking threads for up to a break's 35 s, so clients that never acknowledge
+    /// on another node (or one client sending many opens) could otherwise take them all and
+    /// stall every node's file I/O (`[cluster] max_break_waits`).
+    fn wait_slot(&self) -> Option<WaitSlot> {
+        let (held, max) = &*self.waits;
+        held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < *max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| WaitSlot(self.waits.clone()))
+    }
+
     fn leased(&self) -> Option<PutOptions> {
         Some(PutOptions::new().with_lease(self.lease))
     }
@@ -343,7 +368,14 @@ impl Store {
                 if holders.is_empty() || Instant::now() > deadline {
                     return Err(NtStatus::SHARING_VIOLATION);
                 }
+                let slot = self.wait_slot();
                 let keys = self.request_breaks(f, &holders, intent).await?;
+                if slot.is_none() {
+                    // The breaks go on; this open does not wait for them (the client may
+                    // try again), as the conflict stands until they are acknowledged.
+                    tracing::warn!("sharing violation without waiting: max_break_waits reached");
+                    return Err(NtStatus::SHARING_VIOLATION);
+                }
                 asked.extend(holders);
                 self.await_breaks(f, &keys, deadline).await?;
                 continue;
@@ -369,7 +401,13 @@ impl Store {
             let told: HashSet<String> = all.iter().map(|o| o.node.clone()).collect();
             let waited = async {
                 if !holders.is_empty() {
+                    let slot = self.wait_slot();
                     let keys = self.request_breaks(f, &holders, intent).await?;
+                    if slot.is_none() {
+                        // The breaks go on; the open may not go on before them, nor wait.
+                        tracing::warn!("open refused without waiting: max_break_waits reached");
+                        return Err(NtStatus::INSUFFICIENT_RESOURCES);
+                    }
                     self.await_breaks(f, &keys, deadline).await?;
                 }
                 self.await_acks(f, rev, &told, FLUSH_WAIT).await

@@ -22,6 +22,9 @@ pub struct ClusterFile {
     pub prefix: Option<String>,
     /// Open and lock records this node may hold in etcd at once (default 100000).
     pub max_records: Option<usize>,
+    /// Opens that may wait at once for other nodes' clients to acknowledge breaks (default
+    /// 64).
+    pub max_break_waits: Option<usize>,
 }
 
 /// How this server joins a cluster, from the flags over the file.
@@ -32,6 +35,7 @@ pub struct Plan {
     pub ttl: Duration,
     pub prefix: String,
     pub max_records: usize,
+    pub max_break_waits: usize,
 }
 
 const TTL_SECS: std::ops::RangeInclusive<u64> = 2..=300;
@@ -85,12 +89,17 @@ pub fn plan(
     if max_records == 0 {
         return Err("[cluster] max_records = 0: a node needs at least one record".into());
     }
+    let max_break_waits = file.max_break_waits.unwrap_or(64);
+    if max_break_waits == 0 {
+        return Err("[cluster] max_break_waits = 0: an open must be able to wait".into());
+    }
     Ok(Some(Plan {
         endpoints,
         node,
         ttl: Duration::from_secs(ttl),
         prefix,
         max_records,
+        max_break_waits,
     }))
 }
 
@@ -114,6 +123,7 @@ impl Node {
             prefix: plan.prefix.clone(),
             volumes: volumes(shares),
             max_records: plan.max_records,
+            max_break_waits: plan.max_break_waits,
             ..smbq_cluster::ClusterConfig::new(plan.endpoints.clone(), plan.node.clone())
         };
         let c = smbq_cluster::Cluster::join(cfg).await?;
@@ -203,6 +213,7 @@ mod tests {
             ttl_secs: Some(5),
             prefix: None,
             max_records: None,
+            max_break_waits: None,
         };
         let p = plan(
             Some("http://127.0.0.1:2379,http://127.0.0.1:2381"),
