@@ -21,19 +21,10 @@ import pytest
 
 from conftest import SmbqServer
 from moosefs import MooseFS
-from test_cluster import (READ, SHARE_ALL, STATUS_SHARING_VIOLATION, WRITE, Client, Etcd)
+from test_cluster import (READ, SHARE_ALL, STATUS_SHARING_VIOLATION, WRITE, Client, Etcd,
+                          etcd)  # noqa: F401 (the fixture)
 
 PACKAGES = ["moosefs-master", "moosefs-chunkserver", "moosefs-client"]
-
-
-@pytest.fixture
-def etcd(workdir):
-    if shutil.which("etcd") is None:
-        subprocess.run(["apt-get", "install", "-y", "-qq", "etcd-server"], check=True,
-                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-    e = Etcd(workdir / "etcd")
-    yield e
-    e.stop()
 
 
 @pytest.fixture

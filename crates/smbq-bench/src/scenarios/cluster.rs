@@ -206,8 +206,9 @@ fn measure_on(
     Ok(())
 }
 
-fn rows_of(setup: &str, (c, w, up, down): Got) -> Vec<CaRow> {
-    let mb = |op: &str, v: &[f64]| CaRow {
+/// A row of MB/s (one per repeat) of `op` on `setup`.
+fn mb_row(setup: &str, op: &str, v: &[f64]) -> CaRow {
+    CaRow {
         share: setup.into(),
         op: op.into(),
         ops: v.len(),
@@ -215,12 +216,15 @@ fn rows_of(setup: &str, (c, w, up, down): Got) -> Vec<CaRow> {
         p90_ms: 0.0,
         p99_ms: 0.0,
         mb_s: Summary::of(v),
-    };
+    }
+}
+
+fn rows_of(setup: &str, (c, w, up, down): Got) -> Vec<CaRow> {
     vec![
         latency_row(setup, "create_close", c),
         latency_row(setup, "write_4k", w),
-        mb("upload", &up),
-        mb("download", &down),
+        mb_row(setup, "upload", &up),
+        mb_row(setup, "download", &down),
     ]
 }
 
@@ -365,22 +369,13 @@ fn aggregate(
             acc.1.push(down);
         }
     }
-    let row = |setup: &str, op: &str, v: &[f64]| CaRow {
-        share: setup.into(),
-        op: op.into(),
-        ops: v.len(),
-        p50_ms: 0.0,
-        p90_ms: 0.0,
-        p99_ms: 0.0,
-        mb_s: Summary::of(v),
-    };
     Ok(SPREAD
         .iter()
         .zip(got)
         .flat_map(|((s, _), (up, down))| {
             [
-                row(s, "aggregate_upload", &up),
-                row(s, "aggregate_download", &down),
+                mb_row(s, "aggregate_upload", &up),
+                mb_row(s, "aggregate_download", &down),
             ]
         })
         .collect())
