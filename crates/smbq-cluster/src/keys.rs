@@ -11,6 +11,7 @@
 //! | `f/FILE/l/NODE/OPEN/OFFSET.LENGTH.KIND/SEQ` | empty | the node's |
 //! | `f/FILE/b/HOLDER/REQUESTER.SEQ` | [`BreakRequest`] | the requester's |
 //! | `f/FILE/k/NODE` | the revision of the file's changes NODE has seen (crate::remote) | NODE's |
+//! | `f/FILE/fl/NODE` | the revision of another node's admission up to which NODE flushed the file | NODE's |
 //!
 //! FILE is `VOLUME.INO.STREAM`, INO and STREAM in hex. VOLUME names the file system the
 //! same way on every node ([`Volumes`]): `v` and a hash of its name, or `d` and the device
@@ -72,16 +73,20 @@ pub struct Volumes {
 
 impl Volumes {
     /// Volumes named by `(device, name)` pairs: a device named twice keeps the first name
-    /// in sort order, so every node that has the same names picks the same one.
+    /// in sort order, without case (share names compare without case), so every node that
+    /// has the same names picks the same one.
     pub fn new(named: &[(u64, String)]) -> Volumes {
-        let mut named = named.to_vec();
+        let mut named: Vec<(u64, String)> = named
+            .iter()
+            .map(|(dev, name)| (*dev, name.to_lowercase()))
+            .collect();
         named.sort_by(|a, b| a.1.cmp(&b.1));
         let mut v = Volumes::default();
         for (dev, name) in named {
             if v.by_dev.contains_key(&dev) {
                 continue;
             }
-            let id = format!("v{:x}", fnv1a(name.to_lowercase().as_bytes()));
+            let id = format!("v{:x}", fnv1a(name.as_bytes()));
             v.by_name.insert(id.clone(), dev);
             v.by_dev.insert(dev, id);
         }
@@ -197,6 +202,11 @@ impl Keys {
         format!("{}k/{node}", self.file(f))
     }
 
+    /// The revision of another node's admission up to which NODE flushed the file.
+    pub fn flushed(&self, f: FileKey, node: &str) -> String {
+        format!("{}fl/{node}", self.file(f))
+    }
+
     /// The break requests of one file.
     pub fn breaks(&self, f: FileKey) -> String {
         format!("{}b/", self.file(f))
@@ -247,6 +257,9 @@ impl Keys {
             ["k", node] => Entry::Ack {
                 node: (*node).to_owned(),
             },
+            ["fl", node] => Entry::Flushed {
+                node: (*node).to_owned(),
+            },
             _ => return None,
         };
         Some((f, entry))
@@ -273,6 +286,10 @@ pub enum Entry {
     },
     /// What node `node` has seen of the file.
     Ack {
+        node: String,
+    },
+    /// Up to which admission of another node `node` flushed the file.
+    Flushed {
         node: String,
     },
 }
@@ -308,6 +325,8 @@ mod tests {
         assert_eq!(k.parse(&key), Some((F, brk)));
         let ack = Entry::Ack { node: "n3".into() };
         assert_eq!(k.parse(&k.ack(F, "n3")), Some((F, ack)));
+        let flushed = Entry::Flushed { node: "n3".into() };
+        assert_eq!(k.parse(&k.flushed(F, "n3")), Some((F, flushed)));
         for exclusive in [true, false] {
             let key = k.lock(F, "a", 9, (100, u64::MAX, exclusive), 3);
             let lock = Entry::Lock {
@@ -348,14 +367,15 @@ mod tests {
     #[test]
     fn a_file_has_one_key_on_every_node_whatever_its_device_there() {
         // Node A mounts the shared file system as device 0x2d, node B as 0x31; both serve
-        // it as shares "data" and "Home" (the first name in sort order names it).
+        // it as shares "data" and "Home" (the first name in sort order, without case, names
+        // it; node B spells them "home" and "DATA").
         let a = Keys::new(
             "/smbq/",
             Volumes::new(&[(0x2d, "data".into()), (0x2d, "Home".into())]),
         );
         let b = Keys::new(
             "/smbq/",
-            Volumes::new(&[(0x31, "Home".into()), (0x31, "data".into())]),
+            Volumes::new(&[(0x31, "home".into()), (0x31, "DATA".into())]),
         );
         let on_a = FileKey { dev: 0x2d, ..F };
         let on_b = FileKey { dev: 0x31, ..F };

@@ -24,18 +24,21 @@ mod remote;
 mod state;
 pub mod store;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, WatchOptions};
+use smbq_server::file_state::FileKey;
 use smbq_server::open_state::{Effects, OpenState};
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 
 use crate::keys::{Keys, NodeRecord};
 use crate::remote::RemoteView;
+use crate::store::Seen;
 use crate::store::Store;
 
 /// How a node joins the cluster (`[cluster]` in smbq.toml, `--cluster`, `--node`).
@@ -425,6 +428,9 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
             continue;
         };
         let (mut locks, mut opens) = (Vec::new(), Vec::new());
+        // Other nodes' admissions of files open here, which the watch may have missed while
+        // it was away: flushed and acknowledged now (the latest of each file).
+        let mut to_flush: HashMap<FileKey, i64> = HashMap::new();
         let mut pending = std::collections::HashSet::new();
         for kv in &all {
             let Ok(key) = kv.key_str() else { continue };
@@ -434,6 +440,10 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
                 }
                 Some((f, keys::Entry::Open { node, .. })) if node != *store.node => {
                     opens.push((f, key.to_owned()));
+                    if local.open_count_any(f) > 0 {
+                        let rev = to_flush.entry(f).or_default();
+                        *rev = (*rev).max(kv.mod_revision());
+                    }
                 }
                 Some((f, keys::Entry::DeletePending)) => {
                     pending.insert(f);
@@ -446,6 +456,9 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
             }
         }
         remote.reset(locks, opens, pending, rev);
+        for (f, at) in to_flush {
+            tokio::spawn(flush_then_ack(cluster.clone(), f, at));
+        }
         let opts = WatchOptions::new()
             .with_prefix()
             .with_start_revision(rev + 1);
@@ -512,6 +525,23 @@ async fn sweeper(cluster: Arc<Cluster>) {
     }
 }
 
+/// Flushes what this node's opens of `f` wrote, then says so for another node's admission
+/// at `rev` (crate::store::Store::admit waits for it).
+async fn flush_then_ack(cluster: Arc<Cluster>, f: FileKey, rev: i64) {
+    let c = cluster.clone();
+    let flushed = tokio::task::spawn_blocking(move || {
+        if let Some(sink) = c.sink.get() {
+            sink(Effects {
+                flush: vec![f],
+                ..Effects::default()
+            });
+        }
+    });
+    if flushed.await.is_ok() {
+        let _ = cluster.store.ack(f, rev, Seen::Flushed).await;
+    }
+}
+
 /// One change of another node, or of this one.
 fn apply_event(
     cluster: &Arc<Cluster>,
@@ -541,21 +571,7 @@ fn apply_event(
             // that (crate::store::Store::admit).
             let new = kv.create_revision() == kv.mod_revision();
             if put && new && local.open_count_any(f) > 0 {
-                let (cluster, rev) = (cluster.clone(), kv.mod_revision());
-                tokio::spawn(async move {
-                    let c = cluster.clone();
-                    let flushed = tokio::task::spawn_blocking(move || {
-                        if let Some(sink) = c.sink.get() {
-                            sink(Effects {
-                                flush: vec![f],
-                                ..Effects::default()
-                            });
-                        }
-                    });
-                    if flushed.await.is_ok() {
-                        let _ = cluster.store.ack(f, rev).await;
-                    }
-                });
+                tokio::spawn(flush_then_ack(cluster.clone(), f, kv.mod_revision()));
             }
             local.changed(f).notify_waiters();
         }
@@ -570,7 +586,7 @@ fn apply_event(
                 // Seen: a LOCK on that node waits for this before it is granted.
                 if local.open_count_any(f) > 0 {
                     let (store, rev) = (store.clone(), kv.mod_revision());
-                    tokio::spawn(async move { store.ack(f, rev).await });
+                    tokio::spawn(async move { store.ack(f, rev, Seen::Changes).await });
                 }
             } else {
                 remote.remove(f, key);

@@ -69,7 +69,9 @@ impl ClusterState {
     /// Removes open `open_id`'s records in etcd once etcd takes it.
     fn release_later(&self, key: FileKey, open_id: u64) {
         self.cluster.retry_later("release", move |s| async move {
-            s.release(key, open_id, false, None).await.map(|_| ())
+            s.release(key, open_id, (false, false), None)
+                .await
+                .map(|_| ())
         });
     }
 
@@ -132,9 +134,9 @@ impl OpenState for ClusterState {
                 Ok(())
             }
             Ok(a) => {
-                let gone = self
-                    .cluster
-                    .decide(move |s| async move { s.release(key, id, false, Some(a)).await });
+                let gone = self.cluster.decide(move |s| async move {
+                    s.release(key, id, (false, false), Some(a)).await
+                });
                 if gone.is_err() {
                     self.release_later(key, id);
                 }
@@ -231,8 +233,11 @@ impl OpenState for ClusterState {
                 .cluster
                 .decide(move |s| async move { s.lock(key, owner, lock).await });
             match r {
-                Ok(()) => self.budget.locked(key, owner),
-                Err(_) => self.budget.give_back(),
+                // A close meanwhile already gave its locks back: this one with them.
+                Ok(()) if self.admitted().contains_key(&(key, owner)) => {
+                    self.budget.locked(key, owner)
+                }
+                _ => self.budget.give_back(),
             }
             r
         } else {
@@ -315,9 +320,11 @@ impl OpenState for ClusterState {
         let pending = delete_on_close || last.as_ref().is_some_and(|l| l.delete);
         let admitted = self.admitted().remove(&(key, open_id));
         self.budget.released(key, open_id, admitted.is_some());
-        let r = self
-            .cluster
-            .decide(move |s| async move { s.release(key, open_id, pending, admitted).await });
+        // This node unlinks the file only on its local table's last close of it.
+        let unlinks = last.is_some();
+        let r = self.cluster.decide(move |s| async move {
+            s.release(key, open_id, (pending, unlinks), admitted).await
+        });
         let last_anywhere = match r {
             Ok(released) => released.last.then_some(released.delete_pending),
             Err(e) => {

@@ -95,6 +95,8 @@ struct View {
     breaks: Vec<(String, String)>,
     /// What each node says it has seen of the file (crate::remote): a revision.
     acks: HashMap<String, i64>,
+    /// Up to which admission each node flushed the file: a revision.
+    flushed: HashMap<String, i64>,
 }
 
 /// An open of this node: its record, and the record's mod revision (a write back compares
@@ -123,6 +125,14 @@ const SHARE_ALL: u32 = 0x7;
 /// SMB2_LEASE_HANDLE_CACHING: an open that caches its handle is closed by its client when
 /// asked, so a sharing violation against it waits for the break first (MS-SMB2 3.3.5.9).
 const HANDLE_CACHING: u32 = 0x2;
+
+/// An acknowledgment's revision ([`Store::ack`]); 0 when unreadable.
+fn revision_of(value: &[u8]) -> i64 {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|t| i64::from_str_radix(t, 16).ok())
+        .unwrap_or(0)
+}
 
 fn unavailable(e: etcd_client::Error) -> NtStatus {
     tracing::warn!(error = %e, "etcd request failed");
@@ -216,10 +226,10 @@ impl Store {
                 Entry::Lock { .. } => {}
                 Entry::Break { holder } => v.breaks.push((key.to_owned(), holder)),
                 Entry::Ack { node } => {
-                    let seen = std::str::from_utf8(kv.value())
-                        .ok()
-                        .and_then(|t| i64::from_str_radix(t, 16).ok());
-                    v.acks.insert(node, seen.unwrap_or(0));
+                    v.acks.insert(node, revision_of(kv.value()));
+                }
+                Entry::Flushed { node } => {
+                    v.flushed.insert(node, revision_of(kv.value()));
                 }
             }
         }
@@ -400,17 +410,22 @@ impl Store {
             // this admission, then say so (crate::watch): the new open's client reads it.
             let told: HashSet<String> = all.iter().map(|o| o.node.clone()).collect();
             let waited = async {
-                if !holders.is_empty() {
-                    let slot = self.wait_slot();
-                    let keys = self.request_breaks(f, &holders, intent).await?;
-                    if slot.is_none() {
+                // Waiting for breaks or flushes holds a blocking thread: a slot for both.
+                let slot = (!holders.is_empty() || !told.is_empty()).then(|| self.wait_slot());
+                if let Some(None) = slot {
+                    if !holders.is_empty() {
                         // The breaks go on; the open may not go on before them, nor wait.
-                        tracing::warn!("open refused without waiting: max_break_waits reached");
-                        return Err(NtStatus::INSUFFICIENT_RESOURCES);
+                        self.request_breaks(f, &holders, intent).await?;
                     }
+                    tracing::warn!("open refused without waiting: max_break_waits reached");
+                    return Err(NtStatus::INSUFFICIENT_RESOURCES);
+                }
+                if !holders.is_empty() {
+                    let keys = self.request_breaks(f, &holders, intent).await?;
                     self.await_breaks(f, &keys, deadline).await?;
                 }
-                self.await_acks(f, rev, &told, FLUSH_WAIT).await
+                self.await_acks(f, rev, &told, (FLUSH_WAIT, Seen::Flushed))
+                    .await
             };
             if let Err(e) = waited.await {
                 let mut c = self.client.clone();
@@ -534,13 +549,15 @@ impl Store {
     }
 
     /// Open `open_id` of this node is gone, with its locks. `pending`: the file stays (or
-    /// becomes) delete-pending for the opens other nodes still have. Says whether this was
-    /// the file's last open in the cluster, and whether the file is delete-pending.
+    /// becomes) delete-pending for the opens other nodes still have. `unlinks`: this was the
+    /// local table's last open of the file, so this node deletes it when it was the last
+    /// anywhere and delete-pending (and then calls `forget`). Says whether this was the
+    /// file's last open in the cluster, and whether the file is delete-pending.
     pub async fn release(
         &self,
         f: FileKey,
         open_id: u64,
-        pending: bool,
+        (pending, unlinks): (bool, bool),
         admitted: Option<Admitted>,
     ) -> Result<Released, NtStatus> {
         // The common case in one round trip: the open was admitted alone and nothing of the
@@ -570,7 +587,7 @@ impl Store {
             // name is gone (`forget`), the open's record stays with the mark, so an admission
             // on another node meanwhile is refused DELETE_PENDING, as one server makes it
             // wait (MS-FSA 2.1.5.4), rather than open a file about to lose its name.
-            let deleting = last && (pending || v.delete_pending);
+            let deleting = unlinks && last && (pending || v.delete_pending);
             let mut ops = vec![TxnOp::delete(
                 self.keys.locks_of(f, &self.node, open_id),
                 Some(DeleteOptions::new().with_prefix()),
@@ -582,7 +599,7 @@ impl Store {
                 let dkey = self.keys.delete_pending(f);
                 ops.push(TxnOp::put(dkey, self.node.as_bytes(), None));
             }
-            let drop = last && !deleting;
+            let drop = last && !(pending || v.delete_pending);
             if self
                 .commit_or_drop(f, v.version, ops, drop)
                 .await?
@@ -659,8 +676,8 @@ impl Store {
     pub async fn sweep(&self) -> Result<usize, NtStatus> {
         let files = self.keys.files();
         let (all, _) = self.read_all(&files).await.map_err(unavailable)?;
-        // Per file (its key prefix): the version key's mod revision, and whether anything of
-        // an open is left (an open, a lock, a break request: each on a live node's lease).
+        // Per file (its key prefix): the version key's mod revision, and whether an open or
+        // a lock is left (each on a live node's lease).
         let mut seen: HashMap<String, (i64, bool)> = HashMap::new();
         for kv in &all {
             let Ok(key) = kv.key_str() else { continue };
@@ -673,7 +690,9 @@ impl Store {
             let e = seen.entry(format!("{files}{file}/")).or_default();
             match rest.split('/').next() {
                 Some("v") => e.0 = kv.mod_revision(),
-                Some("o" | "l" | "b") => e.1 = true,
+                // A break request outlives its requester's wait only when its holder died
+                // or never answered: with no open left, nobody is waiting for it.
+                Some("o" | "l") => e.1 = true,
                 _ => {}
             }
         }
@@ -742,6 +761,11 @@ impl Store {
     ) -> Result<(), NtStatus> {
         for _ in 0..MAX_ROUNDS {
             let v = self.view(f).await?;
+            // The open closed meanwhile (its close removed its record): no lock may outlive
+            // it in etcd.
+            if !v.mine.contains_key(&owner) {
+                return Err(NtStatus::FILE_CLOSED);
+            }
             if v.other_locks
                 .iter()
                 .any(|&held| lock_conflict(held, offset, length, exclusive))
@@ -757,7 +781,10 @@ impl Store {
                 continue;
             };
             let told: HashSet<String> = v.others.iter().map(|o| o.node.clone()).collect();
-            if let Err(e) = self.await_acks(f, rev, &told, ACK_WAIT).await {
+            if let Err(e) = self
+                .await_acks(f, rev, &told, (ACK_WAIT, Seen::Changes))
+                .await
+            {
                 let mut c = self.client.clone();
                 let _ = c.delete(key, None).await;
                 return Err(e);
@@ -789,7 +816,7 @@ impl Store {
         f: FileKey,
         rev: i64,
         nodes: &HashSet<String>,
-        within: Duration,
+        (within, what): (Duration, Seen),
     ) -> Result<(), NtStatus> {
         if nodes.is_empty() {
             return Ok(());
@@ -799,9 +826,13 @@ impl Store {
         loop {
             let v = self.view(f).await?;
             let open: HashSet<&str> = v.others.iter().map(|o| o.node.as_str()).collect();
+            let said = match what {
+                Seen::Changes => &v.acks,
+                Seen::Flushed => &v.flushed,
+            };
             let waiting = nodes
                 .iter()
-                .any(|n| open.contains(n.as_str()) && v.acks.get(n).is_none_or(|seen| *seen < rev));
+                .any(|n| open.contains(n.as_str()) && said.get(n).is_none_or(|seen| *seen < rev));
             if !waiting {
                 return Ok(());
             }
@@ -813,11 +844,14 @@ impl Store {
         }
     }
 
-    /// This node has seen the file's changes up to `rev` (crate::remote), and flushed what
-    /// it wrote before them.
-    pub async fn ack(&self, f: FileKey, rev: i64) -> Result<(), NtStatus> {
+    /// This node has seen the file's changes up to `rev` (crate::remote), or (`what` =
+    /// Flushed) flushed what it wrote before another node's admission at `rev`.
+    pub async fn ack(&self, f: FileKey, rev: i64, what: Seen) -> Result<(), NtStatus> {
         let mut c = self.client.clone();
-        let key = self.keys.ack(f, &self.node);
+        let key = match what {
+            Seen::Changes => self.keys.ack(f, &self.node),
+            Seen::Flushed => self.keys.flushed(f, &self.node),
+        };
         // Acknowledgments run concurrently, so one may come after a later one: the value
         // only grows (fixed-width hex, which etcd's byte-wise comparison orders as numbers).
         let seen = format!("{rev:016x}");
@@ -858,6 +892,16 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// What a node acknowledges ([`Store::ack`]): the two are kept apart, so a LOCK's
+/// acknowledgment, given at once, never stands for a flush still under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// Its view of other nodes' locks has the file's changes (crate::remote).
+    Changes,
+    /// It flushed what its opens wrote before another node's admission.
+    Flushed,
 }
 
 /// An admission: the revision it was recorded at, whether no other node had the file open

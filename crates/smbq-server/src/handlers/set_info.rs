@@ -969,6 +969,8 @@ fn rename_stream(srv: &Server, open: &Open, target: &str, replace: bool) -> Resu
                 sref.set(Some(from));
                 return Err(io(e));
             }
+            // Moved in is written: on stable storage first where writes are (crate::stable).
+            crate::stable::flush_data(srv, open).map_err(io)?;
             f.file
                 .remove_xattr(&format!("{}{from}", streams::PREFIX))
                 .map_err(io)?;

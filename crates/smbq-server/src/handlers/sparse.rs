@@ -115,6 +115,8 @@ pub(super) async fn zero_data(
         Ok(())
     })
     .await?;
+    // Zeroed is written: on stable storage first where writes are (crate::stable).
+    crate::stable::flush_data(srv, open).map_err(|e| map_io_error(&e))?;
     srv.notify_write(open);
     Ok(())
 }

@@ -95,7 +95,10 @@ async fn run(
     let (me, o) = (srv.self_arc(), open.clone());
     let job = move || write_at(&me, &o, data, offset, write_through);
     let gate = crate::inline_io::InlineGate::get();
-    let pass = (!write_through).then(|| gate.try_pass(len, key, local));
+    // A write that flushes (crate::stable; another cluster node's open is a hint here, the
+    // rule is asked again after the write) runs on a blocking thread, never inline.
+    let flushes = write_through || srv.open_state().shared_elsewhere(key);
+    let pass = (!flushes).then(|| gate.try_pass(len, key, local));
     if let Some(pass) = pass.flatten() {
         let r = super::inline(job);
         drop(pass);
