@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use smbq_server::file_state::FileKey;
+use smbq_server::fnv::fnv1a;
 
 /// A node's entry under `nodes/`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -86,6 +87,7 @@ impl Volumes {
             if v.by_dev.contains_key(&dev) {
                 continue;
             }
+            // Short, separator-free, and the same on every node and in every release.
             let id = format!("v{:x}", fnv1a(name.as_bytes()));
             v.by_name.insert(id.clone(), dev);
             v.by_dev.insert(dev, id);
@@ -107,14 +109,6 @@ impl Volumes {
         }
         self.by_name.get(id).copied()
     }
-}
-
-/// FNV-1a, 64 bits: a short, separator-free id of a volume name that is the same on every
-/// node and in every release.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 /// The key layout under one prefix.

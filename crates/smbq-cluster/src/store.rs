@@ -297,9 +297,9 @@ impl Store {
     /// admitted open waits until every other node's caching it breaks is acknowledged (or its
     /// time is up), so no client goes on with stale cached data.
     ///
-    /// One function of about 110 lines, on purpose: the one-round-trip try, the decision on
-    /// the view, the breaks before the share-mode answer, the compared write and the breaks
-    /// after it share one view and one retry loop, and their order is the rule (a break
+    /// One function of about 130 lines, on purpose: the one-round-trip try, the decision on
+    /// the view, the breaks before the share-mode answer, the compared write, and the breaks
+    /// and flushes after it share one view, one wait slot and one retry loop, and their order is the rule (a break
     /// request made after the commit would miss a holder; one made before could be answered
     /// before the holder's grant).
     pub async fn admit(

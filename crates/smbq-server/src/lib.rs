@@ -20,6 +20,7 @@ mod effects;
 pub mod errors;
 mod file_id;
 pub mod file_state;
+pub mod fnv;
 mod handlers;
 mod inline_io;
 mod kernel_rights;

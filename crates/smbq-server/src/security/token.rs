@@ -75,11 +75,7 @@ pub fn domain_sid(server_guid: &[u8; 16]) -> [u32; 4] {
 /// `[RID_FIRST_USER, 2^31)`. Distinct names can collide (about one pair in 2^31); a collision
 /// would give two accounts the same SID.
 pub fn user_rid(user: &str) -> u32 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in user.to_lowercase().bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
+    let h = crate::fnv::fnv1a(user.to_lowercase().as_bytes());
     let span = u64::from((1u32 << 31) - RID_FIRST_USER);
     RID_FIRST_USER + u32::try_from((h ^ (h >> 32)) % span).unwrap_or(0)
 }
@@ -188,6 +184,7 @@ mod tests {
         let s = a.user.to_string();
         assert!(s.starts_with("S-1-5-21-1-2-3-"), "{s}");
         let rid = user_rid("alice");
+        assert_eq!(rid, 1_954_291_364, "a user keeps the SID it always had");
         assert!((RID_FIRST_USER..1 << 31).contains(&rid));
         assert!(a.has(&Sid::everyone()) && a.has(&Sid::authenticated_users()));
         assert!(a.has(&Sid::builtin_users()) && a.has(&a.user));
