@@ -24,7 +24,8 @@ command -v scp >/dev/null || need+=(openssh-client)
 command -v tshark >/dev/null || need+=(tshark)
 command -v openssl >/dev/null || need+=(openssl)
 command -v promtool >/dev/null || need+=(prometheus)  # promtool checks /metrics (test_metrics.py)
-command -v runuser >/dev/null || need+=(util-linux)  # the admin socket's other-user test
+command -v runuser >/dev/null || need+=(util-linux)  # the admin socket's other-user test; unshare
+command -v ss >/dev/null || need+=(iproute2)  # which node a client is on (test_cluster_ca.py)
 command -v setfacl >/dev/null || need+=(acl)  # a POSIX ACL narrower than the mode (per-user identities)
 # A loop-mounted XFS, where block cloning (FSCTL_DUPLICATE_EXTENTS_TO_FILE) is served
 # (tests/interop/test_reflink.py); filefrag (e2fsprogs) shows the shared extents.

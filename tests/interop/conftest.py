@@ -62,12 +62,12 @@ class SmbqServer:
     TCP listens on a free port unless `tcp=False`; QUIC is off unless `quic_port` names a UDP
     port (then `quic_addr` is what the ready line reported). `env` adds environment variables
     (for example SSLKEYLOGFILE or SMBQ_LOG); `port` reuses a TCP port and `append_log` keeps
-    the earlier server's log (a restart)."""
+    the earlier server's log (a restart); `listen` is the address both listen on."""
 
     def __init__(self, workdir: pathlib.Path, extra_args=(), config: str | None = None,
                  quic_port: int = 0, tcp: bool = True, env: dict | None = None,
                  password: str | None = None, quic_stack: str | None = None,
-                 port: int | None = None, append_log: bool = False):
+                 port: int | None = None, append_log: bool = False, listen: str = "127.0.0.1"):
         self.workdir = workdir
         self.share = workdir / "share"
         self.share.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,8 @@ class SmbqServer:
         self.password = password or "Pw-" + secrets.token_hex(8)
         self.port = (port or free_port()) if tcp else 0
         self.quic_port = quic_port
-        args = [str(BINARY), "serve", str(self.share), "--listen", "127.0.0.1",
+        self.listen = listen
+        args = [str(BINARY), "serve", str(self.share), "--listen", listen,
                 "--tcp-port", str(self.port), "--quic-port", str(quic_port),
                 "--state-dir", str(self.state)]
         if config is not None:

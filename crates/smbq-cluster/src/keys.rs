@@ -12,6 +12,8 @@
 //! | `f/FILE/b/HOLDER/REQUESTER.SEQ` | [`BreakRequest`] | the requester's |
 //! | `f/FILE/k/NODE` | the revision of the file's changes NODE has seen (crate::remote) | NODE's |
 //! | `f/FILE/fl/NODE` | the revision of another node's admission up to which NODE flushed the file | NODE's |
+//! | `f/FILE/p/OPEN` | [`Hold`]: a persistent open's share mode and locks, kept while its node is away | none |
+//! | `ca/ID` | [`CaRecord`]: a persistent open's record (MS-SMB2 3.3.5.9.10), ID its FileId.Persistent | none |
 //!
 //! FILE is `VOLUME.INO.STREAM`, INO and STREAM in hex. VOLUME names the file system the
 //! same way on every node ([`Volumes`]): `v` and a hash of its name, or `d` and the device
@@ -61,6 +63,36 @@ pub struct BreakRequest {
     pub writes: bool,
 }
 
+/// A persistent open (a continuously available share) as other nodes must meet it also when
+/// its node died and no node holds it yet (crate::ca): its share mode and byte-range locks
+/// stand until a node takes it over or it expires.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Hold {
+    /// The node holding the open.
+    pub node: String,
+    pub access: u32,
+    pub share_access: u32,
+    /// The share-relative path, for other nodes' directory renames.
+    pub path: String,
+    /// (offset, length, exclusive).
+    pub locks: Vec<(u64, u64, bool)>,
+    /// What the open caches, as lease state bits (an oplock as its lease equivalent).
+    pub caching: u32,
+    /// Its client is away: the open waits for a reclaim on its node.
+    pub away: bool,
+}
+
+/// A persistent open's record in etcd: the record a server restores it from, and the node
+/// that holds it now.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CaRecord {
+    pub node: String,
+    /// The volume of the record's file ([`Volumes`]): each node restores it on its own
+    /// device number.
+    pub volume: String,
+    pub record: smbq_server::durable::store::Record,
+}
+
 /// Which file system a device number is on, by a name every node gives it: a file is
 /// (volume, inode, stream) across nodes, because the same file system shows a different
 /// device number on each mount (FUSE file systems such as MooseFS, and often on each host).
@@ -95,7 +127,7 @@ impl Volumes {
         v
     }
 
-    fn id(&self, dev: u64) -> String {
+    pub(crate) fn id(&self, dev: u64) -> String {
         match self.by_dev.get(&dev) {
             Some(id) => id.clone(),
             None => format!("d{dev:x}"),
@@ -103,7 +135,7 @@ impl Volumes {
     }
 
     /// The device this node sees volume `id` on.
-    fn dev(&self, id: &str) -> Option<u64> {
+    pub(crate) fn dev(&self, id: &str) -> Option<u64> {
         if let Some(dev) = id.strip_prefix('d') {
             return u64::from_str_radix(dev, 16).ok();
         }
@@ -137,6 +169,26 @@ impl Keys {
 
     pub fn nodes(&self) -> String {
         format!("{}nodes/", self.prefix)
+    }
+
+    /// This node's view of the volumes.
+    pub fn volumes(&self) -> &Volumes {
+        &self.volumes
+    }
+
+    /// Every persistent open's record.
+    pub fn cas(&self) -> String {
+        format!("{}ca/", self.prefix)
+    }
+
+    /// Persistent open `id`'s record.
+    pub fn ca(&self, id: u64) -> String {
+        format!("{}{id:016x}", self.cas())
+    }
+
+    /// Persistent open `id`'s hold on its file.
+    pub fn hold(&self, f: FileKey, id: u64) -> String {
+        format!("{}p/{id:x}", self.file(f))
     }
 
     /// Every key of every file, for the watch.
@@ -254,6 +306,9 @@ impl Keys {
             ["fl", node] => Entry::Flushed {
                 node: (*node).to_owned(),
             },
+            ["p", open] => Entry::Hold {
+                open_id: u64::from_str_radix(open, 16).ok()?,
+            },
             _ => return None,
         };
         Some((f, entry))
@@ -285,6 +340,10 @@ pub enum Entry {
     /// Up to which admission of another node `node` flushed the file.
     Flushed {
         node: String,
+    },
+    /// A persistent open's hold ([`Hold`]).
+    Hold {
+        open_id: u64,
     },
 }
 
@@ -321,6 +380,11 @@ mod tests {
         assert_eq!(k.parse(&k.ack(F, "n3")), Some((F, ack)));
         let flushed = Entry::Flushed { node: "n3".into() };
         assert_eq!(k.parse(&k.flushed(F, "n3")), Some((F, flushed)));
+        let hold = Entry::Hold { open_id: 0xabc };
+        assert_eq!(k.parse(&k.hold(F, 0xabc)), Some((F, hold)));
+        // A persistent open's record is not a key of a file.
+        assert_eq!(k.parse(&k.ca(0xabc)), None);
+        assert!(k.ca(0xabc).starts_with(&k.cas()));
         for exclusive in [true, false] {
             let key = k.lock(F, "a", 9, (100, u64::MAX, exclusive), 3);
             let lock = Entry::Lock {

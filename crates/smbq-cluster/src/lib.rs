@@ -19,6 +19,7 @@
 
 mod breaks;
 mod budget;
+pub mod ca;
 pub mod keys;
 mod remote;
 mod state;
@@ -31,6 +32,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, WatchOptions};
+use smbq_server::durable::store::{Record, RecordStore};
 use smbq_server::file_state::FileKey;
 use smbq_server::open_state::{Effects, OpenState};
 use smbq_wire::NtStatus;
@@ -109,7 +111,15 @@ pub struct Cluster {
     rewatch: Notify,
     /// `ClusterConfig::max_records`.
     max_records: usize,
+    /// Persistent opens' records (crate::ca), once a continuously available share asks.
+    records: OnceLock<Arc<ca::EtcdRecords>>,
+    /// Where persistent opens taken over from departed nodes go (the server holds them).
+    adopter: OnceLock<Adopter>,
 }
+
+/// Holds persistent opens taken over from a departed node again, each parked for its client
+/// (smbq-server's `Server::adopt_persistent`).
+pub type Adopter = Box<dyn Fn(Vec<Record>) + Send + Sync>;
 
 /// Where a node's breaks for other nodes' opens go: the server's delivery.
 pub type Sink = Box<dyn Fn(Effects) + Send + Sync>;
@@ -147,6 +157,8 @@ impl Cluster {
             sink: OnceLock::new(),
             rewatch: Notify::new(),
             max_records: cfg.max_records,
+            records: OnceLock::new(),
+            adopter: OnceLock::new(),
         });
         cluster.rt.spawn(cluster.clone().renew(cfg.ttl));
         cluster.rt.spawn(cluster.clone().watchdog(cfg.ttl));
@@ -168,6 +180,50 @@ impl Cluster {
             .spawn(watch(self.clone(), local.clone(), remote.clone()));
         let max = self.max_records;
         Box::new(state::ClusterState::new(self.clone(), local, remote, max))
+    }
+
+    /// The store of this node's persistent opens' records, in etcd (crate::ca), for the
+    /// server (smbq-server's `Server::use_record_store`).
+    pub fn records(self: &Arc<Self>) -> Arc<dyn RecordStore> {
+        self.ca_records().clone()
+    }
+
+    fn ca_records(self: &Arc<Self>) -> &Arc<ca::EtcdRecords> {
+        self.records
+            .get_or_init(|| Arc::new(ca::EtcdRecords::new(self.clone())))
+    }
+
+    /// Takes over the persistent opens of nodes that are gone, this node's earlier process
+    /// among them, and returns them for the server to hold again. From then on, the opens of
+    /// every node that leaves go to `adopter` (crate::ca).
+    pub async fn adopt(self: &Arc<Self>, adopter: Adopter) -> Result<Vec<Record>, String> {
+        let records = self.ca_records().clone();
+        let store = self.store.clone();
+        let known = records.known();
+        let taken = self
+            .rt
+            .spawn(async move { store.orphans(true, known).await })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("reading persistent opens from etcd: {e:?}"))?;
+        records.hold(&taken);
+        let _ = self.adopter.set(adopter);
+        Ok(taken)
+    }
+
+    /// Takes over what departed nodes held of persistent opens, and hands it to the server.
+    async fn adopt_departed(self: &Arc<Self>) {
+        let (Some(records), Some(adopter)) = (self.records.get(), self.adopter.get()) else {
+            return;
+        };
+        match self.store.orphans(false, records.known()).await {
+            Ok(taken) if !taken.is_empty() => {
+                records.hold(&taken);
+                adopter(taken);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(status = ?e, "persistent opens of departed nodes not read"),
+        }
     }
 
     /// Sets where the breaks this node sends for other nodes' opens go (once; the server
@@ -496,8 +552,10 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
 async fn sweeper(cluster: Arc<Cluster>) {
     let store = &cluster.store;
     let spread = store.node.bytes().map(u64::from).sum::<u64>() % 1000;
+    let cl = &cluster;
     let sweep = || async move {
         tokio::time::sleep(Duration::from_millis(200 + spread)).await;
+        cl.adopt_departed().await;
         match store.sweep().await {
             Ok(0) | Err(_) => {}
             Ok(n) => tracing::info!(files = n, "removed what departed nodes left in etcd"),

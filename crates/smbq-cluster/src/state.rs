@@ -379,8 +379,38 @@ impl OpenState for ClusterState {
         self.local.unheard_breaks(key, open_id)
     }
 
+    /// A persistent open held again (after this node's restart, or taken over from a node
+    /// that died; crate::ca): admitted already, it caches only if alone in the cluster, as
+    /// at a grant, and its locks are recorded for the other nodes' LOCKs and I/O.
     fn restore(&self, key: FileKey, open_id: u64, held: Restored<'_>) -> Result<(), String> {
-        self.local.restore(key, open_id, held)
+        let alone = self
+            .admitted()
+            .get(&(key, open_id))
+            .is_some_and(|a| a.alone);
+        let held = if alone {
+            held
+        } else {
+            Restored {
+                oplock: (Level::None, held.oplock.1),
+                lease: held.lease.map(|(k, _, epoch)| (k, 0, epoch)),
+                ..held
+            }
+        };
+        self.local.restore(key, open_id, held)?;
+        for &lock in held.locks {
+            if !self.budget.take() {
+                return Err("this node holds [cluster] max_records in etcd".into());
+            }
+            let r = self
+                .cluster
+                .decide(move |s| async move { s.lock(key, open_id, lock).await });
+            if let Err(e) = r {
+                self.budget.give_back();
+                return Err(format!("its lock at {} is not granted ({e:?})", lock.0));
+            }
+            self.budget.locked(key, open_id);
+        }
+        Ok(())
     }
 
     fn on_child_change(&self, dir: FileKey, except: Option<&LeaseKey>, now: Instant) -> Effects {

@@ -11,12 +11,14 @@ use std::time::{Duration, Instant};
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
+use smbq_server::durable::persistent::lets_in;
 use smbq_server::file_state::FileKey;
 use smbq_server::file_state::byte_range::lock_conflict;
+use smbq_server::file_state::oplock::is_stat_open;
 use smbq_server::file_state::share_mode::share_conflict;
 use smbq_wire::NtStatus;
 
-use crate::keys::{BreakRequest, Entry, Keys, OpenRecord};
+use crate::keys::{BreakRequest, Entry, Hold, Keys, OpenRecord};
 
 /// How long an admission waits for other nodes' clients to acknowledge breaks: a break's own
 /// time (MS-SMB2 3.3.6.3, 35 s here as on one server) and a little for the round trips.
@@ -87,6 +89,9 @@ struct View {
     delete_pending: bool,
     /// Opens of other nodes.
     others: Vec<Other>,
+    /// Persistent opens other nodes hold, or held when they died (crate::keys::Hold): their
+    /// share modes stand (their locks are in `other_locks`).
+    held: Vec<Held>,
     /// Opens of this node, by open id.
     mine: HashMap<u64, Mine>,
     /// Locks of other nodes: (offset, length, exclusive).
@@ -97,6 +102,39 @@ struct View {
     acks: HashMap<String, i64>,
     /// Up to which admission each node flushed the file: a revision.
     flushed: HashMap<String, i64>,
+}
+
+/// A persistent open's hold, of another node (crate::keys::Hold).
+#[derive(Debug)]
+struct Held {
+    node: String,
+    /// Access and share access.
+    modes: (u32, u32),
+    /// Its caching lets other opens in while its client is away (MS-SMB2 3.3.5.9).
+    lets_in: bool,
+    /// Its client is away: the open is parked on its node.
+    away: bool,
+    /// Its node died and no node took it over yet: nobody holds the open, its client is
+    /// away, and no break reaches it. Otherwise the node's own open record stands for it.
+    orphan: bool,
+}
+
+impl View {
+    /// Whether a persistent open of a node that died refuses an open with `access` and
+    /// `share_access` (MS-FSA 2.1.5.1.2.1).
+    fn held_conflict(&self, access: u32, share_access: u32) -> bool {
+        self.held
+            .iter()
+            .any(|h| h.orphan && share_conflict(h.modes, access, share_access))
+    }
+
+    /// MS-SMB2 3.3.5.9, as one server answers for a disconnected persistent open (smbq-server
+    /// `durable::persistent::refuses`): one waiting for its client, on another node or on
+    /// none, refuses every open but a stat open with STATUS_FILE_NOT_AVAILABLE, unless its
+    /// caching lets others in.
+    fn waiting_refuses(&self, access: u32) -> bool {
+        !is_stat_open(access) && self.held.iter().any(|h| (h.away || h.orphan) && !h.lets_in)
+    }
 }
 
 /// An open of this node: its record, and the record's mod revision (a write back compares
@@ -134,7 +172,7 @@ fn revision_of(value: &[u8]) -> i64 {
         .unwrap_or(0)
 }
 
-fn unavailable(e: etcd_client::Error) -> NtStatus {
+pub(crate) fn unavailable(e: etcd_client::Error) -> NtStatus {
     tracing::warn!(error = %e, "etcd request failed");
     NtStatus::SERVER_UNAVAILABLE
 }
@@ -231,7 +269,26 @@ impl Store {
                 Entry::Flushed { node } => {
                     v.flushed.insert(node, revision_of(kv.value()));
                 }
+                Entry::Hold { .. } => {
+                    let Ok(h) = serde_json::from_slice::<Hold>(kv.value()) else {
+                        continue;
+                    };
+                    if *h.node != *self.node {
+                        v.other_locks.extend(h.locks.iter().copied());
+                        v.held.push(Held {
+                            modes: (h.access, h.share_access),
+                            lets_in: lets_in(h.caching, !h.locks.is_empty()),
+                            node: h.node,
+                            away: h.away,
+                            orphan: false,
+                        });
+                    }
+                }
             }
+        }
+        // A hold whose node has no open of the file left is of a node that died.
+        for h in &mut v.held {
+            h.orphan = !v.others.iter().any(|o| o.node == h.node);
         }
         v
     }
@@ -360,7 +417,10 @@ impl Store {
             };
             let mut ops = Vec::new();
             if v.delete_pending {
-                if v.others.is_empty() && v.mine.keys().all(|id| *id == open_id) {
+                if v.others.is_empty()
+                    && v.held.is_empty()
+                    && v.mine.keys().all(|id| *id == open_id)
+                {
                     // Every open that saw the file delete-pending went with a dead node (its
                     // lease dropped them): the mark outlived its opens, as after a crash.
                     ops.push(TxnOp::delete(self.keys.delete_pending(f), None));
@@ -373,6 +433,14 @@ impl Store {
                 .iter()
                 .filter(|o| share_conflict((o.access, o.share_access), checked, share_access))
                 .collect();
+            if v.waiting_refuses(checked) {
+                return Err(NtStatus::FILE_NOT_AVAILABLE);
+            }
+            if v.held_conflict(checked, share_access) {
+                // A persistent open nobody holds: no break reaches it, and it stands until a
+                // node takes it over (then that node's record stands for it).
+                return Err(NtStatus::SHARING_VIOLATION);
+            }
             if !conflicting.is_empty() {
                 let holders = holders_of(&conflicting, HANDLE_CACHING, &asked);
                 if holders.is_empty() || Instant::now() > deadline {
@@ -391,7 +459,7 @@ impl Store {
                 continue;
             }
             // Alone among the nodes: this node's own table decides caching.
-            let alone = v.others.is_empty();
+            let alone = v.others.is_empty() && v.held.is_empty();
             let caching = if alone { ALL_CACHING } else { 0 };
             ops.push(TxnOp::put(okey.clone(), record(caching)?, self.leased()));
             let Some(rev) = self.commit(f, v.version, ops).await? else {
@@ -542,6 +610,7 @@ impl Store {
         if v.others
             .iter()
             .any(|o| share_conflict((o.access, o.share_access), access, share_access))
+            || v.held_conflict(access, share_access)
         {
             return Err(NtStatus::SHARING_VIOLATION);
         }
@@ -582,7 +651,8 @@ impl Store {
         }
         for _ in 0..MAX_ROUNDS {
             let v = self.view(f).await?;
-            let last = v.others.is_empty() && v.mine.keys().all(|id| *id == open_id);
+            let last =
+                v.others.is_empty() && v.held.is_empty() && v.mine.keys().all(|id| *id == open_id);
             // The last open of a delete-pending file: this node deletes it now. Until the
             // name is gone (`forget`), the open's record stays with the mark, so an admission
             // on another node meanwhile is refused DELETE_PENDING, as one server makes it
@@ -630,9 +700,7 @@ impl Store {
             format!("{}/", dir.to_lowercase())
         };
         Ok(all.iter().any(|kv| {
-            let Some((f, Entry::Open { node, .. })) =
-                kv.key_str().ok().and_then(|k| self.keys.parse(k))
-            else {
+            let Some((f, entry)) = kv.key_str().ok().and_then(|k| self.keys.parse(k)) else {
                 return false;
             };
             let other_file = FileKey { stream: 0, ..f }
@@ -640,10 +708,21 @@ impl Store {
                     stream: 0,
                     ..except
                 };
-            node != *self.node
-                && other_file
-                && serde_json::from_slice::<OpenRecord>(kv.value())
-                    .is_ok_and(|rec| rec.path.to_lowercase().starts_with(&prefix))
+            // An open of another node, or a persistent open another node holds or held.
+            let (node, path) = match entry {
+                Entry::Open { node, .. } => {
+                    match serde_json::from_slice::<OpenRecord>(kv.value()) {
+                        Ok(rec) => (node, rec.path),
+                        Err(_) => return false,
+                    }
+                }
+                Entry::Hold { .. } => match serde_json::from_slice::<Hold>(kv.value()) {
+                    Ok(h) => (h.node, h.path),
+                    Err(_) => return false,
+                },
+                _ => return false,
+            };
+            node != *self.node && other_file && path.to_lowercase().starts_with(&prefix)
         }))
     }
 
@@ -692,7 +771,8 @@ impl Store {
                 Some("v") => e.0 = kv.mod_revision(),
                 // A break request outlives its requester's wait only when its holder died
                 // or never answered: with no open left, nobody is waiting for it.
-                Some("o" | "l") => e.1 = true,
+                // A persistent open's hold stands for its open while its node is away.
+                Some("o" | "l" | "p") => e.1 = true,
                 _ => {}
             }
         }
@@ -921,4 +1001,47 @@ pub struct Released {
     pub last: bool,
     /// The file is delete-pending (here or on another node).
     pub delete_pending: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(lets_in: bool, away: bool, orphan: bool) -> Held {
+        Held {
+            node: "n0".into(),
+            modes: (WRITE_DATA, 0),
+            lets_in,
+            away,
+            orphan,
+        }
+    }
+
+    fn view(h: Held) -> View {
+        View {
+            held: vec![h],
+            ..View::default()
+        }
+    }
+
+    /// MS-SMB2 3.3.5.9 across nodes: a persistent open waiting for its client refuses other
+    /// opens (but stat opens) unless its caching lets them in; a hold stands for its share
+    /// mode itself only while no node holds the open (otherwise that node's record does).
+    #[test]
+    fn a_persistent_open_waiting_for_its_client_refuses_as_on_one_server() {
+        const STAT: u32 = 0x80; // FILE_READ_ATTRIBUTES
+        for (h, refuses) in [
+            (held(false, true, false), true),
+            (held(false, false, true), true),
+            (held(true, true, true), false),
+            (held(false, false, false), false),
+        ] {
+            let v = view(h);
+            assert_eq!(v.waiting_refuses(WRITE_DATA), refuses, "{:?}", v.held);
+            assert!(!v.waiting_refuses(STAT));
+        }
+        assert!(view(held(true, true, true)).held_conflict(WRITE_DATA, SHARE_ALL));
+        assert!(!view(held(true, true, false)).held_conflict(WRITE_DATA, SHARE_ALL));
+        assert!(!view(held(true, true, true)).held_conflict(STAT, SHARE_ALL));
+    }
 }

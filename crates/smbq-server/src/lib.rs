@@ -106,7 +106,7 @@ pub struct Server {
     /// Each client's sessions, where its lease breaks go (crate::clients).
     clients: clients::Clients,
     /// The persistent handles' store, once opened (crate::persist).
-    persistent: std::sync::OnceLock<durable::store::Store>,
+    persistent: std::sync::OnceLock<Arc<dyn durable::store::RecordStore>>,
     pipes: RwLock<Arc<PipeFactory>>,
     /// Where to send unsolicited messages for each live connection.
     connections: RwLock<HashMap<u64, push::PushSender>>,

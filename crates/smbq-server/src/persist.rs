@@ -19,7 +19,9 @@ use smbq_wire::create::OplockLevel;
 use crate::Server;
 use crate::access::mask;
 use crate::durable::DurableGrant;
-use crate::durable::store::{LeaseRecord, LockRecord, RECORD_VERSION, Record, Store};
+use crate::durable::store::{
+    Claim, LeaseRecord, LockRecord, RECORD_VERSION, Record, RecordStore, Store,
+};
 use crate::file_state::lease::LeaseKey;
 use crate::file_state::oplock::{Level, Owner};
 use crate::file_state::{FileKey, NewOpen};
@@ -51,16 +53,27 @@ impl Server {
     /// Must run inside the runtime (each restored open gets its timeout timer).
     pub fn open_persistent_store(&self, path: &Path) -> std::io::Result<RestoreReport> {
         let (store, loaded) = Store::open(path)?;
-        let mut report = RestoreReport {
-            dropped: loaded.dropped,
-            ..RestoreReport::default()
-        };
-        if self.persistent.set(store).is_err() {
-            return Err(std::io::Error::other(
-                "the persistent store is open already",
-            ));
-        }
-        for rec in loaded.records {
+        self.use_record_store(Arc::new(store))?;
+        let mut report = self.adopt_persistent(loaded.records);
+        report.dropped.splice(0..0, loaded.dropped);
+        Ok(report)
+    }
+
+    /// Keeps persistent opens' records in `store` from now on (once): this server's own
+    /// database, or a store shared by the nodes of a cluster.
+    pub fn use_record_store(&self, store: Arc<dyn RecordStore>) -> std::io::Result<()> {
+        self.persistent
+            .set(store)
+            .map_err(|_| std::io::Error::other("the persistent store is open already"))
+    }
+
+    /// Holds the opens of `records` again, each parked for its client until its timeout: the
+    /// records of the last run at a start, or those of a cluster node that died. A record
+    /// that cannot be held is removed from the store and said why. Must run inside the
+    /// runtime (each open gets its timeout timer).
+    pub fn adopt_persistent(&self, records: Vec<Record>) -> RestoreReport {
+        let mut report = RestoreReport::default();
+        for rec in records {
             match self.restore(&rec) {
                 Ok(()) => report.restored += 1,
                 Err(why) => {
@@ -80,7 +93,28 @@ impl Server {
             dropped = report.dropped.len(),
             "persistent opens"
         );
-        Ok(report)
+        report
+    }
+
+    /// A persistent reconnect (DH2C) names open `id`, which this server does not hold: the
+    /// store may know of it ([`RecordStore::claim`]). Ok when there is nothing to claim or
+    /// the open is now held here (parked for the reclaim); FILE_NOT_AVAILABLE while another
+    /// live server holds it.
+    pub(crate) fn claim_persistent(&self, id: u64) -> Result<(), smbq_wire::NtStatus> {
+        let Some(store) = self.persistent.get() else {
+            return Ok(());
+        };
+        match blocking_io(|| store.claim(id)) {
+            Claim::Unknown => Ok(()),
+            Claim::Elsewhere => Err(smbq_wire::NtStatus::FILE_NOT_AVAILABLE),
+            Claim::Adopted(rec) => {
+                let report = self.adopt_persistent(vec![*rec]);
+                if report.restored == 1 {
+                    tracing::info!(open = id, "persistent open taken over from a departed node");
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Writes `open`'s state to the store if it is a persistent open; false if that failed
@@ -223,6 +257,7 @@ impl Server {
                 .collect(),
             parent_lease: open.parent_lease.map(|k| k.key),
             posix: open.posix,
+            away: self.durable.is_parked(open.volatile()),
         })
     }
 

@@ -150,6 +150,36 @@ impl Node {
         }));
     }
 
+    /// Keeps `server`'s persistent handles in etcd, and holds again the persistent opens of
+    /// nodes that are gone (this node's earlier process among them) before anyone connects;
+    /// those of nodes that leave later are taken over as they go.
+    pub async fn persistent(
+        &self,
+        server: &std::sync::Arc<smbq_server::Server>,
+    ) -> Result<(), String> {
+        server
+            .use_record_store(self.0.records())
+            .map_err(|e| e.to_string())?;
+        let weak = std::sync::Arc::downgrade(server);
+        let rt = tokio::runtime::Handle::current();
+        let adopter = Box::new(move |records| {
+            if let Some(s) = weak.upgrade() {
+                // Holding an open again asks etcd: off the etcd client's own runtime.
+                rt.spawn_blocking(move || s.adopt_persistent(records));
+            }
+        });
+        let taken = self.0.adopt(adopter).await?;
+        if !taken.is_empty() {
+            let report = server.adopt_persistent(taken);
+            eprintln!(
+                "smbq: {} persistent opens of departed nodes held again ({} dropped)",
+                report.restored,
+                report.dropped.len()
+            );
+        }
+        Ok(())
+    }
+
     /// Resolves when the node's etcd lease is lost (the server must stop).
     pub async fn lost(&self) {
         self.0.lost().await
@@ -189,6 +219,10 @@ impl Node {
     }
 
     pub fn deliver_to(&self, _: &std::sync::Arc<smbq_server::Server>) {
+        match *self {}
+    }
+
+    pub async fn persistent(&self, _: &std::sync::Arc<smbq_server::Server>) -> Result<(), String> {
         match *self {}
     }
 

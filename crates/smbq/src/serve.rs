@@ -216,13 +216,6 @@ impl Startup {
         let quic = quic_plan(args, &file, &state_dir, quic_addr, quic_port_set.is_some())?;
         let cluster =
             crate::cluster::plan(args.cluster.as_deref(), args.node.as_deref(), &file.cluster)?;
-        if cluster.is_some() && server_cfg.shares.iter().any(|c| c.continuous_availability) {
-            return Err(
-                "continuously available shares are not served by cluster nodes yet: \
-                 their persistent handles are kept by one node (docs/cluster.md)"
-                    .into(),
-            );
-        }
         Ok(Self {
             state_dir,
             users_path,
@@ -473,13 +466,18 @@ async fn serve(s: Startup) -> Result<(), String> {
     if let Some(n) = &node {
         n.deliver_to(&server);
     }
-    if ca {
-        // Persistent handles outlive the process (docs/features.md): the opens of the last
-        // run are held again for their clients before anyone can connect.
-        let path = s.state_dir.join("persistent-handles.redb");
-        server
-            .open_persistent_store(&path)
-            .map_err(|e| format!("persistent handles' store {}: {e}", path.display()))?;
+    match (&node, ca) {
+        (_, false) => {}
+        // A cluster node keeps them in etcd, where any node takes them over (docs/cluster.md).
+        (Some(n), true) => n.persistent(&server).await?,
+        (None, true) => {
+            // Persistent handles outlive the process (docs/features.md): the opens of the
+            // last run are held again for their clients before anyone can connect.
+            let path = s.state_dir.join("persistent-handles.redb");
+            server
+                .open_persistent_store(&path)
+                .map_err(|e| format!("persistent handles' store {}: {e}", path.display()))?;
+        }
     }
     let mut tasks = Tasks {
         shutdown: smbq_server::conn::Shutdown::new(),

@@ -55,21 +55,29 @@ pub fn refuses(store: &DurableStore, files: &dyn OpenState, key: FileKey, grante
         return false;
     }
     store.persistent_on_file(key).into_iter().any(|(on, id)| {
-        let mut needed = HANDLE_CACHING;
-        if files.lock_count(on) > 0 {
-            needed |= WRITE_CACHING;
-        }
         let (oplock, lease) = files.caching_of(on, id);
         let held = match lease {
             Some((_, g)) => g.state,
             None => oplock_as_lease(oplock),
         };
-        held & needed != needed
+        !lets_in(held, files.lock_count(on) > 0)
     })
 }
 
+/// The rule of [`refuses`] for one disconnected persistent open that caches `held` (lease
+/// state bits) and, with `locked`, has byte-range locks on its stream: whether it lets
+/// another open in. Also the rule of a cluster node for a persistent open of a node that
+/// died (smbq-cluster's holds).
+pub fn lets_in(held: u32, locked: bool) -> bool {
+    let mut needed = HANDLE_CACHING;
+    if locked {
+        needed |= WRITE_CACHING;
+    }
+    held & needed == needed
+}
+
 /// What an oplock caches, in lease terms.
-fn oplock_as_lease(level: Level) -> u32 {
+pub fn oplock_as_lease(level: Level) -> u32 {
     match level {
         Level::Batch => READ_CACHING | WRITE_CACHING | HANDLE_CACHING,
         Level::Exclusive => READ_CACHING | WRITE_CACHING,

@@ -58,6 +58,10 @@ pub struct Record {
     /// are Windows opens.
     #[serde(default)]
     pub posix: bool,
+    /// Its client is away: the open is parked, waiting for a reclaim. Records written
+    /// before it existed were read back only at a start, when every open waits.
+    #[serde(default)]
+    pub away: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,6 +77,59 @@ pub struct LockRecord {
     pub offset: u64,
     pub length: u64,
     pub exclusive: bool,
+}
+
+/// Where persistent opens' records live: this server's own database ([`Store`]), or one
+/// that several servers share (a cluster's, in etcd). A record is on stable storage (or
+/// replicated) when `put` returns; the server sends the response that depends on it only
+/// then.
+pub trait RecordStore: Send + Sync + std::fmt::Debug {
+    /// Writes `rec`, replacing the open's earlier record.
+    fn put(&self, rec: &Record) -> io::Result<()>;
+    /// Removes the record of open `id`, if any.
+    fn remove(&self, id: u64) -> io::Result<()>;
+    /// How many of the records this server holds are `user`'s.
+    fn records_of(&self, user: &str) -> usize;
+    /// How many records this server holds.
+    fn records(&self) -> io::Result<usize>;
+    /// A reclaim (DH2C) names open `id`, which this server does not hold: whether another
+    /// server does. A store shared with servers that may have died hands over the record
+    /// of one that did ([`Claim::Adopted`]), for this server to hold the open again.
+    fn claim(&self, id: u64) -> Claim {
+        let _ = id;
+        Claim::Unknown
+    }
+}
+
+/// What [`RecordStore::claim`] found.
+#[derive(Debug)]
+pub enum Claim {
+    /// No record: the open is gone (OBJECT_NAME_NOT_FOUND).
+    Unknown,
+    /// A live server holds it, connected or waiting for its client there: MS-SMB2 3.3.5.9.12
+    /// (the open still has a connection) says STATUS_FILE_NOT_AVAILABLE; the client tries
+    /// again.
+    Elsewhere,
+    /// The record of a server that died, now this server's to hold.
+    Adopted(Box<Record>),
+}
+
+impl RecordStore for Store {
+    fn put(&self, rec: &Record) -> io::Result<()> {
+        Store::put(self, rec)
+    }
+
+    fn remove(&self, id: u64) -> io::Result<()> {
+        Store::remove(self, id)
+    }
+
+    fn records_of(&self, user: &str) -> usize {
+        Store::records_of(self, user)
+    }
+
+    fn records(&self) -> io::Result<usize> {
+        Store::records(self)
+    }
 }
 
 /// The database of persistent opens.
@@ -396,6 +453,7 @@ mod tests {
             }],
             parent_lease: None,
             posix: true,
+            away: false,
         }
     }
 

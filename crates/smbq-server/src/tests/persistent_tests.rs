@@ -546,7 +546,10 @@ async fn a_lock_the_store_cannot_record_is_not_granted() {
     let (h, _) = ca_harness(true).await;
     let state = tempfile::tempdir().unwrap();
     let store = state.path().join("p.redb");
-    h.srv.open_persistent_store(&store).unwrap();
+    let (db, loaded) = crate::durable::store::Store::open(&store).unwrap();
+    assert!(loaded.records.is_empty());
+    let db = std::sync::Arc::new(db);
+    h.srv.use_record_store(db.clone()).unwrap();
     let o = ph(&h, "f", None, true, 0).await;
     assert_eq!(h.srv.persistent_records(), 1);
     let lock = |offset| {
@@ -565,15 +568,16 @@ async fn a_lock_the_store_cannot_record_is_not_granted() {
         })
     };
     let key = key_of(&h, "f");
-    h.srv.persistent.get().unwrap().fail_puts(true);
+    db.fail_puts(true);
     assert_eq!(
         h.send(lock(0)).await.status,
         NtStatus::INSUFFICIENT_RESOURCES
     );
     assert_eq!(h.srv.open_state().held_by(key, o.id.volatile).locks, vec![]);
-    h.srv.persistent.get().unwrap().fail_puts(false);
+    db.fail_puts(false);
     assert_eq!(h.send(lock(8)).await.status, NtStatus::SUCCESS);
 
+    drop(db); // the database closes with the server
     let (h, report) = restart(h, &store).await;
     assert_eq!(report.restored, 1);
     let held = h.srv.open_state().held_by(key, o.id.volatile);

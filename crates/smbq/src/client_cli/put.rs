@@ -347,8 +347,20 @@ impl Upload<'_, '_> {
         confirmed: u64,
     ) -> Result<(Tree, File, Option<Option<DurableHandle>>), CliError> {
         let limit = Duration::from_millis(u64::from(h.timeout_ms));
+        let give_up = std::time::Instant::now() + limit;
         let tree = self.again.reconnect(limit).await?;
-        match tree.reclaim(h).await {
+        let mut r = tree.reclaim(h).await;
+        // MS-SMB2 3.3.5.9.12: the open still has a connection, or (a cluster, reached on
+        // another node) the node it was opened on is not yet known to be gone. Once it is,
+        // the node this client reached takes the open over (docs/cluster.md).
+        while matches!(&r, Err(e) if e.status() == Some(NtStatus::FILE_NOT_AVAILABLE))
+            && std::time::Instant::now() < give_up
+        {
+            super::watchdog::touch();
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            r = tree.reclaim(h).await;
+        }
+        match r {
             Ok(f) => Ok((tree, f, None)),
             Err(e) if e.status() == Some(NtStatus::OBJECT_NAME_NOT_FOUND) => {
                 eprintln!(

@@ -292,6 +292,15 @@ async fn reclaim(
     });
     let user = &ctx.view.identity.user;
     let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
+    // A persistent open this server does not hold may be another cluster node's: held
+    // there (FILE_NOT_AVAILABLE, the client tries again), or taken over here from a node
+    // that died (crate::persist).
+    if rc.persistent == Some(true)
+        && !srv.durable_store().is_parked(rc.file_id.persistent)
+        && !live_durable(srv, rc.file_id)
+    {
+        srv.claim_persistent(rc.file_id.persistent)?;
+    }
     let accept = |p: &Parked| reclaimable(srv, tree, req, rc, asked_key, user, p);
     let mut parked = srv
         .durable_store()

@@ -1,0 +1,216 @@
+"""Issue 39, persistent handles across nodes: a continuously available share served by three
+cluster nodes keeps each persistent open's record in etcd, so when the node holding it is
+killed with SIGKILL, another node takes it over and the client reclaims it there.
+
+The client finds the nodes as a real client would, by DNS round robin: `smbq put` runs in a
+private mount namespace whose /etc/hosts gives one name two addresses (127.0.0.2 and
+127.0.0.3), where two of the nodes listen on the same port. When the first dies, its next
+connection reaches the second."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import threading
+import time
+
+from conftest import BINARY, USER, SmbqServer, free_port
+from test_client import make_file, sha256
+from test_cluster import TTL_S, Client, etcd  # noqa: F401 (etcd is a fixture)
+
+SIZE_MB = int(os.environ.get("SMBQ_PERSISTENT_MB", "128"))
+NAME = "smbq-nodes.test"
+STATUS_FILE_NOT_AVAILABLE = 0xC0000467
+STATUS_SHARING_VIOLATION = 0xC0000043
+READ, WRITE = 0x1, 0x2
+
+CONFIG = """
+[cluster]
+ttl_secs = {ttl}
+
+[limits]
+durable_timeout_secs = {timeout}
+
+[share.data]
+path = "{path}"
+continuous_availability = true
+"""
+
+
+class CaCluster:
+    """Nodes n0 (127.0.0.2) and n1 (127.0.0.3) on one TCP port, reached by one name, and n2
+    (127.0.0.1) on its own; all serve `data` as continuously available share "data"."""
+
+    def __init__(self, workdir: pathlib.Path, etcd, timeout: int):
+        self.workdir = workdir
+        self.data = workdir / "data"
+        self.data.mkdir()
+        self.etcd = etcd
+        self.timeout = timeout
+        self.password = "Pw-" + secrets_hex()
+        self.port = free_port()
+        self.nodes = []
+        for i, addr in enumerate(["127.0.0.2", "127.0.0.3", "127.0.0.1"]):
+            port = self.port if i < 2 else free_port()
+            if i:
+                # One server GUID for the cluster (docs/cluster.md).
+                state = workdir / f"n{i}" / "state"
+                state.mkdir(parents=True)
+                shutil.copy(workdir / "n0" / "state" / "server-guid", state / "server-guid")
+            self.nodes.append(self.start(i, addr, port))
+        self.hosts = workdir / "hosts"
+        self.hosts.write_text(f"127.0.0.2 {NAME}\n127.0.0.3 {NAME}\n")
+
+    def start(self, i: int, addr: str, port: int) -> SmbqServer:
+        config = CONFIG.format(ttl=TTL_S, timeout=self.timeout, path=self.data)
+        return SmbqServer(self.workdir / f"n{i}", config=config, password=self.password,
+                          port=port, listen=addr,
+                          extra_args=["--cluster", self.etcd.endpoints, "--node", f"n{i}"])
+
+    def put(self, src: pathlib.Path, name: str) -> subprocess.Popen:
+        """`smbq put` to smb://NAME:PORT/data/NAME over TCP, resolving NAME through this
+        cluster's hosts file."""
+        argv = [str(BINARY), "put", str(src), f"smb://{USER}@{NAME}:{self.port}/data/{name}",
+                "--transport", "tcp"]
+        script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+        env = {**os.environ, "SMBQ_PASSWORD": self.password}
+        return subprocess.Popen(["unshare", "--mount", "sh", "-c", script, str(self.hosts),
+                                 *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env=env, stdin=subprocess.DEVNULL)
+
+    def serving(self) -> int:
+        """Which of n0 and n1 the client's connection is on."""
+        out = subprocess.run(["ss", "-Htn", "state", "established"], capture_output=True,
+                             text=True, check=True).stdout
+        for i in (0, 1):
+            if f"{self.nodes[i].listen}:{self.port} " in out:
+                return i
+        raise AssertionError(f"no client connection to n0 or n1:\n{out}")
+
+    def kill(self, i: int):
+        self.nodes[i].proc.kill()
+        self.nodes[i].proc.wait()
+        self.nodes[i].log.close()
+
+    def stop(self) -> list[str]:
+        logs = []
+        for n in self.nodes:
+            n.stop()
+            logs.append(n.server_log())
+        return logs
+
+
+def secrets_hex() -> str:
+    import secrets
+    return secrets.token_hex(8)
+
+
+def reaches(where: pathlib.Path, size: int):
+    return lambda: any(f.stat().st_size >= size for f in where.iterdir() if f.is_file())
+
+
+def wait_for(cond, within: float, what: str):
+    deadline = time.time() + within
+    while not cond():
+        assert time.time() < deadline, what
+        time.sleep(0.02)
+
+
+def open_in_thread(c: Client, name: str) -> dict:
+    """Opens `name` for writing, sharing nothing, on a thread (the open may wait for breaks);
+    the result lands in the returned dict under "status" (an int) or "fid"."""
+    out: dict = {}
+
+    def run():
+        got = c.open(name, READ | WRITE, share=0)
+        out["fid" if isinstance(got, bytes) else "status"] = got
+    out["thread"] = threading.Thread(target=run, daemon=True)
+    out["thread"].start()
+    return out
+
+
+def test_a_persistent_open_is_reclaimed_on_another_node_after_kill_9(workdir, etcd):
+    c = CaCluster(workdir, etcd, timeout=20)
+    try:
+        size = SIZE_MB << 20
+        src = workdir / "src.bin"
+        make_file(src, size, seed=39)
+        put = c.put(src, "big.bin")
+        try:
+            wait_for(reaches(c.data, size // 4), 300, "the upload did not get going")
+            dead = c.serving()
+            part = next(f.name for f in c.data.iterdir() if f.is_file())
+            assert part != "big.bin", "the upload finished before the kill"
+            c.kill(dead)
+            killed = time.time()
+            # Meanwhile a client of the third node may not open the file: the dead node's
+            # open, then its hold in etcd, then the node that took it over keep it.
+            other = Client(c.nodes[2], c.password)
+            tried = open_in_thread(other, part)
+            _, err = put.communicate(timeout=600)
+        finally:
+            if put.poll() is None:
+                put.kill()
+        stderr = err.decode(errors="replace")
+        logs = "".join(n.server_log()[-3000:] for n in c.nodes)
+        assert put.returncode == 0, stderr + logs
+        assert "reconnecting" in stderr, stderr
+        assert "no longer kept" not in stderr, stderr + logs
+        assert sha256(c.data / "big.bin") == sha256(src)
+        print(f"put finished {time.time() - killed:.1f} s after the kill (lease {TTL_S} s)")
+        survivor = c.nodes[1 - dead].server_log()
+        assert "persistent open" in survivor and "took over" in survivor, survivor[-3000:]
+        assert "durable open reclaimed" in survivor, survivor[-3000:]
+        tried["thread"].join(60)
+        assert tried.get("status") in (STATUS_FILE_NOT_AVAILABLE, STATUS_SHARING_VIOLATION), \
+            (tried, part, logs)
+        other.logoff()
+        # The upload's close removed its record and hold.
+        wait_for(lambda: c.etcd.count("/smbq/ca/") == 0, 10, "a persistent record stayed")
+        wait_for(lambda: c.etcd.count("/smbq/f/") == 0, 10, "a file's keys stayed")
+    finally:
+        for log in c.stop():
+            assert "panicked" not in log, log
+
+
+def test_an_abandoned_persistent_open_of_a_dead_node_holds_its_file_until_it_expires(
+        workdir, etcd):
+    timeout = 6
+    c = CaCluster(workdir, etcd, timeout=timeout)
+    try:
+        src = workdir / "src.bin"
+        make_file(src, SIZE_MB << 20, seed=40)
+        put = c.put(src, "gone.bin")
+        wait_for(reaches(c.data, 1 << 20), 300, "the upload did not get going")
+        dead = c.serving()
+        part = next(f.name for f in c.data.iterdir() if f.is_file())
+        put.kill()  # the client never comes back
+        put.wait()
+        c.kill(dead)
+        killed = time.time()
+        other = Client(c.nodes[2], c.password)
+        statuses = set()
+        while True:
+            got = other.open(part, READ | WRITE, share=0)
+            if isinstance(got, bytes):
+                other.close(got)
+                break
+            statuses.add(got)
+            assert time.time() - killed < TTL_S + timeout + 10, \
+                f"still held {time.time() - killed:.1f} s after the kill"
+            time.sleep(0.2)
+        held = time.time() - killed
+        print(f"held {held:.1f} s after the kill (lease {TTL_S} s, timeout {timeout} s): "
+              f"{sorted(hex(s) for s in statuses)}")
+        # Held while a node kept it for its client: for the lease and the open's timeout.
+        # The uploader's RWH lease lets other opens in to break it (MS-SMB2 3.3.5.9), so an
+        # open conflicts (SHARING_VIOLATION) or waits for the break its client cannot hear.
+        assert statuses <= {STATUS_FILE_NOT_AVAILABLE, STATUS_SHARING_VIOLATION}, statuses
+        assert held >= timeout, held
+        other.logoff()
+        logs = "".join(n.server_log() for n in c.nodes if n is not c.nodes[dead])
+        assert "took over a persistent open" in logs, logs[-4000:]
+        wait_for(lambda: c.etcd.count("/smbq/ca/") == 0, 10, "the expired record stayed")
+    finally:
+        for log in c.stop():
+            assert "panicked" not in log, log
