@@ -10,6 +10,8 @@ connection reaches the second."""
 import os
 import pathlib
 import shutil
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -41,7 +43,9 @@ class CaCluster:
     """Nodes n0 (127.0.0.2) and n1 (127.0.0.3) on one TCP port, reached by one name, and n2
     (127.0.0.1) on its own; all serve `data` as continuously available share "data"."""
 
-    def __init__(self, workdir: pathlib.Path, etcd, timeout: int):
+    def __init__(self, workdir: pathlib.Path, etcd, timeout: int,
+                 names: tuple[str, ...] = ("127.0.0.2", "127.0.0.3"),
+                 addrs: tuple[str, ...] = ("127.0.0.2", "127.0.0.3", "127.0.0.1")):
         self.workdir = workdir
         self.data = workdir / "data"
         self.data.mkdir()
@@ -50,7 +54,7 @@ class CaCluster:
         self.password = "Pw-" + secrets_hex()
         self.port = free_port()
         self.nodes = []
-        for i, addr in enumerate(["127.0.0.2", "127.0.0.3", "127.0.0.1"]):
+        for i, addr in enumerate(addrs):
             port = self.port if i < 2 else free_port()
             if i:
                 # One server GUID for the cluster (docs/cluster.md).
@@ -59,7 +63,7 @@ class CaCluster:
                 shutil.copy(workdir / "n0" / "state" / "server-guid", state / "server-guid")
             self.nodes.append(self.start(i, addr, port))
         self.hosts = workdir / "hosts"
-        self.hosts.write_text(f"127.0.0.2 {NAME}\n127.0.0.3 {NAME}\n")
+        self.hosts.write_text("".join(f"{a} {NAME}\n" for a in names))
 
     def start(self, i: int, addr: str, port: int) -> SmbqServer:
         config = CONFIG.format(ttl=TTL_S, timeout=self.timeout, path=self.data)
@@ -98,6 +102,63 @@ class CaCluster:
             n.stop()
             logs.append(n.server_log())
         return logs
+
+
+class CutRelay:
+    """A TCP relay from `listen`:port to `target`:port whose `cut()` resets every connection
+    through it and stops listening: a network path that fails while both ends live."""
+
+    def __init__(self, listen: str, target: str, port: int):
+        self.target = (target, port)
+        self.listener = socket.create_server((listen, port))
+        self.socks: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.closing = False
+        self.done = threading.Event()
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        # accept() is not woken by close() from another thread: poll for cut().
+        self.listener.settimeout(0.1)
+        while not self.closing:
+            try:
+                client, _ = self.listener.accept()
+                client.settimeout(None)
+                upstream = socket.create_connection(self.target, timeout=10)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            upstream.settimeout(None)
+            with self.lock:
+                self.socks += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+        self.done.set()
+
+    @staticmethod
+    def pump(src: socket.socket, dst: socket.socket):
+        try:
+            while data := src.recv(1 << 16):
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def cut(self):
+        self.closing = True
+        self.done.wait(5)
+        self.listener.close()
+        with self.lock:
+            for s in self.socks:
+                # A reset, not a close: as a path that breaks, not a peer that leaves. The
+                # shutdown wakes the pump blocked on the socket, without which the close
+                # would not reach the kernel while it waits.
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
 
 
 def secrets_hex() -> str:
@@ -158,9 +219,13 @@ def test_a_persistent_open_is_reclaimed_on_another_node_after_kill_9(workdir, et
         assert "no longer kept" not in stderr, stderr + logs
         assert sha256(c.data / "big.bin") == sha256(src)
         print(f"put finished {time.time() - killed:.1f} s after the kill (lease {TTL_S} s)")
+        # A surviving node took the open over (the sweeper of either, or the reclaim); if
+        # that was n2, it handed the open to the node the client reached.
         survivor = c.nodes[1 - dead].server_log()
-        assert "persistent open" in survivor and "took over" in survivor, survivor[-3000:]
+        assert "took over a persistent open" in logs, logs
         assert "durable open reclaimed" in survivor, survivor[-3000:]
+        # No session of the new node was taken for the old one (each node its own ids).
+        assert "PreviousSessionId names a session of another user" not in survivor
         tried["thread"].join(60)
         assert tried.get("status") in (STATUS_FILE_NOT_AVAILABLE, STATUS_SHARING_VIOLATION), \
             (tried, part, logs)
@@ -211,6 +276,46 @@ def test_an_abandoned_persistent_open_of_a_dead_node_holds_its_file_until_it_exp
         logs = "".join(n.server_log() for n in c.nodes if n is not c.nodes[dead])
         assert "took over a persistent open" in logs, logs[-4000:]
         wait_for(lambda: c.etcd.count("/smbq/ca/") == 0, 10, "the expired record stayed")
+    finally:
+        for log in c.stop():
+            assert "panicked" not in log, log
+
+
+def test_a_parked_persistent_open_is_handed_over_to_the_node_its_client_reaches(workdir, etcd):
+    """The client's path to its node fails while the node lives: the node parks the open,
+    and the client reconnects (DNS round robin) to another node, which asks for the open.
+    The first node hands it over, and the upload goes on there."""
+    # getaddrinfo orders addresses by their common prefix with the source (127.0.0.1,
+    # RFC 6724 rule 9): 127.0.0.2 and .3 tie and keep the hosts file's order.
+    c = CaCluster(workdir, etcd, timeout=20, names=("127.0.0.2", "127.0.0.3"),
+                  addrs=("127.0.0.5", "127.0.0.3", "127.0.0.1"))
+    relay = CutRelay("127.0.0.2", "127.0.0.5", c.port)
+    try:
+        size = SIZE_MB << 20
+        src = workdir / "src.bin"
+        make_file(src, size, seed=41)
+        put = c.put(src, "moved.bin")
+        try:
+            wait_for(reaches(c.data, size // 4), 300, "the upload did not get going")
+            assert c.serving() == 0  # n0, through the relay
+            relay.cut()
+            cut = time.time()
+            _, err = put.communicate(timeout=600)
+        finally:
+            if put.poll() is None:
+                put.kill()
+        stderr = err.decode(errors="replace")
+        logs = "".join(n.server_log()[-3000:] for n in c.nodes)
+        assert put.returncode == 0, stderr + logs
+        assert "reconnecting" in stderr, stderr
+        assert "no longer kept" not in stderr, stderr + logs
+        assert sha256(c.data / "moved.bin") == sha256(src)
+        print(f"put finished {time.time() - cut:.1f} s after the cut")
+        assert c.nodes[0].proc.poll() is None  # n0 lived throughout
+        assert "handed over to another node" in c.nodes[0].server_log(), logs
+        n1 = c.nodes[1].server_log()
+        assert "handed over to this node" in n1 and "durable open reclaimed" in n1, logs
+        wait_for(lambda: c.etcd.count("/smbq/ca/") == 0, 10, "a persistent record stayed")
     finally:
         for log in c.stop():
             assert "panicked" not in log, log

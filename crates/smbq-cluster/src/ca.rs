@@ -17,15 +17,22 @@
 //!   (smbq-server's `Server::adopt_persistent`). A node starting takes the records of nodes
 //!   that are gone, its own earlier process's among them.
 //! - **Reclaimed on any node.** A DH2C for an open this node does not hold asks
-//!   [`EtcdRecords`]'s `claim`: held by a live node, STATUS_FILE_NOT_AVAILABLE (MS-SMB2
-//!   3.3.5.9.12 for an open that still has a connection; the client tries again); held by a
-//!   node that is gone, it is taken over here at once and reclaimed.
+//!   [`EtcdRecords`]'s `claim` ([`Store::claim_ca`]):
+//!   - held by a node that is gone: taken over here at once, and reclaimed;
+//!   - held by a live node: this node asks for it (`f/FILE/h/ID`). The holder's watch sees
+//!     the request; if the open is parked there (its client left it, and reached this node
+//!     instead, as DNS round robin may have it), the holder closes it without removing its
+//!     record and makes the record this node's ([`hand_over`]), and the reclaim goes on
+//!     here. Otherwise (the client's old connection is still up there, as far as the
+//!     holder knows) the answer after 2 s is STATUS_FILE_NOT_AVAILABLE (MS-SMB2 3.3.5.9.12,
+//!     the open still has a connection), and the client tries again.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use smbq_server::durable::persistent::oplock_as_lease;
 use smbq_server::durable::store::{Claim, Record, RecordStore};
 use smbq_server::file_state::FileKey;
@@ -49,17 +56,30 @@ fn file_of(rec: &Record) -> FileKey {
 pub(crate) enum Claimed {
     /// No record.
     None,
-    /// Held by a live node (or being taken over by this one).
+    /// Held by a live node that did not hand it over in time (or being taken over here).
     Held,
-    /// Taken over by this node now.
+    /// This node's now.
     Taken(Box<Record>),
 }
 
+/// How long a reclaim waits for a live node to hand its parked open over.
+const HANDOVER_WAIT: Duration = Duration::from_secs(2);
+
 impl Store {
-    /// The hold of persistent open `rec` (held by this node).
-    fn hold_of(&self, rec: &Record) -> Result<Vec<u8>, NtStatus> {
+    fn mine(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, FileKey)>> {
+        self.ca_mine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes a record this node now holds.
+    fn note(&self, rec: &Record) {
+        self.mine()
+            .insert(rec.file_id, (rec.user.clone(), file_of(rec)));
+    }
+
+    /// The hold of persistent open `rec`, held by `node`.
+    fn hold_of(&self, rec: &Record, node: &str) -> Result<Vec<u8>, NtStatus> {
         let hold = Hold {
-            node: self.node.to_string(),
+            node: node.to_owned(),
             access: rec.granted,
             share_access: rec.share_access,
             path: rec.path.clone(),
@@ -78,25 +98,31 @@ impl Store {
         serde_json::to_vec(&hold).map_err(|_| NtStatus::INTERNAL_ERROR)
     }
 
-    /// The record as this node keeps it in etcd.
-    fn ca_of(&self, rec: &Record) -> Result<Vec<u8>, NtStatus> {
+    /// The record as etcd keeps it, held by `node`.
+    fn ca_of(&self, rec: &Record, node: &str) -> Result<Vec<u8>, NtStatus> {
         let ca = CaRecord {
-            node: self.node.to_string(),
+            node: node.to_owned(),
             volume: self.keys.volumes().id(rec.dev),
             record: rec.clone(),
         };
         serde_json::to_vec(&ca).map_err(|_| NtStatus::INTERNAL_ERROR)
     }
 
+    /// The writes that make `rec` (on this node's device numbers) `node`'s.
+    fn held_by(&self, rec: &Record, node: &str) -> Result<[TxnOp; 2], NtStatus> {
+        let hold = self.keys.hold(file_of(rec), rec.file_id);
+        Ok([
+            TxnOp::put(self.keys.ca(rec.file_id), self.ca_of(rec, node)?, None),
+            TxnOp::put(hold, self.hold_of(rec, node)?, None),
+        ])
+    }
+
     /// Writes persistent open `rec`'s record and hold, held by this node.
     pub(crate) async fn put_ca(&self, rec: Record) -> Result<(), NtStatus> {
-        let f = file_of(&rec);
-        let txn = Txn::new().and_then([
-            TxnOp::put(self.keys.ca(rec.file_id), self.ca_of(&rec)?, None),
-            TxnOp::put(self.keys.hold(f, rec.file_id), self.hold_of(&rec)?, None),
-        ]);
+        let txn = Txn::new().and_then(self.held_by(&rec, &self.node)?);
         let mut c = self.client.clone();
         c.txn(txn).await.map_err(unavailable)?;
+        self.note(&rec);
         Ok(())
     }
 
@@ -122,49 +148,53 @@ impl Store {
             .collect())
     }
 
+    /// The record of `ca`, on this node's device numbers and parked for its client; `None`
+    /// for a volume this node does not serve.
+    fn local(&self, ca: CaRecord) -> Option<Record> {
+        let Some(dev) = self.keys.volumes().dev(&ca.volume) else {
+            tracing::warn!(volume = %ca.volume, "persistent open on a volume this node does not serve");
+            return None;
+        };
+        Some(Record {
+            dev,
+            away: true,
+            ..ca.record
+        })
+    }
+
     /// Moves the record read as `kv` to this node, if nobody changed it since it was read;
-    /// the record, on this node's device numbers, when this node now holds it.
+    /// the record, on this node's device numbers, when this node now holds it. The caller
+    /// holds `adopting`.
     async fn take_over(&self, kv: &etcd_client::KeyValue) -> Result<Option<Record>, NtStatus> {
         let Ok(ca) = serde_json::from_slice::<CaRecord>(kv.value()) else {
             return Ok(None);
         };
-        let Some(dev) = self.keys.volumes().dev(&ca.volume) else {
-            tracing::warn!(volume = %ca.volume, "persistent open on a volume this node does not serve");
+        let from = ca.node.clone();
+        let Some(rec) = self.local(ca) else {
             return Ok(None);
         };
-        // Held again parked, for its client.
-        let rec = Record {
-            dev,
-            away: true,
-            ..ca.record
-        };
-        let f = file_of(&rec);
         let key = kv.key().to_vec();
         let txn = Txn::new()
             .when([Compare::mod_revision(
-                key.clone(),
+                key,
                 CompareOp::Equal,
                 kv.mod_revision(),
             )])
-            .and_then([
-                TxnOp::put(key, self.ca_of(&rec)?, None),
-                TxnOp::put(self.keys.hold(f, rec.file_id), self.hold_of(&rec)?, None),
-            ]);
+            .and_then(self.held_by(&rec, &self.node)?);
         let mut c = self.client.clone();
         let won = c.txn(txn).await.map_err(unavailable)?.succeeded();
-        if won {
-            tracing::info!(open = rec.file_id, from = %ca.node, "took over a persistent open");
+        if !won {
+            return Ok(None);
         }
-        Ok(won.then_some(rec))
+        tracing::info!(open = rec.file_id, %from, "took over a persistent open");
+        self.note(&rec);
+        Ok(Some(rec))
     }
 
     /// Takes over the records of nodes that are gone; with `own`, also those under this
-    /// node's name but `known` (an earlier process of this node left them).
-    pub(crate) async fn orphans(
-        &self,
-        own: bool,
-        known: HashSet<u64>,
-    ) -> Result<Vec<Record>, NtStatus> {
+    /// node's name that it does not hold (an earlier process of this node left them).
+    pub(crate) async fn orphans(&self, own: bool) -> Result<Vec<Record>, NtStatus> {
+        let _adopting = self.adopting.lock().await;
         let alive = self.alive().await?;
         let (kvs, _) = self.read_all(&self.keys.cas()).await.map_err(unavailable)?;
         let mut taken = Vec::new();
@@ -173,7 +203,7 @@ impl Store {
                 continue;
             };
             let orphan = if *ca.node == *self.node {
-                own && !known.contains(&ca.record.file_id)
+                own && !self.mine().contains_key(&ca.record.file_id)
             } else {
                 !alive.contains(&ca.node)
             };
@@ -184,28 +214,107 @@ impl Store {
         Ok(taken)
     }
 
-    /// A reclaim on this node names persistent open `id`, which this node does not hold.
-    pub(crate) async fn claim_ca(&self, id: u64) -> Result<Claimed, NtStatus> {
+    /// Reads persistent open `id`'s record.
+    async fn read_ca(
+        &self,
+        id: u64,
+    ) -> Result<Option<(etcd_client::KeyValue, CaRecord)>, NtStatus> {
         let mut c = self.client.clone();
         let r = c
             .get(self.keys.ca(id), Some(GetOptions::new()))
             .await
             .map_err(unavailable)?;
-        let Some(kv) = r.kvs().first() else {
+        Ok(r.kvs().first().and_then(|kv| {
+            let ca = serde_json::from_slice::<CaRecord>(kv.value()).ok()?;
+            Some((kv.clone(), ca))
+        }))
+    }
+
+    /// A reclaim on this node names persistent open `id`, which this node does not hold
+    /// parked. Held by a node that is gone, it is taken over; held by a live node, that
+    /// node is asked to hand it over (it does if the open is parked there: its client
+    /// left it) and this waits up to [`HANDOVER_WAIT`] for it.
+    pub(crate) async fn claim_ca(&self, id: u64) -> Result<Claimed, NtStatus> {
+        let _adopting = self.adopting.lock().await;
+        let Some((kv, ca)) = self.read_ca(id).await? else {
             return Ok(Claimed::None);
         };
-        let Ok(ca) = serde_json::from_slice::<CaRecord>(kv.value()) else {
-            return Ok(Claimed::None);
-        };
-        // Held here but not parked: being taken over right now (the client tries again).
-        if *ca.node == *self.node || self.alive().await?.contains(&ca.node) {
-            return Ok(Claimed::Held);
+        if *ca.node == *self.node {
+            // Taken over here, by the sweeper or handed over after an earlier reclaim
+            // gave up waiting: held here unless restored already (then it is being used).
+            if self.mine().contains_key(&id) {
+                return Ok(Claimed::Held);
+            }
+            let Some(rec) = self.local(ca) else {
+                return Ok(Claimed::None);
+            };
+            self.note(&rec);
+            return Ok(Claimed::Taken(Box::new(rec)));
         }
-        Ok(match self.take_over(kv).await? {
-            Some(rec) => Claimed::Taken(Box::new(rec)),
-            // Another node took it over first.
+        if !self.alive().await?.contains(&ca.node) {
+            return Ok(match self.take_over(&kv).await? {
+                Some(rec) => Claimed::Taken(Box::new(rec)),
+                None => Claimed::Held,
+            });
+        }
+        let f = file_of(&ca.record);
+        let ask = self.keys.handover(f, id);
+        let mut c = self.client.clone();
+        let leased = Some(PutOptions::new().with_lease(self.lease));
+        c.put(ask.clone(), self.node.as_bytes(), leased)
+            .await
+            .map_err(unavailable)?;
+        let deadline = Instant::now() + HANDOVER_WAIT;
+        let mut pause = Duration::from_millis(5);
+        let handed = loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(100));
+            match self.read_ca(id).await? {
+                Some((_, ca)) if *ca.node == *self.node => break self.local(ca),
+                Some(_) if Instant::now() < deadline => {}
+                _ => break None,
+            }
+        };
+        let _ = c.delete(ask, None).await;
+        Ok(match handed {
+            Some(rec) => {
+                tracing::info!(open = id, from = %ca.node, "persistent open handed over to this node");
+                self.note(&rec);
+                Claimed::Taken(Box::new(rec))
+            }
             None => Claimed::Held,
         })
+    }
+
+    /// Hands persistent open `rec`, given up here, to node `to`, which asked for it.
+    pub(crate) async fn hand_to(&self, rec: &Record, to: &str) -> Result<(), NtStatus> {
+        let rec = Record {
+            away: true,
+            ..rec.clone()
+        };
+        let txn = Txn::new().and_then(self.held_by(&rec, to)?);
+        let mut c = self.client.clone();
+        c.txn(txn).await.map_err(unavailable)?;
+        Ok(())
+    }
+}
+
+/// Node `to` asks for persistent open `id`, which this node holds: the server gives it up if
+/// it is parked here (its client left it, and reached `to`), and the record becomes `to`'s.
+pub(crate) async fn hand_over(cluster: Arc<Cluster>, id: u64, to: String) {
+    let Some(holder) = cluster.holder.get() else {
+        return;
+    };
+    let Some(rec) = (holder.hand_over)(id).await else {
+        return;
+    };
+    let store = &cluster.store;
+    store.mine().remove(&id);
+    if let Err(e) = store.hand_to(&rec, &to).await {
+        // The open is closed here and its record still names this node: a reclaim on any
+        // node takes it from here (crate::ca::Store::claim_ca), or it expires unclaimed.
+        tracing::warn!(open = id, status = ?e, "persistent open not handed over");
+        store.note(&rec);
     }
 }
 
@@ -213,8 +322,6 @@ impl Store {
 /// etcd. Limits count this node's records, as the local database counts one server's.
 pub struct EtcdRecords {
     cluster: Arc<Cluster>,
-    /// The records this node holds: each one's user and file.
-    mine: Mutex<HashMap<u64, (String, FileKey)>>,
 }
 
 impl std::fmt::Debug for EtcdRecords {
@@ -229,27 +336,7 @@ fn io_error(s: NtStatus) -> io::Error {
 
 impl EtcdRecords {
     pub(crate) fn new(cluster: Arc<Cluster>) -> EtcdRecords {
-        EtcdRecords {
-            cluster,
-            mine: Mutex::default(),
-        }
-    }
-
-    fn mine(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, FileKey)>> {
-        self.mine.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Notes records this node now holds.
-    pub(crate) fn hold(&self, records: &[Record]) {
-        let mut mine = self.mine();
-        for r in records {
-            mine.insert(r.file_id, (r.user.clone(), file_of(r)));
-        }
-    }
-
-    /// The ids of the records this node holds.
-    pub(crate) fn known(&self) -> HashSet<u64> {
-        self.mine().keys().copied().collect()
+        EtcdRecords { cluster }
     }
 }
 
@@ -261,13 +348,11 @@ impl RecordStore for EtcdRecords {
                 let r = r.clone();
                 async move { s.put_ca(r).await }
             })
-            .map_err(io_error)?;
-        self.hold(std::slice::from_ref(rec));
-        Ok(())
+            .map_err(io_error)
     }
 
     fn remove(&self, id: u64) -> io::Result<()> {
-        let Some((_, f)) = self.mine().remove(&id) else {
+        let Some((_, f)) = self.cluster.store.mine().remove(&id) else {
             return Ok(());
         };
         let r = self
@@ -286,25 +371,23 @@ impl RecordStore for EtcdRecords {
     }
 
     fn records_of(&self, user: &str) -> usize {
-        self.mine().values().filter(|(u, _)| u == user).count()
+        let mine = self.cluster.store.mine();
+        mine.values().filter(|(u, _)| u == user).count()
     }
 
     fn records(&self) -> io::Result<usize> {
-        Ok(self.mine().len())
+        Ok(self.cluster.store.mine().len())
     }
 
     fn claim(&self, id: u64) -> Claim {
         match self
             .cluster
-            .decide(move |s| async move { s.claim_ca(id).await })
+            .decide_within(HANDOVER_WAIT, move |s| async move { s.claim_ca(id).await })
         {
             Ok(Claimed::None) => Claim::Unknown,
             // etcd away: the open may be held elsewhere; the client tries again.
             Ok(Claimed::Held) | Err(_) => Claim::Elsewhere,
-            Ok(Claimed::Taken(rec)) => {
-                self.hold(std::slice::from_ref(&*rec));
-                Claim::Adopted(rec)
-            }
+            Ok(Claimed::Taken(rec)) => Claim::Adopted(rec),
         }
     }
 }

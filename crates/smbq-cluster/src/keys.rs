@@ -13,6 +13,7 @@
 //! | `f/FILE/k/NODE` | the revision of the file's changes NODE has seen (crate::remote) | NODE's |
 //! | `f/FILE/fl/NODE` | the revision of another node's admission up to which NODE flushed the file | NODE's |
 //! | `f/FILE/p/OPEN` | [`Hold`]: a persistent open's share mode and locks, kept while its node is away | none |
+//! | `f/FILE/h/OPEN` | the node asking the holder of persistent open OPEN to hand it over | the asker's |
 //! | `ca/ID` | [`CaRecord`]: a persistent open's record (MS-SMB2 3.3.5.9.10), ID its FileId.Persistent | none |
 //!
 //! FILE is `VOLUME.INO.STREAM`, INO and STREAM in hex. VOLUME names the file system the
@@ -191,6 +192,11 @@ impl Keys {
         format!("{}p/{id:x}", self.file(f))
     }
 
+    /// A request to hand persistent open `id` over to another node (crate::ca).
+    pub fn handover(&self, f: FileKey, id: u64) -> String {
+        format!("{}h/{id:x}", self.file(f))
+    }
+
     /// Every key of every file, for the watch.
     pub fn files(&self) -> String {
         format!("{}f/", self.prefix)
@@ -309,6 +315,9 @@ impl Keys {
             ["p", open] => Entry::Hold {
                 open_id: u64::from_str_radix(open, 16).ok()?,
             },
+            ["h", open] => Entry::Handover {
+                open_id: u64::from_str_radix(open, 16).ok()?,
+            },
             _ => return None,
         };
         Some((f, entry))
@@ -343,6 +352,10 @@ pub enum Entry {
     },
     /// A persistent open's hold ([`Hold`]).
     Hold {
+        open_id: u64,
+    },
+    /// A node asks for persistent open `open_id` (its value names the node).
+    Handover {
         open_id: u64,
     },
 }
@@ -382,6 +395,8 @@ mod tests {
         assert_eq!(k.parse(&k.flushed(F, "n3")), Some((F, flushed)));
         let hold = Entry::Hold { open_id: 0xabc };
         assert_eq!(k.parse(&k.hold(F, 0xabc)), Some((F, hold)));
+        let handover = Entry::Handover { open_id: 0xabc };
+        assert_eq!(k.parse(&k.handover(F, 0xabc)), Some((F, handover)));
         // A persistent open's record is not a key of a file.
         assert_eq!(k.parse(&k.ca(0xabc)), None);
         assert!(k.ca(0xabc).starts_with(&k.cas()));

@@ -113,13 +113,22 @@ pub struct Cluster {
     max_records: usize,
     /// Persistent opens' records (crate::ca), once a continuously available share asks.
     records: OnceLock<Arc<ca::EtcdRecords>>,
-    /// Where persistent opens taken over from departed nodes go (the server holds them).
-    adopter: OnceLock<Adopter>,
+    /// The server's side of persistent opens moving between nodes (crate::ca).
+    holder: OnceLock<Holder>,
 }
 
-/// Holds persistent opens taken over from a departed node again, each parked for its client
-/// (smbq-server's `Server::adopt_persistent`).
-pub type Adopter = Box<dyn Fn(Vec<Record>) + Send + Sync>;
+/// The server's side of persistent opens moving between nodes (crate::ca).
+pub struct Holder {
+    /// Holds persistent opens taken over from a departed node again, each parked for its
+    /// client (smbq-server's `Server::adopt_persistent`).
+    pub adopt: Box<dyn Fn(Vec<Record>) + Send + Sync>,
+    /// Gives up a parked persistent open for another node, returning its record
+    /// (smbq-server's `Server::hand_over_persistent`), off the etcd client's runtime.
+    pub hand_over: Box<dyn Fn(u64) -> BoxFuture<Option<Record>> + Send + Sync>,
+}
+
+/// A future the server runs for the cluster.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// Where a node's breaks for other nodes' opens go: the server's delivery.
 pub type Sink = Box<dyn Fn(Effects) + Send + Sync>;
@@ -158,7 +167,7 @@ impl Cluster {
             rewatch: Notify::new(),
             max_records: cfg.max_records,
             records: OnceLock::new(),
-            adopter: OnceLock::new(),
+            holder: OnceLock::new(),
         });
         cluster.rt.spawn(cluster.clone().renew(cfg.ttl));
         cluster.rt.spawn(cluster.clone().watchdog(cfg.ttl));
@@ -195,32 +204,28 @@ impl Cluster {
 
     /// Takes over the persistent opens of nodes that are gone, this node's earlier process
     /// among them, and returns them for the server to hold again. From then on, the opens of
-    /// every node that leaves go to `adopter` (crate::ca).
-    pub async fn adopt(self: &Arc<Self>, adopter: Adopter) -> Result<Vec<Record>, String> {
-        let records = self.ca_records().clone();
+    /// every node that leaves go to `holder`, and so do other nodes' requests for opens
+    /// parked here (crate::ca).
+    pub async fn adopt(self: &Arc<Self>, holder: Holder) -> Result<Vec<Record>, String> {
+        self.ca_records();
         let store = self.store.clone();
-        let known = records.known();
         let taken = self
             .rt
-            .spawn(async move { store.orphans(true, known).await })
+            .spawn(async move { store.orphans(true).await })
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| format!("reading persistent opens from etcd: {e:?}"))?;
-        records.hold(&taken);
-        let _ = self.adopter.set(adopter);
+        let _ = self.holder.set(holder);
         Ok(taken)
     }
 
     /// Takes over what departed nodes held of persistent opens, and hands it to the server.
     async fn adopt_departed(self: &Arc<Self>) {
-        let (Some(records), Some(adopter)) = (self.records.get(), self.adopter.get()) else {
+        let Some(holder) = self.holder.get() else {
             return;
         };
-        match self.store.orphans(false, records.known()).await {
-            Ok(taken) if !taken.is_empty() => {
-                records.hold(&taken);
-                adopter(taken);
-            }
+        match self.store.orphans(false).await {
+            Ok(taken) if !taken.is_empty() => (holder.adopt)(taken),
             Ok(_) => {}
             Err(e) => tracing::warn!(status = ?e, "persistent opens of departed nodes not read"),
         }
@@ -467,6 +472,8 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
         lease,
         seq: Arc::new(AtomicU64::new(0)),
         waits: Arc::new((AtomicUsize::new(0), cfg.max_break_waits)),
+        ca_mine: Arc::default(),
+        adopting: Arc::default(),
     })
 }
 
@@ -632,6 +639,14 @@ fn apply_event(
                 tokio::spawn(flush_then_ack(cluster.clone(), f, kv.mod_revision()));
             }
             local.changed(f).notify_waiters();
+        }
+        // Another node's client reclaims a persistent open held here (crate::ca).
+        keys::Entry::Handover { open_id } if put => {
+            let to = String::from_utf8_lossy(kv.value()).into_owned();
+            let held = store.ca_mine.lock().is_ok_and(|m| m.contains_key(&open_id));
+            if held && to != *store.node {
+                tokio::spawn(ca::hand_over(cluster.clone(), open_id, to));
+            }
         }
         keys::Entry::DeletePending => {
             remote.mark(f, put);

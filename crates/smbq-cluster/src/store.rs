@@ -69,6 +69,10 @@ pub struct Store {
     /// Admissions waiting now for other nodes' clients to acknowledge breaks, and how many
     /// may ([`Self::wait_slot`]).
     pub(crate) waits: Arc<(AtomicUsize, usize)>,
+    /// The persistent opens' records this node holds: each one's user and file (crate::ca).
+    pub(crate) ca_mine: Arc<std::sync::Mutex<HashMap<u64, (String, FileKey)>>>,
+    /// Held while this node takes records over, so it takes each once (crate::ca).
+    pub(crate) adopting: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// An admission's right to wait for breaks; given back when dropped.
@@ -269,6 +273,7 @@ impl Store {
                 Entry::Flushed { node } => {
                     v.flushed.insert(node, revision_of(kv.value()));
                 }
+                Entry::Handover { .. } => {}
                 Entry::Hold { .. } => {
                     let Ok(h) = serde_json::from_slice::<Hold>(kv.value()) else {
                         continue;

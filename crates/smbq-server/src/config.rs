@@ -72,6 +72,11 @@ pub struct ServerConfig {
     /// Refuse named pipes on QUIC connections (`[quic] restrict_named_pipes`, Windows'
     /// RestrictNamedpipeAccessViaQuic).
     pub restrict_named_pipes_quic: bool,
+    /// The high 32 bits of every session id (crate::conn::Runtime): 0 on one server; a
+    /// cluster node's own, so that no two nodes hand out one session id (a client that
+    /// reconnects to another node names its old session as PreviousSessionId, MS-SMB2
+    /// 3.3.5.5.3, which must not end another session there).
+    pub session_id_prefix: u32,
 }
 
 /// What the server may advertise to multichannel clients (MS-SMB2 3.3.5.15.11).

@@ -110,7 +110,7 @@ impl Server {
             Claim::Adopted(rec) => {
                 let report = self.adopt_persistent(vec![*rec]);
                 if report.restored == 1 {
-                    tracing::info!(open = id, "persistent open taken over from a departed node");
+                    tracing::info!(open = id, "persistent open held here for its reclaim");
                 }
                 Ok(())
             }
@@ -181,6 +181,35 @@ impl Server {
             .get()
             .and_then(|s| s.records().ok())
             .unwrap_or(0)
+    }
+
+    /// Gives up parked persistent open `id` for another cluster node, which its client
+    /// reached, to hold: returns its record as its client left it, and closes the open here
+    /// without removing the record (the other node restores the open from it). `None` when
+    /// `id` is not a persistent open parked here, or its file is delete-pending (closing it
+    /// here could unlink the file: it stays until reclaimed here or expired).
+    pub fn hand_over_persistent(&self, id: u64) -> Option<Record> {
+        let open = self.durable.parked_open(id)?;
+        let rec = self
+            .record_of(&open)
+            .filter(|r| !r.delete_pending && r.away)?;
+        let accept = |p: &crate::durable::Parked| {
+            let same = Arc::ptr_eq(&p.open, &open) && p.grant.persistent;
+            if same { Ok(()) } else { Err(()) }
+        };
+        let parked = self.durable.take_if(id, (), accept).ok()?;
+        // Closed as an open that is not persistent: its record stays for the other node,
+        // and nothing is deleted here.
+        if let Some(g) = parked.open.durable.lock().as_mut() {
+            g.persistent = false;
+        }
+        parked
+            .open
+            .delete_on_close
+            .store(false, std::sync::atomic::Ordering::Release);
+        self.close_parked_now(&parked.open);
+        tracing::info!(open = id, "persistent open handed over to another node");
+        Some(rec)
     }
 
     /// The open is closed: its record goes.

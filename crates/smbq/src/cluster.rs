@@ -103,6 +103,13 @@ pub fn plan(
     }))
 }
 
+/// The high 32 bits of a node's session ids (smbq-server's `ServerConfig::session_id_prefix`):
+/// from its name, which is unique in the cluster, and never 0 (one server's).
+pub fn session_id_prefix(node: &str) -> u32 {
+    let h = smbq_server::fnv::fnv1a(node.as_bytes());
+    u32::try_from(h >> 32).unwrap_or(u32::MAX).max(1)
+}
+
 /// A joined node (builds with the `cluster` feature).
 #[cfg(feature = "cluster")]
 pub struct Node(std::sync::Arc<smbq_cluster::Cluster>);
@@ -160,15 +167,22 @@ impl Node {
         server
             .use_record_store(self.0.records())
             .map_err(|e| e.to_string())?;
-        let weak = std::sync::Arc::downgrade(server);
         let rt = tokio::runtime::Handle::current();
-        let adopter = Box::new(move |records| {
+        // Holding an open again and giving one up ask etcd: off the etcd client's runtime.
+        let (weak, on) = (std::sync::Arc::downgrade(server), rt.clone());
+        let adopt = Box::new(move |records| {
             if let Some(s) = weak.upgrade() {
-                // Holding an open again asks etcd: off the etcd client's own runtime.
-                rt.spawn_blocking(move || s.adopt_persistent(records));
+                on.spawn_blocking(move || s.adopt_persistent(records));
             }
         });
-        let taken = self.0.adopt(adopter).await?;
+        let weak = std::sync::Arc::downgrade(server);
+        let hand_over = Box::new(move |id| {
+            let s = weak.upgrade();
+            let task = rt.spawn_blocking(move || s?.hand_over_persistent(id));
+            Box::pin(async move { task.await.ok().flatten() }) as smbq_cluster::BoxFuture<_>
+        });
+        let holder = smbq_cluster::Holder { adopt, hand_over };
+        let taken = self.0.adopt(holder).await?;
         if !taken.is_empty() {
             let report = server.adopt_persistent(taken);
             eprintln!(
@@ -238,6 +252,17 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nodes' session ids differ in their high 32 bits, and none is one server's.
+    #[test]
+    fn each_node_has_its_own_session_ids() {
+        let prefixes: std::collections::HashSet<u32> = ["n0", "n1", "n2", "n11", "n12", "n13"]
+            .map(session_id_prefix)
+            .into();
+        assert_eq!(prefixes.len(), 6);
+        assert!(!prefixes.contains(&0));
+        assert_eq!(session_id_prefix("n0"), session_id_prefix("n0"));
+    }
 
     #[test]
     fn flags_override_the_file_and_both_are_checked() {

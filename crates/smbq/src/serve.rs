@@ -211,11 +211,14 @@ impl Startup {
         AccountFile::load(&users_path).map_err(|e| format!("{}: {e}", users_path.display()))?;
         let hint_share = hint_share(&shares);
         let guid = server_guid(&state_dir)?;
-        let (server_cfg, engine_cfg) = server_configs(&file, guid, shares, encrypt);
+        let (mut server_cfg, engine_cfg) = server_configs(&file, guid, shares, encrypt);
         let quic_addr = SocketAddr::new(listen, quic_port);
         let quic = quic_plan(args, &file, &state_dir, quic_addr, quic_port_set.is_some())?;
         let cluster =
             crate::cluster::plan(args.cluster.as_deref(), args.node.as_deref(), &file.cluster)?;
+        if let Some(plan) = &cluster {
+            server_cfg.session_id_prefix = crate::cluster::session_id_prefix(&plan.node);
+        }
         Ok(Self {
             state_dir,
             users_path,
@@ -374,6 +377,7 @@ fn server_configs(
             rss_capable: file.rss_capable.unwrap_or(false),
         },
         restrict_named_pipes_quic: file.quic.restrict_named_pipes.unwrap_or(true),
+        session_id_prefix: 0,
     };
     let mut engine_cfg = EngineConfig::new(limits, guid, &server_name)
         .require_signing(file.require_signing)

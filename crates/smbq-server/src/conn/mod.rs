@@ -69,6 +69,7 @@ impl Runtime {
             .map(|d| d.as_secs())
             .unwrap_or(1);
         let logon = LogonGuard::new(server.config().logon.clone());
+        let prefix = u64::from(server.config().session_id_prefix);
         let admission = Admission::new(admission_limits(&engine.limits));
         Arc::new(Self {
             server,
@@ -77,7 +78,8 @@ impl Runtime {
             next_conn_id: AtomicU64::new(1),
             // Session ids differ across restarts so a client never reuses a stale one by accident;
             // they stay below 2^32 because some clients (smbtorture session-id) keep 32 bits.
-            next_session_id: AtomicU64::new(((seed & 0x7FFF) << 16) | 1),
+            // A cluster node's ids carry its prefix above those 32 bits.
+            next_session_id: AtomicU64::new((prefix << 32) | ((seed & 0x7FFF) << 16) | 1),
             admission,
             logon,
             quic_audit: crate::audit::AuditWindow::new("quic_connect", QUIC_AUDITS_PER_WINDOW),
