@@ -1,6 +1,8 @@
-"""Issue 39, persistent handles across nodes: a continuously available share served by three
-cluster nodes keeps each persistent open's record in etcd, so when the node holding it is
-killed with SIGKILL, another node takes it over and the client reclaims it there.
+"""Issue 39, durable and persistent handles across nodes. A continuously available share
+served by three cluster nodes keeps each persistent open's record in etcd, so when the node
+holding it is killed with SIGKILL, another node takes it over and the client reclaims it
+there. When only the client's path to its node fails, the node parks the open (durable or
+persistent) and hands it to the node the client reaches instead.
 
 The client finds the nodes as a real client would, by DNS round robin: `smbq put` runs in a
 private mount namespace whose /etc/hosts gives one name two addresses (127.0.0.2 and
@@ -15,6 +17,8 @@ import struct
 import subprocess
 import threading
 import time
+
+import pytest
 
 from conftest import BINARY, USER, SmbqServer, free_port
 from test_client import make_file, sha256
@@ -35,7 +39,7 @@ durable_timeout_secs = {timeout}
 
 [share.data]
 path = "{path}"
-continuous_availability = true
+continuous_availability = {ca}
 """
 
 
@@ -45,7 +49,9 @@ class CaCluster:
 
     def __init__(self, workdir: pathlib.Path, etcd, timeout: int,
                  names: tuple[str, ...] = ("127.0.0.2", "127.0.0.3"),
-                 addrs: tuple[str, ...] = ("127.0.0.2", "127.0.0.3", "127.0.0.1")):
+                 addrs: tuple[str, ...] = ("127.0.0.2", "127.0.0.3", "127.0.0.1"),
+                 ca: bool = True):
+        self.ca = ca
         self.workdir = workdir
         self.data = workdir / "data"
         self.data.mkdir()
@@ -66,7 +72,8 @@ class CaCluster:
         self.hosts.write_text("".join(f"{a} {NAME}\n" for a in names))
 
     def start(self, i: int, addr: str, port: int) -> SmbqServer:
-        config = CONFIG.format(ttl=TTL_S, timeout=self.timeout, path=self.data)
+        config = CONFIG.format(ttl=TTL_S, timeout=self.timeout, path=self.data,
+                               ca="true" if self.ca else "false")
         return SmbqServer(self.workdir / f"n{i}", config=config, password=self.password,
                           port=port, listen=addr,
                           extra_args=["--cluster", self.etcd.endpoints, "--node", f"n{i}"])
@@ -281,14 +288,16 @@ def test_an_abandoned_persistent_open_of_a_dead_node_holds_its_file_until_it_exp
             assert "panicked" not in log, log
 
 
-def test_a_parked_persistent_open_is_handed_over_to_the_node_its_client_reaches(workdir, etcd):
-    """The client's path to its node fails while the node lives: the node parks the open,
-    and the client reconnects (DNS round robin) to another node, which asks for the open.
-    The first node hands it over, and the upload goes on there."""
+@pytest.mark.parametrize("ca", [True, False], ids=["persistent", "durable"])
+def test_a_parked_open_is_handed_over_to_the_node_its_client_reaches(workdir, etcd, ca):
+    """The client's path to its node fails while the node lives: the node parks the open
+    (a persistent one on a continuously available share, a durable one on another), and
+    the client reconnects (DNS round robin) to another node, which asks for the open. The
+    first node hands it over, and the upload goes on there."""
     # getaddrinfo orders addresses by their common prefix with the source (127.0.0.1,
     # RFC 6724 rule 9): 127.0.0.2 and .3 tie and keep the hosts file's order.
     c = CaCluster(workdir, etcd, timeout=20, names=("127.0.0.2", "127.0.0.3"),
-                  addrs=("127.0.0.5", "127.0.0.3", "127.0.0.1"))
+                  addrs=("127.0.0.5", "127.0.0.3", "127.0.0.1"), ca=ca)
     relay = CutRelay("127.0.0.2", "127.0.0.5", c.port)
     try:
         size = SIZE_MB << 20
@@ -312,9 +321,10 @@ def test_a_parked_persistent_open_is_handed_over_to_the_node_its_client_reaches(
         assert sha256(c.data / "moved.bin") == sha256(src)
         print(f"put finished {time.time() - cut:.1f} s after the cut")
         assert c.nodes[0].proc.poll() is None  # n0 lived throughout
-        assert "handed over to another node" in c.nodes[0].server_log(), logs
+        assert "durable open handed over to another node" in c.nodes[0].server_log(), logs
         n1 = c.nodes[1].server_log()
-        assert "handed over to this node" in n1 and "durable open reclaimed" in n1, logs
+        assert "durable open handed over to this node" in n1, logs
+        assert "durable open reclaimed" in n1, logs
         wait_for(lambda: c.etcd.count("/smbq/ca/") == 0, 10, "a persistent record stayed")
     finally:
         for log in c.stop():

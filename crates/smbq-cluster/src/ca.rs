@@ -62,8 +62,12 @@ pub(crate) enum Claimed {
     Taken(Box<Record>),
 }
 
-/// How long a reclaim waits for a live node to hand its parked open over.
+/// How long a reclaim waits for a live node to hand its parked persistent open over.
 const HANDOVER_WAIT: Duration = Duration::from_secs(2);
+
+/// How long a reclaim of a durable open waits for a node to hand it over: the holder answers
+/// within milliseconds, and when no node holds it the answer is OBJECT_NAME_NOT_FOUND.
+const DURABLE_WAIT: Duration = Duration::from_secs(1);
 
 impl Store {
     fn mine(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, FileKey)>> {
@@ -230,14 +234,26 @@ impl Store {
         }))
     }
 
-    /// A reclaim on this node names persistent open `id`, which this node does not hold
-    /// parked. Held by a node that is gone, it is taken over; held by a live node, that
-    /// node is asked to hand it over (it does if the open is parked there: its client
-    /// left it) and this waits up to [`HANDOVER_WAIT`] for it.
-    pub(crate) async fn claim_ca(&self, id: u64) -> Result<Claimed, NtStatus> {
+    /// A reclaim on this node names durable open `id` of file `file` (when found), which
+    /// this node does not hold parked. A persistent one held by a node that is gone is
+    /// taken over; one held by a live node (a durable one: by whichever node has it), that
+    /// node is asked to hand it over (it does if the open is parked there: its client left
+    /// it) and this waits up to [`HANDOVER_WAIT`] ([`DURABLE_WAIT`]) for it.
+    pub(crate) async fn claim_ca(
+        &self,
+        id: u64,
+        file: Option<FileKey>,
+    ) -> Result<Claimed, NtStatus> {
         let _adopting = self.adopting.lock().await;
         let Some((kv, ca)) = self.read_ca(id).await? else {
-            return Ok(Claimed::None);
+            // No persistent record: a durable open, parked on the node its client left.
+            let Some(f) = file else {
+                return Ok(Claimed::None);
+            };
+            return Ok(match self.ask_for(f, id, DURABLE_WAIT).await? {
+                Some(rec) => self.taken(rec).await,
+                None => Claimed::None,
+            });
         };
         if *ca.node == *self.node {
             // Taken over here, by the sweeper or handed over after an earlier reclaim
@@ -257,33 +273,59 @@ impl Store {
                 None => Claimed::Held,
             });
         }
-        let f = file_of(&ca.record);
+        let Some(f) = self.keys.volumes().dev(&ca.volume).map(|dev| FileKey {
+            dev,
+            ..file_of(&ca.record)
+        }) else {
+            return Ok(Claimed::None);
+        };
+        Ok(match self.ask_for(f, id, HANDOVER_WAIT).await? {
+            Some(rec) => self.taken(rec).await,
+            None => Claimed::Held,
+        })
+    }
+
+    /// Asks whichever node holds open `id` of file `f` parked to hand it to this node, and
+    /// waits up to `wait` for its record to name this node.
+    async fn ask_for(
+        &self,
+        f: FileKey,
+        id: u64,
+        wait: Duration,
+    ) -> Result<Option<Record>, NtStatus> {
         let ask = self.keys.handover(f, id);
         let mut c = self.client.clone();
         let leased = Some(PutOptions::new().with_lease(self.lease));
         c.put(ask.clone(), self.node.as_bytes(), leased)
             .await
             .map_err(unavailable)?;
-        let deadline = Instant::now() + HANDOVER_WAIT;
+        let deadline = Instant::now() + wait;
         let mut pause = Duration::from_millis(5);
         let handed = loop {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(100));
             match self.read_ca(id).await? {
                 Some((_, ca)) if *ca.node == *self.node => break self.local(ca),
-                Some(_) if Instant::now() < deadline => {}
+                _ if Instant::now() < deadline => {}
                 _ => break None,
             }
         };
         let _ = c.delete(ask, None).await;
-        Ok(match handed {
-            Some(rec) => {
-                tracing::info!(open = id, from = %ca.node, "persistent open handed over to this node");
-                self.note(&rec);
-                Claimed::Taken(Box::new(rec))
-            }
-            None => Claimed::Held,
-        })
+        if handed.is_some() {
+            tracing::info!(open = id, "durable open handed over to this node");
+        }
+        Ok(handed)
+    }
+
+    /// This node holds `rec` now. A persistent open's record stays (this node's); a durable
+    /// one's was only the way over, and goes.
+    async fn taken(&self, rec: Record) -> Claimed {
+        if rec.persistent {
+            self.note(&rec);
+        } else if let Err(e) = self.remove_ca(rec.file_id, file_of(&rec)).await {
+            tracing::warn!(open = rec.file_id, status = ?e, "handed-over record not removed");
+        }
+        Claimed::Taken(Box::new(rec))
     }
 
     /// Hands persistent open `rec`, given up here, to node `to`, which asked for it.
@@ -379,11 +421,13 @@ impl RecordStore for EtcdRecords {
         Ok(self.cluster.store.mine().len())
     }
 
-    fn claim(&self, id: u64) -> Claim {
+    fn claim(&self, id: u64, file: Option<FileKey>) -> Claim {
         match self
             .cluster
-            .decide_within(HANDOVER_WAIT, move |s| async move { s.claim_ca(id).await })
-        {
+            .decide_within(
+                HANDOVER_WAIT,
+                move |s| async move { s.claim_ca(id, file).await },
+            ) {
             Ok(Claimed::None) => Claim::Unknown,
             // etcd away: the open may be held elsewhere; the client tries again.
             Ok(Claimed::Held) | Err(_) => Claim::Elsewhere,

@@ -122,8 +122,8 @@ pub struct Holder {
     /// Holds persistent opens taken over from a departed node again, each parked for its
     /// client (smbq-server's `Server::adopt_persistent`).
     pub adopt: Box<dyn Fn(Vec<Record>) + Send + Sync>,
-    /// Gives up a parked persistent open for another node, returning its record
-    /// (smbq-server's `Server::hand_over_persistent`), off the etcd client's runtime.
+    /// Gives up a parked durable open for another node, returning its record (smbq-server's
+    /// `Server::hand_over_parked`), off the etcd client's runtime.
     pub hand_over: Box<dyn Fn(u64) -> BoxFuture<Option<Record>> + Send + Sync>,
 }
 
@@ -640,10 +640,11 @@ fn apply_event(
             }
             local.changed(f).notify_waiters();
         }
-        // Another node's client reclaims a persistent open held here (crate::ca).
+        // Another node's client reclaims a durable open that may be parked here (crate::ca).
         keys::Entry::Handover { open_id } if put => {
             let to = String::from_utf8_lossy(kv.value()).into_owned();
-            let held = store.ca_mine.lock().is_ok_and(|m| m.contains_key(&open_id));
+            let held = store.ca_mine.lock().is_ok_and(|m| m.contains_key(&open_id))
+                || local.open_count_any(f) > 0;
             if held && to != *store.node {
                 tokio::spawn(ca::hand_over(cluster.clone(), open_id, to));
             }

@@ -96,15 +96,24 @@ impl Server {
         report
     }
 
-    /// A persistent reconnect (DH2C) names open `id`, which this server does not hold: the
-    /// store may know of it ([`RecordStore::claim`]). Ok when there is nothing to claim or
-    /// the open is now held here (parked for the reclaim); FILE_NOT_AVAILABLE while another
-    /// live server holds it.
-    pub(crate) fn claim_persistent(&self, id: u64) -> Result<(), smbq_wire::NtStatus> {
+    /// Whether durable opens' records are kept in a store (a CA share, or a cluster node).
+    pub(crate) fn shares_records(&self) -> bool {
+        self.persistent.get().is_some()
+    }
+
+    /// A durable reconnect (DH2C, DHnC) names open `id` of file `file`, which this server
+    /// does not hold: the store may know of it ([`RecordStore::claim`]). Ok when there is
+    /// nothing to claim or the open is now held here (parked for the reclaim);
+    /// FILE_NOT_AVAILABLE while another live server holds a persistent one.
+    pub(crate) fn claim_parked(
+        &self,
+        id: u64,
+        file: Option<FileKey>,
+    ) -> Result<(), smbq_wire::NtStatus> {
         let Some(store) = self.persistent.get() else {
             return Ok(());
         };
-        match blocking_io(|| store.claim(id)) {
+        match blocking_io(|| store.claim(id, file)) {
             Claim::Unknown => Ok(()),
             Claim::Elsewhere => Err(smbq_wire::NtStatus::FILE_NOT_AVAILABLE),
             Claim::Adopted(rec) => {
@@ -183,18 +192,20 @@ impl Server {
             .unwrap_or(0)
     }
 
-    /// Gives up parked persistent open `id` for another cluster node, which its client
-    /// reached, to hold: returns its record as its client left it, and closes the open here
-    /// without removing the record (the other node restores the open from it). `None` when
-    /// `id` is not a persistent open parked here, or its file is delete-pending (closing it
-    /// here could unlink the file: it stays until reclaimed here or expired).
-    pub fn hand_over_persistent(&self, id: u64) -> Option<Record> {
+    /// Gives up parked durable or persistent open `id` for another cluster node, which its
+    /// client reached, to hold: returns its record as its client left it, and closes the
+    /// open here without removing a persistent one's record (the other node restores the
+    /// open from it). `None` when `id` is not a durable open parked here, or its file is
+    /// delete-pending (closing it here could unlink the file: it stays until reclaimed here
+    /// or expired).
+    pub fn hand_over_parked(&self, id: u64) -> Option<Record> {
         let open = self.durable.parked_open(id)?;
+        let grant = open.durable.lock().clone()?;
         let rec = self
-            .record_of(&open)
+            .describe(&open, grant)
             .filter(|r| !r.delete_pending && r.away)?;
         let accept = |p: &crate::durable::Parked| {
-            let same = Arc::ptr_eq(&p.open, &open) && p.grant.persistent;
+            let same = Arc::ptr_eq(&p.open, &open);
             if same { Ok(()) } else { Err(()) }
         };
         let parked = self.durable.take_if(id, (), accept).ok()?;
@@ -208,7 +219,7 @@ impl Server {
             .delete_on_close
             .store(false, std::sync::atomic::Ordering::Release);
         self.close_parked_now(&parked.open);
-        tracing::info!(open = id, "persistent open handed over to another node");
+        tracing::info!(open = id, "durable open handed over to another node");
         Some(rec)
     }
 
@@ -231,6 +242,11 @@ impl Server {
     /// The record of a persistent open of a file or directory (named streams are not kept).
     fn record_of(&self, open: &Open) -> Option<Record> {
         let g = open.durable.lock().clone().filter(|g| g.persistent)?;
+        self.describe(open, g)
+    }
+
+    /// The record of durable open `open`, granted `g`, of a file or directory.
+    fn describe(&self, open: &Open, g: DurableGrant) -> Option<Record> {
         let f = open.file().filter(|f| f.stream.is_none())?;
         let held = self.open_state().held_by(f.key, open.volatile());
         let lease = self
@@ -287,13 +303,14 @@ impl Server {
             parent_lease: open.parent_lease.map(|k| k.key),
             posix: open.posix,
             away: self.durable.is_parked(open.volatile()),
+            persistent: g.persistent,
         })
     }
 
     /// Holds the open of `rec` again, parked for its client; why not, otherwise.
     fn restore(&self, rec: &Record) -> Result<(), String> {
         let share = self.shares().find(&rec.share).ok_or("the share is gone")?;
-        if !share.cfg.continuous_availability {
+        if rec.persistent && !share.cfg.continuous_availability {
             return Err("the share is no longer continuously available".into());
         }
         // The server restores as itself, not as the account: what the share no longer lets
@@ -415,7 +432,7 @@ fn restored_open(
         share: share.clone(),
         maximal_access: rec.granted,
         encrypt: share.cfg.encrypt,
-        ca: true,
+        ca: share.cfg.continuous_availability,
     });
     Arc::new(Open {
         file_id: FileId {
@@ -446,7 +463,7 @@ fn restored_open(
             user: rec.user.clone(),
             timeout: std::time::Duration::from_millis(rec.timeout_ms),
             resilient: false,
-            persistent: true,
+            persistent: rec.persistent,
         })),
         replay: Mutex::new(None),
         channel: Mutex::new(Default::default()),

@@ -159,8 +159,9 @@ impl Node {
 
     /// Keeps `server`'s persistent handles in etcd, and holds again the persistent opens of
     /// nodes that are gone (this node's earlier process among them) before anyone connects;
-    /// those of nodes that leave later are taken over as they go.
-    pub async fn persistent(
+    /// those of nodes that leave later are taken over as they go. Durable opens parked here
+    /// are handed to the node their client reconnects to, and the other way round.
+    pub async fn hold_opens(
         &self,
         server: &std::sync::Arc<smbq_server::Server>,
     ) -> Result<(), String> {
@@ -178,7 +179,7 @@ impl Node {
         let weak = std::sync::Arc::downgrade(server);
         let hand_over = Box::new(move |id| {
             let s = weak.upgrade();
-            let task = rt.spawn_blocking(move || s?.hand_over_persistent(id));
+            let task = rt.spawn_blocking(move || s?.hand_over_parked(id));
             Box::pin(async move { task.await.ok().flatten() }) as smbq_cluster::BoxFuture<_>
         });
         let holder = smbq_cluster::Holder { adopt, hand_over };
@@ -236,7 +237,7 @@ impl Node {
         match *self {}
     }
 
-    pub async fn persistent(&self, _: &std::sync::Arc<smbq_server::Server>) -> Result<(), String> {
+    pub async fn hold_opens(&self, _: &std::sync::Arc<smbq_server::Server>) -> Result<(), String> {
         match *self {}
     }
 

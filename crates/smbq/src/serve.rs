@@ -471,9 +471,10 @@ async fn serve(s: Startup) -> Result<(), String> {
         n.deliver_to(&server);
     }
     match (&node, ca) {
-        (_, false) => {}
-        // A cluster node keeps them in etcd, where any node takes them over (docs/cluster.md).
-        (Some(n), true) => n.persistent(&server).await?,
+        // A cluster node keeps persistent handles in etcd, where any node takes them over,
+        // and hands parked durable opens to other nodes (docs/cluster.md).
+        (Some(n), _) => n.hold_opens(&server).await?,
+        (None, false) => {}
         (None, true) => {
             // Persistent handles outlive the process (docs/features.md): the opens of the
             // last run are held again for their clients before anyone can connect.

@@ -62,6 +62,15 @@ pub struct Record {
     /// before it existed were read back only at a start, when every open waits.
     #[serde(default)]
     pub away: bool,
+    /// A persistent handle. A durable one that is not has a record only while a cluster
+    /// node hands it to another (smbq-cluster's crate::ca).
+    #[serde(default = "persistent_by_default")]
+    pub persistent: bool,
+}
+
+/// Records written before [`Record::persistent`] existed were all persistent.
+fn persistent_by_default() -> bool {
+    true
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,11 +101,13 @@ pub trait RecordStore: Send + Sync + std::fmt::Debug {
     fn records_of(&self, user: &str) -> usize;
     /// How many records this server holds.
     fn records(&self) -> io::Result<usize>;
-    /// A reclaim (DH2C) names open `id`, which this server does not hold: whether another
-    /// server does. A store shared with servers that may have died hands over the record
-    /// of one that did ([`Claim::Adopted`]), for this server to hold the open again.
-    fn claim(&self, id: u64) -> Claim {
-        let _ = id;
+    /// A durable reconnect (DH2C, DHnC) names open `id` of file `file` (when the name
+    /// the reconnect carries is found), which this server does not hold: whether another
+    /// server does. A store shared with other servers hands over the record of one that
+    /// died, or that gave the open up for this one ([`Claim::Adopted`]), for this server
+    /// to hold the open again.
+    fn claim(&self, id: u64, file: Option<crate::file_state::FileKey>) -> Claim {
+        let _ = (id, file);
         Claim::Unknown
     }
 }
@@ -454,6 +465,7 @@ mod tests {
             parent_lease: None,
             posix: true,
             away: false,
+            persistent: true,
         }
     }
 

@@ -292,14 +292,16 @@ async fn reclaim(
     });
     let user = &ctx.view.identity.user;
     let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
-    // A persistent open this server does not hold may be another cluster node's: held
-    // there (FILE_NOT_AVAILABLE, the client tries again), or taken over here from a node
-    // that died (crate::persist).
-    if rc.persistent == Some(true)
+    // A durable open this server does not hold may be another cluster node's: handed over
+    // from there if it is parked there, taken over here from a node that died (a persistent
+    // one), or held there (FILE_NOT_AVAILABLE for a persistent one: the client tries
+    // again). crate::persist.
+    if srv.shares_records()
         && !srv.durable_store().is_parked(rc.file_id.persistent)
         && !live_durable(srv, rc.file_id)
     {
-        srv.claim_persistent(rc.file_id.persistent)?;
+        let file = file_named(tree, req).await;
+        srv.claim_parked(rc.file_id.persistent, file)?;
     }
     let accept = |p: &Parked| reclaimable(srv, tree, req, rc, asked_key, user, p);
     let mut parked = srv
@@ -369,6 +371,19 @@ const PARKING_POLL: Duration = Duration::from_millis(10);
 
 /// Whether `id` names an open still installed (its connection not torn down) that will be
 /// parked when it is.
+/// The file a reconnect names (its path, as CREATE finds it), if it is there: where a
+/// cluster node asks for the open (smbq-cluster's crate::ca).
+async fn file_named(tree: &Tree, req: &CreateRequest<'_>) -> Option<crate::file_state::FileKey> {
+    let vfs = tree.share.vfs.clone()?;
+    let name = parse_name(&req.name_string().ok()?, false).ok()?;
+    let stat = tokio::task::spawn_blocking(move || {
+        crate::path::lookup(vfs.as_ref(), &name, false).ok()?.stat
+    })
+    .await
+    .ok()??;
+    Some(crate::file_state::FileKey::of(&stat))
+}
+
 fn live_durable(srv: &Server, id: FileId) -> bool {
     srv.lookup_open(id.volatile)
         .is_some_and(|o| o.file_id.persistent == id.persistent && o.durable.lock().is_some())
