@@ -244,8 +244,9 @@ impl Store {
         id: u64,
         file: Option<FileKey>,
     ) -> Result<Claimed, NtStatus> {
-        let _adopting = self.adopting.lock().await;
+        let adopting = self.adopting.lock().await;
         let Some((kv, ca)) = self.read_ca(id).await? else {
+            drop(adopting);
             // No persistent record: a durable open, parked on the node its client left.
             let Some(f) = file else {
                 return Ok(Claimed::None);
@@ -258,14 +259,10 @@ impl Store {
         if *ca.node == *self.node {
             // Taken over here, by the sweeper or handed over after an earlier reclaim
             // gave up waiting: held here unless restored already (then it is being used).
-            if self.mine().contains_key(&id) {
-                return Ok(Claimed::Held);
-            }
-            let Some(rec) = self.local(ca) else {
-                return Ok(Claimed::None);
-            };
-            self.note(&rec);
-            return Ok(Claimed::Taken(Box::new(rec)));
+            return Ok(match self.local(ca) {
+                Some(rec) => self.taken(rec).await,
+                None => Claimed::None,
+            });
         }
         if !self.alive().await?.contains(&ca.node) {
             return Ok(match self.take_over(&kv).await? {
@@ -273,6 +270,9 @@ impl Store {
                 None => Claimed::Held,
             });
         }
+        // The wait for the holder needs no guard: what it hands over is claimed here once
+        // (`taken`).
+        drop(adopting);
         let Some(f) = self.keys.volumes().dev(&ca.volume).map(|dev| FileKey {
             dev,
             ..file_of(&ca.record)
@@ -293,6 +293,16 @@ impl Store {
         id: u64,
         wait: Duration,
     ) -> Result<Option<Record>, NtStatus> {
+        // Each wait holds a blocking thread of the server: bounded with the admissions'
+        // waits (`[cluster] max_break_waits`), so reconnects naming opens nobody has cannot
+        // take them all.
+        let Some(_slot) = self.wait_slot() else {
+            tracing::warn!(
+                open = id,
+                "reclaim not asked of other nodes: max_break_waits reached"
+            );
+            return Ok(None);
+        };
         let ask = self.keys.handover(f, id);
         let mut c = self.client.clone();
         let leased = Some(PutOptions::new().with_lease(self.lease));
@@ -317,13 +327,24 @@ impl Store {
         Ok(handed)
     }
 
-    /// This node holds `rec` now. A persistent open's record stays (this node's); a durable
-    /// one's was only the way over, and goes.
+    /// This node holds `rec` now, unless another reclaim here claimed it first (then it is
+    /// held for that one). A persistent open's record stays (this node's); a durable one's
+    /// was only the way over, and goes.
     async fn taken(&self, rec: Record) -> Claimed {
-        if rec.persistent {
-            self.note(&rec);
-        } else if let Err(e) = self.remove_ca(rec.file_id, file_of(&rec)).await {
-            tracing::warn!(open = rec.file_id, status = ?e, "handed-over record not removed");
+        let first = {
+            let mut mine = self.mine();
+            let first = !mine.contains_key(&rec.file_id);
+            mine.insert(rec.file_id, (rec.user.clone(), file_of(&rec)));
+            first
+        };
+        if !first {
+            return Claimed::Held;
+        }
+        if !rec.persistent {
+            if let Err(e) = self.remove_ca(rec.file_id, file_of(&rec)).await {
+                tracing::warn!(open = rec.file_id, status = ?e, "handed-over record not removed");
+            }
+            self.mine().remove(&rec.file_id);
         }
         Claimed::Taken(Box::new(rec))
     }
@@ -422,6 +443,14 @@ impl RecordStore for EtcdRecords {
     }
 
     fn claim(&self, id: u64, file: Option<FileKey>) -> Claim {
+        // A durable open is asked for only where another node has its file open: a parked
+        // open keeps its record there (crate::remote), and nobody else can hand it over.
+        let file = file.filter(|f| {
+            self.cluster
+                .remote
+                .get()
+                .is_some_and(|r| r.opened_elsewhere(*f))
+        });
         match self
             .cluster
             .decide_within(

@@ -115,6 +115,8 @@ pub struct Cluster {
     records: OnceLock<Arc<ca::EtcdRecords>>,
     /// The server's side of persistent opens moving between nodes (crate::ca).
     holder: OnceLock<Holder>,
+    /// Other nodes' opens and locks as the watch sees them (crate::remote), once wrapped.
+    remote: OnceLock<Arc<RemoteView>>,
 }
 
 /// The server's side of persistent opens moving between nodes (crate::ca).
@@ -168,6 +170,7 @@ impl Cluster {
             max_records: cfg.max_records,
             records: OnceLock::new(),
             holder: OnceLock::new(),
+            remote: OnceLock::new(),
         });
         cluster.rt.spawn(cluster.clone().renew(cfg.ttl));
         cluster.rt.spawn(cluster.clone().watchdog(cfg.ttl));
@@ -184,7 +187,7 @@ impl Cluster {
     /// what crosses nodes is decided with etcd (crate::state).
     pub fn wrap(self: &Arc<Self>, local: Box<dyn OpenState>) -> Box<dyn OpenState> {
         let local: Arc<dyn OpenState> = Arc::from(local);
-        let remote = Arc::new(RemoteView::default());
+        let remote = self.remote.get_or_init(Arc::default).clone();
         self.rt
             .spawn(watch(self.clone(), local.clone(), remote.clone()));
         let max = self.max_records;

@@ -76,7 +76,7 @@ pub struct Store {
 }
 
 /// An admission's right to wait for breaks; given back when dropped.
-struct WaitSlot(Arc<(AtomicUsize, usize)>);
+pub(crate) struct WaitSlot(Arc<(AtomicUsize, usize)>);
 
 impl Drop for WaitSlot {
     fn drop(&mut self) {
@@ -339,7 +339,7 @@ impl Store {
     /// server's blocking threads for up to a break's 35 s, so clients that never acknowledge
     /// on another node (or one client sending many opens) could otherwise take them all and
     /// stall every node's file I/O (`[cluster] max_break_waits`).
-    fn wait_slot(&self) -> Option<WaitSlot> {
+    pub(crate) fn wait_slot(&self) -> Option<WaitSlot> {
         let (held, max) = &*self.waits;
         held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
             (n < *max).then_some(n + 1)
