@@ -84,7 +84,7 @@ def test_every_scenario_produced_numbers(quick_run):
     cluster = sc["cluster"]
     assert {(r["share"], r["op"]) for r in cluster} == {
         (s, op) for s in ("alone", "cluster node")
-        for op in ("create_close", "write_4k", "upload", "download")} | {
+        for op in ("create_close", "create_close_ca", "write_4k", "upload", "download")} | {
         (s, op) for s in ("1 node", "3 nodes")
         for op in ("aggregate_upload", "aggregate_download")}
     for r in cluster:

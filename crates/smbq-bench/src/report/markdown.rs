@@ -485,9 +485,11 @@ fn cluster_table(o: &mut String, rows: &[crate::scenarios::ca::CaRow]) {
     );
     let _ = writeln!(
         o,
-        "One at a time: a CREATE and its CLOSE (two etcd transactions on a cluster node), and \
-         a 4 KiB WRITE (none); then a sequential upload and download (none). Latencies pooled \
-         over the repeats.\n"
+        "One at a time: a CREATE and its CLOSE (two etcd transactions on a cluster node); the \
+         same with a persistent handle on a continuously available share (create_close_ca: \
+         its record committed to the server's own database alone, to etcd on a cluster node); \
+         and a 4 KiB WRITE (none); then a sequential upload and download (none). Latencies \
+         pooled over the repeats.\n"
     );
     latency_rows(o, "Setup", rows);
     let p50 = |setup: &str| {

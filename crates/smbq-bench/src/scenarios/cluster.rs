@@ -2,7 +2,9 @@
 //! alone, then one smbq cluster node whose open state goes through a three-member etcd on
 //! loopback (Debian's etcd-server; the smbq binary built with the `cluster` feature), and one
 //! client over encrypted TCP measures on each: a CREATE plus CLOSE, one at a time (two etcd
-//! transactions, and one more when the open asks for caching); a 4 KiB WRITE on an open
+//! transactions, and one more when the open asks for caching); the same with a persistent
+//! handle on a continuously available share (alone, its record is committed to the node's own
+//! database; on a cluster node, to etcd: two transactions more); a 4 KiB WRITE on an open
 //! handle (no etcd); and a sequential upload and download (no etcd). The issue expects +1 to
 //! 3 ms per CREATE+CLOSE, and READ and WRITE unchanged.
 //!
@@ -22,7 +24,7 @@ use smbq_client::{OpenOptions, Tree};
 
 use crate::net::{LinkDesc, Net};
 use crate::progress::Progress;
-use crate::scenarios::ca::{CaRow, latency_row, timed_upload, timed_writes};
+use crate::scenarios::ca::{CaRow, ca_config, latency_row, timed_upload, timed_writes};
 use crate::servers::smbq::SmbqServer;
 use crate::stats::Summary;
 use crate::target::{Endpoint, Target, check_protection};
@@ -31,7 +33,7 @@ use crate::{Ctx, Scale};
 /// The setups, in table order: smbq alone, and smbq as a node of a cluster.
 pub const SETUPS: [&str; 2] = ["alone", "cluster node"];
 /// The operations timed one at a time, in table order.
-pub const OPS: [&str; 2] = ["create_close", "write_4k"];
+pub const OPS: [&str; 3] = ["create_close", "create_close_ca", "write_4k"];
 /// The setups of the aggregate measurement, in table order, with their number of nodes.
 pub const SPREAD: [(&str, usize); 2] = [("1 node", 1), ("3 nodes", 3)];
 /// Clients at once in the aggregate measurement.
@@ -147,7 +149,10 @@ async fn one_run(
     ep: Endpoint,
     (creates, writes, size): (usize, usize, u64),
     run: String,
-) -> Result<(Vec<f64>, Vec<f64>, f64, f64), String> {
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>, f64, f64), String> {
+    let mut ca = ep.clone();
+    ca.share = "ca".into();
+    let persistent = persistent_create_close(ca, creates, &run).await?;
     let tree: Tree = ep.open_tree().await?;
     check_protection(Target::SmbqTcpEnc, &tree)?;
     let mut create_close = Vec::with_capacity(creates);
@@ -180,10 +185,37 @@ async fn one_run(
         .map_err(|e| format!("download {name}: {e}"))?;
     let down = got as f64 / 1e6 / t.elapsed().as_secs_f64();
     f.close().await.map_err(|e| e.to_string())?;
-    Ok((create_close, write_4k, up, down))
+    Ok((create_close, persistent, write_4k, up, down))
 }
 
-type Got = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
+/// `creates` CREATEs with a persistent handle, each with its CLOSE, one at a time on the
+/// continuously available share of `ep`: their latencies (ms).
+async fn persistent_create_close(
+    ep: Endpoint,
+    creates: usize,
+    run: &str,
+) -> Result<Vec<f64>, String> {
+    let tree: Tree = ep.open_tree().await?;
+    check_protection(Target::SmbqTcpEnc, &tree)?;
+    let mut v = Vec::with_capacity(creates);
+    for i in 0..creates {
+        let name = format!("{DIR}/{run}-p{i}");
+        let t = Instant::now();
+        let (f, handle) = tree
+            .open_durable(&name, &OpenOptions::create_truncate())
+            .await
+            .map_err(|e| format!("create {name}: {e}"))?;
+        f.close().await.map_err(|e| format!("close {name}: {e}"))?;
+        v.push(t.elapsed().as_secs_f64() * 1e3);
+        // A run that measured something else fails rather than reports.
+        if !handle.is_some_and(|h| h.persistent) {
+            return Err(format!("{name}: no persistent handle on the CA share"));
+        }
+    }
+    Ok(v)
+}
+
+type Got = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
 
 fn measure_on(
     ctx: &Ctx,
@@ -198,11 +230,12 @@ fn measure_on(
         &ctx.user,
         &ctx.password,
     );
-    let (c, w, up, down) = net.on_client(one_run(ep, counts(ctx.scale), run))??;
+    let (c, p, w, up, down) = net.on_client(one_run(ep, counts(ctx.scale), run))??;
     acc.0.extend(c);
-    acc.1.extend(w);
-    acc.2.push(up);
-    acc.3.push(down);
+    acc.1.extend(p);
+    acc.2.extend(w);
+    acc.3.push(up);
+    acc.4.push(down);
     Ok(())
 }
 
@@ -219,9 +252,10 @@ fn mb_row(setup: &str, op: &str, v: &[f64]) -> CaRow {
     }
 }
 
-fn rows_of(setup: &str, (c, w, up, down): Got) -> Vec<CaRow> {
+fn rows_of(setup: &str, (c, p, w, up, down): Got) -> Vec<CaRow> {
     vec![
         latency_row(setup, "create_close", c),
+        latency_row(setup, "create_close_ca", p),
         latency_row(setup, "write_4k", w),
         mb_row(setup, "upload", &up),
         mb_row(setup, "download", &down),
@@ -240,11 +274,12 @@ fn measure(
     for r in 0..ctx.repeats() {
         for (i, (setup, acc)) in SETUPS.iter().zip(got.iter_mut()).enumerate() {
             prog.step(&format!("{setup} (repeat {})", r + 1));
-            let extra = if i == 0 {
+            let cluster = if i == 0 {
                 String::new()
             } else {
                 etcd.config(&format!("bench{r}"))
             };
+            let extra = format!("{}{cluster}", ca_config(&ctx.data));
             // Each setup starts with the last one's writes on disk: the upload measures the
             // server, not the page cache's writeback of the run before.
             let _ = Command::new("sync").status();
@@ -383,6 +418,8 @@ fn aggregate(
 
 pub fn run(ctx: &mut Ctx) -> Result<Vec<CaRow>, String> {
     std::fs::create_dir_all(ctx.data.join(DIR)).map_err(|e| e.to_string())?;
+    // The continuously available share's root is `ca` (scenarios::ca::ca_config).
+    std::fs::create_dir_all(ctx.data.join("ca").join(DIR)).map_err(|e| e.to_string())?;
     let steps = (SETUPS.len() + SPREAD.len()) * ctx.repeats();
     let mut prog = Progress::new("cluster", steps);
     let etcd_dir = ctx.scratch.path().join("etcd");
@@ -397,5 +434,6 @@ pub fn run(ctx: &mut Ctx) -> Result<Vec<CaRow>, String> {
     drop(etcd);
     prog.finish();
     let _ = std::fs::remove_dir_all(ctx.data.join(DIR));
+    let _ = std::fs::remove_dir_all(ctx.data.join("ca"));
     r
 }
