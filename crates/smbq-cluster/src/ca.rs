@@ -34,13 +34,13 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use smbq_server::durable::persistent::oplock_as_lease;
-use smbq_server::durable::store::{Claim, Record, RecordStore};
+use smbq_server::durable::store::{Claim, Claimant, Record, RecordStore};
 use smbq_server::file_state::FileKey;
 use smbq_server::file_state::oplock::Level;
 use smbq_wire::NtStatus;
 
 use crate::Cluster;
-use crate::keys::{CaRecord, Hold};
+use crate::keys::{CaRecord, Entry, Hold};
 use crate::store::{Store, unavailable};
 
 /// The file a record is of (named streams are not kept).
@@ -122,11 +122,28 @@ impl Store {
     }
 
     /// Writes persistent open `rec`'s record and hold, held by this node.
+    /// A record new here is written only if no record of the id exists (one of another
+    /// node, or one handed away meanwhile, is not overwritten).
     pub(crate) async fn put_ca(&self, rec: Record) -> Result<(), NtStatus> {
-        let txn = Txn::new().and_then(self.held_by(&rec, &self.node)?);
-        let mut c = self.client.clone();
-        c.txn(txn).await.map_err(unavailable)?;
+        let new = !self.mine().contains_key(&rec.file_id);
+        // Noted first: a put that etcd committed but did not confirm is still removed at
+        // the open's close.
         self.note(&rec);
+        let mut txn = Txn::new();
+        if new {
+            let key = self.keys.ca(rec.file_id);
+            txn = txn.when([Compare::create_revision(key, CompareOp::Equal, 0)]);
+        }
+        let txn = txn.and_then(self.held_by(&rec, &self.node)?);
+        let mut c = self.client.clone();
+        if !c.txn(txn).await.map_err(unavailable)?.succeeded() {
+            self.mine().remove(&rec.file_id);
+            tracing::warn!(
+                open = rec.file_id,
+                "another node holds a record of this open id"
+            );
+            return Err(NtStatus::INTERNAL_ERROR);
+        }
         Ok(())
     }
 
@@ -174,10 +191,32 @@ impl Store {
             return Ok(None);
         };
         let from = ca.node.clone();
+        let key = kv.key().to_vec();
+        if !ca.record.persistent {
+            // A durable open on its way to another node when a node died: it dies too, as
+            // durable opens do with their node.
+            let f = self.keys.volumes().dev(&ca.volume).map(|dev| FileKey {
+                dev,
+                ..file_of(&ca.record)
+            });
+            let mut ops = vec![TxnOp::delete(key.clone(), None)];
+            if let Some(f) = f {
+                ops.push(TxnOp::delete(self.keys.hold(f, ca.record.file_id), None));
+            }
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    key,
+                    CompareOp::Equal,
+                    kv.mod_revision(),
+                )])
+                .and_then(ops);
+            let mut c = self.client.clone();
+            c.txn(txn).await.map_err(unavailable)?;
+            return Ok(None);
+        }
         let Some(rec) = self.local(ca) else {
             return Ok(None);
         };
-        let key = kv.key().to_vec();
         let txn = Txn::new()
             .when([Compare::mod_revision(
                 key,
@@ -239,10 +278,14 @@ impl Store {
     /// taken over; one held by a live node (a durable one: by whichever node has it), that
     /// node is asked to hand it over (it does if the open is parked there: its client left
     /// it) and this waits up to [`HANDOVER_WAIT`] ([`DURABLE_WAIT`]) for it.
+    ///
+    /// Nothing moves for a reconnect of another user, or one naming another CreateGuid:
+    /// the record is compared first here, and the holder compares its parked open.
     pub(crate) async fn claim_ca(
         &self,
         id: u64,
         file: Option<FileKey>,
+        who: Ask,
     ) -> Result<Claimed, NtStatus> {
         let adopting = self.adopting.lock().await;
         let Some((kv, ca)) = self.read_ca(id).await? else {
@@ -251,11 +294,15 @@ impl Store {
             let Some(f) = file else {
                 return Ok(Claimed::None);
             };
-            return Ok(match self.ask_for(f, id, DURABLE_WAIT).await? {
+            return Ok(match self.ask_for(f, id, DURABLE_WAIT, &who).await? {
                 Some(rec) => self.taken(rec).await,
                 None => Claimed::None,
             });
         };
+        let same_guid = who.create_guid.is_none_or(|g| g == ca.record.create_guid);
+        if !ca.record.user.eq_ignore_ascii_case(&who.user) || !same_guid {
+            return Ok(Claimed::None);
+        }
         if *ca.node == *self.node {
             // Taken over here, by the sweeper or handed over after an earlier reclaim
             // gave up waiting: held here unless restored already (then it is being used).
@@ -279,7 +326,7 @@ impl Store {
         }) else {
             return Ok(Claimed::None);
         };
-        Ok(match self.ask_for(f, id, HANDOVER_WAIT).await? {
+        Ok(match self.ask_for(f, id, HANDOVER_WAIT, &who).await? {
             Some(rec) => self.taken(rec).await,
             None => Claimed::Held,
         })
@@ -292,7 +339,26 @@ impl Store {
         f: FileKey,
         id: u64,
         wait: Duration,
+        who: &Ask,
     ) -> Result<Option<Record>, NtStatus> {
+        // Only where another node has an open of this id on the file (a parked open keeps
+        // its record): a reconnect naming an open nobody has costs one read.
+        let opens = self.keys.file(f) + "o/";
+        let mut c = self.client.clone();
+        let r = c
+            .get(
+                opens,
+                Some(GetOptions::new().with_prefix().with_keys_only()),
+            )
+            .await
+            .map_err(unavailable)?;
+        let held_elsewhere = r.kvs().iter().any(|kv| {
+            let entry = kv.key_str().ok().and_then(|k| self.keys.parse(k));
+            matches!(entry, Some((_, Entry::Open { node, open_id })) if open_id == id && *node != *self.node)
+        });
+        if !held_elsewhere {
+            return Ok(None);
+        }
         // Each wait holds a blocking thread of the server: bounded with the admissions'
         // waits (`[cluster] max_break_waits`), so reconnects naming opens nobody has cannot
         // take them all.
@@ -303,12 +369,16 @@ impl Store {
             );
             return Ok(None);
         };
-        let ask = self.keys.handover(f, id);
-        let mut c = self.client.clone();
-        let leased = Some(PutOptions::new().with_lease(self.lease));
-        c.put(ask.clone(), self.node.as_bytes(), leased)
-            .await
-            .map_err(unavailable)?;
+        // The request under the file reaches the holder's watch; the one outside it stands
+        // while this waits (the file's keys go with its last close, the holder's own).
+        let (ask, want) = (self.keys.handover(f, id), self.keys.want(id));
+        let value = serde_json::to_vec(who).map_err(|_| NtStatus::INTERNAL_ERROR)?;
+        let leased = || Some(PutOptions::new().with_lease(self.lease));
+        let put = Txn::new().and_then([
+            TxnOp::put(want.clone(), value.clone(), leased()),
+            TxnOp::put(ask.clone(), value, leased()),
+        ]);
+        c.txn(put).await.map_err(unavailable)?;
         let deadline = Instant::now() + wait;
         let mut pause = Duration::from_millis(5);
         let handed = loop {
@@ -320,7 +390,8 @@ impl Store {
                 _ => break None,
             }
         };
-        let _ = c.delete(ask, None).await;
+        let done = Txn::new().and_then([TxnOp::delete(ask, None), TxnOp::delete(want, None)]);
+        let _ = c.txn(done).await;
         if handed.is_some() {
             tracing::info!(open = id, "durable open handed over to this node");
         }
@@ -349,35 +420,75 @@ impl Store {
         Claimed::Taken(Box::new(rec))
     }
 
-    /// Hands persistent open `rec`, given up here, to node `to`, which asked for it.
-    pub(crate) async fn hand_to(&self, rec: &Record, to: &str) -> Result<(), NtStatus> {
+    /// Hands open `rec`, given up here, to node `to`, while its request `ask` (a `want/`
+    /// key) stands: an asker that gave up waiting deleted it. False when it no longer does.
+    pub(crate) async fn hand_to(
+        &self,
+        rec: &Record,
+        to: &str,
+        ask: &str,
+    ) -> Result<bool, NtStatus> {
         let rec = Record {
             away: true,
             ..rec.clone()
         };
-        let txn = Txn::new().and_then(self.held_by(&rec, to)?);
+        let txn = Txn::new()
+            .when([Compare::version(ask, CompareOp::Greater, 0)])
+            .and_then(self.held_by(&rec, to)?);
         let mut c = self.client.clone();
-        c.txn(txn).await.map_err(unavailable)?;
-        Ok(())
+        Ok(c.txn(txn).await.map_err(unavailable)?.succeeded())
+    }
+
+    /// Whether the request `ask` still stands.
+    async fn asked(&self, ask: &str) -> Result<bool, NtStatus> {
+        let mut c = self.client.clone();
+        let r = c
+            .get(ask, Some(GetOptions::new().with_count_only()))
+            .await
+            .map_err(unavailable)?;
+        Ok(r.count() > 0)
     }
 }
 
-/// Node `to` asks for persistent open `id`, which this node holds: the server gives it up if
-/// it is parked here (its client left it, and reached `to`), and the record becomes `to`'s.
-pub(crate) async fn hand_over(cluster: Arc<Cluster>, id: u64, to: String) {
+/// Who asks for an open (the value of `f/FILE/h/ID`): the holder hands it over only for
+/// its own user, and CreateGuid when the reconnect names one.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Ask {
+    pub node: String,
+    pub user: String,
+    pub create_guid: Option<[u8; 16]>,
+}
+
+/// Node `ask.node` asks for open `id`, which may be parked here: the server gives
+/// it up if it is parked here for the asker's user (its client left it, and reached that
+/// node), and the record becomes the asker's. Under this node's adoption guard, so a reclaim
+/// here meanwhile does not hold the open again.
+pub(crate) async fn hand_over(cluster: Arc<Cluster>, id: u64, who: Ask) {
     let Some(holder) = cluster.holder.get() else {
         return;
     };
-    let Some(rec) = (holder.hand_over)(id).await else {
+    let store = &cluster.store;
+    let ask = store.keys.want(id);
+    let _adopting = store.adopting.lock().await;
+    if !store.asked(&ask).await.unwrap_or(false) {
+        return;
+    }
+    let Some(rec) = (holder.hand_over)(id, who.user.clone(), who.create_guid).await else {
         return;
     };
-    let store = &cluster.store;
-    store.mine().remove(&id);
-    if let Err(e) = store.hand_to(&rec, &to).await {
-        // The open is closed here and its record still names this node: a reclaim on any
-        // node takes it from here (crate::ca::Store::claim_ca), or it expires unclaimed.
-        tracing::warn!(open = id, status = ?e, "persistent open not handed over");
-        store.note(&rec);
+    match store.hand_to(&rec, &who.node, &ask).await {
+        Ok(true) => {
+            store.mine().remove(&id);
+        }
+        r => {
+            // The asker gave up (or etcd did not take it): the open is held here again,
+            // parked for its client, from the record as it was.
+            tracing::warn!(open = id, result = ?r, "open not handed over; held here again");
+            if rec.persistent {
+                store.note(&rec);
+            }
+            (holder.adopt)(vec![rec]);
+        }
     }
 }
 
@@ -442,7 +553,12 @@ impl RecordStore for EtcdRecords {
         Ok(self.cluster.store.mine().len())
     }
 
-    fn claim(&self, id: u64, file: Option<FileKey>) -> Claim {
+    fn claim(&self, id: u64, file: Option<FileKey>, who: Claimant<'_>) -> Claim {
+        let who = Ask {
+            node: self.cluster.store.node.to_string(),
+            user: who.user.to_owned(),
+            create_guid: who.create_guid,
+        };
         // A durable open is asked for only where another node has its file open: a parked
         // open keeps its record there (crate::remote), and nobody else can hand it over.
         let file = file.filter(|f| {
@@ -451,12 +567,10 @@ impl RecordStore for EtcdRecords {
                 .get()
                 .is_some_and(|r| r.opened_elsewhere(*f))
         });
-        match self
-            .cluster
-            .decide_within(
-                HANDOVER_WAIT,
-                move |s| async move { s.claim_ca(id, file).await },
-            ) {
+        match self.cluster.decide_within(HANDOVER_WAIT, move |s| {
+            let who = who.clone();
+            async move { s.claim_ca(id, file, who).await }
+        }) {
             Ok(Claimed::None) => Claim::Unknown,
             // etcd away: the open may be held elsewhere; the client tries again.
             Ok(Claimed::Held) | Err(_) => Claim::Elsewhere,

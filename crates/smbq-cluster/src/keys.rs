@@ -13,7 +13,8 @@
 //! | `f/FILE/k/NODE` | the revision of the file's changes NODE has seen (crate::remote) | NODE's |
 //! | `f/FILE/fl/NODE` | the revision of another node's admission up to which NODE flushed the file | NODE's |
 //! | `f/FILE/p/OPEN` | [`Hold`]: a persistent open's share mode and locks, kept while its node is away | none |
-//! | `f/FILE/h/OPEN` | the node asking the holder of persistent open OPEN to hand it over | the asker's |
+//! | `f/FILE/h/OPEN` | [`crate::ca::Ask`]: a node asks whichever node has durable or persistent open OPEN parked to hand it over | the asker's |
+//! | `want/ID` | the same request, standing while the asker waits (outside the file's keys, which its last close drops) | the asker's |
 //! | `ca/ID` | [`CaRecord`]: a persistent open's record (MS-SMB2 3.3.5.9.10), ID its FileId.Persistent | none |
 //!
 //! FILE is `VOLUME.INO.STREAM`, INO and STREAM in hex. VOLUME names the file system the
@@ -37,6 +38,9 @@ use smbq_server::fnv::fnv1a;
 pub struct NodeRecord {
     /// Seconds since the Unix epoch when the node joined.
     pub since: u64,
+    /// The node's range of open ids (crate::ClusterConfig::open_ids).
+    #[serde(default)]
+    pub open_ids: u32,
 }
 
 /// An open of a file, as other nodes see it.
@@ -195,6 +199,11 @@ impl Keys {
     /// A request to hand persistent open `id` over to another node (crate::ca).
     pub fn handover(&self, f: FileKey, id: u64) -> String {
         format!("{}h/{id:x}", self.file(f))
+    }
+
+    /// A request for open `id` standing while its asker waits (crate::ca).
+    pub fn want(&self, id: u64) -> String {
+        format!("{}want/{id:016x}", self.prefix)
     }
 
     /// Every key of every file, for the watch.

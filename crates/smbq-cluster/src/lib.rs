@@ -68,6 +68,10 @@ pub struct ClusterConfig {
     /// past it an open that would wait gets SHARING_VIOLATION (a conflict with a cached
     /// handle) or INSUFFICIENT_RESOURCES, and the breaks still go out.
     pub max_break_waits: usize,
+    /// The range of open ids this node hands out (smbq-server's `config::open_id_base`):
+    /// no other live node may have the same, or an open moved between them could not keep
+    /// its FileId. Checked at join.
+    pub open_ids: u32,
 }
 
 impl ClusterConfig {
@@ -88,6 +92,7 @@ impl ClusterConfig {
             volumes: Vec::new(),
             max_records: Self::DEFAULT_MAX_RECORDS,
             max_break_waits: Self::DEFAULT_MAX_BREAK_WAITS,
+            open_ids: 0,
         }
     }
 }
@@ -126,8 +131,12 @@ pub struct Holder {
     pub adopt: Box<dyn Fn(Vec<Record>) + Send + Sync>,
     /// Gives up a parked durable open for another node, returning its record (smbq-server's
     /// `Server::hand_over_parked`), off the etcd client's runtime.
-    pub hand_over: Box<dyn Fn(u64) -> BoxFuture<Option<Record>> + Send + Sync>,
+    pub hand_over: HandOver,
 }
+
+/// Gives up parked open ID for another node's reclaim by USER (with CREATE_GUID when named).
+pub type HandOver =
+    Box<dyn Fn(u64, String, Option<[u8; 16]>) -> BoxFuture<Option<Record>> + Send + Sync>;
 
 /// A future the server runs for the cluster.
 pub type BoxFuture<T> = std::pin::Pin<Box<dyn Future<Output = T> + Send>>;
@@ -439,8 +448,35 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let record = serde_json::to_vec(&NodeRecord { since }).map_err(|e| e.to_string())?;
+    let record = serde_json::to_vec(&NodeRecord {
+        since,
+        open_ids: cfg.open_ids,
+    })
+    .map_err(|e| e.to_string())?;
     let key = keys.node(&cfg.node);
+    // Open ids must not collide with a live node's (they move between nodes with their
+    // opens): two names whose hashes share a range cannot both be in the cluster.
+    let nodes = client
+        .get(
+            keys.nodes(),
+            Some(etcd_client::GetOptions::new().with_prefix()),
+        )
+        .await
+        .map_err(|e| format!("etcd: {e}"))?;
+    for kv in nodes.kvs() {
+        let other = kv
+            .key_str()
+            .unwrap_or_default()
+            .trim_start_matches(&keys.nodes());
+        let same = serde_json::from_slice::<NodeRecord>(kv.value())
+            .is_ok_and(|r| r.open_ids == cfg.open_ids);
+        if same && other != cfg.node {
+            return Err(format!(
+                "nodes {other} and {} would hand out the same open ids: give one another name",
+                cfg.node
+            ));
+        }
+    }
     // A node restarted at once finds its previous process's entry until that lease expires.
     // Each try takes a fresh lease, so the one kept has not aged while waiting.
     let deadline = Instant::now() + cfg.ttl + Duration::from_secs(2);
@@ -556,6 +592,10 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
     }
 }
 
+/// How often a node looks for persistent opens of departed nodes nobody took over, besides
+/// when a node leaves.
+const ADOPT_AGAIN: Duration = Duration::from_secs(10);
+
 /// Sweeps (crate::store::Store::sweep) when this node starts and whenever a node leaves
 /// the cluster (its entry under `nodes/` goes with its lease, and its opens with it). Each
 /// node waits a little, by its name, so that they do not all read at once.
@@ -580,13 +620,22 @@ async fn sweeper(cluster: Arc<Cluster>) {
         };
         // Also at every (re)start: nodes may have left while this one was not watching.
         sweep().await;
-        while let Ok(Some(r)) = events.message().await {
-            let left = r
-                .events()
-                .iter()
-                .any(|e| e.event_type() == etcd_client::EventType::Delete);
-            if left {
-                sweep().await;
+        // And now and then: a takeover that failed (etcd away) is tried again.
+        let mut again = tokio::time::interval(ADOPT_AGAIN);
+        again.tick().await;
+        loop {
+            tokio::select! {
+                m = events.message() => {
+                    let Ok(Some(r)) = m else { break };
+                    let left = r
+                        .events()
+                        .iter()
+                        .any(|e| e.event_type() == etcd_client::EventType::Delete);
+                    if left {
+                        sweep().await;
+                    }
+                }
+                _ = again.tick() => cl.adopt_departed().await,
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -645,11 +694,13 @@ fn apply_event(
         }
         // Another node's client reclaims a durable open that may be parked here (crate::ca).
         keys::Entry::Handover { open_id } if put => {
-            let to = String::from_utf8_lossy(kv.value()).into_owned();
             let held = store.ca_mine.lock().is_ok_and(|m| m.contains_key(&open_id))
                 || local.open_count_any(f) > 0;
-            if held && to != *store.node {
-                tokio::spawn(ca::hand_over(cluster.clone(), open_id, to));
+            match serde_json::from_slice::<ca::Ask>(kv.value()) {
+                Ok(who) if held && who.node != *store.node => {
+                    tokio::spawn(ca::hand_over(cluster.clone(), open_id, who));
+                }
+                _ => {}
             }
         }
         keys::Entry::DeletePending => {

@@ -122,9 +122,10 @@ impl OpenState for ClusterState {
         }
         let (id, path) = (new.open_id, new.path.to_string());
         let modes = (new.checked, new.access, new.share_access);
+        let restoring = new.restoring;
         let admitted = self.cluster.decide_within(BREAK_WAIT, move |s| {
             let path = path.clone();
-            async move { s.admit(key, id, modes, path).await }
+            async move { s.admit(key, id, modes, (path, restoring)).await }
         });
         let r = match admitted {
             // Every lock taken on another node before this admission is in view before the

@@ -359,7 +359,7 @@ impl Store {
     /// admitted open waits until every other node's caching it breaks is acknowledged (or its
     /// time is up), so no client goes on with stale cached data.
     ///
-    /// One function of about 130 lines, on purpose: the one-round-trip try, the decision on
+    /// One function of about 150 lines, on purpose: the one-round-trip try, the decision on
     /// the view, the breaks before the share-mode answer, the compared write, and the breaks
     /// and flushes after it share one view, one wait slot and one retry loop, and their order is the rule (a break
     /// request made after the commit would miss a holder; one made before could be answered
@@ -369,7 +369,7 @@ impl Store {
         f: FileKey,
         open_id: u64,
         (checked, access, share_access): (u32, u32, u32),
-        path: String,
+        (path, restoring): (String, bool),
     ) -> Result<Admitted, NtStatus> {
         let record = |caching| {
             let rec = OpenRecord {
@@ -438,10 +438,12 @@ impl Store {
                 .iter()
                 .filter(|o| share_conflict((o.access, o.share_access), checked, share_access))
                 .collect();
-            if v.waiting_refuses(checked) {
+            // A persistent open held again is not refused by those that wait with it (other
+            // opens of the same departed node, taken over elsewhere): they were compatible.
+            if !restoring && v.waiting_refuses(checked) {
                 return Err(NtStatus::FILE_NOT_AVAILABLE);
             }
-            if v.held_conflict(checked, share_access) {
+            if !restoring && v.held_conflict(checked, share_access) {
                 // A persistent open nobody holds: no break reaches it, and it stands until a
                 // node takes it over (then that node's record stands for it).
                 return Err(NtStatus::SHARING_VIOLATION);

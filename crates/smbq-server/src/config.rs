@@ -72,11 +72,13 @@ pub struct ServerConfig {
     /// Refuse named pipes on QUIC connections (`[quic] restrict_named_pipes`, Windows'
     /// RestrictNamedpipeAccessViaQuic).
     pub restrict_named_pipes_quic: bool,
-    /// The high 32 bits of every session id (crate::conn::Runtime): 0 on one server; a
-    /// cluster node's own, so that no two nodes hand out one session id (a client that
-    /// reconnects to another node names its old session as PreviousSessionId, MS-SMB2
-    /// 3.3.5.5.3, which must not end another session there).
-    pub session_id_prefix: u32,
+    /// 0 on one server; a cluster node's own tag, so that no two nodes hand out one id:
+    /// - the high 32 bits of every session id (crate::conn::Runtime). A client that
+    ///   reconnects to another node names its old session as PreviousSessionId (MS-SMB2
+    ///   3.3.5.5.3), which must not end another session there;
+    /// - the range of open ids (FileId; [`open_id_base`]): an open taken over or handed over
+    ///   from another node keeps the FileId its client knows.
+    pub node_tag: u32,
 }
 
 /// What the server may advertise to multichannel clients (MS-SMB2 3.3.5.15.11).
@@ -86,4 +88,10 @@ pub struct InterfacePolicy {
     pub listen: Option<std::net::IpAddr>,
     /// Advertise every interface as RSS_CAPABLE.
     pub rss_capable: bool,
+}
+
+/// Open ids (the slab index in FileId) of a cluster node start here: one of 1024 ranges of
+/// 2^22 (the open table's size), by the node's tag; 0 on one server.
+pub fn open_id_base(node_tag: u32) -> u32 {
+    (node_tag % 1024) << 22
 }

@@ -182,6 +182,7 @@ impl Server {
         let shares = ShareRegistry::new(&cfg, &mut open)?;
         let share_list = Arc::new(RwLock::new(Arc::new(pipe::ShareList::new(&shares))));
         let opener: Box<ShareOpener> = Box::new(parking_lot::Mutex::new(open));
+        let open_base = config::open_id_base(cfg.node_tag);
         Ok(Arc::new_cyclic(|me| Server {
             limits: RwLock::new(Arc::new(cfg.limits.clone())),
             cfg,
@@ -190,7 +191,7 @@ impl Server {
             share_list,
             opener,
             sessions: SessionTable::new(),
-            opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL)),
+            opens: RwLock::new(GenSlab::new(MAX_OPENS_TOTAL).with_base(open_base)),
             files,
             notify: notify::NotifyHub::new(),
             durable: durable::DurableStore::default(),

@@ -20,7 +20,7 @@ use crate::Server;
 use crate::access::mask;
 use crate::durable::DurableGrant;
 use crate::durable::store::{
-    Claim, LeaseRecord, LockRecord, RECORD_VERSION, Record, RecordStore, Store,
+    Claim, Claimant, LeaseRecord, LockRecord, RECORD_VERSION, Record, RecordStore, Store,
 };
 use crate::file_state::lease::LeaseKey;
 use crate::file_state::oplock::{Level, Owner};
@@ -109,11 +109,12 @@ impl Server {
         &self,
         id: u64,
         file: Option<FileKey>,
+        who: Claimant<'_>,
     ) -> Result<(), smbq_wire::NtStatus> {
         let Some(store) = self.persistent.get() else {
             return Ok(());
         };
-        match blocking_io(|| store.claim(id, file)) {
+        match blocking_io(|| store.claim(id, file, who)) {
             Claim::Unknown => Ok(()),
             Claim::Elsewhere => Err(smbq_wire::NtStatus::FILE_NOT_AVAILABLE),
             Claim::Adopted(rec) => {
@@ -198,9 +199,20 @@ impl Server {
     /// open from it). `None` when `id` is not a durable open parked here, or its file is
     /// delete-pending (closing it here could unlink the file: it stays until reclaimed here
     /// or expired).
-    pub fn hand_over_parked(&self, id: u64) -> Option<Record> {
+    pub fn hand_over_parked(
+        &self,
+        id: u64,
+        user: &str,
+        create_guid: Option<[u8; 16]>,
+    ) -> Option<Record> {
         let open = self.durable.parked_open(id)?;
         let grant = open.durable.lock().clone()?;
+        // Only for its own user, and the CreateGuid it was made with when one is named
+        // (the checks of the reclaim, crate::handlers::create::durable, made early).
+        let same_guid = create_guid.is_none_or(|g| g == grant.create_guid.unwrap_or([0; 16]));
+        if !grant.user.eq_ignore_ascii_case(user) || !same_guid {
+            return None;
+        }
         let rec = self
             .describe(&open, grant)
             .filter(|r| !r.delete_pending && r.away)?;
@@ -385,6 +397,7 @@ impl Server {
             path,
             is_dir: rec.is_dir,
             posix: rec.posix,
+            restoring: true,
         };
         let state = self.open_state();
         state

@@ -278,7 +278,7 @@ mod tests {
             logon: Default::default(),
             interfaces: Default::default(),
             restrict_named_pipes_quic: true,
-            session_id_prefix: 0,
+            node_tag: 0,
         }
     }
 

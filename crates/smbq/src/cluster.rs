@@ -103,9 +103,9 @@ pub fn plan(
     }))
 }
 
-/// The high 32 bits of a node's session ids (smbq-server's `ServerConfig::session_id_prefix`):
-/// from its name, which is unique in the cluster, and never 0 (one server's).
-pub fn session_id_prefix(node: &str) -> u32 {
+/// A node's tag (smbq-server's `ServerConfig::node_tag`: its session ids and its range of
+/// open ids): from its name, which is unique in the cluster, and never 0 (one server's).
+pub fn node_tag(node: &str) -> u32 {
     let h = smbq_server::fnv::fnv1a(node.as_bytes());
     u32::try_from(h >> 32).unwrap_or(u32::MAX).max(1)
 }
@@ -131,6 +131,7 @@ impl Node {
             volumes: volumes(shares),
             max_records: plan.max_records,
             max_break_waits: plan.max_break_waits,
+            open_ids: smbq_server::config::open_id_base(node_tag(&plan.node)),
             ..smbq_cluster::ClusterConfig::new(plan.endpoints.clone(), plan.node.clone())
         };
         let c = smbq_cluster::Cluster::join(cfg).await?;
@@ -177,9 +178,9 @@ impl Node {
             }
         });
         let weak = std::sync::Arc::downgrade(server);
-        let hand_over = Box::new(move |id| {
+        let hand_over = Box::new(move |id, user: String, guid| {
             let s = weak.upgrade();
-            let task = rt.spawn_blocking(move || s?.hand_over_parked(id));
+            let task = rt.spawn_blocking(move || s?.hand_over_parked(id, &user, guid));
             Box::pin(async move { task.await.ok().flatten() }) as smbq_cluster::BoxFuture<_>
         });
         let holder = smbq_cluster::Holder { adopt, hand_over };
@@ -254,15 +255,21 @@ impl Node {
 mod tests {
     use super::*;
 
-    /// Nodes' session ids differ in their high 32 bits, and none is one server's.
+    /// Nodes' session ids differ in their high 32 bits, and none is one server's; their
+    /// ranges of open ids differ too (for the names the tests and the docs use; the bench's
+    /// nodes run one set at a time).
     #[test]
-    fn each_node_has_its_own_session_ids() {
-        let prefixes: std::collections::HashSet<u32> = ["n0", "n1", "n2", "n11", "n12", "n13"]
-            .map(session_id_prefix)
-            .into();
-        assert_eq!(prefixes.len(), 6);
-        assert!(!prefixes.contains(&0));
-        assert_eq!(session_id_prefix("n0"), session_id_prefix("n0"));
+    fn each_node_has_its_own_session_and_open_ids() {
+        let names = ["n0", "n1", "n2", "n11", "n12", "n13"];
+        let tags: std::collections::HashSet<u32> = names.map(node_tag).into();
+        assert_eq!(tags.len(), names.len());
+        assert!(!tags.contains(&0));
+        let ranges: std::collections::HashSet<u32> = tags
+            .iter()
+            .map(|t| smbq_server::config::open_id_base(*t))
+            .collect();
+        assert_eq!(ranges.len(), names.len());
+        assert_eq!(node_tag("n0"), node_tag("n0"));
     }
 
     #[test]

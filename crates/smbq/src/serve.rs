@@ -217,7 +217,7 @@ impl Startup {
         let cluster =
             crate::cluster::plan(args.cluster.as_deref(), args.node.as_deref(), &file.cluster)?;
         if let Some(plan) = &cluster {
-            server_cfg.session_id_prefix = crate::cluster::session_id_prefix(&plan.node);
+            server_cfg.node_tag = crate::cluster::node_tag(&plan.node);
         }
         Ok(Self {
             state_dir,
@@ -377,7 +377,7 @@ fn server_configs(
             rss_capable: file.rss_capable.unwrap_or(false),
         },
         restrict_named_pipes_quic: file.quic.restrict_named_pipes.unwrap_or(true),
-        session_id_prefix: 0,
+        node_tag: 0,
     };
     let mut engine_cfg = EngineConfig::new(limits, guid, &server_name)
         .require_signing(file.require_signing)

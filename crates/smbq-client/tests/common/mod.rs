@@ -112,7 +112,7 @@ async fn start_full(
         logon: Default::default(),
         interfaces: Default::default(),
         restrict_named_pipes_quic: true,
-        session_id_prefix: 0,
+        node_tag: 0,
     };
     let mut cfg = cfg;
     tune_server(&mut cfg);

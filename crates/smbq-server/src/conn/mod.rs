@@ -69,7 +69,7 @@ impl Runtime {
             .map(|d| d.as_secs())
             .unwrap_or(1);
         let logon = LogonGuard::new(server.config().logon.clone());
-        let prefix = u64::from(server.config().session_id_prefix);
+        let prefix = u64::from(server.config().node_tag);
         let admission = Admission::new(admission_limits(&engine.limits));
         Arc::new(Self {
             server,
@@ -77,8 +77,9 @@ impl Runtime {
             accounts,
             next_conn_id: AtomicU64::new(1),
             // Session ids differ across restarts so a client never reuses a stale one by accident;
-            // they stay below 2^32 because some clients (smbtorture session-id) keep 32 bits.
-            // A cluster node's ids carry its prefix above those 32 bits.
+            // one server's stay below 2^32 because some clients (smbtorture session-id) keep
+            // 32 bits. A cluster node's carry its tag above those 32 bits (unique across nodes
+            // matters more there; Windows' own session ids use all 64 bits).
             next_session_id: AtomicU64::new((prefix << 32) | ((seed & 0x7FFF) << 16) | 1),
             admission,
             logon,

@@ -106,10 +106,18 @@ pub trait RecordStore: Send + Sync + std::fmt::Debug {
     /// server does. A store shared with other servers hands over the record of one that
     /// died, or that gave the open up for this one ([`Claim::Adopted`]), for this server
     /// to hold the open again.
-    fn claim(&self, id: u64, file: Option<crate::file_state::FileKey>) -> Claim {
-        let _ = (id, file);
+    fn claim(&self, id: u64, file: Option<crate::file_state::FileKey>, who: Claimant<'_>) -> Claim {
+        let _ = (id, file, who);
         Claim::Unknown
     }
+}
+
+/// Who reconnects ([`RecordStore::claim`]): nothing moves for another user's open, or one
+/// of another CreateGuid when the reconnect names one (DH2C).
+#[derive(Clone, Copy, Debug)]
+pub struct Claimant<'a> {
+    pub user: &'a str,
+    pub create_guid: Option<[u8; 16]>,
 }
 
 /// What [`RecordStore::claim`] found.

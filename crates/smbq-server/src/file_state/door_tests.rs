@@ -286,6 +286,7 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
                 path: &path,
                 is_dir: false,
                 posix: false,
+                restoring: false,
             },
         )),
         Contend {
@@ -952,6 +953,7 @@ fn admit_kind(t: &dyn OpenState, key: FileKey, id: u64, path: &str, posix: bool)
         path: &path,
         is_dir: false,
         posix,
+        restoring: false,
     };
     assert_eq!(t.admit(key, &new), Ok(()));
 }

@@ -307,6 +307,7 @@ impl<L: Layout> FileStates<L> {
             path,
             is_dir,
             posix: false,
+            restoring: false,
         };
         self.admit_checking(key, &new)
     }

@@ -107,6 +107,9 @@ pub struct NewOpen<'a> {
     pub is_dir: bool,
     /// A POSIX open (crate::posix).
     pub posix: bool,
+    /// A persistent open held again (crate::persist), not a client's CREATE: what waits
+    /// for its own client elsewhere (a cluster's holds) does not refuse it.
+    pub restoring: bool,
 }
 
 impl ShareModes {

@@ -1,5 +1,9 @@
 //! A slab whose ids are `(generation << 32) | index`: a freed slot's next occupant gets a new
 //! generation, so old ids miss. Generations start at 1, so no id is ever 0.
+//!
+//! Indexes may start at a base ([`GenSlab::with_base`]): a cluster node hands out open ids
+//! in a range of its own, and holds another node's opens (taken over or handed over, under
+//! the ids their clients know) apart from its own slots.
 
 #[derive(Debug)]
 struct Slot<T> {
@@ -19,6 +23,11 @@ pub struct GenSlab<T> {
     /// Where each new slot's generations start, random per slab: ids of an earlier process
     /// (a durable handle from before a restart) do not name what this one hands out.
     seed: u32,
+    /// The index of slot 0: this slab's ids have indexes `base..base + max_slots`.
+    base: u32,
+    /// Entries inserted under ids outside this slab's range ([`Self::insert_at`]); they count
+    /// against `max_slots` with the rest.
+    foreign: std::collections::HashMap<u64, T>,
 }
 
 impl<T> GenSlab<T> {
@@ -31,7 +40,21 @@ impl<T> GenSlab<T> {
             max_slots,
             gen_max: u32::MAX,
             seed: rand::random(),
+            base: 0,
+            foreign: std::collections::HashMap::new(),
         }
+    }
+
+    /// The slab with its indexes starting at `base` (clamped so that every index fits 32
+    /// bits).
+    pub fn with_base(mut self, base: u32) -> Self {
+        self.base = base.min(u32::MAX - self.max_slots);
+        self
+    }
+
+    /// The slot of global index `index`, when it is in this slab's range.
+    fn local(&self, index: u32) -> Option<u32> {
+        index.checked_sub(self.base).filter(|i| *i < self.max_slots)
     }
 
     /// A new slot's generation before its first occupant (which gets the next one).
@@ -78,13 +101,18 @@ impl<T> GenSlab<T> {
                 i
             }
         };
+        if self.len >= self.max_slots as usize {
+            self.free.push(index);
+            return None;
+        }
+        let base = self.base;
         let slot = self.slots.get_mut(index as usize)?;
         slot.generation = if slot.generation >= self.gen_max {
             1
         } else {
             slot.generation + 1
         };
-        let id = (u64::from(slot.generation) << 32) | u64::from(index);
+        let id = (u64::from(slot.generation) << 32) | u64::from(base + index);
         slot.value = Some(make(id));
         self.len += 1;
         Some(id)
@@ -94,13 +122,20 @@ impl<T> GenSlab<T> {
     /// when the id's slot is taken, out of range, or its generation is not one this slab
     /// hands out.
     pub fn insert_at(&mut self, id: u64, value: T) -> bool {
-        let (generation, index) = Self::split(id);
-        let Ok(index32) = u32::try_from(index) else {
-            return false;
-        };
-        if generation == 0 || generation > self.gen_max || index32 >= self.max_slots {
+        let (generation, global) = Self::split(id);
+        if generation == 0 || generation > self.gen_max || self.len >= self.max_slots as usize {
             return false;
         }
+        let Some(index32) = u32::try_from(global).ok().and_then(|g| self.local(g)) else {
+            // Another slab's id (another cluster node's open): kept apart.
+            if self.foreign.contains_key(&id) {
+                return false;
+            }
+            self.foreign.insert(id, value);
+            self.len += 1;
+            return true;
+        };
+        let index = index32 as usize;
         while self.slots.len() <= index {
             let i = self.slots.len() as u32;
             let generation = self.first_generation(i);
@@ -127,8 +162,18 @@ impl<T> GenSlab<T> {
         ((id >> 32) as u32, (id & 0xFFFF_FFFF) as usize)
     }
 
+    /// The slot index of `id` in this slab's range, or `None` for another slab's id.
+    fn slot_of(&self, id: u64) -> Option<usize> {
+        let (_, global) = Self::split(id);
+        let local = self.local(u32::try_from(global).ok()?)?;
+        Some(local as usize)
+    }
+
     pub fn get(&self, id: u64) -> Option<&T> {
-        let (generation, index) = Self::split(id);
+        let Some(index) = self.slot_of(id) else {
+            return self.foreign.get(&id);
+        };
+        let (generation, _) = Self::split(id);
         let slot = self.slots.get(index)?;
         if slot.generation != generation {
             return None;
@@ -137,7 +182,10 @@ impl<T> GenSlab<T> {
     }
 
     pub fn get_mut(&mut self, id: u64) -> Option<&mut T> {
-        let (generation, index) = Self::split(id);
+        let Some(index) = self.slot_of(id) else {
+            return self.foreign.get_mut(&id);
+        };
+        let (generation, _) = Self::split(id);
         let slot = self.slots.get_mut(index)?;
         if slot.generation != generation {
             return None;
@@ -146,7 +194,12 @@ impl<T> GenSlab<T> {
     }
 
     pub fn remove(&mut self, id: u64) -> Option<T> {
-        let (generation, index) = Self::split(id);
+        let Some(index) = self.slot_of(id) else {
+            let v = self.foreign.remove(&id)?;
+            self.len -= 1;
+            return Some(v);
+        };
+        let (generation, _) = Self::split(id);
         let slot = self.slots.get_mut(index)?;
         if slot.generation != generation {
             return None;
@@ -158,11 +211,13 @@ impl<T> GenSlab<T> {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> {
-        self.slots.iter().enumerate().filter_map(|(i, s)| {
+        let base = u64::from(self.base);
+        let own = self.slots.iter().enumerate().filter_map(move |(i, s)| {
             s.value
                 .as_ref()
-                .map(|v| ((u64::from(s.generation) << 32) | i as u64, v))
-        })
+                .map(|v| ((u64::from(s.generation) << 32) | (base + i as u64), v))
+        });
+        own.chain(self.foreign.iter().map(|(id, v)| (*id, v)))
     }
 }
 
@@ -177,7 +232,9 @@ mod tests {
         assert!(s.insert_at(id, "restored"));
         assert!(!s.insert_at(id, "again"), "taken");
         assert!(!s.insert_at(5, "generation 0"));
-        assert!(!s.insert_at((1 << 32) | 8, "beyond max_slots"));
+        // Beyond this slab's range: another slab's id, held apart (and counted).
+        assert!(s.insert_at((1 << 32) | 8, "beyond max_slots"));
+        assert_eq!(s.remove((1 << 32) | 8), Some("beyond max_slots"));
         assert_eq!(s.get(id), Some(&"restored"));
         // The slots below it are free for ordinary inserts, which never land on it.
         let others: Vec<u64> = (0..7).map(|_| s.insert("x").unwrap()).collect();
@@ -226,6 +283,34 @@ mod tests {
             let id = t.insert(()).unwrap();
             assert!((1..=0xFFFF).contains(&(id >> 32)), "{id:#x}");
         }
+    }
+
+    /// Two cluster nodes' slabs hand out ids in ranges of their own, and each holds the
+    /// other's under their own ids, apart from its slots.
+    #[test]
+    fn another_slabs_ids_are_held_apart() {
+        let mut a = GenSlab::new(4).with_base(0);
+        let mut b = GenSlab::new(4).with_base(1 << 22);
+        let ida = a.insert("a").unwrap();
+        let idb = b.insert("b").unwrap();
+        assert_eq!(ida & 0xFFFF_FFFF, 0);
+        assert_eq!(idb & 0xFFFF_FFFF, 1 << 22);
+        // b's open handed to a: held under its id, while a's slot 0 stays a's.
+        assert!(a.insert_at(idb, "from b"));
+        assert!(!a.insert_at(idb, "twice"));
+        assert_eq!(a.get(idb), Some(&"from b"));
+        assert_eq!(a.get(ida), Some(&"a"));
+        *a.get_mut(idb).unwrap() = "moved";
+        assert_eq!(a.iter().count(), 2);
+        assert_eq!(a.len(), 2);
+        // The foreign entry counts against the cap.
+        a.insert("c").unwrap();
+        a.insert("d").unwrap();
+        assert_eq!(a.insert("full"), None);
+        assert!(!a.insert_at((9 << 32) | (2 << 22), "full"));
+        assert_eq!(a.remove(idb), Some("moved"));
+        assert_eq!(a.get(idb), None);
+        assert!(a.insert("room again").is_some());
     }
 
     #[test]

@@ -56,7 +56,7 @@ pub fn config(shares: Vec<ShareConfig>) -> ServerConfig {
         logon: Default::default(),
         interfaces: Default::default(),
         restrict_named_pipes_quic: true,
-        session_id_prefix: 0,
+        node_tag: 0,
     }
 }
 

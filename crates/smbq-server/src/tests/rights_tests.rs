@@ -597,6 +597,7 @@ fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId
         path: &path,
         is_dir,
         posix: false,
+        restoring: false,
     };
     ro.srv.open_state().admit(key, &new).unwrap();
     assert!(session.add_open(id));

@@ -173,6 +173,7 @@ pub(super) fn share_entry<'p>(
         path,
         is_dir,
         posix: o.intent.contexts.posix_mode.is_some(),
+        restoring: false,
     }
 }
 

@@ -292,17 +292,7 @@ async fn reclaim(
     });
     let user = &ctx.view.identity.user;
     let not_found = NtStatus::OBJECT_NAME_NOT_FOUND;
-    // A durable open this server does not hold may be another cluster node's: handed over
-    // from there if it is parked there, taken over here from a node that died (a persistent
-    // one), or held there (FILE_NOT_AVAILABLE for a persistent one: the client tries
-    // again). crate::persist.
-    if srv.shares_records()
-        && !srv.durable_store().is_parked(rc.file_id.persistent)
-        && !live_durable(srv, rc.file_id)
-    {
-        let file = file_named(tree, req).await;
-        srv.claim_parked(rc.file_id.persistent, file)?;
-    }
+    claim_elsewhere(ctx, tree, req, rc).await?;
     let accept = |p: &Parked| reclaimable(srv, tree, req, rc, asked_key, user, p);
     let mut parked = srv
         .durable_store()
@@ -369,8 +359,31 @@ async fn reclaim(
 const PARKING_WAIT: Duration = Duration::from_secs(1);
 const PARKING_POLL: Duration = Duration::from_millis(10);
 
-/// Whether `id` names an open still installed (its connection not torn down) that will be
-/// parked when it is.
+/// A durable open this server does not hold may be another cluster node's: handed over from
+/// there if it is parked there, taken over here from a node that died (a persistent one),
+/// or held there (FILE_NOT_AVAILABLE for a persistent one: the client tries again).
+/// crate::persist.
+async fn claim_elsewhere(
+    ctx: &Ctx<'_>,
+    tree: &Tree,
+    req: &CreateRequest<'_>,
+    rc: Reconnect,
+) -> Result<(), NtStatus> {
+    let srv = ctx.srv;
+    if !srv.shares_records()
+        || srv.durable_store().is_parked(rc.file_id.persistent)
+        || live_durable(srv, rc.file_id)
+    {
+        return Ok(());
+    }
+    let file = file_named(tree, req).await;
+    let who = crate::durable::store::Claimant {
+        user: &ctx.view.identity.user,
+        create_guid: rc.create_guid,
+    };
+    srv.claim_parked(rc.file_id.persistent, file, who)
+}
+
 /// The file a reconnect names (its path, as CREATE finds it), if it is there: where a
 /// cluster node asks for the open (smbq-cluster's crate::ca).
 async fn file_named(tree: &Tree, req: &CreateRequest<'_>) -> Option<crate::file_state::FileKey> {
@@ -384,6 +397,8 @@ async fn file_named(tree: &Tree, req: &CreateRequest<'_>) -> Option<crate::file_
     Some(crate::file_state::FileKey::of(&stat))
 }
 
+/// Whether `id` names an open still installed (its connection not torn down) that will be
+/// parked when it is.
 fn live_durable(srv: &Server, id: FileId) -> bool {
     srv.lookup_open(id.volatile)
         .is_some_and(|o| o.file_id.persistent == id.persistent && o.durable.lock().is_some())
