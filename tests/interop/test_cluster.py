@@ -175,7 +175,7 @@ class Client:
 
     def __init__(self, node: SmbqServer, password: str):
         from impacket.smbconnection import SMBConnection
-        self.conn = SMBConnection("127.0.0.1", "127.0.0.1", sess_port=node.port)
+        self.conn = SMBConnection(node.listen, node.listen, sess_port=node.port)
         self.conn.login(USER, password)
         self.smb = self.conn.getSMBServer()
         self.tid = self.conn.connectTree("data")

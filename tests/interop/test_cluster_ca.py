@@ -174,7 +174,8 @@ def secrets_hex() -> str:
 
 
 def reaches(where: pathlib.Path, size: int):
-    return lambda: any(f.stat().st_size >= size for f in where.iterdir() if f.is_file())
+    return lambda: any(f.stat().st_size >= size for f in where.iterdir()
+                       if f.is_file() and not f.name.startswith("own"))
 
 
 def wait_for(cond, within: float, what: str):
@@ -203,11 +204,22 @@ def test_a_persistent_open_is_reclaimed_on_another_node_after_kill_9(workdir, et
         size = SIZE_MB << 20
         src = workdir / "src.bin"
         make_file(src, size, seed=39)
+        # The survivors have more opens of their own than n0 had before the upload's, so
+        # their slots include the one its FileId names there: a moved open keeps its FileId
+        # without taking one of theirs (each node's open ids are its own range).
+        own = []
+        for i in (0, 1, 2):
+            cl = Client(c.nodes[i], c.password)
+            for k in range(3 if i == 0 else 6):
+                (c.data / f"own{i}{k}").write_bytes(b"x")
+                fid = cl.open(f"own{i}{k}", READ, share=7)
+                assert isinstance(fid, bytes), hex(fid)
+            own.append(cl)
         put = c.put(src, "big.bin")
         try:
             wait_for(reaches(c.data, size // 4), 300, "the upload did not get going")
             dead = c.serving()
-            part = next(f.name for f in c.data.iterdir() if f.is_file())
+            part = next(f.name for f in c.data.iterdir() if f.name.startswith("big"))
             assert part != "big.bin", "the upload finished before the kill"
             c.kill(dead)
             killed = time.time()
@@ -237,6 +249,9 @@ def test_a_persistent_open_is_reclaimed_on_another_node_after_kill_9(workdir, et
         assert tried.get("status") in (STATUS_FILE_NOT_AVAILABLE, STATUS_SHARING_VIOLATION), \
             (tried, part, logs)
         other.logoff()
+        for i, cl in enumerate(own):
+            if i != dead:
+                cl.logoff()
         # The upload's close removed its record and hold.
         wait_for(lambda: c.etcd.count("/smbq/ca/") == 0, 10, "a persistent record stayed")
         wait_for(lambda: c.etcd.count("/smbq/f/") == 0, 10, "a file's keys stayed")
