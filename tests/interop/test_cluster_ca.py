@@ -185,6 +185,23 @@ def wait_for(cond, within: float, what: str):
         time.sleep(0.02)
 
 
+def went_on(c: "CaCluster", put: subprocess.Popen, src: pathlib.Path, name: str) -> str:
+    """Waits for `put` (a reference of the file is `src`); asserts it reconnected and went on
+    with its open, and that `name` is whole; the nodes' logs."""
+    try:
+        _, err = put.communicate(timeout=600)
+    finally:
+        if put.poll() is None:
+            put.kill()
+    stderr = err.decode(errors="replace")
+    logs = "".join(n.server_log()[-3000:] for n in c.nodes)
+    assert put.returncode == 0, stderr + logs
+    assert "reconnecting" in stderr, stderr
+    assert "no longer kept" not in stderr, stderr + logs
+    assert sha256(c.data / name) == sha256(src)
+    return logs
+
+
 def open_in_thread(c: Client, name: str) -> dict:
     """Opens `name` for writing, sharing nothing, on a thread (the open may wait for breaks);
     the result lands in the returned dict under "status" (an int) or "fid"."""
@@ -227,16 +244,10 @@ def test_a_persistent_open_is_reclaimed_on_another_node_after_kill_9(workdir, et
             # open, then its hold in etcd, then the node that took it over keep it.
             other = Client(c.nodes[2], c.password)
             tried = open_in_thread(other, part)
-            _, err = put.communicate(timeout=600)
-        finally:
-            if put.poll() is None:
-                put.kill()
-        stderr = err.decode(errors="replace")
-        logs = "".join(n.server_log()[-3000:] for n in c.nodes)
-        assert put.returncode == 0, stderr + logs
-        assert "reconnecting" in stderr, stderr
-        assert "no longer kept" not in stderr, stderr + logs
-        assert sha256(c.data / "big.bin") == sha256(src)
+        except BaseException:
+            put.kill()
+            raise
+        logs = went_on(c, put, src, "big.bin")
         print(f"put finished {time.time() - killed:.1f} s after the kill (lease {TTL_S} s)")
         # A surviving node took the open over (the sweeper of either, or the reclaim); if
         # that was n2, it handed the open to the node the client reached.
@@ -324,16 +335,10 @@ def test_a_parked_open_is_handed_over_to_the_node_its_client_reaches(workdir, et
             assert c.serving() == 0  # n0, through the relay
             relay.cut()
             cut = time.time()
-            _, err = put.communicate(timeout=600)
-        finally:
-            if put.poll() is None:
-                put.kill()
-        stderr = err.decode(errors="replace")
-        logs = "".join(n.server_log()[-3000:] for n in c.nodes)
-        assert put.returncode == 0, stderr + logs
-        assert "reconnecting" in stderr, stderr
-        assert "no longer kept" not in stderr, stderr + logs
-        assert sha256(c.data / "moved.bin") == sha256(src)
+        except BaseException:
+            put.kill()
+            raise
+        logs = went_on(c, put, src, "moved.bin")
         print(f"put finished {time.time() - cut:.1f} s after the cut")
         assert c.nodes[0].proc.poll() is None  # n0 lived throughout
         assert "durable open handed over to another node" in c.nodes[0].server_log(), logs

@@ -62,26 +62,8 @@ async fn one_run(
 ) -> Result<(Vec<f64>, Vec<f64>, f64), String> {
     let tree: Tree = ep.open_tree().await?;
     check_protection(Target::SmbqTcpEnc, &tree)?;
-    let mut create_close = Vec::with_capacity(creates);
-    for i in 0..creates {
-        let name = format!("{DIR}-bench/c{repeat}-{i}");
-        let t = Instant::now();
-        let (f, handle) = tree
-            .open_durable(&name, &OpenOptions::create_truncate())
-            .await
-            .map_err(|e| format!("create {name}: {e}"))?;
-        f.close().await.map_err(|e| format!("close {name}: {e}"))?;
-        create_close.push(t.elapsed().as_secs_f64() * 1e3);
-        // A run that measured something else (no durable handle, or persistence where the
-        // share is plain) fails rather than reports.
-        let persistent = handle.as_ref().map(|h| h.persistent);
-        if persistent != Some(tree.is_continuously_available()) {
-            return Err(format!(
-                "{name}: durable handle {persistent:?} on a share whose CA is {}",
-                tree.is_continuously_available()
-            ));
-        }
-    }
+    let create_close =
+        durable_create_close(&tree, &format!("{DIR}-bench/c{repeat}-"), creates).await?;
     let name = format!("{DIR}-bench/w{repeat}");
     let (f, _) = tree
         .open_durable(&name, &OpenOptions::create_truncate())
@@ -97,6 +79,37 @@ async fn one_run(
     let (_, mb_s) = timed_upload(&f, &name, size).await?;
     f.close().await.map_err(|e| e.to_string())?;
     Ok((create_close, write_4k, mb_s))
+}
+
+/// `creates` CREATEs asking for a durable handle (persistent on a continuously available
+/// share), each with its CLOSE, one at a time on `tree`, of files named `prefix` and a
+/// number: their latencies (ms).
+pub(crate) async fn durable_create_close(
+    tree: &Tree,
+    prefix: &str,
+    creates: usize,
+) -> Result<Vec<f64>, String> {
+    let mut v = Vec::with_capacity(creates);
+    for i in 0..creates {
+        let name = format!("{prefix}{i}");
+        let t = Instant::now();
+        let (f, handle) = tree
+            .open_durable(&name, &OpenOptions::create_truncate())
+            .await
+            .map_err(|e| format!("create {name}: {e}"))?;
+        f.close().await.map_err(|e| format!("close {name}: {e}"))?;
+        v.push(t.elapsed().as_secs_f64() * 1e3);
+        // A run that measured something else (no durable handle, or persistence where the
+        // share is plain) fails rather than reports.
+        let persistent = handle.as_ref().map(|h| h.persistent);
+        if persistent != Some(tree.is_continuously_available()) {
+            return Err(format!(
+                "{name}: durable handle {persistent:?} on a share whose CA is {}",
+                tree.is_continuously_available()
+            ));
+        }
+    }
+    Ok(v)
 }
 
 /// `writes` 4 KiB WRITEs one at a time on `f` (named `name`): their latencies (ms).

@@ -24,7 +24,9 @@ use smbq_client::{OpenOptions, Tree};
 
 use crate::net::{LinkDesc, Net};
 use crate::progress::Progress;
-use crate::scenarios::ca::{CaRow, ca_config, latency_row, timed_upload, timed_writes};
+use crate::scenarios::ca::{
+    CaRow, ca_config, durable_create_close, latency_row, timed_upload, timed_writes,
+};
 use crate::servers::smbq::SmbqServer;
 use crate::stats::Summary;
 use crate::target::{Endpoint, Target, check_protection};
@@ -152,7 +154,12 @@ async fn one_run(
 ) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>, f64, f64), String> {
     let mut ca = ep.clone();
     ca.share = "ca".into();
-    let persistent = persistent_create_close(ca, creates, &run).await?;
+    let tree: Tree = ca.open_tree().await?;
+    check_protection(Target::SmbqTcpEnc, &tree)?;
+    if !tree.is_continuously_available() {
+        return Err("the share \"ca\" is not continuously available".into());
+    }
+    let persistent = durable_create_close(&tree, &format!("{DIR}/{run}-p"), creates).await?;
     let tree: Tree = ep.open_tree().await?;
     check_protection(Target::SmbqTcpEnc, &tree)?;
     let mut create_close = Vec::with_capacity(creates);
@@ -186,33 +193,6 @@ async fn one_run(
     let down = got as f64 / 1e6 / t.elapsed().as_secs_f64();
     f.close().await.map_err(|e| e.to_string())?;
     Ok((create_close, persistent, write_4k, up, down))
-}
-
-/// `creates` CREATEs with a persistent handle, each with its CLOSE, one at a time on the
-/// continuously available share of `ep`: their latencies (ms).
-async fn persistent_create_close(
-    ep: Endpoint,
-    creates: usize,
-    run: &str,
-) -> Result<Vec<f64>, String> {
-    let tree: Tree = ep.open_tree().await?;
-    check_protection(Target::SmbqTcpEnc, &tree)?;
-    let mut v = Vec::with_capacity(creates);
-    for i in 0..creates {
-        let name = format!("{DIR}/{run}-p{i}");
-        let t = Instant::now();
-        let (f, handle) = tree
-            .open_durable(&name, &OpenOptions::create_truncate())
-            .await
-            .map_err(|e| format!("create {name}: {e}"))?;
-        f.close().await.map_err(|e| format!("close {name}: {e}"))?;
-        v.push(t.elapsed().as_secs_f64() * 1e3);
-        // A run that measured something else fails rather than reports.
-        if !handle.is_some_and(|h| h.persistent) {
-            return Err(format!("{name}: no persistent handle on the CA share"));
-        }
-    }
-    Ok(v)
 }
 
 type Got = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
