@@ -450,7 +450,8 @@ fn quic_plan(
 
 /// Runs the server until SIGINT/SIGTERM. The order is part of the contract: signals are
 /// registered before the ready line, both listeners are bound before the first account is
-/// created, and the ready line comes once every accept task runs.
+/// created, and the ready line comes once every accept task runs. One function of about 115
+/// lines on purpose: that order is checked by reading it top to bottom, each step one call.
 async fn serve(s: Startup) -> Result<(), String> {
     let signals = Signals::register();
     let ca = s
