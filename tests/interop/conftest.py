@@ -62,14 +62,17 @@ class SmbqServer:
     TCP listens on a free port unless `tcp=False`; QUIC is off unless `quic_port` names a UDP
     port (then `quic_addr` is what the ready line reported). `env` adds environment variables
     (for example SSLKEYLOGFILE or SMBQ_LOG); `port` reuses a TCP port and `append_log` keeps
-    the earlier server's log (a restart); `listen` is the address both listen on."""
+    the earlier server's log (a restart); `listen` is the address both listen on; `share` is
+    the directory served as share "share" (by default one of its own under `workdir`)."""
 
     def __init__(self, workdir: pathlib.Path, extra_args=(), config: str | None = None,
                  quic_port: int = 0, tcp: bool = True, env: dict | None = None,
                  password: str | None = None, quic_stack: str | None = None,
-                 port: int | None = None, append_log: bool = False, listen: str = "127.0.0.1"):
+                 port: int | None = None, append_log: bool = False, listen: str = "127.0.0.1",
+                 share: pathlib.Path | None = None):
         self.workdir = workdir
-        self.share = workdir / "share"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.share = share or workdir / "share"
         self.share.mkdir(parents=True, exist_ok=True)
         self.state = workdir / "state"
         self.password = password or "Pw-" + secrets.token_hex(8)

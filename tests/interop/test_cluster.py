@@ -145,12 +145,16 @@ class Cluster:
         self.max_break_waits = max_break_waits
         self.nodes = [self.start(workdir, i) for i in range(count)]
 
-    def start(self, workdir: pathlib.Path, i: int, port: int | None = None) -> SmbqServer:
+    def start(self, workdir: pathlib.Path, i: int, port: int | None = None,
+              data: pathlib.Path | None = None) -> SmbqServer:
+        """Node n`i`, serving `data` (the cluster's directory unless named) as shares "data"
+        and "share" (every node serves each share from the same file system: crate::marks)."""
         config = CONFIG.format(ttl=self.ttl, max_records=self.max_records,
                                max_break_waits=self.max_break_waits)
+        data = data or self.data
         return SmbqServer(workdir / f"n{i}", config=config, password=self.password, port=port,
-                          append_log=port is not None,
-                          extra_args=["--share", f"data={self.data}",
+                          append_log=port is not None, share=data,
+                          extra_args=["--share", f"data={data}",
                                       "--cluster", self.etcd.endpoints, "--node", f"n{i}"])
 
     def stop(self):
@@ -663,6 +667,31 @@ def test_a_node_cut_off_from_etcd_for_its_whole_lease_stops(cluster):
 
 
 STATUS_INSUFFICIENT_RESOURCES = 0xC000009A
+
+
+def test_a_node_serving_a_share_from_another_file_system_is_refused(workdir, etcd):
+    """Every node must serve a share from the one file system the nodes share, or share
+    modes and locks in etcd would guard files other nodes never see (crate::marks). The
+    first node marks the share root; a node whose root carries no mark, or another
+    cluster's, does not join; one serving the same directory does."""
+    c = Cluster(workdir, etcd, count=1)
+    try:
+        mark = os.getxattr(c.data, "trusted.smbq.cluster")
+        assert len(mark) == 32 and int(mark, 16), mark
+        elsewhere = workdir / "elsewhere"
+        elsewhere.mkdir()
+        with pytest.raises(RuntimeError, match="carries no mark"):
+            c.start(workdir, 1, data=elsewhere)
+        os.setxattr(elsewhere, "trusted.smbq.cluster", b"f" * 32)
+        with pytest.raises(RuntimeError, match="carries mark f{32}, the cluster's is"):
+            c.start(workdir, 2, data=elsewhere)
+        c.nodes.append(c.start(workdir, 3))
+        log = c.nodes[1].server_log()
+        assert "share root marked" not in log, log
+        assert c.etcd.count("/smbq/shares/") == 2  # "data" and "share", one mark
+    finally:
+        for log in c.stop():
+            assert "panicked" not in log, log
 
 
 def test_a_node_holds_at_most_max_records_in_etcd(workdir, etcd):

@@ -22,12 +22,14 @@ import pytest
 
 from conftest import BINARY, USER, SmbqServer, free_port
 from test_client import make_file, sha256
-from test_cluster import TTL_S, Client, etcd  # noqa: F401 (etcd is a fixture)
+from test_cluster import (EXCLUSIVE, FAIL_IMMEDIATELY, TTL_S, Client,  # noqa: F401
+                          etcd, io_status)  # etcd is a fixture
 
 SIZE_MB = int(os.environ.get("SMBQ_PERSISTENT_MB", "128"))
 NAME = "smbq-nodes.test"
 STATUS_FILE_NOT_AVAILABLE = 0xC0000467
 STATUS_SHARING_VIOLATION = 0xC0000043
+STATUS_FILE_LOCK_CONFLICT = 0xC0000054
 READ, WRITE = 0x1, 0x2
 
 CONFIG = """
@@ -75,7 +77,7 @@ class CaCluster:
         config = CONFIG.format(ttl=TTL_S, timeout=self.timeout, path=self.data,
                                ca="true" if self.ca else "false")
         return SmbqServer(self.workdir / f"n{i}", config=config, password=self.password,
-                          port=port, listen=addr,
+                          port=port, listen=addr, share=self.data,
                           extra_args=["--cluster", self.etcd.endpoints, "--node", f"n{i}"])
 
     def put(self, src: pathlib.Path, name: str) -> subprocess.Popen:
@@ -213,6 +215,92 @@ def open_in_thread(c: Client, name: str) -> dict:
     out["thread"] = threading.Thread(target=run, daemon=True)
     out["thread"].start()
     return out
+
+
+def open_persistent(cl: Client, name: str, access: int, share: int) -> bytes:
+    """A CREATE asking for a persistent handle (MS-SMB2 2.2.13.2.11, DH2Q with
+    SMB2_DHANDLE_FLAG_PERSISTENT), without an oplock or lease; its file id. Asserts that the
+    response grants the handle persistent (2.2.14.2.12)."""
+    from impacket import smb3structs as s3
+    packet = cl.smb.SMB_PACKET()
+    packet["Command"] = s3.SMB2_CREATE
+    packet["TreeID"] = cl.tid
+    req = s3.SMB2Create()
+    req["SecurityFlags"] = 0
+    req["RequestedOplockLevel"] = 0
+    req["ImpersonationLevel"] = 2
+    req["DesiredAccess"] = access
+    req["FileAttributes"] = 0x80
+    req["ShareAccess"] = share
+    req["CreateDisposition"] = s3.FILE_OPEN
+    req["CreateOptions"] = 0
+    req["NameLength"] = len(name.encode("utf-16le"))
+    req["Buffer"] = name.encode("utf-16le")
+    ctx = s3.SMB2CreateContext()
+    data = struct.pack("<II8x", 0, 0x2) + os.urandom(16)  # timeout, PERSISTENT, CreateGuid
+    ctx["Buffer"] = b"DH2Q" + b"\0" * 4 + data
+    ctx["NameOffset"] = 16
+    ctx["NameLength"] = 4
+    ctx["DataOffset"] = 24
+    ctx["DataLength"] = len(data)
+    ctx["Next"] = 0
+    offset = len(s3.SMB2Packet()) + s3.SMB2Create.SIZE + len(req["Buffer"])
+    pad = (8 - offset % 8) % 8
+    req["Buffer"] += b"\0" * pad
+    req["CreateContextsOffset"] = offset + pad
+    req["CreateContextsLength"] = len(ctx.getData())
+    req["Buffer"] += ctx.getData()
+    packet["Data"] = req
+    ans = cl.smb.recvSMB(cl.smb.sendSMB(packet))
+    assert ans["Status"] == 0, hex(ans["Status"])
+    resp = s3.SMB2Create_Response(ans["Data"])
+    raw = ans.getData()[resp["CreateContextsOffset"]:]
+    _, _, _, _, data_off, data_len = struct.unpack_from("<IHHHHI", raw)
+    assert raw[16:20] == b"DH2Q" and data_len >= 8, raw.hex()
+    _, flags = struct.unpack_from("<II", raw, data_off)
+    assert flags & 0x2, "the handle was not granted persistent"
+    return resp["FileID"].getData()
+
+
+def test_a_dead_nodes_persistent_locks_hold_for_reads_and_writes_until_taken_over(
+        workdir, etcd):
+    """MS-FSA 2.1.4.10 while a persistent open has no live node: its node dies, its lock
+    records in etcd go with the node's lease, and until another node takes the open over
+    (and records its locks again) only the open's hold in etcd says what it locked. Another
+    node's READ and WRITE of the range meet the lock throughout."""
+    c = CaCluster(workdir, etcd, timeout=20)
+    try:
+        (c.data / "locked.bin").write_bytes(b"z" * 4096)
+        a = Client(c.nodes[0], c.password)
+        fa = open_persistent(a, "locked.bin", READ | WRITE, share=7)
+        assert a.lock(fa, 0, 100, EXCLUSIVE | FAIL_IMMEDIATELY) == 0
+        b = Client(c.nodes[2], c.password)
+        fb = b.open("locked.bin", READ | WRITE, share=7)
+        assert isinstance(fb, bytes), hex(fb)
+        assert io_status(b, fb, 10, write=False) == STATUS_FILE_LOCK_CONFLICT
+        c.kill(0)
+        killed = time.time()
+        tries = 0
+        survivors = (c.nodes[1], c.nodes[2])
+        taken = None
+        while taken is None or time.time() < taken + 1:
+            for write in (False, True):
+                got = io_status(b, fb, 10, write=write)
+                assert got == STATUS_FILE_LOCK_CONFLICT, \
+                    f"{'WRITE' if write else 'READ'} {hex(got)} {time.time() - killed:.2f} s after the kill"
+            assert io_status(b, fb, 200, write=False) == 0, "outside the lock"
+            tries += 1
+            if taken is None and any("took over a persistent open" in n.server_log()
+                                     for n in survivors):
+                taken = time.time()
+            assert time.time() - killed < TTL_S + 15, "nobody took the open over"
+        print(f"{tries} rounds of READ and WRITE refused; taken over "
+              f"{taken - killed:.1f} s after the kill (lease {TTL_S} s)")
+        b.close(fb)
+        b.logoff()
+    finally:
+        for log in c.stop():
+            assert "panicked" not in log, log
 
 
 def test_a_persistent_open_is_reclaimed_on_another_node_after_kill_9(workdir, etcd):

@@ -5,6 +5,7 @@
 //! | key | value | etcd lease |
 //! |---|---|---|
 //! | `nodes/NODE` | [`NodeRecord`] | the node's |
+//! | `shares/NAME` | the mark on share NAME's root (crate::marks), or `-` where it takes none | none |
 //! | `f/FILE/v` | a counter, bumped by every admission, lock and delete-pending change | none |
 //! | `f/FILE/dp` | the node that made the file delete-pending | none |
 //! | `f/FILE/o/NODE/OPEN` | [`OpenRecord`] | the node's |
@@ -174,6 +175,11 @@ impl Keys {
 
     pub fn nodes(&self) -> String {
         format!("{}nodes/", self.prefix)
+    }
+
+    /// Share `name`'s mark (crate::marks); share names compare without case.
+    pub fn share(&self, name: &str) -> String {
+        format!("{}shares/{}", self.prefix, name.to_lowercase())
     }
 
     /// This node's view of the volumes.

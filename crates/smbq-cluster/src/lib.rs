@@ -21,6 +21,7 @@ mod breaks;
 mod budget;
 pub mod ca;
 pub mod keys;
+pub mod marks;
 mod remote;
 mod state;
 pub mod store;
@@ -60,6 +61,9 @@ pub struct ClusterConfig {
     /// The file systems this node serves, as (device number here, a name every node gives
     /// it): files are identified across nodes by volume, inode and stream (crate::keys).
     pub volumes: Vec<(u64, String)>,
+    /// The shares this node serves, (name, root directory): each root must carry the
+    /// cluster's mark for the share (crate::marks), or the node does not join.
+    pub shares: Vec<(String, std::path::PathBuf)>,
     /// Open and lock records this node may hold in etcd at once; past it an open or a lock
     /// gets STATUS_INSUFFICIENT_RESOURCES. etcd's space is shared by every node (and refuses
     /// every write once its quota is spent), so one node's clients may not fill it.
@@ -90,6 +94,7 @@ impl ClusterConfig {
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             timeout: Self::DEFAULT_TIMEOUT,
             volumes: Vec::new(),
+            shares: Vec::new(),
             max_records: Self::DEFAULT_MAX_RECORDS,
             max_break_waits: Self::DEFAULT_MAX_BREAK_WAITS,
             open_ids: 0,
@@ -453,6 +458,20 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
         open_ids: cfg.open_ids,
     })
     .map_err(|e| e.to_string())?;
+    // A share served from another file system than the other nodes' keeps the node out.
+    for (name, path) in &cfg.shares {
+        match marks::check(&client, &keys, (name, path.clone())).await? {
+            marks::Checked::Same => {}
+            marks::Checked::Marked => {
+                tracing::info!(share = %name, "share root marked for the cluster")
+            }
+            marks::Checked::Unmarkable => tracing::warn!(
+                share = %name,
+                "the share's file system takes no extended attributes: that every node serves \
+                 it from the same one is not checked"
+            ),
+        }
+    }
     let key = keys.node(&cfg.node);
     // Open ids must not collide with a live node's (they move between nodes with their
     // opens): two names whose hashes share a range cannot both be in the cluster.
@@ -529,26 +548,30 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
             tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         };
-        let (mut locks, mut opens) = (Vec::new(), Vec::new());
+        let mut loaded = remote::Loaded::default();
         // Other nodes' admissions of files open here, which the watch may have missed while
         // it was away: flushed and acknowledged now (the latest of each file).
         let mut to_flush: HashMap<FileKey, i64> = HashMap::new();
-        let mut pending = std::collections::HashSet::new();
         for kv in &all {
             let Ok(key) = kv.key_str() else { continue };
             match store.keys.parse(key) {
                 Some((f, keys::Entry::Lock { node, lock, .. })) if node != *store.node => {
-                    locks.push((f, (key.to_owned(), lock)));
+                    loaded.locks.push((f, (key.to_owned(), lock)));
                 }
                 Some((f, keys::Entry::Open { node, .. })) if node != *store.node => {
-                    opens.push((f, key.to_owned()));
+                    loaded.opens.push((f, key.to_owned()));
                     if local.open_count_any(f) > 0 {
                         let rev = to_flush.entry(f).or_default();
                         *rev = (*rev).max(kv.mod_revision());
                     }
                 }
                 Some((f, keys::Entry::DeletePending)) => {
-                    pending.insert(f);
+                    loaded.pending.insert(f);
+                }
+                Some((f, keys::Entry::Hold { open_id })) => {
+                    if let Some(locks) = hold_locks(kv.value()) {
+                        loaded.holds.push((f, key.to_owned(), (open_id, locks)));
+                    }
                 }
                 // A request made while the watch was away is carried out now.
                 Some((_, keys::Entry::Break { .. })) => {
@@ -557,7 +580,7 @@ async fn watch(cluster: Arc<Cluster>, local: Arc<dyn OpenState>, remote: Arc<Rem
                 _ => {}
             }
         }
-        remote.reset(locks, opens, pending, rev);
+        remote.reset(loaded, rev);
         for (f, at) in to_flush {
             tokio::spawn(flush_then_ack(cluster.clone(), f, at));
         }
@@ -703,6 +726,11 @@ fn apply_event(
                 _ => {}
             }
         }
+        keys::Entry::Hold { open_id } => {
+            let locks = put.then(|| hold_locks(kv.value())).flatten();
+            remote.hold(f, key, locks.map(|l| (open_id, l)));
+            local.changed(f).notify_waiters();
+        }
         keys::Entry::DeletePending => {
             remote.mark(f, put);
             local.changed(f).notify_waiters();
@@ -723,4 +751,11 @@ fn apply_event(
         }
         _ => local.changed(f).notify_waiters(),
     }
+}
+
+/// The locks in a persistent open's hold (crate::ca), for the remote view; `None` when the
+/// value is unreadable.
+fn hold_locks(value: &[u8]) -> Option<Vec<(u64, u64, bool)>> {
+    let h: keys::Hold = serde_json::from_slice(value).ok()?;
+    Some(h.locks)
 }

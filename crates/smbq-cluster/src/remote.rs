@@ -16,12 +16,34 @@ use smbq_server::file_state::byte_range::io_conflict;
 /// A lock of another node: its etcd key, and (offset, length, exclusive).
 type Held = (String, (u64, u64, bool));
 
+/// A persistent open's hold (crate::ca): the open's id, and its locks.
+pub(crate) type HoldLocks = (u64, Vec<(u64, u64, bool)>);
+
+/// What the watch's full read found (crate::watch), for [`RemoteView::reset`].
+#[derive(Default)]
+pub(crate) struct Loaded {
+    /// Other nodes' locks.
+    pub locks: Vec<(FileKey, Held)>,
+    /// Other nodes' open records (their keys).
+    pub opens: Vec<(FileKey, String)>,
+    /// Delete-pending files.
+    pub pending: HashSet<FileKey>,
+    /// Persistent opens' holds, every node's: (file, key, the open and its locks).
+    pub holds: Vec<(FileKey, String, HoldLocks)>,
+}
+
 #[derive(Default)]
 pub(crate) struct RemoteView {
     locks: Mutex<HashMap<FileKey, Vec<Held>>>,
     /// Other nodes' open records (their etcd keys), by file: this node flushes what it
     /// writes to such a file before answering (smbq-server's crate::stable).
     opens: Mutex<HashMap<FileKey, HashSet<String>>>,
+    /// Persistent opens' holds (crate::ca), this node's own too, by file and key. READ and
+    /// WRITE meet their locks, but an open never its own: a hold says what its open locked
+    /// also while no node holds the open (its node died, and its lock keys went with its
+    /// lease, until another node takes it over and records them again), and while the open
+    /// moves to a node (its hold names the node before that node's own tables have it).
+    holds: Mutex<HashMap<FileKey, HashMap<String, HoldLocks>>>,
     /// Files delete-pending in etcd (`f/FILE/dp`), for queries (FileStandardInformation):
     /// an admission still asks etcd itself.
     pending: Mutex<HashSet<FileKey>>,
@@ -44,27 +66,31 @@ impl RemoteView {
         self.opens.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts again from a full read at revision `rev`: other nodes' locks and opens.
-    pub(crate) fn reset(
-        &self,
-        all: Vec<(FileKey, Held)>,
-        opens: Vec<(FileKey, String)>,
-        pending: HashSet<FileKey>,
-        rev: i64,
-    ) {
+    fn holds(&self) -> std::sync::MutexGuard<'_, HashMap<FileKey, HashMap<String, HoldLocks>>> {
+        self.holds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts again from a full read at revision `rev`.
+    pub(crate) fn reset(&self, loaded: Loaded, rev: i64) {
         let mut map = self.locks();
         map.clear();
-        for (f, held) in all {
+        for (f, held) in loaded.locks {
             map.entry(f).or_default().push(held);
         }
         drop(map);
         let mut map = self.opens();
         map.clear();
-        for (f, key) in opens {
+        for (f, key) in loaded.opens {
             map.entry(f).or_default().insert(key);
         }
         drop(map);
-        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = pending;
+        let mut map = self.holds();
+        map.clear();
+        for (f, key, hold) in loaded.holds {
+            map.entry(f).or_default().insert(key, hold);
+        }
+        drop(map);
+        *self.pending.lock().unwrap_or_else(|e| e.into_inner()) = loaded.pending;
         self.applied.store(rev, Ordering::Release);
     }
 
@@ -123,17 +149,43 @@ impl RemoteView {
         self.applied.fetch_max(rev, Ordering::AcqRel);
     }
 
-    /// Whether a READ or WRITE of `range` conflicts with another node's lock on `f`.
+    /// Persistent hold `key` of `f` was written (with its open and locks) or went (`None`).
+    pub(crate) fn hold(&self, f: FileKey, key: &str, hold: Option<HoldLocks>) {
+        let mut map = self.holds();
+        match hold {
+            Some(h) => {
+                map.entry(f).or_default().insert(key.to_owned(), h);
+            }
+            None => {
+                if let Some(set) = map.get_mut(&f) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        map.remove(&f);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a READ or WRITE of `range` by open `owner` conflicts (MS-FSA 2.1.4.10) with
+    /// another node's lock on `f`, or with a lock in the hold of a persistent open other than
+    /// `owner`. A hold may lag behind its open's unlock (it is written after the lock keys),
+    /// refusing a little more than it must for a moment, never less.
     pub(crate) fn io_conflict(
         &self,
         f: FileKey,
+        owner: u64,
         (offset, length): (u64, u64),
         write: bool,
     ) -> bool {
-        self.locks().get(&f).is_some_and(|l| {
-            l.iter()
-                .any(|(_, held)| io_conflict(*held, offset, length, write))
-        })
+        let meets = |held: &(u64, u64, bool)| io_conflict(*held, offset, length, write);
+        self.locks()
+            .get(&f)
+            .is_some_and(|l| l.iter().any(|(_, held)| meets(held)))
+            || self.holds().get(&f).is_some_and(|h| {
+                h.values()
+                    .any(|(open, locks)| *open != owner && locks.iter().any(meets))
+            })
     }
 
     /// A break request for `f` at revision `rev` is being carried out (under `gate`).
@@ -183,23 +235,22 @@ mod tests {
     #[test]
     fn io_meets_the_locks_in_view_until_they_go() {
         let v = RemoteView::default();
-        v.reset(
-            vec![(F, ("a".into(), (0, 10, false)))],
-            Vec::new(),
-            HashSet::new(),
-            5,
-        );
+        let loaded = Loaded {
+            locks: vec![(F, ("a".into(), (0, 10, false)))],
+            ..Loaded::default()
+        };
+        v.reset(loaded, 5);
         assert!(
-            !v.io_conflict(F, (0, 4), false),
+            !v.io_conflict(F, 1, (0, 4), false),
             "a shared lock lets others read"
         );
-        assert!(v.io_conflict(F, (0, 4), true));
+        assert!(v.io_conflict(F, 1, (0, 4), true));
         v.put(F, "b".into(), (100, 1, true));
-        assert!(v.io_conflict(F, (100, 1), false));
-        assert!(!v.io_conflict(FileKey { stream: 1, ..F }, (100, 1), false));
+        assert!(v.io_conflict(F, 1, (100, 1), false));
+        assert!(!v.io_conflict(FileKey { stream: 1, ..F }, 1, (100, 1), false));
         v.remove(F, "a");
         v.remove(F, "b");
-        assert!(!v.io_conflict(F, (0, 200), true));
+        assert!(!v.io_conflict(F, 1, (0, 200), true));
         assert!(v.wait_applied(5, Duration::ZERO));
         assert!(!v.wait_applied(6, Duration::from_millis(5)));
         v.advance(7);
@@ -224,7 +275,12 @@ mod tests {
     #[test]
     fn another_nodes_opens_are_seen_until_the_last_goes() {
         let v = RemoteView::default();
-        v.reset(Vec::new(), vec![(F, "o/b/1".into())], HashSet::from([F]), 3);
+        let loaded = Loaded {
+            opens: vec![(F, "o/b/1".into())],
+            pending: HashSet::from([F]),
+            ..Loaded::default()
+        };
+        v.reset(loaded, 3);
         assert!(v.delete_pending(F));
         v.mark(F, false);
         assert!(!v.delete_pending(F));
@@ -237,8 +293,32 @@ mod tests {
         assert!(!v.opened_elsewhere(F));
         assert!(!v.opened_elsewhere(FileKey { ino: 3, ..F }));
         v.other_open(F, "o/c/2", true);
-        v.reset(Vec::new(), Vec::new(), HashSet::new(), 4);
+        v.reset(Loaded::default(), 4);
         assert!(!v.opened_elsewhere(F), "a full read starts over");
         assert!(!v.delete_pending(F));
+    }
+
+    #[test]
+    fn a_persistent_holds_locks_meet_every_open_but_its_own() {
+        let v = RemoteView::default();
+        let loaded = Loaded {
+            holds: vec![(F, "p/7".into(), (7, vec![(0, 10, true)]))],
+            ..Loaded::default()
+        };
+        v.reset(loaded, 3);
+        assert!(v.io_conflict(F, 8, (0, 4), false), "another open meets it");
+        assert!(!v.io_conflict(F, 7, (0, 4), true), "its own open does not");
+        assert!(!v.io_conflict(F, 8, (10, 4), true), "outside the lock");
+        // Its open unlocked: the hold is written again without the lock.
+        v.hold(F, "p/7", Some((7, Vec::new())));
+        assert!(!v.io_conflict(F, 8, (0, 4), true));
+        v.hold(F, "p/7", Some((7, vec![(0, 10, false)])));
+        assert!(
+            !v.io_conflict(F, 8, (0, 4), false),
+            "a shared lock lets others read"
+        );
+        assert!(v.io_conflict(F, 8, (0, 4), true));
+        v.hold(F, "p/7", None);
+        assert!(!v.io_conflict(F, 8, (0, 4), true), "the hold went");
     }
 }

@@ -435,7 +435,7 @@ impl OpenState for ClusterState {
     ) -> Result<(), NtStatus> {
         self.local.check_io(key, owner, range, write)?;
         // MS-FSA 2.1.4.10 against other nodes' locks, from this node's view: no etcd here.
-        if self.remote.io_conflict(key, range, write) {
+        if self.remote.io_conflict(key, owner, range, write) {
             return Err(NtStatus::FILE_LOCK_CONFLICT);
         }
         Ok(())

@@ -129,6 +129,10 @@ impl Node {
             ttl: plan.ttl,
             prefix: plan.prefix.clone(),
             volumes: volumes(shares),
+            shares: shares
+                .iter()
+                .map(|s| (s.name.clone(), s.path.clone()))
+                .collect(),
             max_records: plan.max_records,
             max_break_waits: plan.max_break_waits,
             open_ids: smbq_server::config::open_id_base(node_tag(&plan.node)),
