@@ -84,9 +84,10 @@ def test_every_scenario_produced_numbers(quick_run):
     cluster = sc["cluster"]
     assert {(r["share"], r["op"]) for r in cluster} == {
         (s, op) for s in ("alone", "cluster node")
-        for op in ("create_close", "create_close_ca", "write_4k", "upload", "download")} | {
+        for op in ("create_close", "create_close_ca", "write_4k", "lock", "lock_open_elsewhere",
+                   "upload", "download")} | {
         (s, op) for s in ("1 node", "3 nodes")
-        for op in ("aggregate_upload", "aggregate_download")}
+        for op in ("aggregate_upload", "aggregate_download")} | {("etcd alone", "cas")}
     for r in cluster:
         if r["op"].endswith("upload") or r["op"].endswith("download"):
             assert positive(r["mb_s"]["median"]), r

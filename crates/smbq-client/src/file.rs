@@ -10,6 +10,7 @@ use smbq_wire::create::{CreateAction, CreateResponse};
 use smbq_wire::flush::FlushRequest;
 use smbq_wire::fscc::FileInfoClass;
 use smbq_wire::fscc::dir_info::{DirClass, decode_dir_list};
+use smbq_wire::lock::{LockElement, LockRequest};
 use smbq_wire::query_directory::{
     QueryDirectoryRequest, QueryDirectoryResponse, query_directory_flags as qd_flags,
 };
@@ -217,6 +218,25 @@ impl File {
             .send_for(self.inner.id, Command::FLUSH, w.into_vec(), None, 0, false)
             .await?;
         check(&r, "FLUSH")
+    }
+
+    /// LOCK (MS-SMB2 3.2.4.19): takes or releases byte-range locks, all or none. A lock
+    /// without SMB2_LOCKFLAG_FAIL_IMMEDIATELY waits on the server (an interim response) until
+    /// it is granted; a conflict with FAIL_IMMEDIATELY is STATUS_LOCK_NOT_GRANTED.
+    pub async fn lock(&self, locks: &[LockElement]) -> Result<(), Error> {
+        let mut w = Writer::new();
+        LockRequest {
+            lock_sequence: 0,
+            file_id: self.inner.id,
+            locks: locks.to_vec(),
+        }
+        .encode(&mut w);
+        let r = self
+            .inner
+            .tree
+            .send_for(self.inner.id, Command::LOCK, w.into_vec(), None, 0, false)
+            .await?;
+        check(&r, "LOCK")
     }
 
     /// QUERY_INFO of a file information class; the raw output buffer.

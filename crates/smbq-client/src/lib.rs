@@ -38,6 +38,7 @@ pub use server_copy::server_copy;
 pub use session::Session;
 pub use smbq_proto::client::{ClientConfig, EncryptionPolicy, Negotiated};
 pub use smbq_rpc::client::{RpcClientError, ShareInfo1};
+pub use smbq_wire::lock::{LockElement, lock_flags};
 pub use tree::{OpenOptions, Tree, smb_path};
 
 use smbq_wire::fscc::attributes::FILE_ATTRIBUTE_DIRECTORY;

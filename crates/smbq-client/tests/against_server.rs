@@ -79,6 +79,43 @@ async fn file_operations_round_trip() {
     assert!(client.closed_reason().is_some());
 }
 
+/// LOCK through `File::lock`: a lock taken on one open refuses an overlapping one on another
+/// (MS-SMB2 3.3.5.14, STATUS_LOCK_NOT_GRANTED with FAIL_IMMEDIATELY) and is released by its
+/// unlock; a shared lock lets another shared one in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_conflict_between_opens_until_unlocked() {
+    use smbq_wire::lock::{LockElement, lock_flags as lf};
+    let srv = start(EncryptPolicy::Off).await;
+    let (_client, _session, tree) = login(&srv, ClientConfig::default()).await;
+    put(&tree, "l.bin", &pattern(4096, 1)).await;
+    let both = OpenOptions {
+        share: 7,
+        ..OpenOptions::create_keep()
+    };
+    let a = tree.open("l.bin", &both).await.unwrap();
+    let b = tree.open("l.bin", &both).await.unwrap();
+    let el = |offset, flags| LockElement {
+        offset,
+        length: 10,
+        flags,
+    };
+    let excl = lf::EXCLUSIVE | lf::FAIL_IMMEDIATELY;
+    a.lock(&[el(0, excl)]).await.unwrap();
+    let e = b.lock(&[el(5, excl)]).await.err().unwrap();
+    assert_eq!(e.status(), Some(NtStatus::LOCK_NOT_GRANTED));
+    b.lock(&[el(10, excl)]).await.unwrap(); // no overlap
+    a.lock(&[el(0, lf::UNLOCK)]).await.unwrap();
+    b.lock(&[el(0, excl)]).await.unwrap(); // a's range is free again
+    b.lock(&[el(0, lf::UNLOCK), el(10, lf::UNLOCK)])
+        .await
+        .unwrap();
+    let shared = lf::SHARED | lf::FAIL_IMMEDIATELY;
+    a.lock(&[el(100, shared)]).await.unwrap();
+    b.lock(&[el(100, shared)]).await.unwrap();
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
+
 /// The whole connect-and-login sequence is `Send`, so it can run in a spawned task.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_runs_in_a_spawned_task() {

@@ -5,8 +5,11 @@
 //! transactions, and one more when the open asks for caching); the same with a persistent
 //! handle on a continuously available share (alone, its record is committed to the node's own
 //! database; on a cluster node, to etcd: two transactions more); a 4 KiB WRITE on an open
-//! handle (no etcd); and a sequential upload and download (no etcd). The issue expects +1 to
-//! 3 ms per CREATE+CLOSE, and READ and WRITE unchanged.
+//! handle (no etcd); an exclusive LOCK and its unlock, with the file open only there and
+//! then also on a second node (alone: through a second client); and a sequential upload
+//! and download (no etcd). The issue expects +1 to
+//! 3 ms per CREATE+CLOSE, and READ and WRITE unchanged. Beside them, etcd alone: a
+//! compare-and-swap one at a time, what each of those transactions costs at least here.
 //!
 //! Then the aggregate: [`CLIENTS`] clients at once, each uploading and then downloading a
 //! file of its own, spread over one cluster node or over three (client i on node i mod n).
@@ -35,7 +38,15 @@ use crate::{Ctx, Scale};
 /// The setups, in table order: smbq alone, and smbq as a node of a cluster.
 pub const SETUPS: [&str; 2] = ["alone", "cluster node"];
 /// The operations timed one at a time, in table order.
-pub const OPS: [&str; 3] = ["create_close", "create_close_ca", "write_4k"];
+pub const OPS: [&str; 5] = [
+    "create_close",
+    "create_close_ca",
+    "write_4k",
+    "lock",
+    "lock_open_elsewhere",
+];
+/// The row of etcd's own compare-and-swap ([`timed_cas`]).
+pub const ETCD: &str = "etcd alone";
 /// The setups of the aggregate measurement, in table order, with their number of nodes.
 pub const SPREAD: [(&str, usize); 2] = [("1 node", 1), ("3 nodes", 3)];
 /// Clients at once in the aggregate measurement.
@@ -80,6 +91,62 @@ fn healthy(port: u16) -> bool {
     s.write_all(req.as_bytes()).is_ok()
         && s.read_to_string(&mut body).is_ok()
         && body.contains("\"health\":\"true\"")
+}
+
+/// One compare-and-swap on etcd's member at `port`, through its JSON gateway (etcd 3.4's
+/// `/v3/kv/txn`): the put happens only if the key's mod revision is still `seen`. The new
+/// revision, or `seen` when the comparison failed.
+fn cas(port: u16, seen: i64) -> Result<i64, String> {
+    // Key "cas" ("Y2Fz") and value "1" ("MQ=="), base64 as the gateway takes bytes.
+    let body = format!(
+        "{{\"compare\":[{{\"key\":\"Y2Fz\",\"target\":\"MOD\",\"mod_revision\":\"{seen}\"}}],\
+         \"success\":[{{\"request_put\":{{\"key\":\"Y2Fz\",\"value\":\"MQ==\"}}}}]}}"
+    );
+    let mut s = TcpStream::connect(("127.0.0.1", port)).map_err(|e| format!("etcd: {e}"))?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = s.set_nodelay(true);
+    let req = format!(
+        "POST /v3/kv/txn HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("etcd: {e}"))?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)
+        .map_err(|e| format!("etcd: {e}"))?;
+    let json = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .ok_or("etcd: no body")?;
+    let v: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("etcd: {e}: {json}"))?;
+    if v.get("succeeded").and_then(|b| b.as_bool()) != Some(true) {
+        return Ok(seen);
+    }
+    v.pointer("/header/revision")
+        .and_then(|r| r.as_str())
+        .and_then(|r| r.parse().ok())
+        .ok_or_else(|| format!("etcd: no revision in {json}"))
+}
+
+/// `n` compare-and-swaps one after another, each against the revision the last one made
+/// (ms each): what one of etcd's transactions costs on this machine, for the CREATE+CLOSE
+/// rows. Through the gateway (HTTP to gRPC inside the member, a TCP connection each), so
+/// a little above what a node's own gRPC transaction costs.
+fn timed_cas(port: u16, n: usize) -> Result<Vec<f64>, String> {
+    let mut seen = 0;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        let now = cas(port, seen)?;
+        out.push(t.elapsed().as_secs_f64() * 1e3);
+        if now == seen {
+            return Err("etcd: a compare-and-swap nobody raced failed".into());
+        }
+        seen = now;
+    }
+    Ok(out)
 }
 
 impl Etcd {
@@ -147,11 +214,68 @@ impl Etcd {
 
 /// One repeat on one server: the latencies (ms) of each operation, and the upload's and
 /// download's MB/s.
+/// `n` exclusive LOCKs (FAIL_IMMEDIATELY) of one range of `f`, each released again: the
+/// LOCKs' latencies (ms). On a cluster node a LOCK is recorded in etcd, then granted once
+/// every other node with the file open has seen it (docs/cluster.md, "tell, then grant").
+async fn timed_locks(f: &smbq_client::File, n: usize) -> Result<Vec<f64>, String> {
+    use smbq_client::{LockElement, lock_flags as lf};
+    let el = |flags| LockElement {
+        offset: 0,
+        length: 4096,
+        flags,
+    };
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        f.lock(&[el(lf::EXCLUSIVE | lf::FAIL_IMMEDIATELY)])
+            .await
+            .map_err(|e| format!("lock: {e}"))?;
+        out.push(t.elapsed().as_secs_f64() * 1e3);
+        f.lock(&[el(lf::UNLOCK)])
+            .await
+            .map_err(|e| format!("unlock: {e}"))?;
+    }
+    Ok(out)
+}
+
+/// The LOCK rows of one run on file `name` (open on `tree`): with the file open only there,
+/// then also open through `other` (a client of another node, or of the same server alone).
+async fn lock_rows(
+    tree: &Tree,
+    other: &Endpoint,
+    name: &str,
+    n: usize,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let shared = OpenOptions {
+        share: 7, // read, write, delete: both opens stand
+        ..OpenOptions::create_keep()
+    };
+    let f = tree
+        .open(name, &shared)
+        .await
+        .map_err(|e| format!("create {name}: {e}"))?;
+    let alone = timed_locks(&f, n).await?;
+    let there: Tree = other.open_tree().await?;
+    let g = there
+        .open(name, &shared)
+        .await
+        .map_err(|e| format!("open {name} elsewhere: {e}"))?;
+    let elsewhere = timed_locks(&f, n).await?;
+    g.close().await.map_err(|e| e.to_string())?;
+    f.close().await.map_err(|e| e.to_string())?;
+    Ok((alone, elsewhere))
+}
+
+/// What one run measured: latencies (ms) of CREATE+CLOSE, the same with a persistent
+/// handle, the 4 KiB WRITE, LOCK, LOCK with the file open elsewhere; upload and download
+/// MB/s.
+type Run = (Vec<f64>, Vec<f64>, Vec<f64>, (Vec<f64>, Vec<f64>), f64, f64);
+
 async fn one_run(
-    ep: Endpoint,
+    (ep, other): (Endpoint, Endpoint),
     (creates, writes, size): (usize, usize, u64),
     run: String,
-) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>, f64, f64), String> {
+) -> Result<Run, String> {
     let mut ca = ep.clone();
     ca.share = "ca".into();
     let tree: Tree = ca.open_tree().await?;
@@ -180,6 +304,7 @@ async fn one_run(
         .map_err(|e| format!("create {name}: {e}"))?;
     let write_4k = timed_writes(&f, &name, writes).await?;
     f.close().await.map_err(|e| e.to_string())?;
+    let locks = lock_rows(&tree, &other, &format!("{DIR}/{run}-l"), creates).await?;
     let name = format!("{DIR}/{run}-u");
     let f = tree
         .open(&name, &OpenOptions::create_truncate())
@@ -192,30 +317,47 @@ async fn one_run(
         .map_err(|e| format!("download {name}: {e}"))?;
     let down = got as f64 / 1e6 / t.elapsed().as_secs_f64();
     f.close().await.map_err(|e| e.to_string())?;
-    Ok((create_close, persistent, write_4k, up, down))
+    Ok((create_close, persistent, write_4k, locks, up, down))
 }
 
-type Got = (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>);
+/// Every run's measurements of one setup, pooled: [`Run`]'s latencies, then MB/s.
+#[derive(Default)]
+struct Got {
+    create_close: Vec<f64>,
+    persistent: Vec<f64>,
+    write_4k: Vec<f64>,
+    lock: Vec<f64>,
+    lock_elsewhere: Vec<f64>,
+    up: Vec<f64>,
+    down: Vec<f64>,
+}
 
+/// One run against `server`, with `other` (another node of the cluster, or `server` itself
+/// alone) holding the file open for the second LOCK row.
 fn measure_on(
     ctx: &Ctx,
     net: &Net,
-    server: &SmbqServer,
+    (server, other): (&SmbqServer, &SmbqServer),
     run: String,
     acc: &mut Got,
 ) -> Result<(), String> {
-    let ep = Endpoint::tcp(
-        Target::SmbqTcpEnc,
-        server.tcp.ok_or("no TCP address")?,
-        &ctx.user,
-        &ctx.password,
-    );
-    let (c, p, w, up, down) = net.on_client(one_run(ep, counts(ctx.scale), run))??;
-    acc.0.extend(c);
-    acc.1.extend(p);
-    acc.2.extend(w);
-    acc.3.push(up);
-    acc.4.push(down);
+    let ep = |s: &SmbqServer| -> Result<Endpoint, String> {
+        Ok(Endpoint::tcp(
+            Target::SmbqTcpEnc,
+            s.tcp.ok_or("no TCP address")?,
+            &ctx.user,
+            &ctx.password,
+        ))
+    };
+    let (c, p, w, (l, le), up, down) =
+        net.on_client(one_run((ep(server)?, ep(other)?), counts(ctx.scale), run))??;
+    acc.create_close.extend(c);
+    acc.persistent.extend(p);
+    acc.write_4k.extend(w);
+    acc.lock.extend(l);
+    acc.lock_elsewhere.extend(le);
+    acc.up.push(up);
+    acc.down.push(down);
     Ok(())
 }
 
@@ -232,13 +374,15 @@ fn mb_row(setup: &str, op: &str, v: &[f64]) -> CaRow {
     }
 }
 
-fn rows_of(setup: &str, (c, p, w, up, down): Got) -> Vec<CaRow> {
+fn rows_of(setup: &str, g: Got) -> Vec<CaRow> {
     vec![
-        latency_row(setup, "create_close", c),
-        latency_row(setup, "create_close_ca", p),
-        latency_row(setup, "write_4k", w),
-        mb_row(setup, "upload", &up),
-        mb_row(setup, "download", &down),
+        latency_row(setup, "create_close", g.create_close),
+        latency_row(setup, "create_close_ca", g.persistent),
+        latency_row(setup, "write_4k", g.write_4k),
+        latency_row(setup, "lock", g.lock),
+        latency_row(setup, "lock_open_elsewhere", g.lock_elsewhere),
+        mb_row(setup, "upload", &g.up),
+        mb_row(setup, "download", &g.down),
     ]
 }
 
@@ -264,18 +408,47 @@ fn measure(
             // server, not the page cache's writeback of the run before.
             let _ = Command::new("sync").status();
             let server = ctx.start_smbq_configured(net, "cluster", &extra)?;
+            // A second node of the cluster, for the LOCK with the file open on another node.
+            let second = if i == 0 {
+                None
+            } else {
+                let extra = format!(
+                    "{}{}",
+                    ca_config(&ctx.data),
+                    etcd.config(&format!("bench{r}b"))
+                );
+                match ctx.start_smbq_configured(net, "cluster-b", &extra) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        let _ = server.stop();
+                        return Err(e);
+                    }
+                }
+            };
             // Every run makes its own files: no setup overwrites (or inherits) another's.
-            let m = measure_on(ctx, net, &server, format!("{i}-{r}"), acc);
+            let other = second.as_ref().unwrap_or(&server);
+            let m = measure_on(ctx, net, (&server, other), format!("{i}-{r}"), acc);
             let stopped = server.stop();
+            if let Some(s) = second {
+                s.stop()?;
+            }
             m?;
             stopped?;
         }
     }
-    Ok(SETUPS
+    let mut rows: Vec<CaRow> = SETUPS
         .iter()
         .zip(got)
         .flat_map(|(s, g)| rows_of(s, g))
-        .collect())
+        .collect();
+    let port = *etcd.clients.first().ok_or("no etcd member")?;
+    let _ = Command::new("sync").status();
+    rows.push(latency_row(
+        ETCD,
+        "cas",
+        timed_cas(port, counts(ctx.scale).0)?,
+    ));
+    Ok(rows)
 }
 
 /// Bytes each client moves each way in the aggregate measurement.
