@@ -225,10 +225,10 @@ class Client:
         packet["Data"] = req
         return self.smb.sendSMB(packet)
 
-    def open_caching(self, name: str, access: int, share: int, oplock: int,
-                     lease: bytes | None = None):
-        """A CREATE asking for an oplock (or, with `lease` = a 16-byte key, an RWH lease);
-        (file id, granted oplock level, granted lease state or None)."""
+    def create(self, name: str, access: int, share: int, oplock: int,
+               contexts: dict[bytes, bytes]) -> tuple[bytes, int, dict[bytes, bytes]]:
+        """An SMB2 CREATE (FILE_OPEN) of `name` with `contexts` (4-byte name -> data, MS-SMB2
+        2.2.13.2); (file id, granted oplock level, the response's contexts). Asserts success."""
         from impacket import smb3structs as s3
         packet = self.smb.SMB_PACKET()
         packet["Command"] = s3.SMB2_CREATE
@@ -244,33 +244,50 @@ class Client:
         req["CreateOptions"] = 0
         req["NameLength"] = len(name.encode("utf-16le"))
         req["Buffer"] = name.encode("utf-16le")
-        if lease is not None:
-            ctx = s3.SMB2CreateContext()
-            ctx["Buffer"] = b"RqLs" + b"\0" * 4  # name, padded to 8
-            ctx["NameOffset"] = 16
-            ctx["NameLength"] = 4
-            ctx["DataOffset"] = 24
-            data = lease + struct.pack("<IIQ", 7, 0, 0)  # RWH, flags, duration
-            ctx["DataLength"] = len(data)
-            ctx["Buffer"] += data
-            ctx["Next"] = 0
+        if contexts:
+            chain = b""
+            items = list(contexts.items())
+            for i, (tag, data) in enumerate(items):
+                ctx = struct.pack("<IHHHHI", 0, 16, 4, 0, 24, len(data)) + tag + b"\0" * 4 + data
+                ctx += b"\0" * ((8 - len(ctx) % 8) % 8)
+                if i + 1 < len(items):
+                    ctx = struct.pack("<I", len(ctx)) + ctx[4:]  # Next
+                chain += ctx
             offset = len(s3.SMB2Packet()) + s3.SMB2Create.SIZE + len(req["Buffer"])
             pad = (8 - offset % 8) % 8
             req["Buffer"] += b"\0" * pad
             req["CreateContextsOffset"] = offset + pad
-            req["CreateContextsLength"] = len(ctx.getData())
-            req["Buffer"] += ctx.getData()
+            req["CreateContextsLength"] = len(chain)
+            req["Buffer"] += chain
         packet["Data"] = req
         ans = self.smb.recvSMB(self.smb.sendSMB(packet))
         assert ans["Status"] == 0, hex(ans["Status"])
         resp = s3.SMB2Create_Response(ans["Data"])
-        state = None
-        if lease is not None and resp["CreateContextsLength"]:
+        got: dict[bytes, bytes] = {}
+        if resp["CreateContextsLength"]:
             raw = ans.getData()[resp["CreateContextsOffset"]:]
-            _, _, _, _, data_off, data_len = struct.unpack_from("<IHHHHI", raw)
-            data = raw[data_off:data_off + data_len]
-            state = struct.unpack_from("<I", data, 16)[0]
-        return resp["FileID"].getData(), resp["OplockLevel"], state
+            at = 0
+            while True:
+                nxt, name_off, _, _, data_off, data_len = struct.unpack_from("<IHHHHI", raw, at)
+                got[raw[at + name_off:at + name_off + 4]] = \
+                    raw[at + data_off:at + data_off + data_len]
+                if not nxt:
+                    break
+                at += nxt
+        return resp["FileID"].getData(), resp["OplockLevel"], got
+
+    def open_caching(self, name: str, access: int, share: int, oplock: int,
+                     lease: bytes | None = None):
+        """A CREATE asking for an oplock (or, with `lease` = a 16-byte key, an RWH lease);
+        (file id, granted oplock level, granted lease state or None)."""
+        contexts = {}
+        if lease is not None:
+            contexts[b"RqLs"] = lease + struct.pack("<IIQ", 7, 0, 0)  # RWH, flags, duration
+        fid, level, got = self.create(name, access, share, oplock, contexts)
+        state = None
+        if lease is not None and b"RqLs" in got:
+            state = struct.unpack_from("<I", got[b"RqLs"], 16)[0]
+        return fid, level, state
 
     def break_notice(self) -> bytes:
         """The next unsolicited OPLOCK_BREAK (MessageId all ones): its body."""

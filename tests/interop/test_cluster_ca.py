@@ -221,45 +221,12 @@ def open_persistent(cl: Client, name: str, access: int, share: int) -> bytes:
     """A CREATE asking for a persistent handle (MS-SMB2 2.2.13.2.11, DH2Q with
     SMB2_DHANDLE_FLAG_PERSISTENT), without an oplock or lease; its file id. Asserts that the
     response grants the handle persistent (2.2.14.2.12)."""
-    from impacket import smb3structs as s3
-    packet = cl.smb.SMB_PACKET()
-    packet["Command"] = s3.SMB2_CREATE
-    packet["TreeID"] = cl.tid
-    req = s3.SMB2Create()
-    req["SecurityFlags"] = 0
-    req["RequestedOplockLevel"] = 0
-    req["ImpersonationLevel"] = 2
-    req["DesiredAccess"] = access
-    req["FileAttributes"] = 0x80
-    req["ShareAccess"] = share
-    req["CreateDisposition"] = s3.FILE_OPEN
-    req["CreateOptions"] = 0
-    req["NameLength"] = len(name.encode("utf-16le"))
-    req["Buffer"] = name.encode("utf-16le")
-    ctx = s3.SMB2CreateContext()
-    data = struct.pack("<II8x", 0, 0x2) + os.urandom(16)  # timeout, PERSISTENT, CreateGuid
-    ctx["Buffer"] = b"DH2Q" + b"\0" * 4 + data
-    ctx["NameOffset"] = 16
-    ctx["NameLength"] = 4
-    ctx["DataOffset"] = 24
-    ctx["DataLength"] = len(data)
-    ctx["Next"] = 0
-    offset = len(s3.SMB2Packet()) + s3.SMB2Create.SIZE + len(req["Buffer"])
-    pad = (8 - offset % 8) % 8
-    req["Buffer"] += b"\0" * pad
-    req["CreateContextsOffset"] = offset + pad
-    req["CreateContextsLength"] = len(ctx.getData())
-    req["Buffer"] += ctx.getData()
-    packet["Data"] = req
-    ans = cl.smb.recvSMB(cl.smb.sendSMB(packet))
-    assert ans["Status"] == 0, hex(ans["Status"])
-    resp = s3.SMB2Create_Response(ans["Data"])
-    raw = ans.getData()[resp["CreateContextsOffset"]:]
-    _, _, _, _, data_off, data_len = struct.unpack_from("<IHHHHI", raw)
-    assert raw[16:20] == b"DH2Q" and data_len >= 8, raw.hex()
-    _, flags = struct.unpack_from("<II", raw, data_off)
+    ask = struct.pack("<II8x", 0, 0x2) + os.urandom(16)  # timeout, PERSISTENT, CreateGuid
+    fid, _, got = cl.create(name, access, share, 0, {b"DH2Q": ask})
+    assert b"DH2Q" in got and len(got[b"DH2Q"]) >= 8, got
+    _, flags = struct.unpack_from("<II", got[b"DH2Q"])
     assert flags & 0x2, "the handle was not granted persistent"
-    return resp["FileID"].getData()
+    return fid
 
 
 def test_a_dead_nodes_persistent_locks_hold_for_reads_and_writes_until_taken_over(
