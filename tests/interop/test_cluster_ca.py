@@ -22,8 +22,8 @@ import pytest
 
 from conftest import BINARY, USER, SmbqServer, free_port
 from test_client import make_file, sha256
-from test_cluster import (EXCLUSIVE, FAIL_IMMEDIATELY, TTL_S, Client,  # noqa: F401
-                          etcd, io_status)  # etcd is a fixture
+from test_cluster import (EXCLUSIVE, FAIL_IMMEDIATELY, TTL_S, UNLOCK,  # noqa: F401
+                          Client, etcd, io_status)  # etcd is a fixture
 
 SIZE_MB = int(os.environ.get("SMBQ_PERSISTENT_MB", "128"))
 NAME = "smbq-nodes.test"
@@ -234,13 +234,25 @@ def test_a_dead_nodes_persistent_locks_hold_for_reads_and_writes_until_taken_ove
     """MS-FSA 2.1.4.10 while a persistent open has no live node: its node dies, its lock
     records in etcd go with the node's lease, and until another node takes the open over
     (and records its locks again) only the open's hold in etcd says what it locked. Another
-    node's READ and WRITE of the range meet the lock throughout."""
-    c = CaCluster(workdir, etcd, timeout=20)
+    node's READ and WRITE of the range meet the lock throughout, and are let in once the
+    open expires. On the open's own node, an unlock lets another open in at once."""
+    timeout = 6
+    c = CaCluster(workdir, etcd, timeout=timeout)
     try:
         (c.data / "locked.bin").write_bytes(b"z" * 4096)
         a = Client(c.nodes[0], c.password)
         fa = open_persistent(a, "locked.bin", READ | WRITE, share=7)
         assert a.lock(fa, 0, 100, EXCLUSIVE | FAIL_IMMEDIATELY) == 0
+        # The same node: its own table decides, and the hold (rewritten after the unlock,
+        # seen by this node's watch a moment later) does not refuse what the unlock freed.
+        a2 = Client(c.nodes[0], c.password)
+        fa2 = a2.open("locked.bin", READ | WRITE, share=7)
+        assert isinstance(fa2, bytes), hex(fa2)
+        assert io_status(a2, fa2, 10, write=True) == STATUS_FILE_LOCK_CONFLICT
+        for _ in range(20):
+            assert a.lock(fa, 0, 100, UNLOCK) == 0
+            assert io_status(a2, fa2, 10, write=True) == 0, "refused right after the unlock"
+            assert a.lock(fa, 0, 100, EXCLUSIVE | FAIL_IMMEDIATELY) == 0
         b = Client(c.nodes[2], c.password)
         fb = b.open("locked.bin", READ | WRITE, share=7)
         assert isinstance(fb, bytes), hex(fb)
@@ -263,6 +275,10 @@ def test_a_dead_nodes_persistent_locks_hold_for_reads_and_writes_until_taken_ove
             assert time.time() - killed < TTL_S + 15, "nobody took the open over"
         print(f"{tries} rounds of READ and WRITE refused; taken over "
               f"{taken - killed:.1f} s after the kill (lease {TTL_S} s)")
+        # Its client never comes back: the open expires, and its locks go with it.
+        wait_for(lambda: io_status(b, fb, 10, write=True) == 0, timeout + 10,
+                 "the expired open's lock stayed")
+        print(f"the range was free {time.time() - killed:.1f} s after the kill")
         b.close(fb)
         b.logoff()
     finally:

@@ -69,6 +69,8 @@ const HANDOVER_WAIT: Duration = Duration::from_secs(2);
 /// within milliseconds, and when no node holds it the answer is OBJECT_NAME_NOT_FOUND.
 const DURABLE_WAIT: Duration = Duration::from_secs(1);
 
+use crate::state::VIEW_WAIT;
+
 impl Store {
     fn mine(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, FileKey)>> {
         self.ca_mine.lock().unwrap_or_else(|e| e.into_inner())
@@ -147,15 +149,16 @@ impl Store {
         Ok(())
     }
 
-    /// Removes persistent open `id`'s record and its hold on file `f`.
-    pub(crate) async fn remove_ca(&self, id: u64, f: FileKey) -> Result<(), NtStatus> {
+    /// Removes persistent open `id`'s record and its hold on file `f`; the revision that
+    /// removed them.
+    pub(crate) async fn remove_ca(&self, id: u64, f: FileKey) -> Result<i64, NtStatus> {
         let txn = Txn::new().and_then([
             TxnOp::delete(self.keys.ca(id), None),
             TxnOp::delete(self.keys.hold(f, id), None),
         ]);
         let mut c = self.client.clone();
-        c.txn(txn).await.map_err(unavailable)?;
-        Ok(())
+        let r = c.txn(txn).await.map_err(unavailable)?;
+        Ok(r.header().map_or(0, |h| h.revision()))
     }
 
     /// The nodes alive now (their entry under `nodes/` stands on their lease).
@@ -412,10 +415,12 @@ impl Store {
             return Claimed::Held;
         }
         if !rec.persistent {
-            if let Err(e) = self.remove_ca(rec.file_id, file_of(&rec)).await {
-                tracing::warn!(open = rec.file_id, status = ?e, "handed-over record not removed");
-            }
-            self.mine().remove(&rec.file_id);
+            // Its hold stands for its locks until the open is held here again and has
+            // recorded them as this node's (`RecordStore::adopted` removes both then).
+            self.handed_in
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(rec.file_id);
         }
         Claimed::Taken(Box::new(rec))
     }
@@ -532,16 +537,38 @@ impl RecordStore for EtcdRecords {
         let r = self
             .cluster
             .decide(move |s| async move { s.remove_ca(id, f).await });
-        if let Err(e) = r {
-            // The hold would refuse other opens of the file for good: it goes once etcd
-            // takes it.
-            self.cluster
-                .retry_later("persistent record removal", move |s| async move {
-                    s.remove_ca(id, f).await
-                });
-            return Err(io_error(e));
+        match r {
+            // The hold is out of this node's view too before the close is answered, so a
+            // client's next open here does not meet the locks of the open it closed.
+            Ok(rev) => {
+                if let Some(view) = self.cluster.remote.get() {
+                    view.wait_applied(rev, VIEW_WAIT);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // The hold would refuse other opens of the file for good: it goes once etcd
+                // takes it.
+                self.cluster
+                    .retry_later("persistent record removal", move |s| async move {
+                        s.remove_ca(id, f).await.map(|_| ())
+                    });
+                Err(io_error(e))
+            }
         }
-        Ok(())
+    }
+
+    fn adopted(&self, id: u64) {
+        let handed = self
+            .cluster
+            .store
+            .handed_in
+            .lock()
+            .map(|mut h| h.remove(&id));
+        if handed.unwrap_or(false) {
+            // A durable open's record was only the way over (crate::ca::Store::taken).
+            let _ = self.remove(id);
+        }
     }
 
     fn records_of(&self, user: &str) -> usize {

@@ -459,7 +459,10 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
     })
     .map_err(|e| e.to_string())?;
     // A share served from another file system than the other nodes' keeps the node out.
-    for (name, path) in &cfg.shares {
+    // In one order on every node: two shares on one root get the same mark everywhere.
+    let mut shares = cfg.shares.clone();
+    shares.sort_by_key(|(name, _)| name.to_lowercase());
+    for (name, path) in &shares {
         match marks::check(&client, &keys, (name, path.clone())).await? {
             marks::Checked::Same => {}
             marks::Checked::Marked => {
@@ -532,6 +535,7 @@ async fn connect(cfg: &ClusterConfig) -> Result<Store, String> {
         waits: Arc::new((AtomicUsize::new(0), cfg.max_break_waits)),
         ca_mine: Arc::default(),
         adopting: Arc::default(),
+        handed_in: Arc::default(),
     })
 }
 

@@ -13,7 +13,14 @@
 //!
 //! Two nodes starting at once on a new cluster: the mark goes to etcd first, in a
 //! create-only transaction, and only the winner writes the attribute; the other waits a
-//! little for it to appear.
+//! little for it to appear. Nodes check their shares in one order (by name), so two shares
+//! on one root get the mark of the first on every node. A node that cannot write the
+//! attribute (a read-only mount, no right to smbq's namespace) takes its mark out of etcd
+//! again and stops. If a node dies between the two steps, etcd keeps a mark no root
+//! carries: remove `shares/NAME` from etcd (docs/cluster.md).
+//!
+//! The attribute is in `trusted.` when smbq runs as root and in `user.` otherwise: all
+//! nodes of a cluster must run alike.
 
 use std::io;
 use std::path::PathBuf;
@@ -105,7 +112,16 @@ pub(crate) async fn check(
                     .map_err(|e| format!("etcd: {e}"))?;
                 Ok(Checked::Unmarkable)
             }
-            Err(e) => Err(refuse(format!("marking its root: {e}"))),
+            Err(e) => {
+                // Not left in etcd for a root that does not carry it, or every node would
+                // be refused: taken back unless another node changed it meanwhile.
+                let undo = Txn::new()
+                    .when([Compare::value(keys.share(name), CompareOp::Equal, ours)])
+                    .and_then([TxnOp::delete(keys.share(name), None)]);
+                let mut c = client.clone();
+                let _ = c.txn(undo).await;
+                Err(refuse(format!("marking its root: {e}")))
+            }
         };
     }
     let mut theirs = recorded(&r).ok_or_else(|| "etcd: the share's mark went".to_owned())?;

@@ -167,25 +167,39 @@ impl RemoteView {
         }
     }
 
-    /// Whether a READ or WRITE of `range` by open `owner` conflicts (MS-FSA 2.1.4.10) with
-    /// another node's lock on `f`, or with a lock in the hold of a persistent open other than
-    /// `owner`. A hold may lag behind its open's unlock (it is written after the lock keys),
-    /// refusing a little more than it must for a moment, never less.
+    /// Whether a READ or WRITE of `range` conflicts (MS-FSA 2.1.4.10) with another node's
+    /// lock on `f`, or with a lock in the hold of a persistent open that `local` does not
+    /// name (`local(id)`: the open is the one asking, or this node's own table has it, whose
+    /// check is exact). A hold of another node's open may lag behind its unlock (it is
+    /// written after the lock keys), refusing a little more than it must for a moment.
+    /// I/O of no bytes conflicts with nothing, as on one server.
     pub(crate) fn io_conflict(
         &self,
         f: FileKey,
-        owner: u64,
         (offset, length): (u64, u64),
         write: bool,
+        local: impl Fn(u64) -> bool,
     ) -> bool {
+        if length == 0 {
+            return false;
+        }
         let meets = |held: &(u64, u64, bool)| io_conflict(*held, offset, length, write);
-        self.locks()
+        if self
+            .locks()
             .get(&f)
             .is_some_and(|l| l.iter().any(|(_, held)| meets(held)))
-            || self.holds().get(&f).is_some_and(|h| {
-                h.values()
-                    .any(|(open, locks)| *open != owner && locks.iter().any(meets))
-            })
+        {
+            return true;
+        }
+        let holders: Vec<u64> = match self.holds().get(&f) {
+            None => return false,
+            Some(h) => h
+                .values()
+                .filter(|(_, locks)| locks.iter().any(meets))
+                .map(|(open, _)| *open)
+                .collect(),
+        };
+        holders.into_iter().any(|open| !local(open))
     }
 
     /// A break request for `f` at revision `rev` is being carried out (under `gate`).
@@ -240,17 +254,22 @@ mod tests {
             ..Loaded::default()
         };
         v.reset(loaded, 5);
+        let none = |_| false;
         assert!(
-            !v.io_conflict(F, 1, (0, 4), false),
+            !v.io_conflict(F, (2, 0), true, none),
+            "no bytes, no conflict"
+        );
+        assert!(
+            !v.io_conflict(F, (0, 4), false, none),
             "a shared lock lets others read"
         );
-        assert!(v.io_conflict(F, 1, (0, 4), true));
+        assert!(v.io_conflict(F, (0, 4), true, none));
         v.put(F, "b".into(), (100, 1, true));
-        assert!(v.io_conflict(F, 1, (100, 1), false));
-        assert!(!v.io_conflict(FileKey { stream: 1, ..F }, 1, (100, 1), false));
+        assert!(v.io_conflict(F, (100, 1), false, none));
+        assert!(!v.io_conflict(FileKey { stream: 1, ..F }, (100, 1), false, none));
         v.remove(F, "a");
         v.remove(F, "b");
-        assert!(!v.io_conflict(F, 1, (0, 200), true));
+        assert!(!v.io_conflict(F, (0, 200), true, none));
         assert!(v.wait_applied(5, Duration::ZERO));
         assert!(!v.wait_applied(6, Duration::from_millis(5)));
         v.advance(7);
@@ -299,26 +318,34 @@ mod tests {
     }
 
     #[test]
-    fn a_persistent_holds_locks_meet_every_open_but_its_own() {
+    fn a_persistent_holds_locks_meet_every_open_but_those_checked_here() {
         let v = RemoteView::default();
         let loaded = Loaded {
             holds: vec![(F, "p/7".into(), (7, vec![(0, 10, true)]))],
             ..Loaded::default()
         };
         v.reset(loaded, 3);
-        assert!(v.io_conflict(F, 8, (0, 4), false), "another open meets it");
-        assert!(!v.io_conflict(F, 7, (0, 4), true), "its own open does not");
-        assert!(!v.io_conflict(F, 8, (10, 4), true), "outside the lock");
+        let none = |_| false;
+        let seven = |id| id == 7;
+        assert!(
+            v.io_conflict(F, (0, 4), false, none),
+            "another open meets it"
+        );
+        assert!(
+            !v.io_conflict(F, (0, 4), true, seven),
+            "not when its open is the one asking, or in this node's table"
+        );
+        assert!(!v.io_conflict(F, (10, 4), true, none), "outside the lock");
         // Its open unlocked: the hold is written again without the lock.
         v.hold(F, "p/7", Some((7, Vec::new())));
-        assert!(!v.io_conflict(F, 8, (0, 4), true));
+        assert!(!v.io_conflict(F, (0, 4), true, none));
         v.hold(F, "p/7", Some((7, vec![(0, 10, false)])));
         assert!(
-            !v.io_conflict(F, 8, (0, 4), false),
+            !v.io_conflict(F, (0, 4), false, none),
             "a shared lock lets others read"
         );
-        assert!(v.io_conflict(F, 8, (0, 4), true));
+        assert!(v.io_conflict(F, (0, 4), true, none));
         v.hold(F, "p/7", None);
-        assert!(!v.io_conflict(F, 8, (0, 4), true), "the hold went");
+        assert!(!v.io_conflict(F, (0, 4), true, none), "the hold went");
     }
 }

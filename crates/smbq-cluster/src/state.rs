@@ -41,10 +41,13 @@ pub(crate) struct ClusterState {
     admitted: Mutex<HashMap<(FileKey, u64), Admitted>>,
     /// The records this node holds in etcd, capped (crate::budget).
     budget: Budget,
+    /// Persistent opens being held here again (admitted, their locks not yet in the local
+    /// table): READ and WRITE meet their holds' locks until the table has them.
+    restoring: Mutex<std::collections::HashSet<(FileKey, u64)>>,
 }
 
 /// How long an admitted open waits for this node's view to reach its admission.
-const VIEW_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const VIEW_WAIT: Duration = Duration::from_secs(2);
 
 impl ClusterState {
     pub(crate) fn new(
@@ -59,7 +62,12 @@ impl ClusterState {
             remote,
             admitted: Mutex::default(),
             budget: Budget::new(max_records),
+            restoring: Mutex::default(),
         }
+    }
+
+    fn restoring(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(FileKey, u64)>> {
+        self.restoring.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn admitted(&self) -> std::sync::MutexGuard<'_, HashMap<(FileKey, u64), Admitted>> {
@@ -154,6 +162,8 @@ impl OpenState for ClusterState {
             // Not admitted after all: nothing of it may stay here either.
             let _ = self.local.release(key, new.open_id, false, None);
             self.budget.give_back();
+        } else if restoring {
+            self.restoring().insert((key, new.open_id));
         }
         r
     }
@@ -315,6 +325,7 @@ impl OpenState for ClusterState {
         parent: Option<[u8; 16]>,
     ) -> Option<LastClose> {
         let last = self.local.release(key, open_id, delete_on_close, parent);
+        self.restoring().remove(&(key, open_id));
         if self.local.open_count_any(key) == 0 {
             self.remote.forget(key);
         }
@@ -397,7 +408,9 @@ impl OpenState for ClusterState {
                 ..held
             }
         };
-        self.local.restore(key, open_id, held)?;
+        let restored = self.local.restore(key, open_id, held);
+        self.restoring().remove(&(key, open_id));
+        restored?;
         for &lock in held.locks {
             if !self.budget.take() {
                 return Err("this node holds [cluster] max_records in etcd".into());
@@ -435,7 +448,14 @@ impl OpenState for ClusterState {
     ) -> Result<(), NtStatus> {
         self.local.check_io(key, owner, range, write)?;
         // MS-FSA 2.1.4.10 against other nodes' locks, from this node's view: no etcd here.
-        if self.remote.io_conflict(key, owner, range, write) {
+        // A persistent hold of an open in this node's own table was checked just above
+        // (unless the open is still being held here again, its locks not yet in the table).
+        let local = |id: u64| {
+            id == owner
+                || (self.local.open_ids(key).contains(&id)
+                    && !self.restoring().contains(&(key, id)))
+        };
+        if self.remote.io_conflict(key, range, write, local) {
             return Err(NtStatus::FILE_LOCK_CONFLICT);
         }
         Ok(())

@@ -73,6 +73,9 @@ pub struct Store {
     pub(crate) ca_mine: Arc<std::sync::Mutex<HashMap<u64, (String, FileKey)>>>,
     /// Held while this node takes records over, so it takes each once (crate::ca).
     pub(crate) adopting: Arc<tokio::sync::Mutex<()>>,
+    /// Durable (not persistent) opens handed to this node whose record, only the way over,
+    /// goes once the open is held here again (crate::ca, `RecordStore::adopted`).
+    pub(crate) handed_in: Arc<std::sync::Mutex<std::collections::HashSet<u64>>>,
 }
 
 /// An admission's right to wait for breaks; given back when dropped.

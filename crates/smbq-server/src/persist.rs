@@ -122,6 +122,7 @@ impl Server {
                 if report.restored == 1 {
                     tracing::info!(open = id, "persistent open held here for its reclaim");
                 }
+                blocking_io(|| store.adopted(id));
                 Ok(())
             }
         }

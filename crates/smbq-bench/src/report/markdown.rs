@@ -488,7 +488,7 @@ fn cluster_table(o: &mut String, rows: &[crate::scenarios::ca::CaRow]) {
         "One at a time: a CREATE and its CLOSE (two etcd transactions on a cluster node); the \
          same with a persistent handle on a continuously available share (create_close_ca: \
          its record committed to the server's own database alone, to etcd on a cluster node); \
-         a 4 KiB WRITE (none); an exclusive LOCK, released after each (one transaction), and \
+         a 4 KiB WRITE (none); an exclusive LOCK, released after each (a read and a transaction), and \
          the same with the file also open through a client of another node \
          (lock_open_elsewhere; alone: another client of the same server), where the LOCK is \
          granted once that node has seen it; then a sequential upload and download (none). \

@@ -110,6 +110,12 @@ pub trait RecordStore: Send + Sync + std::fmt::Debug {
         let _ = (id, file, who);
         Claim::Unknown
     }
+    /// The open a claim handed to this server ([`Claim::Adopted`]) is held here again, or
+    /// could not be: a store that moved a durable (not persistent) open's record only for
+    /// the way over removes it now, once the open's locks are in this server's tables.
+    fn adopted(&self, id: u64) {
+        let _ = id;
+    }
 }
 
 /// Who reconnects ([`RecordStore::claim`]): nothing moves for another user's open, or one
