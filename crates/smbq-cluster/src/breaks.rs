@@ -59,14 +59,29 @@ pub(crate) async fn carry_out(
     if let Some(token) = wait {
         let _ = open_state::break_wait(local.as_ref(), token, &CancellationToken::new()).await;
     }
-    let caching: Vec<(u64, u32)> = local
+    if let Err(e) = cluster
+        .store
+        .broke(f, &key, &caching_now(local.as_ref(), f))
+        .await
+    {
+        // Tried again until etcd takes it (each try with what is cached then): left
+        // undone, the request would hold the other node's open until its break time runs
+        // out (35 s), as after an etcd outage that ended meanwhile.
+        tracing::warn!(status = ?e, "break request not marked done yet; trying again");
+        cluster.retry_later("break request done", move |s| {
+            let (local, key) = (local.clone(), key.clone());
+            async move { s.broke(f, &key, &caching_now(local.as_ref(), f)).await }
+        });
+    }
+}
+
+/// What each of this node's opens of `f` caches now.
+fn caching_now(local: &dyn OpenState, f: FileKey) -> Vec<(u64, u32)> {
+    local
         .open_ids(f)
         .into_iter()
-        .map(|id| (id, caching_bits(local.as_ref(), f, id)))
-        .collect();
-    if let Err(e) = cluster.store.broke(f, &key, &caching).await {
-        tracing::warn!(status = ?e, "break request not marked done; the requester times out");
-    }
+        .map(|id| (id, caching_bits(local, f, id)))
+        .collect()
 }
 
 /// What open `id` caches, as lease state bits (an oplock as its lease equivalent).
