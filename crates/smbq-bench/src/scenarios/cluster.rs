@@ -266,16 +266,11 @@ async fn lock_rows(
     Ok((alone, elsewhere))
 }
 
-/// What one run measured: latencies (ms) of CREATE+CLOSE, the same with a persistent
-/// handle, the 4 KiB WRITE, LOCK, LOCK with the file open elsewhere; upload and download
-/// MB/s.
-type Run = (Vec<f64>, Vec<f64>, Vec<f64>, (Vec<f64>, Vec<f64>), f64, f64);
-
 async fn one_run(
     (ep, other): (Endpoint, Endpoint),
     (creates, writes, size): (usize, usize, u64),
     run: String,
-) -> Result<Run, String> {
+) -> Result<Got, String> {
     let mut ca = ep.clone();
     ca.share = "ca".into();
     let tree: Tree = ca.open_tree().await?;
@@ -304,7 +299,8 @@ async fn one_run(
         .map_err(|e| format!("create {name}: {e}"))?;
     let write_4k = timed_writes(&f, &name, writes).await?;
     f.close().await.map_err(|e| e.to_string())?;
-    let locks = lock_rows(&tree, &other, &format!("{DIR}/{run}-l"), creates).await?;
+    let (lock, lock_elsewhere) =
+        lock_rows(&tree, &other, &format!("{DIR}/{run}-l"), creates).await?;
     let name = format!("{DIR}/{run}-u");
     let f = tree
         .open(&name, &OpenOptions::create_truncate())
@@ -317,10 +313,19 @@ async fn one_run(
         .map_err(|e| format!("download {name}: {e}"))?;
     let down = got as f64 / 1e6 / t.elapsed().as_secs_f64();
     f.close().await.map_err(|e| e.to_string())?;
-    Ok((create_close, persistent, write_4k, locks, up, down))
+    Ok(Got {
+        create_close,
+        persistent,
+        write_4k,
+        lock,
+        lock_elsewhere,
+        up: vec![up],
+        down: vec![down],
+    })
 }
 
-/// Every run's measurements of one setup, pooled: [`Run`]'s latencies, then MB/s.
+/// What runs measured, pooled: latencies (ms) of CREATE+CLOSE, the same with a persistent
+/// handle, the 4 KiB WRITE, LOCK, LOCK with the file open elsewhere; then MB/s (one per run).
 #[derive(Default)]
 struct Got {
     create_close: Vec<f64>,
@@ -349,15 +354,14 @@ fn measure_on(
             &ctx.password,
         ))
     };
-    let (c, p, w, (l, le), up, down) =
-        net.on_client(one_run((ep(server)?, ep(other)?), counts(ctx.scale), run))??;
-    acc.create_close.extend(c);
-    acc.persistent.extend(p);
-    acc.write_4k.extend(w);
-    acc.lock.extend(l);
-    acc.lock_elsewhere.extend(le);
-    acc.up.push(up);
-    acc.down.push(down);
+    let g = net.on_client(one_run((ep(server)?, ep(other)?), counts(ctx.scale), run))??;
+    acc.create_close.extend(g.create_close);
+    acc.persistent.extend(g.persistent);
+    acc.write_4k.extend(g.write_4k);
+    acc.lock.extend(g.lock);
+    acc.lock_elsewhere.extend(g.lock_elsewhere);
+    acc.up.extend(g.up);
+    acc.down.extend(g.down);
     Ok(())
 }
 
