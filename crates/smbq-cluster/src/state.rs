@@ -124,7 +124,14 @@ impl OpenState for ClusterState {
             tracing::warn!("open refused: this node holds [cluster] max_records in etcd");
             return Err(NtStatus::INSUFFICIENT_RESOURCES);
         }
+        // An open held here again is marked before the local table has it: from then until
+        // its locks are restored, READ and WRITE meet its hold's locks (Self::check_io). Marked
+        // after the admission, a READ in between (an etcd round trip) went through the range.
+        if new.restoring {
+            self.restoring().insert((key, new.open_id));
+        }
         if let Err(e) = self.local.admit(key, new) {
+            self.restoring().remove(&(key, new.open_id));
             self.budget.give_back();
             return Err(e);
         }
@@ -161,9 +168,8 @@ impl OpenState for ClusterState {
         if r.is_err() {
             // Not admitted after all: nothing of it may stay here either.
             let _ = self.local.release(key, new.open_id, false, None);
+            self.restoring().remove(&(key, new.open_id));
             self.budget.give_back();
-        } else if restoring {
-            self.restoring().insert((key, new.open_id));
         }
         r
     }
