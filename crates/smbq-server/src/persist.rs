@@ -130,23 +130,31 @@ impl Server {
 
     /// Writes `open`'s state to the store if it is a persistent open; false if that failed
     /// (the caller then does not promise persistence). True for any other open.
+    ///
+    /// Writes of one open take turns (`Open::persisting`), each describing the open when its
+    /// turn comes: a LOCK's and a lease acknowledgment's writes, made at once, leave the newer
+    /// state in the store, not whichever write etcd or redb took last.
     pub(crate) fn persist(&self, open: &Open) -> bool {
         let Some(store) = self.persistent.get() else {
             return true;
         };
-        if open.is_closed() {
-            return true;
-        }
-        let Some(rec) = self.record_of(open) else {
-            return true;
-        };
-        let r = blocking_io(|| store.put(&rec));
-        // A CLOSE that ran meanwhile (it marks the open closed before removing its record)
-        // may have removed the record before this wrote it: the record goes again, so a
-        // closed open never comes back at a restart.
-        if open.is_closed() {
-            self.forget_record(rec.file_id);
-        }
+        let r = blocking_io(|| {
+            let _turn = open.persisting.lock();
+            if open.is_closed() {
+                return Ok(());
+            }
+            let Some(rec) = self.record_of(open) else {
+                return Ok(());
+            };
+            let r = store.put(&rec);
+            // A CLOSE that began meanwhile (it marks the open closed, then waits its turn
+            // to remove the record) finds the record gone or removes it itself; this only
+            // makes sure a closed open never comes back at a restart.
+            if open.is_closed() {
+                self.forget_record(rec.file_id);
+            }
+            r
+        });
         match r {
             Ok(()) => true,
             Err(e) => {
@@ -236,11 +244,15 @@ impl Server {
         Some(rec)
     }
 
-    /// The open is closed: its record goes.
+    /// The open is closed: its record goes, after any write of it under way (each
+    /// [`Self::persist`] checks for the close before it writes).
     pub(crate) fn unpersist(&self, open: &Open) {
         let persistent = open.durable.lock().as_ref().is_some_and(|g| g.persistent);
         if persistent {
-            self.forget_record(open.file_id.persistent);
+            blocking_io(|| {
+                let _turn = open.persisting.lock();
+                self.forget_record(open.file_id.persistent);
+            });
         }
     }
 
@@ -488,6 +500,7 @@ fn restored_open(
         }),
         modified: AtomicBool::new(false),
         sticky_write: AtomicBool::new(false),
+        persisting: Default::default(),
         posix: rec.posix,
     })
 }

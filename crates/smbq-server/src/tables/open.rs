@@ -84,6 +84,10 @@ pub struct Open {
     /// MS-FSA Open.UserSetModificationTime: a client set or froze LastWriteTime through this
     /// handle, so its writes do not move it (crate::write_time).
     pub sticky_write: AtomicBool,
+    /// Held while this open's record is written to or removed from the persistent store
+    /// (crate::persist): one write at a time, each with the state as it is when its turn
+    /// comes, and none after the close removed the record.
+    pub persisting: Mutex<()>,
     /// Opened with the SMB3 POSIX create context where the extensions apply (crate::posix):
     /// the POSIX information classes answer on it.
     pub posix: bool,

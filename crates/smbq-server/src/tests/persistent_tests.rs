@@ -647,3 +647,125 @@ async fn a_persistent_posix_open_is_restored_as_one() {
     assert_eq!(s, NtStatus::SUCCESS, "a POSIX open again");
     assert_eq!(h.close(back.id).await.status, NtStatus::SUCCESS);
 }
+
+/// A record store (redb underneath) whose puts can be made slow, and which notes whether two
+/// writes of one open ever overlapped: the server must give each open's writes turns.
+#[derive(Debug)]
+struct Turns {
+    db: std::sync::Arc<crate::durable::store::Store>,
+    slow_puts: std::sync::atomic::AtomicBool,
+    busy: std::sync::Mutex<std::collections::HashSet<u64>>,
+    overlapped: std::sync::atomic::AtomicBool,
+}
+
+impl Turns {
+    fn turn<R>(&self, id: u64, slow: bool, f: impl FnOnce() -> R) -> R {
+        use std::sync::atomic::Ordering::SeqCst;
+        if !self.busy.lock().unwrap().insert(id) {
+            self.overlapped.store(true, SeqCst);
+        }
+        if slow && self.slow_puts.swap(false, SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        let r = f();
+        self.busy.lock().unwrap().remove(&id);
+        r
+    }
+}
+
+impl crate::durable::store::RecordStore for Turns {
+    fn put(&self, rec: &crate::durable::store::Record) -> std::io::Result<()> {
+        self.turn(rec.file_id, true, || self.db.put(rec))
+    }
+    fn remove(&self, id: u64) -> std::io::Result<()> {
+        self.turn(id, false, || self.db.remove(id))
+    }
+    fn records_of(&self, user: &str) -> usize {
+        self.db.records_of(user)
+    }
+    fn records(&self) -> std::io::Result<usize> {
+        self.db.records()
+    }
+}
+
+/// A LOCK request for `len` bytes at `offset` (exclusive, fail immediately) on `id`.
+fn lock_msg(h: &H, id: FileId, offset: u64) -> bytes::Bytes {
+    let req = smbq_wire::lock::LockRequest {
+        lock_sequence: 0,
+        file_id: id,
+        locks: vec![smbq_wire::lock::LockElement {
+            offset,
+            length: 4,
+            flags: smbq_wire::lock::lock_flags::EXCLUSIVE
+                | smbq_wire::lock::lock_flags::FAIL_IMMEDIATELY,
+        }],
+    };
+    super::harness::msg(smbq_wire::Command::LOCK, h.tree, h.session.id, |w| {
+        req.encode(w)
+    })
+}
+
+/// One open's writes to the store take turns, each describing the open when its turn comes:
+/// a slow write of the open's state (no locks) under way while a LOCK records the lock
+/// leaves the lock in the store, not the older state written last; and a write under way at
+/// the CLOSE leaves no record behind. Before, both raced: with etcd's store the close's
+/// removal could come first and the late write bring the record and its hold back for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_opens_store_writes_take_turns_and_none_outlives_its_close() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    let path = state.path().join("p.redb");
+    let (db, _) = crate::durable::store::Store::open(&path).unwrap();
+    let turns = std::sync::Arc::new(Turns {
+        db: std::sync::Arc::new(db),
+        slow_puts: Default::default(),
+        busy: Default::default(),
+        overlapped: Default::default(),
+    });
+    h.srv.use_record_store(turns.clone()).unwrap();
+    let o = ph(&h, "f", None, true, 0).await;
+    let g = ph(&h, "g", None, true, 0).await;
+    let key = key_of(&h, "f");
+    let slow_write = |id: FileId| {
+        turns.slow_puts.store(true, SeqCst);
+        let srv = h.srv.clone();
+        let open = srv.lookup_open(id.volatile).unwrap();
+        tokio::task::spawn_blocking(move || srv.persist(&open))
+    };
+
+    // A write of f's state without the lock, slow, then the LOCK while it is under way.
+    let slow = slow_write(o.id);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(
+        h.send(lock_msg(&h, o.id, 8)).await.status,
+        NtStatus::SUCCESS
+    );
+    assert!(slow.await.unwrap());
+    assert!(
+        !turns.overlapped.load(SeqCst),
+        "two writes of one open overlapped"
+    );
+
+    // A slow write of g under way when g's CLOSE comes.
+    let slow = slow_write(g.id);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(h.close(g.id).await.status, NtStatus::SUCCESS);
+    slow.await.unwrap();
+    assert!(
+        !turns.overlapped.load(SeqCst),
+        "a write overlapped the close's removal"
+    );
+    assert_eq!(h.srv.persistent_records(), 1, "only f's record is left");
+
+    // What the store holds of f is its newest state, with the lock.
+    drop(turns);
+    let (h, report) = restart(h, &path).await;
+    assert_eq!(report.restored, 1);
+    let held = h.srv.open_state().held_by(key, o.id.volatile);
+    assert_eq!(
+        held.locks,
+        vec![(8, 4, true)],
+        "the older state was written last"
+    );
+}

@@ -632,6 +632,7 @@ fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId
         parent_lease: None,
         modified: AtomicBool::new(false),
         sticky_write: AtomicBool::new(false),
+        persisting: Default::default(),
         posix: false,
     }));
     file_id

@@ -128,6 +128,7 @@ impl CreateIntent {
             parent_lease: self.lease.as_ref().and_then(|l| l.parent),
             modified: AtomicBool::new(false),
             sticky_write: AtomicBool::new(false),
+            persisting: Default::default(),
             posix: self.contexts.posix_mode.is_some(),
         })
     }
