@@ -73,6 +73,13 @@ python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
 # impacket: a third client implementation (tests/interop/test_first_hour.py).
 python3 -c 'import impacket' 2>/dev/null || python3 -m pip install -q impacket
 python3 -c 'import xdist' 2>/dev/null || python3 -m pip install -q pytest-xdist  # smbtorture, 3 at a time
+# Samba 4.25 and etcd 3.5+ from Debian unstable (tests/interop/samba_unstable.py): made in the
+# background while the build below keeps the cores busy, since it mostly waits on the network
+# and the disk (3 to 5 minutes on a clean machine, nothing once cached). The interop steps wait
+# for it; should it fail, they make it again themselves and say why.
+unstable_log=$(mktemp)
+python3 tests/interop/samba_unstable.py >"$unstable_log" 2>&1 &
+unstable_pid=$!
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
 # A from-scratch build gains nothing from incremental state, which more than doubles target/.
 export CARGO_INCREMENTAL=0
@@ -106,12 +113,6 @@ for line in sys.stdin:
 [[ -x "$server_tests" ]] || { echo "test.sh: no smbq-server test binary found" >&2; exit 1; }
 SMBQ_TEST_OPEN_STATE=one-table "$server_tests" -q
 
-# The interop tests run every QUIC case on quinn and on MsQuic, so the binary they drive has
-# both, and the cluster feature for test_cluster.py. (Built again after new-user.sh, whose
-# `cargo run` builds the README's default.)
-step "release build (with the MsQuic stack)"
-cargo build --release -p smbq --features msquic,cluster
-
 if ((quick == 0)); then
   step "fuzz smoke runs"
   # A fixed seed keeps the gate reproducible; explore with random seeds by hand (fuzz/README.md).
@@ -120,6 +121,12 @@ fi
 
 step "new user: the README's set-up steps, as written (scripts/new-user.sh)"
 ./scripts/new-user.sh
+
+# The interop tests run every QUIC case on quinn and on MsQuic, so the binary they drive has
+# both, and the cluster feature for test_cluster.py. Built after new-user.sh, whose `cargo
+# run` builds the README's default into the same place: built before it too, the binary was
+# relinked twice for nothing (about a minute of CI).
+step "release build (with the MsQuic stack and the cluster feature)"
 cargo build --release -p smbq --features msquic,cluster
 
 step "building the SMB-over-QUIC interop peer (interop/smb-rs-quic, the crates.io smb client)"
@@ -136,6 +143,15 @@ if ((quick == 0 && avail_kb < 4 * 1024 * 1024)); then
   echo "test.sh: only $((avail_kb / 1024)) MiB free in /tmp; the 1 GiB transfer tests need 4 GiB" >&2
   exit 1
 fi
+
+step "waiting for Debian unstable's Samba and etcd (made in the background since the start)"
+if wait "$unstable_pid"; then
+  cat "$unstable_log"
+else
+  echo "test.sh: making the unstable root failed; the tests try again:" >&2
+  tail -20 "$unstable_log" >&2
+fi
+rm -f "$unstable_log"
 
 step "interop: smbtorture 4.25's allowlist over TCP, with per-user identities, and over QUIC"
 # smbtorture 4.25 from the unstable chroot (tests/interop/samba_unstable.py). Each test starts
