@@ -135,10 +135,22 @@ impl Server {
     /// turn comes: a LOCK's and a lease acknowledgment's writes, made at once, leave the newer
     /// state in the store, not whichever write etcd or redb took last.
     pub(crate) fn persist(&self, open: &Open) -> bool {
+        match self.persist_now(open) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(open = open.volatile(), error = %e, "persistent store write failed");
+                self.write_again_later(open);
+                false
+            }
+        }
+    }
+
+    /// [`Self::persist`] without the retry.
+    fn persist_now(&self, open: &Open) -> std::io::Result<()> {
         let Some(store) = self.persistent.get() else {
-            return true;
+            return Ok(());
         };
-        let r = blocking_io(|| {
+        blocking_io(|| {
             let _turn = open.persisting.lock();
             if open.is_closed() {
                 return Ok(());
@@ -154,14 +166,56 @@ impl Server {
                 self.forget_record(rec.file_id);
             }
             r
-        });
-        match r {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!(open = open.volatile(), error = %e, "persistent store write failed");
-                false
-            }
+        })
+    }
+
+    /// The store did not take `open`'s record: what it holds is older than the open. That
+    /// matters where the change cannot be taken back: an unlock (on a cluster, other nodes'
+    /// READ and WRITE meet the stale lock in the record's hold), a lease acknowledgment, a
+    /// change of delete-pending. (A lock that could not be recorded was not granted.) The
+    /// record is written again in the background, after 0.5 s and then twice as long each
+    /// time up to 10 s, until the store takes it or the open is closed: one task per open,
+    /// which `Open::record_behind` says is running.
+    fn write_again_later(&self, open: &Open) {
+        use std::sync::atomic::Ordering::AcqRel;
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if open.record_behind.swap(true, AcqRel) {
+            return;
         }
+        let (me, id) = (self.me.clone(), open.volatile());
+        rt.spawn(async move {
+            let mut wait = std::time::Duration::from_millis(500);
+            loop {
+                tokio::time::sleep(wait).await;
+                let Some(srv) = me.upgrade() else { return };
+                let Some(open) = srv.lookup_open(id).or_else(|| srv.durable.parked_open(id)) else {
+                    return;
+                };
+                let tried = tokio::task::spawn_blocking(move || {
+                    // Cleared before the write: a write failing from here on starts its own
+                    // task; one that failed before is older than this write, which takes its
+                    // turn after it.
+                    open.record_behind
+                        .store(false, std::sync::atomic::Ordering::Release);
+                    let written = srv.persist_now(&open).is_ok();
+                    // Failed, and another task started meanwhile: it goes on instead.
+                    let other = !written && open.record_behind.swap(true, AcqRel);
+                    (written, other)
+                })
+                .await;
+                match tried {
+                    Ok((true, _)) => {
+                        tracing::info!(open = id, "persistent store took the record again");
+                        return;
+                    }
+                    Ok((false, false)) => {}
+                    Ok((false, true)) | Err(_) => return,
+                }
+                wait = (wait * 2).min(std::time::Duration::from_secs(10));
+            }
+        });
     }
 
     /// Writes the records of the persistent ones among `opens` (live or parked) again: their
@@ -501,6 +555,7 @@ fn restored_open(
         modified: AtomicBool::new(false),
         sticky_write: AtomicBool::new(false),
         persisting: Default::default(),
+        record_behind: AtomicBool::new(false),
         posix: rec.posix,
     })
 }

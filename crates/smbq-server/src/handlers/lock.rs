@@ -44,7 +44,8 @@ pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {
     // (crate::persist, MS-SMB2 3.3.5.9.10): one write per request, whatever its number of
     // elements. Locks that cannot be recorded are not granted: they go again and the request
     // fails, so a restart never loses a lock a client was told it holds. (An unlock that
-    // cannot be recorded stands: the record keeps a stale lock its owner may take back.)
+    // cannot be recorded stands, and the record is written again in the background until
+    // the store takes it: crate::persist, `write_again_later`.)
     let done = |taken: &[&LockElement]| {
         if !srv.persist(open) && !taken.is_empty() {
             for t in taken {

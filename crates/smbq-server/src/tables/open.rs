@@ -88,6 +88,9 @@ pub struct Open {
     /// (crate::persist): one write at a time, each with the state as it is when its turn
     /// comes, and none after the close removed the record.
     pub persisting: Mutex<()>,
+    /// The store did not take this open's last record, and a task writes it again until the
+    /// store does (crate::persist::Server::persist).
+    pub record_behind: AtomicBool,
     /// Opened with the SMB3 POSIX create context where the extensions apply (crate::posix):
     /// the POSIX information classes answer on it.
     pub posix: bool,

@@ -688,16 +688,21 @@ impl crate::durable::store::RecordStore for Turns {
     }
 }
 
-/// A LOCK request for `len` bytes at `offset` (exclusive, fail immediately) on `id`.
-fn lock_msg(h: &H, id: FileId, offset: u64) -> bytes::Bytes {
+/// A LOCK request of 4 bytes at `offset` on `id`: exclusive, failing at once (or, with
+/// `unlock`, an unlock).
+fn lock_msg(h: &H, id: FileId, offset: u64, unlock: bool) -> bytes::Bytes {
+    use smbq_wire::lock::lock_flags as lf;
     let req = smbq_wire::lock::LockRequest {
         lock_sequence: 0,
         file_id: id,
         locks: vec![smbq_wire::lock::LockElement {
             offset,
             length: 4,
-            flags: smbq_wire::lock::lock_flags::EXCLUSIVE
-                | smbq_wire::lock::lock_flags::FAIL_IMMEDIATELY,
+            flags: if unlock {
+                lf::UNLOCK
+            } else {
+                lf::EXCLUSIVE | lf::FAIL_IMMEDIATELY
+            },
         }],
     };
     super::harness::msg(smbq_wire::Command::LOCK, h.tree, h.session.id, |w| {
@@ -738,7 +743,7 @@ async fn one_opens_store_writes_take_turns_and_none_outlives_its_close() {
     let slow = slow_write(o.id);
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     assert_eq!(
-        h.send(lock_msg(&h, o.id, 8)).await.status,
+        h.send(lock_msg(&h, o.id, 8, false)).await.status,
         NtStatus::SUCCESS
     );
     assert!(slow.await.unwrap());
@@ -767,5 +772,46 @@ async fn one_opens_store_writes_take_turns_and_none_outlives_its_close() {
         held.locks,
         vec![(8, 4, true)],
         "the older state was written last"
+    );
+}
+
+/// An unlock the store could not record stands (it cannot be taken back), and the record is
+/// written again in the background once the store takes writes: after a restart the lock is
+/// not back. Before, the stale lock stayed in the record until the open's next write (on a
+/// cluster, other nodes' READ and WRITE met it meanwhile).
+#[tokio::test]
+async fn an_unlock_the_store_could_not_record_is_recorded_once_it_can() {
+    let (h, _) = ca_harness(true).await;
+    let state = tempfile::tempdir().unwrap();
+    let path = state.path().join("p.redb");
+    let (db, _) = crate::durable::store::Store::open(&path).unwrap();
+    let db = std::sync::Arc::new(db);
+    h.srv.use_record_store(db.clone()).unwrap();
+    let o = ph(&h, "f", None, true, 0).await;
+    let key = key_of(&h, "f");
+    assert_eq!(
+        h.send(lock_msg(&h, o.id, 8, false)).await.status,
+        NtStatus::SUCCESS
+    );
+    db.fail_puts(true);
+    assert_eq!(
+        h.send(lock_msg(&h, o.id, 8, true)).await.status,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(h.srv.open_state().held_by(key, o.id.volatile).locks, vec![]);
+    // Failing writes are tried again, not given up: two rounds (0.5 s, 1 s) fail too.
+    tokio::time::sleep(std::time::Duration::from_millis(1700)).await;
+    db.fail_puts(false);
+    // The next round (2 s later) writes the record.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+
+    drop(db);
+    let (h, report) = restart(h, &path).await;
+    assert_eq!(report.restored, 1);
+    let held = h.srv.open_state().held_by(key, o.id.volatile);
+    assert_eq!(
+        held.locks,
+        vec![],
+        "the unlocked range is locked again after the restart"
     );
 }

@@ -633,6 +633,7 @@ fn forge_open(ro: &H, name: &str, granted: u32, delete_on_close: bool) -> FileId
         modified: AtomicBool::new(false),
         sticky_write: AtomicBool::new(false),
         persisting: Default::default(),
+        record_behind: AtomicBool::new(false),
         posix: false,
     }));
     file_id

@@ -129,6 +129,7 @@ impl CreateIntent {
             modified: AtomicBool::new(false),
             sticky_write: AtomicBool::new(false),
             persisting: Default::default(),
+            record_behind: AtomicBool::new(false),
             posix: self.contexts.posix_mode.is_some(),
         })
     }
