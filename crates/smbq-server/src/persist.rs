@@ -269,26 +269,33 @@ impl Server {
         create_guid: Option<[u8; 16]>,
     ) -> Option<Record> {
         let open = self.durable.parked_open(id)?;
-        let grant = open.durable.lock().clone()?;
-        // Only for its own user, and the CreateGuid it was made with when one is named
-        // (the checks of the reclaim, crate::handlers::create::durable, made early).
-        let same_guid = create_guid.is_none_or(|g| g == grant.create_guid.unwrap_or([0; 16]));
-        if !grant.user.eq_ignore_ascii_case(user) || !same_guid {
-            return None;
-        }
-        let rec = self
-            .describe(&open, grant)
-            .filter(|r| !r.delete_pending && r.away)?;
-        let accept = |p: &crate::durable::Parked| {
-            let same = Arc::ptr_eq(&p.open, &open);
-            if same { Ok(()) } else { Err(()) }
-        };
-        let parked = self.durable.take_if(id, (), accept).ok()?;
-        // Closed as an open that is not persistent: its record stays for the other node,
-        // and nothing is deleted here.
-        if let Some(g) = parked.open.durable.lock().as_mut() {
-            g.persistent = false;
-        }
+        // The open's turn (`Open::persisting`), from its description until it is no longer
+        // persistent: a write of its record under way here must not land after the record is
+        // the other node's, nor remove it.
+        let (rec, parked) = blocking_io(|| {
+            let _turn = open.persisting.lock();
+            let grant = open.durable.lock().clone()?;
+            // Only for its own user, and the CreateGuid it was made with when one is named
+            // (the checks of the reclaim, crate::handlers::create::durable, made early).
+            let same_guid = create_guid.is_none_or(|g| g == grant.create_guid.unwrap_or([0; 16]));
+            if !grant.user.eq_ignore_ascii_case(user) || !same_guid {
+                return None;
+            }
+            let rec = self
+                .describe(&open, grant)
+                .filter(|r| !r.delete_pending && r.away)?;
+            let accept = |p: &crate::durable::Parked| {
+                let same = Arc::ptr_eq(&p.open, &open);
+                if same { Ok(()) } else { Err(()) }
+            };
+            let parked = self.durable.take_if(id, (), accept).ok()?;
+            // Closed as an open that is not persistent: its record stays for the other
+            // node, and nothing is deleted here.
+            if let Some(g) = parked.open.durable.lock().as_mut() {
+                g.persistent = false;
+            }
+            Some((rec, parked))
+        })?;
         parked
             .open
             .delete_on_close
@@ -308,6 +315,19 @@ impl Server {
                 self.forget_record(open.file_id.persistent);
             });
         }
+    }
+
+    /// `open` is no longer durable or persistent (it became resilient, MS-SMB2 3.3.5.15.9):
+    /// its record goes and `grant` replaces its grant, in its turn, so no write of the
+    /// record under way lands after the removal.
+    pub(crate) fn stop_persisting(&self, open: &Open, grant: DurableGrant) {
+        blocking_io(|| {
+            let _turn = open.persisting.lock();
+            if open.durable.lock().as_ref().is_some_and(|g| g.persistent) {
+                self.forget_record(open.file_id.persistent);
+            }
+            *open.durable.lock() = Some(grant);
+        });
     }
 
     pub(crate) fn forget_record(&self, id: u64) {

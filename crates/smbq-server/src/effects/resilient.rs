@@ -43,17 +43,15 @@ impl Server {
         };
         // Open.IsDurable becomes FALSE: a durable grant it had is replaced, and a persistent
         // one's record goes (crate::persist).
-        if open.durable.lock().as_ref().is_some_and(|g| g.persistent) {
-            self.forget_record(open.file_id.persistent);
-        }
-        *open.durable.lock() = Some(DurableGrant {
+        let grant = DurableGrant {
             create_guid: None,
             client_guid,
             user: user.to_string(),
             timeout,
             resilient: true,
             persistent: false,
-        });
+        };
+        self.stop_persisting(open, grant);
         Ok(())
     }
 }
