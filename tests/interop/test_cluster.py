@@ -102,6 +102,34 @@ class Etcd:
                 return int(json.loads(r.read()).get("count", 0))
         raise RuntimeError("no etcd member alive")
 
+    def call(self, path: str, body: dict) -> dict:
+        """A call to etcd's JSON gateway (`/v3/...`) of a live member."""
+        for n in self.names:
+            if self.procs[n].poll() is not None:
+                continue
+            req = urllib.request.Request(f"http://127.0.0.1:{self.client[n]}{path}",
+                                         data=json.dumps(body).encode(), method="POST")
+            with urllib.request.urlopen(req, timeout=2) as r:
+                return json.loads(r.read())
+        raise RuntimeError("no etcd member alive")
+
+    def get(self, key: str) -> dict | None:
+        """Key `key`'s entry (value decoded, lease as a number: 0 for none), or None."""
+        import base64
+        kvs = self.call("/v3/kv/range", {"key": base64.b64encode(key.encode()).decode()})
+        for kv in kvs.get("kvs", []):
+            return {"value": base64.b64decode(kv.get("value", "")).decode(),
+                    "lease": int(kv.get("lease", 0))}
+        return None
+
+    def put_leased(self, key: str, value: str, ttl: int):
+        """`key` = `value` on a lease of its own that runs out in `ttl` seconds."""
+        import base64
+        lease = self.call("/v3/lease/grant", {"TTL": ttl})["ID"]
+        self.call("/v3/kv/put", {"key": base64.b64encode(key.encode()).decode(),
+                                 "value": base64.b64encode(value.encode()).decode(),
+                                 "lease": lease})
+
     def kill(self, n: str):
         self.procs[n].kill()
         self.procs[n].wait()
@@ -706,6 +734,35 @@ def test_a_node_serving_a_share_from_another_file_system_is_refused(workdir, etc
         log = c.nodes[1].server_log()
         assert "share root marked" not in log, log
         assert c.etcd.count("/smbq/shares/") == 2  # "data" and "share", one mark
+    finally:
+        for log in c.stop():
+            assert "panicked" not in log, log
+
+
+def test_a_share_mark_whose_node_died_before_marking_the_root_goes_with_its_node(
+        workdir, etcd):
+    """A node records a new share's mark in etcd, then writes it on the share root: until
+    then the mark is pending, on a short lease (crate::marks). A node that died between the
+    two steps (here: a pending mark put in etcd by the test, whose lease runs out in 3 s)
+    leaves nothing that keeps the share out: the next node waits for the pending mark, then
+    marks the share itself and starts. Before, it was refused ("carries no mark") until the
+    mark was removed from etcd by hand. The mark it leaves is no longer pending."""
+    dead = "d" * 32
+    etcd.put_leased("/smbq/shares/data", dead, ttl=3)
+    assert etcd.get("/smbq/shares/data")["lease"] != 0
+    started = time.time()
+    c = Cluster(workdir, etcd, count=1)
+    try:
+        took = time.time() - started
+        mark = os.getxattr(c.data, "trusted.smbq.cluster").decode()
+        assert mark != dead and len(mark) == 32, mark
+        for share in ("data", "share"):  # one root, one mark
+            assert etcd.get(f"/smbq/shares/{share}") == {"value": mark, "lease": 0}
+        assert took < 3 + 10, f"the node took {took:.1f} s to start"
+        log = c.nodes[0].server_log()
+        assert "share root marked" in log, log
+        # A second node joins on the mark the first confirmed.
+        c.nodes.append(c.start(workdir, 1))
     finally:
         for log in c.stop():
             assert "panicked" not in log, log

@@ -12,12 +12,17 @@
 //! mark when etcd has none (etcd was set up again) gives etcd its mark.
 //!
 //! Two nodes starting at once on a new cluster: the mark goes to etcd first, in a
-//! create-only transaction, and only the winner writes the attribute; the other waits a
-//! little for it to appear. Nodes check their shares in one order (by name), so two shares
-//! on one root get the mark of the first on every node. A node that cannot write the
-//! attribute (a read-only mount, no right to smbq's namespace) takes its mark out of etcd
-//! again and stops. If a node dies between the two steps, etcd keeps a mark no root
-//! carries: remove `shares/NAME` from etcd (docs/cluster.md).
+//! create-only transaction, and only the winner writes the attribute; the other waits for it
+//! to appear. Nodes check their shares in one order (by name), so two shares on one root get
+//! the mark of the first on every node. A node that cannot write the attribute (a read-only
+//! mount, no right to smbq's namespace) takes its mark out of etcd again and stops.
+//!
+//! Until the winner has written the attribute, its mark in etcd is pending: it stands on a
+//! short lease of its own ([`PENDING_TTL`]), and the winner takes the lease off once the
+//! root carries the mark. A node that dies between the two steps leaves no mark behind in
+//! etcd, and the next node to start marks the share itself (before, it left a mark no root
+//! carried, and every node was refused until someone removed it from etcd by hand). Nodes
+//! waiting for a pending mark wait while its lease lives.
 //!
 //! The attribute is in `trusted.` when smbq runs as root and in `user.` otherwise: all
 //! nodes of a cluster must run alike.
@@ -26,7 +31,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Compare, CompareOp, Txn, TxnOp};
+use etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use smbq_vfs::{OpenOptions, PosixOptions, PosixVfs, RelPath, Vfs, VfsFile};
 
 use crate::keys::Keys;
@@ -75,6 +80,14 @@ pub enum Checked {
     Unmarkable,
 }
 
+/// How long a mark in etcd stands for a node that recorded it and has not yet written it on
+/// the share root: if that node dies in between, the mark goes with this lease.
+const PENDING_TTL: i64 = 5;
+
+/// How long a node goes on trying when the share's mark in etcd keeps coming and going (each
+/// marking node died before it wrote the root).
+const SETTLE_WITHIN: Duration = Duration::from_secs(30);
+
 /// Checks (or, first, makes) the mark of share `name` at `path` against etcd.
 pub(crate) async fn check(
     client: &etcd_client::Client,
@@ -89,81 +102,171 @@ pub(crate) async fn check(
         )
     };
     let root = root_of(&path).map_err(|e| refuse(format!("its root: {e}")))?;
-    let here = read(root.as_ref()).map_err(|e| refuse(format!("its mark: {e}")))?;
-    let key = keys.share(name);
-    let ours = here.clone().unwrap_or_else(new_mark);
-    let txn = Txn::new()
-        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-        .and_then([TxnOp::put(key.clone(), ours.clone(), None)])
-        .or_else([TxnOp::get(key, None)]);
-    let mut c = client.clone();
-    let r = c.txn(txn).await.map_err(|e| format!("etcd: {e}"))?;
-    if r.succeeded() {
-        if here.is_some() {
-            return Ok(Checked::Same);
+    let share = Share {
+        client,
+        key: keys.share(name).into_bytes(),
+        root: root.as_ref(),
+        refuse: &refuse,
+    };
+    let deadline = Instant::now() + SETTLE_WITHIN;
+    loop {
+        if let Some(checked) = share.attempt().await? {
+            return Ok(checked);
         }
-        return match root.set_xattr(XATTR, ours.as_bytes()) {
-            Ok(()) => Ok(Checked::Marked),
-            Err(e) if unsupported(&e) => {
-                // Nothing to check on this file system: every node is told so.
-                let mut c = client.clone();
-                c.put(keys.share(name), UNMARKABLE, None)
+        if Instant::now() >= deadline {
+            return Err(refuse("its mark in etcd kept going away".to_owned()));
+        }
+    }
+}
+
+/// One share being checked.
+struct Share<'a> {
+    client: &'a etcd_client::Client,
+    /// `shares/NAME` in etcd.
+    key: Vec<u8>,
+    root: &'a dyn VfsFile,
+    refuse: &'a (dyn Fn(String) -> String + Sync),
+}
+
+/// A mark as etcd holds it: its text, and whether it is still pending (on a lease).
+struct Recorded {
+    mark: String,
+    pending: bool,
+}
+
+impl Share<'_> {
+    /// One try: what was checked, or `None` when the mark in etcd went away meanwhile (its
+    /// node died before writing the root) and the check starts over.
+    async fn attempt(&self) -> Result<Option<Checked>, String> {
+        let here = read(self.root).map_err(|e| (self.refuse)(format!("its mark: {e}")))?;
+        let mut c = self.client.clone();
+        // A root that carries a mark is recorded as it is; an unmarked one gets a new mark,
+        // pending until the root carries it.
+        let lease = match here {
+            Some(_) => None,
+            None => Some(
+                c.lease_grant(PENDING_TTL, None)
                     .await
-                    .map_err(|e| format!("etcd: {e}"))?;
-                Ok(Checked::Unmarkable)
-            }
+                    .map_err(|e| format!("etcd lease: {e}"))?
+                    .id(),
+            ),
+        };
+        let ours = here.clone().unwrap_or_else(new_mark);
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                self.key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([TxnOp::put(
+                self.key.clone(),
+                ours.clone(),
+                lease.map(|l| PutOptions::new().with_lease(l)),
+            )])
+            .or_else([TxnOp::get(self.key.clone(), None)]);
+        let r = c.txn(txn).await.map_err(|e| format!("etcd: {e}"))?;
+        if r.succeeded() {
+            return match lease {
+                None => Ok(Some(Checked::Same)),
+                Some(lease) => self.mark_root(ours, lease).await,
+            };
+        }
+        if let Some(lease) = lease {
+            let _ = c.lease_revoke(lease).await;
+        }
+        match recorded(&r) {
+            Some(theirs) => self.wait_for(here, theirs).await,
+            None => Ok(None),
+        }
+    }
+
+    /// This node recorded `ours`, pending on `lease`: it writes the mark on the root, then
+    /// takes the lease off the mark in etcd.
+    async fn mark_root(&self, ours: String, lease: i64) -> Result<Option<Checked>, String> {
+        let mut c = self.client.clone();
+        let (checked, value) = match self.root.set_xattr(XATTR, ours.as_bytes()) {
+            Ok(()) => (Checked::Marked, ours.clone()),
+            // Nothing to check on this file system: every node is told so.
+            Err(e) if unsupported(&e) => (Checked::Unmarkable, UNMARKABLE.to_owned()),
             Err(e) => {
                 // Not left in etcd for a root that does not carry it, or every node would
-                // be refused: taken back unless another node changed it meanwhile.
-                let undo = Txn::new()
-                    .when([Compare::value(keys.share(name), CompareOp::Equal, ours)])
-                    .and_then([TxnOp::delete(keys.share(name), None)]);
-                let mut c = client.clone();
-                let _ = c.txn(undo).await;
-                Err(refuse(format!("marking its root: {e}")))
+                // be refused until the lease ran out.
+                let _ = c.lease_revoke(lease).await;
+                return Err((self.refuse)(format!("marking its root: {e}")));
             }
         };
-    }
-    let mut theirs = recorded(&r).ok_or_else(|| "etcd: the share's mark went".to_owned())?;
-    // Another node recorded the mark: it is on the root, or about to be.
-    let deadline = Instant::now() + APPEAR_WITHIN;
-    let mut seen = here;
-    loop {
-        match seen {
-            _ if theirs == UNMARKABLE => return Ok(Checked::Unmarkable),
-            Some(m) if m == theirs => return Ok(Checked::Same),
-            Some(m) => {
-                return Err(refuse(format!(
-                    "its root carries mark {m}, the cluster's is {theirs}"
-                )));
-            }
-            None if Instant::now() >= deadline => {
-                return Err(refuse(format!(
-                    "its root carries no mark, the cluster's is {theirs}"
-                )));
-            }
-            None => {}
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        seen = read(root.as_ref()).map_err(|e| refuse(format!("its mark: {e}")))?;
-        let mut c = client.clone();
-        let r = c
-            .get(keys.share(name), None)
+        // A put without a lease takes the mark off it, if it is still this node's.
+        let confirm = Txn::new()
+            .when([Compare::value(self.key.clone(), CompareOp::Equal, ours)])
+            .and_then([TxnOp::put(self.key.clone(), value, None)]);
+        let confirmed = c
+            .txn(confirm)
             .await
-            .map_err(|e| format!("etcd: {e}"))?;
-        if let Some(kv) = r.kvs().first() {
-            theirs = String::from_utf8_lossy(kv.value()).into_owned();
+            .map_err(|e| format!("etcd: {e}"))?
+            .succeeded();
+        let _ = c.lease_revoke(lease).await;
+        // Not confirmed: the lease ran out first. The root carries the mark now, and the
+        // next try records it (or meets another node's).
+        Ok(confirmed.then_some(checked))
+    }
+
+    /// Another node recorded `theirs` first: it is on the root, or about to be while it is
+    /// pending. `None` when it went away meanwhile.
+    async fn wait_for(
+        &self,
+        mut seen: Option<String>,
+        mut theirs: Recorded,
+    ) -> Result<Option<Checked>, String> {
+        // A recorded mark that is no longer pending is on the root: a shared file system
+        // may show it a little later on this mount.
+        let mut deadline = Instant::now() + APPEAR_WITHIN;
+        loop {
+            match &seen {
+                _ if theirs.mark == UNMARKABLE => return Ok(Some(Checked::Unmarkable)),
+                Some(m) if *m == theirs.mark => return Ok(Some(Checked::Same)),
+                Some(m) => {
+                    return Err((self.refuse)(format!(
+                        "its root carries mark {m}, the cluster's is {}",
+                        theirs.mark
+                    )));
+                }
+                None if theirs.pending => deadline = Instant::now() + APPEAR_WITHIN,
+                None if Instant::now() >= deadline => {
+                    return Err((self.refuse)(format!(
+                        "its root carries no mark, the cluster's is {}",
+                        theirs.mark
+                    )));
+                }
+                None => {}
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            seen = read(self.root).map_err(|e| (self.refuse)(format!("its mark: {e}")))?;
+            let mut c = self.client.clone();
+            let r = c
+                .get(self.key.clone(), None)
+                .await
+                .map_err(|e| format!("etcd: {e}"))?;
+            match r.kvs().first() {
+                Some(kv) => theirs = Recorded::of(kv),
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+impl Recorded {
+    fn of(kv: &etcd_client::KeyValue) -> Recorded {
+        Recorded {
+            mark: String::from_utf8_lossy(kv.value()).into_owned(),
+            pending: kv.lease() != 0,
         }
     }
 }
 
 /// What etcd answered a mark's create-only transaction that found one.
-fn recorded(r: &etcd_client::TxnResponse) -> Option<String> {
+fn recorded(r: &etcd_client::TxnResponse) -> Option<Recorded> {
     r.op_responses().into_iter().find_map(|op| match op {
-        etcd_client::TxnOpResponse::Get(g) => g
-            .kvs()
-            .first()
-            .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+        etcd_client::TxnOpResponse::Get(g) => g.kvs().first().map(Recorded::of),
         _ => None,
     })
 }
