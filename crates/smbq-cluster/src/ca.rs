@@ -41,6 +41,7 @@ use smbq_wire::NtStatus;
 
 use crate::Cluster;
 use crate::keys::{CaRecord, Entry, Hold};
+use crate::state::VIEW_WAIT;
 use crate::store::{Store, unavailable};
 
 /// The file a record is of (named streams are not kept).
@@ -68,8 +69,6 @@ const HANDOVER_WAIT: Duration = Duration::from_secs(2);
 /// How long a reclaim of a durable open waits for a node to hand it over: the holder answers
 /// within milliseconds, and when no node holds it the answer is OBJECT_NAME_NOT_FOUND.
 const DURABLE_WAIT: Duration = Duration::from_secs(1);
-
-use crate::state::VIEW_WAIT;
 
 impl Store {
     fn mine(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (String, FileKey)>> {

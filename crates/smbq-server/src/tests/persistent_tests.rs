@@ -211,6 +211,18 @@ async fn restart(old: H, store: &std::path::Path) -> (H, crate::persist::Restore
     (h, report)
 }
 
+/// Restarts the server on `store`, checks that one open was restored, and returns the
+/// byte-range locks open `id` of file `key` holds again.
+async fn locks_after_restart(
+    old: H,
+    store: &std::path::Path,
+    (key, id): (crate::file_state::FileKey, u64),
+) -> Vec<(u64, u64, bool)> {
+    let (h, report) = restart(old, store).await;
+    assert_eq!(report.restored, 1, "{:?}", report.dropped);
+    h.srv.open_state().held_by(key, id).locks
+}
+
 /// Issue 37: a persistent open outlives the server. After a restart it holds its file
 /// against other clients (FILE_NOT_AVAILABLE), keeps its byte-range lock, and its owner
 /// reclaims it under the same FileId and reads what it wrote; its close removes its record.
@@ -552,37 +564,22 @@ async fn a_lock_the_store_cannot_record_is_not_granted() {
     h.srv.use_record_store(db.clone()).unwrap();
     let o = ph(&h, "f", None, true, 0).await;
     assert_eq!(h.srv.persistent_records(), 1);
-    let lock = |offset| {
-        let req = smbq_wire::lock::LockRequest {
-            lock_sequence: 0,
-            file_id: o.id,
-            locks: vec![smbq_wire::lock::LockElement {
-                offset,
-                length: 4,
-                flags: smbq_wire::lock::lock_flags::EXCLUSIVE
-                    | smbq_wire::lock::lock_flags::FAIL_IMMEDIATELY,
-            }],
-        };
-        super::harness::msg(smbq_wire::Command::LOCK, h.tree, h.session.id, |w| {
-            req.encode(w)
-        })
-    };
     let key = key_of(&h, "f");
     db.fail_puts(true);
     assert_eq!(
-        h.send(lock(0)).await.status,
+        h.send(lock_msg(&h, o.id, 0, false)).await.status,
         NtStatus::INSUFFICIENT_RESOURCES
     );
     assert_eq!(h.srv.open_state().held_by(key, o.id.volatile).locks, vec![]);
     db.fail_puts(false);
-    assert_eq!(h.send(lock(8)).await.status, NtStatus::SUCCESS);
+    assert_eq!(
+        h.send(lock_msg(&h, o.id, 8, false)).await.status,
+        NtStatus::SUCCESS
+    );
 
     drop(db); // the database closes with the server
-    let (h, report) = restart(h, &store).await;
-    assert_eq!(report.restored, 1);
-    let held = h.srv.open_state().held_by(key, o.id.volatile);
     assert_eq!(
-        held.locks,
+        locks_after_restart(h, &store, (key, o.id.volatile)).await,
         vec![(8, 4, true)],
         "only the recorded lock is back"
     );
@@ -765,11 +762,8 @@ async fn one_opens_store_writes_take_turns_and_none_outlives_its_close() {
 
     // What the store holds of f is its newest state, with the lock.
     drop(turns);
-    let (h, report) = restart(h, &path).await;
-    assert_eq!(report.restored, 1);
-    let held = h.srv.open_state().held_by(key, o.id.volatile);
     assert_eq!(
-        held.locks,
+        locks_after_restart(h, &path, (key, o.id.volatile)).await,
         vec![(8, 4, true)],
         "the older state was written last"
     );
@@ -806,11 +800,8 @@ async fn an_unlock_the_store_could_not_record_is_recorded_once_it_can() {
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
 
     drop(db);
-    let (h, report) = restart(h, &path).await;
-    assert_eq!(report.restored, 1);
-    let held = h.srv.open_state().held_by(key, o.id.volatile);
     assert_eq!(
-        held.locks,
+        locks_after_restart(h, &path, (key, o.id.volatile)).await,
         vec![],
         "the unlocked range is locked again after the restart"
     );
