@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{
     Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, SortOrder, SortTarget, Txn, TxnOp,
 };
-use smbq_server::durable::persistent::lets_in;
+use smbq_server::durable::persistent::{keeps_file_at, lets_in};
 use smbq_server::file_state::FileKey;
 use smbq_server::file_state::byte_range::lock_conflict;
 use smbq_server::file_state::oplock::is_stat_open;
@@ -443,7 +443,7 @@ impl Store {
                 .collect();
             // A persistent open held again is not refused by those that wait with it (other
             // opens of the same departed node, taken over elsewhere): they were compatible.
-            if !restoring && v.waiting_refuses(checked) {
+            if !restoring && keeps_file_at(path.is_empty()) && v.waiting_refuses(checked) {
                 return Err(NtStatus::FILE_NOT_AVAILABLE);
             }
             if !restoring && v.held_conflict(checked, share_access) {

@@ -42,6 +42,19 @@ impl DurableStore {
     }
 }
 
+/// Whether a disconnected persistent open of the file at a path (`root`: the share root)
+/// keeps the file from other clients at all ([`refuses`], and a cluster node's holds). Not
+/// on the share root: every client's way into a share is an open of its root, so one
+/// client's parked open there (a DH2Q with the persistent flag and no lease is enough, from
+/// any user) would answer every other client's listing of the share with
+/// STATUS_FILE_NOT_AVAILABLE for up to `max_durable_timeout_secs`. There the parked open
+/// keeps what a connected open keeps: its share mode, its locks, and a lease break withheld
+/// for its client. The root cannot be deleted or renamed, so nothing its client caches is at
+/// stake beyond what the share mode and the lease already answer for.
+pub fn keeps_file_at(root: bool) -> bool {
+    !root
+}
+
 /// MS-SMB2 3.3.5.9: a CREATE (not a reconnect) of a file that a disconnected persistent open
 /// holds is STATUS_FILE_NOT_AVAILABLE, before share modes are checked (smbtorture
 /// smb2.persistent-open.directory-disconnect: not SHARING_VIOLATION). Windows lets an open

@@ -15,6 +15,7 @@ use smbq_wire::{FileId, NtStatus};
 use super::durable_tests::{key_of, new_session, send_create};
 use super::harness::{H, Open};
 use crate::access::{mask, share};
+use smbq_wire::create::create_options as opts;
 
 /// A server whose share is continuously available, on a connection that negotiated
 /// persistent handles (as the engine offers them when a share is CA), with its tree connected
@@ -548,6 +549,47 @@ async fn a_named_stream_is_no_way_around_a_parked_persistent_open() {
     assert_eq!(stat.status, NtStatus::SUCCESS, "a stat open is let in");
     let g = plain(&h, "g:st", rw).await;
     assert_eq!(g.status, NtStatus::SUCCESS, "another file is free");
+}
+
+/// A parked persistent open of the share root does not lock every other client out of the
+/// share (`persistent::keeps_file_at`): others list the root, while a directory below it is
+/// kept for its client; the root's parked open still holds its share mode.
+#[tokio::test]
+async fn a_parked_persistent_open_of_the_share_root_keeps_only_its_share_mode() {
+    let (mut h, _) = ca_harness(true).await;
+    let d = h
+        .create("d", mask::GENERIC_ALL, D::CREATE, opts::DIRECTORY_FILE)
+        .await;
+    assert_eq!(h.close(d.id).await.status, NtStatus::SUCCESS);
+    let all = share::READ | share::WRITE | share::DELETE;
+    for (name, share_access) in [("", all), ("d", all)] {
+        let o = ph(&h, name, None, true, share_access).await;
+        assert_eq!(o.status, NtStatus::SUCCESS, "{name:?}");
+        assert!(dh2q_response(&o).is_some_and(|r| r.flags & DH2_FLAG_PERSISTENT != 0));
+    }
+    h.srv.session_lost(h.session.id);
+    assert_eq!(h.srv.parked_opens(), 2);
+
+    new_session(&mut h, 0x13, "alice").await;
+    let list = mask::FILE_LIST_DIRECTORY | mask::SYNCHRONIZE;
+    assert_eq!(plain(&h, "", list).await.status, NtStatus::SUCCESS);
+    assert_eq!(
+        plain(&h, "d", list).await.status,
+        NtStatus::FILE_NOT_AVAILABLE,
+        "a directory below the root is kept for its client"
+    );
+
+    // The share mode still counts: a parked root open that shares nothing refuses a listing
+    // as a connected one would.
+    let (mut h, _) = ca_harness(true).await;
+    let o = ph(&h, "", None, true, 0).await;
+    assert_eq!(o.status, NtStatus::SUCCESS);
+    h.srv.session_lost(h.session.id);
+    new_session(&mut h, 0x14, "alice").await;
+    assert_eq!(
+        plain(&h, "", list).await.status,
+        NtStatus::SHARING_VIOLATION
+    );
 }
 
 /// A LOCK of a persistent open whose record cannot be written is refused and takes nothing

@@ -196,8 +196,11 @@ pub(super) fn admit(
     }
     if !made_here {
         // MS-SMB2 3.3.5.9: a disconnected persistent open keeps the file for its client.
+        use crate::durable::persistent;
         let parked = o.srv.durable_store();
-        if crate::durable::persistent::refuses(parked, o.srv.open_state(), key, new.checked) {
+        if persistent::keeps_file_at(new.path.is_root())
+            && persistent::refuses(parked, o.srv.open_state(), key, new.checked)
+        {
             return Err(Stop::Failed(NtStatus::FILE_NOT_AVAILABLE));
         }
         let open = OpenRequest {
