@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BINARY, USER, SmbqServer, free_udp_port
+from conftest import BINARY, TRANSPORTS, USER, SmbqServer, free_udp_port, stack_of
 from test_client import Cli, make_file, sha256
 
 SIZE_MB = int(os.environ.get("SMBQ_PERSISTENT_MB", "128"))
@@ -28,18 +28,22 @@ continuous_availability = true
 
 
 def start(workdir: pathlib.Path, quic_port: int, port: int | None = None,
-          password: str | None = None, timeout: int = TIMEOUT_S) -> SmbqServer:
+          password: str | None = None, timeout: int = TIMEOUT_S,
+          quic_stack: str | None = None) -> SmbqServer:
     ca = workdir / "ca"
     ca.mkdir(exist_ok=True)
     return SmbqServer(workdir, config=CONFIG.format(timeout=timeout, path=ca),
                       quic_port=quic_port, port=port, password=password,
-                      append_log=port is not None)
+                      append_log=port is not None, quic_stack=quic_stack)
 
 
 def cli(s: SmbqServer, transport: str) -> Cli:
-    if transport == "quic":
+    """The smbq client for TRANSPORTS' `transport` (its QUIC stack is the server's)."""
+    if transport.startswith("quic"):
         port = int(s.quic_addr.rsplit(":", 1)[1])
-        return Cli("127.0.0.1", port, USER, s.password, "ca", "quic", (), s.state)
+        stack = stack_of(transport)
+        extra = ["--quic-stack", stack] if stack else []
+        return Cli("127.0.0.1", port, USER, s.password, "ca", "quic", extra, s.state)
     return Cli("127.0.0.1", s.port, USER, s.password, "ca", "tcp")
 
 
@@ -74,7 +78,8 @@ def through_restart(workdir: pathlib.Path, s: SmbqServer, quic_port: int, argv: 
             time.sleep(0.02)
         kill_9(s)
         time.sleep(0.5)
-        s = start(workdir, quic_port, port=s.port, password=s.password)
+        s = start(workdir, quic_port, port=s.port, password=s.password,
+                  quic_stack=s.quic_stack)
         _, err = p.communicate(timeout=900)
     finally:
         if p.poll() is None:
@@ -89,12 +94,13 @@ def any_file_reaches(where: pathlib.Path, pattern: str, size: int):
     return lambda: any(f.stat().st_size >= size for f in where.glob(pattern) if f.is_file())
 
 
-@pytest.mark.parametrize("transport", ["tcp", "quic"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_put_goes_on_after_kill_9_and_restart(workdir, transport):
     quic_port = free_udp_port()
     # A short durable timeout: the QUIC client hears of the restart at once too, from the
-    # stateless reset the new process sends with the key it kept (not after its idle timeout).
-    s = start(workdir, quic_port)
+    # stateless reset the new process sends with the key it kept (not after its idle timeout),
+    # on either QUIC stack.
+    s = start(workdir, quic_port, quic_stack=stack_of(transport))
     size = SIZE_MB << 20
     src = workdir / "src.bin"
     make_file(src, size, seed=37)
@@ -145,10 +151,10 @@ def test_an_abandoned_persistent_open_holds_its_file_until_it_expires(workdir):
     assert "durable open timed out" in log
 
 
-@pytest.mark.parametrize("transport", ["tcp", "quic"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_get_goes_on_after_kill_9_and_restart(workdir, transport):
     quic_port = free_udp_port()
-    s = start(workdir, quic_port)
+    s = start(workdir, quic_port, quic_stack=stack_of(transport))
     size = SIZE_MB << 20
     src = workdir / "ca" / "big.bin"
     make_file(src, size, seed=39)

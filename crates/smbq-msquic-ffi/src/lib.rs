@@ -55,6 +55,28 @@ pub fn hold_library_open() -> Result<(), u32> {
     if status == 0 { Ok(()) } else { Err(status) }
 }
 
+/// Gives every partition of the MsQuic library the stateless reset key `key` (RFC 9000 10.3;
+/// QUIC_PARAM_GLOBAL_STATELESS_RESET_KEY), in place of the random one each process draws: a
+/// restarted server then derives the same reset token for a connection id as the process
+/// before it did, so that process's clients hear a stateless reset at their next packet. It
+/// is a library-wide setting and takes effect once a registration exists (MsQuic answers
+/// INVALID_STATE before its lazy initialization).
+pub fn set_stateless_reset_key(key: &[u8; 32]) -> Result<(), Status> {
+    const _: () = assert!(msquic::ffi::QUIC_STATELESS_RESET_KEY_LENGTH == 32);
+    // SAFETY: a global parameter takes a null handle; MsQuic reads exactly `BufferLength`
+    // (32, QUIC_STATELESS_RESET_KEY_LENGTH) bytes from `key`, a valid array of that size, and
+    // copies them into its partitions before returning.
+    #[allow(unsafe_code)]
+    unsafe {
+        msquic::Api::set_param(
+            std::ptr::null_mut(),
+            msquic::ffi::QUIC_PARAM_GLOBAL_STATELESS_RESET_KEY,
+            key.len() as u32,
+            key.as_ptr() as *const c_void,
+        )
+    }
+}
+
 /// What a stream's handler returns: `Ok` for success, or a status such as PENDING.
 pub type HandlerResult = Result<(), Status>;
 

@@ -137,7 +137,8 @@ pub struct QuicSettings {
     /// Data streams a connection may be granted by smbq's multi-stream extension
     /// (docs/multistream.md), 0..=64; 0 turns it off (8).
     pub max_streams: u16,
-    /// The stateless reset key (RFC 9000 10.3) of quinn's endpoint. The server keeps one in
+    /// The stateless reset key (RFC 9000 10.3) of quinn's endpoint, and of MsQuic's library
+    /// (one per process). The server keeps one in
     /// its state directory, so that after a restart it can reset the connections the process
     /// before it had: their clients hear it at their next packet and reconnect at once,
     /// rather than after their idle timeout, while their persistent and durable opens wait

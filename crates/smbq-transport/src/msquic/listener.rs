@@ -114,6 +114,10 @@ impl MsQuicListener {
             tracing::warn!("MsQuic: TLS key logging is not available; no keys are logged");
         }
         let reg = Reg::open("smbq")?;
+        if let Some(key) = &settings.reset_key {
+            smbq_msquic_ffi::set_stateless_reset_key(key)
+                .map_err(|s| super::status_error("stateless reset key", s))?;
+        }
         let configs =
             ServerConfigs::new(&reg, tls.certs.clone(), super::settings(&settings, true)?)?;
         let (tx, rx) = mpsc::channel(ACCEPT_QUEUE);
