@@ -58,7 +58,10 @@ impl Server {
                 let state = self.open_state();
                 let opens = state.lease_opens(&n.key);
                 if n.ack_required && self.durable_store().lease_waits_for_client(&opens) {
-                    state.undeliverable(Undelivered::LeaseWithheld(&n.key));
+                    state.undeliverable(Undelivered::LeaseWithheld {
+                        lease: &n.key,
+                        sent_to: n.session_id,
+                    });
                     continue;
                 }
                 if n.ack_required {
@@ -66,7 +69,10 @@ impl Server {
                         self.purge_parked(id);
                     }
                 }
-                state.undeliverable(Undelivered::Lease(&n.key));
+                state.undeliverable(Undelivered::Lease {
+                    lease: &n.key,
+                    sent_to: n.session_id,
+                });
             }
         }
     }

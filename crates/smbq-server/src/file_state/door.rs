@@ -133,8 +133,8 @@ impl<L: Layout> OpenState for FileStates<L> {
     fn undeliverable(&self, what: Undelivered<'_>) {
         match what {
             Undelivered::Oplock { key, open_id } => self.oplock_undeliverable(key, open_id),
-            Undelivered::Lease(lease) => self.lease_undeliverable(lease),
-            Undelivered::LeaseWithheld(lease) => self.lease_withheld(lease),
+            Undelivered::Lease { lease, sent_to } => self.lease_undeliverable(lease, sent_to),
+            Undelivered::LeaseWithheld { lease, sent_to } => self.lease_withheld(lease, sent_to),
             Undelivered::Open { key, open_id } => self.complete_breaks(key, open_id),
         }
     }

@@ -379,7 +379,10 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
             }
         }
         LeaseUndelivered { lease } => {
-            t.undeliverable(Undelivered::Lease(&lease_key(lease)));
+            t.undeliverable(Undelivered::Lease {
+                lease: &lease_key(lease),
+                sent_to: SESSION,
+            });
             Fine
         }
         DeletePending { pending } => effects(t.on_disposition(K, pending, None)),

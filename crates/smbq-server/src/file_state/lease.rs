@@ -199,6 +199,20 @@ struct Breaking {
     /// Kept for a client that is away (a parked persistent open, crate::durable::
     /// persistent): not sent yet, so the epoch has not moved; it moves when it is sent.
     withheld: bool,
+    /// The session a reconnect moved the lease from while this break was under way
+    /// ([`Leases::rebind`]). The reconnect sends the break to its own session
+    /// ([`Leases::break_in_progress`]), so a failure to reach this one comes too late to
+    /// say anything: acting on it would complete, or withhold and lower the epoch of, a
+    /// break the client has heard.
+    moved_from: Option<u64>,
+}
+
+impl Breaking {
+    /// Whether a notice that could not reach `sent_to` still speaks for this break (`None`:
+    /// not about one session, as for a parked resilient open).
+    fn undelivered_to(&self, sent_to: Option<u64>) -> bool {
+        sent_to.is_none() || self.moved_from != sent_to
+    }
 }
 
 impl Lease {
@@ -243,6 +257,7 @@ impl Lease {
                 required: to,
                 deadline,
                 withheld: false,
+                moved_from: None,
             });
         } else {
             self.state = to;
@@ -310,6 +325,11 @@ impl Leases {
     /// A durable open reconnected on another session: its lease's breaks go there.
     pub fn rebind(&mut self, open_id: u64, session_id: u64) {
         for l in self.leases.iter_mut().filter(|l| l.has(open_id)) {
+            if let Some(b) = &mut l.breaking
+                && l.session_id != session_id
+            {
+                b.moved_from = Some(l.session_id);
+            }
             l.session_id = session_id;
             for h in l.opens.iter_mut().filter(|h| h.open == open_id) {
                 h.session = session_id;
@@ -343,10 +363,12 @@ impl Leases {
     /// when it reclaims its persistent open (crate::durable::persistent). Until then the
     /// lease keeps its epoch, which a reconnect reports (smbtorture smb2.persistent-open-
     /// reconnect-contended: the reconnect sees epoch 1, the break that follows 2).
-    pub fn withhold(&mut self, key: &LeaseKey, stream: u64) {
+    /// `sent_to`: the session the notice could not reach.
+    pub fn withhold(&mut self, key: &LeaseKey, stream: u64, sent_to: u64) {
         if let Some(l) = self.find(key, stream)
             && let Some(b) = &mut l.breaking
             && !b.withheld
+            && b.undelivered_to(Some(sent_to))
         {
             b.withheld = true;
             if let Some(e) = &mut l.epoch {
@@ -674,11 +696,12 @@ impl Leases {
 
     /// The notice for `key`'s lease could not be delivered (no channel of its session is
     /// alive): nobody will acknowledge, so the break completes at once, to what the waiting
-    /// opens need.
-    pub fn undeliverable(&mut self, key: &LeaseKey, stream: u64) {
+    /// opens need. `sent_to`: the session the notice could not reach, if it was one.
+    pub fn undeliverable(&mut self, key: &LeaseKey, stream: u64, sent_to: Option<u64>) {
         if let Some(l) = self.find(key, stream)
-            && let Some(b) = l.breaking.take()
+            && let Some(b) = l.breaking.filter(|b| b.undelivered_to(sent_to))
         {
+            l.breaking = None;
             l.state = b.required;
         }
     }
@@ -1323,8 +1346,8 @@ mod tests {
         let o = l.on_open(&opener(Some(2), 2, "R", true), now);
         assert!(o.wait);
         assert_eq!(o.notices[0].epoch, 2);
-        l.withhold(&key(1), 0);
-        l.withhold(&key(1), 0);
+        l.withhold(&key(1), 0, 9);
+        l.withhold(&key(1), 0, 9);
         assert_eq!(
             l.state(&key(1), 0),
             Some((ls("RHW"), 1)),
@@ -1337,6 +1360,47 @@ mod tests {
         assert_eq!(again.epoch, 2, "sent once moves it once");
         assert_eq!(l.acknowledge(&key(1), ls("RH"), now).unwrap().0, ls("RH"));
         assert_eq!(l.break_in_progress(&key(1), 0), None);
+    }
+
+    /// A reconnect that comes while a break's notice is failing to reach the client's old
+    /// session: the reconnect sends the break (epoch 2) to its own session, and the old
+    /// session's failure, arriving after it, neither withholds the break (which lowered the
+    /// epoch below what the client was told) nor completes it; the client's acknowledgment
+    /// does. A failure on the new session still counts.
+    #[test]
+    fn a_failure_to_reach_the_session_a_reconnect_left_is_stale() {
+        let now = Instant::now();
+        let mut l = Leases::default();
+        let holder = Opener {
+            v2: Some(0),
+            ..opener(Some(1), 1, "RHW", false)
+        };
+        l.on_open(&holder, now);
+        let o = l.on_open(&opener(Some(2), 2, "R", true), now);
+        assert_eq!((o.notices[0].session_id, o.notices[0].epoch), (9, 2));
+        l.rebind(1, 20);
+        let heard = l.break_in_progress(&key(1), 0).unwrap();
+        assert_eq!((heard.session_id, heard.epoch), (20, 2));
+
+        l.withhold(&key(1), 0, 9);
+        l.undeliverable(&key(1), 0, Some(9));
+        assert_eq!(l.state(&key(1), 0), Some((ls("RHW"), 2)), "still breaking");
+        assert_eq!(l.break_in_progress(&key(1), 0), Some(heard));
+        assert_eq!(l.acknowledge(&key(1), ls("RH"), now).unwrap().0, ls("RH"));
+        assert_eq!(l.state(&key(1), 0), Some((ls("RH"), 2)));
+
+        // The next break goes to session 20; failing there, it completes.
+        let conflicting = Opener {
+            intent: OpenIntent {
+                share_conflict: true,
+                ..PLAIN
+            },
+            ..opener(None, 3, "", true)
+        };
+        let o = l.on_open(&conflicting, now);
+        assert_eq!((o.notices[0].session_id, o.notices[0].epoch), (20, 3));
+        l.undeliverable(&key(1), 0, Some(20));
+        assert_eq!(l.state(&key(1), 0), Some((ls("R"), 3)));
     }
 
     /// How a persistent open reclaimed alone takes its lease back (Leases::reacquire), row by

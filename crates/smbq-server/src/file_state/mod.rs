@@ -916,8 +916,8 @@ impl<L: Layout> FileStates<L> {
     }
 
     /// The break of `lease` is kept for its away client (`Leases::withhold`).
-    pub(crate) fn lease_withheld(&self, lease: &LeaseKey) {
-        self.on_lease(lease, |l, stream| l.withhold(lease, stream));
+    pub(crate) fn lease_withheld(&self, lease: &LeaseKey, sent_to: u64) {
+        self.on_lease(lease, |l, stream| l.withhold(lease, stream, sent_to));
     }
 
     /// The breaks awaiting open `open_id`'s acknowledgment complete now, as if it had
@@ -927,7 +927,7 @@ impl<L: Layout> FileStates<L> {
         shard.files.lock().update(key.base(), |e| {
             e.oplocks.undeliverable(open_id);
             if let Some(lease) = e.leases.key_of_open(open_id) {
-                e.leases.undeliverable(&lease, key.stream);
+                e.leases.undeliverable(&lease, key.stream, None);
             }
         });
         shard.changed.notify_waiters();
@@ -948,8 +948,10 @@ impl<L: Layout> FileStates<L> {
             .unwrap_or_default()
     }
 
-    fn lease_undeliverable(&self, lease: &LeaseKey) {
-        self.on_lease(lease, |l, stream| l.undeliverable(lease, stream));
+    fn lease_undeliverable(&self, lease: &LeaseKey, sent_to: u64) {
+        self.on_lease(lease, |l, stream| {
+            l.undeliverable(lease, stream, Some(sent_to))
+        });
     }
 
     fn oplock_acknowledge(&self, key: FileKey, open_id: u64, acked: u8) -> Result<Level, NtStatus> {
