@@ -471,6 +471,8 @@ fn ca_table(o: &mut String, rows: &[crate::scenarios::ca::CaRow]) {
         "One at a time: a CREATE (durable v2 with an RWH lease, persistent on the CA share, \
          its record committed to the store first) and its CLOSE (which removes the record), \
          and a 4 KiB WRITE (write-through on the CA share); then a sequential upload. \
+         Row `disk`: the bench's own 4 KiB appending writes in the share's directory, each \
+         followed by fdatasync, with no server (the flush a write-through answer waits for). \
          Latencies pooled over the repeats.\n"
     );
     latency_rows(o, "Share", rows);

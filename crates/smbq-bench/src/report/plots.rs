@@ -385,7 +385,11 @@ pub fn charts(res: &Results) -> Vec<(String, Chart)> {
             latency_bars(
                 "Latency on a plain and a continuously available share (p50, bar to p90)",
                 rows,
-                &[("share", "plain share"), ("ca", "CA share")],
+                &[
+                    ("share", "plain share"),
+                    ("ca", "CA share"),
+                    (crate::scenarios::ca::DISK, "disk alone (fdatasync)"),
+                ],
                 &crate::scenarios::ca::OPS,
             ),
         ));

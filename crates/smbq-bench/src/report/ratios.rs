@@ -536,6 +536,17 @@ fn ca(out: &mut Vec<Ratio>, rows: &[crate::scenarios::ca::CaRow]) {
             goal: Some(0.5),
         });
     }
+    // The best the ratio above can be on this disk: the plain share's answer plus the disk's
+    // own flush of the same write, which a write-through answer cannot do without.
+    let floor = find(crate::scenarios::ca::DISK, "write_4k")
+        .zip(find("share", "write_4k"))
+        .map(|(d, p)| d.p50_ms + p.p50_ms);
+    out.push(Ratio {
+        kind: "p50 on a plain share / (plain share + the disk's own flush) p50",
+        case: "write_4k: the best plain / CA this disk allows".into(),
+        value: ratio(find("share", "write_4k").map(|r| r.p50_ms), floor),
+        goal: None,
+    });
     out.push(Ratio {
         kind: "MB/s on a CA share (write-through) / on a plain share",
         case: "sequential upload".into(),

@@ -3,7 +3,10 @@
 //! handles kept in the store, every write write-through), and one client over encrypted TCP
 //! measures, on each in turn: a CREATE (durable v2, RWH lease; persistent on the CA share)
 //! plus CLOSE, one at a time; a 4 KiB WRITE on an open handle, one at a time; and a
-//! sequential upload. The goal: CA at most 2x the plain share's p50 latency.
+//! sequential upload. The goal: CA at most 2x the plain share's p50 latency. Beside them, the
+//! bench itself makes the same 4 KiB appending writes in the share's directory, each followed
+//! by `fdatasync` (row `disk`): the flush a write-through answer must wait for on this disk,
+//! with no server in the way, so the table shows what of the CA share's cost is the disk's.
 
 use std::time::Instant;
 
@@ -20,6 +23,8 @@ use crate::{Ctx, Scale};
 
 /// The shares, in table order: the plain one and the continuously available one.
 pub const SHARES: [&str; 2] = ["share", "ca"];
+/// The row of the disk's own 4 KiB write + `fdatasync`, made without a server.
+pub const DISK: &str = "disk";
 /// The operations, in table order.
 pub const OPS: [&str; 2] = ["create_close", "write_4k"];
 /// The CA share's directory under the data directory, and its configuration.
@@ -158,6 +163,28 @@ pub(crate) fn latency_row(share: &str, op: &str, mut v: Vec<f64>) -> CaRow {
     }
 }
 
+/// `writes` 4 KiB writes one after the other at the end of a new file in `dir`, each followed
+/// by `fdatasync` (its data and size on stable storage, as a write-through WRITE on a CA share
+/// needs): their latencies (ms). The same disk, the same sizes and offsets as
+/// [`timed_writes`], and no server.
+fn disk_flushes(dir: &std::path::Path, writes: usize) -> Result<Vec<f64>, String> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("disk-flushes");
+    let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let block = vec![0x5a; 4096];
+    let mut ms = Vec::with_capacity(writes);
+    for i in 0..writes {
+        let t = Instant::now();
+        f.write_all_at(&block, (i as u64) * 4096)
+            .and_then(|()| f.sync_data())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    Ok(ms)
+}
+
 fn measure(
     ctx: &Ctx,
     net: &Net,
@@ -173,6 +200,7 @@ fn measure(
     let n = counts(ctx.scale);
     let mut got: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> =
         SHARES.iter().map(|_| Default::default()).collect();
+    let mut disk = Vec::new();
     // The repeats take the shares in turns, so the machine's drift falls on both alike.
     for r in 0..ctx.repeats() {
         for (share, acc) in SHARES.iter().zip(got.iter_mut()) {
@@ -184,6 +212,7 @@ fn measure(
             acc.1.extend(w);
             acc.2.push(mb);
         }
+        disk.extend(disk_flushes(&ctx.data.join(format!("{DIR}-bench")), n.1)?);
     }
     let mut rows = Vec::new();
     for (share, (c, w, mb)) in SHARES.iter().zip(got) {
@@ -199,6 +228,7 @@ fn measure(
             mb_s: Summary::of(&mb),
         });
     }
+    rows.push(latency_row(DISK, "write_4k", disk));
     Ok(rows)
 }
 
