@@ -69,8 +69,9 @@ pub struct Parked {
 struct Inner {
     by_id: HashMap<u64, Parked>,
     per_user: HashMap<String, usize>,
-    /// The parked persistent opens of each file (crate::durable::persistent).
-    persistent: HashMap<crate::file_state::FileKey, Vec<u64>>,
+    /// The parked persistent opens of each stream (crate::durable::persistent), ordered so
+    /// that a file's streams are one range (`persistent_on_file`).
+    persistent: std::collections::BTreeMap<crate::file_state::FileKey, Vec<u64>>,
     next_generation: u64,
 }
 

@@ -15,13 +15,17 @@ use super::DurableStore;
 impl DurableStore {
     /// The parked persistent opens of `key`'s file, on any of its streams, with the stream
     /// each is on: one keeps the whole file (Open.File in MS-SMB2 3.3.5.9), so a named stream
-    /// is no way around it. Bounded by the store's size (max_durable_opens).
+    /// is no way around it. One range of the ordered index (every CREATE of an existing file
+    /// asks), not a walk of every parked open.
     pub fn persistent_on_file(&self, key: FileKey) -> Vec<(FileKey, u64)> {
+        let streams = FileKey { stream: 0, ..key }..=FileKey {
+            stream: u64::MAX,
+            ..key
+        };
         self.inner
             .lock()
             .persistent
-            .iter()
-            .filter(|(k, _)| (k.dev, k.ino) == (key.dev, key.ino))
+            .range(streams)
             .flat_map(|(k, ids)| ids.iter().map(|id| (*k, *id)))
             .collect()
     }
