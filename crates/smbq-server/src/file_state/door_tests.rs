@@ -1,9 +1,15 @@
 //! Table-driven tests of the [`OpenState`] door, run on both implementations ([`Sharded`],
 //! the server's, and [`OneTable`]). Each table is a sequence of verbs and what each must
 //! answer; the tables go through the trait only (`&dyn OpenState`), so a third
-//! implementation (a cluster store) can run them as they are. The expectations are MS-FSA's
-//! and smbtorture's, cited per table.
+//! implementation runs them as they are ([`run_all`]: smbq-cluster's `tests/door.rs` runs them
+//! on a cluster node over a real etcd). The expectations are MS-FSA's and smbtorture's, cited
+//! per table.
 
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)] // test code, run by tests only
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smbq_vfs::RelPath;
@@ -416,7 +422,7 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
 
 /// Runs `table` on a fresh instance of each implementation.
 fn check(name: &str, table: &[(Step, Out)]) {
-    for (which, t) in both() {
+    for (which, t) in implementations() {
         let start = Instant::now();
         for (i, (step, want)) in table.iter().enumerate() {
             let got = run(&*t, *step, start);
@@ -475,7 +481,6 @@ const NOW: Duration = Duration::ZERO;
 /// MS-FSA 2.1.5.1.2 / smbtorture smb2.oplock.batch1: a data open of a file held with a batch
 /// oplock breaks it to level II and waits; the acknowledgment ends the wait; the next write
 /// breaks level II to none without a wait.
-#[test]
 fn batch_oplock_breaks_to_level2_then_a_write_breaks_it() {
     check(
         "batch",
@@ -506,7 +511,6 @@ fn batch_oplock_breaks_to_level2_then_a_write_breaks_it() {
 }
 
 /// smbtorture smb2.oplock.statopen1: a stat open breaks nothing.
-#[test]
 fn a_stat_open_breaks_nothing() {
     assert!(is_stat_open(STAT));
     check(
@@ -520,7 +524,6 @@ fn a_stat_open_breaks_nothing() {
 }
 
 /// A break nobody acknowledges times out (BREAK_TIMEOUT, 35 s) and the wait ends.
-#[test]
 fn an_unanswered_break_times_out() {
     check(
         "timeout",
@@ -549,7 +552,6 @@ fn an_unanswered_break_times_out() {
 
 /// MS-FSA 2.1.5.1.2.1: share modes; a conflict fails the admission, not the contention
 /// (which reports it only through the oplock intent).
-#[test]
 fn share_modes_refuse_what_the_holder_does_not_share() {
     check(
         "share",
@@ -588,7 +590,6 @@ fn share_modes_refuse_what_the_holder_does_not_share() {
 
 /// MS-FSA 2.1.5.7, 2.1.5.9, 2.1.4.10 (smbtorture smb2.lock): conflicts, exact unlocks, I/O
 /// against other owners' locks, and a close that frees its owner's locks only.
-#[test]
 fn byte_range_locks_conflict_and_go_with_their_owner() {
     check(
         "locks",
@@ -672,7 +673,6 @@ fn byte_range_locks_conflict_and_go_with_their_owner() {
 
 /// smbtorture smb2.oplock.brl1 / MS-FSA 2.1.5.7: a lock request breaks level II oplocks,
 /// whether or not it is granted, once.
-#[test]
 fn a_lock_request_breaks_level2_granted_or_not() {
     check(
         "brl",
@@ -724,7 +724,6 @@ fn a_lock_request_breaks_level2_granted_or_not() {
 /// MS-SMB2 3.3.5.9.8 and smbtorture smb2.lease.breaking1: a second key's data open breaks
 /// the first lease's W and waits; the acknowledgment lets it in with R H; its write breaks
 /// the first key to none and spares itself; a close ends a lease with its last open.
-#[test]
 fn leases_break_for_other_keys_and_end_with_their_opens() {
     check(
         "leases",
@@ -797,7 +796,6 @@ fn leases_break_for_other_keys_and_end_with_their_opens() {
 }
 
 /// A lease break that cannot be delivered completes at once (the CREATE does not wait 35 s).
-#[test]
 fn an_undeliverable_lease_break_completes() {
     check(
         "undelivered",
@@ -819,7 +817,6 @@ fn an_undeliverable_lease_break_completes() {
 }
 
 /// smbtorture smb2.lease.rename: a rename breaks other keys' handle caching and waits.
-#[test]
 fn a_rename_breaks_other_keys_handle_caching() {
     check(
         "rename",
@@ -853,7 +850,6 @@ fn a_rename_breaks_other_keys_handle_caching() {
 /// MS-FSA 2.1.5.4 and smbtorture smb2.oplock.doc: the last close of a delete-on-close open
 /// deletes the file; until the unlink is done the name is DELETE_PENDING and a waiter is told
 /// the file is being deleted.
-#[test]
 fn a_deleting_last_close_holds_the_name_until_deleted() {
     check(
         "delete",
@@ -877,7 +873,6 @@ fn a_deleting_last_close_holds_the_name_until_deleted() {
 }
 
 /// Streams of one file keep their own oplocks: an open of the file breaks no stream's.
-#[test]
 fn streams_keep_their_own_oplocks() {
     check(
         "streams",
@@ -908,7 +903,6 @@ fn streams_keep_their_own_oplocks() {
 
 /// smbtorture smb2.oplock.doc: a delete-pending file fails an open before anything breaks;
 /// clearing the flag lets the next one contend as usual.
-#[test]
 fn delete_pending_fails_before_any_break() {
     check(
         "doc",
@@ -929,6 +923,109 @@ fn delete_pending_fails_before_any_break() {
 }
 
 /// Both implementations, fresh.
+/// A maker of fresh instances of an implementation, with its name for failures.
+pub type Maker = (&'static str, Rc<dyn Fn() -> Arc<dyn OpenState>>);
+
+thread_local! {
+    /// The implementation [`run_all`] runs the tests on; `None`: this crate's two layouts.
+    static OTHER: RefCell<Option<Maker>> = const { RefCell::new(None) };
+}
+
+/// Every test of the door, by name: each runs its table (or its steps) on a fresh instance of
+/// each implementation [`implementations`] gives.
+const ALL: &[(&str, fn())] = &[
+    (
+        "batch_oplock_breaks_to_level2_then_a_write_breaks_it",
+        batch_oplock_breaks_to_level2_then_a_write_breaks_it,
+    ),
+    ("a_stat_open_breaks_nothing", a_stat_open_breaks_nothing),
+    (
+        "an_unanswered_break_times_out",
+        an_unanswered_break_times_out,
+    ),
+    (
+        "share_modes_refuse_what_the_holder_does_not_share",
+        share_modes_refuse_what_the_holder_does_not_share,
+    ),
+    (
+        "byte_range_locks_conflict_and_go_with_their_owner",
+        byte_range_locks_conflict_and_go_with_their_owner,
+    ),
+    (
+        "a_lock_request_breaks_level2_granted_or_not",
+        a_lock_request_breaks_level2_granted_or_not,
+    ),
+    (
+        "leases_break_for_other_keys_and_end_with_their_opens",
+        leases_break_for_other_keys_and_end_with_their_opens,
+    ),
+    (
+        "an_undeliverable_lease_break_completes",
+        an_undeliverable_lease_break_completes,
+    ),
+    (
+        "a_rename_breaks_other_keys_handle_caching",
+        a_rename_breaks_other_keys_handle_caching,
+    ),
+    (
+        "a_deleting_last_close_holds_the_name_until_deleted",
+        a_deleting_last_close_holds_the_name_until_deleted,
+    ),
+    (
+        "streams_keep_their_own_oplocks",
+        streams_keep_their_own_oplocks,
+    ),
+    (
+        "delete_pending_fails_before_any_break",
+        delete_pending_fails_before_any_break,
+    ),
+    ("two_files_stay_apart", two_files_stay_apart),
+    (
+        "posix_opens_below_move_with_their_directory",
+        posix_opens_below_move_with_their_directory,
+    ),
+];
+
+/// How many tests [`run_all`] runs, each on fresh instances (one per table).
+pub const COUNT: usize = ALL.len();
+
+/// Runs every test of the door on instances `make` gives (a fresh one per test), for an
+/// implementation outside this crate (smbq-cluster's, over a real etcd). Panics, naming the
+/// test, `which` and the step, on the first answer that is not the table's.
+pub fn run_all(which: &'static str, make: Rc<dyn Fn() -> Arc<dyn OpenState>>) {
+    OTHER.with(|o| *o.borrow_mut() = Some((which, make)));
+    let _reset = Reset;
+    for (_, test) in ALL {
+        test();
+    }
+}
+
+/// Puts [`OTHER`] back, also when a test panics.
+struct Reset;
+
+impl Drop for Reset {
+    fn drop(&mut self) {
+        OTHER.with(|o| *o.borrow_mut() = None);
+    }
+}
+
+/// The tests' own run: every test on both layouts.
+#[test]
+fn every_door_test_on_both_layouts() {
+    for (name, test) in ALL {
+        eprintln!("door test {name}");
+        test();
+    }
+}
+
+/// Fresh instances to run a test on: [`run_all`]'s implementation, else both layouts.
+fn implementations() -> Vec<(&'static str, Arc<dyn OpenState>)> {
+    match OTHER.with(|o| o.borrow().clone()) {
+        Some((which, make)) => vec![(which, make())],
+        None => both().into(),
+    }
+}
+
 fn both() -> [(&'static str, std::sync::Arc<dyn OpenState>); 2] {
     [
         (
@@ -963,11 +1060,10 @@ fn admit_kind(t: &dyn OpenState, key: FileKey, id: u64, path: &str, posix: bool)
 
 /// Two files: what is held on one never answers for the other, and the questions that look
 /// at every file (a directory rename's) find the right one, in both layouts.
-#[test]
 fn two_files_stay_apart() {
     let other = FileKey { ino: 41, ..K };
     let now = Instant::now();
-    for (which, t) in both() {
+    for (which, t) in implementations() {
         admit_at(&*t, K, 1, "d/f");
         admit_at(&*t, other, 2, "g");
         let g = t.grant_lease(K, (1, SESSION), &ask(1, RH), (false, 0));
@@ -1010,7 +1106,7 @@ async fn a_blocked_lock_waits_for_the_holder_in_both_layouts() {
     use crate::open_state::lock_wait;
 
     let noop = |_| {};
-    for (which, t) in both() {
+    for (which, t) in implementations() {
         let now = Instant::now();
         let (r, _) = t.on_lock(K, 1, (0, 10), LockOp::Lock { exclusive: true }, now);
         assert_eq!(r, Ok(()), "{which}");
@@ -1068,11 +1164,10 @@ async fn a_blocked_lock_waits_for_the_holder_in_both_layouts() {
 /// A POSIX rename of a directory (crate::handlers::set_info) moves the POSIX opens below it:
 /// they are found only while every open of the file is a POSIX one, and the file's path,
 /// which its last close unlinks, follows the directory.
-#[test]
 fn posix_opens_below_move_with_their_directory() {
     let other = FileKey { ino: 41, ..K };
     let p = |s: &str| RelPath::parse(s).unwrap_or_else(|_| unreachable!());
-    for (which, t) in both() {
+    for (which, t) in implementations() {
         admit_kind(&*t, K, 1, "d/s/f", true);
         admit_kind(&*t, other, 2, "d2/g", true);
         let below = t.opens_below(&p("d"), other, Below::Posix);

@@ -18,8 +18,10 @@
 pub mod byte_range;
 mod dir_lease;
 mod door;
-#[cfg(test)]
-mod door_tests;
+/// The door's table-driven tests, also for implementations outside this crate
+/// (`door_tests::run_all`; feature `door-tables`).
+#[cfg(any(test, feature = "door-tables"))]
+pub mod door_tests;
 mod held;
 mod key;
 pub mod lease;
