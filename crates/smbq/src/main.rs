@@ -9,6 +9,7 @@ mod cert_cmd;
 mod client_cli;
 mod cluster;
 mod config;
+mod fd_limit;
 mod file_stamp;
 mod kdc_proxy;
 mod kerberos;

@@ -137,6 +137,7 @@ fn random_password() -> String {
 pub fn run(args: ServeArgs) -> Result<(), String> {
     let startup = Startup::build(&args)?;
     crate::logging::init(startup.log_format, startup.file.log.level.as_deref());
+    crate::fd_limit::raise(&startup.server_cfg.limits);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("smbq")
