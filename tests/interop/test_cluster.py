@@ -203,14 +203,14 @@ def cluster(request, workdir, etcd):
 
 
 class Client:
-    """One impacket connection to one node's share "data"."""
+    """One impacket connection to one node's share `share` ("data" unless named)."""
 
-    def __init__(self, node: SmbqServer, password: str):
+    def __init__(self, node: SmbqServer, password: str, share: str = "data"):
         from impacket.smbconnection import SMBConnection
         self.conn = SMBConnection(node.listen, node.listen, sess_port=node.port)
         self.conn.login(USER, password)
         self.smb = self.conn.getSMBServer()
-        self.tid = self.conn.connectTree("data")
+        self.tid = self.conn.connectTree(share)
 
     def open(self, name: str, access: int, share: int, create: bool = False):
         """The file id, or the NTSTATUS the open failed with."""

@@ -15,9 +15,10 @@ import time
 
 import pytest
 
-from conftest import USER, SmbqServer, free_udp_port
+from conftest import SmbqServer, free_udp_port
 from test_cluster import Client
 from test_cluster_ca import open_persistent
+from test_persistent import kill_9
 
 N = int(os.environ.get("SMBQ_PERSISTENT_SCALE", "2000"))
 READ = 0x1
@@ -43,17 +44,6 @@ def rss_mib(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return 0.0
-
-
-def ca_client(s: SmbqServer) -> Client:
-    """test_cluster's impacket client, on share "ca"."""
-    from impacket.smbconnection import SMBConnection
-    c = Client.__new__(Client)
-    c.conn = SMBConnection(s.listen, s.listen, sess_port=s.port)
-    c.conn.login(USER, s.password)
-    c.smb = c.conn.getSMBServer()
-    c.tid = c.conn.connectTree("ca")
-    return c
 
 
 def start(workdir, config: str, quic_port: int, port=None, password=None) -> SmbqServer:
@@ -87,7 +77,7 @@ def test_persistent_opens_are_bounded_by_configuration_and_all_come_back(workdir
     config = CONFIG.format(n=N, opens=N + 16, path=ca)
     quic_port = free_udp_port()
     s = start(workdir, config, quic_port)
-    c = ca_client(s)
+    c = Client(s, s.password, share="ca")
 
     began = time.time()
     for i in range(N):
@@ -99,9 +89,7 @@ def test_persistent_opens_are_bounded_by_configuration_and_all_come_back(workdir
     assert b"DH2Q" not in got or not struct.unpack_from("<II", got[b"DH2Q"])[1] & 0x2, got
     held = rss_mib(s.proc.pid)
 
-    s.proc.kill()
-    s.proc.wait()
-    s.log.close()
+    kill_9(s)
     began = time.time()
     s = start(workdir, config, quic_port, port=s.port, password=s.password)
     ready = time.time() - began
@@ -110,7 +98,7 @@ def test_persistent_opens_are_bounded_by_configuration_and_all_come_back(workdir
     assert "panicked" not in log
     # Each restored open keeps its file for its client (STATUS_FILE_NOT_AVAILABLE), the
     # first and the last alike.
-    other = ca_client(s)
+    other = Client(s, s.password, share="ca")
     for name in ("f0", f"f{N - 1}"):
         assert other.open(name, READ, SHARE_ALL) == 0xC0000467, name
     assert isinstance(other.open(f"f{N}", READ, SHARE_ALL), bytes), "its open was not kept"

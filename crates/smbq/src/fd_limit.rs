@@ -22,11 +22,11 @@ pub fn raise(limits: &Limits) -> Option<u64> {
         && cur < max
     {
         let raised = Rlimit {
-            current: now.maximum,
-            maximum: now.maximum,
+            current: Some(max),
+            maximum: Some(max),
         };
         match setrlimit(Resource::Nofile, raised) {
-            Ok(()) => soft = now.maximum,
+            Ok(()) => soft = Some(max),
             Err(e) => tracing::warn!(error = %e, "could not raise the open file limit"),
         }
     }
