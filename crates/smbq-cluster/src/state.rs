@@ -17,12 +17,13 @@ use std::time::{Duration, Instant};
 
 use smbq_server::file_state::lease::{Granted, LeaseAsk, LeaseKey};
 use smbq_server::file_state::oplock::{Level, Owner};
-use smbq_server::file_state::{FileKey, Held, LastClose, NewOpen, OpenRequest};
+use smbq_server::file_state::{FileKey, FileView, LastClose, NewOpen, OpenRequest};
 use smbq_server::open_state::{
-    Ack, Acked, Below, BreakWait, Effects, Fact, LockOp, Moved, OpenState, Restored, Undelivered,
+    Ack, Acked, Below, BreakWait, Change, Effects, LockOp, OpenState, Restored, Undelivered,
     WaitToken,
 };
-use smbq_vfs::{RelPath, Timespec};
+use smbq_server::open_state::{Changes as _, Queries as _};
+use smbq_vfs::RelPath;
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 
@@ -98,6 +99,46 @@ impl ClusterState {
 impl ClusterState {
     /// Whether another node has a file open below `dir`; when etcd cannot say, yes (a
     /// directory rename is refused rather than move files from under another node's opens).
+    /// A file made delete-pending here, or no longer so, for the other nodes. The door
+    /// cannot refuse it (the local table decided); a failure is logged and the mark is carried
+    /// at close instead (`release` records it for the other nodes).
+    fn share_delete_pending(&self, key: FileKey, pending: bool) {
+        let r = self
+            .cluster
+            .decide(move |s| async move { s.set_delete_pending(key, pending).await });
+        if let Err(e) = r {
+            tracing::warn!(status = ?e, "delete-pending not shared with the other nodes");
+        }
+    }
+
+    /// A renamed open's record in etcd follows the local table, for other nodes' directory
+    /// renames (`any_open_below`).
+    fn share_path(&self, key: FileKey, open_id: u64) {
+        let Some(path) = self.local.path(key) else {
+            return;
+        };
+        let path = path.to_string();
+        let r = self.cluster.decide(move |s| {
+            let path = path.clone();
+            async move { s.set_path(key, open_id, path).await }
+        });
+        if let Err(e) = r {
+            tracing::warn!(status = ?e, "renamed open's path not shared with the other nodes");
+        }
+    }
+
+    /// A deleted file's mark and its closing open's record would refuse a later file that
+    /// gets the same inode number: they go from etcd, now or once etcd takes it.
+    fn forget(&self, key: FileKey) {
+        let r = self
+            .cluster
+            .decide(move |s| async move { s.forget(key).await });
+        if r.is_err() {
+            self.cluster
+                .retry_later("forget", move |s| async move { s.forget(key).await });
+        }
+    }
+
     fn remote_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
         let dir = dir.to_string();
         self.cluster
@@ -212,8 +253,27 @@ impl OpenState for ClusterState {
         })
     }
 
-    fn on_write(&self, key: FileKey, by: u64, now: Instant) -> Effects {
-        self.local.on_write(key, by, now)
+    /// The local table decides; delete-pending, a rename and a deletion are also told to
+    /// the other nodes (through etcd).
+    fn on_change(&self, key: FileKey, change: Change<'_>, now: Instant) -> Effects {
+        match change {
+            Change::Disposition { pending, .. } => {
+                let fx = self.local.on_change(key, change, now);
+                self.share_delete_pending(key, pending);
+                fx
+            }
+            Change::Renamed { open_id, .. } => {
+                let fx = self.local.on_change(key, change, now);
+                self.share_path(key, open_id);
+                fx
+            }
+            Change::Deleted => {
+                let fx = self.local.on_change(key, change, now);
+                self.forget(key);
+                fx
+            }
+            other => self.local.on_change(key, other, now),
+        }
     }
 
     fn on_lock(
@@ -274,50 +334,12 @@ impl OpenState for ClusterState {
         self.remote.opened_elsewhere(key)
     }
 
-    fn on_rename(&self, key: FileKey, by: u64, now: Instant) -> Effects {
-        self.local.on_rename(key, by, now)
-    }
-
     fn acknowledge(&self, ack: Ack<'_>, now: Instant) -> Result<(Acked, Effects), NtStatus> {
         self.local.acknowledge(ack, now)
     }
 
     fn undeliverable(&self, what: Undelivered<'_>) {
         self.local.undeliverable(what)
-    }
-
-    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) -> Effects {
-        let fx = self.local.on_disposition(key, pending, parent);
-        // The trait cannot refuse here (the local table decided); a failure is logged and
-        // the mark is carried at close instead (`release` records it for the other nodes).
-        let r = self
-            .cluster
-            .decide(move |s| async move { s.set_delete_pending(key, pending).await });
-        if let Err(e) = r {
-            tracing::warn!(status = ?e, "delete-pending not shared with the other nodes");
-        }
-        fx
-    }
-
-    /// The local table's rename; the open's record in etcd follows it, for other nodes'
-    /// directory renames (`any_open_below`).
-    fn renamed(&self, key: FileKey, open_id: u64, to: Moved) -> Effects {
-        let fx = self.local.renamed(key, open_id, to);
-        if let Some(path) = self.local.path(key) {
-            let path = path.to_string();
-            let r = self.cluster.decide(move |s| {
-                let path = path.clone();
-                async move { s.set_path(key, open_id, path).await }
-            });
-            if let Err(e) = r {
-                tracing::warn!(status = ?e, "renamed open's path not shared with the other nodes");
-            }
-        }
-        fx
-    }
-
-    fn remember(&self, key: FileKey, fact: Fact) {
-        self.local.remember(key, fact)
     }
 
     /// The local close, then etcd's: a file delete-pending here whose other opens are on
@@ -367,19 +389,6 @@ impl OpenState for ClusterState {
                 Some(LastClose { delete: false, ..l })
             }
             None => Some(l),
-        }
-    }
-
-    fn deleted(&self, key: FileKey) {
-        self.local.deleted(key);
-        let r = self
-            .cluster
-            .decide(move |s| async move { s.forget(key).await });
-        if r.is_err() {
-            // Its mark and the closing open's record would refuse a later file that gets
-            // the same inode number: they go once etcd takes it.
-            self.cluster
-                .retry_later("forget", move |s| async move { s.forget(key).await });
         }
     }
 
@@ -433,16 +442,16 @@ impl OpenState for ClusterState {
         Ok(())
     }
 
-    fn on_child_change(&self, dir: FileKey, except: Option<&LeaseKey>, now: Instant) -> Effects {
-        self.local.on_child_change(dir, except, now)
-    }
-
     fn break_wait(&self, token: WaitToken, now: Instant) -> BreakWait {
         self.local.break_wait(token, now)
     }
 
     fn changed(&self, key: FileKey) -> &Notify {
         self.local.changed(key)
+    }
+
+    fn query(&self, key: FileKey, look: &mut dyn FnMut(FileView<'_>)) {
+        self.local.query(key, look)
     }
 
     fn check_io(
@@ -473,24 +482,8 @@ impl OpenState for ClusterState {
         self.local.delete_pending(key) || self.remote.delete_pending(key)
     }
 
-    fn open_count_any(&self, key: FileKey) -> usize {
-        self.local.open_count_any(key)
-    }
-
-    fn caching_of(&self, key: FileKey, open_id: u64) -> (Level, Option<(LeaseKey, Granted)>) {
-        self.local.caching_of(key, open_id)
-    }
-
-    fn breaking_opens(&self, key: FileKey) -> Vec<u64> {
-        self.local.breaking_opens(key)
-    }
-
     fn lease_opens(&self, lease: &LeaseKey) -> Vec<u64> {
         self.local.lease_opens(lease)
-    }
-
-    fn path(&self, key: FileKey) -> Option<RelPath> {
-        self.local.path(key)
     }
 
     fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
@@ -499,44 +492,12 @@ impl OpenState for ClusterState {
             .decide(move |s| async move { s.check(key, access, share_access).await })
     }
 
-    fn open_count(&self, key: FileKey) -> usize {
-        self.local.open_count(key)
-    }
-
-    fn has_stream_opens(&self, key: FileKey) -> bool {
-        self.local.has_stream_opens(key)
-    }
-
-    fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {
-        self.local.others_share_delete(key, open_id)
-    }
-
     fn any_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
         self.local.any_open_below(dir, except) || self.remote_open_below(dir, except)
     }
 
     fn lease_elsewhere(&self, lease: &LeaseKey, key: FileKey) -> bool {
         self.local.lease_elsewhere(lease, key)
-    }
-
-    fn allocation(&self, key: FileKey) -> Option<u64> {
-        self.local.allocation(key)
-    }
-
-    fn change_time(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
-        self.local.change_time(key, ctime)
-    }
-
-    fn lock_count(&self, key: FileKey) -> usize {
-        self.local.lock_count(key)
-    }
-
-    fn open_ids(&self, key: FileKey) -> Vec<u64> {
-        self.local.open_ids(key)
-    }
-
-    fn held_by(&self, key: FileKey, open_id: u64) -> Held {
-        self.local.held_by(key, open_id)
     }
 
     fn any_dir_leases(&self) -> bool {

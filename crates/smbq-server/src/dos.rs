@@ -12,6 +12,7 @@ use smbq_vfs::{FileKind, Stat, VfsFile};
 
 use crate::access::attr;
 use crate::file_state::FileKey;
+use crate::open_state::Queries as _;
 use crate::{Server, meta};
 
 /// The xattr (`user.` is added by the VFS) holding a [`DosInfo`].

@@ -62,6 +62,7 @@ use smbq_vfs::{PosixOptions, PosixVfs, Vfs};
 use tokio_util::sync::CancellationToken;
 
 use crate::file_state::FileStates;
+use crate::open_state::Changes as _;
 use crate::pipe::PipeIo;
 use crate::share::ShareRegistry;
 use crate::tables::{GenSlab, Open, OpenKind, SessionState};

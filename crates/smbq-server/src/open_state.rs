@@ -9,6 +9,11 @@
 //! [`crate::effects`] carries them out after the verb, so an implementation decides and never
 //! sends, parks or reports anything itself.
 //!
+//! Questions about one file alone are one verb, [`OpenState::query`]: the implementation
+//! lends its record of the file as a [`FileView`], where each answer is written once, and
+//! [`Queries`] asks the typed questions through it. The door keeps as methods of its own only
+//! the questions another server's opens can change the answer to.
+//!
 //! Implementations: [`crate::file_state::FileStates`] over the [`Sharded`] layout (64 parts,
 //! each one lock and one wake signal; the server's) and over the [`OneTable`] layout (every
 //! file in one table under one lock with one wake signal, the shape of a store that keeps all
@@ -30,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::file_state::lease::{Granted, LeaseAsk, LeaseBreakNotice, LeaseKey};
 use crate::file_state::oplock::{BreakNotice, Level, Owner};
-use crate::file_state::{FileKey, Held, LastClose, NewOpen, OpenRequest, WaitEnds};
+use crate::file_state::{FileKey, FileView, Held, LastClose, NewOpen, OpenRequest, WaitEnds};
 
 /// What a verb decided must happen beyond its own answer.
 #[must_use = "effects are carried out by Server::apply (crate::effects)"]
@@ -173,7 +178,38 @@ pub enum Moved {
     Under { from: RelPath, to: RelPath },
 }
 
-/// A per-file fact the door keeps ([`OpenState::remember`]).
+/// What happened to a file ([`OpenState::on_change`]); [`Changes`] says each one by name.
+#[derive(Clone, Debug)]
+pub enum Change<'a> {
+    /// A WRITE through open `by` (MS-FSA 2.1.4.12): every level II oplock breaks to none,
+    /// and every other key's lease caching reads.
+    Write { by: u64 },
+    /// An end-of-file or allocation change through open `by`: the same breaks as a write.
+    SetSize { by: u64 },
+    /// A rename of the file through open `by` is about to be made: other keys' handle
+    /// caching breaks, and the rename waits for the acknowledgments.
+    Rename { by: u64 },
+    /// A rename through open `open_id` succeeded on disk (MS-FSA 2.1.5.15.11): the file is at
+    /// `to` now, or the open addresses another stream of it.
+    Renamed { open_id: u64, to: Moved },
+    /// SET_INFO FileDispositionInformation (MS-FSA 2.1.5.15.3): the file, or the named stream
+    /// the key addresses, becomes delete-pending or stops being so. `parent`: the setting
+    /// open's parent lease key (crate::file_state::dir_lease).
+    Disposition {
+        pending: bool,
+        parent: Option<[u8; 16]>,
+    },
+    /// Something in the directory changed through smbq: its leases break, all but `except`
+    /// (crate::file_state::dir_lease). Nobody waits for these breaks.
+    InDirectory { except: Option<&'a LeaseKey> },
+    /// A fact about the file that lives while it is open (see [`Fact`]).
+    Fact(Fact),
+    /// The file a release said to delete is gone (or its unlink failed): it stops being
+    /// delete-pending and what waited for the name goes on.
+    Deleted,
+}
+
+/// A per-file fact the door keeps ([`Change::Fact`]).
 #[derive(Clone, Copy, Debug)]
 pub enum Fact {
     /// AllocationSize asked for the unnamed stream while the file is open (MS-FSA
@@ -221,9 +257,9 @@ pub trait OpenState: Send + Sync {
         dir_and_size: (bool, u64),
     ) -> Option<Granted>;
 
-    /// A WRITE through open `by` (MS-FSA 2.1.4.12): every level II oplock breaks to none,
-    /// and every other key's lease caching reads.
-    fn on_write(&self, key: FileKey, by: u64, now: Instant) -> Effects;
+    /// Something an open did to `key`'s file, or the server learnt of it ([`Change`]): the
+    /// breaks it forces, a wait for them, the opens whose records change.
+    fn on_change(&self, key: FileKey, change: Change<'_>, now: Instant) -> Effects;
 
     /// Whether another server has `key` open (a cluster node, smbq-cluster): a change to its
     /// data is then flushed before it is answered, so that server reads it through its own
@@ -231,11 +267,6 @@ pub trait OpenState: Send + Sync {
     /// opened the file is flushed by that opening ([`Effects::flush`]).
     fn shared_elsewhere(&self, _key: FileKey) -> bool {
         false
-    }
-
-    /// An end-of-file or allocation change through open `by`: the same breaks as a write.
-    fn on_set_size(&self, key: FileKey, by: u64, now: Instant) -> Effects {
-        self.on_write(key, by, now)
     }
 
     /// A byte-range lock or unlock by `owner` of `(offset, length)` (MS-FSA 2.1.5.7 and
@@ -251,27 +282,11 @@ pub trait OpenState: Send + Sync {
         now: Instant,
     ) -> (Result<(), NtStatus>, Effects);
 
-    /// A rename of `key`'s file through open `by`: other keys' handle caching breaks, and the
-    /// rename waits for the acknowledgments.
-    fn on_rename(&self, key: FileKey, by: u64, now: Instant) -> Effects;
-
     /// A break acknowledgment; wakes the requests waiting on the file.
     fn acknowledge(&self, ack: Ack<'_>, now: Instant) -> Result<(Acked, Effects), NtStatus>;
 
     /// A break could not be delivered (see [`Undelivered`]); wakes the waiting requests.
     fn undeliverable(&self, what: Undelivered<'_>);
-
-    /// SET_INFO FileDispositionInformation (MS-FSA 2.1.5.15.3): the file, or the named stream
-    /// `key` addresses, becomes delete-pending or stops being so. `parent`: the setting
-    /// open's parent lease key (crate::file_state::dir_lease).
-    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) -> Effects;
-
-    /// A rename through open `open_id` succeeded on disk (MS-FSA 2.1.5.15.11): the file is at
-    /// `to` now, or the open addresses another stream of it.
-    fn renamed(&self, key: FileKey, open_id: u64, to: Moved) -> Effects;
-
-    /// Records a fact about the file that lives while it is open (see [`Fact`]).
-    fn remember(&self, key: FileKey, fact: Fact);
 
     /// Takes open `open_id` of `key` out of everything it holds on the file, in one step, and
     /// wakes whoever waits on the file. `delete_on_close` marks the file (or stream)
@@ -283,10 +298,6 @@ pub trait OpenState: Send + Sync {
         delete_on_close: bool,
         parent: Option<[u8; 16]>,
     ) -> Option<LastClose>;
-
-    /// The file a release said to delete is gone (or its unlink failed): it stops being
-    /// delete-pending and what waited for the name goes on.
-    fn deleted(&self, key: FileKey);
 
     /// A durable open of `key` reconnected on session `session_id` (MS-SMB2 3.3.5.9.7): its
     /// breaks go there from now on. With `lease_epoch` (a persistent open's reconnect), when
@@ -310,10 +321,6 @@ pub trait OpenState: Send + Sync {
     /// said, and the caller releases it.
     fn restore(&self, key: FileKey, open_id: u64, held: Restored<'_>) -> Result<(), String>;
 
-    /// Something in directory `dir` changed through smbq: its leases break, all but `except`
-    /// (crate::file_state::dir_lease). Nobody waits for these breaks.
-    fn on_child_change(&self, dir: FileKey, except: Option<&LeaseKey>, now: Instant) -> Effects;
-
     /// Completes timed-out breaks on the file a wait is for and says where the wait stands.
     fn break_wait(&self, token: WaitToken, now: Instant) -> BreakWait;
 
@@ -322,6 +329,12 @@ pub trait OpenState: Send + Sync {
     fn changed(&self, key: FileKey) -> &Notify;
 
     // ---- queries ----
+
+    /// Lends this server's record of `key`'s file to `look`, once, for a moment (under the
+    /// file's lock): every question about the file alone is answered from it, written once
+    /// in [`FileView`] and asked through [`Queries`]. The questions below are the ones another
+    /// server's opens can change the answer to (a cluster node asks its peers' view too).
+    fn query(&self, key: FileKey, look: &mut dyn FnMut(FileView<'_>));
 
     /// MS-FSA 2.1.4.10 for READ/WRITE: FILE_LOCK_CONFLICT when another open's lock forbids it.
     fn check_io(
@@ -335,33 +348,12 @@ pub trait OpenState: Send + Sync {
     /// Whether the file, or the named stream `key` addresses, is delete-pending.
     fn delete_pending(&self, key: FileKey) -> bool;
 
-    /// Opens of the file, any stream.
-    fn open_count_any(&self, key: FileKey) -> usize;
-
-    /// What open `open_id` of `key` holds: its oplock level and its lease, if any.
-    fn caching_of(&self, key: FileKey, open_id: u64) -> (Level, Option<(LeaseKey, Granted)>);
-
-    /// The opens of `key`'s file with a break awaiting their acknowledgment.
-    fn breaking_opens(&self, key: FileKey) -> Vec<u64>;
-
     /// The opens sharing lease `lease`.
     fn lease_opens(&self, lease: &LeaseKey) -> Vec<u64>;
-
-    /// The file's current path (after renames), while it is open.
-    fn path(&self, key: FileKey) -> Option<RelPath>;
 
     /// The share-mode check of an open with `access` and `share_access` without admitting it
     /// (before a destructive step such as a rename over the file).
     fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus>;
-
-    /// Opens of the stream `key` addresses.
-    fn open_count(&self, key: FileKey) -> usize;
-
-    /// Whether a named stream of the file is open (MS-FSA 2.1.5.15.11: no rename then).
-    fn has_stream_opens(&self, key: FileKey) -> bool;
-
-    /// Whether every open of `key` but `open_id` shares delete (rename and delete need it).
-    fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool;
 
     /// Whether any open file but `except` lies strictly below `dir` (Windows refuses to
     /// rename a directory then). Looks at every file.
@@ -370,21 +362,6 @@ pub trait OpenState: Send + Sync {
     /// Whether lease key `lease` is in use on a file or stream other than `key` (MS-SMB2
     /// 3.3.5.9.8: STATUS_INVALID_PARAMETER).
     fn lease_elsewhere(&self, lease: &LeaseKey, key: FileKey) -> bool;
-
-    /// The [`Fact::Allocation`] recorded for `key`, while it is open.
-    fn allocation(&self, key: FileKey) -> Option<u64>;
-
-    /// The [`Fact::ChangeTime`] of `key` if the inode's ctime is still `ctime`.
-    fn change_time(&self, key: FileKey, ctime: Timespec) -> Option<u64>;
-
-    /// The byte-range locks held on `key`'s file.
-    fn lock_count(&self, key: FileKey) -> usize;
-
-    /// The ids of the opens of `key`'s file (any stream).
-    fn open_ids(&self, key: FileKey) -> Vec<u64>;
-
-    /// What open `open_id` of `key` holds, for `smbq status` and the persistent store.
-    fn held_by(&self, key: FileKey, open_id: u64) -> Held;
 
     /// Whether any directory holds a lease: when none does, a change costs no lookup.
     fn any_dir_leases(&self) -> bool;
@@ -400,6 +377,138 @@ pub trait OpenState: Send + Sync {
         which: Below,
     ) -> Option<Vec<(FileKey, Vec<u64>)>>;
 }
+
+/// Each [`Change`] by name, as the handlers say it.
+pub trait Changes: OpenState {
+    /// [`Change::Write`].
+    fn on_write(&self, key: FileKey, by: u64, now: Instant) -> Effects {
+        self.on_change(key, Change::Write { by }, now)
+    }
+
+    /// [`Change::SetSize`].
+    fn on_set_size(&self, key: FileKey, by: u64, now: Instant) -> Effects {
+        self.on_change(key, Change::SetSize { by }, now)
+    }
+
+    /// [`Change::Rename`].
+    fn on_rename(&self, key: FileKey, by: u64, now: Instant) -> Effects {
+        self.on_change(key, Change::Rename { by }, now)
+    }
+
+    /// [`Change::Renamed`].
+    fn renamed(&self, key: FileKey, open_id: u64, to: Moved) -> Effects {
+        self.on_change(key, Change::Renamed { open_id, to }, Instant::now())
+    }
+
+    /// [`Change::Disposition`].
+    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) -> Effects {
+        let change = Change::Disposition { pending, parent };
+        self.on_change(key, change, Instant::now())
+    }
+
+    /// [`Change::InDirectory`] of `dir`.
+    fn on_child_change(&self, dir: FileKey, except: Option<&LeaseKey>, now: Instant) -> Effects {
+        self.on_change(dir, Change::InDirectory { except }, now)
+    }
+
+    /// [`Change::Fact`]: nothing breaks.
+    fn remember(&self, key: FileKey, fact: Fact) {
+        let fx = self.on_change(key, Change::Fact(fact), Instant::now());
+        debug_assert!(fx.is_empty());
+    }
+
+    /// [`Change::Deleted`]: nothing breaks.
+    fn deleted(&self, key: FileKey) {
+        let fx = self.on_change(key, Change::Deleted, Instant::now());
+        debug_assert!(fx.is_empty());
+    }
+}
+
+impl<T: OpenState + ?Sized> Changes for T {}
+
+/// The questions about one file that this server's own record answers, each one
+/// [`OpenState::query`] ([`FileView`] says what each means). Every implementation of the door
+/// has them.
+pub trait Queries: OpenState {
+    /// Asks `question` of `key`'s record (an implementation that does not lend one answers as
+    /// for a file without opens).
+    fn ask<R>(&self, key: FileKey, question: impl FnOnce(FileView<'_>) -> R) -> R {
+        let mut question = Some(question);
+        let mut answer = None;
+        self.query(key, &mut |view| {
+            if let Some(q) = question.take() {
+                answer = Some(q(view));
+            }
+        });
+        match (answer, question) {
+            (Some(a), _) => a,
+            (None, Some(q)) => q(FileView::unrecorded(key)),
+            (None, None) => unreachable!("a question taken is answered"),
+        }
+    }
+
+    /// Opens of the file, any stream.
+    fn open_count_any(&self, key: FileKey) -> usize {
+        self.ask(key, |v| v.open_count_any())
+    }
+
+    /// Opens of the stream `key` addresses.
+    fn open_count(&self, key: FileKey) -> usize {
+        self.ask(key, |v| v.open_count())
+    }
+
+    /// What open `open_id` of `key` holds: its oplock level and its lease, if any.
+    fn caching_of(&self, key: FileKey, open_id: u64) -> (Level, Option<(LeaseKey, Granted)>) {
+        self.ask(key, |v| v.caching_of(open_id))
+    }
+
+    /// The opens of `key`'s file with a break awaiting their acknowledgment.
+    fn breaking_opens(&self, key: FileKey) -> Vec<u64> {
+        self.ask(key, |v| v.breaking_opens())
+    }
+
+    /// The file's current path (after renames), while it is open.
+    fn path(&self, key: FileKey) -> Option<RelPath> {
+        self.ask(key, |v| v.path())
+    }
+
+    /// Whether a named stream of the file is open (MS-FSA 2.1.5.15.11: no rename then).
+    fn has_stream_opens(&self, key: FileKey) -> bool {
+        self.ask(key, |v| v.has_stream_opens())
+    }
+
+    /// Whether every open of `key` but `open_id` shares delete (rename and delete need it).
+    fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {
+        self.ask(key, |v| v.others_share_delete(open_id))
+    }
+
+    /// The [`Fact::Allocation`] recorded for `key`, while it is open.
+    fn allocation(&self, key: FileKey) -> Option<u64> {
+        self.ask(key, |v| v.allocation())
+    }
+
+    /// The [`Fact::ChangeTime`] of `key` if the inode's ctime is still `ctime`.
+    fn change_time(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
+        self.ask(key, |v| v.change_time(ctime))
+    }
+
+    /// The byte-range locks held on `key`'s file.
+    fn lock_count(&self, key: FileKey) -> usize {
+        self.ask(key, |v| v.lock_count())
+    }
+
+    /// The ids of the opens of `key`'s file (any stream).
+    fn open_ids(&self, key: FileKey) -> Vec<u64> {
+        self.ask(key, |v| v.open_ids())
+    }
+
+    /// What open `open_id` of `key` holds, for `smbq status` and the persistent store.
+    fn held_by(&self, key: FileKey, open_id: u64) -> Held {
+        self.ask(key, |v| v.held_by(open_id))
+    }
+}
+
+impl<T: OpenState + ?Sized> Queries for T {}
 
 /// Which opens below a directory [`OpenState::opens_below`] accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

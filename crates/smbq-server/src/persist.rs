@@ -25,6 +25,8 @@ use crate::durable::store::{
 use crate::file_state::lease::LeaseKey;
 use crate::file_state::oplock::{Level, Owner};
 use crate::file_state::{FileKey, NewOpen};
+use crate::open_state::Changes as _;
+use crate::open_state::Queries as _;
 use crate::open_state::Restored;
 use crate::tables::{FileOpen, Open, OpenKind, Tree};
 

@@ -16,6 +16,7 @@ use std::cell::RefCell;
 use std::future::Future;
 
 use crate::Server;
+use crate::open_state::Queries as _;
 use crate::open_state::{Effects, WaitToken};
 
 tokio::task_local! {

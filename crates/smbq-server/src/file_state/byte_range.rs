@@ -236,6 +236,7 @@ impl RangeLocks {
 mod tests {
     use super::super::{FileKey, FileStates};
     use super::*;
+    use crate::open_state::Queries as _;
 
     const K: FileKey = FileKey {
         dev: 1,

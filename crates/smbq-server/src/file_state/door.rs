@@ -3,16 +3,16 @@
 
 use std::time::Instant;
 
-use smbq_vfs::{RelPath, Timespec};
+use smbq_vfs::RelPath;
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 
 use super::lease::{Granted, LeaseAsk, LeaseKey};
 use super::oplock::{Level, Owner};
-use super::{FileKey, FileStates, Held, LastClose, Layout, NewOpen, OpenRequest};
+use super::{FileKey, FileStates, FileView, LastClose, Layout, NewOpen, OpenRequest};
 use crate::open_state::{
-    Ack, Acked, Below, BreakWait, Effects, Fact, LockOp, Moved, OpenState, Restored, Undelivered,
-    WaitToken,
+    Ack, Acked, Below, BreakWait, Change, Effects, Fact, LockOp, Moved, OpenState, Queries,
+    Restored, Undelivered, WaitToken,
 };
 
 impl<L: Layout> OpenState for FileStates<L> {
@@ -60,12 +60,57 @@ impl<L: Layout> OpenState for FileStates<L> {
         self.lease_grant(key, open_id, session_id, ask, dir_and_size)
     }
 
-    fn on_write(&self, key: FileKey, by: u64, now: Instant) -> Effects {
-        let (oplock_breaks, lease_breaks) = self.break_for_write(key, by, now);
-        Effects {
-            oplock_breaks,
-            lease_breaks,
-            ..Effects::default()
+    fn on_change(&self, key: FileKey, change: Change<'_>, now: Instant) -> Effects {
+        match change {
+            Change::Write { by } | Change::SetSize { by } => {
+                let (oplock_breaks, lease_breaks) = self.break_for_write(key, by, now);
+                Effects {
+                    oplock_breaks,
+                    lease_breaks,
+                    ..Effects::default()
+                }
+            }
+            Change::Rename { by } => {
+                let c = self.lease_break_handles(key, by, now);
+                Effects {
+                    lease_breaks: c.notices,
+                    wait: c.wait.then_some(WaitToken { key }),
+                    ..Effects::default()
+                }
+            }
+            Change::Renamed { open_id, to } => {
+                let opens = self.update_opens_listing(key, |m| match to {
+                    Moved::Path(path) => m.set_path(path),
+                    Moved::Stream(stream) => m.move_open(open_id, stream),
+                    Moved::Under { ref from, ref to } => {
+                        if let Some(path) = m.path().rebase(from, to) {
+                            m.set_path(path);
+                        }
+                    }
+                });
+                Effects::recording(true, opens)
+            }
+            Change::Disposition { pending, parent } => {
+                let opens =
+                    self.update_opens_listing(key, |m| m.mark_delete(key.stream, pending, parent));
+                Effects::recording(true, opens)
+            }
+            Change::InDirectory { except } => Effects {
+                lease_breaks: self.break_for_child_change(key, except, now),
+                ..Effects::default()
+            },
+            Change::Fact(Fact::Allocation(size)) => {
+                self.set_allocation(key, size);
+                Effects::default()
+            }
+            Change::Fact(Fact::ChangeTime { ctime, value }) => {
+                self.set_change_time(key, ctime, value);
+                Effects::default()
+            }
+            Change::Deleted => {
+                FileStates::deleted(self, key);
+                Effects::default()
+            }
         }
     }
 
@@ -93,15 +138,6 @@ impl<L: Layout> OpenState for FileStates<L> {
                 };
                 (r, fx)
             }
-        }
-    }
-
-    fn on_rename(&self, key: FileKey, by: u64, now: Instant) -> Effects {
-        let c = self.lease_break_handles(key, by, now);
-        Effects {
-            lease_breaks: c.notices,
-            wait: c.wait.then_some(WaitToken { key }),
-            ..Effects::default()
         }
     }
 
@@ -139,31 +175,6 @@ impl<L: Layout> OpenState for FileStates<L> {
         }
     }
 
-    fn on_disposition(&self, key: FileKey, pending: bool, parent: Option<[u8; 16]>) -> Effects {
-        let opens = self.update_opens_listing(key, |m| m.mark_delete(key.stream, pending, parent));
-        Effects::recording(true, opens)
-    }
-
-    fn renamed(&self, key: FileKey, open_id: u64, to: Moved) -> Effects {
-        let opens = self.update_opens_listing(key, |m| match to {
-            Moved::Path(path) => m.set_path(path),
-            Moved::Stream(stream) => m.move_open(open_id, stream),
-            Moved::Under { ref from, ref to } => {
-                if let Some(path) = m.path().rebase(from, to) {
-                    m.set_path(path);
-                }
-            }
-        });
-        Effects::recording(true, opens)
-    }
-
-    fn remember(&self, key: FileKey, fact: Fact) {
-        match fact {
-            Fact::Allocation(size) => self.set_allocation(key, size),
-            Fact::ChangeTime { ctime, value } => self.set_change_time(key, ctime, value),
-        }
-    }
-
     fn release(
         &self,
         key: FileKey,
@@ -172,10 +183,6 @@ impl<L: Layout> OpenState for FileStates<L> {
         parent: Option<[u8; 16]>,
     ) -> Option<LastClose> {
         FileStates::release(self, key, open_id, delete_on_close, parent)
-    }
-
-    fn deleted(&self, key: FileKey) {
-        FileStates::deleted(self, key)
     }
 
     fn reclaim(
@@ -215,13 +222,6 @@ impl<L: Layout> OpenState for FileStates<L> {
         Ok(())
     }
 
-    fn on_child_change(&self, dir: FileKey, except: Option<&LeaseKey>, now: Instant) -> Effects {
-        Effects {
-            lease_breaks: self.break_for_child_change(dir, except, now),
-            ..Effects::default()
-        }
-    }
-
     fn break_wait(&self, token: WaitToken, now: Instant) -> BreakWait {
         match self.oplock_pending_until(token.key, now) {
             Some(until) => BreakWait::Until(until),
@@ -232,6 +232,10 @@ impl<L: Layout> OpenState for FileStates<L> {
 
     fn changed(&self, key: FileKey) -> &Notify {
         &self.shard(key).changed
+    }
+
+    fn query(&self, key: FileKey, look: &mut dyn FnMut(FileView<'_>)) {
+        self.view(key, look)
     }
 
     fn check_io(
@@ -245,43 +249,15 @@ impl<L: Layout> OpenState for FileStates<L> {
     }
 
     fn delete_pending(&self, key: FileKey) -> bool {
-        FileStates::delete_pending(self, key)
-    }
-
-    fn open_count_any(&self, key: FileKey) -> usize {
-        FileStates::open_count_any(self, key)
-    }
-
-    fn caching_of(&self, key: FileKey, open_id: u64) -> (Level, Option<(LeaseKey, Granted)>) {
-        FileStates::caching_of(self, key, open_id)
-    }
-
-    fn breaking_opens(&self, key: FileKey) -> Vec<u64> {
-        FileStates::breaking_opens(self, key)
+        self.view(key, |v| v.delete_pending())
     }
 
     fn lease_opens(&self, lease: &LeaseKey) -> Vec<u64> {
         FileStates::lease_opens(self, lease)
     }
 
-    fn path(&self, key: FileKey) -> Option<RelPath> {
-        FileStates::path(self, key)
-    }
-
     fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
-        FileStates::check(self, key, access, share_access)
-    }
-
-    fn open_count(&self, key: FileKey) -> usize {
-        FileStates::open_count(self, key)
-    }
-
-    fn has_stream_opens(&self, key: FileKey) -> bool {
-        FileStates::has_stream_opens(self, key)
-    }
-
-    fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {
-        FileStates::others_share_delete(self, key, open_id)
+        self.view(key, |v| v.check(access, share_access))
     }
 
     fn any_open_below(&self, dir: &RelPath, except: FileKey) -> bool {
@@ -290,26 +266,6 @@ impl<L: Layout> OpenState for FileStates<L> {
 
     fn lease_elsewhere(&self, lease: &LeaseKey, key: FileKey) -> bool {
         FileStates::lease_elsewhere(self, lease, key)
-    }
-
-    fn allocation(&self, key: FileKey) -> Option<u64> {
-        FileStates::allocation(self, key)
-    }
-
-    fn change_time(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
-        FileStates::change_time(self, key, ctime)
-    }
-
-    fn lock_count(&self, key: FileKey) -> usize {
-        FileStates::lock_count(self, key)
-    }
-
-    fn open_ids(&self, key: FileKey) -> Vec<u64> {
-        FileStates::open_ids(self, key)
-    }
-
-    fn held_by(&self, key: FileKey, open_id: u64) -> Held {
-        FileStates::held_by(self, key, open_id)
     }
 
     fn any_dir_leases(&self) -> bool {

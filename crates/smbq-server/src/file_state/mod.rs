@@ -22,11 +22,11 @@ mod door;
 /// (`door_tests::run_all`; feature `door-tables`).
 #[cfg(any(test, feature = "door-tables"))]
 pub mod door_tests;
-mod held;
 mod key;
 pub mod lease;
 pub mod oplock;
 pub mod share_mode;
+mod view;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -39,9 +39,9 @@ use smbq_wire::create_context::lease_state;
 use tokio::sync::Notify;
 
 pub use byte_range::WaitEnds;
-pub use held::Held;
 pub use key::FileKey;
 pub use share_mode::{LastClose, NewOpen};
+pub use view::{FileView, Held};
 
 use byte_range::{Range, RangeLocks};
 use lease::{Contention, Granted, LeaseAsk, LeaseBreakNotice, LeaseKey, Leases, Opener};
@@ -267,6 +267,12 @@ impl<L: Layout> FileStates<L> {
         self.shard(key).files.lock().map.get(&key.base()).map(f)
     }
 
+    /// Lends `key`'s record to `f`, under the file's lock (the door's `query`).
+    pub(crate) fn view<R>(&self, key: FileKey, f: impl FnOnce(FileView<'_>) -> R) -> R {
+        let files = self.shard(key).files.lock();
+        f(FileView::new(key, files.map.get(&key.base())))
+    }
+
     /// Changes `key`'s entry (see [`Files::update`]).
     fn update<R>(&self, key: FileKey, f: impl FnOnce(&mut FileEntry) -> R) -> R {
         self.shard(key).files.lock().update(key.base(), f)
@@ -282,10 +288,6 @@ impl<L: Layout> FileStates<L> {
         {
             f(m);
         }
-    }
-
-    fn read_opens<R>(&self, key: FileKey, f: impl FnOnce(&ShareModes) -> R) -> Option<R> {
-        self.read(key, |e| e.opens.as_ref().map(f)).flatten()
     }
 
     // ---- opens and share modes (share_mode.rs) ----
@@ -322,13 +324,6 @@ impl<L: Layout> FileStates<L> {
                 .get_or_insert_with(|| ShareModes::new(new.path, new.is_dir))
                 .admit(key, new)
         })
-    }
-
-    /// The same checks as [`admit_checking`](Self::admit_checking) without registering
-    /// anything (before a destructive step such as truncation).
-    pub fn check(&self, key: FileKey, access: u32, share_access: u32) -> Result<(), NtStatus> {
-        self.read_opens(key, |m| m.check(key, access, share_access))
-            .unwrap_or(Ok(()))
     }
 
     /// Takes open `open_id` of `key` out of everything it holds on the file: its share mode,
@@ -413,30 +408,6 @@ impl<L: Layout> FileStates<L> {
         self.update_opens(key, |m| m.mark_delete(key.stream, pending, parent));
     }
 
-    /// Whether the file, or the named stream `key` addresses, is delete-pending.
-    pub fn delete_pending(&self, key: FileKey) -> bool {
-        self.read_opens(key, |m| m.delete_pending(key))
-            .unwrap_or(false)
-    }
-
-    /// Opens of the stream `key` addresses.
-    pub fn open_count(&self, key: FileKey) -> usize {
-        self.read_opens(key, |m| m.open_count(key)).unwrap_or(0)
-    }
-
-    /// Opens of the file, any stream.
-    pub fn open_count_any(&self, key: FileKey) -> usize {
-        self.read_opens(key, ShareModes::open_count_any)
-            .unwrap_or(0)
-    }
-
-    /// Whether a named stream of the file is open (MS-FSA 2.1.5.15.11: the file cannot be
-    /// renamed then).
-    pub fn has_stream_opens(&self, key: FileKey) -> bool {
-        self.read_opens(key, ShareModes::has_stream_opens)
-            .unwrap_or(false)
-    }
-
     /// Records an AllocationInformation / AllocationSize request for the file's data.
     pub fn set_allocation(&self, key: FileKey, size: u64) {
         if key.stream == 0 {
@@ -444,24 +415,11 @@ impl<L: Layout> FileStates<L> {
         }
     }
 
-    /// The preallocation recorded for `key` while it is open.
-    pub fn allocation(&self, key: FileKey) -> Option<u64> {
-        if key.stream != 0 {
-            return None;
-        }
-        self.read_opens(key, ShareModes::allocation).flatten()
-    }
-
     /// After a stream rename, open `open_id` addresses stream `to` of the file (the door's
     /// `renamed`, for tests of the parts).
     #[cfg(test)]
     pub fn move_open(&self, key: FileKey, open_id: u64, to: u64) {
         self.update_opens(key, |m| m.move_open(open_id, to));
-    }
-
-    /// The file's current path (after renames).
-    pub fn path(&self, key: FileKey) -> Option<RelPath> {
-        self.read_opens(key, |m| m.path().clone())
     }
 
     /// Whether any open file other than `except` lies strictly below `dir` (Windows refuses
@@ -509,12 +467,6 @@ impl<L: Layout> FileStates<L> {
             }
         }
         Some(below)
-    }
-
-    /// Whether every other open on `key` shares delete (rename and delete need that).
-    pub fn others_share_delete(&self, key: FileKey, open_id: u64) -> bool {
-        self.read_opens(key, |m| m.others_share_delete(key, open_id))
-            .unwrap_or(true)
     }
 
     // ---- byte-range locks (byte_range.rs) ----
@@ -573,11 +525,6 @@ impl<L: Layout> FileStates<L> {
             .unwrap_or(Ok(()))
     }
 
-    /// The ids of the opens of `key`'s file (any stream).
-    pub(crate) fn open_ids(&self, key: FileKey) -> Vec<u64> {
-        self.read(key, FileEntry::open_ids).unwrap_or_default()
-    }
-
     /// A persistent open restored after a restart (crate::persist) holds its lease (key,
     /// state, V2 epoch) or its oplock again; false when the lease key is another file's.
     pub(crate) fn restore_caching(
@@ -609,11 +556,6 @@ impl<L: Layout> FileStates<L> {
             }
             true
         })
-    }
-
-    /// The byte-range locks held on `key`'s file.
-    pub fn lock_count(&self, key: FileKey) -> usize {
-        self.read(key, |e| e.locks.count()).unwrap_or(0)
     }
 
     // ---- oplocks (oplock.rs) and leases (lease.rs); sending and waiting live in
@@ -859,24 +801,6 @@ impl<L: Layout> FileStates<L> {
         .unwrap_or(Err(NtStatus::OBJECT_NAME_NOT_FOUND))
     }
 
-    /// What open `open_id` of `key` holds: its oplock level and its lease, if any.
-    pub(crate) fn caching_of(
-        &self,
-        key: FileKey,
-        open_id: u64,
-    ) -> (Level, Option<(LeaseKey, Granted)>) {
-        self.read(key, |e| {
-            (e.oplocks.level(open_id), e.leases.granted_of(open_id))
-        })
-        .unwrap_or((Level::None, None))
-    }
-
-    /// The opens of `key`'s file with an oplock or lease break awaiting its acknowledgment.
-    pub(crate) fn breaking_opens(&self, key: FileKey) -> Vec<u64> {
-        self.read(key, FileEntry::breaking_opens)
-            .unwrap_or_default()
-    }
-
     /// A persistent open of `key` reclaimed alone takes its lease back (lease.rs,
     /// `Leases::reacquire`), the reconnect carrying `asked_epoch`.
     pub(crate) fn reacquire_lease(&self, key: FileKey, open_id: u64, asked_epoch: u16) {
@@ -1017,15 +941,6 @@ impl<L: Layout> FileStates<L> {
             }
         }
         files.update(base, |e| e.change_time = Some((ctime, change)));
-    }
-
-    /// The client's ChangeTime for `key` if nothing has changed the inode since it was set.
-    pub fn change_time(&self, key: FileKey, ctime: Timespec) -> Option<u64> {
-        self.read(key, |e| match e.change_time {
-            Some((c, v)) if c == ctime => Some(v),
-            _ => None,
-        })
-        .flatten()
     }
 
     #[cfg(test)]

@@ -325,6 +325,7 @@ impl ShareModes {
 mod tests {
     use super::super::FileStates;
     use super::*;
+    use crate::open_state::{OpenState as _, Queries as _};
 
     const K: FileKey = FileKey {
         dev: 7,

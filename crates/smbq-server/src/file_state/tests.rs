@@ -10,6 +10,7 @@ use super::lease::{Contention, LeaseAsk, LeaseKey};
 use super::oplock::{Level, OpenCheck, Owner};
 use super::{FileKey, FileStates, Layout, OneTable, OpenRequest, Sharded};
 use crate::access::{mask, share};
+use crate::open_state::Queries as _;
 use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 
 const K: FileKey = FileKey {

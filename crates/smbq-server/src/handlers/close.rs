@@ -9,6 +9,7 @@ use smbq_wire::close::{CloseRequest, CloseResponse, POSTQUERY_ATTRIB};
 
 use super::{Ctx, bad, blocking, body};
 use crate::access::mask;
+use crate::open_state::Queries as _;
 use crate::{dos, meta};
 
 pub(super) async fn handle(ctx: &Ctx<'_>) -> Result<Response, NtStatus> {

@@ -19,6 +19,7 @@ use crate::dos::{self, DosInfo};
 use crate::errors::map_io_error;
 use crate::file_state::FileKey;
 use crate::meta;
+use crate::open_state::Queries as _;
 use crate::security::{Token, check, store};
 use crate::tables::Open;
 use crate::tables::open::{DirCursor, FileOpen, ListEntry};

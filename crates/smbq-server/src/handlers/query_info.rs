@@ -29,6 +29,7 @@ use crate::access::mask;
 use crate::dos::{self, View};
 use crate::errors::map_io_error;
 use crate::meta;
+use crate::open_state::Queries as _;
 use crate::tables::Open;
 
 /// Windows checks the buffer against `sizeof(FILE_NAME_INFORMATION)`, which C pads from 6

@@ -24,6 +24,8 @@ use crate::access::{attr, mask};
 use crate::dos::DosInfo;
 use crate::errors::map_io_error;
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
+use crate::open_state::Changes as _;
+use crate::open_state::Queries as _;
 use crate::open_state::{Below, Fact, Moved};
 use crate::path::{Stream, lookup, parse_name, parse_smb_name};
 use crate::security::{Token, require};

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::Server;
 use crate::access::mask;
 use crate::file_state::oplock::Level;
+use crate::open_state::Queries as _;
 use crate::tables::Open;
 
 /// What a session was established with, kept in its `SessionState`.

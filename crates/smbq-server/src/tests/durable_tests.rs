@@ -14,6 +14,7 @@ use smbq_wire::{Command, FileId, NtStatus, Writer};
 
 use super::harness::{H, Open, msg, session};
 use crate::access::{mask, share};
+use crate::open_state::Queries as _;
 
 const DATA: u32 = mask::FILE_READ_DATA | mask::FILE_WRITE_DATA;
 

@@ -15,6 +15,7 @@ use smbq_wire::{FileId, NtStatus};
 use super::durable_tests::{key_of, new_session, send_create};
 use super::harness::{H, Open};
 use crate::access::{mask, share};
+use crate::open_state::Queries as _;
 use smbq_wire::create::create_options as opts;
 
 /// A server whose share is continuously available, on a connection that negotiated

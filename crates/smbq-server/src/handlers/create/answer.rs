@@ -13,6 +13,7 @@ use crate::durable::FirstAnswer;
 use crate::durable::replay::ReplayRecord;
 use crate::handlers::{Ctx, body};
 use crate::meta;
+use crate::open_state::Queries as _;
 use crate::tables::Tree;
 
 /// The response's create contexts for what the CREATE asked (contexts.rs): QFid from the

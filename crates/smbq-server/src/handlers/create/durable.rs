@@ -19,6 +19,7 @@ use crate::durable::{DurableGrant, FirstAnswer, Parked};
 use crate::errors::map_io_error;
 use crate::file_state::lease::{Granted, LeaseKey};
 use crate::handlers::{Ctx, body};
+use crate::open_state::Queries as _;
 use crate::path::parse_name;
 use crate::share::ShareKind;
 use crate::tables::{Open, Tree};

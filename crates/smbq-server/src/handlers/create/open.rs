@@ -26,6 +26,7 @@ use crate::errors::{IoContext, map_io_error, map_io_error_in};
 use crate::file_state::FileKey;
 use crate::file_state::oplock::MAX_BREAK_ROUNDS;
 use crate::handlers::{Ctx, blocking};
+use crate::open_state::Queries as _;
 use crate::pipe::PipeOpen;
 use crate::share::ShareKind;
 use crate::tables::open::{DirCursor, FileOpen};
