@@ -432,19 +432,10 @@ impl<T: OpenState + ?Sized> Changes for T {}
 pub trait Queries: OpenState {
     /// Asks `question` of `key`'s record (an implementation that does not lend one answers as
     /// for a file without opens).
-    fn ask<R>(&self, key: FileKey, question: impl FnOnce(FileView<'_>) -> R) -> R {
-        let mut question = Some(question);
+    fn ask<R>(&self, key: FileKey, question: impl Fn(FileView<'_>) -> R) -> R {
         let mut answer = None;
-        self.query(key, &mut |view| {
-            if let Some(q) = question.take() {
-                answer = Some(q(view));
-            }
-        });
-        match (answer, question) {
-            (Some(a), _) => a,
-            (None, Some(q)) => q(FileView::unrecorded(key)),
-            (None, None) => unreachable!("a question taken is answered"),
-        }
+        self.query(key, &mut |view| answer = Some(question(view)));
+        answer.unwrap_or_else(|| question(FileView::unrecorded(key)))
     }
 
     /// Opens of the file, any stream.

@@ -708,11 +708,18 @@ impl Leases {
 
     /// A break whose wait is over takes the whole lease (MS-SMB2 3.3.2.5 Lease Break
     /// Acknowledgment Timer; smbtorture smb2.lease.timeout: the holder is left with none).
+    /// A break withheld from an away client moves the epoch now: the state the client will
+    /// see on its return is not the one it left, and a V2 lease's epoch moves with every
+    /// change of its state the server makes (MS-SMB2 3.3.4.7).
     pub fn expire(&mut self, now: Instant) {
         for l in &mut self.leases {
-            if l.breaking.is_some_and(|b| b.deadline <= now) {
-                l.breaking = None;
-                l.state = 0;
+            let Some(b) = l.breaking.filter(|b| b.deadline <= now) else {
+                continue;
+            };
+            l.breaking = None;
+            l.state = 0;
+            if b.withheld {
+                l.bump();
             }
         }
     }
@@ -1360,6 +1367,33 @@ mod tests {
         assert_eq!(again.epoch, 2, "sent once moves it once");
         assert_eq!(l.acknowledge(&key(1), ls("RH"), now).unwrap().0, ls("RH"));
         assert_eq!(l.break_in_progress(&key(1), 0), None);
+    }
+
+    /// A withheld break that times out before its client returns takes the lease, and the
+    /// epoch moves past the one the client last saw, so its return reads the new state as
+    /// new. A break that was sent moved the epoch when it went, and moves it no further.
+    #[test]
+    fn a_withheld_break_that_times_out_moves_the_epoch_once() {
+        let now = Instant::now();
+        let holder = |id: u8| Opener {
+            v2: Some(0),
+            ..opener(Some(id), u64::from(id), "RHW", false)
+        };
+        let mut l = Leases::default();
+        l.on_open(&holder(1), now);
+        assert!(l.on_open(&opener(Some(2), 2, "R", true), now).wait);
+        l.withhold(&key(1), 0, 9);
+        assert_eq!(l.state(&key(1), 0), Some((ls("RHW"), 1)));
+        l.expire(now + BREAK_TIMEOUT);
+        assert_eq!(l.state(&key(1), 0), Some((0, 2)));
+        l.expire(now + BREAK_TIMEOUT * 2);
+        assert_eq!(l.state(&key(1), 0), Some((0, 2)), "once");
+
+        let mut sent = Leases::default();
+        sent.on_open(&holder(1), now);
+        sent.on_open(&opener(Some(2), 2, "R", true), now);
+        sent.expire(now + BREAK_TIMEOUT);
+        assert_eq!(sent.state(&key(1), 0), Some((0, 2)), "moved when sent");
     }
 
     /// A reconnect that comes while a break's notice is failing to reach the client's old
