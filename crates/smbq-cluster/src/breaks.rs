@@ -11,8 +11,7 @@ use std::time::Instant;
 use smbq_server::file_state::FileKey;
 use smbq_server::file_state::OpenRequest;
 use smbq_server::file_state::oplock::Level;
-use smbq_server::open_state::{self, OpenState};
-use smbq_server::open_state::{Changes as _, Queries as _};
+use smbq_server::open_state::{self, Changes as _, OpenState, Queries as _};
 use tokio_util::sync::CancellationToken;
 
 use crate::Cluster;

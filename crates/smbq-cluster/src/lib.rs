@@ -35,8 +35,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use etcd_client::{Compare, CompareOp, ConnectOptions, PutOptions, Txn, TxnOp, WatchOptions};
 use smbq_server::durable::store::{Record, RecordStore};
 use smbq_server::file_state::FileKey;
-use smbq_server::open_state::Queries as _;
-use smbq_server::open_state::{Effects, OpenState};
+use smbq_server::open_state::{Effects, OpenState, Queries as _};
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;
 

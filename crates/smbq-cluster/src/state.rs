@@ -19,10 +19,9 @@ use smbq_server::file_state::lease::{Granted, LeaseAsk, LeaseKey};
 use smbq_server::file_state::oplock::{Level, Owner};
 use smbq_server::file_state::{FileKey, FileView, LastClose, NewOpen, OpenRequest};
 use smbq_server::open_state::{
-    Ack, Acked, Below, BreakWait, Change, Effects, LockOp, OpenState, Restored, Undelivered,
-    WaitToken,
+    Ack, Acked, Below, BreakWait, Change, Changes as _, Effects, LockOp, OpenState, Queries as _,
+    Restored, Undelivered, WaitToken,
 };
-use smbq_server::open_state::{Changes as _, Queries as _};
 use smbq_vfs::RelPath;
 use smbq_wire::NtStatus;
 use tokio::sync::Notify;

@@ -25,9 +25,7 @@ use crate::durable::store::{
 use crate::file_state::lease::LeaseKey;
 use crate::file_state::oplock::{Level, Owner};
 use crate::file_state::{FileKey, NewOpen};
-use crate::open_state::Changes as _;
-use crate::open_state::Queries as _;
-use crate::open_state::Restored;
+use crate::open_state::{Changes as _, Queries as _, Restored};
 use crate::tables::{FileOpen, Open, OpenKind, Tree};
 
 /// Runs `f`, a store commit that waits for the disk, where the runtime allows blocking (a

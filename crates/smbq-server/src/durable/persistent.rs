@@ -7,8 +7,7 @@
 
 use crate::file_state::FileKey;
 use crate::file_state::oplock::{Level, is_stat_open};
-use crate::open_state::OpenState;
-use crate::open_state::Queries as _;
+use crate::open_state::{OpenState, Queries as _};
 use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 
 use super::DurableStore;

@@ -13,8 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Server;
 use crate::file_state::oplock::{Admission, BreakNotice, Level, Owner, is_stat_open};
 use crate::file_state::{FileKey, OpenRequest};
-use crate::open_state::Changes as _;
-use crate::open_state::{self, Ack, Acked, Undelivered, WaitToken};
+use crate::open_state::{self, Ack, Acked, Changes as _, Undelivered, WaitToken};
 use crate::push::Push;
 use crate::tables::Open;
 

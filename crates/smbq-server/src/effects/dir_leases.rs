@@ -8,8 +8,7 @@ use smbq_vfs::RelPath;
 use crate::Server;
 use crate::file_state::FileKey;
 use crate::file_state::lease::LeaseKey;
-use crate::open_state::Changes as _;
-use crate::open_state::Effects;
+use crate::open_state::{Changes as _, Effects};
 use crate::tables::Open;
 
 impl Server {

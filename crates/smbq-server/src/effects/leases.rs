@@ -13,8 +13,7 @@ use crate::Server;
 use crate::file_state::FileKey;
 use crate::file_state::lease::{Granted, LeaseAsk, LeaseBreakNotice, LeaseKey};
 use crate::file_state::oplock::Admission;
-use crate::open_state::Changes as _;
-use crate::open_state::{Ack, Acked, Undelivered};
+use crate::open_state::{Ack, Acked, Changes as _, Undelivered};
 use crate::push::Push;
 use crate::tables::Open;
 

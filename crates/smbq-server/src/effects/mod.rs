@@ -16,8 +16,7 @@ use std::cell::RefCell;
 use std::future::Future;
 
 use crate::Server;
-use crate::open_state::Queries as _;
-use crate::open_state::{Effects, WaitToken};
+use crate::open_state::{Effects, Queries as _, WaitToken};
 
 tokio::task_local! {
     /// What the running request's handler left to carry out once its answer is out.

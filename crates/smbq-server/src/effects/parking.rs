@@ -8,8 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::Server;
-use crate::open_state::Queries as _;
-use crate::open_state::Undelivered;
+use crate::open_state::{Queries as _, Undelivered};
 use crate::tables::Open;
 
 impl Server {

@@ -20,9 +20,9 @@ use super::lease::{LeaseAsk, LeaseKey};
 use super::oplock::{Level, Owner, is_stat_open};
 use super::{FileKey, FileStates, NewOpen, OneTable, OpenRequest, Sharded};
 use crate::access::{mask, share};
-use crate::open_state::Changes as _;
-use crate::open_state::Queries as _;
-use crate::open_state::{Ack, Acked, Below, BreakWait, LockOp, Moved, OpenState, Undelivered};
+use crate::open_state::{
+    Ack, Acked, Below, BreakWait, Changes as _, LockOp, Moved, OpenState, Queries as _, Undelivered,
+};
 
 const K: FileKey = FileKey {
     dev: 3,

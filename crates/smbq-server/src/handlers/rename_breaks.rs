@@ -29,8 +29,7 @@ use super::{Ctx, blocking};
 use crate::access::{mask, share};
 use crate::file_state::oplock::{Admission, MAX_BREAK_ROUNDS};
 use crate::file_state::{FileKey, OpenRequest};
-use crate::open_state::Below;
-use crate::open_state::Queries as _;
+use crate::open_state::{Below, Queries as _};
 use crate::path::{Stream, lookup, parse_name};
 use crate::tables::Open;
 

@@ -15,8 +15,7 @@ use super::intent::CreateIntent;
 use super::{Done, contexts};
 use crate::Server;
 use crate::handlers::{Ctx, blocking};
-use crate::open_state::Changes as _;
-use crate::open_state::Fact;
+use crate::open_state::{Changes as _, Fact};
 use crate::tables::Open;
 
 /// What the open was granted besides its access: the oplock level the response carries and
