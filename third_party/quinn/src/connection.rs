@@ -1106,6 +1106,11 @@ impl State {
                 Poll::Ready(Some(ConnectionEvent::Proto(event))) => {
                     self.inner.handle_event(event);
                 }
+                Poll::Ready(Some(ConnectionEvent::Protos(events))) => {
+                    for event in events {
+                        self.inner.handle_event(event);
+                    }
+                }
                 Poll::Ready(Some(ConnectionEvent::Close { reason, error_code })) => {
                     self.close(error_code, reason, shared);
                 }

@@ -796,6 +796,9 @@ impl RecvState {
                     self.recv_limiter.record_work(msgs);
                     for (meta, buf) in metas.iter().zip(iovs.iter()).take(msgs) {
                         let mut data: BytesMut = buf[0..meta.len].into();
+                        // smbq patch: a GRO batch's datagrams for one connection go to it as
+                        // one channel message (third_party/README.md).
+                        let mut batch = EventBatch::default();
                         while !data.is_empty() {
                             let buf = data.split_to(meta.stride.min(data.len()));
                             let mut response_buffer = Vec::new();
@@ -817,14 +820,8 @@ impl RecvState {
                                     }
                                 }
                                 Some(DatagramEvent::ConnectionEvent(handle, event)) => {
-                                    // Ignoring errors from dropped connections that haven't yet been cleaned up
                                     received_connection_packet = true;
-                                    let _ = self
-                                        .connections
-                                        .senders
-                                        .get_mut(&handle)
-                                        .unwrap()
-                                        .send(ConnectionEvent::Proto(event));
+                                    batch.push(handle, event, &mut self.connections);
                                 }
                                 Some(DatagramEvent::Response(transmit)) => {
                                     respond(transmit, &response_buffer, socket);
@@ -832,6 +829,7 @@ impl RecvState {
                                 None => {}
                             }
                         }
+                        batch.flush(&mut self.connections);
                     }
                 }
                 Poll::Pending => {
@@ -855,6 +853,47 @@ impl RecvState {
                     keep_going: true,
                 });
             }
+        }
+    }
+}
+
+/// smbq patch: the datagrams of one receive batch for one connection, sent to it as one
+/// channel message instead of one message each (one wake and one queue slot per batch).
+#[derive(Default)]
+struct EventBatch {
+    handle: Option<ConnectionHandle>,
+    events: Vec<proto::ConnectionEvent>,
+}
+
+impl EventBatch {
+    fn push(
+        &mut self,
+        handle: ConnectionHandle,
+        event: proto::ConnectionEvent,
+        connections: &mut ConnectionSet,
+    ) {
+        if self.handle != Some(handle) {
+            self.flush(connections);
+            self.handle = Some(handle);
+        }
+        self.events.push(event);
+    }
+
+    fn flush(&mut self, connections: &mut ConnectionSet) {
+        let Some(handle) = self.handle.take() else {
+            return;
+        };
+        let event = if self.events.len() == 1 {
+            match self.events.pop() {
+                Some(event) => ConnectionEvent::Proto(event),
+                None => return,
+            }
+        } else {
+            ConnectionEvent::Protos(mem::take(&mut self.events))
+        };
+        // Ignoring errors from dropped connections that haven't yet been cleaned up
+        if let Some(sender) = connections.senders.get_mut(&handle) {
+            let _ = sender.send(event);
         }
     }
 }

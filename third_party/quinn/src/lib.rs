@@ -100,6 +100,8 @@ enum ConnectionEvent {
         reason: bytes::Bytes,
     },
     Proto(proto::ConnectionEvent),
+    /// smbq patch: several datagrams' events at once, in order (endpoint.rs, `EventBatch`).
+    Protos(Vec<proto::ConnectionEvent>),
     Rebind(Arc<dyn AsyncUdpSocket>),
 }
 
