@@ -31,6 +31,9 @@ impl<L: Layout> OpenState for FileStates<L> {
             // A disconnected durable open will never acknowledge a break started before its
             // connection went: it is purged rather than waited for.
             purge: breaking,
+            // A break that timed out here or in the wait before (`break_wait`) changed
+            // these opens' leases: their persistent records follow.
+            recorded: leases.recorded,
             ..Effects::default()
         })
     }
@@ -63,10 +66,11 @@ impl<L: Layout> OpenState for FileStates<L> {
     fn on_change(&self, key: FileKey, change: Change<'_>, now: Instant) -> Effects {
         match change {
             Change::Write { by } | Change::SetSize { by } => {
-                let (oplock_breaks, lease_breaks) = self.break_for_write(key, by, now);
+                let (oplock_breaks, lease_breaks, recorded) = self.break_for_write(key, by, now);
                 Effects {
                     oplock_breaks,
                     lease_breaks,
+                    recorded,
                     ..Effects::default()
                 }
             }
@@ -75,6 +79,7 @@ impl<L: Layout> OpenState for FileStates<L> {
                 Effects {
                     lease_breaks: c.notices,
                     wait: c.wait.then_some(WaitToken { key }),
+                    recorded: c.recorded,
                     ..Effects::default()
                 }
             }

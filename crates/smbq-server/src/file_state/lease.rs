@@ -134,6 +134,8 @@ pub struct Contention {
     pub notices: Vec<LeaseBreakNotice>,
     /// A break needing an acknowledgment is under way: the open waits, then asks again.
     pub wait: bool,
+    /// Opens whose lease a timed-out break changed ([`Leases::take_expired`]).
+    pub recorded: Vec<u64>,
 }
 
 /// What an admitted open's lease is (MS-SMB2 2.2.14.2.10 / 2.2.14.2.11).
@@ -270,6 +272,10 @@ impl Lease {
 #[derive(Debug, Default)]
 pub struct Leases {
     leases: Vec<Lease>,
+    /// Opens whose lease a timed-out break changed since the door last asked
+    /// ([`Leases::take_expired`]): their persistent records hold the state before it, and
+    /// are written again (crate::open_state::Effects::recorded). One entry per open.
+    expired: Vec<u64>,
 }
 
 impl Leases {
@@ -497,6 +503,7 @@ impl Leases {
             out.wait |= gone & WRITE_CACHING != 0
                 || (o.intent.share_conflict && gone & HANDLE_CACHING != 0);
         }
+        out.recorded = self.take_expired();
         out
     }
 
@@ -623,6 +630,7 @@ impl Leases {
             let to = l.state & !HANDLE_CACHING;
             out.notices.push(l.start_break(to, now + BREAK_TIMEOUT));
         }
+        out.recorded = self.take_expired();
         out
     }
 
@@ -711,6 +719,9 @@ impl Leases {
     /// A break withheld from an away client moves the epoch now: the state the client will
     /// see on its return is not the one it left, and a V2 lease's epoch moves with every
     /// change of its state the server makes (MS-SMB2 3.3.4.7).
+    /// The opens whose records the change leaves behind are kept for
+    /// [`Leases::take_expired`]: whoever makes the change (a CREATE's contention, its wait,
+    /// a write) need not be the door verb that reports it.
     pub fn expire(&mut self, now: Instant) {
         for l in &mut self.leases {
             let Some(b) = l.breaking.filter(|b| b.deadline <= now) else {
@@ -721,7 +732,17 @@ impl Leases {
             if b.withheld {
                 l.bump();
             }
+            for h in &l.opens {
+                if !self.expired.contains(&h.open) {
+                    self.expired.push(h.open);
+                }
+            }
         }
+    }
+
+    /// The opens whose lease [`Leases::expire`] changed since the last call.
+    pub fn take_expired(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.expired)
     }
 
     /// The earliest deadline of a break on `stream` still awaiting its acknowledgment.
@@ -746,6 +767,7 @@ impl Leases {
             }
         }
         self.leases.retain(|l| !l.opens.is_empty());
+        self.expired.retain(|&o| o != open_id);
         ended
     }
 }

@@ -716,8 +716,11 @@ impl<L: Layout> FileStates<L> {
         key: FileKey,
         writer: u64,
         now: Instant,
-    ) -> (Vec<BreakNotice>, Vec<LeaseBreakNotice>) {
-        self.update(key, |e| e.break_for_write(key, writer, now))
+    ) -> (Vec<BreakNotice>, Vec<LeaseBreakNotice>, Vec<u64>) {
+        self.update(key, |e| {
+            let (oplocks, leases) = e.break_for_write(key, writer, now);
+            (oplocks, leases, e.leases.take_expired())
+        })
     }
 
     /// A lock request through `owner`: the breaks it forces (as a write's) and, in the same

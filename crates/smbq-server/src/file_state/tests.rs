@@ -230,7 +230,7 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
     );
 
     // A write through key 2's open breaks key 1 to none, not key 2 itself.
-    let (oplocks, leases) = t.break_for_write(K, 2, Instant::now());
+    let (oplocks, leases, _) = t.break_for_write(K, 2, Instant::now());
     assert!(oplocks.is_empty());
     let [n] = &leases[..] else {
         panic!("one break: {leases:?}")
@@ -314,4 +314,51 @@ fn futures_util_poll<F: std::future::Future>(
 ) -> std::task::Poll<F::Output> {
     let waker = std::task::Waker::noop();
     f.poll(&mut std::task::Context::from_waker(waker))
+}
+
+/// A break withheld from an away client that times out changes its lease (to none, with a
+/// new epoch): the open's persistent record must follow. The wait that sees the timeout
+/// reports nothing itself, so the CREATE's next look at the file (or a write, or a rename)
+/// names the open to record, once.
+#[test]
+fn a_timed_out_break_names_the_open_to_record_again() {
+    use crate::file_state::oplock::BREAK_TIMEOUT;
+    use crate::open_state::{BreakWait, Change, OpenState, WaitToken};
+
+    let t = FileStates::new();
+    let now = Instant::now();
+    let later = now + BREAK_TIMEOUT;
+    let a = ask(1);
+    t.admit(K, 1, RW, share::ALL, &p(), false).unwrap();
+    t.lease_grant(K, 1, 9, &a, (false, 0)).unwrap();
+    let b = ask(2);
+    let intent = OpenRequest {
+        granted: RW,
+        share_access: share::ALL,
+        overwrite: false,
+        deletes: false,
+        lease: Some(&b),
+    };
+    let fx = OpenState::contend(&t, K, &intent, now).unwrap();
+    assert!(fx.wait.is_some(), "key 1 must give up W first");
+    assert!(fx.recorded.is_empty(), "nothing changed yet");
+    t.lease_withheld(&a.key, 9);
+
+    let token = WaitToken { key: K };
+    assert_eq!(OpenState::break_wait(&t, token, later), BreakWait::Done);
+    let fx = OpenState::contend(&t, K, &intent, later).unwrap();
+    assert_eq!(fx.recorded, vec![1], "the holder's lease went to none");
+    let fx = OpenState::contend(&t, K, &intent, later).unwrap();
+    assert!(fx.recorded.is_empty(), "named once");
+
+    // The same through a write: open 2's write breaks key 1's R, and the break times out.
+    t.admit(K, 2, RW, share::ALL, &p(), false).unwrap();
+    t.lease_grant(K, 2, 9, &b, (false, 0)).unwrap();
+    let fx = OpenState::on_change(&t, K, Change::Write { by: 1 }, later);
+    assert!(
+        !fx.lease_breaks.is_empty(),
+        "key 2's lease breaks for key 1's write"
+    );
+    let fx = OpenState::on_change(&t, K, Change::Write { by: 1 }, later + BREAK_TIMEOUT);
+    assert_eq!(fx.recorded, vec![2]);
 }
