@@ -19,16 +19,20 @@ impl<L: super::Layout> FileStates<L> {
         !self.dir_leased.lock().is_empty()
     }
 
-    /// The breaks a change inside directory `dir` forces (see the module docs).
+    /// The breaks a change inside directory `dir` forces (see the module docs), and the
+    /// opens of `dir` a timed-out break changed (`Leases::take_expired`).
     pub fn break_for_child_change(
         &self,
         dir: FileKey,
         except: Option<&LeaseKey>,
         now: Instant,
-    ) -> Vec<LeaseBreakNotice> {
+    ) -> (Vec<LeaseBreakNotice>, Vec<u64>) {
         if !self.dir_leased.lock().contains(&dir.base()) {
-            return Vec::new();
+            return Default::default();
         }
-        self.update(dir, |e| e.leases.break_for_child_change(except, now))
+        self.update(dir, |e| {
+            let breaks = e.leases.break_for_child_change(except, now);
+            (breaks, e.leases.take_expired())
+        })
     }
 }

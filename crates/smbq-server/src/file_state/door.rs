@@ -100,10 +100,14 @@ impl<L: Layout> OpenState for FileStates<L> {
                     self.update_opens_listing(key, |m| m.mark_delete(key.stream, pending, parent));
                 Effects::recording(true, opens)
             }
-            Change::InDirectory { except } => Effects {
-                lease_breaks: self.break_for_child_change(key, except, now),
-                ..Effects::default()
-            },
+            Change::InDirectory { except } => {
+                let (lease_breaks, recorded) = self.break_for_child_change(key, except, now);
+                Effects {
+                    lease_breaks,
+                    recorded,
+                    ..Effects::default()
+                }
+            }
             Change::Fact(Fact::Allocation(size)) => {
                 self.set_allocation(key, size);
                 Effects::default()
@@ -135,12 +139,15 @@ impl<L: Layout> OpenState for FileStates<L> {
             LockOp::Lock { exclusive } | LockOp::Retry { exclusive } => {
                 let breaks = matches!(op, LockOp::Lock { .. }).then_some(now);
                 let lock = (offset, length, exclusive);
-                let (r, oplock_breaks, lease_breaks) = self.lock_breaking(key, owner, lock, breaks);
-                let fx = Effects {
+                let (r, (oplock_breaks, lease_breaks), expired) =
+                    self.lock_breaking(key, owner, lock, breaks);
+                let mut fx = Effects {
                     oplock_breaks,
                     lease_breaks,
                     ..Effects::recording(r.is_ok(), vec![owner])
                 };
+                fx.recorded
+                    .extend(expired.into_iter().filter(|&o| o != owner || r.is_err()));
                 (r, fx)
             }
         }

@@ -153,6 +153,9 @@ impl Files {
     }
 }
 
+/// The oplock and lease breaks a write or lock forces.
+type Breaks = (Vec<BreakNotice>, Vec<LeaseBreakNotice>);
+
 #[derive(Debug, Default)]
 pub struct Shard {
     files: Mutex<Files>,
@@ -724,25 +727,23 @@ impl<L: Layout> FileStates<L> {
     }
 
     /// A lock request through `owner`: the breaks it forces (as a write's) and, in the same
-    /// step, the lock now or LOCK_NOT_GRANTED (`breaks`: false for a waiting request's retry).
+    /// step, the lock now or LOCK_NOT_GRANTED (`breaks`: false for a waiting request's retry),
+    /// and the opens a timed-out break changed (`Leases::take_expired`).
     fn lock_breaking(
         &self,
         key: FileKey,
         owner: u64,
         (offset, length, exclusive): (u64, u64, bool),
         breaks: Option<Instant>,
-    ) -> (
-        Result<(), NtStatus>,
-        Vec<BreakNotice>,
-        Vec<LeaseBreakNotice>,
-    ) {
+    ) -> (Result<(), NtStatus>, Breaks, Vec<u64>) {
         let r = Self::range(key, offset, length);
         self.update(key, |e| {
-            let (oplocks, leases) = match breaks {
+            let breaks = match breaks {
                 Some(now) => e.break_for_write(key, owner, now),
                 None => Default::default(),
             };
-            (e.locks.try_lock(owner, r, exclusive), oplocks, leases)
+            let lock = e.locks.try_lock(owner, r, exclusive);
+            (lock, breaks, e.leases.take_expired())
         })
     }
 

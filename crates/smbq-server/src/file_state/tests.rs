@@ -323,7 +323,7 @@ fn futures_util_poll<F: std::future::Future>(
 #[test]
 fn a_timed_out_break_names_the_open_to_record_again() {
     use crate::file_state::oplock::BREAK_TIMEOUT;
-    use crate::open_state::{BreakWait, Change, OpenState, WaitToken};
+    use crate::open_state::{BreakWait, Change, LockOp, OpenState, WaitToken};
 
     let t = FileStates::new();
     let now = Instant::now();
@@ -361,4 +361,20 @@ fn a_timed_out_break_names_the_open_to_record_again() {
     );
     let fx = OpenState::on_change(&t, K, Change::Write { by: 1 }, later + BREAK_TIMEOUT);
     assert_eq!(fx.recorded, vec![2]);
+
+    // And through a byte-range lock, which breaks like a write: the locker's own record,
+    // then the open whose lease the timeout changed.
+    let c = ask(3);
+    let (t1, t2) = (later + BREAK_TIMEOUT, later + BREAK_TIMEOUT * 2);
+    t.admit(K, 3, RW, share::ALL, &p(), false).unwrap();
+    t.lease_grant(K, 3, 9, &c, (false, 0)).unwrap();
+    let fx = OpenState::on_change(&t, K, Change::Write { by: 1 }, t1);
+    assert!(
+        !fx.lease_breaks.is_empty(),
+        "key 3's lease breaks for key 1's write"
+    );
+    let lock = LockOp::Lock { exclusive: false };
+    let (r, fx) = OpenState::on_lock(&t, K, 1, (0, 1), lock, t2);
+    assert!(r.is_ok());
+    assert_eq!(fx.recorded, vec![1, 3]);
 }
