@@ -114,7 +114,7 @@ for line in sys.stdin:
 SMBQ_TEST_OPEN_STATE=one-table "$server_tests" -q
 
 step "the carried quinn-proto change's own tests (third_party/README.md; not a workspace member)"
-CARGO_TARGET_DIR=target/quinn-proto cargo test --quiet --no-default-features \
+CARGO_TARGET_DIR=target/quinn-proto cargo test --quiet --locked --no-default-features \
   --manifest-path third_party/quinn-proto/Cargo.toml --lib sent_packets
 
 if ((quick == 0)); then

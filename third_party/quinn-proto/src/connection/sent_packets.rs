@@ -5,8 +5,9 @@
 //! insert is at the back and most removals (acknowledgements, losses) are at or near the front:
 //! a queue does both without a tree's node splits and merges, which took about a tenth of a bulk
 //! sender's CPU. An entry removed from the middle leaves a hole until the front reaches it, and
-//! holes are compacted away once they outnumber the packets held, so memory stays proportional
-//! to the packets held, as with the map (`PacketSpace::sent` forgets old non-ACK-eliciting
+//! holes are compacted away once they outnumber the packets held, and the allocation shrinks
+//! once it is far above what is held, so memory stays proportional to the packets held, as
+//! with the map (`PacketSpace::sent` forgets old non-ACK-eliciting
 //! packets from the middle to bound them).
 
 use std::collections::VecDeque;
@@ -75,6 +76,10 @@ impl SentPackets {
         }
         if self.entries.len() > 2 * self.live + 64 {
             self.entries.retain(|e| e.1.is_some());
+        }
+        // A burst's peak allocation is given back once the queue is far below it.
+        if self.entries.capacity() > 4 * self.entries.len() + 1024 {
+            self.entries.shrink_to(2 * self.entries.len() + 64);
         }
         Some(packet)
     }
@@ -205,6 +210,26 @@ mod tests {
         }
         assert_eq!(queue.live, 1_001);
         assert_eq!(queue.get(&0).map(|p| p.size), Some(1));
+    }
+
+    /// The allocation of a burst of packets in flight is given back as they are acknowledged.
+    #[test]
+    fn a_bursts_allocation_is_given_back() {
+        let mut queue = SentPackets::default();
+        for n in 0..50_000 {
+            queue.insert(n, packet(1));
+        }
+        let peak = queue.entries.capacity();
+        for n in 0..49_990 {
+            assert!(queue.remove(&n).is_some());
+        }
+        assert_eq!(queue.live, 10);
+        assert!(
+            queue.entries.capacity() <= 4 * queue.entries.len() + 1024,
+            "{} of {peak} kept for {} entries",
+            queue.entries.capacity(),
+            queue.entries.len()
+        );
     }
 
     /// A number at or below the last one inserted still lands in order.
