@@ -66,7 +66,7 @@ impl<L: Layout> OpenState for FileStates<L> {
     fn on_change(&self, key: FileKey, change: Change<'_>, now: Instant) -> Effects {
         match change {
             Change::Write { by } | Change::SetSize { by } => {
-                let (oplock_breaks, lease_breaks, recorded) = self.break_for_write(key, by, now);
+                let ((oplock_breaks, lease_breaks), recorded) = self.break_for_write(key, by, now);
                 Effects {
                     oplock_breaks,
                     lease_breaks,
@@ -146,8 +146,11 @@ impl<L: Layout> OpenState for FileStates<L> {
                     lease_breaks,
                     ..Effects::recording(r.is_ok(), vec![owner])
                 };
-                fx.recorded
-                    .extend(expired.into_iter().filter(|&o| o != owner || r.is_err()));
+                for o in expired {
+                    if !fx.recorded.contains(&o) {
+                        fx.recorded.push(o);
+                    }
+                }
                 (r, fx)
             }
         }

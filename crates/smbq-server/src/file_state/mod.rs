@@ -714,15 +714,10 @@ impl<L: Layout> FileStates<L> {
 
     /// A write, lock or size change on `key` through open `writer`: every level II oplock
     /// breaks to none, and every other key's lease caching reads.
-    fn break_for_write(
-        &self,
-        key: FileKey,
-        writer: u64,
-        now: Instant,
-    ) -> (Vec<BreakNotice>, Vec<LeaseBreakNotice>, Vec<u64>) {
+    fn break_for_write(&self, key: FileKey, writer: u64, now: Instant) -> (Breaks, Vec<u64>) {
         self.update(key, |e| {
-            let (oplocks, leases) = e.break_for_write(key, writer, now);
-            (oplocks, leases, e.leases.take_expired())
+            let breaks = e.break_for_write(key, writer, now);
+            (breaks, e.leases.take_expired())
         })
     }
 

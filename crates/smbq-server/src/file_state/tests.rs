@@ -230,7 +230,7 @@ fn lease_keys_name_one_file_and_leave_with_their_last_open() {
     );
 
     // A write through key 2's open breaks key 1 to none, not key 2 itself.
-    let (oplocks, leases, _) = t.break_for_write(K, 2, Instant::now());
+    let ((oplocks, leases), _) = t.break_for_write(K, 2, Instant::now());
     assert!(oplocks.is_empty());
     let [n] = &leases[..] else {
         panic!("one break: {leases:?}")
@@ -328,9 +328,21 @@ fn a_timed_out_break_names_the_open_to_record_again() {
     let t = FileStates::new();
     let now = Instant::now();
     let later = now + BREAK_TIMEOUT;
+    // Open `id` of K with lease `a`.
+    let leased = |id: u64, a: &LeaseAsk| {
+        t.admit(K, id, RW, share::ALL, &p(), false).unwrap();
+        t.lease_grant(K, id, 9, a, (false, 0)).unwrap();
+    };
+    // Open 1's write at `at`: it must break another key's lease.
+    let write_breaking = |at: Instant| {
+        let fx = OpenState::on_change(&t, K, Change::Write { by: 1 }, at);
+        assert!(
+            !fx.lease_breaks.is_empty(),
+            "a write by key 1's open breaks"
+        );
+    };
     let a = ask(1);
-    t.admit(K, 1, RW, share::ALL, &p(), false).unwrap();
-    t.lease_grant(K, 1, 9, &a, (false, 0)).unwrap();
+    leased(1, &a);
     let b = ask(2);
     let intent = OpenRequest {
         granted: RW,
@@ -352,13 +364,8 @@ fn a_timed_out_break_names_the_open_to_record_again() {
     assert!(fx.recorded.is_empty(), "named once");
 
     // The same through a write: open 2's write breaks key 1's R, and the break times out.
-    t.admit(K, 2, RW, share::ALL, &p(), false).unwrap();
-    t.lease_grant(K, 2, 9, &b, (false, 0)).unwrap();
-    let fx = OpenState::on_change(&t, K, Change::Write { by: 1 }, later);
-    assert!(
-        !fx.lease_breaks.is_empty(),
-        "key 2's lease breaks for key 1's write"
-    );
+    leased(2, &b);
+    write_breaking(later);
     let fx = OpenState::on_change(&t, K, Change::Write { by: 1 }, later + BREAK_TIMEOUT);
     assert_eq!(fx.recorded, vec![2]);
 
@@ -366,13 +373,8 @@ fn a_timed_out_break_names_the_open_to_record_again() {
     // then the open whose lease the timeout changed.
     let c = ask(3);
     let (t1, t2) = (later + BREAK_TIMEOUT, later + BREAK_TIMEOUT * 2);
-    t.admit(K, 3, RW, share::ALL, &p(), false).unwrap();
-    t.lease_grant(K, 3, 9, &c, (false, 0)).unwrap();
-    let fx = OpenState::on_change(&t, K, Change::Write { by: 1 }, t1);
-    assert!(
-        !fx.lease_breaks.is_empty(),
-        "key 3's lease breaks for key 1's write"
-    );
+    leased(3, &c);
+    write_breaking(t1);
     let lock = LockOp::Lock { exclusive: false };
     let (r, fx) = OpenState::on_lock(&t, K, 1, (0, 1), lock, t2);
     assert!(r.is_ok());
