@@ -142,13 +142,14 @@ pub enum Acked {
 pub enum Undelivered<'a> {
     /// It completes at once, as if acknowledged.
     Oplock { key: FileKey, open_id: u64 },
-    /// It completes at once, as if acknowledged. `sent_to`: the session the notice could
-    /// not reach; nothing happens when a reconnect moved the lease from it meanwhile (the
-    /// reconnect sends the break itself).
-    Lease { lease: &'a LeaseKey, sent_to: u64 },
+    /// It completes at once, as if acknowledged. Nothing happens when the break it names is
+    /// over (a grant or a release moved the lease between the decision and the send, and a
+    /// later break may be under way), or when a reconnect moved the lease from the session
+    /// it went to (the reconnect sends the break itself).
+    Lease(&'a LeaseBreakNotice),
     /// It is kept for a persistent open's client, who hears it on reclaim
-    /// (crate::durable::persistent); `sent_to` as for `Lease`.
-    LeaseWithheld { lease: &'a LeaseKey, sent_to: u64 },
+    /// (crate::durable::persistent); the same checks as for `Lease`.
+    LeaseWithheld(&'a LeaseBreakNotice),
     /// Every break awaiting open `open_id` of `key` completes at once, as if it had
     /// acknowledged what they asked (a parked resilient open, which cannot hear them).
     Open { key: FileKey, open_id: u64 },

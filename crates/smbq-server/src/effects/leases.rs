@@ -58,10 +58,7 @@ impl Server {
                 let state = self.open_state();
                 let opens = state.lease_opens(&n.key);
                 if n.ack_required && self.durable_store().lease_waits_for_client(&opens) {
-                    state.undeliverable(Undelivered::LeaseWithheld {
-                        lease: &n.key,
-                        sent_to: n.session_id,
-                    });
+                    state.undeliverable(Undelivered::LeaseWithheld(n));
                     continue;
                 }
                 if n.ack_required {
@@ -69,10 +66,7 @@ impl Server {
                         self.purge_parked(id);
                     }
                 }
-                state.undeliverable(Undelivered::Lease {
-                    lease: &n.key,
-                    sent_to: n.session_id,
-                });
+                state.undeliverable(Undelivered::Lease(n));
             }
         }
     }

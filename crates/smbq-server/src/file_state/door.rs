@@ -184,8 +184,8 @@ impl<L: Layout> OpenState for FileStates<L> {
     fn undeliverable(&self, what: Undelivered<'_>) {
         match what {
             Undelivered::Oplock { key, open_id } => self.oplock_undeliverable(key, open_id),
-            Undelivered::Lease { lease, sent_to } => self.lease_undeliverable(lease, sent_to),
-            Undelivered::LeaseWithheld { lease, sent_to } => self.lease_withheld(lease, sent_to),
+            Undelivered::Lease(notice) => self.lease_undeliverable(notice),
+            Undelivered::LeaseWithheld(notice) => self.lease_withheld(notice),
             Undelivered::Open { key, open_id } => self.complete_breaks(key, open_id),
         }
     }

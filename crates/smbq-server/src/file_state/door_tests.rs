@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)] // test code, run by tests only
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +17,7 @@ use smbq_vfs::RelPath;
 use smbq_wire::create_context::lease_state::{HANDLE_CACHING, READ_CACHING, WRITE_CACHING};
 use smbq_wire::{FileId, NtStatus};
 
-use super::lease::{LeaseAsk, LeaseKey};
+use super::lease::{LeaseAsk, LeaseBreakNotice, LeaseKey};
 use super::oplock::{Level, Owner, is_stat_open};
 use super::{FileKey, FileStates, NewOpen, OneTable, OpenRequest, Sharded};
 use crate::access::{mask, share};
@@ -245,7 +246,19 @@ fn on(stream: u64) -> FileKey {
     FileKey { stream, ..K }
 }
 
+std::thread_local! {
+    /// The latest lease break notice each table's step returned, by lease, for a later
+    /// `LeaseUndelivered` step to report as failed (cleared for each implementation).
+    static SENT: RefCell<HashMap<u8, LeaseBreakNotice>> = RefCell::default();
+}
+
 fn fx_of(fx: crate::open_state::Effects) -> Fx {
+    SENT.with(|sent| {
+        let mut sent = sent.borrow_mut();
+        for n in &fx.lease_breaks {
+            sent.insert(n.key.key[0], *n);
+        }
+    });
     Fx {
         oplocks: fx
             .oplock_breaks
@@ -387,10 +400,10 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
             }
         }
         LeaseUndelivered { lease } => {
-            t.undeliverable(Undelivered::Lease {
-                lease: &lease_key(lease),
-                sent_to: SESSION,
-            });
+            let notice = SENT.with(|sent| sent.borrow().get(&lease).copied());
+            let notice = notice.unwrap_or_else(|| panic!("no break of lease {lease} was sent"));
+            assert_eq!(notice.session_id, SESSION);
+            t.undeliverable(Undelivered::Lease(&notice));
             Fine
         }
         DeletePending { pending } => effects(t.on_disposition(K, pending, None)),
@@ -425,6 +438,7 @@ fn run(t: &dyn OpenState, step: Step, start: Instant) -> Out {
 /// Runs `table` on a fresh instance of each implementation.
 fn check(name: &str, table: &[(Step, Out)]) {
     for (which, t) in implementations() {
+        SENT.with(|sent| sent.borrow_mut().clear());
         let start = Instant::now();
         for (i, (step, want)) in table.iter().enumerate() {
             let got = run(&*t, *step, start);

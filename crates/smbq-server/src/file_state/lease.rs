@@ -16,6 +16,7 @@
 //! [`super::FileStates`] keeps one [`Leases`] per file; `crate::effects` sends the notices to
 //! the lease owner's session and answers acknowledgments.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use smbq_wire::NtStatus;
@@ -126,7 +127,31 @@ pub struct LeaseBreakNotice {
     /// SMB2_NOTIFY_BREAK_LEASE_FLAG_ACK_REQUIRED: breaking from a state that caches writes or
     /// handles, which the client must flush or close first.
     pub ack_required: bool,
+    /// The break this notice speaks for. A failure to deliver it says nothing about a later
+    /// break of the same lease, started after a grant or a release moved the lease between
+    /// the decision and the send ([`Leases::undeliverable`]).
+    pub break_id: u64,
 }
+
+impl LeaseBreakNotice {
+    /// Where this notice was sent, for the report that it could not be delivered.
+    pub fn sent(&self) -> Sent {
+        Sent {
+            session: self.session_id,
+            break_id: self.break_id,
+        }
+    }
+}
+
+/// A break notice that could not reach its session ([`LeaseBreakNotice::sent`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sent {
+    pub session: u64,
+    pub break_id: u64,
+}
+
+/// Names each break once, across every file's leases ([`LeaseBreakNotice::break_id`]).
+static NEXT_BREAK: AtomicU64 = AtomicU64::new(1);
 
 /// What the breaks a new open forces came to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -207,13 +232,16 @@ struct Breaking {
     /// say anything: acting on it would complete, or withhold and lower the epoch of, a
     /// break the client has heard.
     moved_from: Option<u64>,
+    /// [`LeaseBreakNotice::break_id`] of the notices of this break.
+    id: u64,
 }
 
 impl Breaking {
-    /// Whether a notice that could not reach `sent_to` still speaks for this break (`None`:
-    /// not about one session, as for a parked resilient open).
-    fn undelivered_to(&self, sent_to: Option<u64>) -> bool {
-        sent_to.is_none() || self.moved_from != sent_to
+    /// Whether a notice that could not be delivered still speaks for this break: it was
+    /// this break's notice, and not to the session a reconnect moved the lease from
+    /// (`None`: not about one notice, as for a parked resilient open).
+    fn undelivered_to(&self, sent: Option<Sent>) -> bool {
+        sent.is_none_or(|s| s.break_id == self.id && self.moved_from != Some(s.session))
     }
 }
 
@@ -244,6 +272,7 @@ impl Lease {
     /// smb2.lease.v2_breaking3).
     fn step_break(&mut self, to: u32, deadline: Instant) -> LeaseBreakNotice {
         let ack_required = self.state & (WRITE_CACHING | HANDLE_CACHING) != 0;
+        let id = NEXT_BREAK.fetch_add(1, Ordering::Relaxed);
         let notice = LeaseBreakNotice {
             key: self.key,
             stream: self.stream,
@@ -252,6 +281,7 @@ impl Lease {
             new: to,
             epoch: self.epoch(),
             ack_required,
+            break_id: id,
         };
         if ack_required {
             self.breaking = Some(Breaking {
@@ -260,6 +290,7 @@ impl Lease {
                 deadline,
                 withheld: false,
                 moved_from: None,
+                id,
             });
         } else {
             self.state = to;
@@ -362,6 +393,7 @@ impl Leases {
             new: b.to,
             epoch: l.epoch(),
             ack_required: true,
+            break_id: b.id,
         })
     }
 
@@ -369,12 +401,12 @@ impl Leases {
     /// when it reclaims its persistent open (crate::durable::persistent). Until then the
     /// lease keeps its epoch, which a reconnect reports (smbtorture smb2.persistent-open-
     /// reconnect-contended: the reconnect sees epoch 1, the break that follows 2).
-    /// `sent_to`: the session the notice could not reach.
-    pub fn withhold(&mut self, key: &LeaseKey, stream: u64, sent_to: u64) {
+    /// `sent`: the notice that could not be delivered.
+    pub fn withhold(&mut self, key: &LeaseKey, stream: u64, sent: Sent) {
         if let Some(l) = self.find(key, stream)
             && let Some(b) = &mut l.breaking
             && !b.withheld
-            && b.undelivered_to(Some(sent_to))
+            && b.undelivered_to(Some(sent))
         {
             b.withheld = true;
             if let Some(e) = &mut l.epoch {
@@ -704,10 +736,11 @@ impl Leases {
 
     /// The notice for `key`'s lease could not be delivered (no channel of its session is
     /// alive): nobody will acknowledge, so the break completes at once, to what the waiting
-    /// opens need. `sent_to`: the session the notice could not reach, if it was one.
-    pub fn undeliverable(&mut self, key: &LeaseKey, stream: u64, sent_to: Option<u64>) {
+    /// opens need. `sent`: the notice that could not be delivered, if it was one; a notice
+    /// of an earlier break of the lease, or to a session a reconnect left, changes nothing.
+    pub fn undeliverable(&mut self, key: &LeaseKey, stream: u64, sent: Option<Sent>) {
         if let Some(l) = self.find(key, stream)
-            && let Some(b) = l.breaking.filter(|b| b.undelivered_to(sent_to))
+            && let Some(b) = l.breaking.filter(|b| b.undelivered_to(sent))
         {
             l.breaking = None;
             l.state = b.required;
@@ -1375,8 +1408,8 @@ mod tests {
         let o = l.on_open(&opener(Some(2), 2, "R", true), now);
         assert!(o.wait);
         assert_eq!(o.notices[0].epoch, 2);
-        l.withhold(&key(1), 0, 9);
-        l.withhold(&key(1), 0, 9);
+        l.withhold(&key(1), 0, o.notices[0].sent());
+        l.withhold(&key(1), 0, o.notices[0].sent());
         assert_eq!(
             l.state(&key(1), 0),
             Some((ls("RHW"), 1)),
@@ -1403,8 +1436,9 @@ mod tests {
         };
         let mut l = Leases::default();
         l.on_open(&holder(1), now);
-        assert!(l.on_open(&opener(Some(2), 2, "R", true), now).wait);
-        l.withhold(&key(1), 0, 9);
+        let o = l.on_open(&opener(Some(2), 2, "R", true), now);
+        assert!(o.wait);
+        l.withhold(&key(1), 0, o.notices[0].sent());
         assert_eq!(l.state(&key(1), 0), Some((ls("RHW"), 1)));
         l.expire(now + BREAK_TIMEOUT);
         assert_eq!(l.state(&key(1), 0), Some((0, 2)));
@@ -1433,13 +1467,14 @@ mod tests {
         };
         l.on_open(&holder, now);
         let o = l.on_open(&opener(Some(2), 2, "R", true), now);
-        assert_eq!((o.notices[0].session_id, o.notices[0].epoch), (9, 2));
+        let first = o.notices[0];
+        assert_eq!((first.session_id, first.epoch), (9, 2));
         l.rebind(1, 20);
         let heard = l.break_in_progress(&key(1), 0).unwrap();
         assert_eq!((heard.session_id, heard.epoch), (20, 2));
 
-        l.withhold(&key(1), 0, 9);
-        l.undeliverable(&key(1), 0, Some(9));
+        l.withhold(&key(1), 0, first.sent());
+        l.undeliverable(&key(1), 0, Some(first.sent()));
         assert_eq!(l.state(&key(1), 0), Some((ls("RHW"), 2)), "still breaking");
         assert_eq!(l.break_in_progress(&key(1), 0), Some(heard));
         assert_eq!(l.acknowledge(&key(1), ls("RH"), now).unwrap().0, ls("RH"));
@@ -1455,8 +1490,54 @@ mod tests {
         };
         let o = l.on_open(&conflicting, now);
         assert_eq!((o.notices[0].session_id, o.notices[0].epoch), (20, 3));
-        l.undeliverable(&key(1), 0, Some(20));
+        l.undeliverable(&key(1), 0, Some(o.notices[0].sent()));
         assert_eq!(l.state(&key(1), 0), Some((ls("R"), 3)));
+    }
+
+    /// A notice's failure is reported after its decision was made, outside the file's lock.
+    /// Meanwhile the break can end (acknowledged, or its lease's last open released and the
+    /// key granted again) and a later break of the same lease start. The failure names its
+    /// own break: it completes or withholds that one, never the later one, whose own notice
+    /// is on its way and whose waiters must wait for it.
+    #[test]
+    fn a_failed_notice_of_an_ended_break_leaves_a_later_break_alone() {
+        let now = Instant::now();
+        let mut l = Leases::default();
+        l.on_open(&opener(Some(1), 1, "RHW", false), now);
+        let first = l.on_open(&opener(Some(2), 2, "R", true), now).notices[0];
+        assert_eq!(l.acknowledge(&key(1), ls("RH"), now).unwrap().0, ls("RH"));
+        let conflicting = Opener {
+            intent: OpenIntent {
+                share_conflict: true,
+                ..PLAIN
+            },
+            ..opener(None, 3, "", true)
+        };
+        let o = l.on_open(&conflicting, now);
+        assert!(o.wait);
+        let second = o.notices[0];
+        assert_ne!(first.break_id, second.break_id);
+
+        l.undeliverable(&key(1), 0, Some(first.sent()));
+        l.withhold(&key(1), 0, first.sent());
+        assert_eq!(
+            l.state(&key(1), 0).map(|s| s.0),
+            Some(ls("RH")),
+            "still breaking"
+        );
+        assert_eq!(
+            l.break_in_progress(&key(1), 0),
+            Some(second),
+            "not withheld"
+        );
+
+        l.undeliverable(&key(1), 0, Some(second.sent()));
+        assert_eq!(
+            l.state(&key(1), 0).map(|s| s.0),
+            Some(ls("R")),
+            "its own completes"
+        );
+        assert_eq!(l.break_in_progress(&key(1), 0), None);
     }
 
     /// How a persistent open reclaimed alone takes its lease back (Leases::reacquire), row by

@@ -841,8 +841,8 @@ impl<L: Layout> FileStates<L> {
     }
 
     /// The break of `lease` is kept for its away client (`Leases::withhold`).
-    pub(crate) fn lease_withheld(&self, lease: &LeaseKey, sent_to: u64) {
-        self.on_lease(lease, |l, stream| l.withhold(lease, stream, sent_to));
+    pub(crate) fn lease_withheld(&self, n: &LeaseBreakNotice) {
+        self.on_lease(&n.key, |l, stream| l.withhold(&n.key, stream, n.sent()));
     }
 
     /// The breaks awaiting open `open_id`'s acknowledgment complete now, as if it had
@@ -873,9 +873,9 @@ impl<L: Layout> FileStates<L> {
             .unwrap_or_default()
     }
 
-    fn lease_undeliverable(&self, lease: &LeaseKey, sent_to: u64) {
-        self.on_lease(lease, |l, stream| {
-            l.undeliverable(lease, stream, Some(sent_to))
+    fn lease_undeliverable(&self, n: &LeaseBreakNotice) {
+        self.on_lease(&n.key, |l, stream| {
+            l.undeliverable(&n.key, stream, Some(n.sent()))
         });
     }
 

@@ -354,7 +354,7 @@ fn a_timed_out_break_names_the_open_to_record_again() {
     let fx = OpenState::contend(&t, K, &intent, now).unwrap();
     assert!(fx.wait.is_some(), "key 1 must give up W first");
     assert!(fx.recorded.is_empty(), "nothing changed yet");
-    t.lease_withheld(&a.key, 9);
+    t.lease_withheld(&fx.lease_breaks[0]);
 
     let token = WaitToken { key: K };
     assert_eq!(OpenState::break_wait(&t, token, later), BreakWait::Done);
