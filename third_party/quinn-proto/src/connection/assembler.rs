@@ -1,6 +1,5 @@
 use std::{
     cmp::{Ordering, max},
-    collections::{BinaryHeap, binary_heap::PeekMut},
     mem,
 };
 
@@ -8,11 +7,16 @@ use bytes::{Buf, Bytes, BytesMut};
 
 use crate::range_set::RangeSet;
 
+// smbq patch (third_party/README.md): the buffered chunks are a `ChunkQueue`, a heap with an
+// in-order fast path, instead of a `BinaryHeap`.
+mod chunk_queue;
+use chunk_queue::{ChunkQueue, Span};
+
 /// Helper to assemble unordered stream frames into an ordered stream
 #[derive(Debug, Default)]
 pub(super) struct Assembler {
     state: State,
-    data: BinaryHeap<Buffer>,
+    data: ChunkQueue<Buffer>,
     /// Total number of buffered bytes, including duplicates in ordered mode.
     buffered: usize,
     /// Estimated number of allocated bytes, will never be less than `buffered`.
@@ -48,7 +52,7 @@ impl Assembler {
             }
             let mut recvd = RangeSet::new();
             recvd.insert(0..self.bytes_read);
-            for chunk in &self.data {
+            for chunk in self.data.iter() {
                 recvd.insert(chunk.offset..chunk.offset + chunk.bytes.len() as u64);
             }
             self.state = State::Unordered { recvd };
@@ -59,17 +63,18 @@ impl Assembler {
     /// Get the the next chunk
     pub(super) fn read(&mut self, max_length: usize, ordered: bool) -> Option<Chunk> {
         loop {
-            let mut chunk = self.data.peek_mut()?;
+            // smbq patch: taken out and put back where upstream mutated the heap's top in place.
+            let mut chunk = self.data.pop()?;
 
             if ordered {
                 if chunk.offset > self.bytes_read {
                     // Next chunk is after current read index
+                    self.data.unpop(chunk);
                     return None;
                 } else if (chunk.offset + chunk.bytes.len() as u64) <= self.bytes_read {
                     // Next chunk is useless as the read index is beyond its end
                     self.buffered -= chunk.bytes.len();
                     self.allocated -= chunk.allocation_size;
-                    PeekMut::pop(chunk);
                     continue;
                 }
 
@@ -87,12 +92,13 @@ impl Assembler {
                 let offset = chunk.offset;
                 chunk.offset += max_length as u64;
                 self.buffered -= max_length;
-                Chunk::new(offset, chunk.bytes.split_to(max_length))
+                let read = Chunk::new(offset, chunk.bytes.split_to(max_length));
+                self.data.unpop(chunk);
+                read
             } else {
                 self.bytes_read += chunk.bytes.len() as u64;
                 self.buffered -= chunk.bytes.len();
                 self.allocated -= chunk.allocation_size;
-                let chunk = PeekMut::pop(chunk);
                 Chunk::new(chunk.offset, chunk.bytes)
             });
         }
@@ -105,9 +111,7 @@ impl Assembler {
     fn defragment(&mut self) {
         // Chunks smaller than min_chunk_size are merged regardless of fragmentation
         let min_chunk_size = max(self.buffered.div_ceil(MAX_CHUNKS), MIN_RETAINED_CHUNK_SIZE);
-        let new = BinaryHeap::with_capacity(self.data.len());
-        let old = mem::replace(&mut self.data, new);
-        let mut buffers = old.into_sorted_vec();
+        let mut buffers = self.data.take_sorted();
         self.buffered = 0;
         let mut fragmented_buffered = 0;
         let mut offset = 0;
@@ -303,6 +307,15 @@ impl Buffer {
             // Make sure that defragmented buffers do not contribute to over-allocation
             self.allocation_size = self.bytes.len();
         }
+    }
+}
+
+impl Span for Buffer {
+    fn start(&self) -> u64 {
+        self.offset
+    }
+    fn end(&self) -> u64 {
+        self.offset + self.bytes.len() as u64
     }
 }
 
