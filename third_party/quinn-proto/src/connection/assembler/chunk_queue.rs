@@ -194,9 +194,15 @@ mod tests {
                     }
                     // A read of the next chunk.
                     7 | 8 => {
-                        assert_eq!(q.peek().map(|c| (c.start, c.len)), model.peek().map(|c| (c.start, c.len)));
+                        assert_eq!(
+                            q.peek().map(|c| (c.start, c.len)),
+                            model.peek().map(|c| (c.start, c.len))
+                        );
                         let (got, want) = (q.pop(), model.pop());
-                        assert_eq!(got.map(|c| (c.start, c.len)), want.map(|c| (c.start, c.len)));
+                        assert_eq!(
+                            got.map(|c| (c.start, c.len)),
+                            want.map(|c| (c.start, c.len))
+                        );
                         // A partial read puts the rest back.
                         let (Some(mut g), Some(mut w)) = (got, want) else {
                             continue;
