@@ -36,7 +36,17 @@ pub trait Vfs: Send + Sync {
     /// Adds the name `to` for the file at `from` (a hard link). With `replace` an existing
     /// non-directory `to` is replaced in one step; without, an existing `to` fails with
     /// EEXIST. A backend (or share) that offers no hard links fails with `Unsupported`.
-    fn link(&self, _from: &RelPath, _to: &RelPath, _replace: bool) -> io::Result<()> {
+    ///
+    /// `source` is the `(dev, ino)` of the file the caller means (its open's): a `from` that
+    /// names another file by the time of the link (moved and replaced meanwhile) links
+    /// nothing, leaves an existing `to` as it was, and fails with ESTALE.
+    fn link(
+        &self,
+        _from: &RelPath,
+        _source: (u64, u64),
+        _to: &RelPath,
+        _replace: bool,
+    ) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())
     }
     /// Whether [`Self::link`] can succeed here (MS-FSA's Volume.IsHardLinksSupported).

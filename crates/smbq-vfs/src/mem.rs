@@ -353,11 +353,20 @@ impl Vfs for MemVfs {
         true
     }
 
-    fn link(&self, from: &RelPath, to: &RelPath, replace: bool) -> io::Result<()> {
+    fn link(
+        &self,
+        from: &RelPath,
+        source: (u64, u64),
+        to: &RelPath,
+        replace: bool,
+    ) -> io::Result<()> {
         let now = self.now();
         let mut st = self.inner.state.lock();
         let (_, _, from_ino) = st.locate(from)?;
         let from_ino = from_ino.ok_or_else(|| err(Errno::NOENT))?;
+        if (DEV, from_ino) != source {
+            return Err(err(Errno::STALE));
+        }
         if st.node(from_ino)?.kind() == FileKind::Dir {
             return Err(err(Errno::PERM));
         }

@@ -220,7 +220,10 @@ fn hard_links_allowed_when_configured() {
 fn link_is_unsupported_where_hard_links_are_refused() {
     let f = fixture();
     fs::write(f.share.join("a"), b"a").unwrap();
-    let e = f.vfs.link(&p("a"), &p("b"), false).unwrap_err();
+    let e = f
+        .vfs
+        .link(&p("a"), id(&f, "a"), &p("b"), false)
+        .unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::Unsupported);
     assert!(!exists(&f.share.join("b")));
 }
@@ -233,20 +236,25 @@ fn link_adds_a_name_replaces_only_when_asked_and_stays_inside() {
     fs::create_dir(f.share.join("d")).unwrap();
     fs::write(f.share.join("a"), b"first").unwrap();
     fs::write(f.share.join("d/taken"), b"old").unwrap();
-    f.vfs.link(&p("a"), &p("d/b"), false).unwrap();
+    f.vfs.link(&p("a"), id(&f, "a"), &p("d/b"), false).unwrap();
     assert_eq!(read(&f.vfs, "d/b"), b"first");
     assert_eq!(f.vfs.stat(&p("a")).unwrap().nlink, 2);
-    let e = f.vfs.link(&p("a"), &p("d/taken"), false).unwrap_err();
+    let e = f
+        .vfs
+        .link(&p("a"), id(&f, "a"), &p("d/taken"), false)
+        .unwrap_err();
     assert_eq!(
         e.raw_os_error(),
         Some(rustix::io::Errno::EXIST.raw_os_error())
     );
     assert_eq!(read(&f.vfs, "d/taken"), b"old");
-    f.vfs.link(&p("a"), &p("d/taken"), true).unwrap();
+    f.vfs
+        .link(&p("a"), id(&f, "a"), &p("d/taken"), true)
+        .unwrap();
     assert_eq!(read(&f.vfs, "d/taken"), b"first");
     assert_eq!(f.vfs.stat(&p("a")).unwrap().nlink, 3);
     // Linking over a name of the same file changes nothing and leaves no temporary name.
-    f.vfs.link(&p("a"), &p("d/b"), true).unwrap();
+    f.vfs.link(&p("a"), id(&f, "a"), &p("d/b"), true).unwrap();
     let mut names: Vec<_> = fs::read_dir(f.share.join("d"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -255,13 +263,18 @@ fn link_adds_a_name_replaces_only_when_asked_and_stays_inside() {
     assert_eq!(names, ["b", "taken"]);
     // Neither end may leave the share, through `..` or a symlink.
     symlink(&f.outside, f.share.join("out")).unwrap();
-    assert_escape(f.vfs.link(&p("out/secret"), &p("stolen"), false));
-    assert_escape(f.vfs.link(&p("a"), &p("out/planted"), false));
+    assert_escape(
+        f.vfs
+            .link(&p("out/secret"), id(&f, "out/secret"), &p("stolen"), false),
+    );
+    assert_escape(f.vfs.link(&p("a"), id(&f, "a"), &p("out/planted"), false));
     assert!(!exists(&f.share.join("stolen")));
     assert!(!exists(&f.outside.join("planted")));
     // A symlink at the source is linked itself, never followed.
     symlink(f.outside.join("secret"), f.share.join("ln")).unwrap();
-    f.vfs.link(&p("ln"), &p("ln2"), false).unwrap();
+    f.vfs
+        .link(&p("ln"), id(&f, "ln"), &p("ln2"), false)
+        .unwrap();
     assert!(
         fs::symlink_metadata(f.share.join("ln2"))
             .unwrap()
@@ -269,6 +282,47 @@ fn link_adds_a_name_replaces_only_when_asked_and_stays_inside() {
             .is_symlink()
     );
     assert_escape(f.vfs.open(&p("ln2"), &read_opts()));
+}
+
+/// The `(dev, ino)` of `path` below the share (not following a symlink), or of nothing.
+fn id(f: &Fixture, path: &str) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    fs::symlink_metadata(f.share.join(path)).map_or((0, 0), |m| (m.dev(), m.ino()))
+}
+
+/// A link names its source by path, and the caller means the file it holds open. When
+/// another file has taken the source's name meanwhile, nothing is linked: a replaced target
+/// keeps its file, a new name is not left behind, and no temporary name is either.
+#[test]
+fn link_refuses_a_source_name_that_another_file_took() {
+    let f = fixture_with(PosixOptions {
+        refuse_hardlinks: false,
+    });
+    fs::write(f.share.join("a"), b"the open file").unwrap();
+    let held = id(&f, "a");
+    fs::rename(f.share.join("a"), f.share.join("moved")).unwrap();
+    fs::write(f.share.join("a"), b"another file").unwrap();
+    fs::write(f.share.join("target"), b"kept").unwrap();
+    for replace in [true, false] {
+        let to = if replace { "target" } else { "new" };
+        let e = f.vfs.link(&p("a"), held, &p(to), replace).unwrap_err();
+        assert_eq!(
+            e.raw_os_error(),
+            Some(rustix::io::Errno::STALE.raw_os_error())
+        );
+    }
+    assert_eq!(read(&f.vfs, "target"), b"kept");
+    assert!(!exists(&f.share.join("new")));
+    let mut names: Vec<_> = fs::read_dir(&f.share)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "moved", "target"]);
+    assert_eq!(f.vfs.stat(&p("moved")).unwrap().nlink, 1);
+    // Under its own name again, it links.
+    f.vfs.link(&p("moved"), held, &p("target"), true).unwrap();
+    assert_eq!(read(&f.vfs, "target"), b"the open file");
 }
 
 #[test]

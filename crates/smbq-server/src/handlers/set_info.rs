@@ -656,15 +656,15 @@ fn link(srv: &Server, open: &Open, token: &Token, l: &LinkInfo) -> Result<(), Nt
         check_replaceable(srv, vfs.as_ref(), open, token, &to, st)?;
     }
     check_target_parent_allows_add(vfs.as_ref(), open, token, &to, false)?;
-    vfs.link(&open.path(), &to, l.replace_if_exists)
-        .map_err(io)?;
-    // The name was resolved from the open's path: if something else moved in between, the new
-    // name is not this file's and goes again.
-    let st = vfs.stat(&to).map_err(io)?;
-    if (st.dev, st.ino) != (f.key.dev, f.key.ino) {
-        let _ = vfs.unlink(&to);
-        return Err(NtStatus::ACCESS_DENIED);
-    }
+    // The source is named by the open's path, checked above; the VFS links only if that
+    // path still names this file when it links, and a replaced `to` stays as it was when it
+    // does not (ESTALE: another file took the name meanwhile).
+    let source = (f.key.dev, f.key.ino);
+    vfs.link(&open.path(), source, &to, l.replace_if_exists)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ESTALE) => NtStatus::ACCESS_DENIED,
+            _ => io(e),
+        })?;
     crate::stable::flush_rename(open, vfs.as_ref(), &to, &to); // CA shares: the new entry
     Ok(())
 }

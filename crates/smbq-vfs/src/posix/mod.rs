@@ -189,20 +189,38 @@ impl Vfs for PosixVfs {
     /// `linkat` between directories resolved beneath the root, never following a symlink at
     /// `from`. A replacing link is made under a temporary name beside `to` and renamed over
     /// it, so `to` names either the old file or the new link at every moment.
-    fn link(&self, from: &RelPath, to: &RelPath, replace: bool) -> io::Result<()> {
+    fn link(
+        &self,
+        from: &RelPath,
+        source: (u64, u64),
+        to: &RelPath,
+        replace: bool,
+    ) -> io::Result<()> {
         // With refuse_hardlinks the share serves no file with several links, so it offers none.
         if self.share.opts.refuse_hardlinks {
             return Err(io::ErrorKind::Unsupported.into());
         }
         let (from_dir, from_name) = self.share.parent_of(from)?;
         let (to_dir, to_name) = self.share.parent_of(to)?;
-        let link =
-            |name: &str| rustix::fs::linkat(&from_dir, from_name, &to_dir, name, AtFlags::empty());
+        // Links `name` to whatever `from` names now, then keeps it only if that is `source`:
+        // `from` is a path, and the file the caller holds open may have left it meanwhile.
+        let link = |name: &str| -> io::Result<()> {
+            rustix::fs::linkat(&from_dir, from_name, &to_dir, name, AtFlags::empty())
+                .map_err(errno)?;
+            let st = rustix::fs::statat(&to_dir, name, AtFlags::SYMLINK_NOFOLLOW);
+            if st.is_ok_and(|st| (st.st_dev, st.st_ino) == source) {
+                return Ok(());
+            }
+            let _ = rustix::fs::unlinkat(&to_dir, name, AtFlags::empty());
+            Err(errno(Errno::STALE))
+        };
         if !replace {
-            return link(to_name).map_err(errno);
+            return link(to_name);
         }
+        // Replacing: linked under a temporary name first, so that a wrong source never takes
+        // the place of an existing `to`.
         let tmp = temp_name();
-        link(&tmp).map_err(errno)?;
+        link(&tmp)?;
         let r = rustix::fs::renameat(&to_dir, &tmp, &to_dir, to_name);
         // rename(2) between two links of one file does nothing; the temporary name goes
         // either way.
