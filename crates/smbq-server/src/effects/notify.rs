@@ -156,8 +156,17 @@ impl Server {
     /// but for the one the open named as its parent (smbtorture smb2.dirlease.hardlink).
     fn notify_linked(&self, open: &Open, buf: &[u8]) {
         let Ok(l) = LinkInfo::decode(buf) else { return };
+        let Some(vfs) = open.tree.share.vfs.as_ref() else {
+            return;
+        };
         let target = l.file_name.strip_prefix('\\').unwrap_or(&l.file_name);
-        let Ok(path) = crate::path::parse_smb_name(target).and_then(|n| n.rel_path()) else {
+        // The new name as the link made it: looked up as the link looked it up, so a name the
+        // client spelt in another case is the one on disk, whose directory's watches and
+        // leases are the ones to tell.
+        let Ok(path) = crate::path::parse_name(target, open.posix)
+            .and_then(|n| crate::path::lookup(vfs.as_ref(), &n, open.posix))
+            .map(|found| found.path)
+        else {
             return;
         };
         self.notify.report(

@@ -658,3 +658,32 @@ async fn renames_follow_the_file_not_its_old_name() {
     );
     assert_eq!(std::fs::read(h.path("h")).unwrap(), b"victim");
 }
+
+/// A hard link named in another case than its directory on disk breaks that directory's
+/// lease (MS-SMB2 3.3.4.7 via crate::file_state::dir_lease), as the link itself resolved the
+/// name: the client's spelling names no directory on a case-sensitive disk.
+#[tokio::test]
+async fn a_link_breaks_the_lease_of_the_directory_it_lands_in_whatever_the_case() {
+    let mut h = H::new().await;
+    h.conn.server_capabilities |= smbq_wire::negotiate::capabilities::DIRECTORY_LEASING;
+    std::fs::create_dir(h.path("dir")).unwrap();
+    h.put("a", b"A").await;
+    let _dir = rh_leased(&h, "dir", 9, mask::GENERIC_READ).await;
+    let o = h.create("a", mask::FILE_READ_ATTRIBUTES, D::OPEN, 0).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    h.srv.register_connection(h.conn.id, tx);
+    assert_eq!(
+        set(&h, o.id, 11, &link_buf("DIR\\a2", false)).await,
+        NtStatus::SUCCESS
+    );
+    assert_eq!(std::fs::read(h.path("dir/a2")).unwrap(), b"A");
+    let wait = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv());
+    let crate::push::Push::Notification { body, .. } = wait
+        .await
+        .expect("the directory's lease breaks")
+        .expect("open channel")
+    else {
+        panic!("a break notification");
+    };
+    assert_eq!(acknowledge(&h, &body).await.0, [9; 16]);
+}
