@@ -843,6 +843,17 @@ mod tests {
 
     /// An open of stream 0 by session 9 asking for `state` under `k` (`None`: no lease);
     /// `others`: the stream has opens of other keys.
+    /// An open without a lease whose share access conflicts with the holders' (H breaks).
+    fn conflicting(open_id: u64) -> Opener {
+        Opener {
+            intent: OpenIntent {
+                share_conflict: true,
+                ..PLAIN
+            },
+            ..opener(None, open_id, "", true)
+        }
+    }
+
     fn opener(k: Option<u8>, open_id: u64, state: &str, others: bool) -> Opener {
         Opener {
             key: k.map(key),
@@ -1124,14 +1135,7 @@ mod tests {
         };
         let o = l.on_open(&stat, now);
         assert!(o.notices.is_empty() && !o.wait, "statopen");
-        let conflict = Opener {
-            intent: OpenIntent {
-                share_conflict: true,
-                ..PLAIN
-            },
-            ..opener(None, 3, "", true)
-        };
-        let o = l.on_open(&conflict, now);
+        let o = l.on_open(&conflicting(3), now);
         assert_eq!(o.notices[0].new, ls("RW"), "H goes so the holder can close");
         assert!(o.wait);
     }
@@ -1481,14 +1485,7 @@ mod tests {
         assert_eq!(l.state(&key(1), 0), Some((ls("RH"), 2)));
 
         // The next break goes to session 20; failing there, it completes.
-        let conflicting = Opener {
-            intent: OpenIntent {
-                share_conflict: true,
-                ..PLAIN
-            },
-            ..opener(None, 3, "", true)
-        };
-        let o = l.on_open(&conflicting, now);
+        let o = l.on_open(&conflicting(3), now);
         assert_eq!((o.notices[0].session_id, o.notices[0].epoch), (20, 3));
         l.undeliverable(&key(1), 0, Some(o.notices[0].sent()));
         assert_eq!(l.state(&key(1), 0), Some((ls("R"), 3)));
@@ -1506,14 +1503,7 @@ mod tests {
         l.on_open(&opener(Some(1), 1, "RHW", false), now);
         let first = l.on_open(&opener(Some(2), 2, "R", true), now).notices[0];
         assert_eq!(l.acknowledge(&key(1), ls("RH"), now).unwrap().0, ls("RH"));
-        let conflicting = Opener {
-            intent: OpenIntent {
-                share_conflict: true,
-                ..PLAIN
-            },
-            ..opener(None, 3, "", true)
-        };
-        let o = l.on_open(&conflicting, now);
+        let o = l.on_open(&conflicting(3), now);
         assert!(o.wait);
         let second = o.notices[0];
         assert_ne!(first.break_id, second.break_id);
