@@ -171,10 +171,11 @@ step "interop: smbtorture 4.25's allowlist over TCP, with per-user identities, a
 # machine the whole of CI then took 60.6 min (2026-11-29, 1347 runs in 15 min), so it takes
 # every third now (181).
 export SMBQ_TORTURE_PER_USER_EVERY="${SMBQ_TORTURE_PER_USER_EVERY:-3}"
-python3 -m pytest -q -p no:cacheprovider -n 3 tests/interop/test_smbtorture.py
+python3 -m pytest -q -p no:cacheprovider --durations=15 -n 3 tests/interop/test_smbtorture.py
 
 step "interop: smbclient, SMB over QUIC, impacket and smbq's client against the real binary"
 if ((quick)); then export SMBQ_BIG_FILE_MB=16 SMBQ_QUIC_BIG_MB=16 SMBQ_CLIENT_BIG_MB=16; fi
-python3 -m pytest -q -p no:cacheprovider tests/interop --ignore=tests/interop/test_smbtorture.py
+# --durations: the slowest tests in the log, where the next trims of CI's hour are found.
+python3 -m pytest -q -p no:cacheprovider --durations=25 tests/interop --ignore=tests/interop/test_smbtorture.py
 
 step "all tests passed"
